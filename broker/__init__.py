@@ -1,0 +1,1 @@
+"""pafka broker: wires protocol, storage and coordinators to asyncio, config and the CLI."""

@@ -1,0 +1,1 @@
+"""Group and transaction coordinators (not built yet)."""

@@ -1,0 +1,1 @@
+"""Replication: ISR, high watermark and leader-epoch fetchers (not built yet)."""

@@ -1,0 +1,1 @@
+"""PySpark data source and jobs for pafka (not built yet)."""

@@ -1,0 +1,1 @@
+"""Kafka's segmented log on disk: synchronous file I/O, no sockets, no asyncio."""
