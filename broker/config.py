@@ -1,0 +1,263 @@
+"""The broker's configuration: Kafka's property names, defaults and layering.
+
+Sources, later ones winning, as a Kafka operator expects:
+  1. Kafka's defaults (the field defaults below);
+  2. a ``server.properties``-style file (``--config``);
+  3. environment variables ``PAFKA_<NAME>``, the property name upper-cased with
+     dots turned into underscores (``PAFKA_LOG_DIRS`` → ``log.dirs``);
+  4. ``--override key=value`` on the command line.
+
+Unknown property names are kept (Kafka passes them to plugins) and logged once,
+as Kafka's "supplied but isn't a known config" warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+
+log = logging.getLogger(__name__)
+
+ENV_PREFIX = "PAFKA_"
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One ``NAME://host:port`` entry of ``listeners`` / ``advertised.listeners``."""
+
+    name: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Listener":
+        match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://(\[[^\]]*\]|[^:]*):(\d+)", text.strip())
+        if not match:
+            raise ValueError(f"listener {text!r} is not of the form NAME://host:port")
+        name, host, port = match.groups()
+        return cls(name.upper(), host.strip("[]"), int(port))
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def _split_list(value: Any) -> Any:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+def _prop(default: Any, name: str, *synonyms: str) -> Any:
+    """A field that answers to its Kafka property name (and older synonyms)."""
+    return Field(default, validation_alias=AliasChoices(name, *synonyms), serialization_alias=name)
+
+
+class BrokerConfig(BaseModel):
+    """Broker settings under Kafka's property names, with Kafka's defaults.
+
+    Where Kafka's default only makes sense for a multi-broker cluster
+    (``offsets.topic.replication.factor=3``), the value is capped at the number
+    of live brokers when internal topics are created, as Kafka does in
+    development setups; the setting itself keeps Kafka's default.
+    """
+
+    model_config = ConfigDict(populate_by_name=True, extra="allow", frozen=True)
+
+    # Server basics. broker.id -1 means "generate one": 0 for the embedded
+    # single broker, a ZooKeeper sequence once a cluster is configured.
+    node_id: int = _prop(-1, "node.id", "broker.id")
+    listeners: list[Listener] = _prop([Listener("PLAINTEXT", "127.0.0.1", 9092)], "listeners")
+    advertised_listeners: list[Listener] | None = _prop(None, "advertised.listeners")
+    zookeeper_connect: str | None = _prop(None, "zookeeper.connect")
+    zookeeper_session_timeout_ms: int = _prop(18000, "zookeeper.session.timeout.ms")
+    rack: str | None = _prop(None, "broker.rack")
+
+    # Log basics.
+    log_dirs: list[str] = _prop(["/tmp/kafka-logs"], "log.dirs", "log.dir")
+    num_partitions: int = _prop(1, "num.partitions")
+    default_replication_factor: int = _prop(1, "default.replication.factor")
+    min_insync_replicas: int = _prop(1, "min.insync.replicas")
+    auto_create_topics_enable: bool = _prop(True, "auto.create.topics.enable")
+    delete_topic_enable: bool = _prop(True, "delete.topic.enable")
+    message_max_bytes: int = _prop(1048588, "message.max.bytes")
+    socket_request_max_bytes: int = _prop(104857600, "socket.request.max.bytes")
+    compression_type: str = _prop("producer", "compression.type")
+
+    # Segments, indexes, flushing.
+    log_segment_bytes: int = _prop(1073741824, "log.segment.bytes")
+    log_roll_ms: int | None = _prop(None, "log.roll.ms")
+    log_roll_hours: int = _prop(168, "log.roll.hours")
+    log_index_size_max_bytes: int = _prop(10485760, "log.index.size.max.bytes")
+    log_index_interval_bytes: int = _prop(4096, "log.index.interval.bytes")
+    log_flush_interval_messages: int = _prop(LONG_MAX, "log.flush.interval.messages")
+    log_flush_interval_ms: int | None = _prop(None, "log.flush.interval.ms")
+    log_flush_scheduler_interval_ms: int = _prop(LONG_MAX, "log.flush.scheduler.interval.ms")
+    log_flush_offset_checkpoint_interval_ms: int = _prop(60000, "log.flush.offset.checkpoint.interval.ms")
+    log_message_timestamp_type: str = _prop("CreateTime", "log.message.timestamp.type")
+    log_segment_delete_delay_ms: int = _prop(60000, "log.segment.delete.delay.ms")
+
+    # Retention and compaction.
+    log_retention_ms: int | None = _prop(None, "log.retention.ms")
+    log_retention_minutes: int | None = _prop(None, "log.retention.minutes")
+    log_retention_hours: int = _prop(168, "log.retention.hours")
+    log_retention_bytes: int = _prop(-1, "log.retention.bytes")
+    log_retention_check_interval_ms: int = _prop(300000, "log.retention.check.interval.ms")
+    log_cleanup_policy: list[str] = _prop(["delete"], "log.cleanup.policy")
+    log_cleaner_enable: bool = _prop(True, "log.cleaner.enable")
+    log_cleaner_threads: int = _prop(1, "log.cleaner.threads")
+    log_cleaner_backoff_ms: int = _prop(15000, "log.cleaner.backoff.ms")
+    log_cleaner_min_cleanable_ratio: float = _prop(0.5, "log.cleaner.min.cleanable.ratio")
+    log_cleaner_min_compaction_lag_ms: int = _prop(0, "log.cleaner.min.compaction.lag.ms")
+    log_cleaner_delete_retention_ms: int = _prop(86400000, "log.cleaner.delete.retention.ms")
+
+    # Group coordinator.
+    group_initial_rebalance_delay_ms: int = _prop(3000, "group.initial.rebalance.delay.ms")
+    group_min_session_timeout_ms: int = _prop(6000, "group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = _prop(1800000, "group.max.session.timeout.ms")
+    group_max_size: int = _prop(INT_MAX, "group.max.size")
+    offsets_topic_num_partitions: int = _prop(50, "offsets.topic.num.partitions")
+    offsets_topic_replication_factor: int = _prop(3, "offsets.topic.replication.factor")
+    offsets_topic_segment_bytes: int = _prop(104857600, "offsets.topic.segment.bytes")
+    offsets_retention_minutes: int = _prop(10080, "offsets.retention.minutes")
+    offsets_retention_check_interval_ms: int = _prop(600000, "offsets.retention.check.interval.ms")
+    offset_metadata_max_bytes: int = _prop(4096, "offset.metadata.max.bytes")
+
+    # Producers and transactions.
+    producer_id_expiration_ms: int = _prop(86400000, "producer.id.expiration.ms")
+    transaction_state_log_num_partitions: int = _prop(50, "transaction.state.log.num.partitions")
+    transaction_state_log_replication_factor: int = _prop(3, "transaction.state.log.replication.factor")
+    transaction_max_timeout_ms: int = _prop(900000, "transaction.max.timeout.ms")
+    transactional_id_expiration_ms: int = _prop(604800000, "transactional.id.expiration.ms")
+
+    # Replication.
+    replica_lag_time_max_ms: int = _prop(30000, "replica.lag.time.max.ms")
+    replica_fetch_max_bytes: int = _prop(1048576, "replica.fetch.max.bytes")
+    replica_fetch_wait_max_ms: int = _prop(500, "replica.fetch.wait.max.ms")
+    replica_fetch_min_bytes: int = _prop(1, "replica.fetch.min.bytes")
+    unclean_leader_election_enable: bool = _prop(False, "unclean.leader.election.enable")
+
+    # Fetch sessions (KIP-227).
+    max_incremental_fetch_session_cache_slots: int = _prop(1000, "max.incremental.fetch.session.cache.slots")
+
+    @field_validator("listeners", "advertised_listeners", mode="before")
+    @classmethod
+    def _parse_listeners(cls, value: Any) -> Any:
+        value = _split_list(value)
+        if isinstance(value, list):
+            return [Listener.parse(v) if isinstance(v, str) else v for v in value]
+        return value
+
+    @field_validator("log_dirs", "log_cleanup_policy", mode="before")
+    @classmethod
+    def _parse_list(cls, value: Any) -> Any:
+        return _split_list(value)
+
+    @field_validator("log_message_timestamp_type")
+    @classmethod
+    def _check_timestamp_type(cls, value: str) -> str:
+        if value not in ("CreateTime", "LogAppendTime"):
+            raise ValueError("must be CreateTime or LogAppendTime")
+        return value
+
+    # Kafka resolves these precedence chains the same way (ms > minutes > hours).
+    @property
+    def retention_ms(self) -> int:
+        if self.log_retention_ms is not None:
+            return self.log_retention_ms
+        if self.log_retention_minutes is not None:
+            return self.log_retention_minutes * 60_000
+        return self.log_retention_hours * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        return self.log_roll_ms if self.log_roll_ms is not None else self.log_roll_hours * 3_600_000
+
+    @property
+    def flush_ms(self) -> int:
+        """log.flush.interval.ms defaults to the scheduler interval (Long.MAX: the OS decides)."""
+        if self.log_flush_interval_ms is not None:
+            return self.log_flush_interval_ms
+        return self.log_flush_scheduler_interval_ms
+
+    @property
+    def effective_advertised_listeners(self) -> list[Listener]:
+        return self.advertised_listeners or self.listeners
+
+    @property
+    def unknown_properties(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+    def property_value(self, name: str) -> Any:
+        """The value of a Kafka property name, as the broker resolved it."""
+        for field_name, info in type(self).model_fields.items():
+            if info.serialization_alias == name:
+                return getattr(self, field_name)
+        return (self.model_extra or {}).get(name)
+
+    @classmethod
+    def property_names(cls) -> list[str]:
+        return [str(info.serialization_alias) for info in cls.model_fields.values()]
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``.properties`` essentials: ``#``/``!`` comments, ``=`` or ``:`` separators,
+    backslash line continuations."""
+    props: dict[str, str] = {}
+    logical: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        entry = "".join(logical)
+        logical = []
+        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", entry)
+        if match:
+            props[match.group(1)] = match.group(2).strip()
+        else:
+            props[entry.strip()] = ""
+    return props
+
+
+def properties_from_env(environ: Mapping[str, str], known: Iterable[str]) -> dict[str, str]:
+    """``PAFKA_LOG_DIRS=...`` → ``{"log.dirs": ...}`` for the known property names."""
+    by_env_name = {ENV_PREFIX + name.upper().replace(".", "_"): name for name in known}
+    return {by_env_name[k]: v for k, v in environ.items() if k in by_env_name}
+
+
+def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
+    props: dict[str, str] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"override {item!r} is not of the form key=value")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def load_broker_config(
+    config_file: str | os.PathLike[str] | None = None,
+    overrides: Iterable[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> BrokerConfig:
+    """Layer defaults, file, environment and overrides into one validated config."""
+    props: dict[str, str] = {}
+    if config_file is not None:
+        props.update(parse_properties(Path(config_file).read_text()))
+    props.update(properties_from_env(os.environ if environ is None else environ, BrokerConfig.property_names()))
+    props.update(parse_overrides(overrides))
+    config = BrokerConfig.model_validate(props)
+    for name in config.unknown_properties:
+        log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+    return config

@@ -1,0 +1,76 @@
+"""Broker configuration: Kafka's names and defaults, and the file < env < override layering."""
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from broker.config import BrokerConfig, Listener, load_broker_config, parse_properties
+
+
+def test_defaults_are_kafkas() -> None:
+    config = load_broker_config(environ={})
+    assert config.num_partitions == 1
+    assert config.log_segment_bytes == 1073741824
+    assert config.message_max_bytes == 1048588
+    assert config.socket_request_max_bytes == 104857600
+    assert config.group_initial_rebalance_delay_ms == 3000
+    assert config.offsets_topic_num_partitions == 50
+    assert config.retention_ms == 168 * 3_600_000
+    assert config.log_flush_interval_messages == 2**63 - 1
+    assert config.listeners == [Listener("PLAINTEXT", "127.0.0.1", 9092)]
+
+
+def test_file_env_and_overrides_layer_in_kafka_order(tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "# a comment\nbroker.id=7\nnum.partitions=3\nlog.dirs=/data/a,/data/b\n"
+        "log.segment.bytes : 1000\nlog.retention.hours=1\n"
+    )
+    config = load_broker_config(
+        props,
+        overrides=["num.partitions=5"],
+        environ={"PAFKA_LOG_SEGMENT_BYTES": "2000", "PAFKA_NUM_PARTITIONS": "4", "UNRELATED": "x"},
+    )
+    assert config.node_id == 7  # broker.id is node.id's synonym
+    assert config.log_dirs == ["/data/a", "/data/b"]
+    assert config.log_segment_bytes == 2000  # env beats file
+    assert config.num_partitions == 5  # override beats env
+    assert config.retention_ms == 3_600_000
+
+
+def test_retention_precedence_ms_over_minutes_over_hours() -> None:
+    both = load_broker_config(overrides=["log.retention.minutes=2", "log.retention.hours=5"], environ={})
+    assert both.retention_ms == 120_000
+    ms = load_broker_config(overrides=["log.retention.ms=99", "log.retention.minutes=2"], environ={})
+    assert ms.retention_ms == 99
+
+
+def test_unknown_properties_are_kept_and_warned(caplog: pytest.LogCaptureFixture) -> None:
+    config = load_broker_config(overrides=["some.plugin.setting=1"], environ={})
+    assert config.unknown_properties == {"some.plugin.setting": "1"}
+    assert "isn't a known config" in caplog.text
+
+
+def test_bad_values_are_rejected() -> None:
+    with pytest.raises(ValidationError):
+        load_broker_config(overrides=["num.partitions=many"], environ={})
+    with pytest.raises(ValidationError):
+        load_broker_config(overrides=["listeners=127.0.0.1:9092"], environ={})
+    with pytest.raises(ValueError):
+        load_broker_config(overrides=["no-equals-sign"], environ={})
+
+
+def test_advertised_listeners_default_to_listeners() -> None:
+    config = load_broker_config(overrides=["listeners=PLAINTEXT://127.0.0.2:19092"], environ={})
+    assert [str(l) for l in config.effective_advertised_listeners] == ["PLAINTEXT://127.0.0.2:19092"]
+
+
+def test_properties_parser_handles_separators_and_continuations() -> None:
+    text = "a=1\n! bang comment\nb: 2\nc 3\nlong=x,\\\n    y\nempty=\n"
+    assert parse_properties(text) == {"a": "1", "b": "2", "c": "3", "long": "x,y", "empty": ""}
+
+
+def test_property_names_cover_the_model() -> None:
+    names = BrokerConfig.property_names()
+    assert "log.dirs" in names and "node.id" in names and len(names) == len(set(names))
