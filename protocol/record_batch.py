@@ -18,6 +18,18 @@ Layout of the 61-byte header (all big-endian)::
 
 The hot paths use only these functions: a produced batch is checked and has
 its base offset patched in place, and its records are never parsed.
+
+CRC32C comes from the ``crc32c`` package: a C core that takes any buffer
+(bytes, bytearray, memoryview) without copying it, so checking a produced batch
+costs no copy. It is LGPL-2.1+ and used unmodified as a separately installed
+library. ``google-crc32c`` (Apache-2.0) was the alternative, but it refuses
+memoryview/bytearray input, which would force a copy of every batch on the
+produce path.
+
+A v0/v1 message set (magic 0 or 1, at the same offset 16) is recognised and
+refused with INVALID_RECORD: Kafka 4 removed those formats (KIP-724), accepts
+only Produce v3+, and its ProduceRequest.validateRecords rejects any other
+magic with an InvalidRecordException, which maps to INVALID_RECORD (87).
 """
 
 from __future__ import annotations
@@ -27,7 +39,7 @@ from typing import Iterator, NamedTuple, Union
 
 from crc32c import crc32c
 
-from protocol.errors import CorruptRecordError, UnsupportedRecordFormatError
+from protocol.errors import CorruptRecordError, ErrorCode, UnsupportedRecordFormatError
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -49,6 +61,11 @@ TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
 DELETE_HORIZON_FLAG = 0x40
+
+#: Codec ids 0-4 (none, gzip, snappy, lz4, zstd); 5-7 fit the mask but mean nothing.
+MAX_COMPRESSION_TYPE = 4
+TIMESTAMP_TYPE_CREATE_TIME = 0
+TIMESTAMP_TYPE_LOG_APPEND_TIME = 1
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -113,6 +130,14 @@ class RecordBatchHeader(NamedTuple):
         return bool(self.attributes & DELETE_HORIZON_FLAG)
 
     @property
+    def delete_horizon_ms(self) -> int:
+        """When the cleaner may drop this batch's tombstones (KIP-534), else NO_TIMESTAMP.
+
+        The horizon is stored as baseTimestamp; record timestamps stay relative to it.
+        """
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG else NO_TIMESTAMP
+
+    @property
     def last_sequence(self) -> int:
         if self.base_sequence == NO_SEQUENCE:
             return NO_SEQUENCE
@@ -140,7 +165,8 @@ def parse_batch_header(buf: Buffer, pos: int = 0) -> RecordBatchHeader:
     if magic != CURRENT_MAGIC:
         if magic in (0, 1):
             raise UnsupportedRecordFormatError(
-                f"message format v{magic} is not supported (Kafka 4 accepts only v2)"
+                f"message format v{magic} is not supported (Kafka 4 accepts only v2)",
+                error_code=ErrorCode.INVALID_RECORD,
             )
         raise CorruptRecordError(f"invalid magic {magic} at {pos}")
     if available < BATCH_HEADER_SIZE:
@@ -168,7 +194,7 @@ def is_crc_valid(buf: Buffer, pos: int = 0, header: RecordBatchHeader | None = N
 
 
 def validate_batch(buf: Buffer, pos: int = 0) -> RecordBatchHeader:
-    """Header sanity plus CRC32C; the produce path's only look at a batch."""
+    """Header sanity, CRC32C and a known codec; the produce path's only look at a batch."""
     header = parse_batch_header(buf, pos)
     size = header.size_in_bytes
     if len(buf) - pos < size:
@@ -177,6 +203,11 @@ def validate_batch(buf: Buffer, pos: int = 0) -> RecordBatchHeader:
         )
     if compute_crc(buf, pos, size) != header.crc:
         raise CorruptRecordError(f"CRC32C mismatch in batch at {pos}")
+    if header.compression_type > MAX_COMPRESSION_TYPE:
+        # Kafka fails such a batch while validating it (CompressionType.forId).
+        raise CorruptRecordError(
+            f"unknown compression type id {header.compression_type} in batch at {pos}"
+        )
     return header
 
 
