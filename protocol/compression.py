@@ -441,8 +441,8 @@ def compress(codec: int, data: Buffer) -> bytes:
     if codec == NONE:
         return bytes(data)
     compressor = _COMPRESSORS.get(codec)
-    if compressor is None:
-        raise _unknown_codec(codec)
+    if compressor is None:  # a caller's mistake, not bad input
+        raise ValueError(f"unknown compression type id {codec}")
     return compressor(data)
 
 
