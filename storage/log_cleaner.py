@@ -1,0 +1,315 @@
+"""The log cleaner: which compacted logs to clean, how far, and the cleaner checkpoint.
+
+Kafka's LogCleaner + LogCleanerManager, synchronous: the broker calls
+``LogCleaner.clean_once(logs)`` from a background thread (one pass over the
+filthiest log) and can force ``clean_log(log)``. The record-level work is in
+``storage.cleaner``.
+
+Selection (``cleanable_logs`` / ``grab_filthiest_log``), as Kafka:
+
+* only logs whose ``cleanup.policy`` contains ``compact``;
+* the dirty section starts at the offset recorded in the log dir's
+  ``cleaner-offset-checkpoint`` (reset to the log start offset if it is
+  before it or past the log end) and ends at the first uncleanable offset:
+  the smallest of the last stable offset (no undecided transaction is
+  cleaned), the active segment's base offset and the base offset of the first
+  segment whose largest timestamp is newer than ``now - min.compaction.lag.ms``;
+* a log is cleanable when its dirty ratio (dirty bytes / (clean + dirty
+  bytes), counting whole segments) exceeds ``min.cleanable.dirty.ratio``, or
+  when ``max.compaction.lag.ms`` has expired for its oldest dirty segment and
+  it has dirty bytes; the filthiest one (highest ratio) is cleaned.
+
+After a pass the checkpoint records the offset the pass reached (Kafka's
+``doneCleaning``), written atomically in Kafka's text format.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from storage.cleaner import (
+    BatchFilter,
+    CleanedTransactionMetadata,
+    CleanerStats,
+    build_offset_map,
+    clean_segments,
+    group_segments_by_size,
+    scan_log,
+)
+from storage.log_segment import LogSegment
+from storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, DEFAULT_LOAD_FACTOR, OffsetMap
+from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+
+log = logging.getLogger(__name__)
+
+
+class LogCleaningAbortedError(Exception):
+    """The broker asked to stop cleaning this log (deletion, truncation, shutdown)."""
+
+
+# ---------------------------------------------------------------- log accessors
+# The cleaner sees a log through these few attributes; see storage.log.Log.
+
+
+def segment_list(log_: Any) -> list[LogSegment]:
+    return list(log_.segments)
+
+
+def topic_partition_of(log_: Any) -> tuple[str, int]:
+    """(topic, partition) from the log's directory name ``<topic>-<partition>``."""
+    name = Path(log_.dir).name
+    topic, _, partition = name.rpartition("-")
+    return topic, int(partition)
+
+
+def last_stable_offset(log_: Any) -> int:
+    """Where cleaning must stop for transactions: Kafka's LSO when the log knows it."""
+    for attr in ("last_stable_offset", "high_watermark"):
+        value = getattr(log_, attr, None)
+        if value is not None:
+            return int(value() if callable(value) else value)
+    end = int(log_.log_end_offset)
+    psm = getattr(log_, "producer_state_manager", None)
+    unstable = psm.first_unstable_offset() if psm is not None else None
+    return end if unstable is None else min(end, unstable)
+
+
+def segments_overlapping(segments: Sequence[LogSegment], start: int, end: int) -> list[LogSegment]:
+    """Segments holding offsets in [start, end) (the floor segment of ``start`` included)."""
+    bases = [s.base_offset for s in segments]
+    i = max(bisect.bisect_right(bases, start) - 1, 0)
+    j = bisect.bisect_left(bases, end)
+    return list(segments[i:j])
+
+
+# ---------------------------------------------------------------- selection
+
+
+@dataclass
+class LogToClean:
+    log: Any
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    clean_bytes: int
+    cleanable_bytes: int
+    need_compaction_now: bool = False
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
+
+
+def cleanable_offsets(log_: Any, last_clean_offset: int | None, now_ms: int) -> tuple[int, int, bool]:
+    """(first dirty offset, first uncleanable offset, whether the checkpoint must be reset)."""
+    start = int(log_.log_start_offset)
+    checkpointed = start if last_clean_offset is None else last_clean_offset
+    if checkpointed < start or checkpointed > int(log_.log_end_offset):
+        first_dirty, force_update = start, last_clean_offset is not None
+    else:
+        first_dirty, force_update = checkpointed, False
+    segments = segment_list(log_)
+    active_base = segments[-1].base_offset
+    candidates = [last_stable_offset(log_), active_base]
+    lag = max(int(log_.config.min_compaction_lag_ms), 0)
+    if lag > 0:
+        for segment in segments_overlapping(segments[:-1], first_dirty, active_base):
+            if segment.largest_timestamp > now_ms - lag:
+                candidates.append(segment.base_offset)
+                break
+    return first_dirty, max(first_dirty, min(candidates)), force_update
+
+
+def log_to_clean(log_: Any, last_clean_offset: int | None, now_ms: int) -> tuple[LogToClean, bool]:
+    """The log's clean and cleanable sizes; the bool says the checkpoint must be reset."""
+    first_dirty, first_uncleanable, force_update = cleanable_offsets(log_, last_clean_offset, now_ms)
+    segments = segment_list(log_)
+    # Whole segments count: cleanable bytes stop at the segment holding the
+    # first uncleanable offset.
+    holding = segments_overlapping(segments, first_uncleanable, first_uncleanable + 1)
+    uncleanable_base = holding[0].base_offset if holding else segments[0].base_offset
+    clean = sum(s.size for s in segments if s.base_offset < first_dirty)
+    cleanable = sum(s.size for s in segments_overlapping(segments, first_dirty, uncleanable_base))
+    need_now = _max_compaction_delay(log_, segments, first_dirty, now_ms) > 0
+    return LogToClean(log_, first_dirty, first_uncleanable, clean, cleanable, need_now), force_update
+
+
+def _max_compaction_delay(log_: Any, segments: Sequence[LogSegment], first_dirty: int, now_ms: int) -> int:
+    max_lag = int(getattr(log_.config, "max_compaction_lag_ms", 0))
+    dirty = segments_overlapping(segments[:-1], first_dirty, segments[-1].base_offset)
+    firsts = []
+    for segment in dirty:
+        first = next(iter(segment.batches()), None)
+        if first is not None and first[1].max_timestamp > 0:
+            firsts.append(first[1].max_timestamp)
+    if not firsts:
+        return 0
+    clean_until = now_ms - max(max_lag, 0)
+    earliest = min(firsts)
+    return clean_until - earliest if earliest < clean_until else 0
+
+
+# ---------------------------------------------------------------- the cleaner
+
+
+@dataclass
+class CleanResult:
+    topic_partition: tuple[str, int]
+    first_dirty_offset: int
+    end_offset: int  # first offset not cleaned; what the checkpoint now says
+    groups: int
+    stats: CleanerStats
+
+
+class LogCleaner:
+    """Compacts logs; safe to call from one background thread while the log appends."""
+
+    def __init__(
+        self,
+        *,
+        dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE,
+        io_buffer_load_factor: float = DEFAULT_LOAD_FACTOR,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        time_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.offset_map = OffsetMap(dedupe_buffer_size, io_buffer_load_factor)
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.time_ms = time_ms
+        self._lock = threading.Lock()
+        self._aborted: set[str] = set()
+
+    # -------------------------------------------------------- checkpoints
+
+    @staticmethod
+    def checkpoint_file(log_: Any) -> OffsetCheckpointFile:
+        return OffsetCheckpointFile(Path(log_.dir).parent / CLEANER_OFFSET_CHECKPOINT)
+
+    def last_clean_offset(self, log_: Any) -> int | None:
+        return self.checkpoint_file(log_).read().get(topic_partition_of(log_))
+
+    def update_checkpoint(self, log_: Any, offset: int) -> None:
+        with self._lock:  # several logs of one log dir share the file
+            checkpoint = self.checkpoint_file(log_)
+            offsets = checkpoint.read()
+            offsets[topic_partition_of(log_)] = offset
+            checkpoint.write(offsets)
+
+    def maybe_truncate_checkpoint(self, log_: Any, offset: int) -> None:
+        """After the log was truncated below the checkpointed offset."""
+        last = self.last_clean_offset(log_)
+        if last is not None and last > offset:
+            self.update_checkpoint(log_, offset)
+
+    def remove_checkpoint(self, log_: Any) -> None:
+        with self._lock:
+            checkpoint = self.checkpoint_file(log_)
+            offsets = checkpoint.read()
+            if offsets.pop(topic_partition_of(log_), None) is not None:
+                checkpoint.write(offsets)
+
+    # -------------------------------------------------------- aborting
+
+    def abort_cleaning(self, log_: Any) -> None:
+        """Make a pass running on ``log_`` stop at its next batch (the files stay intact)."""
+        self._aborted.add(str(log_.dir))
+
+    def resume_cleaning(self, log_: Any) -> None:
+        self._aborted.discard(str(log_.dir))
+
+    def _check_done(self, log_: Any) -> Callable[[], None]:
+        key = str(log_.dir)
+
+        def check() -> None:
+            if key in self._aborted:
+                raise LogCleaningAbortedError(f"cleaning of {Path(key).name} aborted")
+
+        return check
+
+    # -------------------------------------------------------- selection
+
+    def cleanable_logs(self, logs: Iterable[Any], now_ms: int | None = None) -> list[LogToClean]:
+        """Compacted logs that need cleaning now, filthiest first."""
+        now = self.time_ms() if now_ms is None else now_ms
+        found = []
+        for log_ in logs:
+            if not log_.config.compact or str(log_.dir) in self._aborted:
+                continue
+            ltc, force_update = log_to_clean(log_, self.last_clean_offset(log_), now)
+            if force_update:
+                self.update_checkpoint(log_, ltc.first_dirty_offset)
+            if ltc.total_bytes <= 0:
+                continue
+            ratio_ok = ltc.cleanable_ratio > float(log_.config.min_cleanable_dirty_ratio)
+            if ratio_ok or (ltc.need_compaction_now and ltc.cleanable_bytes > 0):
+                found.append(ltc)
+        found.sort(key=lambda ltc: ltc.cleanable_ratio, reverse=True)
+        return found
+
+    def grab_filthiest_log(self, logs: Iterable[Any], now_ms: int | None = None) -> LogToClean | None:
+        candidates = self.cleanable_logs(logs, now_ms)
+        return candidates[0] if candidates else None
+
+    def clean_once(self, logs: Iterable[Any]) -> CleanResult | None:
+        """Clean the filthiest log, if any is dirty enough; None when there was nothing to do."""
+        now = self.time_ms()
+        ltc = self.grab_filthiest_log(logs, now)
+        return None if ltc is None else self.clean(ltc, now)
+
+    def clean_log(self, log_: Any) -> CleanResult | None:
+        """Clean ``log_`` now whatever its dirty ratio (tombstone expiry, tests, admin)."""
+        now = self.time_ms()
+        ltc, _ = log_to_clean(log_, self.last_clean_offset(log_), now)
+        return self.clean(ltc, now)
+
+    # -------------------------------------------------------- one pass
+
+    def clean(self, ltc: LogToClean, now_ms: int) -> CleanResult | None:
+        log_ = ltc.log
+        config = log_.config
+        check_done = self._check_done(log_)
+        segments = segment_list(log_)
+        scan = scan_log(segments, now_ms, self.producer_id_expiration_ms)
+        dirty = segments_overlapping(segments, ltc.first_dirty_offset, ltc.first_uncleanable_offset)
+        if ltc.first_dirty_offset >= ltc.first_uncleanable_offset:
+            dirty = []
+        build_offset_map(
+            dirty, ltc.first_dirty_offset, ltc.first_uncleanable_offset, self.offset_map, scan.aborted, check_done
+        )
+        # A pass with no dirty data still re-cleans the clean section (expired tombstones).
+        end_offset = max(self.offset_map.latest_offset + 1, ltc.first_dirty_offset)
+        # Everything below end_offset is judged by the map (absent key = no newer version).
+        self.offset_map.update_latest_offset(end_offset - 1)
+        to_clean = [s for s in segments_overlapping(segments, 0, end_offset) if s is not segments[-1]]
+        if not to_clean:
+            return None
+        groups = group_segments_by_size(
+            to_clean, int(config.segment_bytes), int(config.segment_index_bytes), ltc.first_uncleanable_offset
+        )
+        batch_filter = BatchFilter(
+            offset_map=self.offset_map,
+            now_ms=now_ms,
+            delete_retention_ms=int(config.delete_retention_ms),
+            transactions=CleanedTransactionMetadata(list(scan.aborted)),
+            last_records=scan.last_records,
+            control_types=scan.control_types,
+            upper_bound_offset=ltc.first_uncleanable_offset,
+        )
+        log.info(
+            "cleaning %s: %d segments in %d groups, dirty [%d, %d), up to %d",
+            Path(log_.dir).name, len(to_clean), len(groups), ltc.first_dirty_offset,
+            ltc.first_uncleanable_offset, end_offset,
+        )
+        for group in groups:
+            clean_segments(log_, group, batch_filter, check_done)
+        self.update_checkpoint(log_, end_offset)
+        return CleanResult(topic_partition_of(log_), ltc.first_dirty_offset, end_offset, len(groups), batch_filter.stats)
