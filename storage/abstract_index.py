@@ -1,0 +1,180 @@
+"""The memory-mapped, fixed-width, sorted index file shared by OffsetIndex and TimeIndex.
+
+As in Kafka, an index of the active segment is preallocated to
+``segment.index.bytes`` (rounded down to a whole entry) so appends never grow
+the file, and trimmed to its entries when the segment rolls or closes. Lookups
+are binary searches over the mapping.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+from typing import Callable
+
+from storage.errors import CorruptIndexError
+
+
+class AbstractIndex:
+    ENTRY_SIZE = 0  # set by subclasses
+
+    def __init__(self, path: Path | str, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._mmap: mmap.mmap | None = None
+        self._entries = 0
+        self._length = 0
+        self._open()
+
+    # --- file and mapping management -------------------------------------------------
+    def _open(self) -> None:
+        new = not self.path.exists() or self.path.stat().st_size == 0
+        flags = os.O_RDWR | os.O_CREAT if self.writable else os.O_RDONLY
+        fd = os.open(self.path, flags, 0o644)
+        try:
+            length = os.fstat(fd).st_size
+            if new and self.writable and self.max_index_size > 0:
+                length = self._round(self.max_index_size)
+                os.ftruncate(fd, length)
+            self._length = length
+            self._map(fd)
+        finally:
+            os.close(fd)
+        # A crash can leave a preallocated tail of zero entries; they are not entries.
+        self._entries = 0 if new else self._count_entries(self._length // self.ENTRY_SIZE)
+
+    def _round(self, size: int) -> int:
+        return size - size % self.ENTRY_SIZE
+
+    def _map(self, fd: int) -> None:
+        if self._length == 0:
+            self._mmap = None
+            return
+        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+        self._mmap = mmap.mmap(fd, self._length, access=access)
+
+    def _count_entries(self, slots: int) -> int:
+        zero = bytes(self.ENTRY_SIZE)
+        n = slots
+        while n > 0 and self._mmap is not None and self._mmap[(n - 1) * self.ENTRY_SIZE : n * self.ENTRY_SIZE] == zero:
+            n -= 1
+        return n
+
+    def resize(self, new_size: int) -> bool:
+        """Change the file (and mapping) size, keeping the entries; True if it changed."""
+        rounded = max(self._round(new_size), self._entries * self.ENTRY_SIZE)
+        if rounded == self._length:
+            return False
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, rounded)
+            self._length = rounded
+            self._map(fd)
+        finally:
+            os.close(fd)
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to its entries (segment roll or close)."""
+        self.resize(self._entries * self.ENTRY_SIZE)
+
+    def flush(self) -> None:
+        if self._mmap is not None and self.writable:
+            self._mmap.flush()
+
+    def close(self) -> None:
+        if self.writable:
+            self.trim_to_valid_size()
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+
+    def close_handler(self) -> None:
+        """Unmap without trimming (the file is about to be deleted)."""
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+
+    def delete_if_exists(self) -> None:
+        self.close_handler()
+        self.path.unlink(missing_ok=True)
+
+    def rename_to(self, path: Path) -> None:
+        if self.path.exists():
+            os.replace(self.path, path)
+        self.path = path
+
+    def reset(self) -> None:
+        """Drop every entry and preallocate again (before a rebuild)."""
+        self.truncate_to_entries(0)
+        self.resize(self.max_index_size)
+
+    def truncate_to_entries(self, entries: int) -> None:
+        self._entries = entries
+
+    # --- entries ----------------------------------------------------------------------
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._length // self.ENTRY_SIZE
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._entries * self.ENTRY_SIZE
+
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries
+
+    def _ensure_room(self) -> None:
+        if self._entries >= self.max_entries:
+            raise CorruptIndexError(f"index {self.path} is full ({self._entries} entries)")
+
+    def relative_offset(self, offset: int) -> int:
+        relative = offset - self.base_offset
+        if not 0 <= relative <= 0x7FFFFFFF:
+            raise CorruptIndexError(f"offset {offset} does not fit a relative offset from {self.base_offset}")
+        return relative
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= 0x7FFFFFFF
+
+    def _largest_lower_bound_slot(self, target: int, key: Callable[[int], int]) -> int:
+        """The last slot whose key is <= target, or -1."""
+        lo, hi = 0, self._entries - 1
+        if hi < 0 or key(0) > target:
+            return -1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if key(mid) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _smallest_upper_bound_slot(self, target: int, key: Callable[[int], int]) -> int:
+        """The first slot whose key is >= target, or -1."""
+        lo, hi = 0, self._entries - 1
+        if hi < 0 or key(hi) < target:
+            return -1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if key(mid) >= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _check_length(self) -> None:
+        if self._length % self.ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"index file {self.path} has size {self._length}, not a multiple of {self.ENTRY_SIZE}"
+            )

@@ -1,0 +1,120 @@
+"""Kafka's text checkpoint files, written atomically.
+
+Format (``OffsetCheckpointFile``)::
+
+    0                      <- version
+    2                      <- number of entries
+    my-topic 0 1234        <- topic partition offset
+    my-topic 1 99
+
+Writes go to ``<name>.tmp``, are fsynced, renamed over the file, and the
+directory is fsynced, so a crash leaves either the old or the new content.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, TypeVar
+
+from storage.errors import KafkaStorageError
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_VERSION = 0
+
+RECOVERY_POINT_OFFSET_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+T = TypeVar("T")
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or file creation in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+class CheckpointFile:
+    """A versioned list of text entries; subclasses say how an entry is formatted."""
+
+    def __init__(self, path: Path | str, version: int = CHECKPOINT_VERSION) -> None:
+        self.path = Path(path)
+        self.version = version
+
+    def write_lines(self, lines: list[str]) -> None:
+        body = f"{self.version}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
+        write_atomically(self.path, body)
+
+    def read_lines(self) -> list[str]:
+        """The entry lines; [] if the file does not exist. Malformed files raise."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        lines = text.splitlines()
+        if len(lines) < 2:
+            raise KafkaStorageError(f"malformed checkpoint file {self.path}: missing header")
+        try:
+            version, count = int(lines[0]), int(lines[1])
+        except ValueError as exc:
+            raise KafkaStorageError(f"malformed checkpoint file {self.path}: {exc}") from None
+        if version != self.version:
+            raise KafkaStorageError(f"unrecognized version {version} in checkpoint file {self.path}")
+        entries = [line for line in lines[2:] if line.strip()]
+        if len(entries) != count:
+            raise KafkaStorageError(
+                f"checkpoint file {self.path} announces {count} entries but holds {len(entries)}"
+            )
+        return entries
+
+
+def _parse_entries(file: CheckpointFile, parse: Callable[[list[str]], T], width: int) -> list[T]:
+    out = []
+    for line in file.read_lines():
+        fields = line.split()
+        if len(fields) != width:
+            raise KafkaStorageError(f"malformed line {line!r} in checkpoint file {file.path}")
+        try:
+            out.append(parse(fields))
+        except ValueError:
+            raise KafkaStorageError(f"malformed line {line!r} in checkpoint file {file.path}") from None
+    return out
+
+
+class OffsetCheckpointFile(CheckpointFile):
+    """``topic partition offset`` per line: recovery points, log start offsets, HWs, cleaner."""
+
+    def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        lines = [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
+        self.write_lines(lines)
+
+    def read(self) -> dict[tuple[str, int], int]:
+        entries = _parse_entries(self, lambda f: ((f[0], int(f[1])), int(f[2])), 3)
+        return dict(entries)
+
+
+class LeaderEpochCheckpointFile(CheckpointFile):
+    """``epoch startOffset`` per line (the ``leader-epoch-checkpoint`` file)."""
+
+    def write(self, entries: Iterable[tuple[int, int]]) -> None:
+        self.write_lines([f"{epoch} {start_offset}" for epoch, start_offset in entries])
+
+    def read(self) -> list[tuple[int, int]]:
+        return _parse_entries(self, lambda f: (int(f[0]), int(f[1])), 2)

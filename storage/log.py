@@ -1,0 +1,485 @@
+"""Log: one partition's log (Kafka's UnifiedLog + LocalLog) over its LogSegments.
+
+Threading: the storage layer is synchronous. Mutations (append, roll, flush,
+truncation, retention, segment replacement) hold ``self.lock``; reads take no
+lock and work on a snapshot of the segment list (copy-on-write) plus the log
+end offset read once. The broker runs these calls in a worker thread where
+they could block its event loop (a roll fsyncs the old segment synchronously,
+unlike Kafka's asynchronous roll flush).
+
+Loading and crash recovery live in ``storage.log_loader``; ``Log.open`` is
+the entry point.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from protocol.record_batch import (
+    RecordBatchHeader,
+    patch_base_offset,
+    patch_max_timestamp,
+    patch_partition_leader_epoch,
+)
+from protocol.records import iter_records
+from storage.checkpoints import fsync_dir
+from storage.config import LogConfig
+from storage.errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
+from storage.leader_epoch_checkpoint import LeaderEpochFileCache
+from storage.log_append import AppendOrigin, LogAppendInfo, ProducerStateHook, analyze_and_validate
+from storage.log_segment import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment
+from storage.log_segments import LogSegments
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+
+@dataclass(frozen=True)
+class TimestampAndOffset:
+    """A ListOffsets answer: timestamp (-1 when not by time), offset, leader epoch."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def parse_topic_partition(dir_name: str) -> tuple[str, int]:
+    """``my-topic-3`` → ("my-topic", 3); topics may contain dashes, partitions cannot."""
+    topic, sep, partition = dir_name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"{dir_name!r} is not a <topic>-<partition> directory name")
+    return topic, int(partition)
+
+
+class Log:
+    def __init__(
+        self,
+        dir: Path,
+        config: LogConfig,
+        segments: LogSegments,
+        log_start_offset: int,
+        recovery_point: int,
+        log_end_offset: int,
+        leader_epoch_cache: LeaderEpochFileCache,
+        producer_state: ProducerStateHook | None = None,
+    ) -> None:
+        self.dir = Path(dir)
+        self.topic, self.partition = parse_topic_partition(self.dir.name)
+        self.config = config
+        self.segments = segments
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.log_end_offset = log_end_offset
+        self.high_watermark = log_start_offset
+        self.leader_epoch_cache = leader_epoch_cache
+        #: Optional ProducerStateManager (storage.producer_state); None disables
+        #: idempotence/transaction checks for this log.
+        self.producer_state = producer_state
+        self.lock = threading.RLock()
+        self.last_flush_ms = now_ms()
+        self.pending_deletes: list[tuple[int, LogSegment]] = []
+        self.closed = False
+
+    @classmethod
+    def open(cls, dir: Path | str, config: LogConfig | None = None, **kwargs) -> "Log":
+        """Load (and if needed recover) the log in ``dir``; see ``log_loader.load_log``."""
+        from storage.log_loader import load_log
+
+        return load_log(Path(dir), config or LogConfig(), **kwargs)
+
+    # --- state ------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    @property
+    def active_segment(self) -> LogSegment:
+        segment = self.segments.last_segment
+        assert segment is not None, "a log always has an active segment"
+        return segment
+
+    def log_segments(self) -> list[LogSegment]:
+        """The current segments, oldest first (a snapshot; safe to iterate)."""
+        return list(self.segments.values())
+
+    def iter_batch_headers(self, segment: LogSegment) -> Iterator[tuple[int, RecordBatchHeader]]:
+        """(position, header) of each batch of ``segment``: what the cleaner scans."""
+        return segment.batches()
+
+    @property
+    def size(self) -> int:
+        return self.segments.size_in_bytes()
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW, bounded by [logStartOffset, logEndOffset]; returns it."""
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        if self.producer_state is not None:
+            self.producer_state.on_high_watermark_updated(self.high_watermark)
+        return self.high_watermark
+
+    def __repr__(self) -> str:
+        return (f"Log({self.name}, logStartOffset={self.log_start_offset}, "
+                f"logEndOffset={self.log_end_offset}, segments={len(self.segments)})")
+
+    # --- append -----------------------------------------------------------------------
+    def append_as_leader(
+        self,
+        records: bytearray | memoryview | bytes,
+        leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        now: int | None = None,
+    ) -> LogAppendInfo:
+        """Validate, assign offsets, stamp the epoch (and LogAppendTime), write once.
+
+        ``records`` is patched in place (pass a bytearray or writable memoryview;
+        ``bytes`` are copied first). Records themselves are never parsed.
+        """
+        buf = bytearray(records) if isinstance(records, bytes) else records
+        now = now_ms() if now is None else now
+        with self.lock:
+            analyzed = analyze_and_validate(buf, self.config, origin, now, self.producer_state, assign_offsets=True)
+            if analyzed.duplicate is not None or not analyzed.batches:
+                return analyzed.to_append_info(self.log_start_offset)
+            if analyzed.valid_bytes < len(buf):
+                buf = memoryview(buf)[: analyzed.valid_bytes]
+            offset = self.log_end_offset
+            log_append_time = now if self.config.log_append_time else -1
+            batches: list[tuple[int, RecordBatchHeader]] = []
+            for pos, header in analyzed.batches:
+                patch_base_offset(buf, pos, offset)
+                patch_partition_leader_epoch(buf, pos, leader_epoch)
+                header = header._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+                if log_append_time >= 0:
+                    patch_max_timestamp(buf, pos, header.size_in_bytes, now, 1)
+                    header = header._replace(max_timestamp=now, attributes=header.attributes | 0x08)
+                batches.append((pos, header))
+                offset = header.next_offset
+            self._append(buf, batches, now)
+            self.leader_epoch_cache.assign(leader_epoch, batches[0][1].base_offset)
+            analyzed.batches = batches
+            info = analyzed.to_append_info(self.log_start_offset, log_append_time)
+            self._after_append(batches, analyzed.markers)
+            return info
+
+    def append_as_follower(self, records: bytearray | memoryview | bytes, now: int | None = None) -> LogAppendInfo:
+        """Append batches replicated from the leader, keeping their offsets and epochs."""
+        now = now_ms() if now is None else now
+        with self.lock:
+            analyzed = analyze_and_validate(
+                records, self.config, AppendOrigin.REPLICATION, now, self.producer_state, assign_offsets=False
+            )
+            if not analyzed.batches:
+                return analyzed.to_append_info(self.log_start_offset)
+            if analyzed.valid_bytes < len(records):
+                records = memoryview(records)[: analyzed.valid_bytes]
+            first = analyzed.batches[0][1]
+            if first.base_offset < self.log_end_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"{self.name}: follower append starts at {first.base_offset}, below the log end {self.log_end_offset}"
+                )
+            self._append(records, analyzed.batches, now)
+            for _, header in analyzed.batches:
+                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            self._after_append(analyzed.batches, analyzed.markers)
+            return analyzed.to_append_info(self.log_start_offset)
+
+    def _append(self, buf, batches: Sequence[tuple[int, RecordBatchHeader]], now: int) -> None:
+        size = batches[-1][0] + batches[-1][1].size_in_bytes - batches[0][0]
+        first, last = batches[0][1], batches[-1][1]
+        max_timestamp = max(h.max_timestamp for _, h in batches)
+        segment = self.active_segment
+        if segment.should_roll(size, max_timestamp, last.last_offset, now, self.config):
+            segment = self.roll(first.base_offset, now)
+        segment.append(buf, batches)
+        self.log_end_offset = last.next_offset
+
+    def _after_append(self, batches: Sequence[tuple[int, RecordBatchHeader]], markers: dict) -> None:
+        if self.producer_state is not None:
+            for index, (_, header) in enumerate(batches):
+                self.producer_state.update(header, marker=markers.get(index))
+        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+
+    # --- roll and flush -----------------------------------------------------------------
+    def roll(self, expected_next_offset: int | None = None, now: int | None = None) -> LogSegment:
+        """Start a new active segment; the old one is trimmed and fsynced (synchronously)."""
+        with self.lock:
+            new_offset = max(expected_next_offset or 0, self.log_end_offset)
+            active = self.active_segment
+            if active.base_offset == new_offset and active.size == 0:
+                return active  # nothing to roll away from
+            active.on_become_inactive_segment()
+            if self.producer_state is not None:
+                self.producer_state.take_snapshot(new_offset)
+            segment = LogSegment.open(
+                self.dir, new_offset, self.config, create=True,
+                now_ms=now_ms() if now is None else now,
+            )
+            self.segments.add(segment)
+            log.info("%s: rolled new log segment at offset %d", self.name, new_offset)
+            self.flush(new_offset)
+            return segment
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets in [recoveryPoint, offset); advance the recovery point."""
+        with self.lock:
+            offset = self.log_end_offset if offset is None else offset
+            if offset <= self.recovery_point:
+                return
+            for segment in self.segments.range(self.recovery_point, offset):
+                segment.flush()
+            fsync_dir(self.dir)
+            self.recovery_point = offset
+            self.last_flush_ms = now_ms()
+
+    def flush_if_due(self, now: int | None = None) -> bool:
+        """``flush.ms``: flush when the last flush is older than it (the scheduler calls this)."""
+        now = now_ms() if now is None else now
+        if self.log_end_offset > self.recovery_point and now - self.last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    # --- read ---------------------------------------------------------------------------
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_message: bool = True
+    ) -> FetchDataInfo:
+        """Whole batches of one segment from the batch containing ``offset``.
+
+        ``max_offset`` (HW or LSO) excludes the batch containing it and all after.
+        Raises OffsetOutOfRangeError outside [logStartOffset, logEndOffset].
+        """
+        end_offset = self.log_end_offset
+        segments = self.segments
+        if offset == end_offset or (max_offset is not None and offset >= max_offset and offset <= end_offset):
+            active = segments.last_segment
+            return FetchDataInfo(LogOffsetMetadata(offset, active.base_offset, active.size), None)
+        if offset > end_offset or offset < self.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"{self.name}: offset {offset} is out of range [{self.log_start_offset}, {end_offset}]"
+            )
+        segment = segments.floor_segment(offset)
+        max_segment = None if max_offset is None else segments.floor_segment(max_offset)
+        while segment is not None:
+            max_position = None
+            if max_segment is segment:
+                found = segment.translate_offset(max_offset)  # type: ignore[arg-type]
+                max_position = segment.size if found is None else found[0]
+            info = segment.read(offset, max_bytes, max_position, min_one_message)
+            if info is not None:
+                return info
+            segment = segments.higher_segment(segment.base_offset)
+        return FetchDataInfo(LogOffsetMetadata(offset), None)
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, or a time."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            start = self.log_start_offset
+            return TimestampAndOffset(-1, start, self.leader_epoch_cache.epoch_for_offset(start))
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self.log_end_offset, self.leader_epoch_cache.latest_epoch)
+        segments = self.log_segments()
+        if timestamp == MAX_TIMESTAMP:
+            return self._offset_of_max_timestamp(segments)
+        for segment in segments:
+            if segment.max_timestamp_so_far < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is None:
+                continue
+            position, header = found
+            for record in iter_records(segment.read_batch(position, header)):
+                if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
+                    return TimestampAndOffset(record.timestamp, record.offset, self._epoch_of(header))
+        return None
+
+    def _offset_of_max_timestamp(self, segments: list[LogSegment]) -> TimestampAndOffset | None:
+        best = None
+        for segment in segments:
+            ts = segment.max_timestamp_so_far
+            if ts >= 0 and (best is None or ts > best.max_timestamp_so_far):
+                best = segment
+        if best is None:
+            return None
+        found = best.find_offset_by_timestamp(best.max_timestamp_so_far, self.log_start_offset)
+        if found is None:
+            return None
+        position, header = found
+        for record in iter_records(best.read_batch(position, header)):
+            if record.timestamp == header.max_timestamp:
+                return TimestampAndOffset(record.timestamp, record.offset, self._epoch_of(header))
+        # LogAppendTime batches keep their records' create times; the batch stands for all.
+        return TimestampAndOffset(header.max_timestamp, header.base_offset, self._epoch_of(header))
+
+    @staticmethod
+    def _epoch_of(header: RecordBatchHeader) -> int | None:
+        return header.partition_leader_epoch if header.partition_leader_epoch >= 0 else None
+
+    # --- log start offset, truncation -------------------------------------------------------
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str = "") -> bool:
+        """Move the log start offset forward (never past the HW); True if it moved."""
+        with self.lock:
+            if new_log_start_offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"{self.name}: cannot move the log start offset to {new_log_start_offset}, "
+                    f"beyond the high watermark {self.high_watermark}"
+                )
+            if new_log_start_offset <= self.log_start_offset:
+                return False
+            log.info("%s: incrementing log start offset to %d (%s)", self.name, new_log_start_offset, reason)
+            self.log_start_offset = new_log_start_offset
+            self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            if self.producer_state is not None:
+                self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
+            return True
+
+    def delete_records(self, offset: int, now: int | None = None) -> int:
+        """DeleteRecords: move the log start offset and drop the segments below it."""
+        from storage.log_retention import delete_log_start_offset_breached_segments
+
+        self.maybe_increment_log_start_offset(offset, "client delete records request")
+        delete_log_start_offset_breached_segments(self, now)
+        return self.log_start_offset
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Follower truncation: remove every batch at or after ``target_offset``."""
+        from storage.log_loader import rebuild_producer_state
+
+        with self.lock:
+            if target_offset < 0:
+                raise ValueError("cannot truncate to a negative offset")
+            if target_offset >= self.log_end_offset:
+                return False
+            if target_offset < self.active_segment.base_offset and target_offset <= self.log_start_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            doomed = [s for s in self.segments.values() if s.base_offset > target_offset]
+            self.remove_and_delete_segments(doomed, "truncation")
+            self.active_segment.truncate_to(target_offset)
+            self.active_segment.resize_indexes(self.config.segment_index_bytes)
+            self.log_end_offset = self.active_segment.read_next_offset()
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self.high_watermark = min(self.high_watermark, self.log_end_offset)
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            rebuild_producer_state(self)
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        with self.lock:
+            self.remove_and_delete_segments(self.log_segments(), "truncate fully")
+            self.segments.add(LogSegment.open(self.dir, new_offset, self.config, create=True))
+            self.log_start_offset = self.recovery_point = self.log_end_offset = new_offset
+            self.high_watermark = new_offset
+            self.leader_epoch_cache.clear_and_flush()
+            if self.producer_state is not None:
+                self.producer_state.truncate_fully_and_start_at(new_offset)
+
+    # --- segment deletion and replacement --------------------------------------------------
+    def remove_and_delete_segments(self, segments: Sequence[LogSegment], reason: str, now: int | None = None) -> None:
+        """Take segments out of the log, rename them ``.deleted``, delete after file.delete.delay.ms."""
+        with self.lock:
+            for segment in segments:
+                self.segments.remove(segment.base_offset)
+            self._schedule_delete(segments, reason, now)
+
+    def _schedule_delete(self, segments: Sequence[LogSegment], reason: str, now: int | None = None) -> None:
+        due = (now_ms() if now is None else now) + self.config.file_delete_delay_ms
+        for segment in segments:
+            if not segment.has_suffix(DELETED_FILE_SUFFIX):
+                segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
+            log.info("%s: scheduling %s for deletion (%s)", self.name, segment, reason)
+            self.pending_deletes.append((due, segment))
+
+    def delete_pending_segments(self, now: int | None = None) -> int:
+        """Delete ``.deleted`` files whose delay is over; returns how many segments went."""
+        now = now_ms() if now is None else now
+        with self.lock:
+            due = [s for t, s in self.pending_deletes if t <= now]
+            self.pending_deletes = [(t, s) for t, s in self.pending_deletes if t > now]
+        for segment in due:
+            segment.delete_if_exists()
+        return len(due)
+
+    def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]) -> None:
+        """Swap cleaned segments in for old ones (Kafka's replaceSegments), crash-safe.
+
+        ``new_segments`` are written with the ``.cleaned`` suffix. Steps, each
+        durable before the next: fsync the new segments; ``.cleaned`` → ``.swap``;
+        put them in the segment list; rename the old ones ``.deleted``;
+        ``.swap`` → final name. A crash at any point is completed or undone by
+        the loader (``.cleaned`` files dropped, ``.swap`` files replace the
+        segments their range covers).
+        """
+        with self.lock:
+            new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+            new_ids = {id(s) for s in new_sorted}
+            old_sorted = [s for s in sorted(old_segments, key=lambda s: s.base_offset)
+                          if self.segments.get(s.base_offset) is s and id(s) not in new_ids]
+            for segment in new_sorted:
+                segment.on_become_inactive_segment()
+                segment.flush()
+            for segment in reversed(new_sorted):
+                if segment.has_suffix(CLEANED_FILE_SUFFIX):
+                    segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+            fsync_dir(self.dir)
+            new_bases = {s.base_offset for s in new_sorted}
+            for segment in new_sorted:
+                self.segments.add(segment)
+            for segment in old_sorted:
+                if segment.base_offset not in new_bases:
+                    self.segments.remove(segment.base_offset)
+            self._schedule_delete(old_sorted, "replaced by cleaned segments")
+            fsync_dir(self.dir)
+            for segment in new_sorted:
+                if segment.has_suffix(SWAP_FILE_SUFFIX):
+                    segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+            fsync_dir(self.dir)
+
+    # --- lifecycle --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush, snapshot producer state, trim indexes, release files."""
+        with self.lock:
+            if self.closed:
+                return
+            self.flush()
+            if self.producer_state is not None:
+                self.producer_state.take_snapshot(self.log_end_offset)
+            for segment in self.segments:
+                segment.close()
+            for _, segment in self.pending_deletes:
+                segment.close_handlers()
+            self.closed = True
+
+    def close_without_flush(self) -> None:
+        """Release files as a crash would leave them (tests, failed log dirs)."""
+        with self.lock:
+            for segment in self.segments:
+                segment.close_handlers()
+            for _, segment in self.pending_deletes:
+                segment.close_handlers()
+            self.closed = True
+
+    def delete(self) -> None:
+        """Remove the whole partition directory (topic deletion)."""
+        import shutil
+
+        with self.lock:
+            self.close_without_flush()
+            shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,208 @@
+"""Opening a partition directory: leftover files, interrupted swaps, index checks, recovery.
+
+Kafka's LogLoader semantics:
+
+* ``.cleaned`` and ``.deleted`` files are removed (a clean that never reached
+  the swap step, segments already taken out of the log).
+* A ``.swap`` log file completes an interrupted replaceSegments: every segment
+  whose base offset lies in [swap base offset, swap next offset) is deleted,
+  then the swap file is renamed to its final name (its indexes are rebuilt).
+* Index files that are missing or fail their sanity check are rebuilt from the
+  log, whatever the shutdown.
+* Without the clean-shutdown marker, every segment from the one holding the
+  recovery point on is scanned batch by batch (length, magic, CRC32C); the
+  first bad batch truncates its segment and every later segment is deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Iterator
+
+from protocol.record_batch import RecordBatchHeader
+from storage.config import LogConfig
+from storage.errors import CorruptIndexError
+from storage.leader_epoch_checkpoint import LeaderEpochFileCache
+from storage.log import Log
+from storage.log_segment import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    LogSegment,
+    offset_from_file_name,
+    offset_index_file,
+    time_index_file,
+)
+from storage.log_segments import LogSegments
+
+log = logging.getLogger(__name__)
+
+_SEGMENT_SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, ".txnindex")
+
+
+def _is_segment_file(name: str) -> bool:
+    base = name.split(".", 1)[0]
+    return len(base) == 20 and base.isdigit()
+
+
+def remove_temp_files_and_collect_swaps(dir: Path) -> list[Path]:
+    swaps = []
+    for path in sorted(dir.iterdir()):
+        name = path.name
+        if not path.is_file():
+            continue
+        if name.endswith(DELETED_FILE_SUFFIX) or name.endswith(CLEANED_FILE_SUFFIX) or name.endswith(".tmp"):
+            log.info("%s: deleting stray temporary file %s", dir.name, name)
+            path.unlink()
+        elif name.endswith(SWAP_FILE_SUFFIX) and _is_segment_file(name):
+            if name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX):
+                swaps.append(path)
+            else:
+                path.unlink()  # a swapped index is rebuilt from its log
+    return swaps
+
+
+def complete_swaps(dir: Path, swaps: list[Path], config: LogConfig) -> None:
+    """Finish replaceSegments interrupted by a crash (Kafka's three passes)."""
+    if not swaps:
+        return
+    low, high = None, None
+    for swap in swaps:
+        base = offset_from_file_name(swap.name)
+        segment = LogSegment.open(dir, base, config, file_suffix=SWAP_FILE_SUFFIX)
+        segment.recover()
+        next_offset = segment.read_next_offset()
+        segment.close()
+        log.info("%s: found %s from an interrupted swap, covering [%d, %d)", dir.name, swap.name, base, next_offset)
+        low = base if low is None else min(low, base)
+        high = next_offset if high is None else max(high, next_offset)
+    for path in sorted(dir.iterdir()):
+        if path.is_file() and _is_segment_file(path.name) and not path.name.endswith(SWAP_FILE_SUFFIX):
+            if low <= offset_from_file_name(path.name) < high:  # type: ignore[operator]
+                log.info("%s: deleting %s, replaced by a swap segment", dir.name, path.name)
+                path.unlink()
+    for path in sorted(dir.iterdir()):
+        if path.name.endswith(SWAP_FILE_SUFFIX):
+            os.replace(path, path.with_name(path.name[: -len(SWAP_FILE_SUFFIX)]))
+
+
+def load_segments(dir: Path, config: LogConfig) -> tuple[LogSegments, set[int]]:
+    """Open every segment; returns them and the base offsets whose indexes were rebuilt."""
+    segments = LogSegments()
+    rebuilt: set[int] = set()
+    names = sorted(p.name for p in dir.iterdir() if p.is_file() and _is_segment_file(p.name))
+    logs = {offset_from_file_name(n) for n in names if n.endswith(LOG_FILE_SUFFIX)}
+    for name in names:
+        if not name.endswith(LOG_FILE_SUFFIX) and offset_from_file_name(name) not in logs:
+            log.warning("%s: deleting orphaned index file %s", dir.name, name)
+            (dir / name).unlink()
+    for base in sorted(logs):
+        missing = not offset_index_file(dir, base).exists() or not time_index_file(dir, base).exists()
+        segment = LogSegment.open(dir, base, config)
+        try:
+            if missing:
+                raise CorruptIndexError("index file missing")
+            segment.sanity_check()
+        except CorruptIndexError as exc:
+            log.warning("%s: rebuilding the indexes of segment %d (%s)", dir.name, base, exc)
+            segment.recover()
+            rebuilt.add(base)
+        segments.add(segment)
+    return segments, rebuilt
+
+
+def recover_log(dir: Path, segments: LogSegments, recovery_point: int, epoch_cache: LeaderEpochFileCache, rebuilt: set[int]) -> None:
+    """Scan every segment past the recovery point; cut at the first invalid batch."""
+    def on_batch(header: RecordBatchHeader) -> None:
+        epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+
+    unflushed = segments.segments_from(recovery_point)
+    for i, segment in enumerate(unflushed):
+        log.info("%s: recovering unflushed segment %d", dir.name, segment.base_offset)
+        truncated = segment.recover(on_batch=on_batch)
+        if truncated > 0:
+            later = unflushed[i + 1 :]
+            if later:
+                log.warning("%s: corruption in segment %d: deleting %d later segment(s)",
+                            dir.name, segment.base_offset, len(later))
+            for doomed in later:
+                segments.remove(doomed.base_offset)
+                doomed.delete_if_exists()
+            break
+
+
+def load_log(
+    dir: Path,
+    config: LogConfig,
+    log_start_offset: int = 0,
+    recovery_point: int = 0,
+    had_clean_shutdown: bool = False,
+    producer_state: object | None = None,
+) -> Log:
+    """Open the partition log in ``dir`` (created if missing).
+
+    ``producer_state``: a ProducerStateManager to attach (or True to create
+    one in ``dir``); None leaves the Log without producer state.
+    """
+    dir.mkdir(parents=True, exist_ok=True)
+    complete_swaps(dir, remove_temp_files_and_collect_swaps(dir), config)
+    segments, rebuilt = load_segments(dir, config)
+    epoch_cache = LeaderEpochFileCache(dir)
+    if not had_clean_shutdown:
+        recover_log(dir, segments, recovery_point, epoch_cache, rebuilt)
+    if len(segments) == 0:
+        segments.add(LogSegment.open(dir, log_start_offset, config, create=True))
+    log_end_offset = segments.last_segment.read_next_offset()  # type: ignore[union-attr]
+    if log_start_offset > log_end_offset:
+        log.warning("%s: log start offset %d beyond the log end %d: starting afresh there",
+                    dir.name, log_start_offset, log_end_offset)
+        for segment in list(segments):
+            segment.delete_if_exists()
+        segments.clear()
+        segments.add(LogSegment.open(dir, log_start_offset, config, create=True))
+        log_end_offset = log_start_offset
+    log_start_offset = max(log_start_offset, segments.first_segment.base_offset)  # type: ignore[union-attr]
+    segments.last_segment.resize_indexes(config.segment_index_bytes)  # type: ignore[union-attr]
+    epoch_cache.truncate_from_end(log_end_offset)
+    epoch_cache.truncate_from_start(log_start_offset)
+    recovery_point = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
+    if producer_state is True:
+        from storage.producer_state import ProducerStateManager
+
+        producer_state = ProducerStateManager(dir)
+    result = Log(dir, config, segments, log_start_offset, recovery_point, log_end_offset, epoch_cache,
+                 producer_state)  # type: ignore[arg-type]
+    result.high_watermark = log_end_offset if had_clean_shutdown else log_start_offset
+    rebuild_producer_state(result)
+    log.info("%s: loaded %d segment(s), logStartOffset=%d, logEndOffset=%d",
+             dir.name, len(segments), log_start_offset, log_end_offset)
+    return result
+
+
+def rebuild_producer_state(target: Log) -> None:
+    """Reload the newest producer snapshot and replay the batch headers after it."""
+    state = target.producer_state
+    if state is None:
+        return
+    replay_from = state.truncate_and_reload(target.log_start_offset, target.log_end_offset)  # type: ignore[attr-defined]
+    markers: dict = {}
+    state.rebuild_from_headers(_headers_from(target, replay_from, markers), markers)  # type: ignore[attr-defined]
+
+
+def _headers_from(target: Log, offset: int, markers: dict) -> Iterator[RecordBatchHeader]:
+    from storage.log_append import _end_txn_marker
+
+    for segment in target.segments.segments_from(offset):
+        for position, header in segment.batches():
+            if header.next_offset <= offset:
+                continue
+            if header.is_control:
+                marker = _end_txn_marker(segment.read_batch(position, header), 0)
+                if marker is not None:
+                    markers[header.base_offset] = marker
+            yield header
