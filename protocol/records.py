@@ -13,8 +13,10 @@ Each record, after the batch header (and after decompressing the batch's data)::
 
 Varints are zig-zag protobuf varints. The broker's hot paths never come here;
 compaction, dump-log and the internal topics do, so decoding is one tight loop
-per batch: single-byte varints (the common case) are read inline, only longer
-ones cost a function call, and the slices taken are the only copies.
+per batch: one and two byte varints (the common cases) are read inline, only
+longer ones cost a function call. Decoding works on ``bytes`` (what
+decompression returns; a bytearray/memoryview batch region is copied once), so
+each key and value is a single slice.
 
 Bad input raises ``CorruptRecordError`` and nothing else: every length is
 checked against the record's own declared size before it is used, and the
@@ -77,7 +79,10 @@ class Record:
 # ---------------------------------------------------------------- decoding
 
 def _read_long_varint(data: Buffer, pos: int, first: int, max_bits: int) -> tuple[int, int]:
-    """Finish a varint whose first byte (>= 0x80) was already read; zig-zag decode it.
+    """Finish a varint whose first byte (>= 0x80) was already read; (raw value, position).
+
+    The caller zig-zag decodes, as it does for the one and two byte varints it
+    reads inline.
 
     ``max_bits`` is 32 for a varint, 64 for a varlong: Kafka refuses longer
     encodings (5 and 10 bytes at most) and so do we.
@@ -96,7 +101,7 @@ def _read_long_varint(data: Buffer, pos: int, first: int, max_bits: int) -> tupl
             raise CorruptRecordError("varint is too long")
     if raw >> max_bits:
         raise CorruptRecordError(f"varint does not fit in {max_bits} bits")
-    return (raw >> 1) ^ -(raw & 1), pos
+    return raw, pos
 
 
 def decode_records(
@@ -115,8 +120,11 @@ def decode_records(
     """
     if count < 0 or count * MIN_RECORD_SIZE > end - pos:
         raise CorruptRecordError(f"{count} records cannot fit in {end - pos} bytes")
-    if not isinstance(data, bytes):
-        data = memoryview(data).cast("B")
+    if type(data) is not bytes:
+        # One copy of the region up front makes every later slice a bytes
+        # object directly, and indexing bytes is the fastest path CPython has.
+        data = bytes(memoryview(data)[pos:end])
+        pos, end = 0, end - pos
     records: list[Record] = []
     append = records.append
     read_long = _read_long_varint
@@ -126,9 +134,12 @@ def decode_records(
             raw = data[pos]
             if raw < 0x80:
                 pos += 1
-                length = (raw >> 1) ^ -(raw & 1)
+            elif data[pos + 1] < 0x80:
+                raw = (raw & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
-                length, pos = read_long(data, pos + 1, raw, 32)
+                raw, pos = read_long(data, pos + 1, raw, 32)
+            length = (raw >> 1) ^ -(raw & 1)
             record_end = pos + length
             if length < MIN_RECORD_BODY_SIZE or record_end > end:
                 raise CorruptRecordError(f"invalid record length {length}")
@@ -138,23 +149,32 @@ def decode_records(
             raw = data[pos]
             if raw < 0x80:
                 pos += 1
-                timestamp_delta = (raw >> 1) ^ -(raw & 1)
+            elif data[pos + 1] < 0x80:
+                raw = (raw & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
-                timestamp_delta, pos = read_long(data, pos + 1, raw, 64)
+                raw, pos = read_long(data, pos + 1, raw, 64)
+            timestamp_delta = (raw >> 1) ^ -(raw & 1)
             # offsetDelta
             raw = data[pos]
             if raw < 0x80:
                 pos += 1
-                offset_delta = (raw >> 1) ^ -(raw & 1)
+            elif data[pos + 1] < 0x80:
+                raw = (raw & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
-                offset_delta, pos = read_long(data, pos + 1, raw, 32)
+                raw, pos = read_long(data, pos + 1, raw, 32)
+            offset_delta = (raw >> 1) ^ -(raw & 1)
             # key
             raw = data[pos]
             if raw < 0x80:
                 pos += 1
-                size = (raw >> 1) ^ -(raw & 1)
+            elif data[pos + 1] < 0x80:
+                raw = (raw & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
-                size, pos = read_long(data, pos + 1, raw, 32)
+                raw, pos = read_long(data, pos + 1, raw, 32)
+            size = (raw >> 1) ^ -(raw & 1)
             if size < 0:
                 if size != -1:
                     raise CorruptRecordError(f"invalid key length {size}")
@@ -162,15 +182,18 @@ def decode_records(
             else:
                 if pos + size > record_end:
                     raise CorruptRecordError(f"key of {size} bytes overruns its record")
-                key = bytes(data[pos : pos + size])
+                key = data[pos : pos + size]
                 pos += size
             # value
             raw = data[pos]
             if raw < 0x80:
                 pos += 1
-                size = (raw >> 1) ^ -(raw & 1)
+            elif data[pos + 1] < 0x80:
+                raw = (raw & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
-                size, pos = read_long(data, pos + 1, raw, 32)
+                raw, pos = read_long(data, pos + 1, raw, 32)
+            size = (raw >> 1) ^ -(raw & 1)
             if size < 0:
                 if size != -1:
                     raise CorruptRecordError(f"invalid value length {size}")
@@ -178,15 +201,18 @@ def decode_records(
             else:
                 if pos + size > record_end:
                     raise CorruptRecordError(f"value of {size} bytes overruns its record")
-                value = bytes(data[pos : pos + size])
+                value = data[pos : pos + size]
                 pos += size
             # headers
             raw = data[pos]
             if raw < 0x80:
                 pos += 1
-                header_count = (raw >> 1) ^ -(raw & 1)
+            elif data[pos + 1] < 0x80:
+                raw = (raw & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
-                header_count, pos = read_long(data, pos + 1, raw, 32)
+                raw, pos = read_long(data, pos + 1, raw, 32)
+            header_count = (raw >> 1) ^ -(raw & 1)
             if header_count == 0:
                 headers: list[Header] = []
             else:
@@ -209,7 +235,7 @@ def decode_records(
     return records
 
 
-def _decode_headers(data: Buffer, pos: int, record_end: int, count: int) -> tuple[list[Header], int]:
+def _decode_headers(data: bytes, pos: int, record_end: int, count: int) -> tuple[list[Header], int]:
     # Each header takes at least two bytes (two lengths), which bounds the loop.
     if count < 0 or 2 * count > record_end - pos:
         raise CorruptRecordError(f"invalid header count {count}")
@@ -218,19 +244,25 @@ def _decode_headers(data: Buffer, pos: int, record_end: int, count: int) -> tupl
         raw = data[pos]
         if raw < 0x80:
             pos += 1
-            size = (raw >> 1) ^ -(raw & 1)
+        elif data[pos + 1] < 0x80:
+            raw = (raw & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
         else:
-            size, pos = _read_long_varint(data, pos + 1, raw, 32)
+            raw, pos = _read_long_varint(data, pos + 1, raw, 32)
+        size = (raw >> 1) ^ -(raw & 1)
         if size < 0 or pos + size > record_end:
             raise CorruptRecordError(f"invalid header key length {size}")
-        name = str(data[pos : pos + size], "utf-8", "surrogateescape")
+        name = data[pos : pos + size].decode("utf-8", "surrogateescape")
         pos += size
         raw = data[pos]
         if raw < 0x80:
             pos += 1
-            size = (raw >> 1) ^ -(raw & 1)
+        elif data[pos + 1] < 0x80:
+            raw = (raw & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
         else:
-            size, pos = _read_long_varint(data, pos + 1, raw, 32)
+            raw, pos = _read_long_varint(data, pos + 1, raw, 32)
+        size = (raw >> 1) ^ -(raw & 1)
         if size < 0:
             if size != -1:
                 raise CorruptRecordError(f"invalid header value length {size}")
@@ -238,7 +270,7 @@ def _decode_headers(data: Buffer, pos: int, record_end: int, count: int) -> tupl
             continue
         if pos + size > record_end:
             raise CorruptRecordError(f"header value of {size} bytes overruns its record")
-        headers.append((name, bytes(data[pos : pos + size])))
+        headers.append((name, data[pos : pos + size]))
         pos += size
     return headers, pos
 
