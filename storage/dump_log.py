@@ -1,0 +1,201 @@
+"""``pafka dump-log``: print segments and indexes the way ``kafka-dump-log.sh`` does.
+
+For a ``.log`` file: one line per batch (offsets, producer fields, position,
+timestamp, size, codec, CRC and whether it is valid) and, with
+``--deep-iteration`` or ``--print-data-log``, one ``| offset: ...`` line per
+record (key and payload with ``--print-data-log``). For ``.index`` and
+``.timeindex`` files: one line per entry, then the entries that do not point
+at a batch start ("Mismatches in ..."), as Kafka's tool reports them.
+``--index-sanity-check`` only runs the index sanity check.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Callable
+
+import click
+
+from protocol.compression import codec_name
+from protocol.errors import ProtocolError
+from protocol.record_batch import RecordBatchHeader, is_crc_valid
+from storage.errors import CorruptIndexError
+from storage.file_records import FileRecords
+from storage.offset_index import OffsetIndex
+from storage.time_index import TimeIndex
+
+Echo = Callable[[str], None]
+
+
+def _timestamp_label(header: RecordBatchHeader) -> str:
+    return "LogAppendTime" if header.timestamp_type else "CreateTime"
+
+
+def _batch_line(position: int, header: RecordBatchHeader, valid: bool) -> str:
+    horizon = f"OptionalLong[{header.delete_horizon_ms}]" if header.has_delete_horizon else "OptionalLong.empty"
+    return (
+        f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} count: {header.records_count} "
+        f"baseSequence: {header.base_sequence} lastSequence: {header.last_sequence} "
+        f"producerId: {header.producer_id} producerEpoch: {header.producer_epoch} "
+        f"partitionLeaderEpoch: {header.partition_leader_epoch} isTransactional: {str(header.is_transactional).lower()} "
+        f"isControl: {str(header.is_control).lower()} deleteHorizonMs: {horizon} position: {position} "
+        f"{_timestamp_label(header)}: {header.max_timestamp} size: {header.size_in_bytes} magic: {header.magic} "
+        f"compresscodec: {codec_name(header.compression_type)} crc: {header.crc} isvalid: {str(valid).lower()}"
+    )
+
+
+def _show(data: bytes | None) -> str:
+    return "null" if data is None else data.decode("utf-8", errors="replace")
+
+
+def _record_lines(batch: bytes, header: RecordBatchHeader, print_data: bool) -> list[str]:
+    from protocol.control_records import parse_end_txn_marker
+    from protocol.records import iter_records
+
+    lines = []
+    for index, record in enumerate(iter_records(batch)):
+        sequence = -1 if header.base_sequence < 0 else (header.base_sequence + index) % 0x80000000
+        line = (
+            f"| offset: {record.offset} {_timestamp_label(header)}: {record.timestamp} "
+            f"keySize: {-1 if record.key is None else len(record.key)} "
+            f"valueSize: {-1 if record.value is None else len(record.value)} sequence: {sequence} "
+            f"headerKeys: [{', '.join(k for k, _ in record.headers)}]"
+        )
+        if header.is_control:
+            try:
+                marker = parse_end_txn_marker(record)
+                line += f" endTxnMarker: {marker.control_type.name} coordinatorEpoch: {marker.coordinator_epoch}"
+            except ProtocolError:
+                pass
+        elif print_data:
+            line += f" key: {_show(record.key)} payload: {_show(record.value)}"
+        lines.append(line)
+    return lines
+
+
+def dump_log_segment(path: Path, echo: Echo, deep: bool, print_data: bool) -> None:
+    records = FileRecords(path)
+    try:
+        echo(f"Log starting offset: {int(path.name[:20]) if path.name[:20].isdigit() else 0}")
+        position = 0
+        try:
+            for position, header in records.batch_headers(0):
+                batch = records.read(position, header.size_in_bytes)
+                echo(_batch_line(position, header, is_crc_valid(batch, 0, header)))
+                if deep or print_data:
+                    for line in _record_lines(batch, header, print_data):
+                        echo(line)
+                position += header.size_in_bytes
+        except ProtocolError as exc:
+            echo(f"Found invalid batch at position {position}: {exc}")
+            return
+        if position < records.size:
+            echo(f"Found {records.size - position} invalid bytes at the end of {path.name}")
+    finally:
+        records.close()
+
+
+def _batch_starts(log_path: Path) -> dict[int, RecordBatchHeader]:
+    if not log_path.exists():
+        return {}
+    records = FileRecords(log_path)
+    try:
+        return dict(records.batch_headers(0))
+    except ProtocolError:
+        return {}
+    finally:
+        records.close()
+
+
+def dump_offset_index(path: Path, echo: Echo, sanity_only: bool) -> None:
+    base = int(path.name[:20])
+    index = OffsetIndex(path, base, writable=False)
+    try:
+        if sanity_only:
+            _sanity(path, index.sanity_check, echo)
+            return
+        starts = _batch_starts(path.with_name(path.name[:20] + ".log"))
+        mismatches = []
+        last = -1
+        for slot in range(index.entries):
+            entry = index.entry(slot)
+            if entry.offset <= last and slot > 0:
+                break  # the zero-filled tail of a preallocated index
+            echo(f"offset: {entry.offset} position: {entry.position}")
+            header = starts.get(entry.position)
+            if header is None:
+                mismatches.append(f"  Index position: {entry.position} is not the start of a batch")
+            elif header.last_offset != entry.offset:
+                mismatches.append(f"  Index offset: {entry.offset}, log offset: {header.last_offset}")
+            last = entry.offset
+        if mismatches:
+            echo(f"Mismatches in :{path}")
+            for line in mismatches:
+                echo(line)
+    finally:
+        index.close_handler()
+
+
+def dump_time_index(path: Path, echo: Echo, sanity_only: bool) -> None:
+    base = int(path.name[:20])
+    index = TimeIndex(path, base, writable=False)
+    try:
+        if sanity_only:
+            _sanity(path, index.sanity_check, echo)
+            return
+        starts = _batch_starts(path.with_name(path.name[:20] + ".log"))
+        by_last_offset = {h.last_offset: h for h in starts.values()}
+        mismatches = []
+        for slot in range(index.entries):
+            entry = index.entry(slot)
+            echo(f"timestamp: {entry.timestamp} offset: {entry.offset}")
+            header = by_last_offset.get(entry.offset)
+            if header is None:
+                mismatches.append(f"  Indexed offset: {entry.offset} is not the last offset of a batch")
+            elif header.max_timestamp != entry.timestamp:
+                mismatches.append(f"  Index timestamp: {entry.timestamp}, log timestamp: {header.max_timestamp}")
+        if mismatches:
+            echo(f"Found timestamp mismatch in :{path}")
+            for line in mismatches:
+                echo(line)
+    finally:
+        index.close_handler()
+
+
+def _sanity(path: Path, check: Callable[[], None], echo: Echo) -> None:
+    try:
+        check()
+        echo(f"{path} passed sanity check.")
+    except CorruptIndexError as exc:
+        echo(f"Found a corrupted index file, {path}: {exc}")
+
+
+def dump_file(path: Path, echo: Echo, deep: bool = False, print_data: bool = False, index_sanity_check: bool = False) -> None:
+    echo(f"Dumping {path}")
+    name = path.name
+    if name.endswith(".log"):
+        dump_log_segment(path, echo, deep, print_data)
+    elif name.endswith(".index"):
+        dump_offset_index(path, echo, index_sanity_check)
+    elif name.endswith(".timeindex"):
+        dump_time_index(path, echo, index_sanity_check)
+    elif name.endswith(".snapshot"):
+        echo(f"Producer state snapshot {path} (pafka's own format; see storage/producer_state.py)")
+    else:
+        echo(f"Ignoring unknown file {path}")
+
+
+@click.command("dump-log")
+@click.option("--files", "files", multiple=True, required=True, 
+              help="Comma-separated or repeated list of .log/.index/.timeindex files to dump.")
+@click.option("--print-data-log", is_flag=True, help="Print the records' keys and payloads (implies --deep-iteration).")
+@click.option("--deep-iteration", is_flag=True, help="Print every record, not just batch headers.")
+@click.option("--index-sanity-check", is_flag=True, help="Only check the index files' sanity.")
+def dump_log_command(files: tuple[str, ...], print_data_log: bool, deep_iteration: bool, index_sanity_check: bool) -> None:
+    """Dump segment and index files as kafka-dump-log.sh does."""
+    paths = [Path(p) for item in files for p in item.split(",") if p]
+    for path in paths:
+        if not path.is_file():
+            raise click.BadParameter(f"{path} is not a file", param_hint="--files")
+        dump_file(path, click.echo, deep_iteration, print_data_log, index_sanity_check)

@@ -1,0 +1,295 @@
+"""LogManager: every partition log under ``log.dirs``, their checkpoints and background passes.
+
+Per log dir (Kafka's layout):
+
+* ``<topic>-<partition>/`` partition directories;
+* ``meta.properties`` (``version=0``, ``broker.id``, ``cluster.id``), checked
+  against the running broker on startup;
+* ``.lock``, held with ``fcntl.flock`` while the broker runs, so two brokers
+  never share a directory;
+* ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+  ``replication-offset-checkpoint`` (high watermarks), in Kafka's text format;
+* ``.kafka_cleanshutdown``, written after a clean shutdown and removed once
+  the logs are loaded, so only a crash leaves a log dir without it.
+
+The broker's scheduler calls ``cleanup_logs`` (retention, every
+``log.retention.check.interval.ms``), ``flush_dirty_logs`` (``flush.ms``),
+``checkpoint_*`` (every ``log.flush.offset.checkpoint.interval.ms``) and
+``delete_pending_segments`` (``file.delete.delay.ms``), in a worker thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import shutil
+import threading
+import uuid
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+from storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+    fsync_dir,
+    write_atomically,
+)
+from storage.config import LogConfig
+from storage.errors import KafkaStorageError
+from storage.log import Log, parse_topic_partition
+from storage.log_retention import delete_old_segments
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+META_PROPERTIES = "meta.properties"
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+
+TopicPartition = tuple[str, int]
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    props = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            props[key.strip()] = value.strip()
+    return props
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: Iterable[str | Path],
+        default_config: LogConfig | None = None,
+        topic_configs: Mapping[str, Mapping[str, object]] | None = None,
+        broker_id: int = 0,
+        cluster_id: str | None = None,
+        with_producer_state: bool = True,
+    ) -> None:
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config or LogConfig()
+        self.topic_overrides: dict[str, dict[str, object]] = {t: dict(c) for t, c in (topic_configs or {}).items()}
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.with_producer_state = with_producer_state
+        self.logs: dict[TopicPartition, Log] = {}
+        self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._locks: dict[Path, int] = {}
+        self._mutex = threading.RLock()
+        self.started = False
+
+    # --- startup / shutdown -----------------------------------------------------------
+    def startup(self) -> None:
+        for dir in self.log_dirs:
+            dir.mkdir(parents=True, exist_ok=True)
+            self._lock_dir(dir)
+            self._check_meta_properties(dir)
+        for dir in self.log_dirs:
+            self._load_logs(dir)
+        self.started = True
+
+    def _lock_dir(self, dir: Path) -> None:
+        fd = os.open(dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise KafkaStorageError(
+                    f"failed to acquire lock on file .lock in {dir}. A Kafka instance in another process "
+                    f"or thread is using this directory."
+                ) from None
+            raise
+        self._locks[dir] = fd
+
+    def _check_meta_properties(self, dir: Path) -> None:
+        path = dir / META_PROPERTIES
+        if path.exists():
+            props = read_properties(path)
+            stored = props.get("broker.id", props.get("node.id"))
+            if stored is not None and int(stored) != self.broker_id:
+                raise KafkaStorageError(
+                    f"configured broker.id {self.broker_id} doesn't match stored broker.id {stored} in {path}"
+                )
+            if self.cluster_id is None:
+                self.cluster_id = props.get("cluster.id")
+            return
+        lines = ["#", "version=0", f"broker.id={self.broker_id}"]
+        if self.cluster_id:
+            lines.append(f"cluster.id={self.cluster_id}")
+        write_atomically(path, "\n".join(lines) + "\n")
+
+    def _load_logs(self, dir: Path) -> None:
+        marker = dir / CLEAN_SHUTDOWN_FILE
+        had_clean_shutdown = marker.exists()
+        recovery_points = self._read_checkpoint(dir, RECOVERY_POINT_OFFSET_CHECKPOINT)
+        start_offsets = self._read_checkpoint(dir, LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = self._read_checkpoint(dir, REPLICATION_OFFSET_CHECKPOINT)
+        if not had_clean_shutdown:
+            log.info("%s: no clean shutdown marker; logs past their recovery point will be recovered", dir)
+        for child in sorted(dir.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                log.info("%s: removing partition directory %s marked for deletion", dir, child.name)
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            if child.name.endswith(FUTURE_DIR_SUFFIX):
+                continue
+            try:
+                tp = parse_topic_partition(child.name)
+            except ValueError:
+                log.warning("%s: ignoring directory %s (not <topic>-<partition>)", dir, child.name)
+                continue
+            opened = Log.open(
+                child, self.config_for(tp[0]),
+                log_start_offset=start_offsets.get(tp, 0),
+                recovery_point=recovery_points.get(tp, 0),
+                had_clean_shutdown=had_clean_shutdown,
+                producer_state=True if self.with_producer_state else None,
+            )
+            opened.update_high_watermark(high_watermarks.get(tp, opened.log_start_offset))
+            self.logs[tp] = opened
+            self._log_dir_of[tp] = dir
+        # Only a later crash may leave this dir without the marker.
+        marker.unlink(missing_ok=True)
+        fsync_dir(dir)
+
+    @staticmethod
+    def _read_checkpoint(dir: Path, name: str) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(dir / name).read()
+        except KafkaStorageError as exc:
+            log.warning("%s: ignoring unreadable checkpoint: %s", dir, exc)
+            return {}
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write checkpoints and the clean-shutdown marker."""
+        with self._mutex:
+            for opened in self.logs.values():
+                opened.close()
+            self.checkpoint_all()
+            for dir in self.log_dirs:
+                if dir in self._locks:
+                    write_atomically(dir / CLEAN_SHUTDOWN_FILE, "")
+            self._release_locks()
+            self.logs.clear()
+            self.started = False
+
+    def close_without_clean_shutdown(self) -> None:
+        """Release everything as a crash would (no flush, no marker); for tests and failed dirs."""
+        with self._mutex:
+            for opened in self.logs.values():
+                opened.close_without_flush()
+            self._release_locks()
+            self.logs.clear()
+            self.started = False
+
+    def _release_locks(self) -> None:
+        for fd in self._locks.values():
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        self._locks.clear()
+
+    # --- logs -----------------------------------------------------------------------------
+    def config_for(self, topic: str) -> LogConfig:
+        overrides = self.topic_overrides.get(topic)
+        return self.default_config.with_overrides(overrides) if overrides else self.default_config
+
+    def update_topic_config(self, topic: str, overrides: Mapping[str, object]) -> None:
+        """New topic overrides apply to the topic's open logs at once (as Kafka's dynamic configs)."""
+        with self._mutex:
+            self.topic_overrides[topic] = dict(overrides)
+            config = self.config_for(topic)
+            for (t, _), opened in self.logs.items():
+                if t == topic:
+                    opened.config = config
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int) -> Log:
+        tp = (topic, partition)
+        with self._mutex:
+            existing = self.logs.get(tp)
+            if existing is not None:
+                return existing
+            dir = self._next_log_dir()
+            opened = Log.open(dir / f"{topic}-{partition}", self.config_for(topic), had_clean_shutdown=True,
+                              producer_state=True if self.with_producer_state else None)
+            self.logs[tp] = opened
+            self._log_dir_of[tp] = dir
+            log.info("Created log for partition %s-%d in %s", topic, partition, dir)
+            return opened
+
+    def _next_log_dir(self) -> Path:
+        """The log dir holding the fewest partitions, as Kafka picks."""
+        counts = {dir: 0 for dir in self.log_dirs}
+        for dir in self._log_dir_of.values():
+            counts[dir] += 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Topic deletion: rename the dir ``<tp>.<uuid>-delete`` (crash-safe), then remove it."""
+        tp = (topic, partition)
+        with self._mutex:
+            opened = self.logs.pop(tp, None)
+            dir = self._log_dir_of.pop(tp, None)
+        if opened is None or dir is None:
+            return
+        opened.close_without_flush()
+        doomed = opened.dir.with_name(f"{opened.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(opened.dir, doomed)
+        fsync_dir(dir)
+        shutil.rmtree(doomed, ignore_errors=True)
+        self.checkpoint_all()
+
+    def all_logs(self) -> list[Log]:
+        return list(self.logs.values())
+
+    # --- checkpoints ------------------------------------------------------------------------
+    def _logs_by_dir(self) -> dict[Path, dict[TopicPartition, Log]]:
+        grouped: dict[Path, dict[TopicPartition, Log]] = {dir: {} for dir in self.log_dirs}
+        for tp, opened in self.logs.items():
+            grouped[self._log_dir_of[tp]][tp] = opened
+        return grouped
+
+    def _write_checkpoint(self, name: str, value: Callable[[Log], int]) -> None:
+        for dir, logs in self._logs_by_dir().items():
+            OffsetCheckpointFile(dir / name).write({tp: value(opened) for tp, opened in logs.items()})
+
+    def checkpoint_log_recovery_offsets(self) -> None:
+        self._write_checkpoint(RECOVERY_POINT_OFFSET_CHECKPOINT, lambda lg: lg.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset)
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark)
+
+    def checkpoint_all(self) -> None:
+        self.checkpoint_log_recovery_offsets()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+
+    # --- background passes ----------------------------------------------------------------------
+    def cleanup_logs(self, now: int | None = None) -> int:
+        """Retention over every log; returns the number of segments deleted."""
+        deleted = sum(delete_old_segments(opened, now) for opened in self.all_logs())
+        if deleted:
+            self.checkpoint_log_start_offsets()
+        return deleted
+
+    def flush_dirty_logs(self, now: int | None = None) -> int:
+        return sum(1 for opened in self.all_logs() if opened.flush_if_due(now))
+
+    def delete_pending_segments(self, now: int | None = None) -> int:
+        return sum(opened.delete_pending_segments(now) for opened in self.all_logs())
