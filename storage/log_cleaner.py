@@ -70,15 +70,14 @@ def topic_partition_of(log_: Any) -> tuple[str, int]:
 
 
 def last_stable_offset(log_: Any) -> int:
-    """Where cleaning must stop for transactions: Kafka's LSO when the log knows it."""
-    for attr in ("last_stable_offset", "high_watermark"):
-        value = getattr(log_, attr, None)
-        if value is not None:
-            return int(value() if callable(value) else value)
-    end = int(log_.log_end_offset)
-    psm = getattr(log_, "producer_state_manager", None)
+    """Where cleaning must stop: below the high watermark and any undecided transaction."""
+    explicit = getattr(log_, "last_stable_offset", None)
+    if explicit is not None:
+        return int(explicit() if callable(explicit) else explicit)
+    bound = int(getattr(log_, "high_watermark", log_.log_end_offset))
+    psm = getattr(log_, "producer_state", None) or getattr(log_, "producer_state_manager", None)
     unstable = psm.first_unstable_offset() if psm is not None else None
-    return end if unstable is None else min(end, unstable)
+    return bound if unstable is None else min(bound, unstable)
 
 
 def segments_overlapping(segments: Sequence[LogSegment], start: int, end: int) -> list[LogSegment]:
