@@ -144,8 +144,9 @@ def _raw_snappy_decompress(block: Buffer) -> bytes:
 def _snappy_decompress(data: Buffer, max_size: int) -> bytes:
     view = memoryview(data)
     if view[: len(XERIAL_MAGIC)] != XERIAL_MAGIC:
-        if _raw_snappy_length(view) > max_size:
-            raise _too_large(SNAPPY, _raw_snappy_length(view), max_size)
+        declared = _raw_snappy_length(view)
+        if declared > max_size:
+            raise _too_large(SNAPPY, declared, max_size)
         return _raw_snappy_decompress(view)
     if len(view) < XERIAL_HEADER_SIZE:
         raise CorruptRecordError("truncated xerial snappy header")
