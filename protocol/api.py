@@ -29,7 +29,10 @@ from protocol.messages.request_header import RequestHeader
 from protocol.messages.response_header import ResponseHeader
 from protocol.primitives import (
     LOW_LEVEL_ERRORS,
+    Decoder,
+    Encoder,
     Message,
+    _new,
     UnsupportedVersionError,
     decode_exact,
     run_encoder,
@@ -53,7 +56,7 @@ __all__ = [
 
 API_VERSIONS_KEY = 18
 
-_REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
+_REQUEST_PREFIX = struct.Struct(">hhih")  # api key, api version, correlation id, client id size
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
@@ -76,6 +79,11 @@ class ApiSpec:
     request: type[Message]
     response: type[Message]
     module: ModuleType
+
+    request_decoders: dict[int, Decoder]
+    request_encoders: dict[int, Encoder]
+    response_decoders: dict[int, Decoder]
+    response_encoders: dict[int, Encoder]
 
     def is_flexible(self, version: int) -> bool:
         return self.flexible_min_version is not None and version >= self.flexible_min_version
@@ -101,6 +109,10 @@ def _build_registry() -> dict[int, ApiSpec]:
             request=module.REQUEST,
             response=module.RESPONSE,
             module=module,
+            request_decoders=module.REQUEST._DECODERS,
+            request_encoders=module.REQUEST._ENCODERS,
+            response_decoders=module.RESPONSE._DECODERS,
+            response_encoders=module.RESPONSE._ENCODERS,
         )
     return registry
 
@@ -174,25 +186,62 @@ def decode_request(frame: Buffer) -> DecodedRequest:
     body are memoryview slices of ``frame``: keep ``frame`` alive while using them.
     """
     buf = _as_view(frame)
-    if len(buf) < 8:
-        raise ProtocolError(f"request frame of {len(buf)} bytes is shorter than a request header")
-    api_key, version, correlation_id = _REQUEST_PREFIX.unpack_from(buf, 0)
+    if len(buf) < 10:
+        known = _REQUEST_PREFIX.unpack_from(bytes(buf) + bytes(10), 0) if len(buf) >= 8 else (None, None, None)
+        raise ProtocolError(
+            f"request frame of {len(buf)} bytes is shorter than a request header",
+            api_key=known[0],
+            api_version=known[1],
+            correlation_id=known[2],
+        )
+    api_key, version, correlation_id, client_id_size = _REQUEST_PREFIX.unpack_from(buf, 0)
     spec = APIS.get(api_key)
-    if spec is None or version not in spec.versions:
+    decoder = spec.request_decoders.get(version) if spec is not None else None
+    if decoder is None:
         raise _unsupported(buf, api_key, version, correlation_id)
     try:
-        header, pos = RequestHeader._DECODERS[spec.request_header_version(version)](buf, 0)
-        body = decode_exact(spec.request._DECODERS[version], buf, pos, spec.request.__name__, api_key, version)
+        # The header is parsed inline rather than by the generated decoder:
+        # it precedes every request, and this is the broker's hottest path.
+        pos = 10 + client_id_size
+        if client_id_size < 0:
+            if client_id_size != -1:
+                raise ProtocolError("negative client id length")
+            client_id, pos = None, 10
+        elif pos > len(buf):
+            raise ProtocolError("client id runs past the end of the frame")
+        else:
+            client_id = str(buf[10:pos], "utf-8")
+        if spec.flexible_min_version is not None and version >= spec.flexible_min_version:
+            if buf[pos]:
+                _, pos = RequestHeader._DECODERS[2](buf, 0)  # rare: the header carries tagged fields
+            else:
+                pos += 1
+        body, end = decoder(buf, pos)
     except ProtocolError as exc:
         exc.api_key, exc.api_version, exc.correlation_id = api_key, version, correlation_id
         raise
     except LOW_LEVEL_ERRORS as exc:
         raise ProtocolError(
-            f"malformed request header: {type(exc).__name__}: {exc}",
+            f"malformed {spec.name} request: {type(exc).__name__}: {exc}",
             api_key=api_key,
             api_version=version,
             correlation_id=correlation_id,
         ) from None
+    if end != len(buf):
+        # A correct client never sends bytes after the body; they mean it used
+        # another schema than the version it announced, so nothing decoded can
+        # be trusted.
+        raise ProtocolError(
+            f"{len(buf) - end} unexpected bytes after the {spec.name} request",
+            api_key=api_key,
+            api_version=version,
+            correlation_id=correlation_id,
+        )
+    header = _new(RequestHeader)
+    header.request_api_key = api_key
+    header.request_api_version = version
+    header.correlation_id = correlation_id
+    header.client_id = client_id
     return DecodedRequest(header, body, spec)
 
 
@@ -239,7 +288,7 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: M
     if spec.response_header_version(api_version) == 1:
         b.append(0)  # no tagged fields in the response header
     chunks: list[Chunk] = []
-    b = run_encoder(spec.response._ENCODERS[api_version], body, b, chunks, api_key, api_version)
+    b = run_encoder(spec.response_encoders[api_version], body, b, chunks, api_key, api_version)
     return _finish(b, chunks)
 
 
@@ -254,7 +303,7 @@ def encode_request(
     chunks: list[Chunk] = []
     hv = spec.request_header_version(api_version)
     b = run_encoder(RequestHeader._ENCODERS[hv], header, bytearray(4), chunks, api_key, api_version)
-    b = run_encoder(spec.request._ENCODERS[api_version], body, b, chunks, api_key, api_version)
+    b = run_encoder(spec.request_encoders[api_version], body, b, chunks, api_key, api_version)
     return _finish(b, chunks)
 
 
@@ -267,7 +316,7 @@ def decode_response(api_key: int, api_version: int, frame: Buffer) -> tuple[int,
     (correlation_id,) = _INT32.unpack_from(buf, 0)
     try:
         header, pos = ResponseHeader._DECODERS[spec.response_header_version(api_version)](buf, 0)
-        body = decode_exact(spec.response._DECODERS[api_version], buf, pos, spec.response.__name__, api_key, api_version)
+        body = decode_exact(spec.response_decoders[api_version], buf, pos, spec.response.__name__, api_key, api_version)
     except ProtocolError as exc:
         exc.api_key, exc.api_version, exc.correlation_id = api_key, api_version, correlation_id
         raise

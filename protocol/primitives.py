@@ -17,6 +17,7 @@ from protocol.buffers import Buffer, Chunk, FileRange, RecordsData, join_chunks,
 from protocol.errors import ErrorCode, ProtocolError
 
 UUID_ZERO = UUID(int=0)
+_new = object.__new__  # generated decoders fill slots directly
 ZERO16 = bytes(16)
 
 # Everything a garbled frame can make the generated decoders raise. The entry
@@ -79,11 +80,18 @@ def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
     return byte, pos + 1
 
 
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+
+
 def uvarint(value: int) -> bytes:
     """The unsigned varint encoding of ``0 <= value < 2**32``."""
     if value < 0x80:
-        return bytes((value,))
-    if value >> 32:
+        return _ONE_BYTE[value]
+    if value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
+    if value >> 32 or value < 0:
         raise ValueError(f"unsigned varint out of range: {value}")
     out = bytearray()
     while value >= 0x80:
@@ -117,18 +125,22 @@ def put_records(b: bytearray, chunks: list, records: RecordsData, compact: bool)
     Returns the bytearray the caller continues to append to (a new one when the
     data went out as separate chunks).
     """
-    if isinstance(records, (bytes, bytearray)):
-        size = len(records)
+    cls = records.__class__
+    if cls is memoryview:
+        size = records.nbytes  # type: ignore[union-attr]
         parts = None if size < INLINE_RECORDS_LIMIT else (records,)
-    elif isinstance(records, memoryview):
-        size = records.nbytes
+    elif cls is bytes or cls is bytearray:
+        size = len(records)  # type: ignore[arg-type]
         parts = None if size < INLINE_RECORDS_LIMIT else (records,)
-    elif isinstance(records, FileRange):
-        size = records.length
+    elif cls is FileRange:
+        size = records.length  # type: ignore[union-attr]
         parts = (records,)
     elif isinstance(records, (list, tuple)):
         size = records_length(records)
         parts = records
+    elif isinstance(records, (bytes, bytearray, memoryview)):
+        size = records.nbytes if isinstance(records, memoryview) else len(records)
+        parts = (records,)
     else:
         raise TypeError(f"records must be bytes-like, FileRange or a list of them, not {type(records).__name__}")
     if compact:
@@ -136,13 +148,12 @@ def put_records(b: bytearray, chunks: list, records: RecordsData, compact: bool)
     else:
         b += _INT32.pack(size)
     if parts is None:
-        b += records
+        b += records  # type: ignore[operator]
         return b
     if b:
         chunks.append(b)
     for part in parts:
-        if isinstance(part, FileRange) or (len(part) if not isinstance(part, memoryview) else part.nbytes):
-            chunks.append(part)
+        chunks.append(part)
     return bytearray()
 
 

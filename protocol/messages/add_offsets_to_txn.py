@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -118,7 +120,12 @@ def _d_AddOffsetsToTxnRequest_v0(buf, pos):
             raise truncated('GroupId')
         f_group_id = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return AddOffsetsToTxnRequest(transactional_id=f_transactional_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, group_id=f_group_id), pos
+    o = _new(AddOffsetsToTxnRequest)
+    o.transactional_id = f_transactional_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.group_id = f_group_id
+    return o, pos
 
 
 def _e_AddOffsetsToTxnRequest_v0(o, b, chunks):
@@ -177,7 +184,12 @@ def _d_AddOffsetsToTxnRequest_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AddOffsetsToTxnRequest(transactional_id=f_transactional_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, group_id=f_group_id), pos
+    o = _new(AddOffsetsToTxnRequest)
+    o.transactional_id = f_transactional_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.group_id = f_group_id
+    return o, pos
 
 
 def _e_AddOffsetsToTxnRequest_v3(o, b, chunks):
@@ -205,7 +217,10 @@ def _e_AddOffsetsToTxnRequest_v3(o, b, chunks):
 def _d_AddOffsetsToTxnResponse_v0(buf, pos):
     f_throttle_time_ms, f_error_code = _s_ih.unpack_from(buf, pos)
     pos += 6
-    return AddOffsetsToTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code), pos
+    o = _new(AddOffsetsToTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _e_AddOffsetsToTxnResponse_v0(o, b, chunks):
@@ -230,7 +245,10 @@ def _d_AddOffsetsToTxnResponse_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AddOffsetsToTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code), pos
+    o = _new(AddOffsetsToTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _e_AddOffsetsToTxnResponse_v3(o, b, chunks):

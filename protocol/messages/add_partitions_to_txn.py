@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -254,7 +256,10 @@ def _d_AddPartitionsToTxnTopic_v0(buf, pos):
             raise truncated('Partitions')
         f_partitions = list(unpack_from('>%di' % n3, buf, pos))
         pos += n3 * 4
-    return AddPartitionsToTxnTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(AddPartitionsToTxnTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_AddPartitionsToTxnRequest_v0(buf, pos):
@@ -281,7 +286,13 @@ def _d_AddPartitionsToTxnRequest_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_AddPartitionsToTxnTopic_v0(buf, pos)
             f_v3_and_below_topics.append(item4)
-    return AddPartitionsToTxnRequest(v3_and_below_transactional_id=f_v3_and_below_transactional_id, v3_and_below_producer_id=f_v3_and_below_producer_id, v3_and_below_producer_epoch=f_v3_and_below_producer_epoch, v3_and_below_topics=f_v3_and_below_topics), pos
+    o = _new(AddPartitionsToTxnRequest)
+    o.transactions = []
+    o.v3_and_below_transactional_id = f_v3_and_below_transactional_id
+    o.v3_and_below_producer_id = f_v3_and_below_producer_id
+    o.v3_and_below_producer_epoch = f_v3_and_below_producer_epoch
+    o.v3_and_below_topics = f_v3_and_below_topics
+    return o, pos
 
 
 def _e_AddPartitionsToTxnTopic_v0(o, b, chunks):
@@ -296,17 +307,18 @@ def _e_AddPartitionsToTxnTopic_v0(o, b, chunks):
 
 
 def _e_AddPartitionsToTxnRequest_v0(o, b, chunks):
-    if o.transactions != []:
+    x1 = o.transactions != []
+    if x1:
         raise UnsupportedVersionError('AddPartitionsToTxnRequest.transactions cannot be sent at this version')
-    v1 = o.v3_and_below_transactional_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
+    v2 = o.v3_and_below_transactional_id
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
     b += _s_qh.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
-    a2 = o.v3_and_below_topics
-    b += _s_i.pack(len(a2))
-    for item3 in a2:
-        b = _e_AddPartitionsToTxnTopic_v0(item3, b, chunks)
+    a3 = o.v3_and_below_topics
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_AddPartitionsToTxnTopic_v0(item4, b, chunks)
     return b
 
 
@@ -350,7 +362,10 @@ def _d_AddPartitionsToTxnTopic_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AddPartitionsToTxnTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(AddPartitionsToTxnTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_AddPartitionsToTxnRequest_v3(buf, pos):
@@ -397,7 +412,13 @@ def _d_AddPartitionsToTxnRequest_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AddPartitionsToTxnRequest(v3_and_below_transactional_id=f_v3_and_below_transactional_id, v3_and_below_producer_id=f_v3_and_below_producer_id, v3_and_below_producer_epoch=f_v3_and_below_producer_epoch, v3_and_below_topics=f_v3_and_below_topics), pos
+    o = _new(AddPartitionsToTxnRequest)
+    o.transactions = []
+    o.v3_and_below_transactional_id = f_v3_and_below_transactional_id
+    o.v3_and_below_producer_id = f_v3_and_below_producer_id
+    o.v3_and_below_producer_epoch = f_v3_and_below_producer_epoch
+    o.v3_and_below_topics = f_v3_and_below_topics
+    return o, pos
 
 
 def _e_AddPartitionsToTxnTopic_v3(o, b, chunks):
@@ -421,25 +442,26 @@ def _e_AddPartitionsToTxnTopic_v3(o, b, chunks):
 
 
 def _e_AddPartitionsToTxnRequest_v3(o, b, chunks):
-    if o.transactions != []:
+    x1 = o.transactions != []
+    if x1:
         raise UnsupportedVersionError('AddPartitionsToTxnRequest.transactions cannot be sent at this version')
-    v1 = o.v3_and_below_transactional_id
-    v1 = v1.encode()
-    n2 = len(v1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    v2 = o.v3_and_below_transactional_id
+    v2 = v2.encode()
+    n3 = len(v2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    b += v1
+        b += uvarint(n3)
+    b += v2
     b += _s_qh.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
-    a3 = o.v3_and_below_topics
-    n4 = len(a3) + 1
-    if n4 < 0x80:
-        b.append(n4)
+    a4 = o.v3_and_below_topics
+    n5 = len(a4) + 1
+    if n5 < 0x80:
+        b.append(n5)
     else:
-        b += uvarint(n4)
-    for item5 in a3:
-        b = _e_AddPartitionsToTxnTopic_v3(item5, b, chunks)
+        b += uvarint(n5)
+    for item6 in a4:
+        b = _e_AddPartitionsToTxnTopic_v3(item6, b, chunks)
     b.append(0)
     return b
 
@@ -488,7 +510,13 @@ def _d_AddPartitionsToTxnTransaction_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AddPartitionsToTxnTransaction(transactional_id=f_transactional_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, verify_only=f_verify_only, topics=f_topics), pos
+    o = _new(AddPartitionsToTxnTransaction)
+    o.transactional_id = f_transactional_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.verify_only = f_verify_only
+    o.topics = f_topics
+    return o, pos
 
 
 def _d_AddPartitionsToTxnRequest_v4(buf, pos):
@@ -520,7 +548,13 @@ def _d_AddPartitionsToTxnRequest_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AddPartitionsToTxnRequest(transactions=f_transactions), pos
+    o = _new(AddPartitionsToTxnRequest)
+    o.transactions = f_transactions
+    o.v3_and_below_transactional_id = ''
+    o.v3_and_below_producer_id = 0
+    o.v3_and_below_producer_epoch = 0
+    o.v3_and_below_topics = []
+    return o, pos
 
 
 def _e_AddPartitionsToTxnTransaction_v4(o, b, chunks):
@@ -546,22 +580,26 @@ def _e_AddPartitionsToTxnTransaction_v4(o, b, chunks):
 
 
 def _e_AddPartitionsToTxnRequest_v4(o, b, chunks):
-    if o.v3_and_below_transactional_id != '':
+    x1 = o.v3_and_below_transactional_id != ''
+    if x1:
         raise UnsupportedVersionError('AddPartitionsToTxnRequest.v3_and_below_transactional_id cannot be sent at this version')
-    if o.v3_and_below_producer_id != 0:
+    x2 = o.v3_and_below_producer_id != 0
+    if x2:
         raise UnsupportedVersionError('AddPartitionsToTxnRequest.v3_and_below_producer_id cannot be sent at this version')
-    if o.v3_and_below_producer_epoch != 0:
+    x3 = o.v3_and_below_producer_epoch != 0
+    if x3:
         raise UnsupportedVersionError('AddPartitionsToTxnRequest.v3_and_below_producer_epoch cannot be sent at this version')
-    if o.v3_and_below_topics != []:
+    x4 = o.v3_and_below_topics != []
+    if x4:
         raise UnsupportedVersionError('AddPartitionsToTxnRequest.v3_and_below_topics cannot be sent at this version')
-    a1 = o.transactions
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a5 = o.transactions
+    n6 = len(a5) + 1
+    if n6 < 0x80:
+        b.append(n6)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_AddPartitionsToTxnTransaction_v4(item3, b, chunks)
+        b += uvarint(n6)
+    for item7 in a5:
+        b = _e_AddPartitionsToTxnTransaction_v4(item7, b, chunks)
     b.append(0)
     return b
 
@@ -569,7 +607,10 @@ def _e_AddPartitionsToTxnRequest_v4(o, b, chunks):
 def _d_AddPartitionsToTxnPartitionResult_v0(buf, pos):
     f_partition_index, f_partition_error_code = _s_ih.unpack_from(buf, pos)
     pos += 6
-    return AddPartitionsToTxnPartitionResult(partition_index=f_partition_index, partition_error_code=f_partition_error_code), pos
+    o = _new(AddPartitionsToTxnPartitionResult)
+    o.partition_index = f_partition_index
+    o.partition_error_code = f_partition_error_code
+    return o, pos
 
 
 def _d_AddPartitionsToTxnTopicResult_v0(buf, pos):
@@ -594,7 +635,10 @@ def _d_AddPartitionsToTxnTopicResult_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_AddPartitionsToTxnPartitionResult_v0(buf, pos)
             f_results_by_partition.append(item4)
-    return AddPartitionsToTxnTopicResult(name=f_name, results_by_partition=f_results_by_partition), pos
+    o = _new(AddPartitionsToTxnTopicResult)
+    o.name = f_name
+    o.results_by_partition = f_results_by_partition
+    return o, pos
 
 
 def _d_AddPartitionsToTxnResponse_v0(buf, pos):
@@ -611,7 +655,12 @@ def _d_AddPartitionsToTxnResponse_v0(buf, pos):
         for _ in range(n1):
             item2, pos = _d_AddPartitionsToTxnTopicResult_v0(buf, pos)
             f_results_by_topic_v3_and_below.append(item2)
-    return AddPartitionsToTxnResponse(throttle_time_ms=f_throttle_time_ms, results_by_topic_v3_and_below=f_results_by_topic_v3_and_below), pos
+    o = _new(AddPartitionsToTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.results_by_transaction = []
+    o.results_by_topic_v3_and_below = f_results_by_topic_v3_and_below
+    return o, pos
 
 
 def _e_AddPartitionsToTxnPartitionResult_v0(o, b, chunks):
@@ -632,13 +681,14 @@ def _e_AddPartitionsToTxnTopicResult_v0(o, b, chunks):
 
 
 def _e_AddPartitionsToTxnResponse_v0(o, b, chunks):
-    if o.results_by_transaction != []:
+    x1 = o.results_by_transaction != []
+    if x1:
         raise UnsupportedVersionError('AddPartitionsToTxnResponse.results_by_transaction cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.results_by_topic_v3_and_below
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_AddPartitionsToTxnTopicResult_v0(item2, b, chunks)
+    a2 = o.results_by_topic_v3_and_below
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_AddPartitionsToTxnTopicResult_v0(item3, b, chunks)
     return b
 
 
@@ -659,7 +709,10 @@ def _d_AddPartitionsToTxnPartitionResult_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AddPartitionsToTxnPartitionResult(partition_index=f_partition_index, partition_error_code=f_partition_error_code), pos
+    o = _new(AddPartitionsToTxnPartitionResult)
+    o.partition_index = f_partition_index
+    o.partition_error_code = f_partition_error_code
+    return o, pos
 
 
 def _d_AddPartitionsToTxnTopicResult_v3(buf, pos):
@@ -704,7 +757,10 @@ def _d_AddPartitionsToTxnTopicResult_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AddPartitionsToTxnTopicResult(name=f_name, results_by_partition=f_results_by_partition), pos
+    o = _new(AddPartitionsToTxnTopicResult)
+    o.name = f_name
+    o.results_by_partition = f_results_by_partition
+    return o, pos
 
 
 def _d_AddPartitionsToTxnResponse_v3(buf, pos):
@@ -738,7 +794,12 @@ def _d_AddPartitionsToTxnResponse_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AddPartitionsToTxnResponse(throttle_time_ms=f_throttle_time_ms, results_by_topic_v3_and_below=f_results_by_topic_v3_and_below), pos
+    o = _new(AddPartitionsToTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.results_by_transaction = []
+    o.results_by_topic_v3_and_below = f_results_by_topic_v3_and_below
+    return o, pos
 
 
 def _e_AddPartitionsToTxnPartitionResult_v3(o, b, chunks):
@@ -769,17 +830,18 @@ def _e_AddPartitionsToTxnTopicResult_v3(o, b, chunks):
 
 
 def _e_AddPartitionsToTxnResponse_v3(o, b, chunks):
-    if o.results_by_transaction != []:
+    x1 = o.results_by_transaction != []
+    if x1:
         raise UnsupportedVersionError('AddPartitionsToTxnResponse.results_by_transaction cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.results_by_topic_v3_and_below
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.results_by_topic_v3_and_below
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_AddPartitionsToTxnTopicResult_v3(item3, b, chunks)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_AddPartitionsToTxnTopicResult_v3(item4, b, chunks)
     b.append(0)
     return b
 
@@ -826,7 +888,10 @@ def _d_AddPartitionsToTxnResult_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AddPartitionsToTxnResult(transactional_id=f_transactional_id, topic_results=f_topic_results), pos
+    o = _new(AddPartitionsToTxnResult)
+    o.transactional_id = f_transactional_id
+    o.topic_results = f_topic_results
+    return o, pos
 
 
 def _d_AddPartitionsToTxnResponse_v4(buf, pos):
@@ -860,7 +925,12 @@ def _d_AddPartitionsToTxnResponse_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AddPartitionsToTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, results_by_transaction=f_results_by_transaction), pos
+    o = _new(AddPartitionsToTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.results_by_transaction = f_results_by_transaction
+    o.results_by_topic_v3_and_below = []
+    return o, pos
 
 
 def _e_AddPartitionsToTxnResult_v4(o, b, chunks):
@@ -885,17 +955,18 @@ def _e_AddPartitionsToTxnResult_v4(o, b, chunks):
 
 
 def _e_AddPartitionsToTxnResponse_v4(o, b, chunks):
-    if o.results_by_topic_v3_and_below != []:
+    x1 = o.results_by_topic_v3_and_below != []
+    if x1:
         raise UnsupportedVersionError('AddPartitionsToTxnResponse.results_by_topic_v3_and_below cannot be sent at this version')
     b += _s_ih.pack(o.throttle_time_ms, o.error_code)
-    a1 = o.results_by_transaction
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.results_by_transaction
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_AddPartitionsToTxnResult_v4(item3, b, chunks)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_AddPartitionsToTxnResult_v4(item4, b, chunks)
     b.append(0)
     return b
 

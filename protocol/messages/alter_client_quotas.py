@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -217,7 +219,10 @@ def _d_EntityData_v0(buf, pos):
             raise truncated('EntityName')
         f_entity_name = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return EntityData(entity_type=f_entity_type, entity_name=f_entity_name), pos
+    o = _new(EntityData)
+    o.entity_type = f_entity_type
+    o.entity_name = f_entity_name
+    return o, pos
 
 
 def _d_OpData_v0(buf, pos):
@@ -233,7 +238,11 @@ def _d_OpData_v0(buf, pos):
         pos = e2
     f_value, f_remove = _s_do.unpack_from(buf, pos)
     pos += 9
-    return OpData(key=f_key, value=f_value, remove=f_remove), pos
+    o = _new(OpData)
+    o.key = f_key
+    o.value = f_value
+    o.remove = f_remove
+    return o, pos
 
 
 def _d_AlterClientQuotasRequestEntryData_v0(buf, pos):
@@ -259,7 +268,10 @@ def _d_AlterClientQuotasRequestEntryData_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_OpData_v0(buf, pos)
             f_ops.append(item4)
-    return AlterClientQuotasRequestEntryData(entity=f_entity, ops=f_ops), pos
+    o = _new(AlterClientQuotasRequestEntryData)
+    o.entity = f_entity
+    o.ops = f_ops
+    return o, pos
 
 
 def _d_AlterClientQuotasRequest_v0(buf, pos):
@@ -276,7 +288,10 @@ def _d_AlterClientQuotasRequest_v0(buf, pos):
             f_entries.append(item2)
     f_validate_only, = _s_o.unpack_from(buf, pos)
     pos += 1
-    return AlterClientQuotasRequest(entries=f_entries, validate_only=f_validate_only), pos
+    o = _new(AlterClientQuotasRequest)
+    o.entries = f_entries
+    o.validate_only = f_validate_only
+    return o, pos
 
 
 def _e_EntityData_v0(o, b, chunks):
@@ -365,7 +380,10 @@ def _d_EntityData_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return EntityData(entity_type=f_entity_type, entity_name=f_entity_name), pos
+    o = _new(EntityData)
+    o.entity_type = f_entity_type
+    o.entity_name = f_entity_name
+    return o, pos
 
 
 def _d_OpData_v1(buf, pos):
@@ -398,7 +416,11 @@ def _d_OpData_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OpData(key=f_key, value=f_value, remove=f_remove), pos
+    o = _new(OpData)
+    o.key = f_key
+    o.value = f_value
+    o.remove = f_remove
+    return o, pos
 
 
 def _d_AlterClientQuotasRequestEntryData_v1(buf, pos):
@@ -444,7 +466,10 @@ def _d_AlterClientQuotasRequestEntryData_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterClientQuotasRequestEntryData(entity=f_entity, ops=f_ops), pos
+    o = _new(AlterClientQuotasRequestEntryData)
+    o.entity = f_entity
+    o.ops = f_ops
+    return o, pos
 
 
 def _d_AlterClientQuotasRequest_v1(buf, pos):
@@ -478,7 +503,10 @@ def _d_AlterClientQuotasRequest_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterClientQuotasRequest(entries=f_entries, validate_only=f_validate_only), pos
+    o = _new(AlterClientQuotasRequest)
+    o.entries = f_entries
+    o.validate_only = f_validate_only
+    return o, pos
 
 
 def _e_EntityData_v1(o, b, chunks):
@@ -578,7 +606,11 @@ def _d_AlterClientQuotasResponseEntryData_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_EntityData_v0(buf, pos)
             f_entity.append(item4)
-    return AlterClientQuotasResponseEntryData(error_code=f_error_code, error_message=f_error_message, entity=f_entity), pos
+    o = _new(AlterClientQuotasResponseEntryData)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.entity = f_entity
+    return o, pos
 
 
 def _d_AlterClientQuotasResponse_v0(buf, pos):
@@ -595,7 +627,10 @@ def _d_AlterClientQuotasResponse_v0(buf, pos):
         for _ in range(n1):
             item2, pos = _d_AlterClientQuotasResponseEntryData_v0(buf, pos)
             f_entries.append(item2)
-    return AlterClientQuotasResponse(throttle_time_ms=f_throttle_time_ms, entries=f_entries), pos
+    o = _new(AlterClientQuotasResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.entries = f_entries
+    return o, pos
 
 
 def _e_AlterClientQuotasResponseEntryData_v0(o, b, chunks):
@@ -667,7 +702,11 @@ def _d_AlterClientQuotasResponseEntryData_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterClientQuotasResponseEntryData(error_code=f_error_code, error_message=f_error_message, entity=f_entity), pos
+    o = _new(AlterClientQuotasResponseEntryData)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.entity = f_entity
+    return o, pos
 
 
 def _d_AlterClientQuotasResponse_v1(buf, pos):
@@ -701,7 +740,10 @@ def _d_AlterClientQuotasResponse_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterClientQuotasResponse(throttle_time_ms=f_throttle_time_ms, entries=f_entries), pos
+    o = _new(AlterClientQuotasResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.entries = f_entries
+    return o, pos
 
 
 def _e_AlterClientQuotasResponseEntryData_v1(o, b, chunks):

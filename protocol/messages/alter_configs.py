@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -194,7 +196,10 @@ def _d_AlterableConfig_v0(buf, pos):
             raise truncated('Value')
         f_value = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return AlterableConfig(name=f_name, value=f_value), pos
+    o = _new(AlterableConfig)
+    o.name = f_name
+    o.value = f_value
+    return o, pos
 
 
 def _d_AlterConfigsResource_v0(buf, pos):
@@ -221,7 +226,11 @@ def _d_AlterConfigsResource_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_AlterableConfig_v0(buf, pos)
             f_configs.append(item4)
-    return AlterConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs), pos
+    o = _new(AlterConfigsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    return o, pos
 
 
 def _d_AlterConfigsRequest_v0(buf, pos):
@@ -238,7 +247,10 @@ def _d_AlterConfigsRequest_v0(buf, pos):
             f_resources.append(item2)
     f_validate_only, = _s_o.unpack_from(buf, pos)
     pos += 1
-    return AlterConfigsRequest(resources=f_resources, validate_only=f_validate_only), pos
+    o = _new(AlterConfigsRequest)
+    o.resources = f_resources
+    o.validate_only = f_validate_only
+    return o, pos
 
 
 def _e_AlterableConfig_v0(o, b, chunks):
@@ -319,7 +331,10 @@ def _d_AlterableConfig_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterableConfig(name=f_name, value=f_value), pos
+    o = _new(AlterableConfig)
+    o.name = f_name
+    o.value = f_value
+    return o, pos
 
 
 def _d_AlterConfigsResource_v2(buf, pos):
@@ -366,7 +381,11 @@ def _d_AlterConfigsResource_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs), pos
+    o = _new(AlterConfigsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    return o, pos
 
 
 def _d_AlterConfigsRequest_v2(buf, pos):
@@ -400,7 +419,10 @@ def _d_AlterConfigsRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterConfigsRequest(resources=f_resources, validate_only=f_validate_only), pos
+    o = _new(AlterConfigsRequest)
+    o.resources = f_resources
+    o.validate_only = f_validate_only
+    return o, pos
 
 
 def _e_AlterableConfig_v2(o, b, chunks):
@@ -488,7 +510,12 @@ def _d_AlterConfigsResourceResponse_v0(buf, pos):
             raise truncated('ResourceName')
         f_resource_name = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return AlterConfigsResourceResponse(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name), pos
+    o = _new(AlterConfigsResourceResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    return o, pos
 
 
 def _d_AlterConfigsResponse_v0(buf, pos):
@@ -505,7 +532,10 @@ def _d_AlterConfigsResponse_v0(buf, pos):
         for _ in range(n1):
             item2, pos = _d_AlterConfigsResourceResponse_v0(buf, pos)
             f_responses.append(item2)
-    return AlterConfigsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(AlterConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    return o, pos
 
 
 def _e_AlterConfigsResourceResponse_v0(o, b, chunks):
@@ -579,7 +609,12 @@ def _d_AlterConfigsResourceResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterConfigsResourceResponse(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name), pos
+    o = _new(AlterConfigsResourceResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    return o, pos
 
 
 def _d_AlterConfigsResponse_v2(buf, pos):
@@ -613,7 +648,10 @@ def _d_AlterConfigsResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterConfigsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(AlterConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    return o, pos
 
 
 def _e_AlterConfigsResourceResponse_v2(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -231,7 +233,10 @@ def _d_ReassignablePartition_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ReassignablePartition(partition_index=f_partition_index, replicas=f_replicas), pos
+    o = _new(ReassignablePartition)
+    o.partition_index = f_partition_index
+    o.replicas = f_replicas
+    return o, pos
 
 
 def _d_ReassignableTopic_v0(buf, pos):
@@ -276,7 +281,10 @@ def _d_ReassignableTopic_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ReassignableTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(ReassignableTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_AlterPartitionReassignmentsRequest_v0(buf, pos):
@@ -310,7 +318,11 @@ def _d_AlterPartitionReassignmentsRequest_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterPartitionReassignmentsRequest(timeout_ms=f_timeout_ms, topics=f_topics), pos
+    o = _new(AlterPartitionReassignmentsRequest)
+    o.timeout_ms = f_timeout_ms
+    o.allow_replication_factor_change = True
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_ReassignablePartition_v0(o, b, chunks):
@@ -351,17 +363,18 @@ def _e_ReassignableTopic_v0(o, b, chunks):
 
 
 def _e_AlterPartitionReassignmentsRequest_v0(o, b, chunks):
-    if o.allow_replication_factor_change != True:
+    x1 = o.allow_replication_factor_change != True
+    if x1:
         raise UnsupportedVersionError('AlterPartitionReassignmentsRequest.allow_replication_factor_change cannot be sent at this version')
     b += _s_i.pack(o.timeout_ms)
-    a1 = o.topics
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.topics
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_ReassignableTopic_v0(item3, b, chunks)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_ReassignableTopic_v0(item4, b, chunks)
     b.append(0)
     return b
 
@@ -397,7 +410,11 @@ def _d_AlterPartitionReassignmentsRequest_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterPartitionReassignmentsRequest(timeout_ms=f_timeout_ms, allow_replication_factor_change=f_allow_replication_factor_change, topics=f_topics), pos
+    o = _new(AlterPartitionReassignmentsRequest)
+    o.timeout_ms = f_timeout_ms
+    o.allow_replication_factor_change = f_allow_replication_factor_change
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_AlterPartitionReassignmentsRequest_v1(o, b, chunks):
@@ -444,7 +461,11 @@ def _d_ReassignablePartitionResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ReassignablePartitionResponse(partition_index=f_partition_index, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(ReassignablePartitionResponse)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    return o, pos
 
 
 def _d_ReassignableTopicResponse_v0(buf, pos):
@@ -489,7 +510,10 @@ def _d_ReassignableTopicResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ReassignableTopicResponse(name=f_name, partitions=f_partitions), pos
+    o = _new(ReassignableTopicResponse)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_AlterPartitionReassignmentsResponse_v0(buf, pos):
@@ -536,7 +560,13 @@ def _d_AlterPartitionReassignmentsResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterPartitionReassignmentsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, responses=f_responses), pos
+    o = _new(AlterPartitionReassignmentsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.allow_replication_factor_change = True
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.responses = f_responses
+    return o, pos
 
 
 def _e_ReassignablePartitionResponse_v0(o, b, chunks):
@@ -646,7 +676,13 @@ def _d_AlterPartitionReassignmentsResponse_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterPartitionReassignmentsResponse(throttle_time_ms=f_throttle_time_ms, allow_replication_factor_change=f_allow_replication_factor_change, error_code=f_error_code, error_message=f_error_message, responses=f_responses), pos
+    o = _new(AlterPartitionReassignmentsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.allow_replication_factor_change = f_allow_replication_factor_change
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.responses = f_responses
+    return o, pos
 
 
 def _e_AlterPartitionReassignmentsResponse_v1(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -209,7 +211,10 @@ def _d_AlterReplicaLogDirTopic_v1(buf, pos):
             raise truncated('Partitions')
         f_partitions = list(unpack_from('>%di' % n3, buf, pos))
         pos += n3 * 4
-    return AlterReplicaLogDirTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(AlterReplicaLogDirTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_AlterReplicaLogDir_v1(buf, pos):
@@ -234,7 +239,10 @@ def _d_AlterReplicaLogDir_v1(buf, pos):
         for _ in range(n3):
             item4, pos = _d_AlterReplicaLogDirTopic_v1(buf, pos)
             f_topics.append(item4)
-    return AlterReplicaLogDir(path=f_path, topics=f_topics), pos
+    o = _new(AlterReplicaLogDir)
+    o.path = f_path
+    o.topics = f_topics
+    return o, pos
 
 
 def _d_AlterReplicaLogDirsRequest_v1(buf, pos):
@@ -249,7 +257,9 @@ def _d_AlterReplicaLogDirsRequest_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_AlterReplicaLogDir_v1(buf, pos)
             f_dirs.append(item2)
-    return AlterReplicaLogDirsRequest(dirs=f_dirs), pos
+    o = _new(AlterReplicaLogDirsRequest)
+    o.dirs = f_dirs
+    return o, pos
 
 
 def _e_AlterReplicaLogDirTopic_v1(o, b, chunks):
@@ -323,7 +333,10 @@ def _d_AlterReplicaLogDirTopic_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterReplicaLogDirTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(AlterReplicaLogDirTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_AlterReplicaLogDir_v2(buf, pos):
@@ -368,7 +381,10 @@ def _d_AlterReplicaLogDir_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterReplicaLogDir(path=f_path, topics=f_topics), pos
+    o = _new(AlterReplicaLogDir)
+    o.path = f_path
+    o.topics = f_topics
+    return o, pos
 
 
 def _d_AlterReplicaLogDirsRequest_v2(buf, pos):
@@ -400,7 +416,9 @@ def _d_AlterReplicaLogDirsRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterReplicaLogDirsRequest(dirs=f_dirs), pos
+    o = _new(AlterReplicaLogDirsRequest)
+    o.dirs = f_dirs
+    return o, pos
 
 
 def _e_AlterReplicaLogDirTopic_v2(o, b, chunks):
@@ -460,7 +478,10 @@ def _e_AlterReplicaLogDirsRequest_v2(o, b, chunks):
 def _d_AlterReplicaLogDirPartitionResult_v1(buf, pos):
     f_partition_index, f_error_code = _s_ih.unpack_from(buf, pos)
     pos += 6
-    return AlterReplicaLogDirPartitionResult(partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(AlterReplicaLogDirPartitionResult)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_AlterReplicaLogDirTopicResult_v1(buf, pos):
@@ -485,7 +506,10 @@ def _d_AlterReplicaLogDirTopicResult_v1(buf, pos):
         for _ in range(n3):
             item4, pos = _d_AlterReplicaLogDirPartitionResult_v1(buf, pos)
             f_partitions.append(item4)
-    return AlterReplicaLogDirTopicResult(topic_name=f_topic_name, partitions=f_partitions), pos
+    o = _new(AlterReplicaLogDirTopicResult)
+    o.topic_name = f_topic_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_AlterReplicaLogDirsResponse_v1(buf, pos):
@@ -502,7 +526,10 @@ def _d_AlterReplicaLogDirsResponse_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_AlterReplicaLogDirTopicResult_v1(buf, pos)
             f_results.append(item2)
-    return AlterReplicaLogDirsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(AlterReplicaLogDirsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    return o, pos
 
 
 def _e_AlterReplicaLogDirPartitionResult_v1(o, b, chunks):
@@ -548,7 +575,10 @@ def _d_AlterReplicaLogDirPartitionResult_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterReplicaLogDirPartitionResult(partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(AlterReplicaLogDirPartitionResult)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_AlterReplicaLogDirTopicResult_v2(buf, pos):
@@ -593,7 +623,10 @@ def _d_AlterReplicaLogDirTopicResult_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterReplicaLogDirTopicResult(topic_name=f_topic_name, partitions=f_partitions), pos
+    o = _new(AlterReplicaLogDirTopicResult)
+    o.topic_name = f_topic_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_AlterReplicaLogDirsResponse_v2(buf, pos):
@@ -627,7 +660,10 @@ def _d_AlterReplicaLogDirsResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterReplicaLogDirsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(AlterReplicaLogDirsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    return o, pos
 
 
 def _e_AlterReplicaLogDirPartitionResult_v2(o, b, chunks):

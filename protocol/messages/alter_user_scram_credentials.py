@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -205,7 +207,10 @@ def _d_ScramCredentialDeletion_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ScramCredentialDeletion(name=f_name, mechanism=f_mechanism), pos
+    o = _new(ScramCredentialDeletion)
+    o.name = f_name
+    o.mechanism = f_mechanism
+    return o, pos
 
 
 def _d_ScramCredentialUpsertion_v0(buf, pos):
@@ -264,7 +269,13 @@ def _d_ScramCredentialUpsertion_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ScramCredentialUpsertion(name=f_name, mechanism=f_mechanism, iterations=f_iterations, salt=f_salt, salted_password=f_salted_password), pos
+    o = _new(ScramCredentialUpsertion)
+    o.name = f_name
+    o.mechanism = f_mechanism
+    o.iterations = f_iterations
+    o.salt = f_salt
+    o.salted_password = f_salted_password
+    return o, pos
 
 
 def _d_AlterUserScramCredentialsRequest_v0(buf, pos):
@@ -310,7 +321,10 @@ def _d_AlterUserScramCredentialsRequest_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterUserScramCredentialsRequest(deletions=f_deletions, upsertions=f_upsertions), pos
+    o = _new(AlterUserScramCredentialsRequest)
+    o.deletions = f_deletions
+    o.upsertions = f_upsertions
+    return o, pos
 
 
 def _e_ScramCredentialDeletion_v0(o, b, chunks):
@@ -419,7 +433,11 @@ def _d_AlterUserScramCredentialsResult_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterUserScramCredentialsResult(user=f_user, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(AlterUserScramCredentialsResult)
+    o.user = f_user
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    return o, pos
 
 
 def _d_AlterUserScramCredentialsResponse_v0(buf, pos):
@@ -453,7 +471,10 @@ def _d_AlterUserScramCredentialsResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterUserScramCredentialsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(AlterUserScramCredentialsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    return o, pos
 
 
 def _e_AlterUserScramCredentialsResult_v0(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -186,7 +188,10 @@ class ApiVersionsResponse(Message):
 
 
 def _d_ApiVersionsRequest_v0(buf, pos):
-    return ApiVersionsRequest(), pos
+    o = _new(ApiVersionsRequest)
+    o.client_software_name = ''
+    o.client_software_version = ''
+    return o, pos
 
 
 def _e_ApiVersionsRequest_v0(o, b, chunks):
@@ -234,7 +239,10 @@ def _d_ApiVersionsRequest_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ApiVersionsRequest(client_software_name=f_client_software_name, client_software_version=f_client_software_version), pos
+    o = _new(ApiVersionsRequest)
+    o.client_software_name = f_client_software_name
+    o.client_software_version = f_client_software_version
+    return o, pos
 
 
 def _e_ApiVersionsRequest_v3(o, b, chunks):
@@ -261,7 +269,11 @@ def _e_ApiVersionsRequest_v3(o, b, chunks):
 def _d_ApiVersion_v0(buf, pos):
     f_api_key, f_min_version, f_max_version = _s_hhh.unpack_from(buf, pos)
     pos += 6
-    return ApiVersion(api_key=f_api_key, min_version=f_min_version, max_version=f_max_version), pos
+    o = _new(ApiVersion)
+    o.api_key = f_api_key
+    o.min_version = f_min_version
+    o.max_version = f_max_version
+    return o, pos
 
 
 def _d_ApiVersionsResponse_v0(buf, pos):
@@ -278,7 +290,15 @@ def _d_ApiVersionsResponse_v0(buf, pos):
         for _ in range(n1):
             item2, pos = _d_ApiVersion_v0(buf, pos)
             f_api_keys.append(item2)
-    return ApiVersionsResponse(error_code=f_error_code, api_keys=f_api_keys), pos
+    o = _new(ApiVersionsResponse)
+    o.error_code = f_error_code
+    o.api_keys = f_api_keys
+    o.throttle_time_ms = 0
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
+    o.zk_migration_ready = False
+    return o, pos
 
 
 def _e_ApiVersion_v0(o, b, chunks):
@@ -311,7 +331,15 @@ def _d_ApiVersionsResponse_v1(buf, pos):
             f_api_keys.append(item2)
     f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return ApiVersionsResponse(error_code=f_error_code, api_keys=f_api_keys, throttle_time_ms=f_throttle_time_ms), pos
+    o = _new(ApiVersionsResponse)
+    o.error_code = f_error_code
+    o.api_keys = f_api_keys
+    o.throttle_time_ms = f_throttle_time_ms
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
+    o.zk_migration_ready = False
+    return o, pos
 
 
 def _e_ApiVersionsResponse_v1(o, b, chunks):
@@ -341,7 +369,11 @@ def _d_ApiVersion_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ApiVersion(api_key=f_api_key, min_version=f_min_version, max_version=f_max_version), pos
+    o = _new(ApiVersion)
+    o.api_key = f_api_key
+    o.min_version = f_min_version
+    o.max_version = f_max_version
+    return o, pos
 
 
 def _d_SupportedFeatureKey_v3(buf, pos):
@@ -374,7 +406,11 @@ def _d_SupportedFeatureKey_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return SupportedFeatureKey(name=f_name, min_version=f_min_version, max_version=f_max_version), pos
+    o = _new(SupportedFeatureKey)
+    o.name = f_name
+    o.min_version = f_min_version
+    o.max_version = f_max_version
+    return o, pos
 
 
 def _d_FinalizedFeatureKey_v3(buf, pos):
@@ -407,7 +443,11 @@ def _d_FinalizedFeatureKey_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FinalizedFeatureKey(name=f_name, max_version_level=f_max_version_level, min_version_level=f_min_version_level), pos
+    o = _new(FinalizedFeatureKey)
+    o.name = f_name
+    o.max_version_level = f_max_version_level
+    o.min_version_level = f_min_version_level
+    return o, pos
 
 
 def _d_ApiVersionsResponse_v3(buf, pos):
@@ -492,7 +532,15 @@ def _d_ApiVersionsResponse_v3(buf, pos):
                     raise ProtocolError('tagged field ZkMigrationReady has the wrong size')
             else:
                 pos = end
-    return ApiVersionsResponse(error_code=f_error_code, api_keys=f_api_keys, throttle_time_ms=f_throttle_time_ms, supported_features=f_supported_features, finalized_features_epoch=f_finalized_features_epoch, finalized_features=f_finalized_features, zk_migration_ready=f_zk_migration_ready), pos
+    o = _new(ApiVersionsResponse)
+    o.error_code = f_error_code
+    o.api_keys = f_api_keys
+    o.throttle_time_ms = f_throttle_time_ms
+    o.supported_features = f_supported_features
+    o.finalized_features_epoch = f_finalized_features_epoch
+    o.finalized_features = f_finalized_features
+    o.zk_migration_ready = f_zk_migration_ready
+    return o, pos
 
 
 def _e_ApiVersion_v3(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -187,7 +189,15 @@ def _d_AclCreation_v1(buf, pos):
         pos = e6
     f_operation, f_permission_type = _s_bb.unpack_from(buf, pos)
     pos += 2
-    return AclCreation(resource_type=f_resource_type, resource_name=f_resource_name, resource_pattern_type=f_resource_pattern_type, principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(AclCreation)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.resource_pattern_type = f_resource_pattern_type
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    return o, pos
 
 
 def _d_CreateAclsRequest_v1(buf, pos):
@@ -202,7 +212,9 @@ def _d_CreateAclsRequest_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_AclCreation_v1(buf, pos)
             f_creations.append(item2)
-    return CreateAclsRequest(creations=f_creations), pos
+    o = _new(CreateAclsRequest)
+    o.creations = f_creations
+    return o, pos
 
 
 def _e_AclCreation_v1(o, b, chunks):
@@ -292,7 +304,15 @@ def _d_AclCreation_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AclCreation(resource_type=f_resource_type, resource_name=f_resource_name, resource_pattern_type=f_resource_pattern_type, principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(AclCreation)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.resource_pattern_type = f_resource_pattern_type
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    return o, pos
 
 
 def _d_CreateAclsRequest_v2(buf, pos):
@@ -324,7 +344,9 @@ def _d_CreateAclsRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CreateAclsRequest(creations=f_creations), pos
+    o = _new(CreateAclsRequest)
+    o.creations = f_creations
+    return o, pos
 
 
 def _e_AclCreation_v2(o, b, chunks):
@@ -385,7 +407,10 @@ def _d_AclCreationResult_v1(buf, pos):
             raise truncated('ErrorMessage')
         f_error_message = str(buf[pos:e2], 'utf-8')
         pos = e2
-    return AclCreationResult(error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(AclCreationResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    return o, pos
 
 
 def _d_CreateAclsResponse_v1(buf, pos):
@@ -402,7 +427,10 @@ def _d_CreateAclsResponse_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_AclCreationResult_v1(buf, pos)
             f_results.append(item2)
-    return CreateAclsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(CreateAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    return o, pos
 
 
 def _e_AclCreationResult_v1(o, b, chunks):
@@ -456,7 +484,10 @@ def _d_AclCreationResult_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AclCreationResult(error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(AclCreationResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    return o, pos
 
 
 def _d_CreateAclsResponse_v2(buf, pos):
@@ -490,7 +521,10 @@ def _d_CreateAclsResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CreateAclsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(CreateAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    return o, pos
 
 
 def _e_AclCreationResult_v2(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -180,7 +182,9 @@ def _d_CreatePartitionsAssignment_v0(buf, pos):
             raise truncated('BrokerIds')
         f_broker_ids = list(unpack_from('>%di' % n1, buf, pos))
         pos += n1 * 4
-    return CreatePartitionsAssignment(broker_ids=f_broker_ids), pos
+    o = _new(CreatePartitionsAssignment)
+    o.broker_ids = f_broker_ids
+    return o, pos
 
 
 def _d_CreatePartitionsTopic_v0(buf, pos):
@@ -207,7 +211,11 @@ def _d_CreatePartitionsTopic_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_CreatePartitionsAssignment_v0(buf, pos)
             f_assignments.append(item4)
-    return CreatePartitionsTopic(name=f_name, count=f_count, assignments=f_assignments), pos
+    o = _new(CreatePartitionsTopic)
+    o.name = f_name
+    o.count = f_count
+    o.assignments = f_assignments
+    return o, pos
 
 
 def _d_CreatePartitionsRequest_v0(buf, pos):
@@ -224,7 +232,11 @@ def _d_CreatePartitionsRequest_v0(buf, pos):
             f_topics.append(item2)
     f_timeout_ms, f_validate_only = _s_io.unpack_from(buf, pos)
     pos += 5
-    return CreatePartitionsRequest(topics=f_topics, timeout_ms=f_timeout_ms, validate_only=f_validate_only), pos
+    o = _new(CreatePartitionsRequest)
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    o.validate_only = f_validate_only
+    return o, pos
 
 
 def _e_CreatePartitionsAssignment_v0(o, b, chunks):
@@ -286,7 +298,9 @@ def _d_CreatePartitionsAssignment_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CreatePartitionsAssignment(broker_ids=f_broker_ids), pos
+    o = _new(CreatePartitionsAssignment)
+    o.broker_ids = f_broker_ids
+    return o, pos
 
 
 def _d_CreatePartitionsTopic_v2(buf, pos):
@@ -333,7 +347,11 @@ def _d_CreatePartitionsTopic_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CreatePartitionsTopic(name=f_name, count=f_count, assignments=f_assignments), pos
+    o = _new(CreatePartitionsTopic)
+    o.name = f_name
+    o.count = f_count
+    o.assignments = f_assignments
+    return o, pos
 
 
 def _d_CreatePartitionsRequest_v2(buf, pos):
@@ -367,7 +385,11 @@ def _d_CreatePartitionsRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CreatePartitionsRequest(topics=f_topics, timeout_ms=f_timeout_ms, validate_only=f_validate_only), pos
+    o = _new(CreatePartitionsRequest)
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    o.validate_only = f_validate_only
+    return o, pos
 
 
 def _e_CreatePartitionsAssignment_v2(o, b, chunks):
@@ -444,7 +466,11 @@ def _d_CreatePartitionsTopicResult_v0(buf, pos):
             raise truncated('ErrorMessage')
         f_error_message = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return CreatePartitionsTopicResult(name=f_name, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(CreatePartitionsTopicResult)
+    o.name = f_name
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    return o, pos
 
 
 def _d_CreatePartitionsResponse_v0(buf, pos):
@@ -461,7 +487,10 @@ def _d_CreatePartitionsResponse_v0(buf, pos):
         for _ in range(n1):
             item2, pos = _d_CreatePartitionsTopicResult_v0(buf, pos)
             f_results.append(item2)
-    return CreatePartitionsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(CreatePartitionsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    return o, pos
 
 
 def _e_CreatePartitionsTopicResult_v0(o, b, chunks):
@@ -532,7 +561,11 @@ def _d_CreatePartitionsTopicResult_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CreatePartitionsTopicResult(name=f_name, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(CreatePartitionsTopicResult)
+    o.name = f_name
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    return o, pos
 
 
 def _d_CreatePartitionsResponse_v2(buf, pos):
@@ -566,7 +599,10 @@ def _d_CreatePartitionsResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CreatePartitionsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(CreatePartitionsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    return o, pos
 
 
 def _e_CreatePartitionsTopicResult_v2(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -257,7 +259,10 @@ def _d_CreatableReplicaAssignment_v2(buf, pos):
             raise truncated('BrokerIds')
         f_broker_ids = list(unpack_from('>%di' % n1, buf, pos))
         pos += n1 * 4
-    return CreatableReplicaAssignment(partition_index=f_partition_index, broker_ids=f_broker_ids), pos
+    o = _new(CreatableReplicaAssignment)
+    o.partition_index = f_partition_index
+    o.broker_ids = f_broker_ids
+    return o, pos
 
 
 def _d_CreatableTopicConfig_v2(buf, pos):
@@ -281,7 +286,10 @@ def _d_CreatableTopicConfig_v2(buf, pos):
             raise truncated('Value')
         f_value = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return CreatableTopicConfig(name=f_name, value=f_value), pos
+    o = _new(CreatableTopicConfig)
+    o.name = f_name
+    o.value = f_value
+    return o, pos
 
 
 def _d_CreatableTopic_v2(buf, pos):
@@ -319,7 +327,13 @@ def _d_CreatableTopic_v2(buf, pos):
         for _ in range(n5):
             item6, pos = _d_CreatableTopicConfig_v2(buf, pos)
             f_configs.append(item6)
-    return CreatableTopic(name=f_name, num_partitions=f_num_partitions, replication_factor=f_replication_factor, assignments=f_assignments, configs=f_configs), pos
+    o = _new(CreatableTopic)
+    o.name = f_name
+    o.num_partitions = f_num_partitions
+    o.replication_factor = f_replication_factor
+    o.assignments = f_assignments
+    o.configs = f_configs
+    return o, pos
 
 
 def _d_CreateTopicsRequest_v2(buf, pos):
@@ -336,7 +350,11 @@ def _d_CreateTopicsRequest_v2(buf, pos):
             f_topics.append(item2)
     f_timeout_ms, f_validate_only = _s_io.unpack_from(buf, pos)
     pos += 5
-    return CreateTopicsRequest(topics=f_topics, timeout_ms=f_timeout_ms, validate_only=f_validate_only), pos
+    o = _new(CreateTopicsRequest)
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    o.validate_only = f_validate_only
+    return o, pos
 
 
 def _e_CreatableReplicaAssignment_v2(o, b, chunks):
@@ -417,7 +435,10 @@ def _d_CreatableReplicaAssignment_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CreatableReplicaAssignment(partition_index=f_partition_index, broker_ids=f_broker_ids), pos
+    o = _new(CreatableReplicaAssignment)
+    o.partition_index = f_partition_index
+    o.broker_ids = f_broker_ids
+    return o, pos
 
 
 def _d_CreatableTopicConfig_v5(buf, pos):
@@ -461,7 +482,10 @@ def _d_CreatableTopicConfig_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CreatableTopicConfig(name=f_name, value=f_value), pos
+    o = _new(CreatableTopicConfig)
+    o.name = f_name
+    o.value = f_value
+    return o, pos
 
 
 def _d_CreatableTopic_v5(buf, pos):
@@ -522,7 +546,13 @@ def _d_CreatableTopic_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CreatableTopic(name=f_name, num_partitions=f_num_partitions, replication_factor=f_replication_factor, assignments=f_assignments, configs=f_configs), pos
+    o = _new(CreatableTopic)
+    o.name = f_name
+    o.num_partitions = f_num_partitions
+    o.replication_factor = f_replication_factor
+    o.assignments = f_assignments
+    o.configs = f_configs
+    return o, pos
 
 
 def _d_CreateTopicsRequest_v5(buf, pos):
@@ -556,7 +586,11 @@ def _d_CreateTopicsRequest_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CreateTopicsRequest(topics=f_topics, timeout_ms=f_timeout_ms, validate_only=f_validate_only), pos
+    o = _new(CreateTopicsRequest)
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    o.validate_only = f_validate_only
+    return o, pos
 
 
 def _e_CreatableReplicaAssignment_v5(o, b, chunks):
@@ -663,7 +697,16 @@ def _d_CreatableTopicResult_v2(buf, pos):
             raise truncated('ErrorMessage')
         f_error_message = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return CreatableTopicResult(name=f_name, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(CreatableTopicResult)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.topic_config_error_code = 0
+    o.num_partitions = -1
+    o.replication_factor = -1
+    o.configs = []
+    return o, pos
 
 
 def _d_CreateTopicsResponse_v2(buf, pos):
@@ -680,7 +723,10 @@ def _d_CreateTopicsResponse_v2(buf, pos):
         for _ in range(n1):
             item2, pos = _d_CreatableTopicResult_v2(buf, pos)
             f_topics.append(item2)
-    return CreateTopicsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(CreateTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_CreatableTopicResult_v2(o, b, chunks):
@@ -751,7 +797,13 @@ def _d_CreatableTopicConfigs_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CreatableTopicConfigs(name=f_name, value=f_value, read_only=f_read_only, config_source=f_config_source, is_sensitive=f_is_sensitive), pos
+    o = _new(CreatableTopicConfigs)
+    o.name = f_name
+    o.value = f_value
+    o.read_only = f_read_only
+    o.config_source = f_config_source
+    o.is_sensitive = f_is_sensitive
+    return o, pos
 
 
 def _d_CreatableTopicResult_v5(buf, pos):
@@ -820,7 +872,16 @@ def _d_CreatableTopicResult_v5(buf, pos):
                     raise ProtocolError('tagged field TopicConfigErrorCode has the wrong size')
             else:
                 pos = end
-    return CreatableTopicResult(name=f_name, error_code=f_error_code, error_message=f_error_message, topic_config_error_code=f_topic_config_error_code, num_partitions=f_num_partitions, replication_factor=f_replication_factor, configs=f_configs), pos
+    o = _new(CreatableTopicResult)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.topic_config_error_code = f_topic_config_error_code
+    o.num_partitions = f_num_partitions
+    o.replication_factor = f_replication_factor
+    o.configs = f_configs
+    return o, pos
 
 
 def _d_CreateTopicsResponse_v5(buf, pos):
@@ -854,7 +915,10 @@ def _d_CreateTopicsResponse_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CreateTopicsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(CreateTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_CreatableTopicConfigs_v5(o, b, chunks):
@@ -1007,7 +1071,16 @@ def _d_CreatableTopicResult_v7(buf, pos):
                     raise ProtocolError('tagged field TopicConfigErrorCode has the wrong size')
             else:
                 pos = end
-    return CreatableTopicResult(name=f_name, topic_id=f_topic_id, error_code=f_error_code, error_message=f_error_message, topic_config_error_code=f_topic_config_error_code, num_partitions=f_num_partitions, replication_factor=f_replication_factor, configs=f_configs), pos
+    o = _new(CreatableTopicResult)
+    o.name = f_name
+    o.topic_id = f_topic_id
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.topic_config_error_code = f_topic_config_error_code
+    o.num_partitions = f_num_partitions
+    o.replication_factor = f_replication_factor
+    o.configs = f_configs
+    return o, pos
 
 
 def _d_CreateTopicsResponse_v7(buf, pos):
@@ -1041,7 +1114,10 @@ def _d_CreateTopicsResponse_v7(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CreateTopicsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(CreateTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_CreatableTopicResult_v7(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -228,7 +230,15 @@ def _d_DeleteAclsFilter_v1(buf, pos):
         pos = e6
     f_operation, f_permission_type = _s_bb.unpack_from(buf, pos)
     pos += 2
-    return DeleteAclsFilter(resource_type_filter=f_resource_type_filter, resource_name_filter=f_resource_name_filter, pattern_type_filter=f_pattern_type_filter, principal_filter=f_principal_filter, host_filter=f_host_filter, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(DeleteAclsFilter)
+    o.resource_type_filter = f_resource_type_filter
+    o.resource_name_filter = f_resource_name_filter
+    o.pattern_type_filter = f_pattern_type_filter
+    o.principal_filter = f_principal_filter
+    o.host_filter = f_host_filter
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    return o, pos
 
 
 def _d_DeleteAclsRequest_v1(buf, pos):
@@ -243,7 +253,9 @@ def _d_DeleteAclsRequest_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_DeleteAclsFilter_v1(buf, pos)
             f_filters.append(item2)
-    return DeleteAclsRequest(filters=f_filters), pos
+    o = _new(DeleteAclsRequest)
+    o.filters = f_filters
+    return o, pos
 
 
 def _e_DeleteAclsFilter_v1(o, b, chunks):
@@ -342,7 +354,15 @@ def _d_DeleteAclsFilter_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteAclsFilter(resource_type_filter=f_resource_type_filter, resource_name_filter=f_resource_name_filter, pattern_type_filter=f_pattern_type_filter, principal_filter=f_principal_filter, host_filter=f_host_filter, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(DeleteAclsFilter)
+    o.resource_type_filter = f_resource_type_filter
+    o.resource_name_filter = f_resource_name_filter
+    o.pattern_type_filter = f_pattern_type_filter
+    o.principal_filter = f_principal_filter
+    o.host_filter = f_host_filter
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    return o, pos
 
 
 def _d_DeleteAclsRequest_v2(buf, pos):
@@ -374,7 +394,9 @@ def _d_DeleteAclsRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteAclsRequest(filters=f_filters), pos
+    o = _new(DeleteAclsRequest)
+    o.filters = f_filters
+    return o, pos
 
 
 def _e_DeleteAclsFilter_v2(o, b, chunks):
@@ -480,7 +502,17 @@ def _d_DeleteAclsMatchingAcl_v1(buf, pos):
         pos = e8
     f_operation, f_permission_type = _s_bb.unpack_from(buf, pos)
     pos += 2
-    return DeleteAclsMatchingAcl(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, pattern_type=f_pattern_type, principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(DeleteAclsMatchingAcl)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.pattern_type = f_pattern_type
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    return o, pos
 
 
 def _d_DeleteAclsFilterResult_v1(buf, pos):
@@ -507,7 +539,11 @@ def _d_DeleteAclsFilterResult_v1(buf, pos):
         for _ in range(n3):
             item4, pos = _d_DeleteAclsMatchingAcl_v1(buf, pos)
             f_matching_acls.append(item4)
-    return DeleteAclsFilterResult(error_code=f_error_code, error_message=f_error_message, matching_acls=f_matching_acls), pos
+    o = _new(DeleteAclsFilterResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.matching_acls = f_matching_acls
+    return o, pos
 
 
 def _d_DeleteAclsResponse_v1(buf, pos):
@@ -524,7 +560,10 @@ def _d_DeleteAclsResponse_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_DeleteAclsFilterResult_v1(buf, pos)
             f_filter_results.append(item2)
-    return DeleteAclsResponse(throttle_time_ms=f_throttle_time_ms, filter_results=f_filter_results), pos
+    o = _new(DeleteAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.filter_results = f_filter_results
+    return o, pos
 
 
 def _e_DeleteAclsMatchingAcl_v1(o, b, chunks):
@@ -654,7 +693,17 @@ def _d_DeleteAclsMatchingAcl_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteAclsMatchingAcl(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, pattern_type=f_pattern_type, principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(DeleteAclsMatchingAcl)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.pattern_type = f_pattern_type
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    return o, pos
 
 
 def _d_DeleteAclsFilterResult_v2(buf, pos):
@@ -701,7 +750,11 @@ def _d_DeleteAclsFilterResult_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteAclsFilterResult(error_code=f_error_code, error_message=f_error_message, matching_acls=f_matching_acls), pos
+    o = _new(DeleteAclsFilterResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.matching_acls = f_matching_acls
+    return o, pos
 
 
 def _d_DeleteAclsResponse_v2(buf, pos):
@@ -735,7 +788,10 @@ def _d_DeleteAclsResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteAclsResponse(throttle_time_ms=f_throttle_time_ms, filter_results=f_filter_results), pos
+    o = _new(DeleteAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.filter_results = f_filter_results
+    return o, pos
 
 
 def _e_DeleteAclsMatchingAcl_v2(o, b, chunks):

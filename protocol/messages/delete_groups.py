@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -134,7 +136,9 @@ def _d_DeleteGroupsRequest_v0(buf, pos):
                 item2 = str(buf[pos:e4], 'utf-8')
                 pos = e4
             f_groups_names.append(item2)
-    return DeleteGroupsRequest(groups_names=f_groups_names), pos
+    o = _new(DeleteGroupsRequest)
+    o.groups_names = f_groups_names
+    return o, pos
 
 
 def _e_DeleteGroupsRequest_v0(o, b, chunks):
@@ -189,7 +193,9 @@ def _d_DeleteGroupsRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteGroupsRequest(groups_names=f_groups_names), pos
+    o = _new(DeleteGroupsRequest)
+    o.groups_names = f_groups_names
+    return o, pos
 
 
 def _e_DeleteGroupsRequest_v2(o, b, chunks):
@@ -225,7 +231,10 @@ def _d_DeletableGroupResult_v0(buf, pos):
         pos = e2
     f_error_code, = _s_h.unpack_from(buf, pos)
     pos += 2
-    return DeletableGroupResult(group_id=f_group_id, error_code=f_error_code), pos
+    o = _new(DeletableGroupResult)
+    o.group_id = f_group_id
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_DeleteGroupsResponse_v0(buf, pos):
@@ -242,7 +251,10 @@ def _d_DeleteGroupsResponse_v0(buf, pos):
         for _ in range(n1):
             item2, pos = _d_DeletableGroupResult_v0(buf, pos)
             f_results.append(item2)
-    return DeleteGroupsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(DeleteGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    return o, pos
 
 
 def _e_DeletableGroupResult_v0(o, b, chunks):
@@ -293,7 +305,10 @@ def _d_DeletableGroupResult_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeletableGroupResult(group_id=f_group_id, error_code=f_error_code), pos
+    o = _new(DeletableGroupResult)
+    o.group_id = f_group_id
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_DeleteGroupsResponse_v2(buf, pos):
@@ -327,7 +342,10 @@ def _d_DeleteGroupsResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteGroupsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(DeleteGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    return o, pos
 
 
 def _e_DeletableGroupResult_v2(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -197,7 +199,10 @@ class DeleteRecordsResponse(Message):
 def _d_DeleteRecordsPartition_v0(buf, pos):
     f_partition_index, f_offset = _s_iq.unpack_from(buf, pos)
     pos += 12
-    return DeleteRecordsPartition(partition_index=f_partition_index, offset=f_offset), pos
+    o = _new(DeleteRecordsPartition)
+    o.partition_index = f_partition_index
+    o.offset = f_offset
+    return o, pos
 
 
 def _d_DeleteRecordsTopic_v0(buf, pos):
@@ -222,7 +227,10 @@ def _d_DeleteRecordsTopic_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_DeleteRecordsPartition_v0(buf, pos)
             f_partitions.append(item4)
-    return DeleteRecordsTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(DeleteRecordsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_DeleteRecordsRequest_v0(buf, pos):
@@ -239,7 +247,10 @@ def _d_DeleteRecordsRequest_v0(buf, pos):
             f_topics.append(item2)
     f_timeout_ms, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return DeleteRecordsRequest(topics=f_topics, timeout_ms=f_timeout_ms), pos
+    o = _new(DeleteRecordsRequest)
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    return o, pos
 
 
 def _e_DeleteRecordsPartition_v0(o, b, chunks):
@@ -285,7 +296,10 @@ def _d_DeleteRecordsPartition_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteRecordsPartition(partition_index=f_partition_index, offset=f_offset), pos
+    o = _new(DeleteRecordsPartition)
+    o.partition_index = f_partition_index
+    o.offset = f_offset
+    return o, pos
 
 
 def _d_DeleteRecordsTopic_v2(buf, pos):
@@ -330,7 +344,10 @@ def _d_DeleteRecordsTopic_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteRecordsTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(DeleteRecordsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_DeleteRecordsRequest_v2(buf, pos):
@@ -364,7 +381,10 @@ def _d_DeleteRecordsRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteRecordsRequest(topics=f_topics, timeout_ms=f_timeout_ms), pos
+    o = _new(DeleteRecordsRequest)
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    return o, pos
 
 
 def _e_DeleteRecordsPartition_v2(o, b, chunks):
@@ -411,7 +431,11 @@ def _e_DeleteRecordsRequest_v2(o, b, chunks):
 def _d_DeleteRecordsPartitionResult_v0(buf, pos):
     f_partition_index, f_low_watermark, f_error_code = _s_iqh.unpack_from(buf, pos)
     pos += 14
-    return DeleteRecordsPartitionResult(partition_index=f_partition_index, low_watermark=f_low_watermark, error_code=f_error_code), pos
+    o = _new(DeleteRecordsPartitionResult)
+    o.partition_index = f_partition_index
+    o.low_watermark = f_low_watermark
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_DeleteRecordsTopicResult_v0(buf, pos):
@@ -436,7 +460,10 @@ def _d_DeleteRecordsTopicResult_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_DeleteRecordsPartitionResult_v0(buf, pos)
             f_partitions.append(item4)
-    return DeleteRecordsTopicResult(name=f_name, partitions=f_partitions), pos
+    o = _new(DeleteRecordsTopicResult)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_DeleteRecordsResponse_v0(buf, pos):
@@ -453,7 +480,10 @@ def _d_DeleteRecordsResponse_v0(buf, pos):
         for _ in range(n1):
             item2, pos = _d_DeleteRecordsTopicResult_v0(buf, pos)
             f_topics.append(item2)
-    return DeleteRecordsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(DeleteRecordsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_DeleteRecordsPartitionResult_v0(o, b, chunks):
@@ -499,7 +529,11 @@ def _d_DeleteRecordsPartitionResult_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteRecordsPartitionResult(partition_index=f_partition_index, low_watermark=f_low_watermark, error_code=f_error_code), pos
+    o = _new(DeleteRecordsPartitionResult)
+    o.partition_index = f_partition_index
+    o.low_watermark = f_low_watermark
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_DeleteRecordsTopicResult_v2(buf, pos):
@@ -544,7 +578,10 @@ def _d_DeleteRecordsTopicResult_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteRecordsTopicResult(name=f_name, partitions=f_partitions), pos
+    o = _new(DeleteRecordsTopicResult)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_DeleteRecordsResponse_v2(buf, pos):
@@ -578,7 +615,10 @@ def _d_DeleteRecordsResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteRecordsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(DeleteRecordsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_DeleteRecordsPartitionResult_v2(o, b, chunks):

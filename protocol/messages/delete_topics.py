@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -171,19 +173,24 @@ def _d_DeleteTopicsRequest_v1(buf, pos):
             f_topic_names.append(item2)
     f_timeout_ms, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return DeleteTopicsRequest(topic_names=f_topic_names, timeout_ms=f_timeout_ms), pos
+    o = _new(DeleteTopicsRequest)
+    o.topics = []
+    o.topic_names = f_topic_names
+    o.timeout_ms = f_timeout_ms
+    return o, pos
 
 
 def _e_DeleteTopicsRequest_v1(o, b, chunks):
-    if o.topics != []:
+    x1 = o.topics != []
+    if x1:
         raise UnsupportedVersionError('DeleteTopicsRequest.topics cannot be sent at this version')
-    a1 = o.topic_names
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        v3 = item2
-        v3 = v3.encode()
-        b += _s_h.pack(len(v3))
-        b += v3
+    a2 = o.topic_names
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        v4 = item3
+        v4 = v4.encode()
+        b += _s_h.pack(len(v4))
+        b += v4
     b += _s_i.pack(o.timeout_ms)
     return b
 
@@ -231,27 +238,32 @@ def _d_DeleteTopicsRequest_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteTopicsRequest(topic_names=f_topic_names, timeout_ms=f_timeout_ms), pos
+    o = _new(DeleteTopicsRequest)
+    o.topics = []
+    o.topic_names = f_topic_names
+    o.timeout_ms = f_timeout_ms
+    return o, pos
 
 
 def _e_DeleteTopicsRequest_v4(o, b, chunks):
-    if o.topics != []:
+    x1 = o.topics != []
+    if x1:
         raise UnsupportedVersionError('DeleteTopicsRequest.topics cannot be sent at this version')
-    a1 = o.topic_names
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.topic_names
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        v4 = item3
-        v4 = v4.encode()
-        n5 = len(v4) + 1
-        if n5 < 0x80:
-            b.append(n5)
+        b += uvarint(n3)
+    for item4 in a2:
+        v5 = item4
+        v5 = v5.encode()
+        n6 = len(v5) + 1
+        if n6 < 0x80:
+            b.append(n6)
         else:
-            b += uvarint(n5)
-        b += v4
+            b += uvarint(n6)
+        b += v5
     b += _s_i.pack(o.timeout_ms)
     b.append(0)
     return b
@@ -288,7 +300,10 @@ def _d_DeleteTopicState_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteTopicState(name=f_name, topic_id=f_topic_id), pos
+    o = _new(DeleteTopicState)
+    o.name = f_name
+    o.topic_id = f_topic_id
+    return o, pos
 
 
 def _d_DeleteTopicsRequest_v6(buf, pos):
@@ -322,7 +337,11 @@ def _d_DeleteTopicsRequest_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteTopicsRequest(topics=f_topics, timeout_ms=f_timeout_ms), pos
+    o = _new(DeleteTopicsRequest)
+    o.topics = f_topics
+    o.topic_names = []
+    o.timeout_ms = f_timeout_ms
+    return o, pos
 
 
 def _e_DeleteTopicState_v6(o, b, chunks):
@@ -369,7 +388,12 @@ def _d_DeletableTopicResult_v1(buf, pos):
         pos = e2
     f_error_code, = _s_h.unpack_from(buf, pos)
     pos += 2
-    return DeletableTopicResult(name=f_name, error_code=f_error_code), pos
+    o = _new(DeletableTopicResult)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.error_code = f_error_code
+    o.error_message = None
+    return o, pos
 
 
 def _d_DeleteTopicsResponse_v1(buf, pos):
@@ -386,7 +410,10 @@ def _d_DeleteTopicsResponse_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_DeletableTopicResult_v1(buf, pos)
             f_responses.append(item2)
-    return DeleteTopicsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(DeleteTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    return o, pos
 
 
 def _e_DeletableTopicResult_v1(o, b, chunks):
@@ -437,7 +464,12 @@ def _d_DeletableTopicResult_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeletableTopicResult(name=f_name, error_code=f_error_code), pos
+    o = _new(DeletableTopicResult)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.error_code = f_error_code
+    o.error_message = None
+    return o, pos
 
 
 def _d_DeleteTopicsResponse_v4(buf, pos):
@@ -471,7 +503,10 @@ def _d_DeleteTopicsResponse_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteTopicsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(DeleteTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    return o, pos
 
 
 def _e_DeletableTopicResult_v4(o, b, chunks):
@@ -545,7 +580,12 @@ def _d_DeletableTopicResult_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeletableTopicResult(name=f_name, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(DeletableTopicResult)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    return o, pos
 
 
 def _d_DeleteTopicsResponse_v5(buf, pos):
@@ -579,7 +619,10 @@ def _d_DeleteTopicsResponse_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteTopicsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(DeleteTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    return o, pos
 
 
 def _e_DeletableTopicResult_v5(o, b, chunks):
@@ -665,7 +708,12 @@ def _d_DeletableTopicResult_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeletableTopicResult(name=f_name, topic_id=f_topic_id, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(DeletableTopicResult)
+    o.name = f_name
+    o.topic_id = f_topic_id
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    return o, pos
 
 
 def _d_DeleteTopicsResponse_v6(buf, pos):
@@ -699,7 +747,10 @@ def _d_DeleteTopicsResponse_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DeleteTopicsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(DeleteTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    return o, pos
 
 
 def _e_DeletableTopicResult_v6(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -202,7 +204,15 @@ def _d_DescribeAclsRequest_v1(buf, pos):
         pos = e6
     f_operation, f_permission_type = _s_bb.unpack_from(buf, pos)
     pos += 2
-    return DescribeAclsRequest(resource_type_filter=f_resource_type_filter, resource_name_filter=f_resource_name_filter, pattern_type_filter=f_pattern_type_filter, principal_filter=f_principal_filter, host_filter=f_host_filter, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(DescribeAclsRequest)
+    o.resource_type_filter = f_resource_type_filter
+    o.resource_name_filter = f_resource_name_filter
+    o.pattern_type_filter = f_pattern_type_filter
+    o.principal_filter = f_principal_filter
+    o.host_filter = f_host_filter
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    return o, pos
 
 
 def _e_DescribeAclsRequest_v1(o, b, chunks):
@@ -293,7 +303,15 @@ def _d_DescribeAclsRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeAclsRequest(resource_type_filter=f_resource_type_filter, resource_name_filter=f_resource_name_filter, pattern_type_filter=f_pattern_type_filter, principal_filter=f_principal_filter, host_filter=f_host_filter, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(DescribeAclsRequest)
+    o.resource_type_filter = f_resource_type_filter
+    o.resource_name_filter = f_resource_name_filter
+    o.pattern_type_filter = f_pattern_type_filter
+    o.principal_filter = f_principal_filter
+    o.host_filter = f_host_filter
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    return o, pos
 
 
 def _e_DescribeAclsRequest_v2(o, b, chunks):
@@ -360,7 +378,12 @@ def _d_AclDescription_v1(buf, pos):
         pos = e4
     f_operation, f_permission_type = _s_bb.unpack_from(buf, pos)
     pos += 2
-    return AclDescription(principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(AclDescription)
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    return o, pos
 
 
 def _d_DescribeAclsResource_v1(buf, pos):
@@ -389,7 +412,12 @@ def _d_DescribeAclsResource_v1(buf, pos):
         for _ in range(n3):
             item4, pos = _d_AclDescription_v1(buf, pos)
             f_acls.append(item4)
-    return DescribeAclsResource(resource_type=f_resource_type, resource_name=f_resource_name, pattern_type=f_pattern_type, acls=f_acls), pos
+    o = _new(DescribeAclsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.pattern_type = f_pattern_type
+    o.acls = f_acls
+    return o, pos
 
 
 def _d_DescribeAclsResponse_v1(buf, pos):
@@ -416,7 +444,12 @@ def _d_DescribeAclsResponse_v1(buf, pos):
         for _ in range(n3):
             item4, pos = _d_DescribeAclsResource_v1(buf, pos)
             f_resources.append(item4)
-    return DescribeAclsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, resources=f_resources), pos
+    o = _new(DescribeAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resources = f_resources
+    return o, pos
 
 
 def _e_AclDescription_v1(o, b, chunks):
@@ -505,7 +538,12 @@ def _d_AclDescription_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AclDescription(principal=f_principal, host=f_host, operation=f_operation, permission_type=f_permission_type), pos
+    o = _new(AclDescription)
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    return o, pos
 
 
 def _d_DescribeAclsResource_v2(buf, pos):
@@ -554,7 +592,12 @@ def _d_DescribeAclsResource_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeAclsResource(resource_type=f_resource_type, resource_name=f_resource_name, pattern_type=f_pattern_type, acls=f_acls), pos
+    o = _new(DescribeAclsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.pattern_type = f_pattern_type
+    o.acls = f_acls
+    return o, pos
 
 
 def _d_DescribeAclsResponse_v2(buf, pos):
@@ -601,7 +644,12 @@ def _d_DescribeAclsResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeAclsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, resources=f_resources), pos
+    o = _new(DescribeAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resources = f_resources
+    return o, pos
 
 
 def _e_AclDescription_v2(o, b, chunks):

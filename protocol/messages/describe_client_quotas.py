@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -223,7 +225,11 @@ def _d_ComponentData_v0(buf, pos):
             raise truncated('Match')
         f_match = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return ComponentData(entity_type=f_entity_type, match_type=f_match_type, match=f_match), pos
+    o = _new(ComponentData)
+    o.entity_type = f_entity_type
+    o.match_type = f_match_type
+    o.match = f_match
+    return o, pos
 
 
 def _d_DescribeClientQuotasRequest_v0(buf, pos):
@@ -240,7 +246,10 @@ def _d_DescribeClientQuotasRequest_v0(buf, pos):
             f_components.append(item2)
     f_strict, = _s_o.unpack_from(buf, pos)
     pos += 1
-    return DescribeClientQuotasRequest(components=f_components, strict=f_strict), pos
+    o = _new(DescribeClientQuotasRequest)
+    o.components = f_components
+    o.strict = f_strict
+    return o, pos
 
 
 def _e_ComponentData_v0(o, b, chunks):
@@ -311,7 +320,11 @@ def _d_ComponentData_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ComponentData(entity_type=f_entity_type, match_type=f_match_type, match=f_match), pos
+    o = _new(ComponentData)
+    o.entity_type = f_entity_type
+    o.match_type = f_match_type
+    o.match = f_match
+    return o, pos
 
 
 def _d_DescribeClientQuotasRequest_v1(buf, pos):
@@ -345,7 +358,10 @@ def _d_DescribeClientQuotasRequest_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeClientQuotasRequest(components=f_components, strict=f_strict), pos
+    o = _new(DescribeClientQuotasRequest)
+    o.components = f_components
+    o.strict = f_strict
+    return o, pos
 
 
 def _e_ComponentData_v1(o, b, chunks):
@@ -408,7 +424,10 @@ def _d_EntityData_v0(buf, pos):
             raise truncated('EntityName')
         f_entity_name = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return EntityData(entity_type=f_entity_type, entity_name=f_entity_name), pos
+    o = _new(EntityData)
+    o.entity_type = f_entity_type
+    o.entity_name = f_entity_name
+    return o, pos
 
 
 def _d_ValueData_v0(buf, pos):
@@ -424,7 +443,10 @@ def _d_ValueData_v0(buf, pos):
         pos = e2
     f_value, = _s_d.unpack_from(buf, pos)
     pos += 8
-    return ValueData(key=f_key, value=f_value), pos
+    o = _new(ValueData)
+    o.key = f_key
+    o.value = f_value
+    return o, pos
 
 
 def _d_EntryData_v0(buf, pos):
@@ -450,7 +472,10 @@ def _d_EntryData_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_ValueData_v0(buf, pos)
             f_values.append(item4)
-    return EntryData(entity=f_entity, values=f_values), pos
+    o = _new(EntryData)
+    o.entity = f_entity
+    o.values = f_values
+    return o, pos
 
 
 def _d_DescribeClientQuotasResponse_v0(buf, pos):
@@ -477,7 +502,12 @@ def _d_DescribeClientQuotasResponse_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_EntryData_v0(buf, pos)
             f_entries.append(item4)
-    return DescribeClientQuotasResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, entries=f_entries), pos
+    o = _new(DescribeClientQuotasResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.entries = f_entries
+    return o, pos
 
 
 def _e_EntityData_v0(o, b, chunks):
@@ -576,7 +606,10 @@ def _d_EntityData_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return EntityData(entity_type=f_entity_type, entity_name=f_entity_name), pos
+    o = _new(EntityData)
+    o.entity_type = f_entity_type
+    o.entity_name = f_entity_name
+    return o, pos
 
 
 def _d_ValueData_v1(buf, pos):
@@ -609,7 +642,10 @@ def _d_ValueData_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ValueData(key=f_key, value=f_value), pos
+    o = _new(ValueData)
+    o.key = f_key
+    o.value = f_value
+    return o, pos
 
 
 def _d_EntryData_v1(buf, pos):
@@ -655,7 +691,10 @@ def _d_EntryData_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return EntryData(entity=f_entity, values=f_values), pos
+    o = _new(EntryData)
+    o.entity = f_entity
+    o.values = f_values
+    return o, pos
 
 
 def _d_DescribeClientQuotasResponse_v1(buf, pos):
@@ -702,7 +741,12 @@ def _d_DescribeClientQuotasResponse_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeClientQuotasResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, entries=f_entries), pos
+    o = _new(DescribeClientQuotasResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.entries = f_entries
+    return o, pos
 
 
 def _e_EntityData_v1(o, b, chunks):

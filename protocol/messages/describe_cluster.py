@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -156,13 +158,19 @@ def _d_DescribeClusterRequest_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeClusterRequest(include_cluster_authorized_operations=f_include_cluster_authorized_operations), pos
+    o = _new(DescribeClusterRequest)
+    o.include_cluster_authorized_operations = f_include_cluster_authorized_operations
+    o.endpoint_type = 1
+    o.include_fenced_brokers = False
+    return o, pos
 
 
 def _e_DescribeClusterRequest_v0(o, b, chunks):
-    if o.endpoint_type != 1:
+    x1 = o.endpoint_type != 1
+    if x1:
         raise UnsupportedVersionError('DescribeClusterRequest.endpoint_type cannot be sent at this version')
-    if o.include_fenced_brokers != False:
+    x2 = o.include_fenced_brokers != False
+    if x2:
         raise UnsupportedVersionError('DescribeClusterRequest.include_fenced_brokers cannot be sent at this version')
     b += _s_o.pack(o.include_cluster_authorized_operations)
     b.append(0)
@@ -186,11 +194,16 @@ def _d_DescribeClusterRequest_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeClusterRequest(include_cluster_authorized_operations=f_include_cluster_authorized_operations, endpoint_type=f_endpoint_type), pos
+    o = _new(DescribeClusterRequest)
+    o.include_cluster_authorized_operations = f_include_cluster_authorized_operations
+    o.endpoint_type = f_endpoint_type
+    o.include_fenced_brokers = False
+    return o, pos
 
 
 def _e_DescribeClusterRequest_v1(o, b, chunks):
-    if o.include_fenced_brokers != False:
+    x1 = o.include_fenced_brokers != False
+    if x1:
         raise UnsupportedVersionError('DescribeClusterRequest.include_fenced_brokers cannot be sent at this version')
     b += _s_ob.pack(o.include_cluster_authorized_operations, o.endpoint_type)
     b.append(0)
@@ -214,7 +227,11 @@ def _d_DescribeClusterRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeClusterRequest(include_cluster_authorized_operations=f_include_cluster_authorized_operations, endpoint_type=f_endpoint_type, include_fenced_brokers=f_include_fenced_brokers), pos
+    o = _new(DescribeClusterRequest)
+    o.include_cluster_authorized_operations = f_include_cluster_authorized_operations
+    o.endpoint_type = f_endpoint_type
+    o.include_fenced_brokers = f_include_fenced_brokers
+    return o, pos
 
 
 def _e_DescribeClusterRequest_v2(o, b, chunks):
@@ -268,7 +285,13 @@ def _d_DescribeClusterBroker_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeClusterBroker(broker_id=f_broker_id, host=f_host, port=f_port, rack=f_rack), pos
+    o = _new(DescribeClusterBroker)
+    o.broker_id = f_broker_id
+    o.host = f_host
+    o.port = f_port
+    o.rack = f_rack
+    o.is_fenced = False
+    return o, pos
 
 
 def _d_DescribeClusterResponse_v0(buf, pos):
@@ -332,69 +355,80 @@ def _d_DescribeClusterResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeClusterResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, cluster_id=f_cluster_id, controller_id=f_controller_id, brokers=f_brokers, cluster_authorized_operations=f_cluster_authorized_operations), pos
+    o = _new(DescribeClusterResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.endpoint_type = 1
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.brokers = f_brokers
+    o.cluster_authorized_operations = f_cluster_authorized_operations
+    return o, pos
 
 
 def _e_DescribeClusterBroker_v0(o, b, chunks):
-    if o.is_fenced != False:
+    x1 = o.is_fenced != False
+    if x1:
         raise UnsupportedVersionError('DescribeClusterBroker.is_fenced cannot be sent at this version')
     b += _s_i.pack(o.broker_id)
-    v1 = o.host
-    v1 = v1.encode()
-    n2 = len(v1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    v2 = o.host
+    v2 = v2.encode()
+    n3 = len(v2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    b += v1
+        b += uvarint(n3)
+    b += v2
     b += _s_i.pack(o.port)
-    v3 = o.rack
-    if v3 is None:
+    v4 = o.rack
+    if v4 is None:
         b.append(0)
     else:
-        v3 = v3.encode()
-        n4 = len(v3) + 1
-        if n4 < 0x80:
-            b.append(n4)
+        v4 = v4.encode()
+        n5 = len(v4) + 1
+        if n5 < 0x80:
+            b.append(n5)
         else:
-            b += uvarint(n4)
-        b += v3
+            b += uvarint(n5)
+        b += v4
     b.append(0)
     return b
 
 
 def _e_DescribeClusterResponse_v0(o, b, chunks):
-    if o.endpoint_type != 1:
+    x1 = o.endpoint_type != 1
+    if x1:
         raise UnsupportedVersionError('DescribeClusterResponse.endpoint_type cannot be sent at this version')
     b += _s_ih.pack(o.throttle_time_ms, o.error_code)
-    v1 = o.error_message
-    if v1 is None:
+    v2 = o.error_message
+    if v2 is None:
         b.append(0)
     else:
-        v1 = v1.encode()
-        n2 = len(v1) + 1
-        if n2 < 0x80:
-            b.append(n2)
+        v2 = v2.encode()
+        n3 = len(v2) + 1
+        if n3 < 0x80:
+            b.append(n3)
         else:
-            b += uvarint(n2)
-        b += v1
-    v3 = o.cluster_id
-    v3 = v3.encode()
-    n4 = len(v3) + 1
-    if n4 < 0x80:
-        b.append(n4)
+            b += uvarint(n3)
+        b += v2
+    v4 = o.cluster_id
+    v4 = v4.encode()
+    n5 = len(v4) + 1
+    if n5 < 0x80:
+        b.append(n5)
     else:
-        b += uvarint(n4)
-    b += v3
+        b += uvarint(n5)
+    b += v4
     b += _s_i.pack(o.controller_id)
-    a5 = o.brokers
-    n6 = len(a5) + 1
-    if n6 < 0x80:
-        b.append(n6)
+    a6 = o.brokers
+    n7 = len(a6) + 1
+    if n7 < 0x80:
+        b.append(n7)
     else:
-        b += uvarint(n6)
-    for item7 in a5:
-        b = _e_DescribeClusterBroker_v0(item7, b, chunks)
+        b += uvarint(n7)
+    for item8 in a6:
+        b = _e_DescribeClusterBroker_v0(item8, b, chunks)
     b += _s_i.pack(o.cluster_authorized_operations)
     b.append(0)
     return b
@@ -463,7 +497,16 @@ def _d_DescribeClusterResponse_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeClusterResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, endpoint_type=f_endpoint_type, cluster_id=f_cluster_id, controller_id=f_controller_id, brokers=f_brokers, cluster_authorized_operations=f_cluster_authorized_operations), pos
+    o = _new(DescribeClusterResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.endpoint_type = f_endpoint_type
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.brokers = f_brokers
+    o.cluster_authorized_operations = f_cluster_authorized_operations
+    return o, pos
 
 
 def _e_DescribeClusterResponse_v1(o, b, chunks):
@@ -549,7 +592,13 @@ def _d_DescribeClusterBroker_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeClusterBroker(broker_id=f_broker_id, host=f_host, port=f_port, rack=f_rack, is_fenced=f_is_fenced), pos
+    o = _new(DescribeClusterBroker)
+    o.broker_id = f_broker_id
+    o.host = f_host
+    o.port = f_port
+    o.rack = f_rack
+    o.is_fenced = f_is_fenced
+    return o, pos
 
 
 def _d_DescribeClusterResponse_v2(buf, pos):
@@ -615,7 +664,16 @@ def _d_DescribeClusterResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeClusterResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, endpoint_type=f_endpoint_type, cluster_id=f_cluster_id, controller_id=f_controller_id, brokers=f_brokers, cluster_authorized_operations=f_cluster_authorized_operations), pos
+    o = _new(DescribeClusterResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.endpoint_type = f_endpoint_type
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.brokers = f_brokers
+    o.cluster_authorized_operations = f_cluster_authorized_operations
+    return o, pos
 
 
 def _e_DescribeClusterBroker_v2(o, b, chunks):

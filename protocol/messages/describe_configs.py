@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -253,7 +255,11 @@ def _d_DescribeConfigsResource_v1(buf, pos):
                 item4 = str(buf[pos:e6], 'utf-8')
                 pos = e6
             f_configuration_keys.append(item4)
-    return DescribeConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configuration_keys=f_configuration_keys), pos
+    o = _new(DescribeConfigsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configuration_keys = f_configuration_keys
+    return o, pos
 
 
 def _d_DescribeConfigsRequest_v1(buf, pos):
@@ -270,7 +276,11 @@ def _d_DescribeConfigsRequest_v1(buf, pos):
             f_resources.append(item2)
     f_include_synonyms, = _s_o.unpack_from(buf, pos)
     pos += 1
-    return DescribeConfigsRequest(resources=f_resources, include_synonyms=f_include_synonyms), pos
+    o = _new(DescribeConfigsRequest)
+    o.resources = f_resources
+    o.include_synonyms = f_include_synonyms
+    o.include_documentation = False
+    return o, pos
 
 
 def _e_DescribeConfigsResource_v1(o, b, chunks):
@@ -293,12 +303,13 @@ def _e_DescribeConfigsResource_v1(o, b, chunks):
 
 
 def _e_DescribeConfigsRequest_v1(o, b, chunks):
-    if o.include_documentation != False:
+    x1 = o.include_documentation != False
+    if x1:
         raise UnsupportedVersionError('DescribeConfigsRequest.include_documentation cannot be sent at this version')
-    a1 = o.resources
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_DescribeConfigsResource_v1(item2, b, chunks)
+    a2 = o.resources
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_DescribeConfigsResource_v1(item3, b, chunks)
     b += _s_o.pack(o.include_synonyms)
     return b
 
@@ -317,7 +328,11 @@ def _d_DescribeConfigsRequest_v3(buf, pos):
             f_resources.append(item2)
     f_include_synonyms, f_include_documentation = _s_oo.unpack_from(buf, pos)
     pos += 2
-    return DescribeConfigsRequest(resources=f_resources, include_synonyms=f_include_synonyms, include_documentation=f_include_documentation), pos
+    o = _new(DescribeConfigsRequest)
+    o.resources = f_resources
+    o.include_synonyms = f_include_synonyms
+    o.include_documentation = f_include_documentation
+    return o, pos
 
 
 def _e_DescribeConfigsRequest_v3(o, b, chunks):
@@ -385,7 +400,11 @@ def _d_DescribeConfigsResource_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configuration_keys=f_configuration_keys), pos
+    o = _new(DescribeConfigsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configuration_keys = f_configuration_keys
+    return o, pos
 
 
 def _d_DescribeConfigsRequest_v4(buf, pos):
@@ -419,7 +438,11 @@ def _d_DescribeConfigsRequest_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeConfigsRequest(resources=f_resources, include_synonyms=f_include_synonyms, include_documentation=f_include_documentation), pos
+    o = _new(DescribeConfigsRequest)
+    o.resources = f_resources
+    o.include_synonyms = f_include_synonyms
+    o.include_documentation = f_include_documentation
+    return o, pos
 
 
 def _e_DescribeConfigsResource_v4(o, b, chunks):
@@ -491,7 +514,11 @@ def _d_DescribeConfigsSynonym_v1(buf, pos):
         pos = e4
     f_source, = _s_b.unpack_from(buf, pos)
     pos += 1
-    return DescribeConfigsSynonym(name=f_name, value=f_value, source=f_source), pos
+    o = _new(DescribeConfigsSynonym)
+    o.name = f_name
+    o.value = f_value
+    o.source = f_source
+    return o, pos
 
 
 def _d_DescribeConfigsResourceResult_v1(buf, pos):
@@ -528,7 +555,17 @@ def _d_DescribeConfigsResourceResult_v1(buf, pos):
         for _ in range(n5):
             item6, pos = _d_DescribeConfigsSynonym_v1(buf, pos)
             f_synonyms.append(item6)
-    return DescribeConfigsResourceResult(name=f_name, value=f_value, read_only=f_read_only, config_source=f_config_source, is_sensitive=f_is_sensitive, synonyms=f_synonyms), pos
+    o = _new(DescribeConfigsResourceResult)
+    o.name = f_name
+    o.value = f_value
+    o.read_only = f_read_only
+    o.config_source = f_config_source
+    o.is_default = False
+    o.is_sensitive = f_is_sensitive
+    o.synonyms = f_synonyms
+    o.config_type = 0
+    o.documentation = ''
+    return o, pos
 
 
 def _d_DescribeConfigsResult_v1(buf, pos):
@@ -567,7 +604,13 @@ def _d_DescribeConfigsResult_v1(buf, pos):
         for _ in range(n5):
             item6, pos = _d_DescribeConfigsResourceResult_v1(buf, pos)
             f_configs.append(item6)
-    return DescribeConfigsResult(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs), pos
+    o = _new(DescribeConfigsResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    return o, pos
 
 
 def _d_DescribeConfigsResponse_v1(buf, pos):
@@ -584,7 +627,10 @@ def _d_DescribeConfigsResponse_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_DescribeConfigsResult_v1(buf, pos)
             f_results.append(item2)
-    return DescribeConfigsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(DescribeConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    return o, pos
 
 
 def _e_DescribeConfigsSynonym_v1(o, b, chunks):
@@ -604,24 +650,25 @@ def _e_DescribeConfigsSynonym_v1(o, b, chunks):
 
 
 def _e_DescribeConfigsResourceResult_v1(o, b, chunks):
-    if o.is_default != False:
+    x1 = o.is_default != False
+    if x1:
         raise UnsupportedVersionError('DescribeConfigsResourceResult.is_default cannot be sent at this version')
-    v1 = o.name
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    v2 = o.value
-    if v2 is None:
+    v2 = o.name
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
+    v3 = o.value
+    if v3 is None:
         b += b'\xff\xff'
     else:
-        v2 = v2.encode()
-        b += _s_h.pack(len(v2))
-        b += v2
+        v3 = v3.encode()
+        b += _s_h.pack(len(v3))
+        b += v3
     b += _s_obo.pack(o.read_only, o.config_source, o.is_sensitive)
-    a3 = o.synonyms
-    b += _s_i.pack(len(a3))
-    for item4 in a3:
-        b = _e_DescribeConfigsSynonym_v1(item4, b, chunks)
+    a4 = o.synonyms
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_DescribeConfigsSynonym_v1(item5, b, chunks)
     return b
 
 
@@ -701,7 +748,17 @@ def _d_DescribeConfigsResourceResult_v3(buf, pos):
             raise truncated('Documentation')
         f_documentation = str(buf[pos:e8], 'utf-8')
         pos = e8
-    return DescribeConfigsResourceResult(name=f_name, value=f_value, read_only=f_read_only, config_source=f_config_source, is_sensitive=f_is_sensitive, synonyms=f_synonyms, config_type=f_config_type, documentation=f_documentation), pos
+    o = _new(DescribeConfigsResourceResult)
+    o.name = f_name
+    o.value = f_value
+    o.read_only = f_read_only
+    o.config_source = f_config_source
+    o.is_default = False
+    o.is_sensitive = f_is_sensitive
+    o.synonyms = f_synonyms
+    o.config_type = f_config_type
+    o.documentation = f_documentation
+    return o, pos
 
 
 def _d_DescribeConfigsResult_v3(buf, pos):
@@ -740,7 +797,13 @@ def _d_DescribeConfigsResult_v3(buf, pos):
         for _ in range(n5):
             item6, pos = _d_DescribeConfigsResourceResult_v3(buf, pos)
             f_configs.append(item6)
-    return DescribeConfigsResult(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs), pos
+    o = _new(DescribeConfigsResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    return o, pos
 
 
 def _d_DescribeConfigsResponse_v3(buf, pos):
@@ -757,36 +820,40 @@ def _d_DescribeConfigsResponse_v3(buf, pos):
         for _ in range(n1):
             item2, pos = _d_DescribeConfigsResult_v3(buf, pos)
             f_results.append(item2)
-    return DescribeConfigsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(DescribeConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    return o, pos
 
 
 def _e_DescribeConfigsResourceResult_v3(o, b, chunks):
-    if o.is_default != False:
+    x1 = o.is_default != False
+    if x1:
         raise UnsupportedVersionError('DescribeConfigsResourceResult.is_default cannot be sent at this version')
-    v1 = o.name
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    v2 = o.value
-    if v2 is None:
+    v2 = o.name
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
+    v3 = o.value
+    if v3 is None:
         b += b'\xff\xff'
     else:
-        v2 = v2.encode()
-        b += _s_h.pack(len(v2))
-        b += v2
+        v3 = v3.encode()
+        b += _s_h.pack(len(v3))
+        b += v3
     b += _s_obo.pack(o.read_only, o.config_source, o.is_sensitive)
-    a3 = o.synonyms
-    b += _s_i.pack(len(a3))
-    for item4 in a3:
-        b = _e_DescribeConfigsSynonym_v1(item4, b, chunks)
+    a4 = o.synonyms
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_DescribeConfigsSynonym_v1(item5, b, chunks)
     b += _s_b.pack(o.config_type)
-    v5 = o.documentation
-    if v5 is None:
+    v6 = o.documentation
+    if v6 is None:
         b += b'\xff\xff'
     else:
-        v5 = v5.encode()
-        b += _s_h.pack(len(v5))
-        b += v5
+        v6 = v6.encode()
+        b += _s_h.pack(len(v6))
+        b += v6
     return b
 
 
@@ -863,7 +930,11 @@ def _d_DescribeConfigsSynonym_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeConfigsSynonym(name=f_name, value=f_value, source=f_source), pos
+    o = _new(DescribeConfigsSynonym)
+    o.name = f_name
+    o.value = f_value
+    o.source = f_source
+    return o, pos
 
 
 def _d_DescribeConfigsResourceResult_v4(buf, pos):
@@ -938,7 +1009,17 @@ def _d_DescribeConfigsResourceResult_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeConfigsResourceResult(name=f_name, value=f_value, read_only=f_read_only, config_source=f_config_source, is_sensitive=f_is_sensitive, synonyms=f_synonyms, config_type=f_config_type, documentation=f_documentation), pos
+    o = _new(DescribeConfigsResourceResult)
+    o.name = f_name
+    o.value = f_value
+    o.read_only = f_read_only
+    o.config_source = f_config_source
+    o.is_default = False
+    o.is_sensitive = f_is_sensitive
+    o.synonyms = f_synonyms
+    o.config_type = f_config_type
+    o.documentation = f_documentation
+    return o, pos
 
 
 def _d_DescribeConfigsResult_v4(buf, pos):
@@ -1000,7 +1081,13 @@ def _d_DescribeConfigsResult_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeConfigsResult(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs), pos
+    o = _new(DescribeConfigsResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    return o, pos
 
 
 def _d_DescribeConfigsResponse_v4(buf, pos):
@@ -1034,7 +1121,10 @@ def _d_DescribeConfigsResponse_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeConfigsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(DescribeConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    return o, pos
 
 
 def _e_DescribeConfigsSynonym_v4(o, b, chunks):
@@ -1063,48 +1153,49 @@ def _e_DescribeConfigsSynonym_v4(o, b, chunks):
 
 
 def _e_DescribeConfigsResourceResult_v4(o, b, chunks):
-    if o.is_default != False:
+    x1 = o.is_default != False
+    if x1:
         raise UnsupportedVersionError('DescribeConfigsResourceResult.is_default cannot be sent at this version')
-    v1 = o.name
-    v1 = v1.encode()
-    n2 = len(v1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    v2 = o.name
+    v2 = v2.encode()
+    n3 = len(v2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    b += v1
-    v3 = o.value
-    if v3 is None:
+        b += uvarint(n3)
+    b += v2
+    v4 = o.value
+    if v4 is None:
         b.append(0)
     else:
-        v3 = v3.encode()
-        n4 = len(v3) + 1
-        if n4 < 0x80:
-            b.append(n4)
+        v4 = v4.encode()
+        n5 = len(v4) + 1
+        if n5 < 0x80:
+            b.append(n5)
         else:
-            b += uvarint(n4)
-        b += v3
+            b += uvarint(n5)
+        b += v4
     b += _s_obo.pack(o.read_only, o.config_source, o.is_sensitive)
-    a5 = o.synonyms
-    n6 = len(a5) + 1
-    if n6 < 0x80:
-        b.append(n6)
+    a6 = o.synonyms
+    n7 = len(a6) + 1
+    if n7 < 0x80:
+        b.append(n7)
     else:
-        b += uvarint(n6)
-    for item7 in a5:
-        b = _e_DescribeConfigsSynonym_v4(item7, b, chunks)
+        b += uvarint(n7)
+    for item8 in a6:
+        b = _e_DescribeConfigsSynonym_v4(item8, b, chunks)
     b += _s_b.pack(o.config_type)
-    v8 = o.documentation
-    if v8 is None:
+    v9 = o.documentation
+    if v9 is None:
         b.append(0)
     else:
-        v8 = v8.encode()
-        n9 = len(v8) + 1
-        if n9 < 0x80:
-            b.append(n9)
+        v9 = v9.encode()
+        n10 = len(v9) + 1
+        if n10 < 0x80:
+            b.append(n10)
         else:
-            b += uvarint(n9)
-        b += v8
+            b += uvarint(n10)
+        b += v9
     b.append(0)
     return b
 

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -182,19 +184,23 @@ def _d_DescribeGroupsRequest_v0(buf, pos):
                 item2 = str(buf[pos:e4], 'utf-8')
                 pos = e4
             f_groups.append(item2)
-    return DescribeGroupsRequest(groups=f_groups), pos
+    o = _new(DescribeGroupsRequest)
+    o.groups = f_groups
+    o.include_authorized_operations = False
+    return o, pos
 
 
 def _e_DescribeGroupsRequest_v0(o, b, chunks):
-    if o.include_authorized_operations != False:
+    x1 = o.include_authorized_operations != False
+    if x1:
         raise UnsupportedVersionError('DescribeGroupsRequest.include_authorized_operations cannot be sent at this version')
-    a1 = o.groups
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        v3 = item2
-        v3 = v3.encode()
-        b += _s_h.pack(len(v3))
-        b += v3
+    a2 = o.groups
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        v4 = item3
+        v4 = v4.encode()
+        b += _s_h.pack(len(v4))
+        b += v4
     return b
 
 
@@ -221,7 +227,10 @@ def _d_DescribeGroupsRequest_v3(buf, pos):
             f_groups.append(item2)
     f_include_authorized_operations, = _s_o.unpack_from(buf, pos)
     pos += 1
-    return DescribeGroupsRequest(groups=f_groups, include_authorized_operations=f_include_authorized_operations), pos
+    o = _new(DescribeGroupsRequest)
+    o.groups = f_groups
+    o.include_authorized_operations = f_include_authorized_operations
+    return o, pos
 
 
 def _e_DescribeGroupsRequest_v3(o, b, chunks):
@@ -279,7 +288,10 @@ def _d_DescribeGroupsRequest_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeGroupsRequest(groups=f_groups, include_authorized_operations=f_include_authorized_operations), pos
+    o = _new(DescribeGroupsRequest)
+    o.groups = f_groups
+    o.include_authorized_operations = f_include_authorized_operations
+    return o, pos
 
 
 def _e_DescribeGroupsRequest_v5(o, b, chunks):
@@ -354,7 +366,14 @@ def _d_DescribedGroupMember_v0(buf, pos):
             raise truncated('MemberAssignment')
         f_member_assignment = bytes(buf[pos:e10])
         pos = e10
-    return DescribedGroupMember(member_id=f_member_id, client_id=f_client_id, client_host=f_client_host, member_metadata=f_member_metadata, member_assignment=f_member_assignment), pos
+    o = _new(DescribedGroupMember)
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.client_id = f_client_id
+    o.client_host = f_client_host
+    o.member_metadata = f_member_metadata
+    o.member_assignment = f_member_assignment
+    return o, pos
 
 
 def _d_DescribedGroup_v0(buf, pos):
@@ -411,7 +430,16 @@ def _d_DescribedGroup_v0(buf, pos):
         for _ in range(n9):
             item10, pos = _d_DescribedGroupMember_v0(buf, pos)
             f_members.append(item10)
-    return DescribedGroup(error_code=f_error_code, group_id=f_group_id, group_state=f_group_state, protocol_type=f_protocol_type, protocol_data=f_protocol_data, members=f_members), pos
+    o = _new(DescribedGroup)
+    o.error_code = f_error_code
+    o.error_message = None
+    o.group_id = f_group_id
+    o.group_state = f_group_state
+    o.protocol_type = f_protocol_type
+    o.protocol_data = f_protocol_data
+    o.members = f_members
+    o.authorized_operations = -2147483648
+    return o, pos
 
 
 def _d_DescribeGroupsResponse_v0(buf, pos):
@@ -426,7 +454,10 @@ def _d_DescribeGroupsResponse_v0(buf, pos):
         for _ in range(n1):
             item2, pos = _d_DescribedGroup_v0(buf, pos)
             f_groups.append(item2)
-    return DescribeGroupsResponse(groups=f_groups), pos
+    o = _new(DescribeGroupsResponse)
+    o.throttle_time_ms = 0
+    o.groups = f_groups
+    return o, pos
 
 
 def _e_DescribedGroupMember_v0(o, b, chunks):
@@ -452,31 +483,33 @@ def _e_DescribedGroupMember_v0(o, b, chunks):
 
 
 def _e_DescribedGroup_v0(o, b, chunks):
-    if o.error_message != None:
+    x1 = o.error_message != None
+    if x1:
         raise UnsupportedVersionError('DescribedGroup.error_message cannot be sent at this version')
-    if o.authorized_operations != -2147483648:
+    x2 = o.authorized_operations != -2147483648
+    if x2:
         raise UnsupportedVersionError('DescribedGroup.authorized_operations cannot be sent at this version')
     b += _s_h.pack(o.error_code)
-    v1 = o.group_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    v2 = o.group_state
-    v2 = v2.encode()
-    b += _s_h.pack(len(v2))
-    b += v2
-    v3 = o.protocol_type
+    v3 = o.group_id
     v3 = v3.encode()
     b += _s_h.pack(len(v3))
     b += v3
-    v4 = o.protocol_data
+    v4 = o.group_state
     v4 = v4.encode()
     b += _s_h.pack(len(v4))
     b += v4
-    a5 = o.members
-    b += _s_i.pack(len(a5))
-    for item6 in a5:
-        b = _e_DescribedGroupMember_v0(item6, b, chunks)
+    v5 = o.protocol_type
+    v5 = v5.encode()
+    b += _s_h.pack(len(v5))
+    b += v5
+    v6 = o.protocol_data
+    v6 = v6.encode()
+    b += _s_h.pack(len(v6))
+    b += v6
+    a7 = o.members
+    b += _s_i.pack(len(a7))
+    for item8 in a7:
+        b = _e_DescribedGroupMember_v0(item8, b, chunks)
     return b
 
 
@@ -502,7 +535,10 @@ def _d_DescribeGroupsResponse_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_DescribedGroup_v0(buf, pos)
             f_groups.append(item2)
-    return DescribeGroupsResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups), pos
+    o = _new(DescribeGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.groups = f_groups
+    return o, pos
 
 
 def _e_DescribeGroupsResponse_v1(o, b, chunks):
@@ -570,7 +606,16 @@ def _d_DescribedGroup_v3(buf, pos):
             f_members.append(item10)
     f_authorized_operations, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return DescribedGroup(error_code=f_error_code, group_id=f_group_id, group_state=f_group_state, protocol_type=f_protocol_type, protocol_data=f_protocol_data, members=f_members, authorized_operations=f_authorized_operations), pos
+    o = _new(DescribedGroup)
+    o.error_code = f_error_code
+    o.error_message = None
+    o.group_id = f_group_id
+    o.group_state = f_group_state
+    o.protocol_type = f_protocol_type
+    o.protocol_data = f_protocol_data
+    o.members = f_members
+    o.authorized_operations = f_authorized_operations
+    return o, pos
 
 
 def _d_DescribeGroupsResponse_v3(buf, pos):
@@ -587,33 +632,37 @@ def _d_DescribeGroupsResponse_v3(buf, pos):
         for _ in range(n1):
             item2, pos = _d_DescribedGroup_v3(buf, pos)
             f_groups.append(item2)
-    return DescribeGroupsResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups), pos
+    o = _new(DescribeGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.groups = f_groups
+    return o, pos
 
 
 def _e_DescribedGroup_v3(o, b, chunks):
-    if o.error_message != None:
+    x1 = o.error_message != None
+    if x1:
         raise UnsupportedVersionError('DescribedGroup.error_message cannot be sent at this version')
     b += _s_h.pack(o.error_code)
-    v1 = o.group_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    v2 = o.group_state
+    v2 = o.group_id
     v2 = v2.encode()
     b += _s_h.pack(len(v2))
     b += v2
-    v3 = o.protocol_type
+    v3 = o.group_state
     v3 = v3.encode()
     b += _s_h.pack(len(v3))
     b += v3
-    v4 = o.protocol_data
+    v4 = o.protocol_type
     v4 = v4.encode()
     b += _s_h.pack(len(v4))
     b += v4
-    a5 = o.members
-    b += _s_i.pack(len(a5))
-    for item6 in a5:
-        b = _e_DescribedGroupMember_v0(item6, b, chunks)
+    v5 = o.protocol_data
+    v5 = v5.encode()
+    b += _s_h.pack(len(v5))
+    b += v5
+    a6 = o.members
+    b += _s_i.pack(len(a6))
+    for item7 in a6:
+        b = _e_DescribedGroupMember_v0(item7, b, chunks)
     b += _s_i.pack(o.authorized_operations)
     return b
 
@@ -688,7 +737,14 @@ def _d_DescribedGroupMember_v4(buf, pos):
             raise truncated('MemberAssignment')
         f_member_assignment = bytes(buf[pos:e12])
         pos = e12
-    return DescribedGroupMember(member_id=f_member_id, group_instance_id=f_group_instance_id, client_id=f_client_id, client_host=f_client_host, member_metadata=f_member_metadata, member_assignment=f_member_assignment), pos
+    o = _new(DescribedGroupMember)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.client_id = f_client_id
+    o.client_host = f_client_host
+    o.member_metadata = f_member_metadata
+    o.member_assignment = f_member_assignment
+    return o, pos
 
 
 def _d_DescribedGroup_v4(buf, pos):
@@ -747,7 +803,16 @@ def _d_DescribedGroup_v4(buf, pos):
             f_members.append(item10)
     f_authorized_operations, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return DescribedGroup(error_code=f_error_code, group_id=f_group_id, group_state=f_group_state, protocol_type=f_protocol_type, protocol_data=f_protocol_data, members=f_members, authorized_operations=f_authorized_operations), pos
+    o = _new(DescribedGroup)
+    o.error_code = f_error_code
+    o.error_message = None
+    o.group_id = f_group_id
+    o.group_state = f_group_state
+    o.protocol_type = f_protocol_type
+    o.protocol_data = f_protocol_data
+    o.members = f_members
+    o.authorized_operations = f_authorized_operations
+    return o, pos
 
 
 def _d_DescribeGroupsResponse_v4(buf, pos):
@@ -764,7 +829,10 @@ def _d_DescribeGroupsResponse_v4(buf, pos):
         for _ in range(n1):
             item2, pos = _d_DescribedGroup_v4(buf, pos)
             f_groups.append(item2)
-    return DescribeGroupsResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups), pos
+    o = _new(DescribeGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.groups = f_groups
+    return o, pos
 
 
 def _e_DescribedGroupMember_v4(o, b, chunks):
@@ -797,29 +865,30 @@ def _e_DescribedGroupMember_v4(o, b, chunks):
 
 
 def _e_DescribedGroup_v4(o, b, chunks):
-    if o.error_message != None:
+    x1 = o.error_message != None
+    if x1:
         raise UnsupportedVersionError('DescribedGroup.error_message cannot be sent at this version')
     b += _s_h.pack(o.error_code)
-    v1 = o.group_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    v2 = o.group_state
+    v2 = o.group_id
     v2 = v2.encode()
     b += _s_h.pack(len(v2))
     b += v2
-    v3 = o.protocol_type
+    v3 = o.group_state
     v3 = v3.encode()
     b += _s_h.pack(len(v3))
     b += v3
-    v4 = o.protocol_data
+    v4 = o.protocol_type
     v4 = v4.encode()
     b += _s_h.pack(len(v4))
     b += v4
-    a5 = o.members
-    b += _s_i.pack(len(a5))
-    for item6 in a5:
-        b = _e_DescribedGroupMember_v4(item6, b, chunks)
+    v5 = o.protocol_data
+    v5 = v5.encode()
+    b += _s_h.pack(len(v5))
+    b += v5
+    a6 = o.members
+    b += _s_i.pack(len(a6))
+    for item7 in a6:
+        b = _e_DescribedGroupMember_v4(item7, b, chunks)
     b += _s_i.pack(o.authorized_operations)
     return b
 
@@ -926,7 +995,14 @@ def _d_DescribedGroupMember_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribedGroupMember(member_id=f_member_id, group_instance_id=f_group_instance_id, client_id=f_client_id, client_host=f_client_host, member_metadata=f_member_metadata, member_assignment=f_member_assignment), pos
+    o = _new(DescribedGroupMember)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.client_id = f_client_id
+    o.client_host = f_client_host
+    o.member_metadata = f_member_metadata
+    o.member_assignment = f_member_assignment
+    return o, pos
 
 
 def _d_DescribedGroup_v5(buf, pos):
@@ -1014,7 +1090,16 @@ def _d_DescribedGroup_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribedGroup(error_code=f_error_code, group_id=f_group_id, group_state=f_group_state, protocol_type=f_protocol_type, protocol_data=f_protocol_data, members=f_members, authorized_operations=f_authorized_operations), pos
+    o = _new(DescribedGroup)
+    o.error_code = f_error_code
+    o.error_message = None
+    o.group_id = f_group_id
+    o.group_state = f_group_state
+    o.protocol_type = f_protocol_type
+    o.protocol_data = f_protocol_data
+    o.members = f_members
+    o.authorized_operations = f_authorized_operations
+    return o, pos
 
 
 def _d_DescribeGroupsResponse_v5(buf, pos):
@@ -1048,7 +1133,10 @@ def _d_DescribeGroupsResponse_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeGroupsResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups), pos
+    o = _new(DescribeGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.groups = f_groups
+    return o, pos
 
 
 def _e_DescribedGroupMember_v5(o, b, chunks):
@@ -1106,49 +1194,50 @@ def _e_DescribedGroupMember_v5(o, b, chunks):
 
 
 def _e_DescribedGroup_v5(o, b, chunks):
-    if o.error_message != None:
+    x1 = o.error_message != None
+    if x1:
         raise UnsupportedVersionError('DescribedGroup.error_message cannot be sent at this version')
     b += _s_h.pack(o.error_code)
-    v1 = o.group_id
-    v1 = v1.encode()
-    n2 = len(v1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    v2 = o.group_id
+    v2 = v2.encode()
+    n3 = len(v2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    b += v1
-    v3 = o.group_state
-    v3 = v3.encode()
-    n4 = len(v3) + 1
-    if n4 < 0x80:
-        b.append(n4)
+        b += uvarint(n3)
+    b += v2
+    v4 = o.group_state
+    v4 = v4.encode()
+    n5 = len(v4) + 1
+    if n5 < 0x80:
+        b.append(n5)
     else:
-        b += uvarint(n4)
-    b += v3
-    v5 = o.protocol_type
-    v5 = v5.encode()
-    n6 = len(v5) + 1
-    if n6 < 0x80:
-        b.append(n6)
+        b += uvarint(n5)
+    b += v4
+    v6 = o.protocol_type
+    v6 = v6.encode()
+    n7 = len(v6) + 1
+    if n7 < 0x80:
+        b.append(n7)
     else:
-        b += uvarint(n6)
-    b += v5
-    v7 = o.protocol_data
-    v7 = v7.encode()
-    n8 = len(v7) + 1
-    if n8 < 0x80:
-        b.append(n8)
+        b += uvarint(n7)
+    b += v6
+    v8 = o.protocol_data
+    v8 = v8.encode()
+    n9 = len(v8) + 1
+    if n9 < 0x80:
+        b.append(n9)
     else:
-        b += uvarint(n8)
-    b += v7
-    a9 = o.members
-    n10 = len(a9) + 1
-    if n10 < 0x80:
-        b.append(n10)
+        b += uvarint(n9)
+    b += v8
+    a10 = o.members
+    n11 = len(a10) + 1
+    if n11 < 0x80:
+        b.append(n11)
     else:
-        b += uvarint(n10)
-    for item11 in a9:
-        b = _e_DescribedGroupMember_v5(item11, b, chunks)
+        b += uvarint(n11)
+    for item12 in a10:
+        b = _e_DescribedGroupMember_v5(item12, b, chunks)
     b += _s_i.pack(o.authorized_operations)
     b.append(0)
     return b
@@ -1266,7 +1355,16 @@ def _d_DescribedGroup_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribedGroup(error_code=f_error_code, error_message=f_error_message, group_id=f_group_id, group_state=f_group_state, protocol_type=f_protocol_type, protocol_data=f_protocol_data, members=f_members, authorized_operations=f_authorized_operations), pos
+    o = _new(DescribedGroup)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.group_id = f_group_id
+    o.group_state = f_group_state
+    o.protocol_type = f_protocol_type
+    o.protocol_data = f_protocol_data
+    o.members = f_members
+    o.authorized_operations = f_authorized_operations
+    return o, pos
 
 
 def _d_DescribeGroupsResponse_v6(buf, pos):
@@ -1300,7 +1398,10 @@ def _d_DescribeGroupsResponse_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeGroupsResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups), pos
+    o = _new(DescribeGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.groups = f_groups
+    return o, pos
 
 
 def _e_DescribedGroup_v6(o, b, chunks):

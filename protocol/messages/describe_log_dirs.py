@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -226,7 +228,10 @@ def _d_DescribableLogDirTopic_v1(buf, pos):
             raise truncated('Partitions')
         f_partitions = list(unpack_from('>%di' % n3, buf, pos))
         pos += n3 * 4
-    return DescribableLogDirTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(DescribableLogDirTopic)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_DescribeLogDirsRequest_v1(buf, pos):
@@ -241,7 +246,9 @@ def _d_DescribeLogDirsRequest_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_DescribableLogDirTopic_v1(buf, pos)
             f_topics.append(item2)
-    return DescribeLogDirsRequest(topics=f_topics), pos
+    o = _new(DescribeLogDirsRequest)
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_DescribableLogDirTopic_v1(o, b, chunks):
@@ -306,7 +313,10 @@ def _d_DescribableLogDirTopic_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribableLogDirTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(DescribableLogDirTopic)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_DescribeLogDirsRequest_v2(buf, pos):
@@ -338,7 +348,9 @@ def _d_DescribeLogDirsRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeLogDirsRequest(topics=f_topics), pos
+    o = _new(DescribeLogDirsRequest)
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_DescribableLogDirTopic_v2(o, b, chunks):
@@ -380,7 +392,12 @@ def _e_DescribeLogDirsRequest_v2(o, b, chunks):
 def _d_DescribeLogDirsPartition_v1(buf, pos):
     f_partition_index, f_partition_size, f_offset_lag, f_is_future_key = _s_iqqo.unpack_from(buf, pos)
     pos += 21
-    return DescribeLogDirsPartition(partition_index=f_partition_index, partition_size=f_partition_size, offset_lag=f_offset_lag, is_future_key=f_is_future_key), pos
+    o = _new(DescribeLogDirsPartition)
+    o.partition_index = f_partition_index
+    o.partition_size = f_partition_size
+    o.offset_lag = f_offset_lag
+    o.is_future_key = f_is_future_key
+    return o, pos
 
 
 def _d_DescribeLogDirsTopic_v1(buf, pos):
@@ -405,7 +422,10 @@ def _d_DescribeLogDirsTopic_v1(buf, pos):
         for _ in range(n3):
             item4, pos = _d_DescribeLogDirsPartition_v1(buf, pos)
             f_partitions.append(item4)
-    return DescribeLogDirsTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(DescribeLogDirsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_DescribeLogDirsResult_v1(buf, pos):
@@ -432,7 +452,14 @@ def _d_DescribeLogDirsResult_v1(buf, pos):
         for _ in range(n3):
             item4, pos = _d_DescribeLogDirsTopic_v1(buf, pos)
             f_topics.append(item4)
-    return DescribeLogDirsResult(error_code=f_error_code, log_dir=f_log_dir, topics=f_topics), pos
+    o = _new(DescribeLogDirsResult)
+    o.error_code = f_error_code
+    o.log_dir = f_log_dir
+    o.topics = f_topics
+    o.total_bytes = -1
+    o.usable_bytes = -1
+    o.is_cordoned = False
+    return o, pos
 
 
 def _d_DescribeLogDirsResponse_v1(buf, pos):
@@ -449,7 +476,11 @@ def _d_DescribeLogDirsResponse_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_DescribeLogDirsResult_v1(buf, pos)
             f_results.append(item2)
-    return DescribeLogDirsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(DescribeLogDirsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.results = f_results
+    return o, pos
 
 
 def _e_DescribeLogDirsPartition_v1(o, b, chunks):
@@ -508,7 +539,12 @@ def _d_DescribeLogDirsPartition_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeLogDirsPartition(partition_index=f_partition_index, partition_size=f_partition_size, offset_lag=f_offset_lag, is_future_key=f_is_future_key), pos
+    o = _new(DescribeLogDirsPartition)
+    o.partition_index = f_partition_index
+    o.partition_size = f_partition_size
+    o.offset_lag = f_offset_lag
+    o.is_future_key = f_is_future_key
+    return o, pos
 
 
 def _d_DescribeLogDirsTopic_v2(buf, pos):
@@ -553,7 +589,10 @@ def _d_DescribeLogDirsTopic_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeLogDirsTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(DescribeLogDirsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_DescribeLogDirsResult_v2(buf, pos):
@@ -600,7 +639,14 @@ def _d_DescribeLogDirsResult_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeLogDirsResult(error_code=f_error_code, log_dir=f_log_dir, topics=f_topics), pos
+    o = _new(DescribeLogDirsResult)
+    o.error_code = f_error_code
+    o.log_dir = f_log_dir
+    o.topics = f_topics
+    o.total_bytes = -1
+    o.usable_bytes = -1
+    o.is_cordoned = False
+    return o, pos
 
 
 def _d_DescribeLogDirsResponse_v2(buf, pos):
@@ -634,7 +680,11 @@ def _d_DescribeLogDirsResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeLogDirsResponse(throttle_time_ms=f_throttle_time_ms, results=f_results), pos
+    o = _new(DescribeLogDirsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.results = f_results
+    return o, pos
 
 
 def _e_DescribeLogDirsPartition_v2(o, b, chunks):
@@ -731,7 +781,11 @@ def _d_DescribeLogDirsResponse_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeLogDirsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, results=f_results), pos
+    o = _new(DescribeLogDirsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.results = f_results
+    return o, pos
 
 
 def _e_DescribeLogDirsResponse_v3(o, b, chunks):
@@ -794,7 +848,14 @@ def _d_DescribeLogDirsResult_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeLogDirsResult(error_code=f_error_code, log_dir=f_log_dir, topics=f_topics, total_bytes=f_total_bytes, usable_bytes=f_usable_bytes), pos
+    o = _new(DescribeLogDirsResult)
+    o.error_code = f_error_code
+    o.log_dir = f_log_dir
+    o.topics = f_topics
+    o.total_bytes = f_total_bytes
+    o.usable_bytes = f_usable_bytes
+    o.is_cordoned = False
+    return o, pos
 
 
 def _d_DescribeLogDirsResponse_v4(buf, pos):
@@ -828,7 +889,11 @@ def _d_DescribeLogDirsResponse_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeLogDirsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, results=f_results), pos
+    o = _new(DescribeLogDirsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.results = f_results
+    return o, pos
 
 
 def _e_DescribeLogDirsResult_v4(o, b, chunks):
@@ -914,7 +979,14 @@ def _d_DescribeLogDirsResult_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeLogDirsResult(error_code=f_error_code, log_dir=f_log_dir, topics=f_topics, total_bytes=f_total_bytes, usable_bytes=f_usable_bytes, is_cordoned=f_is_cordoned), pos
+    o = _new(DescribeLogDirsResult)
+    o.error_code = f_error_code
+    o.log_dir = f_log_dir
+    o.topics = f_topics
+    o.total_bytes = f_total_bytes
+    o.usable_bytes = f_usable_bytes
+    o.is_cordoned = f_is_cordoned
+    return o, pos
 
 
 def _d_DescribeLogDirsResponse_v5(buf, pos):
@@ -948,7 +1020,11 @@ def _d_DescribeLogDirsResponse_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeLogDirsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, results=f_results), pos
+    o = _new(DescribeLogDirsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.results = f_results
+    return o, pos
 
 
 def _e_DescribeLogDirsResult_v5(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -241,7 +243,10 @@ def _d_TopicRequest_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TopicRequest(name=f_name, partition_indexes=f_partition_indexes), pos
+    o = _new(TopicRequest)
+    o.name = f_name
+    o.partition_indexes = f_partition_indexes
+    return o, pos
 
 
 def _d_DescribeProducersRequest_v0(buf, pos):
@@ -273,7 +278,9 @@ def _d_DescribeProducersRequest_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeProducersRequest(topics=f_topics), pos
+    o = _new(DescribeProducersRequest)
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_TopicRequest_v0(o, b, chunks):
@@ -326,7 +333,14 @@ def _d_ProducerState_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ProducerState(producer_id=f_producer_id, producer_epoch=f_producer_epoch, last_sequence=f_last_sequence, last_timestamp=f_last_timestamp, coordinator_epoch=f_coordinator_epoch, current_txn_start_offset=f_current_txn_start_offset), pos
+    o = _new(ProducerState)
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.last_sequence = f_last_sequence
+    o.last_timestamp = f_last_timestamp
+    o.coordinator_epoch = f_coordinator_epoch
+    o.current_txn_start_offset = f_current_txn_start_offset
+    return o, pos
 
 
 def _d_PartitionResponse_v0(buf, pos):
@@ -373,7 +387,12 @@ def _d_PartitionResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return PartitionResponse(partition_index=f_partition_index, error_code=f_error_code, error_message=f_error_message, active_producers=f_active_producers), pos
+    o = _new(PartitionResponse)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.active_producers = f_active_producers
+    return o, pos
 
 
 def _d_TopicResponse_v0(buf, pos):
@@ -418,7 +437,10 @@ def _d_TopicResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TopicResponse(name=f_name, partitions=f_partitions), pos
+    o = _new(TopicResponse)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_DescribeProducersResponse_v0(buf, pos):
@@ -452,7 +474,10 @@ def _d_DescribeProducersResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeProducersResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(DescribeProducersResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_ProducerState_v0(o, b, chunks):

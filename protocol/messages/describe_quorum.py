@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -309,7 +311,9 @@ def _d_DescribeQuorumRequestPartitionData_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeQuorumRequestPartitionData(partition_index=f_partition_index), pos
+    o = _new(DescribeQuorumRequestPartitionData)
+    o.partition_index = f_partition_index
+    return o, pos
 
 
 def _d_DescribeQuorumRequestTopicData_v0(buf, pos):
@@ -354,7 +358,10 @@ def _d_DescribeQuorumRequestTopicData_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeQuorumRequestTopicData(topic_name=f_topic_name, partitions=f_partitions), pos
+    o = _new(DescribeQuorumRequestTopicData)
+    o.topic_name = f_topic_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_DescribeQuorumRequest_v0(buf, pos):
@@ -386,7 +393,9 @@ def _d_DescribeQuorumRequest_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeQuorumRequest(topics=f_topics), pos
+    o = _new(DescribeQuorumRequest)
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_DescribeQuorumRequestPartitionData_v0(o, b, chunks):
@@ -446,7 +455,13 @@ def _d_ReplicaState_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ReplicaState(replica_id=f_replica_id, log_end_offset=f_log_end_offset), pos
+    o = _new(ReplicaState)
+    o.replica_id = f_replica_id
+    o.replica_directory_id = UUID_ZERO
+    o.log_end_offset = f_log_end_offset
+    o.last_fetch_timestamp = -1
+    o.last_caught_up_timestamp = -1
+    return o, pos
 
 
 def _d_DescribeQuorumResponsePartitionData_v0(buf, pos):
@@ -494,7 +509,16 @@ def _d_DescribeQuorumResponsePartitionData_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeQuorumResponsePartitionData(partition_index=f_partition_index, error_code=f_error_code, leader_id=f_leader_id, leader_epoch=f_leader_epoch, high_watermark=f_high_watermark, current_voters=f_current_voters, observers=f_observers), pos
+    o = _new(DescribeQuorumResponsePartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.error_message = ''
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.high_watermark = f_high_watermark
+    o.current_voters = f_current_voters
+    o.observers = f_observers
+    return o, pos
 
 
 def _d_DescribeQuorumResponseTopicData_v0(buf, pos):
@@ -539,7 +563,10 @@ def _d_DescribeQuorumResponseTopicData_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeQuorumResponseTopicData(topic_name=f_topic_name, partitions=f_partitions), pos
+    o = _new(DescribeQuorumResponseTopicData)
+    o.topic_name = f_topic_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_DescribeQuorumResponse_v0(buf, pos):
@@ -573,11 +600,17 @@ def _d_DescribeQuorumResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeQuorumResponse(error_code=f_error_code, topics=f_topics), pos
+    o = _new(DescribeQuorumResponse)
+    o.error_code = f_error_code
+    o.error_message = ''
+    o.topics = f_topics
+    o.nodes = []
+    return o, pos
 
 
 def _e_ReplicaState_v0(o, b, chunks):
-    if o.replica_directory_id != UUID_ZERO:
+    x1 = o.replica_directory_id != UUID_ZERO
+    if x1:
         raise UnsupportedVersionError('ReplicaState.replica_directory_id cannot be sent at this version')
     b += _s_iq.pack(o.replica_id, o.log_end_offset)
     b.append(0)
@@ -628,17 +661,18 @@ def _e_DescribeQuorumResponseTopicData_v0(o, b, chunks):
 
 
 def _e_DescribeQuorumResponse_v0(o, b, chunks):
-    if o.nodes != []:
+    x1 = o.nodes != []
+    if x1:
         raise UnsupportedVersionError('DescribeQuorumResponse.nodes cannot be sent at this version')
     b += _s_h.pack(o.error_code)
-    a1 = o.topics
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.topics
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_DescribeQuorumResponseTopicData_v0(item3, b, chunks)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_DescribeQuorumResponseTopicData_v0(item4, b, chunks)
     b.append(0)
     return b
 
@@ -660,7 +694,13 @@ def _d_ReplicaState_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ReplicaState(replica_id=f_replica_id, log_end_offset=f_log_end_offset, last_fetch_timestamp=f_last_fetch_timestamp, last_caught_up_timestamp=f_last_caught_up_timestamp), pos
+    o = _new(ReplicaState)
+    o.replica_id = f_replica_id
+    o.replica_directory_id = UUID_ZERO
+    o.log_end_offset = f_log_end_offset
+    o.last_fetch_timestamp = f_last_fetch_timestamp
+    o.last_caught_up_timestamp = f_last_caught_up_timestamp
+    return o, pos
 
 
 def _d_DescribeQuorumResponsePartitionData_v1(buf, pos):
@@ -708,7 +748,16 @@ def _d_DescribeQuorumResponsePartitionData_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeQuorumResponsePartitionData(partition_index=f_partition_index, error_code=f_error_code, leader_id=f_leader_id, leader_epoch=f_leader_epoch, high_watermark=f_high_watermark, current_voters=f_current_voters, observers=f_observers), pos
+    o = _new(DescribeQuorumResponsePartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.error_message = ''
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.high_watermark = f_high_watermark
+    o.current_voters = f_current_voters
+    o.observers = f_observers
+    return o, pos
 
 
 def _d_DescribeQuorumResponseTopicData_v1(buf, pos):
@@ -753,7 +802,10 @@ def _d_DescribeQuorumResponseTopicData_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeQuorumResponseTopicData(topic_name=f_topic_name, partitions=f_partitions), pos
+    o = _new(DescribeQuorumResponseTopicData)
+    o.topic_name = f_topic_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_DescribeQuorumResponse_v1(buf, pos):
@@ -787,11 +839,17 @@ def _d_DescribeQuorumResponse_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeQuorumResponse(error_code=f_error_code, topics=f_topics), pos
+    o = _new(DescribeQuorumResponse)
+    o.error_code = f_error_code
+    o.error_message = ''
+    o.topics = f_topics
+    o.nodes = []
+    return o, pos
 
 
 def _e_ReplicaState_v1(o, b, chunks):
-    if o.replica_directory_id != UUID_ZERO:
+    x1 = o.replica_directory_id != UUID_ZERO
+    if x1:
         raise UnsupportedVersionError('ReplicaState.replica_directory_id cannot be sent at this version')
     b += _s_iqqq.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp)
     b.append(0)
@@ -842,17 +900,18 @@ def _e_DescribeQuorumResponseTopicData_v1(o, b, chunks):
 
 
 def _e_DescribeQuorumResponse_v1(o, b, chunks):
-    if o.nodes != []:
+    x1 = o.nodes != []
+    if x1:
         raise UnsupportedVersionError('DescribeQuorumResponse.nodes cannot be sent at this version')
     b += _s_h.pack(o.error_code)
-    a1 = o.topics
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.topics
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_DescribeQuorumResponseTopicData_v1(item3, b, chunks)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_DescribeQuorumResponseTopicData_v1(item4, b, chunks)
     b.append(0)
     return b
 
@@ -875,7 +934,13 @@ def _d_ReplicaState_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ReplicaState(replica_id=f_replica_id, replica_directory_id=f_replica_directory_id, log_end_offset=f_log_end_offset, last_fetch_timestamp=f_last_fetch_timestamp, last_caught_up_timestamp=f_last_caught_up_timestamp), pos
+    o = _new(ReplicaState)
+    o.replica_id = f_replica_id
+    o.replica_directory_id = f_replica_directory_id
+    o.log_end_offset = f_log_end_offset
+    o.last_fetch_timestamp = f_last_fetch_timestamp
+    o.last_caught_up_timestamp = f_last_caught_up_timestamp
+    return o, pos
 
 
 def _d_DescribeQuorumResponsePartitionData_v2(buf, pos):
@@ -938,7 +1003,16 @@ def _d_DescribeQuorumResponsePartitionData_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeQuorumResponsePartitionData(partition_index=f_partition_index, error_code=f_error_code, error_message=f_error_message, leader_id=f_leader_id, leader_epoch=f_leader_epoch, high_watermark=f_high_watermark, current_voters=f_current_voters, observers=f_observers), pos
+    o = _new(DescribeQuorumResponsePartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.high_watermark = f_high_watermark
+    o.current_voters = f_current_voters
+    o.observers = f_observers
+    return o, pos
 
 
 def _d_DescribeQuorumResponseTopicData_v2(buf, pos):
@@ -983,7 +1057,10 @@ def _d_DescribeQuorumResponseTopicData_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeQuorumResponseTopicData(topic_name=f_topic_name, partitions=f_partitions), pos
+    o = _new(DescribeQuorumResponseTopicData)
+    o.topic_name = f_topic_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_Listener_v2(buf, pos):
@@ -1029,7 +1106,11 @@ def _d_Listener_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return Listener(name=f_name, host=f_host, port=f_port), pos
+    o = _new(Listener)
+    o.name = f_name
+    o.host = f_host
+    o.port = f_port
+    return o, pos
 
 
 def _d_Node_v2(buf, pos):
@@ -1063,7 +1144,10 @@ def _d_Node_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return Node(node_id=f_node_id, listeners=f_listeners), pos
+    o = _new(Node)
+    o.node_id = f_node_id
+    o.listeners = f_listeners
+    return o, pos
 
 
 def _d_DescribeQuorumResponse_v2(buf, pos):
@@ -1124,7 +1208,12 @@ def _d_DescribeQuorumResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeQuorumResponse(error_code=f_error_code, error_message=f_error_message, topics=f_topics, nodes=f_nodes), pos
+    o = _new(DescribeQuorumResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.topics = f_topics
+    o.nodes = f_nodes
+    return o, pos
 
 
 def _e_ReplicaState_v2(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -244,7 +246,9 @@ def _d_TopicRequest_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TopicRequest(name=f_name), pos
+    o = _new(TopicRequest)
+    o.name = f_name
+    return o, pos
 
 
 def _d_Cursor_v0(buf, pos):
@@ -277,7 +281,10 @@ def _d_Cursor_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return Cursor(topic_name=f_topic_name, partition_index=f_partition_index), pos
+    o = _new(Cursor)
+    o.topic_name = f_topic_name
+    o.partition_index = f_partition_index
+    return o, pos
 
 
 def _d_DescribeTopicPartitionsRequest_v0(buf, pos):
@@ -316,7 +323,11 @@ def _d_DescribeTopicPartitionsRequest_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeTopicPartitionsRequest(topics=f_topics, response_partition_limit=f_response_partition_limit, cursor=f_cursor), pos
+    o = _new(DescribeTopicPartitionsRequest)
+    o.topics = f_topics
+    o.response_partition_limit = f_response_partition_limit
+    o.cursor = f_cursor
+    return o, pos
 
 
 def _e_TopicRequest_v0(o, b, chunks):
@@ -443,7 +454,17 @@ def _d_DescribeTopicPartitionsResponsePartition_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeTopicPartitionsResponsePartition(error_code=f_error_code, partition_index=f_partition_index, leader_id=f_leader_id, leader_epoch=f_leader_epoch, replica_nodes=f_replica_nodes, isr_nodes=f_isr_nodes, eligible_leader_replicas=f_eligible_leader_replicas, last_known_elr=f_last_known_elr, offline_replicas=f_offline_replicas), pos
+    o = _new(DescribeTopicPartitionsResponsePartition)
+    o.error_code = f_error_code
+    o.partition_index = f_partition_index
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.replica_nodes = f_replica_nodes
+    o.isr_nodes = f_isr_nodes
+    o.eligible_leader_replicas = f_eligible_leader_replicas
+    o.last_known_elr = f_last_known_elr
+    o.offline_replicas = f_offline_replicas
+    return o, pos
 
 
 def _d_DescribeTopicPartitionsResponseTopic_v0(buf, pos):
@@ -495,7 +516,14 @@ def _d_DescribeTopicPartitionsResponseTopic_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeTopicPartitionsResponseTopic(error_code=f_error_code, name=f_name, topic_id=f_topic_id, is_internal=f_is_internal, partitions=f_partitions, topic_authorized_operations=f_topic_authorized_operations), pos
+    o = _new(DescribeTopicPartitionsResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = f_topic_id
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = f_topic_authorized_operations
+    return o, pos
 
 
 def _d_DescribeTopicPartitionsResponse_v0(buf, pos):
@@ -534,7 +562,11 @@ def _d_DescribeTopicPartitionsResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeTopicPartitionsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, next_cursor=f_next_cursor), pos
+    o = _new(DescribeTopicPartitionsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.next_cursor = f_next_cursor
+    return o, pos
 
 
 def _e_DescribeTopicPartitionsResponsePartition_v0(o, b, chunks):

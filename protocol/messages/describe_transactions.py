@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -192,7 +194,9 @@ def _d_DescribeTransactionsRequest_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeTransactionsRequest(transactional_ids=f_transactional_ids), pos
+    o = _new(DescribeTransactionsRequest)
+    o.transactional_ids = f_transactional_ids
+    return o, pos
 
 
 def _e_DescribeTransactionsRequest_v0(o, b, chunks):
@@ -255,7 +259,10 @@ def _d_TopicData_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TopicData(topic=f_topic, partitions=f_partitions), pos
+    o = _new(TopicData)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_TransactionState_v0(buf, pos):
@@ -317,7 +324,16 @@ def _d_TransactionState_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TransactionState(error_code=f_error_code, transactional_id=f_transactional_id, transaction_state=f_transaction_state, transaction_timeout_ms=f_transaction_timeout_ms, transaction_start_time_ms=f_transaction_start_time_ms, producer_id=f_producer_id, producer_epoch=f_producer_epoch, topics=f_topics), pos
+    o = _new(TransactionState)
+    o.error_code = f_error_code
+    o.transactional_id = f_transactional_id
+    o.transaction_state = f_transaction_state
+    o.transaction_timeout_ms = f_transaction_timeout_ms
+    o.transaction_start_time_ms = f_transaction_start_time_ms
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.topics = f_topics
+    return o, pos
 
 
 def _d_DescribeTransactionsResponse_v0(buf, pos):
@@ -351,7 +367,10 @@ def _d_DescribeTransactionsResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeTransactionsResponse(throttle_time_ms=f_throttle_time_ms, transaction_states=f_transaction_states), pos
+    o = _new(DescribeTransactionsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.transaction_states = f_transaction_states
+    return o, pos
 
 
 def _e_TopicData_v0(o, b, chunks):

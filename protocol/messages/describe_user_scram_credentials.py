@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -198,7 +200,9 @@ def _d_UserName_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return UserName(name=f_name), pos
+    o = _new(UserName)
+    o.name = f_name
+    return o, pos
 
 
 def _d_DescribeUserScramCredentialsRequest_v0(buf, pos):
@@ -230,7 +234,9 @@ def _d_DescribeUserScramCredentialsRequest_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeUserScramCredentialsRequest(users=f_users), pos
+    o = _new(DescribeUserScramCredentialsRequest)
+    o.users = f_users
+    return o, pos
 
 
 def _e_UserName_v0(o, b, chunks):
@@ -279,7 +285,10 @@ def _d_CredentialInfo_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return CredentialInfo(mechanism=f_mechanism, iterations=f_iterations), pos
+    o = _new(CredentialInfo)
+    o.mechanism = f_mechanism
+    o.iterations = f_iterations
+    return o, pos
 
 
 def _d_DescribeUserScramCredentialsResult_v0(buf, pos):
@@ -339,7 +348,12 @@ def _d_DescribeUserScramCredentialsResult_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeUserScramCredentialsResult(user=f_user, error_code=f_error_code, error_message=f_error_message, credential_infos=f_credential_infos), pos
+    o = _new(DescribeUserScramCredentialsResult)
+    o.user = f_user
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.credential_infos = f_credential_infos
+    return o, pos
 
 
 def _d_DescribeUserScramCredentialsResponse_v0(buf, pos):
@@ -386,7 +400,12 @@ def _d_DescribeUserScramCredentialsResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return DescribeUserScramCredentialsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, results=f_results), pos
+    o = _new(DescribeUserScramCredentialsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.results = f_results
+    return o, pos
 
 
 def _e_CredentialInfo_v0(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -193,7 +195,10 @@ def _d_TopicPartitions_v0(buf, pos):
             raise truncated('Partitions')
         f_partitions = list(unpack_from('>%di' % n3, buf, pos))
         pos += n3 * 4
-    return TopicPartitions(topic=f_topic, partitions=f_partitions), pos
+    o = _new(TopicPartitions)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_ElectLeadersRequest_v0(buf, pos):
@@ -210,7 +215,11 @@ def _d_ElectLeadersRequest_v0(buf, pos):
             f_topic_partitions.append(item2)
     f_timeout_ms, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return ElectLeadersRequest(topic_partitions=f_topic_partitions, timeout_ms=f_timeout_ms), pos
+    o = _new(ElectLeadersRequest)
+    o.election_type = 0
+    o.topic_partitions = f_topic_partitions
+    o.timeout_ms = f_timeout_ms
+    return o, pos
 
 
 def _e_TopicPartitions_v0(o, b, chunks):
@@ -225,15 +234,16 @@ def _e_TopicPartitions_v0(o, b, chunks):
 
 
 def _e_ElectLeadersRequest_v0(o, b, chunks):
-    if o.election_type != 0:
+    x1 = o.election_type != 0
+    if x1:
         raise UnsupportedVersionError('ElectLeadersRequest.election_type cannot be sent at this version')
-    a1 = o.topic_partitions
-    if a1 is None:
+    a2 = o.topic_partitions
+    if a2 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        b += _s_i.pack(len(a1))
-        for item2 in a1:
-            b = _e_TopicPartitions_v0(item2, b, chunks)
+        b += _s_i.pack(len(a2))
+        for item3 in a2:
+            b = _e_TopicPartitions_v0(item3, b, chunks)
     b += _s_i.pack(o.timeout_ms)
     return b
 
@@ -254,7 +264,11 @@ def _d_ElectLeadersRequest_v1(buf, pos):
             f_topic_partitions.append(item2)
     f_timeout_ms, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return ElectLeadersRequest(election_type=f_election_type, topic_partitions=f_topic_partitions, timeout_ms=f_timeout_ms), pos
+    o = _new(ElectLeadersRequest)
+    o.election_type = f_election_type
+    o.topic_partitions = f_topic_partitions
+    o.timeout_ms = f_timeout_ms
+    return o, pos
 
 
 def _e_ElectLeadersRequest_v1(o, b, chunks):
@@ -310,7 +324,10 @@ def _d_TopicPartitions_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TopicPartitions(topic=f_topic, partitions=f_partitions), pos
+    o = _new(TopicPartitions)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_ElectLeadersRequest_v2(buf, pos):
@@ -346,7 +363,11 @@ def _d_ElectLeadersRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ElectLeadersRequest(election_type=f_election_type, topic_partitions=f_topic_partitions, timeout_ms=f_timeout_ms), pos
+    o = _new(ElectLeadersRequest)
+    o.election_type = f_election_type
+    o.topic_partitions = f_topic_partitions
+    o.timeout_ms = f_timeout_ms
+    return o, pos
 
 
 def _e_TopicPartitions_v2(o, b, chunks):
@@ -400,7 +421,11 @@ def _d_PartitionResult_v0(buf, pos):
             raise truncated('ErrorMessage')
         f_error_message = str(buf[pos:e2], 'utf-8')
         pos = e2
-    return PartitionResult(partition_id=f_partition_id, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(PartitionResult)
+    o.partition_id = f_partition_id
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    return o, pos
 
 
 def _d_ReplicaElectionResult_v0(buf, pos):
@@ -425,7 +450,10 @@ def _d_ReplicaElectionResult_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_PartitionResult_v0(buf, pos)
             f_partition_result.append(item4)
-    return ReplicaElectionResult(topic=f_topic, partition_result=f_partition_result), pos
+    o = _new(ReplicaElectionResult)
+    o.topic = f_topic
+    o.partition_result = f_partition_result
+    return o, pos
 
 
 def _d_ElectLeadersResponse_v0(buf, pos):
@@ -442,7 +470,11 @@ def _d_ElectLeadersResponse_v0(buf, pos):
         for _ in range(n1):
             item2, pos = _d_ReplicaElectionResult_v0(buf, pos)
             f_replica_election_results.append(item2)
-    return ElectLeadersResponse(throttle_time_ms=f_throttle_time_ms, replica_election_results=f_replica_election_results), pos
+    o = _new(ElectLeadersResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.replica_election_results = f_replica_election_results
+    return o, pos
 
 
 def _e_PartitionResult_v0(o, b, chunks):
@@ -470,13 +502,14 @@ def _e_ReplicaElectionResult_v0(o, b, chunks):
 
 
 def _e_ElectLeadersResponse_v0(o, b, chunks):
-    if o.error_code != 0:
+    x1 = o.error_code != 0
+    if x1:
         raise UnsupportedVersionError('ElectLeadersResponse.error_code cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.replica_election_results
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_ReplicaElectionResult_v0(item2, b, chunks)
+    a2 = o.replica_election_results
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_ReplicaElectionResult_v0(item3, b, chunks)
     return b
 
 
@@ -494,7 +527,11 @@ def _d_ElectLeadersResponse_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_ReplicaElectionResult_v0(buf, pos)
             f_replica_election_results.append(item2)
-    return ElectLeadersResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, replica_election_results=f_replica_election_results), pos
+    o = _new(ElectLeadersResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.replica_election_results = f_replica_election_results
+    return o, pos
 
 
 def _e_ElectLeadersResponse_v1(o, b, chunks):
@@ -536,7 +573,11 @@ def _d_PartitionResult_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return PartitionResult(partition_id=f_partition_id, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(PartitionResult)
+    o.partition_id = f_partition_id
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    return o, pos
 
 
 def _d_ReplicaElectionResult_v2(buf, pos):
@@ -581,7 +622,10 @@ def _d_ReplicaElectionResult_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ReplicaElectionResult(topic=f_topic, partition_result=f_partition_result), pos
+    o = _new(ReplicaElectionResult)
+    o.topic = f_topic
+    o.partition_result = f_partition_result
+    return o, pos
 
 
 def _d_ElectLeadersResponse_v2(buf, pos):
@@ -615,7 +659,11 @@ def _d_ElectLeadersResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ElectLeadersResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, replica_election_results=f_replica_election_results), pos
+    o = _new(ElectLeadersResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.replica_election_results = f_replica_election_results
+    return o, pos
 
 
 def _e_PartitionResult_v2(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -113,7 +115,12 @@ def _d_EndTxnRequest_v0(buf, pos):
         pos = e2
     f_producer_id, f_producer_epoch, f_committed = _s_qho.unpack_from(buf, pos)
     pos += 11
-    return EndTxnRequest(transactional_id=f_transactional_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, committed=f_committed), pos
+    o = _new(EndTxnRequest)
+    o.transactional_id = f_transactional_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.committed = f_committed
+    return o, pos
 
 
 def _e_EndTxnRequest_v0(o, b, chunks):
@@ -155,7 +162,12 @@ def _d_EndTxnRequest_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return EndTxnRequest(transactional_id=f_transactional_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, committed=f_committed), pos
+    o = _new(EndTxnRequest)
+    o.transactional_id = f_transactional_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.committed = f_committed
+    return o, pos
 
 
 def _e_EndTxnRequest_v3(o, b, chunks):
@@ -175,7 +187,12 @@ def _e_EndTxnRequest_v3(o, b, chunks):
 def _d_EndTxnResponse_v0(buf, pos):
     f_throttle_time_ms, f_error_code = _s_ih.unpack_from(buf, pos)
     pos += 6
-    return EndTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code), pos
+    o = _new(EndTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.producer_id = -1
+    o.producer_epoch = -1
+    return o, pos
 
 
 def _e_EndTxnResponse_v0(o, b, chunks):
@@ -200,7 +217,12 @@ def _d_EndTxnResponse_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return EndTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code), pos
+    o = _new(EndTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.producer_id = -1
+    o.producer_epoch = -1
+    return o, pos
 
 
 def _e_EndTxnResponse_v3(o, b, chunks):
@@ -226,7 +248,12 @@ def _d_EndTxnResponse_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return EndTxnResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, producer_id=f_producer_id, producer_epoch=f_producer_epoch), pos
+    o = _new(EndTxnResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    return o, pos
 
 
 def _e_EndTxnResponse_v5(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -445,16 +447,21 @@ class FetchResponse(Message):
         return f"FetchResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, session_id={self.session_id!r}, responses={self.responses!r}, node_endpoints={self.node_endpoints!r})"
 
 
-_DEFAULT_EpochEndOffset = EpochEndOffset()
-_DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
-_DEFAULT_ReplicaState = ReplicaState()
-_DEFAULT_SnapshotId = SnapshotId()
 
 
 def _d_FetchPartition_v4(buf, pos):
     f_partition, f_fetch_offset, f_partition_max_bytes = _s_iqi.unpack_from(buf, pos)
     pos += 16
-    return FetchPartition(partition=f_partition, fetch_offset=f_fetch_offset, partition_max_bytes=f_partition_max_bytes), pos
+    o = _new(FetchPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = -1
+    o.fetch_offset = f_fetch_offset
+    o.last_fetched_epoch = -1
+    o.log_start_offset = -1
+    o.partition_max_bytes = f_partition_max_bytes
+    o.replica_directory_id = UUID_ZERO
+    o.high_watermark = 9223372036854775807
+    return o, pos
 
 
 def _d_FetchTopic_v4(buf, pos):
@@ -479,7 +486,11 @@ def _d_FetchTopic_v4(buf, pos):
         for _ in range(n3):
             item4, pos = _d_FetchPartition_v4(buf, pos)
             f_partitions.append(item4)
-    return FetchTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(FetchTopic)
+    o.topic = f_topic
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_FetchRequest_v4(buf, pos):
@@ -496,11 +507,25 @@ def _d_FetchRequest_v4(buf, pos):
         for _ in range(n1):
             item2, pos = _d_FetchTopic_v4(buf, pos)
             f_topics.append(item2)
-    return FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, topics=f_topics), pos
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = f_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = 0
+    o.session_epoch = -1
+    o.topics = f_topics
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    return o, pos
 
 
 def _e_FetchPartition_v4(o, b, chunks):
-    if o.last_fetched_epoch != -1:
+    x1 = o.last_fetched_epoch != -1
+    if x1:
         raise UnsupportedVersionError('FetchPartition.last_fetched_epoch cannot be sent at this version')
     b += _s_iqi.pack(o.partition, o.fetch_offset, o.partition_max_bytes)
     return b
@@ -519,22 +544,34 @@ def _e_FetchTopic_v4(o, b, chunks):
 
 
 def _e_FetchRequest_v4(o, b, chunks):
-    if o.replica_state != _DEFAULT_ReplicaState:
+    d2 = o.replica_state
+    x1 = d2.replica_id != -1 or d2.replica_epoch != -1
+    if x1:
         raise UnsupportedVersionError('FetchRequest.replica_state cannot be sent at this version')
-    if o.forgotten_topics_data != []:
+    x3 = o.forgotten_topics_data != []
+    if x3:
         raise UnsupportedVersionError('FetchRequest.forgotten_topics_data cannot be sent at this version')
     b += _s_iiiib.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
-    a1 = o.topics
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_FetchTopic_v4(item2, b, chunks)
+    a4 = o.topics
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_FetchTopic_v4(item5, b, chunks)
     return b
 
 
 def _d_FetchPartition_v5(buf, pos):
     f_partition, f_fetch_offset, f_log_start_offset, f_partition_max_bytes = _s_iqqi.unpack_from(buf, pos)
     pos += 24
-    return FetchPartition(partition=f_partition, fetch_offset=f_fetch_offset, log_start_offset=f_log_start_offset, partition_max_bytes=f_partition_max_bytes), pos
+    o = _new(FetchPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = -1
+    o.fetch_offset = f_fetch_offset
+    o.last_fetched_epoch = -1
+    o.log_start_offset = f_log_start_offset
+    o.partition_max_bytes = f_partition_max_bytes
+    o.replica_directory_id = UUID_ZERO
+    o.high_watermark = 9223372036854775807
+    return o, pos
 
 
 def _d_FetchTopic_v5(buf, pos):
@@ -559,7 +596,11 @@ def _d_FetchTopic_v5(buf, pos):
         for _ in range(n3):
             item4, pos = _d_FetchPartition_v5(buf, pos)
             f_partitions.append(item4)
-    return FetchTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(FetchTopic)
+    o.topic = f_topic
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_FetchRequest_v5(buf, pos):
@@ -576,11 +617,25 @@ def _d_FetchRequest_v5(buf, pos):
         for _ in range(n1):
             item2, pos = _d_FetchTopic_v5(buf, pos)
             f_topics.append(item2)
-    return FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, topics=f_topics), pos
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = f_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = 0
+    o.session_epoch = -1
+    o.topics = f_topics
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    return o, pos
 
 
 def _e_FetchPartition_v5(o, b, chunks):
-    if o.last_fetched_epoch != -1:
+    x1 = o.last_fetched_epoch != -1
+    if x1:
         raise UnsupportedVersionError('FetchPartition.last_fetched_epoch cannot be sent at this version')
     b += _s_iqqi.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
     return b
@@ -599,15 +654,18 @@ def _e_FetchTopic_v5(o, b, chunks):
 
 
 def _e_FetchRequest_v5(o, b, chunks):
-    if o.replica_state != _DEFAULT_ReplicaState:
+    d2 = o.replica_state
+    x1 = d2.replica_id != -1 or d2.replica_epoch != -1
+    if x1:
         raise UnsupportedVersionError('FetchRequest.replica_state cannot be sent at this version')
-    if o.forgotten_topics_data != []:
+    x3 = o.forgotten_topics_data != []
+    if x3:
         raise UnsupportedVersionError('FetchRequest.forgotten_topics_data cannot be sent at this version')
     b += _s_iiiib.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
-    a1 = o.topics
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_FetchTopic_v5(item2, b, chunks)
+    a4 = o.topics
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_FetchTopic_v5(item5, b, chunks)
     return b
 
 
@@ -631,7 +689,11 @@ def _d_ForgottenTopic_v7(buf, pos):
             raise truncated('Partitions')
         f_partitions = list(unpack_from('>%di' % n3, buf, pos))
         pos += n3 * 4
-    return ForgottenTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(ForgottenTopic)
+    o.topic = f_topic
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_FetchRequest_v7(buf, pos):
@@ -659,7 +721,20 @@ def _d_FetchRequest_v7(buf, pos):
         for _ in range(n3):
             item4, pos = _d_ForgottenTopic_v7(buf, pos)
             f_forgotten_topics_data.append(item4)
-    return FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data), pos
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = f_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = ''
+    return o, pos
 
 
 def _e_ForgottenTopic_v7(o, b, chunks):
@@ -674,24 +749,35 @@ def _e_ForgottenTopic_v7(o, b, chunks):
 
 
 def _e_FetchRequest_v7(o, b, chunks):
-    if o.replica_state != _DEFAULT_ReplicaState:
+    d2 = o.replica_state
+    x1 = d2.replica_id != -1 or d2.replica_epoch != -1
+    if x1:
         raise UnsupportedVersionError('FetchRequest.replica_state cannot be sent at this version')
     b += _s_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
-    a1 = o.topics
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_FetchTopic_v5(item2, b, chunks)
-    a3 = o.forgotten_topics_data
+    a3 = o.topics
     b += _s_i.pack(len(a3))
     for item4 in a3:
-        b = _e_ForgottenTopic_v7(item4, b, chunks)
+        b = _e_FetchTopic_v5(item4, b, chunks)
+    a5 = o.forgotten_topics_data
+    b += _s_i.pack(len(a5))
+    for item6 in a5:
+        b = _e_ForgottenTopic_v7(item6, b, chunks)
     return b
 
 
 def _d_FetchPartition_v9(buf, pos):
     f_partition, f_current_leader_epoch, f_fetch_offset, f_log_start_offset, f_partition_max_bytes = _s_iiqqi.unpack_from(buf, pos)
     pos += 28
-    return FetchPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, fetch_offset=f_fetch_offset, log_start_offset=f_log_start_offset, partition_max_bytes=f_partition_max_bytes), pos
+    o = _new(FetchPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = f_current_leader_epoch
+    o.fetch_offset = f_fetch_offset
+    o.last_fetched_epoch = -1
+    o.log_start_offset = f_log_start_offset
+    o.partition_max_bytes = f_partition_max_bytes
+    o.replica_directory_id = UUID_ZERO
+    o.high_watermark = 9223372036854775807
+    return o, pos
 
 
 def _d_FetchTopic_v9(buf, pos):
@@ -716,7 +802,11 @@ def _d_FetchTopic_v9(buf, pos):
         for _ in range(n3):
             item4, pos = _d_FetchPartition_v9(buf, pos)
             f_partitions.append(item4)
-    return FetchTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(FetchTopic)
+    o.topic = f_topic
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_FetchRequest_v9(buf, pos):
@@ -744,11 +834,25 @@ def _d_FetchRequest_v9(buf, pos):
         for _ in range(n3):
             item4, pos = _d_ForgottenTopic_v7(buf, pos)
             f_forgotten_topics_data.append(item4)
-    return FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data), pos
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = f_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = ''
+    return o, pos
 
 
 def _e_FetchPartition_v9(o, b, chunks):
-    if o.last_fetched_epoch != -1:
+    x1 = o.last_fetched_epoch != -1
+    if x1:
         raise UnsupportedVersionError('FetchPartition.last_fetched_epoch cannot be sent at this version')
     b += _s_iiqqi.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
     return b
@@ -767,17 +871,19 @@ def _e_FetchTopic_v9(o, b, chunks):
 
 
 def _e_FetchRequest_v9(o, b, chunks):
-    if o.replica_state != _DEFAULT_ReplicaState:
+    d2 = o.replica_state
+    x1 = d2.replica_id != -1 or d2.replica_epoch != -1
+    if x1:
         raise UnsupportedVersionError('FetchRequest.replica_state cannot be sent at this version')
     b += _s_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
-    a1 = o.topics
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_FetchTopic_v9(item2, b, chunks)
-    a3 = o.forgotten_topics_data
+    a3 = o.topics
     b += _s_i.pack(len(a3))
     for item4 in a3:
-        b = _e_ForgottenTopic_v7(item4, b, chunks)
+        b = _e_FetchTopic_v9(item4, b, chunks)
+    a5 = o.forgotten_topics_data
+    b += _s_i.pack(len(a5))
+    for item6 in a5:
+        b = _e_ForgottenTopic_v7(item6, b, chunks)
     return b
 
 
@@ -816,25 +922,40 @@ def _d_FetchRequest_v11(buf, pos):
             raise truncated('RackId')
         f_rack_id = str(buf[pos:e6], 'utf-8')
         pos = e6
-    return FetchRequest(replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id), pos
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = f_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = f_rack_id
+    return o, pos
 
 
 def _e_FetchRequest_v11(o, b, chunks):
-    if o.replica_state != _DEFAULT_ReplicaState:
+    d2 = o.replica_state
+    x1 = d2.replica_id != -1 or d2.replica_epoch != -1
+    if x1:
         raise UnsupportedVersionError('FetchRequest.replica_state cannot be sent at this version')
     b += _s_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
-    a1 = o.topics
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_FetchTopic_v9(item2, b, chunks)
-    a3 = o.forgotten_topics_data
+    a3 = o.topics
     b += _s_i.pack(len(a3))
     for item4 in a3:
-        b = _e_ForgottenTopic_v7(item4, b, chunks)
-    v5 = o.rack_id
-    v5 = v5.encode()
-    b += _s_h.pack(len(v5))
-    b += v5
+        b = _e_FetchTopic_v9(item4, b, chunks)
+    a5 = o.forgotten_topics_data
+    b += _s_i.pack(len(a5))
+    for item6 in a5:
+        b = _e_ForgottenTopic_v7(item6, b, chunks)
+    v7 = o.rack_id
+    v7 = v7.encode()
+    b += _s_h.pack(len(v7))
+    b += v7
     return b
 
 
@@ -855,7 +976,16 @@ def _d_FetchPartition_v12(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FetchPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, fetch_offset=f_fetch_offset, last_fetched_epoch=f_last_fetched_epoch, log_start_offset=f_log_start_offset, partition_max_bytes=f_partition_max_bytes), pos
+    o = _new(FetchPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = f_current_leader_epoch
+    o.fetch_offset = f_fetch_offset
+    o.last_fetched_epoch = f_last_fetched_epoch
+    o.log_start_offset = f_log_start_offset
+    o.partition_max_bytes = f_partition_max_bytes
+    o.replica_directory_id = UUID_ZERO
+    o.high_watermark = 9223372036854775807
+    return o, pos
 
 
 def _d_FetchTopic_v12(buf, pos):
@@ -900,7 +1030,11 @@ def _d_FetchTopic_v12(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FetchTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(FetchTopic)
+    o.topic = f_topic
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_ForgottenTopic_v12(buf, pos):
@@ -943,7 +1077,11 @@ def _d_ForgottenTopic_v12(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ForgottenTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(ForgottenTopic)
+    o.topic = f_topic
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_FetchRequest_v12(buf, pos):
@@ -1022,7 +1160,20 @@ def _d_FetchRequest_v12(buf, pos):
                     raise ProtocolError('tagged field ClusterId has the wrong size')
             else:
                 pos = end
-    return FetchRequest(cluster_id=f_cluster_id, replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id), pos
+    o = _new(FetchRequest)
+    o.cluster_id = f_cluster_id
+    o.replica_id = f_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = f_rack_id
+    return o, pos
 
 
 def _e_FetchPartition_v12(o, b, chunks):
@@ -1073,48 +1224,50 @@ def _e_ForgottenTopic_v12(o, b, chunks):
 
 
 def _e_FetchRequest_v12(o, b, chunks):
-    if o.replica_state != _DEFAULT_ReplicaState:
+    d2 = o.replica_state
+    x1 = d2.replica_id != -1 or d2.replica_epoch != -1
+    if x1:
         raise UnsupportedVersionError('FetchRequest.replica_state cannot be sent at this version')
     b += _s_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
-    a1 = o.topics
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a3 = o.topics
+    n4 = len(a3) + 1
+    if n4 < 0x80:
+        b.append(n4)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_FetchTopic_v12(item3, b, chunks)
-    a4 = o.forgotten_topics_data
-    n5 = len(a4) + 1
-    if n5 < 0x80:
-        b.append(n5)
+        b += uvarint(n4)
+    for item5 in a3:
+        b = _e_FetchTopic_v12(item5, b, chunks)
+    a6 = o.forgotten_topics_data
+    n7 = len(a6) + 1
+    if n7 < 0x80:
+        b.append(n7)
     else:
-        b += uvarint(n5)
-    for item6 in a4:
-        b = _e_ForgottenTopic_v12(item6, b, chunks)
-    v7 = o.rack_id
-    v7 = v7.encode()
-    n8 = len(v7) + 1
-    if n8 < 0x80:
-        b.append(n8)
+        b += uvarint(n7)
+    for item8 in a6:
+        b = _e_ForgottenTopic_v12(item8, b, chunks)
+    v9 = o.rack_id
+    v9 = v9.encode()
+    n10 = len(v9) + 1
+    if n10 < 0x80:
+        b.append(n10)
     else:
-        b += uvarint(n8)
-    b += v7
+        b += uvarint(n10)
+    b += v9
     t0 = o.cluster_id != None
     b.append(t0)
     if t0:
         tb = bytearray()
-        v9 = o.cluster_id
-        if v9 is None:
+        v11 = o.cluster_id
+        if v11 is None:
             tb.append(0)
         else:
-            v9 = v9.encode()
-            n10 = len(v9) + 1
-            if n10 < 0x80:
-                tb.append(n10)
+            v11 = v11.encode()
+            n12 = len(v11) + 1
+            if n12 < 0x80:
+                tb.append(n12)
             else:
-                tb += uvarint(n10)
-            tb += v9
+                tb += uvarint(n12)
+            tb += v11
         b += uvarint(0)
         b += uvarint(len(tb))
         b += tb
@@ -1153,7 +1306,11 @@ def _d_FetchTopic_v13(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FetchTopic(topic_id=f_topic_id, partitions=f_partitions), pos
+    o = _new(FetchTopic)
+    o.topic = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_ForgottenTopic_v13(buf, pos):
@@ -1186,7 +1343,11 @@ def _d_ForgottenTopic_v13(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ForgottenTopic(topic_id=f_topic_id, partitions=f_partitions), pos
+    o = _new(ForgottenTopic)
+    o.topic = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_FetchRequest_v13(buf, pos):
@@ -1265,7 +1426,20 @@ def _d_FetchRequest_v13(buf, pos):
                     raise ProtocolError('tagged field ClusterId has the wrong size')
             else:
                 pos = end
-    return FetchRequest(cluster_id=f_cluster_id, replica_id=f_replica_id, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id), pos
+    o = _new(FetchRequest)
+    o.cluster_id = f_cluster_id
+    o.replica_id = f_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = f_rack_id
+    return o, pos
 
 
 def _e_FetchTopic_v13(o, b, chunks):
@@ -1296,48 +1470,50 @@ def _e_ForgottenTopic_v13(o, b, chunks):
 
 
 def _e_FetchRequest_v13(o, b, chunks):
-    if o.replica_state != _DEFAULT_ReplicaState:
+    d2 = o.replica_state
+    x1 = d2.replica_id != -1 or d2.replica_epoch != -1
+    if x1:
         raise UnsupportedVersionError('FetchRequest.replica_state cannot be sent at this version')
     b += _s_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
-    a1 = o.topics
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a3 = o.topics
+    n4 = len(a3) + 1
+    if n4 < 0x80:
+        b.append(n4)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_FetchTopic_v13(item3, b, chunks)
-    a4 = o.forgotten_topics_data
-    n5 = len(a4) + 1
-    if n5 < 0x80:
-        b.append(n5)
+        b += uvarint(n4)
+    for item5 in a3:
+        b = _e_FetchTopic_v13(item5, b, chunks)
+    a6 = o.forgotten_topics_data
+    n7 = len(a6) + 1
+    if n7 < 0x80:
+        b.append(n7)
     else:
-        b += uvarint(n5)
-    for item6 in a4:
-        b = _e_ForgottenTopic_v13(item6, b, chunks)
-    v7 = o.rack_id
-    v7 = v7.encode()
-    n8 = len(v7) + 1
-    if n8 < 0x80:
-        b.append(n8)
+        b += uvarint(n7)
+    for item8 in a6:
+        b = _e_ForgottenTopic_v13(item8, b, chunks)
+    v9 = o.rack_id
+    v9 = v9.encode()
+    n10 = len(v9) + 1
+    if n10 < 0x80:
+        b.append(n10)
     else:
-        b += uvarint(n8)
-    b += v7
+        b += uvarint(n10)
+    b += v9
     t0 = o.cluster_id != None
     b.append(t0)
     if t0:
         tb = bytearray()
-        v9 = o.cluster_id
-        if v9 is None:
+        v11 = o.cluster_id
+        if v11 is None:
             tb.append(0)
         else:
-            v9 = v9.encode()
-            n10 = len(v9) + 1
-            if n10 < 0x80:
-                tb.append(n10)
+            v11 = v11.encode()
+            n12 = len(v11) + 1
+            if n12 < 0x80:
+                tb.append(n12)
             else:
-                tb += uvarint(n10)
-            tb += v9
+                tb += uvarint(n12)
+            tb += v11
         b += uvarint(0)
         b += uvarint(len(tb))
         b += tb
@@ -1361,7 +1537,10 @@ def _d_ReplicaState_v15(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ReplicaState(replica_id=f_replica_id, replica_epoch=f_replica_epoch), pos
+    o = _new(ReplicaState)
+    o.replica_id = f_replica_id
+    o.replica_epoch = f_replica_epoch
+    return o, pos
 
 
 def _d_FetchRequest_v15(buf, pos):
@@ -1445,7 +1624,20 @@ def _d_FetchRequest_v15(buf, pos):
                     raise ProtocolError('tagged field ReplicaState has the wrong size')
             else:
                 pos = end
-    return FetchRequest(cluster_id=f_cluster_id, replica_state=f_replica_state, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id), pos
+    o = _new(FetchRequest)
+    o.cluster_id = f_cluster_id
+    o.replica_id = -1
+    o.replica_state = f_replica_state
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = f_rack_id
+    return o, pos
 
 
 def _e_ReplicaState_v15(o, b, chunks):
@@ -1455,49 +1647,51 @@ def _e_ReplicaState_v15(o, b, chunks):
 
 
 def _e_FetchRequest_v15(o, b, chunks):
-    if o.replica_id != -1:
+    x1 = o.replica_id != -1
+    if x1:
         raise UnsupportedVersionError('FetchRequest.replica_id cannot be sent at this version')
     b += _s_iiibii.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
-    a1 = o.topics
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.topics
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_FetchTopic_v13(item3, b, chunks)
-    a4 = o.forgotten_topics_data
-    n5 = len(a4) + 1
-    if n5 < 0x80:
-        b.append(n5)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_FetchTopic_v13(item4, b, chunks)
+    a5 = o.forgotten_topics_data
+    n6 = len(a5) + 1
+    if n6 < 0x80:
+        b.append(n6)
     else:
-        b += uvarint(n5)
-    for item6 in a4:
-        b = _e_ForgottenTopic_v13(item6, b, chunks)
-    v7 = o.rack_id
-    v7 = v7.encode()
-    n8 = len(v7) + 1
-    if n8 < 0x80:
-        b.append(n8)
+        b += uvarint(n6)
+    for item7 in a5:
+        b = _e_ForgottenTopic_v13(item7, b, chunks)
+    v8 = o.rack_id
+    v8 = v8.encode()
+    n9 = len(v8) + 1
+    if n9 < 0x80:
+        b.append(n9)
     else:
-        b += uvarint(n8)
-    b += v7
+        b += uvarint(n9)
+    b += v8
     t0 = o.cluster_id != None
-    t1 = o.replica_state != _DEFAULT_ReplicaState
+    d10 = o.replica_state
+    t1 = d10.replica_id != -1 or d10.replica_epoch != -1
     b.append(t0 + t1)
     if t0:
         tb = bytearray()
-        v9 = o.cluster_id
-        if v9 is None:
+        v11 = o.cluster_id
+        if v11 is None:
             tb.append(0)
         else:
-            v9 = v9.encode()
-            n10 = len(v9) + 1
-            if n10 < 0x80:
-                tb.append(n10)
+            v11 = v11.encode()
+            n12 = len(v11) + 1
+            if n12 < 0x80:
+                tb.append(n12)
             else:
-                tb += uvarint(n10)
-            tb += v9
+                tb += uvarint(n12)
+            tb += v11
         b += uvarint(0)
         b += uvarint(len(tb))
         b += tb
@@ -1535,7 +1729,16 @@ def _d_FetchPartition_v17(buf, pos):
                     raise ProtocolError('tagged field ReplicaDirectoryId has the wrong size')
             else:
                 pos = end
-    return FetchPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, fetch_offset=f_fetch_offset, last_fetched_epoch=f_last_fetched_epoch, log_start_offset=f_log_start_offset, partition_max_bytes=f_partition_max_bytes, replica_directory_id=f_replica_directory_id), pos
+    o = _new(FetchPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = f_current_leader_epoch
+    o.fetch_offset = f_fetch_offset
+    o.last_fetched_epoch = f_last_fetched_epoch
+    o.log_start_offset = f_log_start_offset
+    o.partition_max_bytes = f_partition_max_bytes
+    o.replica_directory_id = f_replica_directory_id
+    o.high_watermark = 9223372036854775807
+    return o, pos
 
 
 def _d_FetchTopic_v17(buf, pos):
@@ -1570,7 +1773,11 @@ def _d_FetchTopic_v17(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FetchTopic(topic_id=f_topic_id, partitions=f_partitions), pos
+    o = _new(FetchTopic)
+    o.topic = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_FetchRequest_v17(buf, pos):
@@ -1654,7 +1861,20 @@ def _d_FetchRequest_v17(buf, pos):
                     raise ProtocolError('tagged field ReplicaState has the wrong size')
             else:
                 pos = end
-    return FetchRequest(cluster_id=f_cluster_id, replica_state=f_replica_state, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id), pos
+    o = _new(FetchRequest)
+    o.cluster_id = f_cluster_id
+    o.replica_id = -1
+    o.replica_state = f_replica_state
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = f_rack_id
+    return o, pos
 
 
 def _e_FetchPartition_v17(o, b, chunks):
@@ -1685,49 +1905,51 @@ def _e_FetchTopic_v17(o, b, chunks):
 
 
 def _e_FetchRequest_v17(o, b, chunks):
-    if o.replica_id != -1:
+    x1 = o.replica_id != -1
+    if x1:
         raise UnsupportedVersionError('FetchRequest.replica_id cannot be sent at this version')
     b += _s_iiibii.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
-    a1 = o.topics
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.topics
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_FetchTopic_v17(item3, b, chunks)
-    a4 = o.forgotten_topics_data
-    n5 = len(a4) + 1
-    if n5 < 0x80:
-        b.append(n5)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_FetchTopic_v17(item4, b, chunks)
+    a5 = o.forgotten_topics_data
+    n6 = len(a5) + 1
+    if n6 < 0x80:
+        b.append(n6)
     else:
-        b += uvarint(n5)
-    for item6 in a4:
-        b = _e_ForgottenTopic_v13(item6, b, chunks)
-    v7 = o.rack_id
-    v7 = v7.encode()
-    n8 = len(v7) + 1
-    if n8 < 0x80:
-        b.append(n8)
+        b += uvarint(n6)
+    for item7 in a5:
+        b = _e_ForgottenTopic_v13(item7, b, chunks)
+    v8 = o.rack_id
+    v8 = v8.encode()
+    n9 = len(v8) + 1
+    if n9 < 0x80:
+        b.append(n9)
     else:
-        b += uvarint(n8)
-    b += v7
+        b += uvarint(n9)
+    b += v8
     t0 = o.cluster_id != None
-    t1 = o.replica_state != _DEFAULT_ReplicaState
+    d10 = o.replica_state
+    t1 = d10.replica_id != -1 or d10.replica_epoch != -1
     b.append(t0 + t1)
     if t0:
         tb = bytearray()
-        v9 = o.cluster_id
-        if v9 is None:
+        v11 = o.cluster_id
+        if v11 is None:
             tb.append(0)
         else:
-            v9 = v9.encode()
-            n10 = len(v9) + 1
-            if n10 < 0x80:
-                tb.append(n10)
+            v11 = v11.encode()
+            n12 = len(v11) + 1
+            if n12 < 0x80:
+                tb.append(n12)
             else:
-                tb += uvarint(n10)
-            tb += v9
+                tb += uvarint(n12)
+            tb += v11
         b += uvarint(0)
         b += uvarint(len(tb))
         b += tb
@@ -1771,7 +1993,16 @@ def _d_FetchPartition_v18(buf, pos):
                     raise ProtocolError('tagged field HighWatermark has the wrong size')
             else:
                 pos = end
-    return FetchPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, fetch_offset=f_fetch_offset, last_fetched_epoch=f_last_fetched_epoch, log_start_offset=f_log_start_offset, partition_max_bytes=f_partition_max_bytes, replica_directory_id=f_replica_directory_id, high_watermark=f_high_watermark), pos
+    o = _new(FetchPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = f_current_leader_epoch
+    o.fetch_offset = f_fetch_offset
+    o.last_fetched_epoch = f_last_fetched_epoch
+    o.log_start_offset = f_log_start_offset
+    o.partition_max_bytes = f_partition_max_bytes
+    o.replica_directory_id = f_replica_directory_id
+    o.high_watermark = f_high_watermark
+    return o, pos
 
 
 def _d_FetchTopic_v18(buf, pos):
@@ -1806,7 +2037,11 @@ def _d_FetchTopic_v18(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FetchTopic(topic_id=f_topic_id, partitions=f_partitions), pos
+    o = _new(FetchTopic)
+    o.topic = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_FetchRequest_v18(buf, pos):
@@ -1890,7 +2125,20 @@ def _d_FetchRequest_v18(buf, pos):
                     raise ProtocolError('tagged field ReplicaState has the wrong size')
             else:
                 pos = end
-    return FetchRequest(cluster_id=f_cluster_id, replica_state=f_replica_state, max_wait_ms=f_max_wait_ms, min_bytes=f_min_bytes, max_bytes=f_max_bytes, isolation_level=f_isolation_level, session_id=f_session_id, session_epoch=f_session_epoch, topics=f_topics, forgotten_topics_data=f_forgotten_topics_data, rack_id=f_rack_id), pos
+    o = _new(FetchRequest)
+    o.cluster_id = f_cluster_id
+    o.replica_id = -1
+    o.replica_state = f_replica_state
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = f_isolation_level
+    o.session_id = f_session_id
+    o.session_epoch = f_session_epoch
+    o.topics = f_topics
+    o.forgotten_topics_data = f_forgotten_topics_data
+    o.rack_id = f_rack_id
+    return o, pos
 
 
 def _e_FetchPartition_v18(o, b, chunks):
@@ -1928,49 +2176,51 @@ def _e_FetchTopic_v18(o, b, chunks):
 
 
 def _e_FetchRequest_v18(o, b, chunks):
-    if o.replica_id != -1:
+    x1 = o.replica_id != -1
+    if x1:
         raise UnsupportedVersionError('FetchRequest.replica_id cannot be sent at this version')
     b += _s_iiibii.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
-    a1 = o.topics
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.topics
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_FetchTopic_v18(item3, b, chunks)
-    a4 = o.forgotten_topics_data
-    n5 = len(a4) + 1
-    if n5 < 0x80:
-        b.append(n5)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_FetchTopic_v18(item4, b, chunks)
+    a5 = o.forgotten_topics_data
+    n6 = len(a5) + 1
+    if n6 < 0x80:
+        b.append(n6)
     else:
-        b += uvarint(n5)
-    for item6 in a4:
-        b = _e_ForgottenTopic_v13(item6, b, chunks)
-    v7 = o.rack_id
-    v7 = v7.encode()
-    n8 = len(v7) + 1
-    if n8 < 0x80:
-        b.append(n8)
+        b += uvarint(n6)
+    for item7 in a5:
+        b = _e_ForgottenTopic_v13(item7, b, chunks)
+    v8 = o.rack_id
+    v8 = v8.encode()
+    n9 = len(v8) + 1
+    if n9 < 0x80:
+        b.append(n9)
     else:
-        b += uvarint(n8)
-    b += v7
+        b += uvarint(n9)
+    b += v8
     t0 = o.cluster_id != None
-    t1 = o.replica_state != _DEFAULT_ReplicaState
+    d10 = o.replica_state
+    t1 = d10.replica_id != -1 or d10.replica_epoch != -1
     b.append(t0 + t1)
     if t0:
         tb = bytearray()
-        v9 = o.cluster_id
-        if v9 is None:
+        v11 = o.cluster_id
+        if v11 is None:
             tb.append(0)
         else:
-            v9 = v9.encode()
-            n10 = len(v9) + 1
-            if n10 < 0x80:
-                tb.append(n10)
+            v11 = v11.encode()
+            n12 = len(v11) + 1
+            if n12 < 0x80:
+                tb.append(n12)
             else:
-                tb += uvarint(n10)
-            tb += v9
+                tb += uvarint(n12)
+            tb += v11
         b += uvarint(0)
         b += uvarint(len(tb))
         b += tb
@@ -1986,7 +2236,10 @@ def _e_FetchRequest_v18(o, b, chunks):
 def _d_AbortedTransaction_v4(buf, pos):
     f_producer_id, f_first_offset = _s_qq.unpack_from(buf, pos)
     pos += 16
-    return AbortedTransaction(producer_id=f_producer_id, first_offset=f_first_offset), pos
+    o = _new(AbortedTransaction)
+    o.producer_id = f_producer_id
+    o.first_offset = f_first_offset
+    return o, pos
 
 
 def _d_PartitionData_v4(buf, pos):
@@ -2013,7 +2266,19 @@ def _d_PartitionData_v4(buf, pos):
             raise truncated('Records')
         f_records = buf[pos:e4]
         pos = e4
-    return PartitionData(partition_index=f_partition_index, error_code=f_error_code, high_watermark=f_high_watermark, last_stable_offset=f_last_stable_offset, aborted_transactions=f_aborted_transactions, records=f_records), pos
+    o = _new(PartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.high_watermark = f_high_watermark
+    o.last_stable_offset = f_last_stable_offset
+    o.log_start_offset = -1
+    o.diverging_epoch = EpochEndOffset()
+    o.current_leader = LeaderIdAndEpoch()
+    o.snapshot_id = SnapshotId()
+    o.aborted_transactions = f_aborted_transactions
+    o.preferred_read_replica = -1
+    o.records = f_records
+    return o, pos
 
 
 def _d_FetchableTopicResponse_v4(buf, pos):
@@ -2038,7 +2303,11 @@ def _d_FetchableTopicResponse_v4(buf, pos):
         for _ in range(n3):
             item4, pos = _d_PartitionData_v4(buf, pos)
             f_partitions.append(item4)
-    return FetchableTopicResponse(topic=f_topic, partitions=f_partitions), pos
+    o = _new(FetchableTopicResponse)
+    o.topic = f_topic
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_FetchResponse_v4(buf, pos):
@@ -2055,7 +2324,13 @@ def _d_FetchResponse_v4(buf, pos):
         for _ in range(n1):
             item2, pos = _d_FetchableTopicResponse_v4(buf, pos)
             f_responses.append(item2)
-    return FetchResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.session_id = 0
+    o.responses = f_responses
+    o.node_endpoints = []
+    return o, pos
 
 
 def _e_AbortedTransaction_v4(o, b, chunks):
@@ -2064,27 +2339,40 @@ def _e_AbortedTransaction_v4(o, b, chunks):
 
 
 def _e_PartitionData_v4(o, b, chunks):
-    if o.diverging_epoch != _DEFAULT_EpochEndOffset:
+    d2 = o.diverging_epoch
+    x1 = d2.epoch != -1 or d2.end_offset != -1
+    if x1:
         raise UnsupportedVersionError('PartitionData.diverging_epoch cannot be sent at this version')
-    if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
+    d4 = o.current_leader
+    x3 = d4.leader_id != -1 or d4.leader_epoch != -1
+    if x3:
         raise UnsupportedVersionError('PartitionData.current_leader cannot be sent at this version')
-    if o.snapshot_id != _DEFAULT_SnapshotId:
+    d6 = o.snapshot_id
+    x5 = d6.end_offset != -1 or d6.epoch != -1
+    if x5:
         raise UnsupportedVersionError('PartitionData.snapshot_id cannot be sent at this version')
-    if o.preferred_read_replica != -1:
+    x7 = o.preferred_read_replica != -1
+    if x7:
         raise UnsupportedVersionError('PartitionData.preferred_read_replica cannot be sent at this version')
     b += _s_ihqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
-    a1 = o.aborted_transactions
-    if a1 is None:
+    a8 = o.aborted_transactions
+    if a8 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        b += _s_i.pack(len(a1))
-        for item2 in a1:
-            b = _e_AbortedTransaction_v4(item2, b, chunks)
-    v3 = o.records
-    if v3 is None:
+        b += _s_i.pack(len(a8))
+        for item9 in a8:
+            b = _e_AbortedTransaction_v4(item9, b, chunks)
+    v10 = o.records
+    if v10 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        b = put_records(b, chunks, v3, False)
+        if v10.__class__ is memoryview and (n11 := v10.nbytes) >= INLINE_RECORDS_LIMIT:
+            b += _s_i.pack(n11)
+            chunks.append(b)
+            chunks.append(v10)
+            b = bytearray()
+        else:
+            b = put_records(b, chunks, v10, False)
     return b
 
 
@@ -2101,15 +2389,17 @@ def _e_FetchableTopicResponse_v4(o, b, chunks):
 
 
 def _e_FetchResponse_v4(o, b, chunks):
-    if o.session_id != 0:
+    x1 = o.session_id != 0
+    if x1:
         raise UnsupportedVersionError('FetchResponse.session_id cannot be sent at this version')
-    if o.node_endpoints != []:
+    x2 = o.node_endpoints != []
+    if x2:
         raise UnsupportedVersionError('FetchResponse.node_endpoints cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.responses
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_FetchableTopicResponse_v4(item2, b, chunks)
+    a3 = o.responses
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_FetchableTopicResponse_v4(item4, b, chunks)
     return b
 
 
@@ -2137,7 +2427,19 @@ def _d_PartitionData_v5(buf, pos):
             raise truncated('Records')
         f_records = buf[pos:e4]
         pos = e4
-    return PartitionData(partition_index=f_partition_index, error_code=f_error_code, high_watermark=f_high_watermark, last_stable_offset=f_last_stable_offset, log_start_offset=f_log_start_offset, aborted_transactions=f_aborted_transactions, records=f_records), pos
+    o = _new(PartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.high_watermark = f_high_watermark
+    o.last_stable_offset = f_last_stable_offset
+    o.log_start_offset = f_log_start_offset
+    o.diverging_epoch = EpochEndOffset()
+    o.current_leader = LeaderIdAndEpoch()
+    o.snapshot_id = SnapshotId()
+    o.aborted_transactions = f_aborted_transactions
+    o.preferred_read_replica = -1
+    o.records = f_records
+    return o, pos
 
 
 def _d_FetchableTopicResponse_v5(buf, pos):
@@ -2162,7 +2464,11 @@ def _d_FetchableTopicResponse_v5(buf, pos):
         for _ in range(n3):
             item4, pos = _d_PartitionData_v5(buf, pos)
             f_partitions.append(item4)
-    return FetchableTopicResponse(topic=f_topic, partitions=f_partitions), pos
+    o = _new(FetchableTopicResponse)
+    o.topic = f_topic
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_FetchResponse_v5(buf, pos):
@@ -2179,31 +2485,50 @@ def _d_FetchResponse_v5(buf, pos):
         for _ in range(n1):
             item2, pos = _d_FetchableTopicResponse_v5(buf, pos)
             f_responses.append(item2)
-    return FetchResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.session_id = 0
+    o.responses = f_responses
+    o.node_endpoints = []
+    return o, pos
 
 
 def _e_PartitionData_v5(o, b, chunks):
-    if o.diverging_epoch != _DEFAULT_EpochEndOffset:
+    d2 = o.diverging_epoch
+    x1 = d2.epoch != -1 or d2.end_offset != -1
+    if x1:
         raise UnsupportedVersionError('PartitionData.diverging_epoch cannot be sent at this version')
-    if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
+    d4 = o.current_leader
+    x3 = d4.leader_id != -1 or d4.leader_epoch != -1
+    if x3:
         raise UnsupportedVersionError('PartitionData.current_leader cannot be sent at this version')
-    if o.snapshot_id != _DEFAULT_SnapshotId:
+    d6 = o.snapshot_id
+    x5 = d6.end_offset != -1 or d6.epoch != -1
+    if x5:
         raise UnsupportedVersionError('PartitionData.snapshot_id cannot be sent at this version')
-    if o.preferred_read_replica != -1:
+    x7 = o.preferred_read_replica != -1
+    if x7:
         raise UnsupportedVersionError('PartitionData.preferred_read_replica cannot be sent at this version')
     b += _s_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
-    a1 = o.aborted_transactions
-    if a1 is None:
+    a8 = o.aborted_transactions
+    if a8 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        b += _s_i.pack(len(a1))
-        for item2 in a1:
-            b = _e_AbortedTransaction_v4(item2, b, chunks)
-    v3 = o.records
-    if v3 is None:
+        b += _s_i.pack(len(a8))
+        for item9 in a8:
+            b = _e_AbortedTransaction_v4(item9, b, chunks)
+    v10 = o.records
+    if v10 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        b = put_records(b, chunks, v3, False)
+        if v10.__class__ is memoryview and (n11 := v10.nbytes) >= INLINE_RECORDS_LIMIT:
+            b += _s_i.pack(n11)
+            chunks.append(b)
+            chunks.append(v10)
+            b = bytearray()
+        else:
+            b = put_records(b, chunks, v10, False)
     return b
 
 
@@ -2220,15 +2545,17 @@ def _e_FetchableTopicResponse_v5(o, b, chunks):
 
 
 def _e_FetchResponse_v5(o, b, chunks):
-    if o.session_id != 0:
+    x1 = o.session_id != 0
+    if x1:
         raise UnsupportedVersionError('FetchResponse.session_id cannot be sent at this version')
-    if o.node_endpoints != []:
+    x2 = o.node_endpoints != []
+    if x2:
         raise UnsupportedVersionError('FetchResponse.node_endpoints cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.responses
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_FetchableTopicResponse_v5(item2, b, chunks)
+    a3 = o.responses
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_FetchableTopicResponse_v5(item4, b, chunks)
     return b
 
 
@@ -2246,17 +2573,24 @@ def _d_FetchResponse_v7(buf, pos):
         for _ in range(n1):
             item2, pos = _d_FetchableTopicResponse_v5(buf, pos)
             f_responses.append(item2)
-    return FetchResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, session_id=f_session_id, responses=f_responses), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.session_id = f_session_id
+    o.responses = f_responses
+    o.node_endpoints = []
+    return o, pos
 
 
 def _e_FetchResponse_v7(o, b, chunks):
-    if o.node_endpoints != []:
+    x1 = o.node_endpoints != []
+    if x1:
         raise UnsupportedVersionError('FetchResponse.node_endpoints cannot be sent at this version')
     b += _s_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
-    a1 = o.responses
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_FetchableTopicResponse_v5(item2, b, chunks)
+    a2 = o.responses
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_FetchableTopicResponse_v5(item3, b, chunks)
     return b
 
 
@@ -2286,7 +2620,19 @@ def _d_PartitionData_v11(buf, pos):
             raise truncated('Records')
         f_records = buf[pos:e4]
         pos = e4
-    return PartitionData(partition_index=f_partition_index, error_code=f_error_code, high_watermark=f_high_watermark, last_stable_offset=f_last_stable_offset, log_start_offset=f_log_start_offset, aborted_transactions=f_aborted_transactions, preferred_read_replica=f_preferred_read_replica, records=f_records), pos
+    o = _new(PartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.high_watermark = f_high_watermark
+    o.last_stable_offset = f_last_stable_offset
+    o.log_start_offset = f_log_start_offset
+    o.diverging_epoch = EpochEndOffset()
+    o.current_leader = LeaderIdAndEpoch()
+    o.snapshot_id = SnapshotId()
+    o.aborted_transactions = f_aborted_transactions
+    o.preferred_read_replica = f_preferred_read_replica
+    o.records = f_records
+    return o, pos
 
 
 def _d_FetchableTopicResponse_v11(buf, pos):
@@ -2311,7 +2657,11 @@ def _d_FetchableTopicResponse_v11(buf, pos):
         for _ in range(n3):
             item4, pos = _d_PartitionData_v11(buf, pos)
             f_partitions.append(item4)
-    return FetchableTopicResponse(topic=f_topic, partitions=f_partitions), pos
+    o = _new(FetchableTopicResponse)
+    o.topic = f_topic
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_FetchResponse_v11(buf, pos):
@@ -2328,30 +2678,48 @@ def _d_FetchResponse_v11(buf, pos):
         for _ in range(n1):
             item2, pos = _d_FetchableTopicResponse_v11(buf, pos)
             f_responses.append(item2)
-    return FetchResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, session_id=f_session_id, responses=f_responses), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.session_id = f_session_id
+    o.responses = f_responses
+    o.node_endpoints = []
+    return o, pos
 
 
 def _e_PartitionData_v11(o, b, chunks):
-    if o.diverging_epoch != _DEFAULT_EpochEndOffset:
+    d2 = o.diverging_epoch
+    x1 = d2.epoch != -1 or d2.end_offset != -1
+    if x1:
         raise UnsupportedVersionError('PartitionData.diverging_epoch cannot be sent at this version')
-    if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
+    d4 = o.current_leader
+    x3 = d4.leader_id != -1 or d4.leader_epoch != -1
+    if x3:
         raise UnsupportedVersionError('PartitionData.current_leader cannot be sent at this version')
-    if o.snapshot_id != _DEFAULT_SnapshotId:
+    d6 = o.snapshot_id
+    x5 = d6.end_offset != -1 or d6.epoch != -1
+    if x5:
         raise UnsupportedVersionError('PartitionData.snapshot_id cannot be sent at this version')
     b += _s_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
-    a1 = o.aborted_transactions
-    if a1 is None:
+    a7 = o.aborted_transactions
+    if a7 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        b += _s_i.pack(len(a1))
-        for item2 in a1:
-            b = _e_AbortedTransaction_v4(item2, b, chunks)
+        b += _s_i.pack(len(a7))
+        for item8 in a7:
+            b = _e_AbortedTransaction_v4(item8, b, chunks)
     b += _s_i.pack(o.preferred_read_replica)
-    v3 = o.records
-    if v3 is None:
+    v9 = o.records
+    if v9 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        b = put_records(b, chunks, v3, False)
+        if v9.__class__ is memoryview and (n10 := v9.nbytes) >= INLINE_RECORDS_LIMIT:
+            b += _s_i.pack(n10)
+            chunks.append(b)
+            chunks.append(v9)
+            b = bytearray()
+        else:
+            b = put_records(b, chunks, v9, False)
     return b
 
 
@@ -2368,13 +2736,14 @@ def _e_FetchableTopicResponse_v11(o, b, chunks):
 
 
 def _e_FetchResponse_v11(o, b, chunks):
-    if o.node_endpoints != []:
+    x1 = o.node_endpoints != []
+    if x1:
         raise UnsupportedVersionError('FetchResponse.node_endpoints cannot be sent at this version')
     b += _s_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
-    a1 = o.responses
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_FetchableTopicResponse_v11(item2, b, chunks)
+    a2 = o.responses
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_FetchableTopicResponse_v11(item3, b, chunks)
     return b
 
 
@@ -2395,7 +2764,10 @@ def _d_EpochEndOffset_v12(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return EpochEndOffset(epoch=f_epoch, end_offset=f_end_offset), pos
+    o = _new(EpochEndOffset)
+    o.epoch = f_epoch
+    o.end_offset = f_end_offset
+    return o, pos
 
 
 def _d_LeaderIdAndEpoch_v12(buf, pos):
@@ -2415,7 +2787,10 @@ def _d_LeaderIdAndEpoch_v12(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return LeaderIdAndEpoch(leader_id=f_leader_id, leader_epoch=f_leader_epoch), pos
+    o = _new(LeaderIdAndEpoch)
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    return o, pos
 
 
 def _d_SnapshotId_v12(buf, pos):
@@ -2435,7 +2810,10 @@ def _d_SnapshotId_v12(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return SnapshotId(end_offset=f_end_offset, epoch=f_epoch), pos
+    o = _new(SnapshotId)
+    o.end_offset = f_end_offset
+    o.epoch = f_epoch
+    return o, pos
 
 
 def _d_AbortedTransaction_v12(buf, pos):
@@ -2455,7 +2833,10 @@ def _d_AbortedTransaction_v12(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AbortedTransaction(producer_id=f_producer_id, first_offset=f_first_offset), pos
+    o = _new(AbortedTransaction)
+    o.producer_id = f_producer_id
+    o.first_offset = f_first_offset
+    return o, pos
 
 
 def _d_PartitionData_v12(buf, pos):
@@ -2520,7 +2901,19 @@ def _d_PartitionData_v12(buf, pos):
                     raise ProtocolError('tagged field SnapshotId has the wrong size')
             else:
                 pos = end
-    return PartitionData(partition_index=f_partition_index, error_code=f_error_code, high_watermark=f_high_watermark, last_stable_offset=f_last_stable_offset, log_start_offset=f_log_start_offset, diverging_epoch=f_diverging_epoch, current_leader=f_current_leader, snapshot_id=f_snapshot_id, aborted_transactions=f_aborted_transactions, preferred_read_replica=f_preferred_read_replica, records=f_records), pos
+    o = _new(PartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.high_watermark = f_high_watermark
+    o.last_stable_offset = f_last_stable_offset
+    o.log_start_offset = f_log_start_offset
+    o.diverging_epoch = f_diverging_epoch
+    o.current_leader = f_current_leader
+    o.snapshot_id = f_snapshot_id
+    o.aborted_transactions = f_aborted_transactions
+    o.preferred_read_replica = f_preferred_read_replica
+    o.records = f_records
+    return o, pos
 
 
 def _d_FetchableTopicResponse_v12(buf, pos):
@@ -2565,7 +2958,11 @@ def _d_FetchableTopicResponse_v12(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FetchableTopicResponse(topic=f_topic, partitions=f_partitions), pos
+    o = _new(FetchableTopicResponse)
+    o.topic = f_topic
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_FetchResponse_v12(buf, pos):
@@ -2599,7 +2996,13 @@ def _d_FetchResponse_v12(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FetchResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, session_id=f_session_id, responses=f_responses), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.session_id = f_session_id
+    o.responses = f_responses
+    o.node_endpoints = []
+    return o, pos
 
 
 def _e_EpochEndOffset_v12(o, b, chunks):
@@ -2644,10 +3047,19 @@ def _e_PartitionData_v12(o, b, chunks):
     if v4 is None:
         b.append(0)
     else:
-        b = put_records(b, chunks, v4, True)
-    t0 = o.diverging_epoch != _DEFAULT_EpochEndOffset
-    t1 = o.current_leader != _DEFAULT_LeaderIdAndEpoch
-    t2 = o.snapshot_id != _DEFAULT_SnapshotId
+        if v4.__class__ is memoryview and (n5 := v4.nbytes) >= INLINE_RECORDS_LIMIT:
+            b += uvarint(n5 + 1)
+            chunks.append(b)
+            chunks.append(v4)
+            b = bytearray()
+        else:
+            b = put_records(b, chunks, v4, True)
+    d6 = o.diverging_epoch
+    t0 = d6.epoch != -1 or d6.end_offset != -1
+    d7 = o.current_leader
+    t1 = d7.leader_id != -1 or d7.leader_epoch != -1
+    d8 = o.snapshot_id
+    t2 = d8.end_offset != -1 or d8.epoch != -1
     b.append(t0 + t1 + t2)
     if t0:
         tb = bytearray()
@@ -2692,17 +3104,18 @@ def _e_FetchableTopicResponse_v12(o, b, chunks):
 
 
 def _e_FetchResponse_v12(o, b, chunks):
-    if o.node_endpoints != []:
+    x1 = o.node_endpoints != []
+    if x1:
         raise UnsupportedVersionError('FetchResponse.node_endpoints cannot be sent at this version')
     b += _s_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
-    a1 = o.responses
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.responses
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_FetchableTopicResponse_v12(item3, b, chunks)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_FetchableTopicResponse_v12(item4, b, chunks)
     b.append(0)
     return b
 
@@ -2739,7 +3152,11 @@ def _d_FetchableTopicResponse_v13(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FetchableTopicResponse(topic_id=f_topic_id, partitions=f_partitions), pos
+    o = _new(FetchableTopicResponse)
+    o.topic = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_FetchResponse_v13(buf, pos):
@@ -2773,7 +3190,13 @@ def _d_FetchResponse_v13(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FetchResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, session_id=f_session_id, responses=f_responses), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.session_id = f_session_id
+    o.responses = f_responses
+    o.node_endpoints = []
+    return o, pos
 
 
 def _e_FetchableTopicResponse_v13(o, b, chunks):
@@ -2791,17 +3214,18 @@ def _e_FetchableTopicResponse_v13(o, b, chunks):
 
 
 def _e_FetchResponse_v13(o, b, chunks):
-    if o.node_endpoints != []:
+    x1 = o.node_endpoints != []
+    if x1:
         raise UnsupportedVersionError('FetchResponse.node_endpoints cannot be sent at this version')
     b += _s_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
-    a1 = o.responses
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.responses
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_FetchableTopicResponse_v13(item3, b, chunks)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_FetchableTopicResponse_v13(item4, b, chunks)
     b.append(0)
     return b
 
@@ -2851,7 +3275,12 @@ def _d_NodeEndpoint_v16(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return NodeEndpoint(node_id=f_node_id, host=f_host, port=f_port, rack=f_rack), pos
+    o = _new(NodeEndpoint)
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.rack = f_rack
+    return o, pos
 
 
 def _d_FetchResponse_v16(buf, pos):
@@ -2904,7 +3333,13 @@ def _d_FetchResponse_v16(buf, pos):
                     raise ProtocolError('tagged field NodeEndpoints has the wrong size')
             else:
                 pos = end
-    return FetchResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, session_id=f_session_id, responses=f_responses, node_endpoints=f_node_endpoints), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.session_id = f_session_id
+    o.responses = f_responses
+    o.node_endpoints = f_node_endpoints
+    return o, pos
 
 
 def _e_NodeEndpoint_v16(o, b, chunks):

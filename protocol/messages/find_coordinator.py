@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -149,18 +151,24 @@ def _d_FindCoordinatorRequest_v0(buf, pos):
             raise truncated('Key')
         f_key = str(buf[pos:e2], 'utf-8')
         pos = e2
-    return FindCoordinatorRequest(key=f_key), pos
+    o = _new(FindCoordinatorRequest)
+    o.key = f_key
+    o.key_type = 0
+    o.coordinator_keys = []
+    return o, pos
 
 
 def _e_FindCoordinatorRequest_v0(o, b, chunks):
-    if o.key_type != 0:
+    x1 = o.key_type != 0
+    if x1:
         raise UnsupportedVersionError('FindCoordinatorRequest.key_type cannot be sent at this version')
-    if o.coordinator_keys != []:
+    x2 = o.coordinator_keys != []
+    if x2:
         raise UnsupportedVersionError('FindCoordinatorRequest.coordinator_keys cannot be sent at this version')
-    v1 = o.key
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
+    v3 = o.key
+    v3 = v3.encode()
+    b += _s_h.pack(len(v3))
+    b += v3
     return b
 
 
@@ -177,16 +185,21 @@ def _d_FindCoordinatorRequest_v1(buf, pos):
         pos = e2
     f_key_type, = _s_b.unpack_from(buf, pos)
     pos += 1
-    return FindCoordinatorRequest(key=f_key, key_type=f_key_type), pos
+    o = _new(FindCoordinatorRequest)
+    o.key = f_key
+    o.key_type = f_key_type
+    o.coordinator_keys = []
+    return o, pos
 
 
 def _e_FindCoordinatorRequest_v1(o, b, chunks):
-    if o.coordinator_keys != []:
+    x1 = o.coordinator_keys != []
+    if x1:
         raise UnsupportedVersionError('FindCoordinatorRequest.coordinator_keys cannot be sent at this version')
-    v1 = o.key
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
+    v2 = o.key
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
     b += _s_b.pack(o.key_type)
     return b
 
@@ -221,20 +234,25 @@ def _d_FindCoordinatorRequest_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FindCoordinatorRequest(key=f_key, key_type=f_key_type), pos
+    o = _new(FindCoordinatorRequest)
+    o.key = f_key
+    o.key_type = f_key_type
+    o.coordinator_keys = []
+    return o, pos
 
 
 def _e_FindCoordinatorRequest_v3(o, b, chunks):
-    if o.coordinator_keys != []:
+    x1 = o.coordinator_keys != []
+    if x1:
         raise UnsupportedVersionError('FindCoordinatorRequest.coordinator_keys cannot be sent at this version')
-    v1 = o.key
-    v1 = v1.encode()
-    n2 = len(v1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    v2 = o.key
+    v2 = v2.encode()
+    n3 = len(v2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    b += v1
+        b += uvarint(n3)
+    b += v2
     b += _s_b.pack(o.key_type)
     b.append(0)
     return b
@@ -283,28 +301,33 @@ def _d_FindCoordinatorRequest_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FindCoordinatorRequest(key_type=f_key_type, coordinator_keys=f_coordinator_keys), pos
+    o = _new(FindCoordinatorRequest)
+    o.key = ''
+    o.key_type = f_key_type
+    o.coordinator_keys = f_coordinator_keys
+    return o, pos
 
 
 def _e_FindCoordinatorRequest_v4(o, b, chunks):
-    if o.key != '':
+    x1 = o.key != ''
+    if x1:
         raise UnsupportedVersionError('FindCoordinatorRequest.key cannot be sent at this version')
     b += _s_b.pack(o.key_type)
-    a1 = o.coordinator_keys
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.coordinator_keys
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        v4 = item3
-        v4 = v4.encode()
-        n5 = len(v4) + 1
-        if n5 < 0x80:
-            b.append(n5)
+        b += uvarint(n3)
+    for item4 in a2:
+        v5 = item4
+        v5 = v5.encode()
+        n6 = len(v5) + 1
+        if n6 < 0x80:
+            b.append(n6)
         else:
-            b += uvarint(n5)
-        b += v4
+            b += uvarint(n6)
+        b += v5
     b.append(0)
     return b
 
@@ -324,17 +347,26 @@ def _d_FindCoordinatorResponse_v0(buf, pos):
         pos = e2
     f_port, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return FindCoordinatorResponse(error_code=f_error_code, node_id=f_node_id, host=f_host, port=f_port), pos
+    o = _new(FindCoordinatorResponse)
+    o.throttle_time_ms = 0
+    o.error_code = f_error_code
+    o.error_message = ''
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.coordinators = []
+    return o, pos
 
 
 def _e_FindCoordinatorResponse_v0(o, b, chunks):
-    if o.coordinators != []:
+    x1 = o.coordinators != []
+    if x1:
         raise UnsupportedVersionError('FindCoordinatorResponse.coordinators cannot be sent at this version')
     b += _s_hi.pack(o.error_code, o.node_id)
-    v1 = o.host
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
+    v2 = o.host
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
     b += _s_i.pack(o.port)
     return b
 
@@ -366,25 +398,34 @@ def _d_FindCoordinatorResponse_v1(buf, pos):
         pos = e4
     f_port, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return FindCoordinatorResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, node_id=f_node_id, host=f_host, port=f_port), pos
+    o = _new(FindCoordinatorResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.coordinators = []
+    return o, pos
 
 
 def _e_FindCoordinatorResponse_v1(o, b, chunks):
-    if o.coordinators != []:
+    x1 = o.coordinators != []
+    if x1:
         raise UnsupportedVersionError('FindCoordinatorResponse.coordinators cannot be sent at this version')
     b += _s_ih.pack(o.throttle_time_ms, o.error_code)
-    v1 = o.error_message
-    if v1 is None:
+    v2 = o.error_message
+    if v2 is None:
         b += b'\xff\xff'
     else:
-        v1 = v1.encode()
-        b += _s_h.pack(len(v1))
-        b += v1
+        v2 = v2.encode()
+        b += _s_h.pack(len(v2))
+        b += v2
     b += _s_i.pack(o.node_id)
-    v2 = o.host
-    v2 = v2.encode()
-    b += _s_h.pack(len(v2))
-    b += v2
+    v3 = o.host
+    v3 = v3.encode()
+    b += _s_h.pack(len(v3))
+    b += v3
     b += _s_i.pack(o.port)
     return b
 
@@ -436,33 +477,42 @@ def _d_FindCoordinatorResponse_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FindCoordinatorResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, node_id=f_node_id, host=f_host, port=f_port), pos
+    o = _new(FindCoordinatorResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.coordinators = []
+    return o, pos
 
 
 def _e_FindCoordinatorResponse_v3(o, b, chunks):
-    if o.coordinators != []:
+    x1 = o.coordinators != []
+    if x1:
         raise UnsupportedVersionError('FindCoordinatorResponse.coordinators cannot be sent at this version')
     b += _s_ih.pack(o.throttle_time_ms, o.error_code)
-    v1 = o.error_message
-    if v1 is None:
+    v2 = o.error_message
+    if v2 is None:
         b.append(0)
     else:
-        v1 = v1.encode()
-        n2 = len(v1) + 1
-        if n2 < 0x80:
-            b.append(n2)
+        v2 = v2.encode()
+        n3 = len(v2) + 1
+        if n3 < 0x80:
+            b.append(n3)
         else:
-            b += uvarint(n2)
-        b += v1
+            b += uvarint(n3)
+        b += v2
     b += _s_i.pack(o.node_id)
-    v3 = o.host
-    v3 = v3.encode()
-    n4 = len(v3) + 1
-    if n4 < 0x80:
-        b.append(n4)
+    v4 = o.host
+    v4 = v4.encode()
+    n5 = len(v4) + 1
+    if n5 < 0x80:
+        b.append(n5)
     else:
-        b += uvarint(n4)
-    b += v3
+        b += uvarint(n5)
+    b += v4
     b += _s_i.pack(o.port)
     b.append(0)
     return b
@@ -526,7 +576,14 @@ def _d_Coordinator_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return Coordinator(key=f_key, node_id=f_node_id, host=f_host, port=f_port, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(Coordinator)
+    o.key = f_key
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    return o, pos
 
 
 def _d_FindCoordinatorResponse_v4(buf, pos):
@@ -560,7 +617,15 @@ def _d_FindCoordinatorResponse_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FindCoordinatorResponse(throttle_time_ms=f_throttle_time_ms, coordinators=f_coordinators), pos
+    o = _new(FindCoordinatorResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.error_message = ''
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.coordinators = f_coordinators
+    return o, pos
 
 
 def _e_Coordinator_v4(o, b, chunks):
@@ -598,23 +663,27 @@ def _e_Coordinator_v4(o, b, chunks):
 
 
 def _e_FindCoordinatorResponse_v4(o, b, chunks):
-    if o.error_code != 0:
+    x1 = o.error_code != 0
+    if x1:
         raise UnsupportedVersionError('FindCoordinatorResponse.error_code cannot be sent at this version')
-    if o.node_id != 0:
+    x2 = o.node_id != 0
+    if x2:
         raise UnsupportedVersionError('FindCoordinatorResponse.node_id cannot be sent at this version')
-    if o.host != '':
+    x3 = o.host != ''
+    if x3:
         raise UnsupportedVersionError('FindCoordinatorResponse.host cannot be sent at this version')
-    if o.port != 0:
+    x4 = o.port != 0
+    if x4:
         raise UnsupportedVersionError('FindCoordinatorResponse.port cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.coordinators
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a5 = o.coordinators
+    n6 = len(a5) + 1
+    if n6 < 0x80:
+        b.append(n6)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_Coordinator_v4(item3, b, chunks)
+        b += uvarint(n6)
+    for item7 in a5:
+        b = _e_Coordinator_v4(item7, b, chunks)
     b.append(0)
     return b
 

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -118,21 +120,27 @@ def _d_HeartbeatRequest_v0(buf, pos):
             raise truncated('MemberId')
         f_member_id = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return HeartbeatRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id), pos
+    o = _new(HeartbeatRequest)
+    o.group_id = f_group_id
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    return o, pos
 
 
 def _e_HeartbeatRequest_v0(o, b, chunks):
-    if o.group_instance_id != None:
+    x1 = o.group_instance_id != None
+    if x1:
         raise UnsupportedVersionError('HeartbeatRequest.group_instance_id cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    b += _s_i.pack(o.generation_id)
-    v2 = o.member_id
+    v2 = o.group_id
     v2 = v2.encode()
     b += _s_h.pack(len(v2))
     b += v2
+    b += _s_i.pack(o.generation_id)
+    v3 = o.member_id
+    v3 = v3.encode()
+    b += _s_h.pack(len(v3))
+    b += v3
     return b
 
 
@@ -169,7 +177,12 @@ def _d_HeartbeatRequest_v3(buf, pos):
             raise truncated('GroupInstanceId')
         f_group_instance_id = str(buf[pos:e6], 'utf-8')
         pos = e6
-    return HeartbeatRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id), pos
+    o = _new(HeartbeatRequest)
+    o.group_id = f_group_id
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    return o, pos
 
 
 def _e_HeartbeatRequest_v3(o, b, chunks):
@@ -248,7 +261,12 @@ def _d_HeartbeatRequest_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return HeartbeatRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id), pos
+    o = _new(HeartbeatRequest)
+    o.group_id = f_group_id
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    return o, pos
 
 
 def _e_HeartbeatRequest_v4(o, b, chunks):
@@ -287,7 +305,10 @@ def _e_HeartbeatRequest_v4(o, b, chunks):
 def _d_HeartbeatResponse_v0(buf, pos):
     f_error_code, = _s_h.unpack_from(buf, pos)
     pos += 2
-    return HeartbeatResponse(error_code=f_error_code), pos
+    o = _new(HeartbeatResponse)
+    o.throttle_time_ms = 0
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _e_HeartbeatResponse_v0(o, b, chunks):
@@ -298,7 +319,10 @@ def _e_HeartbeatResponse_v0(o, b, chunks):
 def _d_HeartbeatResponse_v1(buf, pos):
     f_throttle_time_ms, f_error_code = _s_ih.unpack_from(buf, pos)
     pos += 6
-    return HeartbeatResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code), pos
+    o = _new(HeartbeatResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _e_HeartbeatResponse_v1(o, b, chunks):
@@ -323,7 +347,10 @@ def _d_HeartbeatResponse_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return HeartbeatResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code), pos
+    o = _new(HeartbeatResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _e_HeartbeatResponse_v4(o, b, chunks):

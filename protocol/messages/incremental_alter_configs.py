@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -198,7 +200,11 @@ def _d_AlterableConfig_v0(buf, pos):
             raise truncated('Value')
         f_value = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return AlterableConfig(name=f_name, config_operation=f_config_operation, value=f_value), pos
+    o = _new(AlterableConfig)
+    o.name = f_name
+    o.config_operation = f_config_operation
+    o.value = f_value
+    return o, pos
 
 
 def _d_AlterConfigsResource_v0(buf, pos):
@@ -225,7 +231,11 @@ def _d_AlterConfigsResource_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_AlterableConfig_v0(buf, pos)
             f_configs.append(item4)
-    return AlterConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs), pos
+    o = _new(AlterConfigsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    return o, pos
 
 
 def _d_IncrementalAlterConfigsRequest_v0(buf, pos):
@@ -242,7 +252,10 @@ def _d_IncrementalAlterConfigsRequest_v0(buf, pos):
             f_resources.append(item2)
     f_validate_only, = _s_o.unpack_from(buf, pos)
     pos += 1
-    return IncrementalAlterConfigsRequest(resources=f_resources, validate_only=f_validate_only), pos
+    o = _new(IncrementalAlterConfigsRequest)
+    o.resources = f_resources
+    o.validate_only = f_validate_only
+    return o, pos
 
 
 def _e_AlterableConfig_v0(o, b, chunks):
@@ -326,7 +339,11 @@ def _d_AlterableConfig_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterableConfig(name=f_name, config_operation=f_config_operation, value=f_value), pos
+    o = _new(AlterableConfig)
+    o.name = f_name
+    o.config_operation = f_config_operation
+    o.value = f_value
+    return o, pos
 
 
 def _d_AlterConfigsResource_v1(buf, pos):
@@ -373,7 +390,11 @@ def _d_AlterConfigsResource_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterConfigsResource(resource_type=f_resource_type, resource_name=f_resource_name, configs=f_configs), pos
+    o = _new(AlterConfigsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    return o, pos
 
 
 def _d_IncrementalAlterConfigsRequest_v1(buf, pos):
@@ -407,7 +428,10 @@ def _d_IncrementalAlterConfigsRequest_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return IncrementalAlterConfigsRequest(resources=f_resources, validate_only=f_validate_only), pos
+    o = _new(IncrementalAlterConfigsRequest)
+    o.resources = f_resources
+    o.validate_only = f_validate_only
+    return o, pos
 
 
 def _e_AlterableConfig_v1(o, b, chunks):
@@ -496,7 +520,12 @@ def _d_AlterConfigsResourceResponse_v0(buf, pos):
             raise truncated('ResourceName')
         f_resource_name = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return AlterConfigsResourceResponse(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name), pos
+    o = _new(AlterConfigsResourceResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    return o, pos
 
 
 def _d_IncrementalAlterConfigsResponse_v0(buf, pos):
@@ -513,7 +542,10 @@ def _d_IncrementalAlterConfigsResponse_v0(buf, pos):
         for _ in range(n1):
             item2, pos = _d_AlterConfigsResourceResponse_v0(buf, pos)
             f_responses.append(item2)
-    return IncrementalAlterConfigsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(IncrementalAlterConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    return o, pos
 
 
 def _e_AlterConfigsResourceResponse_v0(o, b, chunks):
@@ -587,7 +619,12 @@ def _d_AlterConfigsResourceResponse_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return AlterConfigsResourceResponse(error_code=f_error_code, error_message=f_error_message, resource_type=f_resource_type, resource_name=f_resource_name), pos
+    o = _new(AlterConfigsResourceResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    return o, pos
 
 
 def _d_IncrementalAlterConfigsResponse_v1(buf, pos):
@@ -621,7 +658,10 @@ def _d_IncrementalAlterConfigsResponse_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return IncrementalAlterConfigsResponse(throttle_time_ms=f_throttle_time_ms, responses=f_responses), pos
+    o = _new(IncrementalAlterConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.responses = f_responses
+    return o, pos
 
 
 def _e_AlterConfigsResourceResponse_v1(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -123,25 +125,36 @@ def _d_InitProducerIdRequest_v0(buf, pos):
         pos = e2
     f_transaction_timeout_ms, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return InitProducerIdRequest(transactional_id=f_transactional_id, transaction_timeout_ms=f_transaction_timeout_ms), pos
+    o = _new(InitProducerIdRequest)
+    o.transactional_id = f_transactional_id
+    o.transaction_timeout_ms = f_transaction_timeout_ms
+    o.producer_id = -1
+    o.producer_epoch = -1
+    o.enable2_pc = False
+    o.keep_prepared_txn = False
+    return o, pos
 
 
 def _e_InitProducerIdRequest_v0(o, b, chunks):
-    if o.producer_id != -1:
+    x1 = o.producer_id != -1
+    if x1:
         raise UnsupportedVersionError('InitProducerIdRequest.producer_id cannot be sent at this version')
-    if o.producer_epoch != -1:
+    x2 = o.producer_epoch != -1
+    if x2:
         raise UnsupportedVersionError('InitProducerIdRequest.producer_epoch cannot be sent at this version')
-    if o.enable2_pc != False:
+    x3 = o.enable2_pc != False
+    if x3:
         raise UnsupportedVersionError('InitProducerIdRequest.enable2_pc cannot be sent at this version')
-    if o.keep_prepared_txn != False:
+    x4 = o.keep_prepared_txn != False
+    if x4:
         raise UnsupportedVersionError('InitProducerIdRequest.keep_prepared_txn cannot be sent at this version')
-    v1 = o.transactional_id
-    if v1 is None:
+    v5 = o.transactional_id
+    if v5 is None:
         b += b'\xff\xff'
     else:
-        v1 = v1.encode()
-        b += _s_h.pack(len(v1))
-        b += v1
+        v5 = v5.encode()
+        b += _s_h.pack(len(v5))
+        b += v5
     b += _s_i.pack(o.transaction_timeout_ms)
     return b
 
@@ -176,29 +189,40 @@ def _d_InitProducerIdRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return InitProducerIdRequest(transactional_id=f_transactional_id, transaction_timeout_ms=f_transaction_timeout_ms), pos
+    o = _new(InitProducerIdRequest)
+    o.transactional_id = f_transactional_id
+    o.transaction_timeout_ms = f_transaction_timeout_ms
+    o.producer_id = -1
+    o.producer_epoch = -1
+    o.enable2_pc = False
+    o.keep_prepared_txn = False
+    return o, pos
 
 
 def _e_InitProducerIdRequest_v2(o, b, chunks):
-    if o.producer_id != -1:
+    x1 = o.producer_id != -1
+    if x1:
         raise UnsupportedVersionError('InitProducerIdRequest.producer_id cannot be sent at this version')
-    if o.producer_epoch != -1:
+    x2 = o.producer_epoch != -1
+    if x2:
         raise UnsupportedVersionError('InitProducerIdRequest.producer_epoch cannot be sent at this version')
-    if o.enable2_pc != False:
+    x3 = o.enable2_pc != False
+    if x3:
         raise UnsupportedVersionError('InitProducerIdRequest.enable2_pc cannot be sent at this version')
-    if o.keep_prepared_txn != False:
+    x4 = o.keep_prepared_txn != False
+    if x4:
         raise UnsupportedVersionError('InitProducerIdRequest.keep_prepared_txn cannot be sent at this version')
-    v1 = o.transactional_id
-    if v1 is None:
+    v5 = o.transactional_id
+    if v5 is None:
         b.append(0)
     else:
-        v1 = v1.encode()
-        n2 = len(v1) + 1
-        if n2 < 0x80:
-            b.append(n2)
+        v5 = v5.encode()
+        n6 = len(v5) + 1
+        if n6 < 0x80:
+            b.append(n6)
         else:
-            b += uvarint(n2)
-        b += v1
+            b += uvarint(n6)
+        b += v5
     b += _s_i.pack(o.transaction_timeout_ms)
     b.append(0)
     return b
@@ -234,25 +258,34 @@ def _d_InitProducerIdRequest_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return InitProducerIdRequest(transactional_id=f_transactional_id, transaction_timeout_ms=f_transaction_timeout_ms, producer_id=f_producer_id, producer_epoch=f_producer_epoch), pos
+    o = _new(InitProducerIdRequest)
+    o.transactional_id = f_transactional_id
+    o.transaction_timeout_ms = f_transaction_timeout_ms
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.enable2_pc = False
+    o.keep_prepared_txn = False
+    return o, pos
 
 
 def _e_InitProducerIdRequest_v3(o, b, chunks):
-    if o.enable2_pc != False:
+    x1 = o.enable2_pc != False
+    if x1:
         raise UnsupportedVersionError('InitProducerIdRequest.enable2_pc cannot be sent at this version')
-    if o.keep_prepared_txn != False:
+    x2 = o.keep_prepared_txn != False
+    if x2:
         raise UnsupportedVersionError('InitProducerIdRequest.keep_prepared_txn cannot be sent at this version')
-    v1 = o.transactional_id
-    if v1 is None:
+    v3 = o.transactional_id
+    if v3 is None:
         b.append(0)
     else:
-        v1 = v1.encode()
-        n2 = len(v1) + 1
-        if n2 < 0x80:
-            b.append(n2)
+        v3 = v3.encode()
+        n4 = len(v3) + 1
+        if n4 < 0x80:
+            b.append(n4)
         else:
-            b += uvarint(n2)
-        b += v1
+            b += uvarint(n4)
+        b += v3
     b += _s_iqh.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch)
     b.append(0)
     return b
@@ -288,7 +321,14 @@ def _d_InitProducerIdRequest_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return InitProducerIdRequest(transactional_id=f_transactional_id, transaction_timeout_ms=f_transaction_timeout_ms, producer_id=f_producer_id, producer_epoch=f_producer_epoch, enable2_pc=f_enable2_pc, keep_prepared_txn=f_keep_prepared_txn), pos
+    o = _new(InitProducerIdRequest)
+    o.transactional_id = f_transactional_id
+    o.transaction_timeout_ms = f_transaction_timeout_ms
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.enable2_pc = f_enable2_pc
+    o.keep_prepared_txn = f_keep_prepared_txn
+    return o, pos
 
 
 def _e_InitProducerIdRequest_v6(o, b, chunks):
@@ -311,13 +351,22 @@ def _e_InitProducerIdRequest_v6(o, b, chunks):
 def _d_InitProducerIdResponse_v0(buf, pos):
     f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch = _s_ihqh.unpack_from(buf, pos)
     pos += 16
-    return InitProducerIdResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, producer_id=f_producer_id, producer_epoch=f_producer_epoch), pos
+    o = _new(InitProducerIdResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.ongoing_txn_producer_id = -1
+    o.ongoing_txn_producer_epoch = -1
+    return o, pos
 
 
 def _e_InitProducerIdResponse_v0(o, b, chunks):
-    if o.ongoing_txn_producer_id != -1:
+    x1 = o.ongoing_txn_producer_id != -1
+    if x1:
         raise UnsupportedVersionError('InitProducerIdResponse.ongoing_txn_producer_id cannot be sent at this version')
-    if o.ongoing_txn_producer_epoch != -1:
+    x2 = o.ongoing_txn_producer_epoch != -1
+    if x2:
         raise UnsupportedVersionError('InitProducerIdResponse.ongoing_txn_producer_epoch cannot be sent at this version')
     b += _s_ihqh.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     return b
@@ -340,13 +389,22 @@ def _d_InitProducerIdResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return InitProducerIdResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, producer_id=f_producer_id, producer_epoch=f_producer_epoch), pos
+    o = _new(InitProducerIdResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.ongoing_txn_producer_id = -1
+    o.ongoing_txn_producer_epoch = -1
+    return o, pos
 
 
 def _e_InitProducerIdResponse_v2(o, b, chunks):
-    if o.ongoing_txn_producer_id != -1:
+    x1 = o.ongoing_txn_producer_id != -1
+    if x1:
         raise UnsupportedVersionError('InitProducerIdResponse.ongoing_txn_producer_id cannot be sent at this version')
-    if o.ongoing_txn_producer_epoch != -1:
+    x2 = o.ongoing_txn_producer_epoch != -1
+    if x2:
         raise UnsupportedVersionError('InitProducerIdResponse.ongoing_txn_producer_epoch cannot be sent at this version')
     b += _s_ihqh.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     b.append(0)
@@ -370,7 +428,14 @@ def _d_InitProducerIdResponse_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return InitProducerIdResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, producer_id=f_producer_id, producer_epoch=f_producer_epoch, ongoing_txn_producer_id=f_ongoing_txn_producer_id, ongoing_txn_producer_epoch=f_ongoing_txn_producer_epoch), pos
+    o = _new(InitProducerIdResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.ongoing_txn_producer_id = f_ongoing_txn_producer_id
+    o.ongoing_txn_producer_epoch = f_ongoing_txn_producer_epoch
+    return o, pos
 
 
 def _e_InitProducerIdResponse_v6(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -193,7 +195,10 @@ def _d_JoinGroupRequestProtocol_v0(buf, pos):
             raise truncated('Metadata')
         f_metadata = bytes(buf[pos:e4])
         pos = e4
-    return JoinGroupRequestProtocol(name=f_name, metadata=f_metadata), pos
+    o = _new(JoinGroupRequestProtocol)
+    o.name = f_name
+    o.metadata = f_metadata
+    return o, pos
 
 
 def _d_JoinGroupRequest_v0(buf, pos):
@@ -240,7 +245,16 @@ def _d_JoinGroupRequest_v0(buf, pos):
         for _ in range(n7):
             item8, pos = _d_JoinGroupRequestProtocol_v0(buf, pos)
             f_protocols.append(item8)
-    return JoinGroupRequest(group_id=f_group_id, session_timeout_ms=f_session_timeout_ms, member_id=f_member_id, protocol_type=f_protocol_type, protocols=f_protocols), pos
+    o = _new(JoinGroupRequest)
+    o.group_id = f_group_id
+    o.session_timeout_ms = f_session_timeout_ms
+    o.rebalance_timeout_ms = -1
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.protocol_type = f_protocol_type
+    o.protocols = f_protocols
+    o.reason = None
+    return o, pos
 
 
 def _e_JoinGroupRequestProtocol_v0(o, b, chunks):
@@ -255,25 +269,26 @@ def _e_JoinGroupRequestProtocol_v0(o, b, chunks):
 
 
 def _e_JoinGroupRequest_v0(o, b, chunks):
-    if o.group_instance_id != None:
+    x1 = o.group_instance_id != None
+    if x1:
         raise UnsupportedVersionError('JoinGroupRequest.group_instance_id cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    b += _s_i.pack(o.session_timeout_ms)
-    v2 = o.member_id
+    v2 = o.group_id
     v2 = v2.encode()
     b += _s_h.pack(len(v2))
     b += v2
-    v3 = o.protocol_type
+    b += _s_i.pack(o.session_timeout_ms)
+    v3 = o.member_id
     v3 = v3.encode()
     b += _s_h.pack(len(v3))
     b += v3
-    a4 = o.protocols
-    b += _s_i.pack(len(a4))
-    for item5 in a4:
-        b = _e_JoinGroupRequestProtocol_v0(item5, b, chunks)
+    v4 = o.protocol_type
+    v4 = v4.encode()
+    b += _s_h.pack(len(v4))
+    b += v4
+    a5 = o.protocols
+    b += _s_i.pack(len(a5))
+    for item6 in a5:
+        b = _e_JoinGroupRequestProtocol_v0(item6, b, chunks)
     return b
 
 
@@ -321,29 +336,39 @@ def _d_JoinGroupRequest_v1(buf, pos):
         for _ in range(n7):
             item8, pos = _d_JoinGroupRequestProtocol_v0(buf, pos)
             f_protocols.append(item8)
-    return JoinGroupRequest(group_id=f_group_id, session_timeout_ms=f_session_timeout_ms, rebalance_timeout_ms=f_rebalance_timeout_ms, member_id=f_member_id, protocol_type=f_protocol_type, protocols=f_protocols), pos
+    o = _new(JoinGroupRequest)
+    o.group_id = f_group_id
+    o.session_timeout_ms = f_session_timeout_ms
+    o.rebalance_timeout_ms = f_rebalance_timeout_ms
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.protocol_type = f_protocol_type
+    o.protocols = f_protocols
+    o.reason = None
+    return o, pos
 
 
 def _e_JoinGroupRequest_v1(o, b, chunks):
-    if o.group_instance_id != None:
+    x1 = o.group_instance_id != None
+    if x1:
         raise UnsupportedVersionError('JoinGroupRequest.group_instance_id cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    b += _s_ii.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
-    v2 = o.member_id
+    v2 = o.group_id
     v2 = v2.encode()
     b += _s_h.pack(len(v2))
     b += v2
-    v3 = o.protocol_type
+    b += _s_ii.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
+    v3 = o.member_id
     v3 = v3.encode()
     b += _s_h.pack(len(v3))
     b += v3
-    a4 = o.protocols
-    b += _s_i.pack(len(a4))
-    for item5 in a4:
-        b = _e_JoinGroupRequestProtocol_v0(item5, b, chunks)
+    v4 = o.protocol_type
+    v4 = v4.encode()
+    b += _s_h.pack(len(v4))
+    b += v4
+    a5 = o.protocols
+    b += _s_i.pack(len(a5))
+    for item6 in a5:
+        b = _e_JoinGroupRequestProtocol_v0(item6, b, chunks)
     return b
 
 
@@ -401,7 +426,16 @@ def _d_JoinGroupRequest_v5(buf, pos):
         for _ in range(n9):
             item10, pos = _d_JoinGroupRequestProtocol_v0(buf, pos)
             f_protocols.append(item10)
-    return JoinGroupRequest(group_id=f_group_id, session_timeout_ms=f_session_timeout_ms, rebalance_timeout_ms=f_rebalance_timeout_ms, member_id=f_member_id, group_instance_id=f_group_instance_id, protocol_type=f_protocol_type, protocols=f_protocols), pos
+    o = _new(JoinGroupRequest)
+    o.group_id = f_group_id
+    o.session_timeout_ms = f_session_timeout_ms
+    o.rebalance_timeout_ms = f_rebalance_timeout_ms
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.protocol_type = f_protocol_type
+    o.protocols = f_protocols
+    o.reason = None
+    return o, pos
 
 
 def _e_JoinGroupRequest_v5(o, b, chunks):
@@ -473,7 +507,10 @@ def _d_JoinGroupRequestProtocol_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return JoinGroupRequestProtocol(name=f_name, metadata=f_metadata), pos
+    o = _new(JoinGroupRequestProtocol)
+    o.name = f_name
+    o.metadata = f_metadata
+    return o, pos
 
 
 def _d_JoinGroupRequest_v6(buf, pos):
@@ -559,7 +596,16 @@ def _d_JoinGroupRequest_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return JoinGroupRequest(group_id=f_group_id, session_timeout_ms=f_session_timeout_ms, rebalance_timeout_ms=f_rebalance_timeout_ms, member_id=f_member_id, group_instance_id=f_group_instance_id, protocol_type=f_protocol_type, protocols=f_protocols), pos
+    o = _new(JoinGroupRequest)
+    o.group_id = f_group_id
+    o.session_timeout_ms = f_session_timeout_ms
+    o.rebalance_timeout_ms = f_rebalance_timeout_ms
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.protocol_type = f_protocol_type
+    o.protocols = f_protocols
+    o.reason = None
+    return o, pos
 
 
 def _e_JoinGroupRequestProtocol_v6(o, b, chunks):
@@ -727,7 +773,16 @@ def _d_JoinGroupRequest_v8(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return JoinGroupRequest(group_id=f_group_id, session_timeout_ms=f_session_timeout_ms, rebalance_timeout_ms=f_rebalance_timeout_ms, member_id=f_member_id, group_instance_id=f_group_instance_id, protocol_type=f_protocol_type, protocols=f_protocols, reason=f_reason), pos
+    o = _new(JoinGroupRequest)
+    o.group_id = f_group_id
+    o.session_timeout_ms = f_session_timeout_ms
+    o.rebalance_timeout_ms = f_rebalance_timeout_ms
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.protocol_type = f_protocol_type
+    o.protocols = f_protocols
+    o.reason = f_reason
+    return o, pos
 
 
 def _e_JoinGroupRequest_v8(o, b, chunks):
@@ -811,7 +866,11 @@ def _d_JoinGroupResponseMember_v0(buf, pos):
             raise truncated('Metadata')
         f_metadata = bytes(buf[pos:e4])
         pos = e4
-    return JoinGroupResponseMember(member_id=f_member_id, metadata=f_metadata), pos
+    o = _new(JoinGroupResponseMember)
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.metadata = f_metadata
+    return o, pos
 
 
 def _d_JoinGroupResponse_v0(buf, pos):
@@ -858,7 +917,17 @@ def _d_JoinGroupResponse_v0(buf, pos):
         for _ in range(n7):
             item8, pos = _d_JoinGroupResponseMember_v0(buf, pos)
             f_members.append(item8)
-    return JoinGroupResponse(error_code=f_error_code, generation_id=f_generation_id, protocol_name=f_protocol_name, leader=f_leader, member_id=f_member_id, members=f_members), pos
+    o = _new(JoinGroupResponse)
+    o.throttle_time_ms = 0
+    o.error_code = f_error_code
+    o.generation_id = f_generation_id
+    o.protocol_type = None
+    o.protocol_name = f_protocol_name
+    o.leader = f_leader
+    o.skip_assignment = False
+    o.member_id = f_member_id
+    o.members = f_members
+    return o, pos
 
 
 def _e_JoinGroupResponseMember_v0(o, b, chunks):
@@ -873,25 +942,26 @@ def _e_JoinGroupResponseMember_v0(o, b, chunks):
 
 
 def _e_JoinGroupResponse_v0(o, b, chunks):
-    if o.skip_assignment != False:
+    x1 = o.skip_assignment != False
+    if x1:
         raise UnsupportedVersionError('JoinGroupResponse.skip_assignment cannot be sent at this version')
     b += _s_hi.pack(o.error_code, o.generation_id)
-    v1 = o.protocol_name
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    v2 = o.leader
+    v2 = o.protocol_name
     v2 = v2.encode()
     b += _s_h.pack(len(v2))
     b += v2
-    v3 = o.member_id
+    v3 = o.leader
     v3 = v3.encode()
     b += _s_h.pack(len(v3))
     b += v3
-    a4 = o.members
-    b += _s_i.pack(len(a4))
-    for item5 in a4:
-        b = _e_JoinGroupResponseMember_v0(item5, b, chunks)
+    v4 = o.member_id
+    v4 = v4.encode()
+    b += _s_h.pack(len(v4))
+    b += v4
+    a5 = o.members
+    b += _s_i.pack(len(a5))
+    for item6 in a5:
+        b = _e_JoinGroupResponseMember_v0(item6, b, chunks)
     return b
 
 
@@ -939,29 +1009,40 @@ def _d_JoinGroupResponse_v2(buf, pos):
         for _ in range(n7):
             item8, pos = _d_JoinGroupResponseMember_v0(buf, pos)
             f_members.append(item8)
-    return JoinGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, generation_id=f_generation_id, protocol_name=f_protocol_name, leader=f_leader, member_id=f_member_id, members=f_members), pos
+    o = _new(JoinGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.generation_id = f_generation_id
+    o.protocol_type = None
+    o.protocol_name = f_protocol_name
+    o.leader = f_leader
+    o.skip_assignment = False
+    o.member_id = f_member_id
+    o.members = f_members
+    return o, pos
 
 
 def _e_JoinGroupResponse_v2(o, b, chunks):
-    if o.skip_assignment != False:
+    x1 = o.skip_assignment != False
+    if x1:
         raise UnsupportedVersionError('JoinGroupResponse.skip_assignment cannot be sent at this version')
     b += _s_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
-    v1 = o.protocol_name
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    v2 = o.leader
+    v2 = o.protocol_name
     v2 = v2.encode()
     b += _s_h.pack(len(v2))
     b += v2
-    v3 = o.member_id
+    v3 = o.leader
     v3 = v3.encode()
     b += _s_h.pack(len(v3))
     b += v3
-    a4 = o.members
-    b += _s_i.pack(len(a4))
-    for item5 in a4:
-        b = _e_JoinGroupResponseMember_v0(item5, b, chunks)
+    v4 = o.member_id
+    v4 = v4.encode()
+    b += _s_h.pack(len(v4))
+    b += v4
+    a5 = o.members
+    b += _s_i.pack(len(a5))
+    for item6 in a5:
+        b = _e_JoinGroupResponseMember_v0(item6, b, chunks)
     return b
 
 
@@ -996,7 +1077,11 @@ def _d_JoinGroupResponseMember_v5(buf, pos):
             raise truncated('Metadata')
         f_metadata = bytes(buf[pos:e6])
         pos = e6
-    return JoinGroupResponseMember(member_id=f_member_id, group_instance_id=f_group_instance_id, metadata=f_metadata), pos
+    o = _new(JoinGroupResponseMember)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.metadata = f_metadata
+    return o, pos
 
 
 def _d_JoinGroupResponse_v5(buf, pos):
@@ -1043,7 +1128,17 @@ def _d_JoinGroupResponse_v5(buf, pos):
         for _ in range(n7):
             item8, pos = _d_JoinGroupResponseMember_v5(buf, pos)
             f_members.append(item8)
-    return JoinGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, generation_id=f_generation_id, protocol_name=f_protocol_name, leader=f_leader, member_id=f_member_id, members=f_members), pos
+    o = _new(JoinGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.generation_id = f_generation_id
+    o.protocol_type = None
+    o.protocol_name = f_protocol_name
+    o.leader = f_leader
+    o.skip_assignment = False
+    o.member_id = f_member_id
+    o.members = f_members
+    return o, pos
 
 
 def _e_JoinGroupResponseMember_v5(o, b, chunks):
@@ -1065,25 +1160,26 @@ def _e_JoinGroupResponseMember_v5(o, b, chunks):
 
 
 def _e_JoinGroupResponse_v5(o, b, chunks):
-    if o.skip_assignment != False:
+    x1 = o.skip_assignment != False
+    if x1:
         raise UnsupportedVersionError('JoinGroupResponse.skip_assignment cannot be sent at this version')
     b += _s_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
-    v1 = o.protocol_name
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    v2 = o.leader
+    v2 = o.protocol_name
     v2 = v2.encode()
     b += _s_h.pack(len(v2))
     b += v2
-    v3 = o.member_id
+    v3 = o.leader
     v3 = v3.encode()
     b += _s_h.pack(len(v3))
     b += v3
-    a4 = o.members
-    b += _s_i.pack(len(a4))
-    for item5 in a4:
-        b = _e_JoinGroupResponseMember_v5(item5, b, chunks)
+    v4 = o.member_id
+    v4 = v4.encode()
+    b += _s_h.pack(len(v4))
+    b += v4
+    a5 = o.members
+    b += _s_i.pack(len(a5))
+    for item6 in a5:
+        b = _e_JoinGroupResponseMember_v5(item6, b, chunks)
     return b
 
 
@@ -1141,7 +1237,11 @@ def _d_JoinGroupResponseMember_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return JoinGroupResponseMember(member_id=f_member_id, group_instance_id=f_group_instance_id, metadata=f_metadata), pos
+    o = _new(JoinGroupResponseMember)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.metadata = f_metadata
+    return o, pos
 
 
 def _d_JoinGroupResponse_v6(buf, pos):
@@ -1214,7 +1314,17 @@ def _d_JoinGroupResponse_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return JoinGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, generation_id=f_generation_id, protocol_name=f_protocol_name, leader=f_leader, member_id=f_member_id, members=f_members), pos
+    o = _new(JoinGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.generation_id = f_generation_id
+    o.protocol_type = None
+    o.protocol_name = f_protocol_name
+    o.leader = f_leader
+    o.skip_assignment = False
+    o.member_id = f_member_id
+    o.members = f_members
+    return o, pos
 
 
 def _e_JoinGroupResponseMember_v6(o, b, chunks):
@@ -1249,41 +1359,42 @@ def _e_JoinGroupResponseMember_v6(o, b, chunks):
 
 
 def _e_JoinGroupResponse_v6(o, b, chunks):
-    if o.skip_assignment != False:
+    x1 = o.skip_assignment != False
+    if x1:
         raise UnsupportedVersionError('JoinGroupResponse.skip_assignment cannot be sent at this version')
     b += _s_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
-    v1 = o.protocol_name
-    v1 = v1.encode()
-    n2 = len(v1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    v2 = o.protocol_name
+    v2 = v2.encode()
+    n3 = len(v2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    b += v1
-    v3 = o.leader
-    v3 = v3.encode()
-    n4 = len(v3) + 1
-    if n4 < 0x80:
-        b.append(n4)
+        b += uvarint(n3)
+    b += v2
+    v4 = o.leader
+    v4 = v4.encode()
+    n5 = len(v4) + 1
+    if n5 < 0x80:
+        b.append(n5)
     else:
-        b += uvarint(n4)
-    b += v3
-    v5 = o.member_id
-    v5 = v5.encode()
-    n6 = len(v5) + 1
-    if n6 < 0x80:
-        b.append(n6)
+        b += uvarint(n5)
+    b += v4
+    v6 = o.member_id
+    v6 = v6.encode()
+    n7 = len(v6) + 1
+    if n7 < 0x80:
+        b.append(n7)
     else:
-        b += uvarint(n6)
-    b += v5
-    a7 = o.members
-    n8 = len(a7) + 1
-    if n8 < 0x80:
-        b.append(n8)
+        b += uvarint(n7)
+    b += v6
+    a8 = o.members
+    n9 = len(a8) + 1
+    if n9 < 0x80:
+        b.append(n9)
     else:
-        b += uvarint(n8)
-    for item9 in a7:
-        b = _e_JoinGroupResponseMember_v6(item9, b, chunks)
+        b += uvarint(n9)
+    for item10 in a8:
+        b = _e_JoinGroupResponseMember_v6(item10, b, chunks)
     b.append(0)
     return b
 
@@ -1371,59 +1482,70 @@ def _d_JoinGroupResponse_v7(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return JoinGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, generation_id=f_generation_id, protocol_type=f_protocol_type, protocol_name=f_protocol_name, leader=f_leader, member_id=f_member_id, members=f_members), pos
+    o = _new(JoinGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.generation_id = f_generation_id
+    o.protocol_type = f_protocol_type
+    o.protocol_name = f_protocol_name
+    o.leader = f_leader
+    o.skip_assignment = False
+    o.member_id = f_member_id
+    o.members = f_members
+    return o, pos
 
 
 def _e_JoinGroupResponse_v7(o, b, chunks):
-    if o.skip_assignment != False:
+    x1 = o.skip_assignment != False
+    if x1:
         raise UnsupportedVersionError('JoinGroupResponse.skip_assignment cannot be sent at this version')
     b += _s_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
-    v1 = o.protocol_type
-    if v1 is None:
+    v2 = o.protocol_type
+    if v2 is None:
         b.append(0)
     else:
-        v1 = v1.encode()
-        n2 = len(v1) + 1
-        if n2 < 0x80:
-            b.append(n2)
+        v2 = v2.encode()
+        n3 = len(v2) + 1
+        if n3 < 0x80:
+            b.append(n3)
         else:
-            b += uvarint(n2)
-        b += v1
-    v3 = o.protocol_name
-    if v3 is None:
+            b += uvarint(n3)
+        b += v2
+    v4 = o.protocol_name
+    if v4 is None:
         b.append(0)
     else:
-        v3 = v3.encode()
-        n4 = len(v3) + 1
-        if n4 < 0x80:
-            b.append(n4)
+        v4 = v4.encode()
+        n5 = len(v4) + 1
+        if n5 < 0x80:
+            b.append(n5)
         else:
-            b += uvarint(n4)
-        b += v3
-    v5 = o.leader
-    v5 = v5.encode()
-    n6 = len(v5) + 1
-    if n6 < 0x80:
-        b.append(n6)
+            b += uvarint(n5)
+        b += v4
+    v6 = o.leader
+    v6 = v6.encode()
+    n7 = len(v6) + 1
+    if n7 < 0x80:
+        b.append(n7)
     else:
-        b += uvarint(n6)
-    b += v5
-    v7 = o.member_id
-    v7 = v7.encode()
-    n8 = len(v7) + 1
-    if n8 < 0x80:
-        b.append(n8)
+        b += uvarint(n7)
+    b += v6
+    v8 = o.member_id
+    v8 = v8.encode()
+    n9 = len(v8) + 1
+    if n9 < 0x80:
+        b.append(n9)
     else:
-        b += uvarint(n8)
-    b += v7
-    a9 = o.members
-    n10 = len(a9) + 1
-    if n10 < 0x80:
-        b.append(n10)
+        b += uvarint(n9)
+    b += v8
+    a10 = o.members
+    n11 = len(a10) + 1
+    if n11 < 0x80:
+        b.append(n11)
     else:
-        b += uvarint(n10)
-    for item11 in a9:
-        b = _e_JoinGroupResponseMember_v6(item11, b, chunks)
+        b += uvarint(n11)
+    for item12 in a10:
+        b = _e_JoinGroupResponseMember_v6(item12, b, chunks)
     b.append(0)
     return b
 
@@ -1513,7 +1635,17 @@ def _d_JoinGroupResponse_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return JoinGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, generation_id=f_generation_id, protocol_type=f_protocol_type, protocol_name=f_protocol_name, leader=f_leader, skip_assignment=f_skip_assignment, member_id=f_member_id, members=f_members), pos
+    o = _new(JoinGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.generation_id = f_generation_id
+    o.protocol_type = f_protocol_type
+    o.protocol_name = f_protocol_name
+    o.leader = f_leader
+    o.skip_assignment = f_skip_assignment
+    o.member_id = f_member_id
+    o.members = f_members
+    return o, pos
 
 
 def _e_JoinGroupResponse_v9(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -170,20 +172,25 @@ def _d_LeaveGroupRequest_v0(buf, pos):
             raise truncated('MemberId')
         f_member_id = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return LeaveGroupRequest(group_id=f_group_id, member_id=f_member_id), pos
+    o = _new(LeaveGroupRequest)
+    o.group_id = f_group_id
+    o.member_id = f_member_id
+    o.members = []
+    return o, pos
 
 
 def _e_LeaveGroupRequest_v0(o, b, chunks):
-    if o.members != []:
+    x1 = o.members != []
+    if x1:
         raise UnsupportedVersionError('LeaveGroupRequest.members cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    v2 = o.member_id
+    v2 = o.group_id
     v2 = v2.encode()
     b += _s_h.pack(len(v2))
     b += v2
+    v3 = o.member_id
+    v3 = v3.encode()
+    b += _s_h.pack(len(v3))
+    b += v3
     return b
 
 
@@ -208,7 +215,11 @@ def _d_MemberIdentity_v3(buf, pos):
             raise truncated('GroupInstanceId')
         f_group_instance_id = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return MemberIdentity(member_id=f_member_id, group_instance_id=f_group_instance_id), pos
+    o = _new(MemberIdentity)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.reason = None
+    return o, pos
 
 
 def _d_LeaveGroupRequest_v3(buf, pos):
@@ -233,7 +244,11 @@ def _d_LeaveGroupRequest_v3(buf, pos):
         for _ in range(n3):
             item4, pos = _d_MemberIdentity_v3(buf, pos)
             f_members.append(item4)
-    return LeaveGroupRequest(group_id=f_group_id, members=f_members), pos
+    o = _new(LeaveGroupRequest)
+    o.group_id = f_group_id
+    o.member_id = ''
+    o.members = f_members
+    return o, pos
 
 
 def _e_MemberIdentity_v3(o, b, chunks):
@@ -252,16 +267,17 @@ def _e_MemberIdentity_v3(o, b, chunks):
 
 
 def _e_LeaveGroupRequest_v3(o, b, chunks):
-    if o.member_id != '':
+    x1 = o.member_id != ''
+    if x1:
         raise UnsupportedVersionError('LeaveGroupRequest.member_id cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    a2 = o.members
-    b += _s_i.pack(len(a2))
-    for item3 in a2:
-        b = _e_MemberIdentity_v3(item3, b, chunks)
+    v2 = o.group_id
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
+    a3 = o.members
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_MemberIdentity_v3(item4, b, chunks)
     return b
 
 
@@ -306,7 +322,11 @@ def _d_MemberIdentity_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MemberIdentity(member_id=f_member_id, group_instance_id=f_group_instance_id), pos
+    o = _new(MemberIdentity)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.reason = None
+    return o, pos
 
 
 def _d_LeaveGroupRequest_v4(buf, pos):
@@ -351,7 +371,11 @@ def _d_LeaveGroupRequest_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return LeaveGroupRequest(group_id=f_group_id, members=f_members), pos
+    o = _new(LeaveGroupRequest)
+    o.group_id = f_group_id
+    o.member_id = ''
+    o.members = f_members
+    return o, pos
 
 
 def _e_MemberIdentity_v4(o, b, chunks):
@@ -379,24 +403,25 @@ def _e_MemberIdentity_v4(o, b, chunks):
 
 
 def _e_LeaveGroupRequest_v4(o, b, chunks):
-    if o.member_id != '':
+    x1 = o.member_id != ''
+    if x1:
         raise UnsupportedVersionError('LeaveGroupRequest.member_id cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    n2 = len(v1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    v2 = o.group_id
+    v2 = v2.encode()
+    n3 = len(v2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    b += v1
-    a3 = o.members
-    n4 = len(a3) + 1
-    if n4 < 0x80:
-        b.append(n4)
+        b += uvarint(n3)
+    b += v2
+    a4 = o.members
+    n5 = len(a4) + 1
+    if n5 < 0x80:
+        b.append(n5)
     else:
-        b += uvarint(n4)
-    for item5 in a3:
-        b = _e_MemberIdentity_v4(item5, b, chunks)
+        b += uvarint(n5)
+    for item6 in a4:
+        b = _e_MemberIdentity_v4(item6, b, chunks)
     b.append(0)
     return b
 
@@ -455,7 +480,11 @@ def _d_MemberIdentity_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MemberIdentity(member_id=f_member_id, group_instance_id=f_group_instance_id, reason=f_reason), pos
+    o = _new(MemberIdentity)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.reason = f_reason
+    return o, pos
 
 
 def _d_LeaveGroupRequest_v5(buf, pos):
@@ -500,7 +529,11 @@ def _d_LeaveGroupRequest_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return LeaveGroupRequest(group_id=f_group_id, members=f_members), pos
+    o = _new(LeaveGroupRequest)
+    o.group_id = f_group_id
+    o.member_id = ''
+    o.members = f_members
+    return o, pos
 
 
 def _e_MemberIdentity_v5(o, b, chunks):
@@ -539,24 +572,25 @@ def _e_MemberIdentity_v5(o, b, chunks):
 
 
 def _e_LeaveGroupRequest_v5(o, b, chunks):
-    if o.member_id != '':
+    x1 = o.member_id != ''
+    if x1:
         raise UnsupportedVersionError('LeaveGroupRequest.member_id cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    n2 = len(v1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    v2 = o.group_id
+    v2 = v2.encode()
+    n3 = len(v2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    b += v1
-    a3 = o.members
-    n4 = len(a3) + 1
-    if n4 < 0x80:
-        b.append(n4)
+        b += uvarint(n3)
+    b += v2
+    a4 = o.members
+    n5 = len(a4) + 1
+    if n5 < 0x80:
+        b.append(n5)
     else:
-        b += uvarint(n4)
-    for item5 in a3:
-        b = _e_MemberIdentity_v5(item5, b, chunks)
+        b += uvarint(n5)
+    for item6 in a4:
+        b = _e_MemberIdentity_v5(item6, b, chunks)
     b.append(0)
     return b
 
@@ -564,11 +598,16 @@ def _e_LeaveGroupRequest_v5(o, b, chunks):
 def _d_LeaveGroupResponse_v0(buf, pos):
     f_error_code, = _s_h.unpack_from(buf, pos)
     pos += 2
-    return LeaveGroupResponse(error_code=f_error_code), pos
+    o = _new(LeaveGroupResponse)
+    o.throttle_time_ms = 0
+    o.error_code = f_error_code
+    o.members = []
+    return o, pos
 
 
 def _e_LeaveGroupResponse_v0(o, b, chunks):
-    if o.members != []:
+    x1 = o.members != []
+    if x1:
         raise UnsupportedVersionError('LeaveGroupResponse.members cannot be sent at this version')
     b += _s_h.pack(o.error_code)
     return b
@@ -577,11 +616,16 @@ def _e_LeaveGroupResponse_v0(o, b, chunks):
 def _d_LeaveGroupResponse_v1(buf, pos):
     f_throttle_time_ms, f_error_code = _s_ih.unpack_from(buf, pos)
     pos += 6
-    return LeaveGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code), pos
+    o = _new(LeaveGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.members = []
+    return o, pos
 
 
 def _e_LeaveGroupResponse_v1(o, b, chunks):
-    if o.members != []:
+    x1 = o.members != []
+    if x1:
         raise UnsupportedVersionError('LeaveGroupResponse.members cannot be sent at this version')
     b += _s_ih.pack(o.throttle_time_ms, o.error_code)
     return b
@@ -610,7 +654,11 @@ def _d_MemberResponse_v3(buf, pos):
         pos = e4
     f_error_code, = _s_h.unpack_from(buf, pos)
     pos += 2
-    return MemberResponse(member_id=f_member_id, group_instance_id=f_group_instance_id, error_code=f_error_code), pos
+    o = _new(MemberResponse)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_LeaveGroupResponse_v3(buf, pos):
@@ -627,7 +675,11 @@ def _d_LeaveGroupResponse_v3(buf, pos):
         for _ in range(n1):
             item2, pos = _d_MemberResponse_v3(buf, pos)
             f_members.append(item2)
-    return LeaveGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, members=f_members), pos
+    o = _new(LeaveGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.members = f_members
+    return o, pos
 
 
 def _e_MemberResponse_v3(o, b, chunks):
@@ -698,7 +750,11 @@ def _d_MemberResponse_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MemberResponse(member_id=f_member_id, group_instance_id=f_group_instance_id, error_code=f_error_code), pos
+    o = _new(MemberResponse)
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_LeaveGroupResponse_v4(buf, pos):
@@ -732,7 +788,11 @@ def _d_LeaveGroupResponse_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return LeaveGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, members=f_members), pos
+    o = _new(LeaveGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.members = f_members
+    return o, pos
 
 
 def _e_MemberResponse_v4(o, b, chunks):

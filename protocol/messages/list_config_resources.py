@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -130,11 +132,14 @@ def _d_ListConfigResourcesRequest_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListConfigResourcesRequest(), pos
+    o = _new(ListConfigResourcesRequest)
+    o.resource_types = []
+    return o, pos
 
 
 def _e_ListConfigResourcesRequest_v0(o, b, chunks):
-    if o.resource_types != []:
+    x1 = o.resource_types != []
+    if x1:
         raise UnsupportedVersionError('ListConfigResourcesRequest.resource_types cannot be sent at this version')
     b.append(0)
     return b
@@ -167,7 +172,9 @@ def _d_ListConfigResourcesRequest_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListConfigResourcesRequest(resource_types=f_resource_types), pos
+    o = _new(ListConfigResourcesRequest)
+    o.resource_types = f_resource_types
+    return o, pos
 
 
 def _e_ListConfigResourcesRequest_v1(o, b, chunks):
@@ -210,7 +217,10 @@ def _d_ConfigResource_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ConfigResource(resource_name=f_resource_name), pos
+    o = _new(ConfigResource)
+    o.resource_name = f_resource_name
+    o.resource_type = 16
+    return o, pos
 
 
 def _d_ListConfigResourcesResponse_v0(buf, pos):
@@ -244,7 +254,11 @@ def _d_ListConfigResourcesResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListConfigResourcesResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, config_resources=f_config_resources), pos
+    o = _new(ListConfigResourcesResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.config_resources = f_config_resources
+    return o, pos
 
 
 def _e_ConfigResource_v0(o, b, chunks):
@@ -304,7 +318,10 @@ def _d_ConfigResource_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ConfigResource(resource_name=f_resource_name, resource_type=f_resource_type), pos
+    o = _new(ConfigResource)
+    o.resource_name = f_resource_name
+    o.resource_type = f_resource_type
+    return o, pos
 
 
 def _d_ListConfigResourcesResponse_v1(buf, pos):
@@ -338,7 +355,11 @@ def _d_ListConfigResourcesResponse_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListConfigResourcesResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, config_resources=f_config_resources), pos
+    o = _new(ListConfigResourcesResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.config_resources = f_config_resources
+    return o, pos
 
 
 def _e_ConfigResource_v1(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -123,13 +125,18 @@ class ListGroupsResponse(Message):
 
 
 def _d_ListGroupsRequest_v0(buf, pos):
-    return ListGroupsRequest(), pos
+    o = _new(ListGroupsRequest)
+    o.states_filter = []
+    o.types_filter = []
+    return o, pos
 
 
 def _e_ListGroupsRequest_v0(o, b, chunks):
-    if o.states_filter != []:
+    x1 = o.states_filter != []
+    if x1:
         raise UnsupportedVersionError('ListGroupsRequest.states_filter cannot be sent at this version')
-    if o.types_filter != []:
+    x2 = o.types_filter != []
+    if x2:
         raise UnsupportedVersionError('ListGroupsRequest.types_filter cannot be sent at this version')
     return b
 
@@ -149,13 +156,18 @@ def _d_ListGroupsRequest_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListGroupsRequest(), pos
+    o = _new(ListGroupsRequest)
+    o.states_filter = []
+    o.types_filter = []
+    return o, pos
 
 
 def _e_ListGroupsRequest_v3(o, b, chunks):
-    if o.states_filter != []:
+    x1 = o.states_filter != []
+    if x1:
         raise UnsupportedVersionError('ListGroupsRequest.states_filter cannot be sent at this version')
-    if o.types_filter != []:
+    x2 = o.types_filter != []
+    if x2:
         raise UnsupportedVersionError('ListGroupsRequest.types_filter cannot be sent at this version')
     b.append(0)
     return b
@@ -202,27 +214,31 @@ def _d_ListGroupsRequest_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListGroupsRequest(states_filter=f_states_filter), pos
+    o = _new(ListGroupsRequest)
+    o.states_filter = f_states_filter
+    o.types_filter = []
+    return o, pos
 
 
 def _e_ListGroupsRequest_v4(o, b, chunks):
-    if o.types_filter != []:
+    x1 = o.types_filter != []
+    if x1:
         raise UnsupportedVersionError('ListGroupsRequest.types_filter cannot be sent at this version')
-    a1 = o.states_filter
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.states_filter
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        v4 = item3
-        v4 = v4.encode()
-        n5 = len(v4) + 1
-        if n5 < 0x80:
-            b.append(n5)
+        b += uvarint(n3)
+    for item4 in a2:
+        v5 = item4
+        v5 = v5.encode()
+        n6 = len(v5) + 1
+        if n6 < 0x80:
+            b.append(n6)
         else:
-            b += uvarint(n5)
-        b += v4
+            b += uvarint(n6)
+        b += v5
     b.append(0)
     return b
 
@@ -294,7 +310,10 @@ def _d_ListGroupsRequest_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListGroupsRequest(states_filter=f_states_filter, types_filter=f_types_filter), pos
+    o = _new(ListGroupsRequest)
+    o.states_filter = f_states_filter
+    o.types_filter = f_types_filter
+    return o, pos
 
 
 def _e_ListGroupsRequest_v5(o, b, chunks):
@@ -353,7 +372,12 @@ def _d_ListedGroup_v0(buf, pos):
             raise truncated('ProtocolType')
         f_protocol_type = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return ListedGroup(group_id=f_group_id, protocol_type=f_protocol_type), pos
+    o = _new(ListedGroup)
+    o.group_id = f_group_id
+    o.protocol_type = f_protocol_type
+    o.group_state = ''
+    o.group_type = ''
+    return o, pos
 
 
 def _d_ListGroupsResponse_v0(buf, pos):
@@ -370,7 +394,11 @@ def _d_ListGroupsResponse_v0(buf, pos):
         for _ in range(n1):
             item2, pos = _d_ListedGroup_v0(buf, pos)
             f_groups.append(item2)
-    return ListGroupsResponse(error_code=f_error_code, groups=f_groups), pos
+    o = _new(ListGroupsResponse)
+    o.throttle_time_ms = 0
+    o.error_code = f_error_code
+    o.groups = f_groups
+    return o, pos
 
 
 def _e_ListedGroup_v0(o, b, chunks):
@@ -408,7 +436,11 @@ def _d_ListGroupsResponse_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_ListedGroup_v0(buf, pos)
             f_groups.append(item2)
-    return ListGroupsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, groups=f_groups), pos
+    o = _new(ListGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.groups = f_groups
+    return o, pos
 
 
 def _e_ListGroupsResponse_v1(o, b, chunks):
@@ -461,7 +493,12 @@ def _d_ListedGroup_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListedGroup(group_id=f_group_id, protocol_type=f_protocol_type), pos
+    o = _new(ListedGroup)
+    o.group_id = f_group_id
+    o.protocol_type = f_protocol_type
+    o.group_state = ''
+    o.group_type = ''
+    return o, pos
 
 
 def _d_ListGroupsResponse_v3(buf, pos):
@@ -495,7 +532,11 @@ def _d_ListGroupsResponse_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListGroupsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, groups=f_groups), pos
+    o = _new(ListGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.groups = f_groups
+    return o, pos
 
 
 def _e_ListedGroup_v3(o, b, chunks):
@@ -587,7 +628,12 @@ def _d_ListedGroup_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListedGroup(group_id=f_group_id, protocol_type=f_protocol_type, group_state=f_group_state), pos
+    o = _new(ListedGroup)
+    o.group_id = f_group_id
+    o.protocol_type = f_protocol_type
+    o.group_state = f_group_state
+    o.group_type = ''
+    return o, pos
 
 
 def _d_ListGroupsResponse_v4(buf, pos):
@@ -621,7 +667,11 @@ def _d_ListGroupsResponse_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListGroupsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, groups=f_groups), pos
+    o = _new(ListGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.groups = f_groups
+    return o, pos
 
 
 def _e_ListedGroup_v4(o, b, chunks):
@@ -734,7 +784,12 @@ def _d_ListedGroup_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListedGroup(group_id=f_group_id, protocol_type=f_protocol_type, group_state=f_group_state, group_type=f_group_type), pos
+    o = _new(ListedGroup)
+    o.group_id = f_group_id
+    o.protocol_type = f_protocol_type
+    o.group_state = f_group_state
+    o.group_type = f_group_type
+    return o, pos
 
 
 def _d_ListGroupsResponse_v5(buf, pos):
@@ -768,7 +823,11 @@ def _d_ListGroupsResponse_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListGroupsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, groups=f_groups), pos
+    o = _new(ListGroupsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.groups = f_groups
+    return o, pos
 
 
 def _e_ListedGroup_v5(o, b, chunks):

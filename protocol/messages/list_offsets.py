@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -214,7 +216,12 @@ class ListOffsetsResponse(Message):
 def _d_ListOffsetsPartition_v1(buf, pos):
     f_partition_index, f_timestamp = _s_iq.unpack_from(buf, pos)
     pos += 12
-    return ListOffsetsPartition(partition_index=f_partition_index, timestamp=f_timestamp), pos
+    o = _new(ListOffsetsPartition)
+    o.partition_index = f_partition_index
+    o.current_leader_epoch = -1
+    o.timestamp = f_timestamp
+    o.max_num_offsets = 1
+    return o, pos
 
 
 def _d_ListOffsetsTopic_v1(buf, pos):
@@ -239,7 +246,10 @@ def _d_ListOffsetsTopic_v1(buf, pos):
         for _ in range(n3):
             item4, pos = _d_ListOffsetsPartition_v1(buf, pos)
             f_partitions.append(item4)
-    return ListOffsetsTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(ListOffsetsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_ListOffsetsRequest_v1(buf, pos):
@@ -256,11 +266,17 @@ def _d_ListOffsetsRequest_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_ListOffsetsTopic_v1(buf, pos)
             f_topics.append(item2)
-    return ListOffsetsRequest(replica_id=f_replica_id, topics=f_topics), pos
+    o = _new(ListOffsetsRequest)
+    o.replica_id = f_replica_id
+    o.isolation_level = 0
+    o.topics = f_topics
+    o.timeout_ms = 0
+    return o, pos
 
 
 def _e_ListOffsetsPartition_v1(o, b, chunks):
-    if o.max_num_offsets != 1:
+    x1 = o.max_num_offsets != 1
+    if x1:
         raise UnsupportedVersionError('ListOffsetsPartition.max_num_offsets cannot be sent at this version')
     b += _s_iq.pack(o.partition_index, o.timestamp)
     return b
@@ -279,13 +295,14 @@ def _e_ListOffsetsTopic_v1(o, b, chunks):
 
 
 def _e_ListOffsetsRequest_v1(o, b, chunks):
-    if o.isolation_level != 0:
+    x1 = o.isolation_level != 0
+    if x1:
         raise UnsupportedVersionError('ListOffsetsRequest.isolation_level cannot be sent at this version')
     b += _s_i.pack(o.replica_id)
-    a1 = o.topics
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_ListOffsetsTopic_v1(item2, b, chunks)
+    a2 = o.topics
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_ListOffsetsTopic_v1(item3, b, chunks)
     return b
 
 
@@ -303,7 +320,12 @@ def _d_ListOffsetsRequest_v2(buf, pos):
         for _ in range(n1):
             item2, pos = _d_ListOffsetsTopic_v1(buf, pos)
             f_topics.append(item2)
-    return ListOffsetsRequest(replica_id=f_replica_id, isolation_level=f_isolation_level, topics=f_topics), pos
+    o = _new(ListOffsetsRequest)
+    o.replica_id = f_replica_id
+    o.isolation_level = f_isolation_level
+    o.topics = f_topics
+    o.timeout_ms = 0
+    return o, pos
 
 
 def _e_ListOffsetsRequest_v2(o, b, chunks):
@@ -318,7 +340,12 @@ def _e_ListOffsetsRequest_v2(o, b, chunks):
 def _d_ListOffsetsPartition_v4(buf, pos):
     f_partition_index, f_current_leader_epoch, f_timestamp = _s_iiq.unpack_from(buf, pos)
     pos += 16
-    return ListOffsetsPartition(partition_index=f_partition_index, current_leader_epoch=f_current_leader_epoch, timestamp=f_timestamp), pos
+    o = _new(ListOffsetsPartition)
+    o.partition_index = f_partition_index
+    o.current_leader_epoch = f_current_leader_epoch
+    o.timestamp = f_timestamp
+    o.max_num_offsets = 1
+    return o, pos
 
 
 def _d_ListOffsetsTopic_v4(buf, pos):
@@ -343,7 +370,10 @@ def _d_ListOffsetsTopic_v4(buf, pos):
         for _ in range(n3):
             item4, pos = _d_ListOffsetsPartition_v4(buf, pos)
             f_partitions.append(item4)
-    return ListOffsetsTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(ListOffsetsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_ListOffsetsRequest_v4(buf, pos):
@@ -360,11 +390,17 @@ def _d_ListOffsetsRequest_v4(buf, pos):
         for _ in range(n1):
             item2, pos = _d_ListOffsetsTopic_v4(buf, pos)
             f_topics.append(item2)
-    return ListOffsetsRequest(replica_id=f_replica_id, isolation_level=f_isolation_level, topics=f_topics), pos
+    o = _new(ListOffsetsRequest)
+    o.replica_id = f_replica_id
+    o.isolation_level = f_isolation_level
+    o.topics = f_topics
+    o.timeout_ms = 0
+    return o, pos
 
 
 def _e_ListOffsetsPartition_v4(o, b, chunks):
-    if o.max_num_offsets != 1:
+    x1 = o.max_num_offsets != 1
+    if x1:
         raise UnsupportedVersionError('ListOffsetsPartition.max_num_offsets cannot be sent at this version')
     b += _s_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
     return b
@@ -408,7 +444,12 @@ def _d_ListOffsetsPartition_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListOffsetsPartition(partition_index=f_partition_index, current_leader_epoch=f_current_leader_epoch, timestamp=f_timestamp), pos
+    o = _new(ListOffsetsPartition)
+    o.partition_index = f_partition_index
+    o.current_leader_epoch = f_current_leader_epoch
+    o.timestamp = f_timestamp
+    o.max_num_offsets = 1
+    return o, pos
 
 
 def _d_ListOffsetsTopic_v6(buf, pos):
@@ -453,7 +494,10 @@ def _d_ListOffsetsTopic_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListOffsetsTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(ListOffsetsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_ListOffsetsRequest_v6(buf, pos):
@@ -487,11 +531,17 @@ def _d_ListOffsetsRequest_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListOffsetsRequest(replica_id=f_replica_id, isolation_level=f_isolation_level, topics=f_topics), pos
+    o = _new(ListOffsetsRequest)
+    o.replica_id = f_replica_id
+    o.isolation_level = f_isolation_level
+    o.topics = f_topics
+    o.timeout_ms = 0
+    return o, pos
 
 
 def _e_ListOffsetsPartition_v6(o, b, chunks):
-    if o.max_num_offsets != 1:
+    x1 = o.max_num_offsets != 1
+    if x1:
         raise UnsupportedVersionError('ListOffsetsPartition.max_num_offsets cannot be sent at this version')
     b += _s_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
     b.append(0)
@@ -566,7 +616,12 @@ def _d_ListOffsetsRequest_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListOffsetsRequest(replica_id=f_replica_id, isolation_level=f_isolation_level, topics=f_topics, timeout_ms=f_timeout_ms), pos
+    o = _new(ListOffsetsRequest)
+    o.replica_id = f_replica_id
+    o.isolation_level = f_isolation_level
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    return o, pos
 
 
 def _e_ListOffsetsRequest_v10(o, b, chunks):
@@ -587,7 +642,14 @@ def _e_ListOffsetsRequest_v10(o, b, chunks):
 def _d_ListOffsetsPartitionResponse_v1(buf, pos):
     f_partition_index, f_error_code, f_timestamp, f_offset = _s_ihqq.unpack_from(buf, pos)
     pos += 22
-    return ListOffsetsPartitionResponse(partition_index=f_partition_index, error_code=f_error_code, timestamp=f_timestamp, offset=f_offset), pos
+    o = _new(ListOffsetsPartitionResponse)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.old_style_offsets = []
+    o.timestamp = f_timestamp
+    o.offset = f_offset
+    o.leader_epoch = -1
+    return o, pos
 
 
 def _d_ListOffsetsTopicResponse_v1(buf, pos):
@@ -612,7 +674,10 @@ def _d_ListOffsetsTopicResponse_v1(buf, pos):
         for _ in range(n3):
             item4, pos = _d_ListOffsetsPartitionResponse_v1(buf, pos)
             f_partitions.append(item4)
-    return ListOffsetsTopicResponse(name=f_name, partitions=f_partitions), pos
+    o = _new(ListOffsetsTopicResponse)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_ListOffsetsResponse_v1(buf, pos):
@@ -627,13 +692,18 @@ def _d_ListOffsetsResponse_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_ListOffsetsTopicResponse_v1(buf, pos)
             f_topics.append(item2)
-    return ListOffsetsResponse(topics=f_topics), pos
+    o = _new(ListOffsetsResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_ListOffsetsPartitionResponse_v1(o, b, chunks):
-    if o.old_style_offsets != []:
+    x1 = o.old_style_offsets != []
+    if x1:
         raise UnsupportedVersionError('ListOffsetsPartitionResponse.old_style_offsets cannot be sent at this version')
-    if o.leader_epoch != -1:
+    x2 = o.leader_epoch != -1
+    if x2:
         raise UnsupportedVersionError('ListOffsetsPartitionResponse.leader_epoch cannot be sent at this version')
     b += _s_ihqq.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
     return b
@@ -673,7 +743,10 @@ def _d_ListOffsetsResponse_v2(buf, pos):
         for _ in range(n1):
             item2, pos = _d_ListOffsetsTopicResponse_v1(buf, pos)
             f_topics.append(item2)
-    return ListOffsetsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(ListOffsetsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_ListOffsetsResponse_v2(o, b, chunks):
@@ -688,7 +761,14 @@ def _e_ListOffsetsResponse_v2(o, b, chunks):
 def _d_ListOffsetsPartitionResponse_v4(buf, pos):
     f_partition_index, f_error_code, f_timestamp, f_offset, f_leader_epoch = _s_ihqqi.unpack_from(buf, pos)
     pos += 26
-    return ListOffsetsPartitionResponse(partition_index=f_partition_index, error_code=f_error_code, timestamp=f_timestamp, offset=f_offset, leader_epoch=f_leader_epoch), pos
+    o = _new(ListOffsetsPartitionResponse)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.old_style_offsets = []
+    o.timestamp = f_timestamp
+    o.offset = f_offset
+    o.leader_epoch = f_leader_epoch
+    return o, pos
 
 
 def _d_ListOffsetsTopicResponse_v4(buf, pos):
@@ -713,7 +793,10 @@ def _d_ListOffsetsTopicResponse_v4(buf, pos):
         for _ in range(n3):
             item4, pos = _d_ListOffsetsPartitionResponse_v4(buf, pos)
             f_partitions.append(item4)
-    return ListOffsetsTopicResponse(name=f_name, partitions=f_partitions), pos
+    o = _new(ListOffsetsTopicResponse)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_ListOffsetsResponse_v4(buf, pos):
@@ -730,11 +813,15 @@ def _d_ListOffsetsResponse_v4(buf, pos):
         for _ in range(n1):
             item2, pos = _d_ListOffsetsTopicResponse_v4(buf, pos)
             f_topics.append(item2)
-    return ListOffsetsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(ListOffsetsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_ListOffsetsPartitionResponse_v4(o, b, chunks):
-    if o.old_style_offsets != []:
+    x1 = o.old_style_offsets != []
+    if x1:
         raise UnsupportedVersionError('ListOffsetsPartitionResponse.old_style_offsets cannot be sent at this version')
     b += _s_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     return b
@@ -778,7 +865,14 @@ def _d_ListOffsetsPartitionResponse_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListOffsetsPartitionResponse(partition_index=f_partition_index, error_code=f_error_code, timestamp=f_timestamp, offset=f_offset, leader_epoch=f_leader_epoch), pos
+    o = _new(ListOffsetsPartitionResponse)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.old_style_offsets = []
+    o.timestamp = f_timestamp
+    o.offset = f_offset
+    o.leader_epoch = f_leader_epoch
+    return o, pos
 
 
 def _d_ListOffsetsTopicResponse_v6(buf, pos):
@@ -823,7 +917,10 @@ def _d_ListOffsetsTopicResponse_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListOffsetsTopicResponse(name=f_name, partitions=f_partitions), pos
+    o = _new(ListOffsetsTopicResponse)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_ListOffsetsResponse_v6(buf, pos):
@@ -857,11 +954,15 @@ def _d_ListOffsetsResponse_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListOffsetsResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(ListOffsetsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_ListOffsetsPartitionResponse_v6(o, b, chunks):
-    if o.old_style_offsets != []:
+    x1 = o.old_style_offsets != []
+    if x1:
         raise UnsupportedVersionError('ListOffsetsPartitionResponse.old_style_offsets cannot be sent at this version')
     b += _s_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     b.append(0)

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -213,7 +215,10 @@ def _d_ListPartitionReassignmentsTopics_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListPartitionReassignmentsTopics(name=f_name, partition_indexes=f_partition_indexes), pos
+    o = _new(ListPartitionReassignmentsTopics)
+    o.name = f_name
+    o.partition_indexes = f_partition_indexes
+    return o, pos
 
 
 def _d_ListPartitionReassignmentsRequest_v0(buf, pos):
@@ -247,7 +252,10 @@ def _d_ListPartitionReassignmentsRequest_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListPartitionReassignmentsRequest(timeout_ms=f_timeout_ms, topics=f_topics), pos
+    o = _new(ListPartitionReassignmentsRequest)
+    o.timeout_ms = f_timeout_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_ListPartitionReassignmentsTopics_v0(o, b, chunks):
@@ -340,7 +348,12 @@ def _d_OngoingPartitionReassignment_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OngoingPartitionReassignment(partition_index=f_partition_index, replicas=f_replicas, adding_replicas=f_adding_replicas, removing_replicas=f_removing_replicas), pos
+    o = _new(OngoingPartitionReassignment)
+    o.partition_index = f_partition_index
+    o.replicas = f_replicas
+    o.adding_replicas = f_adding_replicas
+    o.removing_replicas = f_removing_replicas
+    return o, pos
 
 
 def _d_OngoingTopicReassignment_v0(buf, pos):
@@ -385,7 +398,10 @@ def _d_OngoingTopicReassignment_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OngoingTopicReassignment(name=f_name, partitions=f_partitions), pos
+    o = _new(OngoingTopicReassignment)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_ListPartitionReassignmentsResponse_v0(buf, pos):
@@ -432,7 +448,12 @@ def _d_ListPartitionReassignmentsResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListPartitionReassignmentsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, topics=f_topics), pos
+    o = _new(ListPartitionReassignmentsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OngoingPartitionReassignment_v0(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -178,36 +180,43 @@ def _d_ListTransactionsRequest_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListTransactionsRequest(state_filters=f_state_filters, producer_id_filters=f_producer_id_filters), pos
+    o = _new(ListTransactionsRequest)
+    o.state_filters = f_state_filters
+    o.producer_id_filters = f_producer_id_filters
+    o.duration_filter = -1
+    o.transactional_id_pattern = None
+    return o, pos
 
 
 def _e_ListTransactionsRequest_v0(o, b, chunks):
-    if o.duration_filter != -1:
+    x1 = o.duration_filter != -1
+    if x1:
         raise UnsupportedVersionError('ListTransactionsRequest.duration_filter cannot be sent at this version')
-    if o.transactional_id_pattern != None:
+    x2 = o.transactional_id_pattern != None
+    if x2:
         raise UnsupportedVersionError('ListTransactionsRequest.transactional_id_pattern cannot be sent at this version')
-    a1 = o.state_filters
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a3 = o.state_filters
+    n4 = len(a3) + 1
+    if n4 < 0x80:
+        b.append(n4)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        v4 = item3
-        v4 = v4.encode()
-        n5 = len(v4) + 1
-        if n5 < 0x80:
-            b.append(n5)
+        b += uvarint(n4)
+    for item5 in a3:
+        v6 = item5
+        v6 = v6.encode()
+        n7 = len(v6) + 1
+        if n7 < 0x80:
+            b.append(n7)
         else:
-            b += uvarint(n5)
-        b += v4
-    a6 = o.producer_id_filters
-    n7 = len(a6) + 1
-    if n7 < 0x80:
-        b.append(n7)
+            b += uvarint(n7)
+        b += v6
+    a8 = o.producer_id_filters
+    n9 = len(a8) + 1
+    if n9 < 0x80:
+        b.append(n9)
     else:
-        b += uvarint(n7)
-    b += pack('>%dq' % len(a6), *a6)
+        b += uvarint(n9)
+    b += pack('>%dq' % len(a8), *a8)
     b.append(0)
     return b
 
@@ -267,34 +276,40 @@ def _d_ListTransactionsRequest_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListTransactionsRequest(state_filters=f_state_filters, producer_id_filters=f_producer_id_filters, duration_filter=f_duration_filter), pos
+    o = _new(ListTransactionsRequest)
+    o.state_filters = f_state_filters
+    o.producer_id_filters = f_producer_id_filters
+    o.duration_filter = f_duration_filter
+    o.transactional_id_pattern = None
+    return o, pos
 
 
 def _e_ListTransactionsRequest_v1(o, b, chunks):
-    if o.transactional_id_pattern != None:
+    x1 = o.transactional_id_pattern != None
+    if x1:
         raise UnsupportedVersionError('ListTransactionsRequest.transactional_id_pattern cannot be sent at this version')
-    a1 = o.state_filters
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.state_filters
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        v4 = item3
-        v4 = v4.encode()
-        n5 = len(v4) + 1
-        if n5 < 0x80:
-            b.append(n5)
+        b += uvarint(n3)
+    for item4 in a2:
+        v5 = item4
+        v5 = v5.encode()
+        n6 = len(v5) + 1
+        if n6 < 0x80:
+            b.append(n6)
         else:
-            b += uvarint(n5)
-        b += v4
-    a6 = o.producer_id_filters
-    n7 = len(a6) + 1
-    if n7 < 0x80:
-        b.append(n7)
+            b += uvarint(n6)
+        b += v5
+    a7 = o.producer_id_filters
+    n8 = len(a7) + 1
+    if n8 < 0x80:
+        b.append(n8)
     else:
-        b += uvarint(n7)
-    b += pack('>%dq' % len(a6), *a6)
+        b += uvarint(n8)
+    b += pack('>%dq' % len(a7), *a7)
     b += _s_q.pack(o.duration_filter)
     b.append(0)
     return b
@@ -368,7 +383,12 @@ def _d_ListTransactionsRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListTransactionsRequest(state_filters=f_state_filters, producer_id_filters=f_producer_id_filters, duration_filter=f_duration_filter, transactional_id_pattern=f_transactional_id_pattern), pos
+    o = _new(ListTransactionsRequest)
+    o.state_filters = f_state_filters
+    o.producer_id_filters = f_producer_id_filters
+    o.duration_filter = f_duration_filter
+    o.transactional_id_pattern = f_transactional_id_pattern
+    return o, pos
 
 
 def _e_ListTransactionsRequest_v2(o, b, chunks):
@@ -453,7 +473,11 @@ def _d_TransactionState_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TransactionState(transactional_id=f_transactional_id, producer_id=f_producer_id, transaction_state=f_transaction_state), pos
+    o = _new(TransactionState)
+    o.transactional_id = f_transactional_id
+    o.producer_id = f_producer_id
+    o.transaction_state = f_transaction_state
+    return o, pos
 
 
 def _d_ListTransactionsResponse_v0(buf, pos):
@@ -513,7 +537,12 @@ def _d_ListTransactionsResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ListTransactionsResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, unknown_state_filters=f_unknown_state_filters, transaction_states=f_transaction_states), pos
+    o = _new(ListTransactionsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.unknown_state_filters = f_unknown_state_filters
+    o.transaction_states = f_transaction_states
+    return o, pos
 
 
 def _e_TransactionState_v0(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -244,7 +246,10 @@ def _d_MetadataRequestTopic_v0(buf, pos):
             raise truncated('Name')
         f_name = str(buf[pos:e2], 'utf-8')
         pos = e2
-    return MetadataRequestTopic(name=f_name), pos
+    o = _new(MetadataRequestTopic)
+    o.topic_id = UUID_ZERO
+    o.name = f_name
+    return o, pos
 
 
 def _d_MetadataRequest_v0(buf, pos):
@@ -259,7 +264,12 @@ def _d_MetadataRequest_v0(buf, pos):
         for _ in range(n1):
             item2, pos = _d_MetadataRequestTopic_v0(buf, pos)
             f_topics.append(item2)
-    return MetadataRequest(topics=f_topics), pos
+    o = _new(MetadataRequest)
+    o.topics = f_topics
+    o.allow_auto_topic_creation = True
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = False
+    return o, pos
 
 
 def _e_MetadataRequestTopic_v0(o, b, chunks):
@@ -271,16 +281,19 @@ def _e_MetadataRequestTopic_v0(o, b, chunks):
 
 
 def _e_MetadataRequest_v0(o, b, chunks):
-    if o.allow_auto_topic_creation != True:
+    x1 = o.allow_auto_topic_creation != True
+    if x1:
         raise UnsupportedVersionError('MetadataRequest.allow_auto_topic_creation cannot be sent at this version')
-    if o.include_cluster_authorized_operations != False:
+    x2 = o.include_cluster_authorized_operations != False
+    if x2:
         raise UnsupportedVersionError('MetadataRequest.include_cluster_authorized_operations cannot be sent at this version')
-    if o.include_topic_authorized_operations != False:
+    x3 = o.include_topic_authorized_operations != False
+    if x3:
         raise UnsupportedVersionError('MetadataRequest.include_topic_authorized_operations cannot be sent at this version')
-    a1 = o.topics
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_MetadataRequestTopic_v0(item2, b, chunks)
+    a4 = o.topics
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_MetadataRequestTopic_v0(item5, b, chunks)
     return b
 
 
@@ -296,23 +309,31 @@ def _d_MetadataRequest_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_MetadataRequestTopic_v0(buf, pos)
             f_topics.append(item2)
-    return MetadataRequest(topics=f_topics), pos
+    o = _new(MetadataRequest)
+    o.topics = f_topics
+    o.allow_auto_topic_creation = True
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = False
+    return o, pos
 
 
 def _e_MetadataRequest_v1(o, b, chunks):
-    if o.allow_auto_topic_creation != True:
+    x1 = o.allow_auto_topic_creation != True
+    if x1:
         raise UnsupportedVersionError('MetadataRequest.allow_auto_topic_creation cannot be sent at this version')
-    if o.include_cluster_authorized_operations != False:
+    x2 = o.include_cluster_authorized_operations != False
+    if x2:
         raise UnsupportedVersionError('MetadataRequest.include_cluster_authorized_operations cannot be sent at this version')
-    if o.include_topic_authorized_operations != False:
+    x3 = o.include_topic_authorized_operations != False
+    if x3:
         raise UnsupportedVersionError('MetadataRequest.include_topic_authorized_operations cannot be sent at this version')
-    a1 = o.topics
-    if a1 is None:
+    a4 = o.topics
+    if a4 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        b += _s_i.pack(len(a1))
-        for item2 in a1:
-            b = _e_MetadataRequestTopic_v0(item2, b, chunks)
+        b += _s_i.pack(len(a4))
+        for item5 in a4:
+            b = _e_MetadataRequestTopic_v0(item5, b, chunks)
     return b
 
 
@@ -330,21 +351,28 @@ def _d_MetadataRequest_v4(buf, pos):
             f_topics.append(item2)
     f_allow_auto_topic_creation, = _s_o.unpack_from(buf, pos)
     pos += 1
-    return MetadataRequest(topics=f_topics, allow_auto_topic_creation=f_allow_auto_topic_creation), pos
+    o = _new(MetadataRequest)
+    o.topics = f_topics
+    o.allow_auto_topic_creation = f_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = False
+    return o, pos
 
 
 def _e_MetadataRequest_v4(o, b, chunks):
-    if o.include_cluster_authorized_operations != False:
+    x1 = o.include_cluster_authorized_operations != False
+    if x1:
         raise UnsupportedVersionError('MetadataRequest.include_cluster_authorized_operations cannot be sent at this version')
-    if o.include_topic_authorized_operations != False:
+    x2 = o.include_topic_authorized_operations != False
+    if x2:
         raise UnsupportedVersionError('MetadataRequest.include_topic_authorized_operations cannot be sent at this version')
-    a1 = o.topics
-    if a1 is None:
+    a3 = o.topics
+    if a3 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        b += _s_i.pack(len(a1))
-        for item2 in a1:
-            b = _e_MetadataRequestTopic_v0(item2, b, chunks)
+        b += _s_i.pack(len(a3))
+        for item4 in a3:
+            b = _e_MetadataRequestTopic_v0(item4, b, chunks)
     b += _s_o.pack(o.allow_auto_topic_creation)
     return b
 
@@ -363,7 +391,12 @@ def _d_MetadataRequest_v8(buf, pos):
             f_topics.append(item2)
     f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations = _s_ooo.unpack_from(buf, pos)
     pos += 3
-    return MetadataRequest(topics=f_topics, allow_auto_topic_creation=f_allow_auto_topic_creation, include_cluster_authorized_operations=f_include_cluster_authorized_operations, include_topic_authorized_operations=f_include_topic_authorized_operations), pos
+    o = _new(MetadataRequest)
+    o.topics = f_topics
+    o.allow_auto_topic_creation = f_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = f_include_cluster_authorized_operations
+    o.include_topic_authorized_operations = f_include_topic_authorized_operations
+    return o, pos
 
 
 def _e_MetadataRequest_v8(o, b, chunks):
@@ -406,7 +439,10 @@ def _d_MetadataRequestTopic_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataRequestTopic(name=f_name), pos
+    o = _new(MetadataRequestTopic)
+    o.topic_id = UUID_ZERO
+    o.name = f_name
+    return o, pos
 
 
 def _d_MetadataRequest_v9(buf, pos):
@@ -440,7 +476,12 @@ def _d_MetadataRequest_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataRequest(topics=f_topics, allow_auto_topic_creation=f_allow_auto_topic_creation, include_cluster_authorized_operations=f_include_cluster_authorized_operations, include_topic_authorized_operations=f_include_topic_authorized_operations), pos
+    o = _new(MetadataRequest)
+    o.topics = f_topics
+    o.allow_auto_topic_creation = f_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = f_include_cluster_authorized_operations
+    o.include_topic_authorized_operations = f_include_topic_authorized_operations
+    return o, pos
 
 
 def _e_MetadataRequestTopic_v9(o, b, chunks):
@@ -504,7 +545,10 @@ def _d_MetadataRequestTopic_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataRequestTopic(topic_id=f_topic_id, name=f_name), pos
+    o = _new(MetadataRequestTopic)
+    o.topic_id = f_topic_id
+    o.name = f_name
+    return o, pos
 
 
 def _d_MetadataRequest_v10(buf, pos):
@@ -538,7 +582,12 @@ def _d_MetadataRequest_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataRequest(topics=f_topics, allow_auto_topic_creation=f_allow_auto_topic_creation, include_cluster_authorized_operations=f_include_cluster_authorized_operations, include_topic_authorized_operations=f_include_topic_authorized_operations), pos
+    o = _new(MetadataRequest)
+    o.topics = f_topics
+    o.allow_auto_topic_creation = f_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = f_include_cluster_authorized_operations
+    o.include_topic_authorized_operations = f_include_topic_authorized_operations
+    return o, pos
 
 
 def _e_MetadataRequestTopic_v10(o, b, chunks):
@@ -606,23 +655,29 @@ def _d_MetadataRequest_v11(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataRequest(topics=f_topics, allow_auto_topic_creation=f_allow_auto_topic_creation, include_topic_authorized_operations=f_include_topic_authorized_operations), pos
+    o = _new(MetadataRequest)
+    o.topics = f_topics
+    o.allow_auto_topic_creation = f_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = f_include_topic_authorized_operations
+    return o, pos
 
 
 def _e_MetadataRequest_v11(o, b, chunks):
-    if o.include_cluster_authorized_operations != False:
+    x1 = o.include_cluster_authorized_operations != False
+    if x1:
         raise UnsupportedVersionError('MetadataRequest.include_cluster_authorized_operations cannot be sent at this version')
-    a1 = o.topics
-    if a1 is None:
+    a2 = o.topics
+    if a2 is None:
         b.append(0)
     else:
-        n2 = len(a1) + 1
-        if n2 < 0x80:
-            b.append(n2)
+        n3 = len(a2) + 1
+        if n3 < 0x80:
+            b.append(n3)
         else:
-            b += uvarint(n2)
-        for item3 in a1:
-            b = _e_MetadataRequestTopic_v10(item3, b, chunks)
+            b += uvarint(n3)
+        for item4 in a2:
+            b = _e_MetadataRequestTopic_v10(item4, b, chunks)
     b += _s_oo.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
     b.append(0)
     return b
@@ -643,7 +698,12 @@ def _d_MetadataResponseBroker_v0(buf, pos):
         pos = e2
     f_port, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return MetadataResponseBroker(node_id=f_node_id, host=f_host, port=f_port), pos
+    o = _new(MetadataResponseBroker)
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.rack = None
+    return o, pos
 
 
 def _d_MetadataResponsePartition_v0(buf, pos):
@@ -667,7 +727,15 @@ def _d_MetadataResponsePartition_v0(buf, pos):
             raise truncated('IsrNodes')
         f_isr_nodes = list(unpack_from('>%di' % n2, buf, pos))
         pos += n2 * 4
-    return MetadataResponsePartition(error_code=f_error_code, partition_index=f_partition_index, leader_id=f_leader_id, replica_nodes=f_replica_nodes, isr_nodes=f_isr_nodes), pos
+    o = _new(MetadataResponsePartition)
+    o.error_code = f_error_code
+    o.partition_index = f_partition_index
+    o.leader_id = f_leader_id
+    o.leader_epoch = -1
+    o.replica_nodes = f_replica_nodes
+    o.isr_nodes = f_isr_nodes
+    o.offline_replicas = []
+    return o, pos
 
 
 def _d_MetadataResponseTopic_v0(buf, pos):
@@ -694,7 +762,14 @@ def _d_MetadataResponseTopic_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_MetadataResponsePartition_v0(buf, pos)
             f_partitions.append(item4)
-    return MetadataResponseTopic(error_code=f_error_code, name=f_name, partitions=f_partitions), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.is_internal = False
+    o.partitions = f_partitions
+    o.topic_authorized_operations = -2147483648
+    return o, pos
 
 
 def _d_MetadataResponse_v0(buf, pos):
@@ -720,7 +795,15 @@ def _d_MetadataResponse_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_MetadataResponseTopic_v0(buf, pos)
             f_topics.append(item4)
-    return MetadataResponse(brokers=f_brokers, topics=f_topics), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = 0
+    o.brokers = f_brokers
+    o.cluster_id = None
+    o.controller_id = -1
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    return o, pos
 
 
 def _e_MetadataResponseBroker_v0(o, b, chunks):
@@ -745,31 +828,33 @@ def _e_MetadataResponsePartition_v0(o, b, chunks):
 
 
 def _e_MetadataResponseTopic_v0(o, b, chunks):
-    if o.topic_authorized_operations != -2147483648:
+    x1 = o.topic_authorized_operations != -2147483648
+    if x1:
         raise UnsupportedVersionError('MetadataResponseTopic.topic_authorized_operations cannot be sent at this version')
     b += _s_h.pack(o.error_code)
-    v1 = o.name
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    a2 = o.partitions
-    b += _s_i.pack(len(a2))
-    for item3 in a2:
-        b = _e_MetadataResponsePartition_v0(item3, b, chunks)
+    v2 = o.name
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
+    a3 = o.partitions
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_MetadataResponsePartition_v0(item4, b, chunks)
     return b
 
 
 def _e_MetadataResponse_v0(o, b, chunks):
-    if o.cluster_authorized_operations != -2147483648:
+    x1 = o.cluster_authorized_operations != -2147483648
+    if x1:
         raise UnsupportedVersionError('MetadataResponse.cluster_authorized_operations cannot be sent at this version')
-    a1 = o.brokers
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_MetadataResponseBroker_v0(item2, b, chunks)
-    a3 = o.topics
-    b += _s_i.pack(len(a3))
-    for item4 in a3:
-        b = _e_MetadataResponseTopic_v0(item4, b, chunks)
+    a2 = o.brokers
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_MetadataResponseBroker_v0(item3, b, chunks)
+    a4 = o.topics
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_MetadataResponseTopic_v0(item5, b, chunks)
     return b
 
 
@@ -798,7 +883,12 @@ def _d_MetadataResponseBroker_v1(buf, pos):
             raise truncated('Rack')
         f_rack = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return MetadataResponseBroker(node_id=f_node_id, host=f_host, port=f_port, rack=f_rack), pos
+    o = _new(MetadataResponseBroker)
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.rack = f_rack
+    return o, pos
 
 
 def _d_MetadataResponseTopic_v1(buf, pos):
@@ -827,7 +917,14 @@ def _d_MetadataResponseTopic_v1(buf, pos):
         for _ in range(n3):
             item4, pos = _d_MetadataResponsePartition_v0(buf, pos)
             f_partitions.append(item4)
-    return MetadataResponseTopic(error_code=f_error_code, name=f_name, is_internal=f_is_internal, partitions=f_partitions), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = -2147483648
+    return o, pos
 
 
 def _d_MetadataResponse_v1(buf, pos):
@@ -855,7 +952,15 @@ def _d_MetadataResponse_v1(buf, pos):
         for _ in range(n3):
             item4, pos = _d_MetadataResponseTopic_v1(buf, pos)
             f_topics.append(item4)
-    return MetadataResponse(brokers=f_brokers, controller_id=f_controller_id, topics=f_topics), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = 0
+    o.brokers = f_brokers
+    o.cluster_id = None
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    return o, pos
 
 
 def _e_MetadataResponseBroker_v1(o, b, chunks):
@@ -876,33 +981,35 @@ def _e_MetadataResponseBroker_v1(o, b, chunks):
 
 
 def _e_MetadataResponseTopic_v1(o, b, chunks):
-    if o.topic_authorized_operations != -2147483648:
+    x1 = o.topic_authorized_operations != -2147483648
+    if x1:
         raise UnsupportedVersionError('MetadataResponseTopic.topic_authorized_operations cannot be sent at this version')
     b += _s_h.pack(o.error_code)
-    v1 = o.name
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
+    v2 = o.name
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
     b += _s_o.pack(o.is_internal)
-    a2 = o.partitions
-    b += _s_i.pack(len(a2))
-    for item3 in a2:
-        b = _e_MetadataResponsePartition_v0(item3, b, chunks)
+    a3 = o.partitions
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_MetadataResponsePartition_v0(item4, b, chunks)
     return b
 
 
 def _e_MetadataResponse_v1(o, b, chunks):
-    if o.cluster_authorized_operations != -2147483648:
+    x1 = o.cluster_authorized_operations != -2147483648
+    if x1:
         raise UnsupportedVersionError('MetadataResponse.cluster_authorized_operations cannot be sent at this version')
-    a1 = o.brokers
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_MetadataResponseBroker_v1(item2, b, chunks)
+    a2 = o.brokers
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_MetadataResponseBroker_v1(item3, b, chunks)
     b += _s_i.pack(o.controller_id)
-    a3 = o.topics
-    b += _s_i.pack(len(a3))
-    for item4 in a3:
-        b = _e_MetadataResponseTopic_v1(item4, b, chunks)
+    a4 = o.topics
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_MetadataResponseTopic_v1(item5, b, chunks)
     return b
 
 
@@ -941,28 +1048,37 @@ def _d_MetadataResponse_v2(buf, pos):
         for _ in range(n5):
             item6, pos = _d_MetadataResponseTopic_v1(buf, pos)
             f_topics.append(item6)
-    return MetadataResponse(brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = 0
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    return o, pos
 
 
 def _e_MetadataResponse_v2(o, b, chunks):
-    if o.cluster_authorized_operations != -2147483648:
+    x1 = o.cluster_authorized_operations != -2147483648
+    if x1:
         raise UnsupportedVersionError('MetadataResponse.cluster_authorized_operations cannot be sent at this version')
-    a1 = o.brokers
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_MetadataResponseBroker_v1(item2, b, chunks)
-    v3 = o.cluster_id
-    if v3 is None:
+    a2 = o.brokers
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_MetadataResponseBroker_v1(item3, b, chunks)
+    v4 = o.cluster_id
+    if v4 is None:
         b += b'\xff\xff'
     else:
-        v3 = v3.encode()
-        b += _s_h.pack(len(v3))
-        b += v3
+        v4 = v4.encode()
+        b += _s_h.pack(len(v4))
+        b += v4
     b += _s_i.pack(o.controller_id)
-    a4 = o.topics
-    b += _s_i.pack(len(a4))
-    for item5 in a4:
-        b = _e_MetadataResponseTopic_v1(item5, b, chunks)
+    a5 = o.topics
+    b += _s_i.pack(len(a5))
+    for item6 in a5:
+        b = _e_MetadataResponseTopic_v1(item6, b, chunks)
     return b
 
 
@@ -1003,29 +1119,38 @@ def _d_MetadataResponse_v3(buf, pos):
         for _ in range(n5):
             item6, pos = _d_MetadataResponseTopic_v1(buf, pos)
             f_topics.append(item6)
-    return MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    return o, pos
 
 
 def _e_MetadataResponse_v3(o, b, chunks):
-    if o.cluster_authorized_operations != -2147483648:
+    x1 = o.cluster_authorized_operations != -2147483648
+    if x1:
         raise UnsupportedVersionError('MetadataResponse.cluster_authorized_operations cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.brokers
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_MetadataResponseBroker_v1(item2, b, chunks)
-    v3 = o.cluster_id
-    if v3 is None:
+    a2 = o.brokers
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_MetadataResponseBroker_v1(item3, b, chunks)
+    v4 = o.cluster_id
+    if v4 is None:
         b += b'\xff\xff'
     else:
-        v3 = v3.encode()
-        b += _s_h.pack(len(v3))
-        b += v3
+        v4 = v4.encode()
+        b += _s_h.pack(len(v4))
+        b += v4
     b += _s_i.pack(o.controller_id)
-    a4 = o.topics
-    b += _s_i.pack(len(a4))
-    for item5 in a4:
-        b = _e_MetadataResponseTopic_v1(item5, b, chunks)
+    a5 = o.topics
+    b += _s_i.pack(len(a5))
+    for item6 in a5:
+        b = _e_MetadataResponseTopic_v1(item6, b, chunks)
     return b
 
 
@@ -1059,7 +1184,15 @@ def _d_MetadataResponsePartition_v5(buf, pos):
             raise truncated('OfflineReplicas')
         f_offline_replicas = list(unpack_from('>%di' % n3, buf, pos))
         pos += n3 * 4
-    return MetadataResponsePartition(error_code=f_error_code, partition_index=f_partition_index, leader_id=f_leader_id, replica_nodes=f_replica_nodes, isr_nodes=f_isr_nodes, offline_replicas=f_offline_replicas), pos
+    o = _new(MetadataResponsePartition)
+    o.error_code = f_error_code
+    o.partition_index = f_partition_index
+    o.leader_id = f_leader_id
+    o.leader_epoch = -1
+    o.replica_nodes = f_replica_nodes
+    o.isr_nodes = f_isr_nodes
+    o.offline_replicas = f_offline_replicas
+    return o, pos
 
 
 def _d_MetadataResponseTopic_v5(buf, pos):
@@ -1088,7 +1221,14 @@ def _d_MetadataResponseTopic_v5(buf, pos):
         for _ in range(n3):
             item4, pos = _d_MetadataResponsePartition_v5(buf, pos)
             f_partitions.append(item4)
-    return MetadataResponseTopic(error_code=f_error_code, name=f_name, is_internal=f_is_internal, partitions=f_partitions), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = -2147483648
+    return o, pos
 
 
 def _d_MetadataResponse_v5(buf, pos):
@@ -1128,7 +1268,15 @@ def _d_MetadataResponse_v5(buf, pos):
         for _ in range(n5):
             item6, pos = _d_MetadataResponseTopic_v5(buf, pos)
             f_topics.append(item6)
-    return MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    return o, pos
 
 
 def _e_MetadataResponsePartition_v5(o, b, chunks):
@@ -1146,41 +1294,43 @@ def _e_MetadataResponsePartition_v5(o, b, chunks):
 
 
 def _e_MetadataResponseTopic_v5(o, b, chunks):
-    if o.topic_authorized_operations != -2147483648:
+    x1 = o.topic_authorized_operations != -2147483648
+    if x1:
         raise UnsupportedVersionError('MetadataResponseTopic.topic_authorized_operations cannot be sent at this version')
     b += _s_h.pack(o.error_code)
-    v1 = o.name
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
+    v2 = o.name
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
     b += _s_o.pack(o.is_internal)
-    a2 = o.partitions
-    b += _s_i.pack(len(a2))
-    for item3 in a2:
-        b = _e_MetadataResponsePartition_v5(item3, b, chunks)
+    a3 = o.partitions
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_MetadataResponsePartition_v5(item4, b, chunks)
     return b
 
 
 def _e_MetadataResponse_v5(o, b, chunks):
-    if o.cluster_authorized_operations != -2147483648:
+    x1 = o.cluster_authorized_operations != -2147483648
+    if x1:
         raise UnsupportedVersionError('MetadataResponse.cluster_authorized_operations cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.brokers
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_MetadataResponseBroker_v1(item2, b, chunks)
-    v3 = o.cluster_id
-    if v3 is None:
+    a2 = o.brokers
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_MetadataResponseBroker_v1(item3, b, chunks)
+    v4 = o.cluster_id
+    if v4 is None:
         b += b'\xff\xff'
     else:
-        v3 = v3.encode()
-        b += _s_h.pack(len(v3))
-        b += v3
+        v4 = v4.encode()
+        b += _s_h.pack(len(v4))
+        b += v4
     b += _s_i.pack(o.controller_id)
-    a4 = o.topics
-    b += _s_i.pack(len(a4))
-    for item5 in a4:
-        b = _e_MetadataResponseTopic_v5(item5, b, chunks)
+    a5 = o.topics
+    b += _s_i.pack(len(a5))
+    for item6 in a5:
+        b = _e_MetadataResponseTopic_v5(item6, b, chunks)
     return b
 
 
@@ -1214,7 +1364,15 @@ def _d_MetadataResponsePartition_v7(buf, pos):
             raise truncated('OfflineReplicas')
         f_offline_replicas = list(unpack_from('>%di' % n3, buf, pos))
         pos += n3 * 4
-    return MetadataResponsePartition(error_code=f_error_code, partition_index=f_partition_index, leader_id=f_leader_id, leader_epoch=f_leader_epoch, replica_nodes=f_replica_nodes, isr_nodes=f_isr_nodes, offline_replicas=f_offline_replicas), pos
+    o = _new(MetadataResponsePartition)
+    o.error_code = f_error_code
+    o.partition_index = f_partition_index
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.replica_nodes = f_replica_nodes
+    o.isr_nodes = f_isr_nodes
+    o.offline_replicas = f_offline_replicas
+    return o, pos
 
 
 def _d_MetadataResponseTopic_v7(buf, pos):
@@ -1243,7 +1401,14 @@ def _d_MetadataResponseTopic_v7(buf, pos):
         for _ in range(n3):
             item4, pos = _d_MetadataResponsePartition_v7(buf, pos)
             f_partitions.append(item4)
-    return MetadataResponseTopic(error_code=f_error_code, name=f_name, is_internal=f_is_internal, partitions=f_partitions), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = -2147483648
+    return o, pos
 
 
 def _d_MetadataResponse_v7(buf, pos):
@@ -1283,7 +1448,15 @@ def _d_MetadataResponse_v7(buf, pos):
         for _ in range(n5):
             item6, pos = _d_MetadataResponseTopic_v7(buf, pos)
             f_topics.append(item6)
-    return MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    return o, pos
 
 
 def _e_MetadataResponsePartition_v7(o, b, chunks):
@@ -1301,41 +1474,43 @@ def _e_MetadataResponsePartition_v7(o, b, chunks):
 
 
 def _e_MetadataResponseTopic_v7(o, b, chunks):
-    if o.topic_authorized_operations != -2147483648:
+    x1 = o.topic_authorized_operations != -2147483648
+    if x1:
         raise UnsupportedVersionError('MetadataResponseTopic.topic_authorized_operations cannot be sent at this version')
     b += _s_h.pack(o.error_code)
-    v1 = o.name
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
+    v2 = o.name
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
     b += _s_o.pack(o.is_internal)
-    a2 = o.partitions
-    b += _s_i.pack(len(a2))
-    for item3 in a2:
-        b = _e_MetadataResponsePartition_v7(item3, b, chunks)
+    a3 = o.partitions
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_MetadataResponsePartition_v7(item4, b, chunks)
     return b
 
 
 def _e_MetadataResponse_v7(o, b, chunks):
-    if o.cluster_authorized_operations != -2147483648:
+    x1 = o.cluster_authorized_operations != -2147483648
+    if x1:
         raise UnsupportedVersionError('MetadataResponse.cluster_authorized_operations cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.brokers
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_MetadataResponseBroker_v1(item2, b, chunks)
-    v3 = o.cluster_id
-    if v3 is None:
+    a2 = o.brokers
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_MetadataResponseBroker_v1(item3, b, chunks)
+    v4 = o.cluster_id
+    if v4 is None:
         b += b'\xff\xff'
     else:
-        v3 = v3.encode()
-        b += _s_h.pack(len(v3))
-        b += v3
+        v4 = v4.encode()
+        b += _s_h.pack(len(v4))
+        b += v4
     b += _s_i.pack(o.controller_id)
-    a4 = o.topics
-    b += _s_i.pack(len(a4))
-    for item5 in a4:
-        b = _e_MetadataResponseTopic_v7(item5, b, chunks)
+    a5 = o.topics
+    b += _s_i.pack(len(a5))
+    for item6 in a5:
+        b = _e_MetadataResponseTopic_v7(item6, b, chunks)
     return b
 
 
@@ -1367,7 +1542,14 @@ def _d_MetadataResponseTopic_v8(buf, pos):
             f_partitions.append(item4)
     f_topic_authorized_operations, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return MetadataResponseTopic(error_code=f_error_code, name=f_name, is_internal=f_is_internal, partitions=f_partitions, topic_authorized_operations=f_topic_authorized_operations), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = f_topic_authorized_operations
+    return o, pos
 
 
 def _d_MetadataResponse_v8(buf, pos):
@@ -1409,7 +1591,15 @@ def _d_MetadataResponse_v8(buf, pos):
             f_topics.append(item6)
     f_cluster_authorized_operations, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, cluster_authorized_operations=f_cluster_authorized_operations), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = f_cluster_authorized_operations
+    o.error_code = 0
+    return o, pos
 
 
 def _e_MetadataResponseTopic_v8(o, b, chunks):
@@ -1494,7 +1684,12 @@ def _d_MetadataResponseBroker_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataResponseBroker(node_id=f_node_id, host=f_host, port=f_port, rack=f_rack), pos
+    o = _new(MetadataResponseBroker)
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.rack = f_rack
+    return o, pos
 
 
 def _d_MetadataResponsePartition_v9(buf, pos):
@@ -1550,7 +1745,15 @@ def _d_MetadataResponsePartition_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataResponsePartition(error_code=f_error_code, partition_index=f_partition_index, leader_id=f_leader_id, leader_epoch=f_leader_epoch, replica_nodes=f_replica_nodes, isr_nodes=f_isr_nodes, offline_replicas=f_offline_replicas), pos
+    o = _new(MetadataResponsePartition)
+    o.error_code = f_error_code
+    o.partition_index = f_partition_index
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.replica_nodes = f_replica_nodes
+    o.isr_nodes = f_isr_nodes
+    o.offline_replicas = f_offline_replicas
+    return o, pos
 
 
 def _d_MetadataResponseTopic_v9(buf, pos):
@@ -1601,7 +1804,14 @@ def _d_MetadataResponseTopic_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataResponseTopic(error_code=f_error_code, name=f_name, is_internal=f_is_internal, partitions=f_partitions, topic_authorized_operations=f_topic_authorized_operations), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = f_topic_authorized_operations
+    return o, pos
 
 
 def _d_MetadataResponse_v9(buf, pos):
@@ -1666,7 +1876,15 @@ def _d_MetadataResponse_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, cluster_authorized_operations=f_cluster_authorized_operations), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = f_cluster_authorized_operations
+    o.error_code = 0
+    return o, pos
 
 
 def _e_MetadataResponseBroker_v9(o, b, chunks):
@@ -1830,7 +2048,14 @@ def _d_MetadataResponseTopic_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataResponseTopic(error_code=f_error_code, name=f_name, topic_id=f_topic_id, is_internal=f_is_internal, partitions=f_partitions, topic_authorized_operations=f_topic_authorized_operations), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = f_topic_id
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = f_topic_authorized_operations
+    return o, pos
 
 
 def _d_MetadataResponse_v10(buf, pos):
@@ -1895,7 +2120,15 @@ def _d_MetadataResponse_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, cluster_authorized_operations=f_cluster_authorized_operations), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = f_cluster_authorized_operations
+    o.error_code = 0
+    return o, pos
 
 
 def _e_MetadataResponseTopic_v10(o, b, chunks):
@@ -2017,41 +2250,50 @@ def _d_MetadataResponse_v11(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    return o, pos
 
 
 def _e_MetadataResponse_v11(o, b, chunks):
-    if o.cluster_authorized_operations != -2147483648:
+    x1 = o.cluster_authorized_operations != -2147483648
+    if x1:
         raise UnsupportedVersionError('MetadataResponse.cluster_authorized_operations cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.brokers
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.brokers
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_MetadataResponseBroker_v9(item3, b, chunks)
-    v4 = o.cluster_id
-    if v4 is None:
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_MetadataResponseBroker_v9(item4, b, chunks)
+    v5 = o.cluster_id
+    if v5 is None:
         b.append(0)
     else:
-        v4 = v4.encode()
-        n5 = len(v4) + 1
-        if n5 < 0x80:
-            b.append(n5)
+        v5 = v5.encode()
+        n6 = len(v5) + 1
+        if n6 < 0x80:
+            b.append(n6)
         else:
-            b += uvarint(n5)
-        b += v4
+            b += uvarint(n6)
+        b += v5
     b += _s_i.pack(o.controller_id)
-    a6 = o.topics
-    n7 = len(a6) + 1
-    if n7 < 0x80:
-        b.append(n7)
+    a7 = o.topics
+    n8 = len(a7) + 1
+    if n8 < 0x80:
+        b.append(n8)
     else:
-        b += uvarint(n7)
-    for item8 in a6:
-        b = _e_MetadataResponseTopic_v10(item8, b, chunks)
+        b += uvarint(n8)
+    for item9 in a7:
+        b = _e_MetadataResponseTopic_v10(item9, b, chunks)
     b.append(0)
     return b
 
@@ -2105,7 +2347,14 @@ def _d_MetadataResponseTopic_v12(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataResponseTopic(error_code=f_error_code, name=f_name, topic_id=f_topic_id, is_internal=f_is_internal, partitions=f_partitions, topic_authorized_operations=f_topic_authorized_operations), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = f_error_code
+    o.name = f_name
+    o.topic_id = f_topic_id
+    o.is_internal = f_is_internal
+    o.partitions = f_partitions
+    o.topic_authorized_operations = f_topic_authorized_operations
+    return o, pos
 
 
 def _d_MetadataResponse_v12(buf, pos):
@@ -2168,7 +2417,15 @@ def _d_MetadataResponse_v12(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
+    return o, pos
 
 
 def _e_MetadataResponseTopic_v12(o, b, chunks):
@@ -2199,37 +2456,38 @@ def _e_MetadataResponseTopic_v12(o, b, chunks):
 
 
 def _e_MetadataResponse_v12(o, b, chunks):
-    if o.cluster_authorized_operations != -2147483648:
+    x1 = o.cluster_authorized_operations != -2147483648
+    if x1:
         raise UnsupportedVersionError('MetadataResponse.cluster_authorized_operations cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.brokers
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.brokers
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_MetadataResponseBroker_v9(item3, b, chunks)
-    v4 = o.cluster_id
-    if v4 is None:
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_MetadataResponseBroker_v9(item4, b, chunks)
+    v5 = o.cluster_id
+    if v5 is None:
         b.append(0)
     else:
-        v4 = v4.encode()
-        n5 = len(v4) + 1
-        if n5 < 0x80:
-            b.append(n5)
+        v5 = v5.encode()
+        n6 = len(v5) + 1
+        if n6 < 0x80:
+            b.append(n6)
         else:
-            b += uvarint(n5)
-        b += v4
+            b += uvarint(n6)
+        b += v5
     b += _s_i.pack(o.controller_id)
-    a6 = o.topics
-    n7 = len(a6) + 1
-    if n7 < 0x80:
-        b.append(n7)
+    a7 = o.topics
+    n8 = len(a7) + 1
+    if n8 < 0x80:
+        b.append(n8)
     else:
-        b += uvarint(n7)
-    for item8 in a6:
-        b = _e_MetadataResponseTopic_v12(item8, b, chunks)
+        b += uvarint(n8)
+    for item9 in a7:
+        b = _e_MetadataResponseTopic_v12(item9, b, chunks)
     b.append(0)
     return b
 
@@ -2296,41 +2554,50 @@ def _d_MetadataResponse_v13(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return MetadataResponse(throttle_time_ms=f_throttle_time_ms, brokers=f_brokers, cluster_id=f_cluster_id, controller_id=f_controller_id, topics=f_topics, error_code=f_error_code), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.brokers = f_brokers
+    o.cluster_id = f_cluster_id
+    o.controller_id = f_controller_id
+    o.topics = f_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _e_MetadataResponse_v13(o, b, chunks):
-    if o.cluster_authorized_operations != -2147483648:
+    x1 = o.cluster_authorized_operations != -2147483648
+    if x1:
         raise UnsupportedVersionError('MetadataResponse.cluster_authorized_operations cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.brokers
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.brokers
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_MetadataResponseBroker_v9(item3, b, chunks)
-    v4 = o.cluster_id
-    if v4 is None:
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_MetadataResponseBroker_v9(item4, b, chunks)
+    v5 = o.cluster_id
+    if v5 is None:
         b.append(0)
     else:
-        v4 = v4.encode()
-        n5 = len(v4) + 1
-        if n5 < 0x80:
-            b.append(n5)
+        v5 = v5.encode()
+        n6 = len(v5) + 1
+        if n6 < 0x80:
+            b.append(n6)
         else:
-            b += uvarint(n5)
-        b += v4
+            b += uvarint(n6)
+        b += v5
     b += _s_i.pack(o.controller_id)
-    a6 = o.topics
-    n7 = len(a6) + 1
-    if n7 < 0x80:
-        b.append(n7)
+    a7 = o.topics
+    n8 = len(a7) + 1
+    if n8 < 0x80:
+        b.append(n8)
     else:
-        b += uvarint(n7)
-    for item8 in a6:
-        b = _e_MetadataResponseTopic_v12(item8, b, chunks)
+        b += uvarint(n8)
+    for item9 in a7:
+        b = _e_MetadataResponseTopic_v12(item9, b, chunks)
     b += _s_h.pack(o.error_code)
     b.append(0)
     return b

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -226,7 +228,13 @@ def _d_OffsetCommitRequestPartition_v2(buf, pos):
             raise truncated('CommittedMetadata')
         f_committed_metadata = str(buf[pos:e2], 'utf-8')
         pos = e2
-    return OffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_metadata=f_committed_metadata), pos
+    o = _new(OffsetCommitRequestPartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = -1
+    o.commit_timestamp = -1
+    o.committed_metadata = f_committed_metadata
+    return o, pos
 
 
 def _d_OffsetCommitRequestTopic_v2(buf, pos):
@@ -251,7 +259,11 @@ def _d_OffsetCommitRequestTopic_v2(buf, pos):
         for _ in range(n3):
             item4, pos = _d_OffsetCommitRequestPartition_v2(buf, pos)
             f_partitions.append(item4)
-    return OffsetCommitRequestTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(OffsetCommitRequestTopic)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetCommitRequest_v2(buf, pos):
@@ -290,20 +302,28 @@ def _d_OffsetCommitRequest_v2(buf, pos):
         for _ in range(n5):
             item6, pos = _d_OffsetCommitRequestTopic_v2(buf, pos)
             f_topics.append(item6)
-    return OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, retention_time_ms=f_retention_time_ms, topics=f_topics), pos
+    o = _new(OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.retention_time_ms = f_retention_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetCommitRequestPartition_v2(o, b, chunks):
-    if o.commit_timestamp != -1:
+    x1 = o.commit_timestamp != -1
+    if x1:
         raise UnsupportedVersionError('OffsetCommitRequestPartition.commit_timestamp cannot be sent at this version')
     b += _s_iq.pack(o.partition_index, o.committed_offset)
-    v1 = o.committed_metadata
-    if v1 is None:
+    v2 = o.committed_metadata
+    if v2 is None:
         b += b'\xff\xff'
     else:
-        v1 = v1.encode()
-        b += _s_h.pack(len(v1))
-        b += v1
+        v2 = v2.encode()
+        b += _s_h.pack(len(v2))
+        b += v2
     return b
 
 
@@ -320,22 +340,23 @@ def _e_OffsetCommitRequestTopic_v2(o, b, chunks):
 
 
 def _e_OffsetCommitRequest_v2(o, b, chunks):
-    if o.group_instance_id != None:
+    x1 = o.group_instance_id != None
+    if x1:
         raise UnsupportedVersionError('OffsetCommitRequest.group_instance_id cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    b += _s_i.pack(o.generation_id_or_member_epoch)
-    v2 = o.member_id
+    v2 = o.group_id
     v2 = v2.encode()
     b += _s_h.pack(len(v2))
     b += v2
+    b += _s_i.pack(o.generation_id_or_member_epoch)
+    v3 = o.member_id
+    v3 = v3.encode()
+    b += _s_h.pack(len(v3))
+    b += v3
     b += _s_q.pack(o.retention_time_ms)
-    a3 = o.topics
-    b += _s_i.pack(len(a3))
-    for item4 in a3:
-        b = _e_OffsetCommitRequestTopic_v2(item4, b, chunks)
+    a4 = o.topics
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_OffsetCommitRequestTopic_v2(item5, b, chunks)
     return b
 
 
@@ -373,25 +394,33 @@ def _d_OffsetCommitRequest_v5(buf, pos):
         for _ in range(n5):
             item6, pos = _d_OffsetCommitRequestTopic_v2(buf, pos)
             f_topics.append(item6)
-    return OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, topics=f_topics), pos
+    o = _new(OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetCommitRequest_v5(o, b, chunks):
-    if o.group_instance_id != None:
+    x1 = o.group_instance_id != None
+    if x1:
         raise UnsupportedVersionError('OffsetCommitRequest.group_instance_id cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    b += _s_i.pack(o.generation_id_or_member_epoch)
-    v2 = o.member_id
+    v2 = o.group_id
     v2 = v2.encode()
     b += _s_h.pack(len(v2))
     b += v2
-    a3 = o.topics
-    b += _s_i.pack(len(a3))
-    for item4 in a3:
-        b = _e_OffsetCommitRequestTopic_v2(item4, b, chunks)
+    b += _s_i.pack(o.generation_id_or_member_epoch)
+    v3 = o.member_id
+    v3 = v3.encode()
+    b += _s_h.pack(len(v3))
+    b += v3
+    a4 = o.topics
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_OffsetCommitRequestTopic_v2(item5, b, chunks)
     return b
 
 
@@ -408,7 +437,13 @@ def _d_OffsetCommitRequestPartition_v6(buf, pos):
             raise truncated('CommittedMetadata')
         f_committed_metadata = str(buf[pos:e2], 'utf-8')
         pos = e2
-    return OffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, committed_metadata=f_committed_metadata), pos
+    o = _new(OffsetCommitRequestPartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = f_committed_leader_epoch
+    o.commit_timestamp = -1
+    o.committed_metadata = f_committed_metadata
+    return o, pos
 
 
 def _d_OffsetCommitRequestTopic_v6(buf, pos):
@@ -433,7 +468,11 @@ def _d_OffsetCommitRequestTopic_v6(buf, pos):
         for _ in range(n3):
             item4, pos = _d_OffsetCommitRequestPartition_v6(buf, pos)
             f_partitions.append(item4)
-    return OffsetCommitRequestTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(OffsetCommitRequestTopic)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetCommitRequest_v6(buf, pos):
@@ -470,20 +509,28 @@ def _d_OffsetCommitRequest_v6(buf, pos):
         for _ in range(n5):
             item6, pos = _d_OffsetCommitRequestTopic_v6(buf, pos)
             f_topics.append(item6)
-    return OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, topics=f_topics), pos
+    o = _new(OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetCommitRequestPartition_v6(o, b, chunks):
-    if o.commit_timestamp != -1:
+    x1 = o.commit_timestamp != -1
+    if x1:
         raise UnsupportedVersionError('OffsetCommitRequestPartition.commit_timestamp cannot be sent at this version')
     b += _s_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
-    v1 = o.committed_metadata
-    if v1 is None:
+    v2 = o.committed_metadata
+    if v2 is None:
         b += b'\xff\xff'
     else:
-        v1 = v1.encode()
-        b += _s_h.pack(len(v1))
-        b += v1
+        v2 = v2.encode()
+        b += _s_h.pack(len(v2))
+        b += v2
     return b
 
 
@@ -500,21 +547,22 @@ def _e_OffsetCommitRequestTopic_v6(o, b, chunks):
 
 
 def _e_OffsetCommitRequest_v6(o, b, chunks):
-    if o.group_instance_id != None:
+    x1 = o.group_instance_id != None
+    if x1:
         raise UnsupportedVersionError('OffsetCommitRequest.group_instance_id cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    b += _s_i.pack(o.generation_id_or_member_epoch)
-    v2 = o.member_id
+    v2 = o.group_id
     v2 = v2.encode()
     b += _s_h.pack(len(v2))
     b += v2
-    a3 = o.topics
-    b += _s_i.pack(len(a3))
-    for item4 in a3:
-        b = _e_OffsetCommitRequestTopic_v6(item4, b, chunks)
+    b += _s_i.pack(o.generation_id_or_member_epoch)
+    v3 = o.member_id
+    v3 = v3.encode()
+    b += _s_h.pack(len(v3))
+    b += v3
+    a4 = o.topics
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_OffsetCommitRequestTopic_v6(item5, b, chunks)
     return b
 
 
@@ -562,7 +610,14 @@ def _d_OffsetCommitRequest_v7(buf, pos):
         for _ in range(n7):
             item8, pos = _d_OffsetCommitRequestTopic_v6(buf, pos)
             f_topics.append(item8)
-    return OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, group_instance_id=f_group_instance_id, topics=f_topics), pos
+    o = _new(OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.retention_time_ms = -1
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetCommitRequest_v7(o, b, chunks):
@@ -619,7 +674,13 @@ def _d_OffsetCommitRequestPartition_v8(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, committed_metadata=f_committed_metadata), pos
+    o = _new(OffsetCommitRequestPartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = f_committed_leader_epoch
+    o.commit_timestamp = -1
+    o.committed_metadata = f_committed_metadata
+    return o, pos
 
 
 def _d_OffsetCommitRequestTopic_v8(buf, pos):
@@ -664,7 +725,11 @@ def _d_OffsetCommitRequestTopic_v8(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetCommitRequestTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(OffsetCommitRequestTopic)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetCommitRequest_v8(buf, pos):
@@ -737,24 +802,32 @@ def _d_OffsetCommitRequest_v8(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, group_instance_id=f_group_instance_id, topics=f_topics), pos
+    o = _new(OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.retention_time_ms = -1
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetCommitRequestPartition_v8(o, b, chunks):
-    if o.commit_timestamp != -1:
+    x1 = o.commit_timestamp != -1
+    if x1:
         raise UnsupportedVersionError('OffsetCommitRequestPartition.commit_timestamp cannot be sent at this version')
     b += _s_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
-    v1 = o.committed_metadata
-    if v1 is None:
+    v2 = o.committed_metadata
+    if v2 is None:
         b.append(0)
     else:
-        v1 = v1.encode()
-        n2 = len(v1) + 1
-        if n2 < 0x80:
-            b.append(n2)
+        v2 = v2.encode()
+        n3 = len(v2) + 1
+        if n3 < 0x80:
+            b.append(n3)
         else:
-            b += uvarint(n2)
-        b += v1
+            b += uvarint(n3)
+        b += v2
     b.append(0)
     return b
 
@@ -853,7 +926,11 @@ def _d_OffsetCommitRequestTopic_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetCommitRequestTopic(topic_id=f_topic_id, partitions=f_partitions), pos
+    o = _new(OffsetCommitRequestTopic)
+    o.name = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetCommitRequest_v10(buf, pos):
@@ -926,7 +1003,14 @@ def _d_OffsetCommitRequest_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetCommitRequest(group_id=f_group_id, generation_id_or_member_epoch=f_generation_id_or_member_epoch, member_id=f_member_id, group_instance_id=f_group_instance_id, topics=f_topics), pos
+    o = _new(OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.retention_time_ms = -1
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetCommitRequestTopic_v10(o, b, chunks):
@@ -987,7 +1071,10 @@ def _e_OffsetCommitRequest_v10(o, b, chunks):
 def _d_OffsetCommitResponsePartition_v2(buf, pos):
     f_partition_index, f_error_code = _s_ih.unpack_from(buf, pos)
     pos += 6
-    return OffsetCommitResponsePartition(partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(OffsetCommitResponsePartition)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_OffsetCommitResponseTopic_v2(buf, pos):
@@ -1012,7 +1099,11 @@ def _d_OffsetCommitResponseTopic_v2(buf, pos):
         for _ in range(n3):
             item4, pos = _d_OffsetCommitResponsePartition_v2(buf, pos)
             f_partitions.append(item4)
-    return OffsetCommitResponseTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(OffsetCommitResponseTopic)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetCommitResponse_v2(buf, pos):
@@ -1027,7 +1118,10 @@ def _d_OffsetCommitResponse_v2(buf, pos):
         for _ in range(n1):
             item2, pos = _d_OffsetCommitResponseTopic_v2(buf, pos)
             f_topics.append(item2)
-    return OffsetCommitResponse(topics=f_topics), pos
+    o = _new(OffsetCommitResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetCommitResponsePartition_v2(o, b, chunks):
@@ -1069,7 +1163,10 @@ def _d_OffsetCommitResponse_v3(buf, pos):
         for _ in range(n1):
             item2, pos = _d_OffsetCommitResponseTopic_v2(buf, pos)
             f_topics.append(item2)
-    return OffsetCommitResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(OffsetCommitResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetCommitResponse_v3(o, b, chunks):
@@ -1098,7 +1195,10 @@ def _d_OffsetCommitResponsePartition_v8(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetCommitResponsePartition(partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(OffsetCommitResponsePartition)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_OffsetCommitResponseTopic_v8(buf, pos):
@@ -1143,7 +1243,11 @@ def _d_OffsetCommitResponseTopic_v8(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetCommitResponseTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(OffsetCommitResponseTopic)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetCommitResponse_v8(buf, pos):
@@ -1177,7 +1281,10 @@ def _d_OffsetCommitResponse_v8(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetCommitResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(OffsetCommitResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetCommitResponsePartition_v8(o, b, chunks):
@@ -1253,7 +1360,11 @@ def _d_OffsetCommitResponseTopic_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetCommitResponseTopic(topic_id=f_topic_id, partitions=f_partitions), pos
+    o = _new(OffsetCommitResponseTopic)
+    o.name = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetCommitResponse_v10(buf, pos):
@@ -1287,7 +1398,10 @@ def _d_OffsetCommitResponse_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetCommitResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(OffsetCommitResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetCommitResponseTopic_v10(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -195,7 +197,9 @@ class OffsetDeleteResponse(Message):
 def _d_OffsetDeleteRequestPartition_v0(buf, pos):
     f_partition_index, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return OffsetDeleteRequestPartition(partition_index=f_partition_index), pos
+    o = _new(OffsetDeleteRequestPartition)
+    o.partition_index = f_partition_index
+    return o, pos
 
 
 def _d_OffsetDeleteRequestTopic_v0(buf, pos):
@@ -220,7 +224,10 @@ def _d_OffsetDeleteRequestTopic_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_OffsetDeleteRequestPartition_v0(buf, pos)
             f_partitions.append(item4)
-    return OffsetDeleteRequestTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(OffsetDeleteRequestTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetDeleteRequest_v0(buf, pos):
@@ -245,7 +252,10 @@ def _d_OffsetDeleteRequest_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_OffsetDeleteRequestTopic_v0(buf, pos)
             f_topics.append(item4)
-    return OffsetDeleteRequest(group_id=f_group_id, topics=f_topics), pos
+    o = _new(OffsetDeleteRequest)
+    o.group_id = f_group_id
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetDeleteRequestPartition_v0(o, b, chunks):
@@ -280,7 +290,10 @@ def _e_OffsetDeleteRequest_v0(o, b, chunks):
 def _d_OffsetDeleteResponsePartition_v0(buf, pos):
     f_partition_index, f_error_code = _s_ih.unpack_from(buf, pos)
     pos += 6
-    return OffsetDeleteResponsePartition(partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(OffsetDeleteResponsePartition)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_OffsetDeleteResponseTopic_v0(buf, pos):
@@ -305,7 +318,10 @@ def _d_OffsetDeleteResponseTopic_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_OffsetDeleteResponsePartition_v0(buf, pos)
             f_partitions.append(item4)
-    return OffsetDeleteResponseTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(OffsetDeleteResponseTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetDeleteResponse_v0(buf, pos):
@@ -322,7 +338,11 @@ def _d_OffsetDeleteResponse_v0(buf, pos):
         for _ in range(n1):
             item2, pos = _d_OffsetDeleteResponseTopic_v0(buf, pos)
             f_topics.append(item2)
-    return OffsetDeleteResponse(error_code=f_error_code, throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(OffsetDeleteResponse)
+    o.error_code = f_error_code
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetDeleteResponsePartition_v0(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -344,7 +346,10 @@ def _d_OffsetFetchRequestTopic_v1(buf, pos):
             raise truncated('PartitionIndexes')
         f_partition_indexes = list(unpack_from('>%di' % n3, buf, pos))
         pos += n3 * 4
-    return OffsetFetchRequestTopic(name=f_name, partition_indexes=f_partition_indexes), pos
+    o = _new(OffsetFetchRequestTopic)
+    o.name = f_name
+    o.partition_indexes = f_partition_indexes
+    return o, pos
 
 
 def _d_OffsetFetchRequest_v1(buf, pos):
@@ -369,7 +374,12 @@ def _d_OffsetFetchRequest_v1(buf, pos):
         for _ in range(n3):
             item4, pos = _d_OffsetFetchRequestTopic_v1(buf, pos)
             f_topics.append(item4)
-    return OffsetFetchRequest(group_id=f_group_id, topics=f_topics), pos
+    o = _new(OffsetFetchRequest)
+    o.group_id = f_group_id
+    o.topics = f_topics
+    o.groups = []
+    o.require_stable = False
+    return o, pos
 
 
 def _e_OffsetFetchRequestTopic_v1(o, b, chunks):
@@ -384,18 +394,20 @@ def _e_OffsetFetchRequestTopic_v1(o, b, chunks):
 
 
 def _e_OffsetFetchRequest_v1(o, b, chunks):
-    if o.groups != []:
+    x1 = o.groups != []
+    if x1:
         raise UnsupportedVersionError('OffsetFetchRequest.groups cannot be sent at this version')
-    if o.require_stable != False:
+    x2 = o.require_stable != False
+    if x2:
         raise UnsupportedVersionError('OffsetFetchRequest.require_stable cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    a2 = o.topics
-    b += _s_i.pack(len(a2))
-    for item3 in a2:
-        b = _e_OffsetFetchRequestTopic_v1(item3, b, chunks)
+    v3 = o.group_id
+    v3 = v3.encode()
+    b += _s_h.pack(len(v3))
+    b += v3
+    a4 = o.topics
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_OffsetFetchRequestTopic_v1(item5, b, chunks)
     return b
 
 
@@ -421,25 +433,32 @@ def _d_OffsetFetchRequest_v2(buf, pos):
         for _ in range(n3):
             item4, pos = _d_OffsetFetchRequestTopic_v1(buf, pos)
             f_topics.append(item4)
-    return OffsetFetchRequest(group_id=f_group_id, topics=f_topics), pos
+    o = _new(OffsetFetchRequest)
+    o.group_id = f_group_id
+    o.topics = f_topics
+    o.groups = []
+    o.require_stable = False
+    return o, pos
 
 
 def _e_OffsetFetchRequest_v2(o, b, chunks):
-    if o.groups != []:
+    x1 = o.groups != []
+    if x1:
         raise UnsupportedVersionError('OffsetFetchRequest.groups cannot be sent at this version')
-    if o.require_stable != False:
+    x2 = o.require_stable != False
+    if x2:
         raise UnsupportedVersionError('OffsetFetchRequest.require_stable cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    a2 = o.topics
-    if a2 is None:
+    v3 = o.group_id
+    v3 = v3.encode()
+    b += _s_h.pack(len(v3))
+    b += v3
+    a4 = o.topics
+    if a4 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        b += _s_i.pack(len(a2))
-        for item3 in a2:
-            b = _e_OffsetFetchRequestTopic_v1(item3, b, chunks)
+        b += _s_i.pack(len(a4))
+        for item5 in a4:
+            b = _e_OffsetFetchRequestTopic_v1(item5, b, chunks)
     return b
 
 
@@ -483,7 +502,10 @@ def _d_OffsetFetchRequestTopic_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchRequestTopic(name=f_name, partition_indexes=f_partition_indexes), pos
+    o = _new(OffsetFetchRequestTopic)
+    o.name = f_name
+    o.partition_indexes = f_partition_indexes
+    return o, pos
 
 
 def _d_OffsetFetchRequest_v6(buf, pos):
@@ -528,7 +550,12 @@ def _d_OffsetFetchRequest_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchRequest(group_id=f_group_id, topics=f_topics), pos
+    o = _new(OffsetFetchRequest)
+    o.group_id = f_group_id
+    o.topics = f_topics
+    o.groups = []
+    o.require_stable = False
+    return o, pos
 
 
 def _e_OffsetFetchRequestTopic_v6(o, b, chunks):
@@ -552,29 +579,31 @@ def _e_OffsetFetchRequestTopic_v6(o, b, chunks):
 
 
 def _e_OffsetFetchRequest_v6(o, b, chunks):
-    if o.groups != []:
+    x1 = o.groups != []
+    if x1:
         raise UnsupportedVersionError('OffsetFetchRequest.groups cannot be sent at this version')
-    if o.require_stable != False:
+    x2 = o.require_stable != False
+    if x2:
         raise UnsupportedVersionError('OffsetFetchRequest.require_stable cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    n2 = len(v1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    v3 = o.group_id
+    v3 = v3.encode()
+    n4 = len(v3) + 1
+    if n4 < 0x80:
+        b.append(n4)
     else:
-        b += uvarint(n2)
-    b += v1
-    a3 = o.topics
-    if a3 is None:
+        b += uvarint(n4)
+    b += v3
+    a5 = o.topics
+    if a5 is None:
         b.append(0)
     else:
-        n4 = len(a3) + 1
-        if n4 < 0x80:
-            b.append(n4)
+        n6 = len(a5) + 1
+        if n6 < 0x80:
+            b.append(n6)
         else:
-            b += uvarint(n4)
-        for item5 in a3:
-            b = _e_OffsetFetchRequestTopic_v6(item5, b, chunks)
+            b += uvarint(n6)
+        for item7 in a5:
+            b = _e_OffsetFetchRequestTopic_v6(item7, b, chunks)
     b.append(0)
     return b
 
@@ -623,31 +652,37 @@ def _d_OffsetFetchRequest_v7(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchRequest(group_id=f_group_id, topics=f_topics, require_stable=f_require_stable), pos
+    o = _new(OffsetFetchRequest)
+    o.group_id = f_group_id
+    o.topics = f_topics
+    o.groups = []
+    o.require_stable = f_require_stable
+    return o, pos
 
 
 def _e_OffsetFetchRequest_v7(o, b, chunks):
-    if o.groups != []:
+    x1 = o.groups != []
+    if x1:
         raise UnsupportedVersionError('OffsetFetchRequest.groups cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    n2 = len(v1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    v2 = o.group_id
+    v2 = v2.encode()
+    n3 = len(v2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    b += v1
-    a3 = o.topics
-    if a3 is None:
+        b += uvarint(n3)
+    b += v2
+    a4 = o.topics
+    if a4 is None:
         b.append(0)
     else:
-        n4 = len(a3) + 1
-        if n4 < 0x80:
-            b.append(n4)
+        n5 = len(a4) + 1
+        if n5 < 0x80:
+            b.append(n5)
         else:
-            b += uvarint(n4)
-        for item5 in a3:
-            b = _e_OffsetFetchRequestTopic_v6(item5, b, chunks)
+            b += uvarint(n5)
+        for item6 in a4:
+            b = _e_OffsetFetchRequestTopic_v6(item6, b, chunks)
     b += _s_o.pack(o.require_stable)
     b.append(0)
     return b
@@ -693,7 +728,11 @@ def _d_OffsetFetchRequestTopics_v8(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchRequestTopics(name=f_name, partition_indexes=f_partition_indexes), pos
+    o = _new(OffsetFetchRequestTopics)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partition_indexes = f_partition_indexes
+    return o, pos
 
 
 def _d_OffsetFetchRequestGroup_v8(buf, pos):
@@ -738,7 +777,12 @@ def _d_OffsetFetchRequestGroup_v8(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchRequestGroup(group_id=f_group_id, topics=f_topics), pos
+    o = _new(OffsetFetchRequestGroup)
+    o.group_id = f_group_id
+    o.member_id = None
+    o.member_epoch = -1
+    o.topics = f_topics
+    return o, pos
 
 
 def _d_OffsetFetchRequest_v8(buf, pos):
@@ -772,7 +816,12 @@ def _d_OffsetFetchRequest_v8(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchRequest(groups=f_groups, require_stable=f_require_stable), pos
+    o = _new(OffsetFetchRequest)
+    o.group_id = ''
+    o.topics = []
+    o.groups = f_groups
+    o.require_stable = f_require_stable
+    return o, pos
 
 
 def _e_OffsetFetchRequestGroup_v8(o, b, chunks):
@@ -800,18 +849,20 @@ def _e_OffsetFetchRequestGroup_v8(o, b, chunks):
 
 
 def _e_OffsetFetchRequest_v8(o, b, chunks):
-    if o.group_id != '':
+    x1 = o.group_id != ''
+    if x1:
         raise UnsupportedVersionError('OffsetFetchRequest.group_id cannot be sent at this version')
-    if o.topics != []:
+    x2 = o.topics != []
+    if x2:
         raise UnsupportedVersionError('OffsetFetchRequest.topics cannot be sent at this version')
-    a1 = o.groups
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a3 = o.groups
+    n4 = len(a3) + 1
+    if n4 < 0x80:
+        b.append(n4)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_OffsetFetchRequestGroup_v8(item3, b, chunks)
+        b += uvarint(n4)
+    for item5 in a3:
+        b = _e_OffsetFetchRequestGroup_v8(item5, b, chunks)
     b += _s_o.pack(o.require_stable)
     b.append(0)
     return b
@@ -874,7 +925,12 @@ def _d_OffsetFetchRequestGroup_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchRequestGroup(group_id=f_group_id, member_id=f_member_id, member_epoch=f_member_epoch, topics=f_topics), pos
+    o = _new(OffsetFetchRequestGroup)
+    o.group_id = f_group_id
+    o.member_id = f_member_id
+    o.member_epoch = f_member_epoch
+    o.topics = f_topics
+    return o, pos
 
 
 def _d_OffsetFetchRequest_v9(buf, pos):
@@ -908,7 +964,12 @@ def _d_OffsetFetchRequest_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchRequest(groups=f_groups, require_stable=f_require_stable), pos
+    o = _new(OffsetFetchRequest)
+    o.group_id = ''
+    o.topics = []
+    o.groups = f_groups
+    o.require_stable = f_require_stable
+    return o, pos
 
 
 def _e_OffsetFetchRequestGroup_v9(o, b, chunks):
@@ -948,18 +1009,20 @@ def _e_OffsetFetchRequestGroup_v9(o, b, chunks):
 
 
 def _e_OffsetFetchRequest_v9(o, b, chunks):
-    if o.group_id != '':
+    x1 = o.group_id != ''
+    if x1:
         raise UnsupportedVersionError('OffsetFetchRequest.group_id cannot be sent at this version')
-    if o.topics != []:
+    x2 = o.topics != []
+    if x2:
         raise UnsupportedVersionError('OffsetFetchRequest.topics cannot be sent at this version')
-    a1 = o.groups
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a3 = o.groups
+    n4 = len(a3) + 1
+    if n4 < 0x80:
+        b.append(n4)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_OffsetFetchRequestGroup_v9(item3, b, chunks)
+        b += uvarint(n4)
+    for item5 in a3:
+        b = _e_OffsetFetchRequestGroup_v9(item5, b, chunks)
     b += _s_o.pack(o.require_stable)
     b.append(0)
     return b
@@ -995,7 +1058,11 @@ def _d_OffsetFetchRequestTopics_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchRequestTopics(topic_id=f_topic_id, partition_indexes=f_partition_indexes), pos
+    o = _new(OffsetFetchRequestTopics)
+    o.name = ''
+    o.topic_id = f_topic_id
+    o.partition_indexes = f_partition_indexes
+    return o, pos
 
 
 def _d_OffsetFetchRequestGroup_v10(buf, pos):
@@ -1055,7 +1122,12 @@ def _d_OffsetFetchRequestGroup_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchRequestGroup(group_id=f_group_id, member_id=f_member_id, member_epoch=f_member_epoch, topics=f_topics), pos
+    o = _new(OffsetFetchRequestGroup)
+    o.group_id = f_group_id
+    o.member_id = f_member_id
+    o.member_epoch = f_member_epoch
+    o.topics = f_topics
+    return o, pos
 
 
 def _d_OffsetFetchRequest_v10(buf, pos):
@@ -1089,7 +1161,12 @@ def _d_OffsetFetchRequest_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchRequest(groups=f_groups, require_stable=f_require_stable), pos
+    o = _new(OffsetFetchRequest)
+    o.group_id = ''
+    o.topics = []
+    o.groups = f_groups
+    o.require_stable = f_require_stable
+    return o, pos
 
 
 def _e_OffsetFetchRequestTopics_v10(o, b, chunks):
@@ -1142,18 +1219,20 @@ def _e_OffsetFetchRequestGroup_v10(o, b, chunks):
 
 
 def _e_OffsetFetchRequest_v10(o, b, chunks):
-    if o.group_id != '':
+    x1 = o.group_id != ''
+    if x1:
         raise UnsupportedVersionError('OffsetFetchRequest.group_id cannot be sent at this version')
-    if o.topics != []:
+    x2 = o.topics != []
+    if x2:
         raise UnsupportedVersionError('OffsetFetchRequest.topics cannot be sent at this version')
-    a1 = o.groups
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a3 = o.groups
+    n4 = len(a3) + 1
+    if n4 < 0x80:
+        b.append(n4)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_OffsetFetchRequestGroup_v10(item3, b, chunks)
+        b += uvarint(n4)
+    for item5 in a3:
+        b = _e_OffsetFetchRequestGroup_v10(item5, b, chunks)
     b += _s_o.pack(o.require_stable)
     b.append(0)
     return b
@@ -1174,7 +1253,13 @@ def _d_OffsetFetchResponsePartition_v1(buf, pos):
         pos = e2
     f_error_code, = _s_h.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponsePartition(partition_index=f_partition_index, committed_offset=f_committed_offset, metadata=f_metadata, error_code=f_error_code), pos
+    o = _new(OffsetFetchResponsePartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = -1
+    o.metadata = f_metadata
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_OffsetFetchResponseTopic_v1(buf, pos):
@@ -1199,7 +1284,10 @@ def _d_OffsetFetchResponseTopic_v1(buf, pos):
         for _ in range(n3):
             item4, pos = _d_OffsetFetchResponsePartition_v1(buf, pos)
             f_partitions.append(item4)
-    return OffsetFetchResponseTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(OffsetFetchResponseTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetFetchResponse_v1(buf, pos):
@@ -1214,7 +1302,12 @@ def _d_OffsetFetchResponse_v1(buf, pos):
         for _ in range(n1):
             item2, pos = _d_OffsetFetchResponseTopic_v1(buf, pos)
             f_topics.append(item2)
-    return OffsetFetchResponse(topics=f_topics), pos
+    o = _new(OffsetFetchResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    o.error_code = 0
+    o.groups = []
+    return o, pos
 
 
 def _e_OffsetFetchResponsePartition_v1(o, b, chunks):
@@ -1243,12 +1336,13 @@ def _e_OffsetFetchResponseTopic_v1(o, b, chunks):
 
 
 def _e_OffsetFetchResponse_v1(o, b, chunks):
-    if o.groups != []:
+    x1 = o.groups != []
+    if x1:
         raise UnsupportedVersionError('OffsetFetchResponse.groups cannot be sent at this version')
-    a1 = o.topics
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_OffsetFetchResponseTopic_v1(item2, b, chunks)
+    a2 = o.topics
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_OffsetFetchResponseTopic_v1(item3, b, chunks)
     return b
 
 
@@ -1266,16 +1360,22 @@ def _d_OffsetFetchResponse_v2(buf, pos):
             f_topics.append(item2)
     f_error_code, = _s_h.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponse(topics=f_topics, error_code=f_error_code), pos
+    o = _new(OffsetFetchResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    o.error_code = f_error_code
+    o.groups = []
+    return o, pos
 
 
 def _e_OffsetFetchResponse_v2(o, b, chunks):
-    if o.groups != []:
+    x1 = o.groups != []
+    if x1:
         raise UnsupportedVersionError('OffsetFetchResponse.groups cannot be sent at this version')
-    a1 = o.topics
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_OffsetFetchResponseTopic_v1(item2, b, chunks)
+    a2 = o.topics
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_OffsetFetchResponseTopic_v1(item3, b, chunks)
     b += _s_h.pack(o.error_code)
     return b
 
@@ -1296,17 +1396,23 @@ def _d_OffsetFetchResponse_v3(buf, pos):
             f_topics.append(item2)
     f_error_code, = _s_h.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, error_code=f_error_code), pos
+    o = _new(OffsetFetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.error_code = f_error_code
+    o.groups = []
+    return o, pos
 
 
 def _e_OffsetFetchResponse_v3(o, b, chunks):
-    if o.groups != []:
+    x1 = o.groups != []
+    if x1:
         raise UnsupportedVersionError('OffsetFetchResponse.groups cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.topics
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_OffsetFetchResponseTopic_v1(item2, b, chunks)
+    a2 = o.topics
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_OffsetFetchResponseTopic_v1(item3, b, chunks)
     b += _s_h.pack(o.error_code)
     return b
 
@@ -1326,7 +1432,13 @@ def _d_OffsetFetchResponsePartition_v5(buf, pos):
         pos = e2
     f_error_code, = _s_h.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponsePartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, metadata=f_metadata, error_code=f_error_code), pos
+    o = _new(OffsetFetchResponsePartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = f_committed_leader_epoch
+    o.metadata = f_metadata
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_OffsetFetchResponseTopic_v5(buf, pos):
@@ -1351,7 +1463,10 @@ def _d_OffsetFetchResponseTopic_v5(buf, pos):
         for _ in range(n3):
             item4, pos = _d_OffsetFetchResponsePartition_v5(buf, pos)
             f_partitions.append(item4)
-    return OffsetFetchResponseTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(OffsetFetchResponseTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetFetchResponse_v5(buf, pos):
@@ -1370,7 +1485,12 @@ def _d_OffsetFetchResponse_v5(buf, pos):
             f_topics.append(item2)
     f_error_code, = _s_h.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, error_code=f_error_code), pos
+    o = _new(OffsetFetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.error_code = f_error_code
+    o.groups = []
+    return o, pos
 
 
 def _e_OffsetFetchResponsePartition_v5(o, b, chunks):
@@ -1399,13 +1519,14 @@ def _e_OffsetFetchResponseTopic_v5(o, b, chunks):
 
 
 def _e_OffsetFetchResponse_v5(o, b, chunks):
-    if o.groups != []:
+    x1 = o.groups != []
+    if x1:
         raise UnsupportedVersionError('OffsetFetchResponse.groups cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.topics
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_OffsetFetchResponseTopic_v5(item2, b, chunks)
+    a2 = o.topics
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_OffsetFetchResponseTopic_v5(item3, b, chunks)
     b += _s_h.pack(o.error_code)
     return b
 
@@ -1442,7 +1563,13 @@ def _d_OffsetFetchResponsePartition_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchResponsePartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, metadata=f_metadata, error_code=f_error_code), pos
+    o = _new(OffsetFetchResponsePartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = f_committed_leader_epoch
+    o.metadata = f_metadata
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_OffsetFetchResponseTopic_v6(buf, pos):
@@ -1487,7 +1614,10 @@ def _d_OffsetFetchResponseTopic_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchResponseTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(OffsetFetchResponseTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetFetchResponse_v6(buf, pos):
@@ -1523,7 +1653,12 @@ def _d_OffsetFetchResponse_v6(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics, error_code=f_error_code), pos
+    o = _new(OffsetFetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    o.error_code = f_error_code
+    o.groups = []
+    return o, pos
 
 
 def _e_OffsetFetchResponsePartition_v6(o, b, chunks):
@@ -1566,17 +1701,18 @@ def _e_OffsetFetchResponseTopic_v6(o, b, chunks):
 
 
 def _e_OffsetFetchResponse_v6(o, b, chunks):
-    if o.groups != []:
+    x1 = o.groups != []
+    if x1:
         raise UnsupportedVersionError('OffsetFetchResponse.groups cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.topics
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.topics
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_OffsetFetchResponseTopic_v6(item3, b, chunks)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_OffsetFetchResponseTopic_v6(item4, b, chunks)
     b += _s_h.pack(o.error_code)
     b.append(0)
     return b
@@ -1614,7 +1750,13 @@ def _d_OffsetFetchResponsePartitions_v8(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchResponsePartitions(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, metadata=f_metadata, error_code=f_error_code), pos
+    o = _new(OffsetFetchResponsePartitions)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = f_committed_leader_epoch
+    o.metadata = f_metadata
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_OffsetFetchResponseTopics_v8(buf, pos):
@@ -1659,7 +1801,11 @@ def _d_OffsetFetchResponseTopics_v8(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchResponseTopics(name=f_name, partitions=f_partitions), pos
+    o = _new(OffsetFetchResponseTopics)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetFetchResponseGroup_v8(buf, pos):
@@ -1706,7 +1852,11 @@ def _d_OffsetFetchResponseGroup_v8(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchResponseGroup(group_id=f_group_id, topics=f_topics, error_code=f_error_code), pos
+    o = _new(OffsetFetchResponseGroup)
+    o.group_id = f_group_id
+    o.topics = f_topics
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_OffsetFetchResponse_v8(buf, pos):
@@ -1740,7 +1890,12 @@ def _d_OffsetFetchResponse_v8(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups), pos
+    o = _new(OffsetFetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = []
+    o.error_code = 0
+    o.groups = f_groups
+    return o, pos
 
 
 def _e_OffsetFetchResponseGroup_v8(o, b, chunks):
@@ -1766,17 +1921,18 @@ def _e_OffsetFetchResponseGroup_v8(o, b, chunks):
 
 
 def _e_OffsetFetchResponse_v8(o, b, chunks):
-    if o.topics != []:
+    x1 = o.topics != []
+    if x1:
         raise UnsupportedVersionError('OffsetFetchResponse.topics cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.groups
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.groups
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_OffsetFetchResponseGroup_v8(item3, b, chunks)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_OffsetFetchResponseGroup_v8(item4, b, chunks)
     b.append(0)
     return b
 
@@ -1813,7 +1969,11 @@ def _d_OffsetFetchResponseTopics_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchResponseTopics(topic_id=f_topic_id, partitions=f_partitions), pos
+    o = _new(OffsetFetchResponseTopics)
+    o.name = ''
+    o.topic_id = f_topic_id
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetFetchResponseGroup_v10(buf, pos):
@@ -1860,7 +2020,11 @@ def _d_OffsetFetchResponseGroup_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchResponseGroup(group_id=f_group_id, topics=f_topics, error_code=f_error_code), pos
+    o = _new(OffsetFetchResponseGroup)
+    o.group_id = f_group_id
+    o.topics = f_topics
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_OffsetFetchResponse_v10(buf, pos):
@@ -1894,7 +2058,12 @@ def _d_OffsetFetchResponse_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetFetchResponse(throttle_time_ms=f_throttle_time_ms, groups=f_groups), pos
+    o = _new(OffsetFetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = []
+    o.error_code = 0
+    o.groups = f_groups
+    return o, pos
 
 
 def _e_OffsetFetchResponseTopics_v10(o, b, chunks):
@@ -1934,17 +2103,18 @@ def _e_OffsetFetchResponseGroup_v10(o, b, chunks):
 
 
 def _e_OffsetFetchResponse_v10(o, b, chunks):
-    if o.topics != []:
+    x1 = o.topics != []
+    if x1:
         raise UnsupportedVersionError('OffsetFetchResponse.topics cannot be sent at this version')
     b += _s_i.pack(o.throttle_time_ms)
-    a1 = o.groups
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.groups
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_OffsetFetchResponseGroup_v10(item3, b, chunks)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_OffsetFetchResponseGroup_v10(item4, b, chunks)
     b.append(0)
     return b
 

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -201,7 +203,11 @@ class OffsetForLeaderEpochResponse(Message):
 def _d_OffsetForLeaderPartition_v2(buf, pos):
     f_partition, f_current_leader_epoch, f_leader_epoch = _s_iii.unpack_from(buf, pos)
     pos += 12
-    return OffsetForLeaderPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, leader_epoch=f_leader_epoch), pos
+    o = _new(OffsetForLeaderPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = f_current_leader_epoch
+    o.leader_epoch = f_leader_epoch
+    return o, pos
 
 
 def _d_OffsetForLeaderTopic_v2(buf, pos):
@@ -226,7 +232,10 @@ def _d_OffsetForLeaderTopic_v2(buf, pos):
         for _ in range(n3):
             item4, pos = _d_OffsetForLeaderPartition_v2(buf, pos)
             f_partitions.append(item4)
-    return OffsetForLeaderTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(OffsetForLeaderTopic)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetForLeaderEpochRequest_v2(buf, pos):
@@ -241,7 +250,10 @@ def _d_OffsetForLeaderEpochRequest_v2(buf, pos):
         for _ in range(n1):
             item2, pos = _d_OffsetForLeaderTopic_v2(buf, pos)
             f_topics.append(item2)
-    return OffsetForLeaderEpochRequest(topics=f_topics), pos
+    o = _new(OffsetForLeaderEpochRequest)
+    o.replica_id = -2
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetForLeaderPartition_v2(o, b, chunks):
@@ -283,7 +295,10 @@ def _d_OffsetForLeaderEpochRequest_v3(buf, pos):
         for _ in range(n1):
             item2, pos = _d_OffsetForLeaderTopic_v2(buf, pos)
             f_topics.append(item2)
-    return OffsetForLeaderEpochRequest(replica_id=f_replica_id, topics=f_topics), pos
+    o = _new(OffsetForLeaderEpochRequest)
+    o.replica_id = f_replica_id
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetForLeaderEpochRequest_v3(o, b, chunks):
@@ -312,7 +327,11 @@ def _d_OffsetForLeaderPartition_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetForLeaderPartition(partition=f_partition, current_leader_epoch=f_current_leader_epoch, leader_epoch=f_leader_epoch), pos
+    o = _new(OffsetForLeaderPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = f_current_leader_epoch
+    o.leader_epoch = f_leader_epoch
+    return o, pos
 
 
 def _d_OffsetForLeaderTopic_v4(buf, pos):
@@ -357,7 +376,10 @@ def _d_OffsetForLeaderTopic_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetForLeaderTopic(topic=f_topic, partitions=f_partitions), pos
+    o = _new(OffsetForLeaderTopic)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetForLeaderEpochRequest_v4(buf, pos):
@@ -391,7 +413,10 @@ def _d_OffsetForLeaderEpochRequest_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetForLeaderEpochRequest(replica_id=f_replica_id, topics=f_topics), pos
+    o = _new(OffsetForLeaderEpochRequest)
+    o.replica_id = f_replica_id
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_OffsetForLeaderPartition_v4(o, b, chunks):
@@ -438,7 +463,12 @@ def _e_OffsetForLeaderEpochRequest_v4(o, b, chunks):
 def _d_EpochEndOffset_v2(buf, pos):
     f_error_code, f_partition, f_leader_epoch, f_end_offset = _s_hiiq.unpack_from(buf, pos)
     pos += 18
-    return EpochEndOffset(error_code=f_error_code, partition=f_partition, leader_epoch=f_leader_epoch, end_offset=f_end_offset), pos
+    o = _new(EpochEndOffset)
+    o.error_code = f_error_code
+    o.partition = f_partition
+    o.leader_epoch = f_leader_epoch
+    o.end_offset = f_end_offset
+    return o, pos
 
 
 def _d_OffsetForLeaderTopicResult_v2(buf, pos):
@@ -463,7 +493,10 @@ def _d_OffsetForLeaderTopicResult_v2(buf, pos):
         for _ in range(n3):
             item4, pos = _d_EpochEndOffset_v2(buf, pos)
             f_partitions.append(item4)
-    return OffsetForLeaderTopicResult(topic=f_topic, partitions=f_partitions), pos
+    o = _new(OffsetForLeaderTopicResult)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetForLeaderEpochResponse_v2(buf, pos):
@@ -480,7 +513,10 @@ def _d_OffsetForLeaderEpochResponse_v2(buf, pos):
         for _ in range(n1):
             item2, pos = _d_OffsetForLeaderTopicResult_v2(buf, pos)
             f_topics.append(item2)
-    return OffsetForLeaderEpochResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(OffsetForLeaderEpochResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_EpochEndOffset_v2(o, b, chunks):
@@ -526,7 +562,12 @@ def _d_EpochEndOffset_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return EpochEndOffset(error_code=f_error_code, partition=f_partition, leader_epoch=f_leader_epoch, end_offset=f_end_offset), pos
+    o = _new(EpochEndOffset)
+    o.error_code = f_error_code
+    o.partition = f_partition
+    o.leader_epoch = f_leader_epoch
+    o.end_offset = f_end_offset
+    return o, pos
 
 
 def _d_OffsetForLeaderTopicResult_v4(buf, pos):
@@ -571,7 +612,10 @@ def _d_OffsetForLeaderTopicResult_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetForLeaderTopicResult(topic=f_topic, partitions=f_partitions), pos
+    o = _new(OffsetForLeaderTopicResult)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_OffsetForLeaderEpochResponse_v4(buf, pos):
@@ -605,7 +649,10 @@ def _d_OffsetForLeaderEpochResponse_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return OffsetForLeaderEpochResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(OffsetForLeaderEpochResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_EpochEndOffset_v4(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -294,7 +296,6 @@ class ProduceResponse(Message):
         return f"ProduceResponse(responses={self.responses!r}, throttle_time_ms={self.throttle_time_ms!r}, node_endpoints={self.node_endpoints!r})"
 
 
-_DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 
 def _d_PartitionProduceData_v3(buf, pos):
@@ -310,7 +311,10 @@ def _d_PartitionProduceData_v3(buf, pos):
             raise truncated('Records')
         f_records = buf[pos:e2]
         pos = e2
-    return PartitionProduceData(index=f_index, records=f_records), pos
+    o = _new(PartitionProduceData)
+    o.index = f_index
+    o.records = f_records
+    return o, pos
 
 
 def _d_TopicProduceData_v3(buf, pos):
@@ -335,7 +339,11 @@ def _d_TopicProduceData_v3(buf, pos):
         for _ in range(n3):
             item4, pos = _d_PartitionProduceData_v3(buf, pos)
             f_partition_data.append(item4)
-    return TopicProduceData(name=f_name, partition_data=f_partition_data), pos
+    o = _new(TopicProduceData)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partition_data = f_partition_data
+    return o, pos
 
 
 def _d_ProduceRequest_v3(buf, pos):
@@ -362,7 +370,12 @@ def _d_ProduceRequest_v3(buf, pos):
         for _ in range(n3):
             item4, pos = _d_TopicProduceData_v3(buf, pos)
             f_topic_data.append(item4)
-    return ProduceRequest(transactional_id=f_transactional_id, acks=f_acks, timeout_ms=f_timeout_ms, topic_data=f_topic_data), pos
+    o = _new(ProduceRequest)
+    o.transactional_id = f_transactional_id
+    o.acks = f_acks
+    o.timeout_ms = f_timeout_ms
+    o.topic_data = f_topic_data
+    return o, pos
 
 
 def _e_PartitionProduceData_v3(o, b, chunks):
@@ -371,7 +384,13 @@ def _e_PartitionProduceData_v3(o, b, chunks):
     if v1 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        b = put_records(b, chunks, v1, False)
+        if v1.__class__ is memoryview and (n2 := v1.nbytes) >= INLINE_RECORDS_LIMIT:
+            b += _s_i.pack(n2)
+            chunks.append(b)
+            chunks.append(v1)
+            b = bytearray()
+        else:
+            b = put_records(b, chunks, v1, False)
     return b
 
 
@@ -433,7 +452,10 @@ def _d_PartitionProduceData_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return PartitionProduceData(index=f_index, records=f_records), pos
+    o = _new(PartitionProduceData)
+    o.index = f_index
+    o.records = f_records
+    return o, pos
 
 
 def _d_TopicProduceData_v9(buf, pos):
@@ -478,7 +500,11 @@ def _d_TopicProduceData_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TopicProduceData(name=f_name, partition_data=f_partition_data), pos
+    o = _new(TopicProduceData)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partition_data = f_partition_data
+    return o, pos
 
 
 def _d_ProduceRequest_v9(buf, pos):
@@ -525,7 +551,12 @@ def _d_ProduceRequest_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ProduceRequest(transactional_id=f_transactional_id, acks=f_acks, timeout_ms=f_timeout_ms, topic_data=f_topic_data), pos
+    o = _new(ProduceRequest)
+    o.transactional_id = f_transactional_id
+    o.acks = f_acks
+    o.timeout_ms = f_timeout_ms
+    o.topic_data = f_topic_data
+    return o, pos
 
 
 def _e_PartitionProduceData_v9(o, b, chunks):
@@ -534,7 +565,13 @@ def _e_PartitionProduceData_v9(o, b, chunks):
     if v1 is None:
         b.append(0)
     else:
-        b = put_records(b, chunks, v1, True)
+        if v1.__class__ is memoryview and (n2 := v1.nbytes) >= INLINE_RECORDS_LIMIT:
+            b += uvarint(n2 + 1)
+            chunks.append(b)
+            chunks.append(v1)
+            b = bytearray()
+        else:
+            b = put_records(b, chunks, v1, True)
     b.append(0)
     return b
 
@@ -617,7 +654,11 @@ def _d_TopicProduceData_v13(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TopicProduceData(topic_id=f_topic_id, partition_data=f_partition_data), pos
+    o = _new(TopicProduceData)
+    o.name = ''
+    o.topic_id = f_topic_id
+    o.partition_data = f_partition_data
+    return o, pos
 
 
 def _d_ProduceRequest_v13(buf, pos):
@@ -664,7 +705,12 @@ def _d_ProduceRequest_v13(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ProduceRequest(transactional_id=f_transactional_id, acks=f_acks, timeout_ms=f_timeout_ms, topic_data=f_topic_data), pos
+    o = _new(ProduceRequest)
+    o.transactional_id = f_transactional_id
+    o.acks = f_acks
+    o.timeout_ms = f_timeout_ms
+    o.topic_data = f_topic_data
+    return o, pos
 
 
 def _e_TopicProduceData_v13(o, b, chunks):
@@ -709,7 +755,16 @@ def _e_ProduceRequest_v13(o, b, chunks):
 def _d_PartitionProduceResponse_v3(buf, pos):
     f_index, f_error_code, f_base_offset, f_log_append_time_ms = _s_ihqq.unpack_from(buf, pos)
     pos += 22
-    return PartitionProduceResponse(index=f_index, error_code=f_error_code, base_offset=f_base_offset, log_append_time_ms=f_log_append_time_ms), pos
+    o = _new(PartitionProduceResponse)
+    o.index = f_index
+    o.error_code = f_error_code
+    o.base_offset = f_base_offset
+    o.log_append_time_ms = f_log_append_time_ms
+    o.log_start_offset = -1
+    o.record_errors = []
+    o.error_message = None
+    o.current_leader = LeaderIdAndEpoch()
+    return o, pos
 
 
 def _d_TopicProduceResponse_v3(buf, pos):
@@ -734,7 +789,11 @@ def _d_TopicProduceResponse_v3(buf, pos):
         for _ in range(n3):
             item4, pos = _d_PartitionProduceResponse_v3(buf, pos)
             f_partition_responses.append(item4)
-    return TopicProduceResponse(name=f_name, partition_responses=f_partition_responses), pos
+    o = _new(TopicProduceResponse)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partition_responses = f_partition_responses
+    return o, pos
 
 
 def _d_ProduceResponse_v3(buf, pos):
@@ -751,11 +810,17 @@ def _d_ProduceResponse_v3(buf, pos):
             f_responses.append(item2)
     f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms), pos
+    o = _new(ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = f_throttle_time_ms
+    o.node_endpoints = []
+    return o, pos
 
 
 def _e_PartitionProduceResponse_v3(o, b, chunks):
-    if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
+    d2 = o.current_leader
+    x1 = d2.leader_id != -1 or d2.leader_epoch != -1
+    if x1:
         raise UnsupportedVersionError('PartitionProduceResponse.current_leader cannot be sent at this version')
     b += _s_ihqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms)
     return b
@@ -774,12 +839,13 @@ def _e_TopicProduceResponse_v3(o, b, chunks):
 
 
 def _e_ProduceResponse_v3(o, b, chunks):
-    if o.node_endpoints != []:
+    x1 = o.node_endpoints != []
+    if x1:
         raise UnsupportedVersionError('ProduceResponse.node_endpoints cannot be sent at this version')
-    a1 = o.responses
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_TopicProduceResponse_v3(item2, b, chunks)
+    a2 = o.responses
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_TopicProduceResponse_v3(item3, b, chunks)
     b += _s_i.pack(o.throttle_time_ms)
     return b
 
@@ -787,7 +853,16 @@ def _e_ProduceResponse_v3(o, b, chunks):
 def _d_PartitionProduceResponse_v5(buf, pos):
     f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset = _s_ihqqq.unpack_from(buf, pos)
     pos += 30
-    return PartitionProduceResponse(index=f_index, error_code=f_error_code, base_offset=f_base_offset, log_append_time_ms=f_log_append_time_ms, log_start_offset=f_log_start_offset), pos
+    o = _new(PartitionProduceResponse)
+    o.index = f_index
+    o.error_code = f_error_code
+    o.base_offset = f_base_offset
+    o.log_append_time_ms = f_log_append_time_ms
+    o.log_start_offset = f_log_start_offset
+    o.record_errors = []
+    o.error_message = None
+    o.current_leader = LeaderIdAndEpoch()
+    return o, pos
 
 
 def _d_TopicProduceResponse_v5(buf, pos):
@@ -812,7 +887,11 @@ def _d_TopicProduceResponse_v5(buf, pos):
         for _ in range(n3):
             item4, pos = _d_PartitionProduceResponse_v5(buf, pos)
             f_partition_responses.append(item4)
-    return TopicProduceResponse(name=f_name, partition_responses=f_partition_responses), pos
+    o = _new(TopicProduceResponse)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partition_responses = f_partition_responses
+    return o, pos
 
 
 def _d_ProduceResponse_v5(buf, pos):
@@ -829,11 +908,17 @@ def _d_ProduceResponse_v5(buf, pos):
             f_responses.append(item2)
     f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms), pos
+    o = _new(ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = f_throttle_time_ms
+    o.node_endpoints = []
+    return o, pos
 
 
 def _e_PartitionProduceResponse_v5(o, b, chunks):
-    if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
+    d2 = o.current_leader
+    x1 = d2.leader_id != -1 or d2.leader_epoch != -1
+    if x1:
         raise UnsupportedVersionError('PartitionProduceResponse.current_leader cannot be sent at this version')
     b += _s_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     return b
@@ -852,12 +937,13 @@ def _e_TopicProduceResponse_v5(o, b, chunks):
 
 
 def _e_ProduceResponse_v5(o, b, chunks):
-    if o.node_endpoints != []:
+    x1 = o.node_endpoints != []
+    if x1:
         raise UnsupportedVersionError('ProduceResponse.node_endpoints cannot be sent at this version')
-    a1 = o.responses
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_TopicProduceResponse_v5(item2, b, chunks)
+    a2 = o.responses
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_TopicProduceResponse_v5(item3, b, chunks)
     b += _s_i.pack(o.throttle_time_ms)
     return b
 
@@ -875,7 +961,10 @@ def _d_BatchIndexAndErrorMessage_v8(buf, pos):
             raise truncated('BatchIndexErrorMessage')
         f_batch_index_error_message = str(buf[pos:e2], 'utf-8')
         pos = e2
-    return BatchIndexAndErrorMessage(batch_index=f_batch_index, batch_index_error_message=f_batch_index_error_message), pos
+    o = _new(BatchIndexAndErrorMessage)
+    o.batch_index = f_batch_index
+    o.batch_index_error_message = f_batch_index_error_message
+    return o, pos
 
 
 def _d_PartitionProduceResponse_v8(buf, pos):
@@ -902,7 +991,16 @@ def _d_PartitionProduceResponse_v8(buf, pos):
             raise truncated('ErrorMessage')
         f_error_message = str(buf[pos:e4], 'utf-8')
         pos = e4
-    return PartitionProduceResponse(index=f_index, error_code=f_error_code, base_offset=f_base_offset, log_append_time_ms=f_log_append_time_ms, log_start_offset=f_log_start_offset, record_errors=f_record_errors, error_message=f_error_message), pos
+    o = _new(PartitionProduceResponse)
+    o.index = f_index
+    o.error_code = f_error_code
+    o.base_offset = f_base_offset
+    o.log_append_time_ms = f_log_append_time_ms
+    o.log_start_offset = f_log_start_offset
+    o.record_errors = f_record_errors
+    o.error_message = f_error_message
+    o.current_leader = LeaderIdAndEpoch()
+    return o, pos
 
 
 def _d_TopicProduceResponse_v8(buf, pos):
@@ -927,7 +1025,11 @@ def _d_TopicProduceResponse_v8(buf, pos):
         for _ in range(n3):
             item4, pos = _d_PartitionProduceResponse_v8(buf, pos)
             f_partition_responses.append(item4)
-    return TopicProduceResponse(name=f_name, partition_responses=f_partition_responses), pos
+    o = _new(TopicProduceResponse)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partition_responses = f_partition_responses
+    return o, pos
 
 
 def _d_ProduceResponse_v8(buf, pos):
@@ -944,7 +1046,11 @@ def _d_ProduceResponse_v8(buf, pos):
             f_responses.append(item2)
     f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms), pos
+    o = _new(ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = f_throttle_time_ms
+    o.node_endpoints = []
+    return o, pos
 
 
 def _e_BatchIndexAndErrorMessage_v8(o, b, chunks):
@@ -960,20 +1066,22 @@ def _e_BatchIndexAndErrorMessage_v8(o, b, chunks):
 
 
 def _e_PartitionProduceResponse_v8(o, b, chunks):
-    if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
+    d2 = o.current_leader
+    x1 = d2.leader_id != -1 or d2.leader_epoch != -1
+    if x1:
         raise UnsupportedVersionError('PartitionProduceResponse.current_leader cannot be sent at this version')
     b += _s_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
-    a1 = o.record_errors
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_BatchIndexAndErrorMessage_v8(item2, b, chunks)
-    v3 = o.error_message
-    if v3 is None:
+    a3 = o.record_errors
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_BatchIndexAndErrorMessage_v8(item4, b, chunks)
+    v5 = o.error_message
+    if v5 is None:
         b += b'\xff\xff'
     else:
-        v3 = v3.encode()
-        b += _s_h.pack(len(v3))
-        b += v3
+        v5 = v5.encode()
+        b += _s_h.pack(len(v5))
+        b += v5
     return b
 
 
@@ -990,12 +1098,13 @@ def _e_TopicProduceResponse_v8(o, b, chunks):
 
 
 def _e_ProduceResponse_v8(o, b, chunks):
-    if o.node_endpoints != []:
+    x1 = o.node_endpoints != []
+    if x1:
         raise UnsupportedVersionError('ProduceResponse.node_endpoints cannot be sent at this version')
-    a1 = o.responses
-    b += _s_i.pack(len(a1))
-    for item2 in a1:
-        b = _e_TopicProduceResponse_v8(item2, b, chunks)
+    a2 = o.responses
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_TopicProduceResponse_v8(item3, b, chunks)
     b += _s_i.pack(o.throttle_time_ms)
     return b
 
@@ -1030,7 +1139,10 @@ def _d_BatchIndexAndErrorMessage_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return BatchIndexAndErrorMessage(batch_index=f_batch_index, batch_index_error_message=f_batch_index_error_message), pos
+    o = _new(BatchIndexAndErrorMessage)
+    o.batch_index = f_batch_index
+    o.batch_index_error_message = f_batch_index_error_message
+    return o, pos
 
 
 def _d_PartitionProduceResponse_v9(buf, pos):
@@ -1077,7 +1189,16 @@ def _d_PartitionProduceResponse_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return PartitionProduceResponse(index=f_index, error_code=f_error_code, base_offset=f_base_offset, log_append_time_ms=f_log_append_time_ms, log_start_offset=f_log_start_offset, record_errors=f_record_errors, error_message=f_error_message), pos
+    o = _new(PartitionProduceResponse)
+    o.index = f_index
+    o.error_code = f_error_code
+    o.base_offset = f_base_offset
+    o.log_append_time_ms = f_log_append_time_ms
+    o.log_start_offset = f_log_start_offset
+    o.record_errors = f_record_errors
+    o.error_message = f_error_message
+    o.current_leader = LeaderIdAndEpoch()
+    return o, pos
 
 
 def _d_TopicProduceResponse_v9(buf, pos):
@@ -1122,7 +1243,11 @@ def _d_TopicProduceResponse_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TopicProduceResponse(name=f_name, partition_responses=f_partition_responses), pos
+    o = _new(TopicProduceResponse)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partition_responses = f_partition_responses
+    return o, pos
 
 
 def _d_ProduceResponse_v9(buf, pos):
@@ -1156,7 +1281,11 @@ def _d_ProduceResponse_v9(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms), pos
+    o = _new(ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = f_throttle_time_ms
+    o.node_endpoints = []
+    return o, pos
 
 
 def _e_BatchIndexAndErrorMessage_v9(o, b, chunks):
@@ -1177,28 +1306,30 @@ def _e_BatchIndexAndErrorMessage_v9(o, b, chunks):
 
 
 def _e_PartitionProduceResponse_v9(o, b, chunks):
-    if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
+    d2 = o.current_leader
+    x1 = d2.leader_id != -1 or d2.leader_epoch != -1
+    if x1:
         raise UnsupportedVersionError('PartitionProduceResponse.current_leader cannot be sent at this version')
     b += _s_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
-    a1 = o.record_errors
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a3 = o.record_errors
+    n4 = len(a3) + 1
+    if n4 < 0x80:
+        b.append(n4)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_BatchIndexAndErrorMessage_v9(item3, b, chunks)
-    v4 = o.error_message
-    if v4 is None:
+        b += uvarint(n4)
+    for item5 in a3:
+        b = _e_BatchIndexAndErrorMessage_v9(item5, b, chunks)
+    v6 = o.error_message
+    if v6 is None:
         b.append(0)
     else:
-        v4 = v4.encode()
-        n5 = len(v4) + 1
-        if n5 < 0x80:
-            b.append(n5)
+        v6 = v6.encode()
+        n7 = len(v6) + 1
+        if n7 < 0x80:
+            b.append(n7)
         else:
-            b += uvarint(n5)
-        b += v4
+            b += uvarint(n7)
+        b += v6
     b.append(0)
     return b
 
@@ -1225,16 +1356,17 @@ def _e_TopicProduceResponse_v9(o, b, chunks):
 
 
 def _e_ProduceResponse_v9(o, b, chunks):
-    if o.node_endpoints != []:
+    x1 = o.node_endpoints != []
+    if x1:
         raise UnsupportedVersionError('ProduceResponse.node_endpoints cannot be sent at this version')
-    a1 = o.responses
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.responses
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_TopicProduceResponse_v9(item3, b, chunks)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_TopicProduceResponse_v9(item4, b, chunks)
     b += _s_i.pack(o.throttle_time_ms)
     b.append(0)
     return b
@@ -1257,7 +1389,10 @@ def _d_LeaderIdAndEpoch_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return LeaderIdAndEpoch(leader_id=f_leader_id, leader_epoch=f_leader_epoch), pos
+    o = _new(LeaderIdAndEpoch)
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    return o, pos
 
 
 def _d_PartitionProduceResponse_v10(buf, pos):
@@ -1310,7 +1445,16 @@ def _d_PartitionProduceResponse_v10(buf, pos):
                     raise ProtocolError('tagged field CurrentLeader has the wrong size')
             else:
                 pos = end
-    return PartitionProduceResponse(index=f_index, error_code=f_error_code, base_offset=f_base_offset, log_append_time_ms=f_log_append_time_ms, log_start_offset=f_log_start_offset, record_errors=f_record_errors, error_message=f_error_message, current_leader=f_current_leader), pos
+    o = _new(PartitionProduceResponse)
+    o.index = f_index
+    o.error_code = f_error_code
+    o.base_offset = f_base_offset
+    o.log_append_time_ms = f_log_append_time_ms
+    o.log_start_offset = f_log_start_offset
+    o.record_errors = f_record_errors
+    o.error_message = f_error_message
+    o.current_leader = f_current_leader
+    return o, pos
 
 
 def _d_TopicProduceResponse_v10(buf, pos):
@@ -1355,7 +1499,11 @@ def _d_TopicProduceResponse_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TopicProduceResponse(name=f_name, partition_responses=f_partition_responses), pos
+    o = _new(TopicProduceResponse)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partition_responses = f_partition_responses
+    return o, pos
 
 
 def _d_NodeEndpoint_v10(buf, pos):
@@ -1403,7 +1551,12 @@ def _d_NodeEndpoint_v10(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return NodeEndpoint(node_id=f_node_id, host=f_host, port=f_port, rack=f_rack), pos
+    o = _new(NodeEndpoint)
+    o.node_id = f_node_id
+    o.host = f_host
+    o.port = f_port
+    o.rack = f_rack
+    return o, pos
 
 
 def _d_ProduceResponse_v10(buf, pos):
@@ -1456,7 +1609,11 @@ def _d_ProduceResponse_v10(buf, pos):
                     raise ProtocolError('tagged field NodeEndpoints has the wrong size')
             else:
                 pos = end
-    return ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms, node_endpoints=f_node_endpoints), pos
+    o = _new(ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = f_throttle_time_ms
+    o.node_endpoints = f_node_endpoints
+    return o, pos
 
 
 def _e_LeaderIdAndEpoch_v10(o, b, chunks):
@@ -1486,7 +1643,8 @@ def _e_PartitionProduceResponse_v10(o, b, chunks):
         else:
             b += uvarint(n5)
         b += v4
-    t0 = o.current_leader != _DEFAULT_LeaderIdAndEpoch
+    d6 = o.current_leader
+    t0 = d6.leader_id != -1 or d6.leader_epoch != -1
     b.append(t0)
     if t0:
         tb = bytearray()
@@ -1604,7 +1762,11 @@ def _d_TopicProduceResponse_v13(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TopicProduceResponse(topic_id=f_topic_id, partition_responses=f_partition_responses), pos
+    o = _new(TopicProduceResponse)
+    o.name = ''
+    o.topic_id = f_topic_id
+    o.partition_responses = f_partition_responses
+    return o, pos
 
 
 def _d_ProduceResponse_v13(buf, pos):
@@ -1657,7 +1819,11 @@ def _d_ProduceResponse_v13(buf, pos):
                     raise ProtocolError('tagged field NodeEndpoints has the wrong size')
             else:
                 pos = end
-    return ProduceResponse(responses=f_responses, throttle_time_ms=f_throttle_time_ms, node_endpoints=f_node_endpoints), pos
+    o = _new(ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = f_throttle_time_ms
+    o.node_endpoints = f_node_endpoints
+    return o, pos
 
 
 def _e_TopicProduceResponse_v13(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -79,7 +81,12 @@ def _d_RequestHeader_v1(buf, pos):
             raise truncated('ClientId')
         f_client_id = str(buf[pos:e2], 'utf-8')
         pos = e2
-    return RequestHeader(request_api_key=f_request_api_key, request_api_version=f_request_api_version, correlation_id=f_correlation_id, client_id=f_client_id), pos
+    o = _new(RequestHeader)
+    o.request_api_key = f_request_api_key
+    o.request_api_version = f_request_api_version
+    o.correlation_id = f_correlation_id
+    o.client_id = f_client_id
+    return o, pos
 
 
 def _e_RequestHeader_v1(o, b, chunks):
@@ -121,7 +128,12 @@ def _d_RequestHeader_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return RequestHeader(request_api_key=f_request_api_key, request_api_version=f_request_api_version, correlation_id=f_correlation_id, client_id=f_client_id), pos
+    o = _new(RequestHeader)
+    o.request_api_key = f_request_api_key
+    o.request_api_version = f_request_api_version
+    o.correlation_id = f_correlation_id
+    o.client_id = f_client_id
+    return o, pos
 
 
 def _e_RequestHeader_v2(o, b, chunks):

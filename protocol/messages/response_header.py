@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -62,7 +64,9 @@ class ResponseHeader(Message):
 def _d_ResponseHeader_v0(buf, pos):
     f_correlation_id, = _s_i.unpack_from(buf, pos)
     pos += 4
-    return ResponseHeader(correlation_id=f_correlation_id), pos
+    o = _new(ResponseHeader)
+    o.correlation_id = f_correlation_id
+    return o, pos
 
 
 def _e_ResponseHeader_v0(o, b, chunks):
@@ -87,7 +91,9 @@ def _d_ResponseHeader_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return ResponseHeader(correlation_id=f_correlation_id), pos
+    o = _new(ResponseHeader)
+    o.correlation_id = f_correlation_id
+    return o, pos
 
 
 def _e_ResponseHeader_v1(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -104,7 +106,9 @@ def _d_SaslAuthenticateRequest_v0(buf, pos):
             raise truncated('AuthBytes')
         f_auth_bytes = bytes(buf[pos:e2])
         pos = e2
-    return SaslAuthenticateRequest(auth_bytes=f_auth_bytes), pos
+    o = _new(SaslAuthenticateRequest)
+    o.auth_bytes = f_auth_bytes
+    return o, pos
 
 
 def _e_SaslAuthenticateRequest_v0(o, b, chunks):
@@ -142,7 +146,9 @@ def _d_SaslAuthenticateRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return SaslAuthenticateRequest(auth_bytes=f_auth_bytes), pos
+    o = _new(SaslAuthenticateRequest)
+    o.auth_bytes = f_auth_bytes
+    return o, pos
 
 
 def _e_SaslAuthenticateRequest_v2(o, b, chunks):
@@ -180,7 +186,12 @@ def _d_SaslAuthenticateResponse_v0(buf, pos):
             raise truncated('AuthBytes')
         f_auth_bytes = bytes(buf[pos:e4])
         pos = e4
-    return SaslAuthenticateResponse(error_code=f_error_code, error_message=f_error_message, auth_bytes=f_auth_bytes), pos
+    o = _new(SaslAuthenticateResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.auth_bytes = f_auth_bytes
+    o.session_lifetime_ms = 0
+    return o, pos
 
 
 def _e_SaslAuthenticateResponse_v0(o, b, chunks):
@@ -223,7 +234,12 @@ def _d_SaslAuthenticateResponse_v1(buf, pos):
         pos = e4
     f_session_lifetime_ms, = _s_q.unpack_from(buf, pos)
     pos += 8
-    return SaslAuthenticateResponse(error_code=f_error_code, error_message=f_error_message, auth_bytes=f_auth_bytes, session_lifetime_ms=f_session_lifetime_ms), pos
+    o = _new(SaslAuthenticateResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.auth_bytes = f_auth_bytes
+    o.session_lifetime_ms = f_session_lifetime_ms
+    return o, pos
 
 
 def _e_SaslAuthenticateResponse_v1(o, b, chunks):
@@ -287,7 +303,12 @@ def _d_SaslAuthenticateResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return SaslAuthenticateResponse(error_code=f_error_code, error_message=f_error_message, auth_bytes=f_auth_bytes, session_lifetime_ms=f_session_lifetime_ms), pos
+    o = _new(SaslAuthenticateResponse)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.auth_bytes = f_auth_bytes
+    o.session_lifetime_ms = f_session_lifetime_ms
+    return o, pos
 
 
 def _e_SaslAuthenticateResponse_v2(o, b, chunks):

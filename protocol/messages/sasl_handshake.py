@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -99,7 +101,9 @@ def _d_SaslHandshakeRequest_v0(buf, pos):
             raise truncated('Mechanism')
         f_mechanism = str(buf[pos:e2], 'utf-8')
         pos = e2
-    return SaslHandshakeRequest(mechanism=f_mechanism), pos
+    o = _new(SaslHandshakeRequest)
+    o.mechanism = f_mechanism
+    return o, pos
 
 
 def _e_SaslHandshakeRequest_v0(o, b, chunks):
@@ -133,7 +137,10 @@ def _d_SaslHandshakeResponse_v0(buf, pos):
                 item2 = str(buf[pos:e4], 'utf-8')
                 pos = e4
             f_mechanisms.append(item2)
-    return SaslHandshakeResponse(error_code=f_error_code, mechanisms=f_mechanisms), pos
+    o = _new(SaslHandshakeResponse)
+    o.error_code = f_error_code
+    o.mechanisms = f_mechanisms
+    return o, pos
 
 
 def _e_SaslHandshakeResponse_v0(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -153,7 +155,10 @@ def _d_SyncGroupRequestAssignment_v0(buf, pos):
             raise truncated('Assignment')
         f_assignment = bytes(buf[pos:e4])
         pos = e4
-    return SyncGroupRequestAssignment(member_id=f_member_id, assignment=f_assignment), pos
+    o = _new(SyncGroupRequestAssignment)
+    o.member_id = f_member_id
+    o.assignment = f_assignment
+    return o, pos
 
 
 def _d_SyncGroupRequest_v0(buf, pos):
@@ -190,7 +195,15 @@ def _d_SyncGroupRequest_v0(buf, pos):
         for _ in range(n5):
             item6, pos = _d_SyncGroupRequestAssignment_v0(buf, pos)
             f_assignments.append(item6)
-    return SyncGroupRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, assignments=f_assignments), pos
+    o = _new(SyncGroupRequest)
+    o.group_id = f_group_id
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignments = f_assignments
+    return o, pos
 
 
 def _e_SyncGroupRequestAssignment_v0(o, b, chunks):
@@ -205,21 +218,22 @@ def _e_SyncGroupRequestAssignment_v0(o, b, chunks):
 
 
 def _e_SyncGroupRequest_v0(o, b, chunks):
-    if o.group_instance_id != None:
+    x1 = o.group_instance_id != None
+    if x1:
         raise UnsupportedVersionError('SyncGroupRequest.group_instance_id cannot be sent at this version')
-    v1 = o.group_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    b += _s_i.pack(o.generation_id)
-    v2 = o.member_id
+    v2 = o.group_id
     v2 = v2.encode()
     b += _s_h.pack(len(v2))
     b += v2
-    a3 = o.assignments
-    b += _s_i.pack(len(a3))
-    for item4 in a3:
-        b = _e_SyncGroupRequestAssignment_v0(item4, b, chunks)
+    b += _s_i.pack(o.generation_id)
+    v3 = o.member_id
+    v3 = v3.encode()
+    b += _s_h.pack(len(v3))
+    b += v3
+    a4 = o.assignments
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_SyncGroupRequestAssignment_v0(item5, b, chunks)
     return b
 
 
@@ -267,7 +281,15 @@ def _d_SyncGroupRequest_v3(buf, pos):
         for _ in range(n7):
             item8, pos = _d_SyncGroupRequestAssignment_v0(buf, pos)
             f_assignments.append(item8)
-    return SyncGroupRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id, assignments=f_assignments), pos
+    o = _new(SyncGroupRequest)
+    o.group_id = f_group_id
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignments = f_assignments
+    return o, pos
 
 
 def _e_SyncGroupRequest_v3(o, b, chunks):
@@ -335,7 +357,10 @@ def _d_SyncGroupRequestAssignment_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return SyncGroupRequestAssignment(member_id=f_member_id, assignment=f_assignment), pos
+    o = _new(SyncGroupRequestAssignment)
+    o.member_id = f_member_id
+    o.assignment = f_assignment
+    return o, pos
 
 
 def _d_SyncGroupRequest_v4(buf, pos):
@@ -408,7 +433,15 @@ def _d_SyncGroupRequest_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return SyncGroupRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id, assignments=f_assignments), pos
+    o = _new(SyncGroupRequest)
+    o.group_id = f_group_id
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignments = f_assignments
+    return o, pos
 
 
 def _e_SyncGroupRequestAssignment_v4(o, b, chunks):
@@ -568,7 +601,15 @@ def _d_SyncGroupRequest_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return SyncGroupRequest(group_id=f_group_id, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id, protocol_type=f_protocol_type, protocol_name=f_protocol_name, assignments=f_assignments), pos
+    o = _new(SyncGroupRequest)
+    o.group_id = f_group_id
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.protocol_type = f_protocol_type
+    o.protocol_name = f_protocol_name
+    o.assignments = f_assignments
+    return o, pos
 
 
 def _e_SyncGroupRequest_v5(o, b, chunks):
@@ -647,7 +688,13 @@ def _d_SyncGroupResponse_v0(buf, pos):
             raise truncated('Assignment')
         f_assignment = bytes(buf[pos:e2])
         pos = e2
-    return SyncGroupResponse(error_code=f_error_code, assignment=f_assignment), pos
+    o = _new(SyncGroupResponse)
+    o.throttle_time_ms = 0
+    o.error_code = f_error_code
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignment = f_assignment
+    return o, pos
 
 
 def _e_SyncGroupResponse_v0(o, b, chunks):
@@ -671,7 +718,13 @@ def _d_SyncGroupResponse_v1(buf, pos):
             raise truncated('Assignment')
         f_assignment = bytes(buf[pos:e2])
         pos = e2
-    return SyncGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, assignment=f_assignment), pos
+    o = _new(SyncGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignment = f_assignment
+    return o, pos
 
 
 def _e_SyncGroupResponse_v1(o, b, chunks):
@@ -712,7 +765,13 @@ def _d_SyncGroupResponse_v4(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return SyncGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, assignment=f_assignment), pos
+    o = _new(SyncGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignment = f_assignment
+    return o, pos
 
 
 def _e_SyncGroupResponse_v4(o, b, chunks):
@@ -784,7 +843,13 @@ def _d_SyncGroupResponse_v5(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return SyncGroupResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, protocol_type=f_protocol_type, protocol_name=f_protocol_name, assignment=f_assignment), pos
+    o = _new(SyncGroupResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.protocol_type = f_protocol_type
+    o.protocol_name = f_protocol_name
+    o.assignment = f_assignment
+    return o, pos
 
 
 def _e_SyncGroupResponse_v5(o, b, chunks):

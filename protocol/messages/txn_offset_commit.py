@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -224,7 +226,12 @@ def _d_TxnOffsetCommitRequestPartition_v0(buf, pos):
             raise truncated('CommittedMetadata')
         f_committed_metadata = str(buf[pos:e2], 'utf-8')
         pos = e2
-    return TxnOffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_metadata=f_committed_metadata), pos
+    o = _new(TxnOffsetCommitRequestPartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = -1
+    o.committed_metadata = f_committed_metadata
+    return o, pos
 
 
 def _d_TxnOffsetCommitRequestTopic_v0(buf, pos):
@@ -249,7 +256,10 @@ def _d_TxnOffsetCommitRequestTopic_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_TxnOffsetCommitRequestPartition_v0(buf, pos)
             f_partitions.append(item4)
-    return TxnOffsetCommitRequestTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(TxnOffsetCommitRequestTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_TxnOffsetCommitRequest_v0(buf, pos):
@@ -286,7 +296,16 @@ def _d_TxnOffsetCommitRequest_v0(buf, pos):
         for _ in range(n5):
             item6, pos = _d_TxnOffsetCommitRequestTopic_v0(buf, pos)
             f_topics.append(item6)
-    return TxnOffsetCommitRequest(transactional_id=f_transactional_id, group_id=f_group_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, topics=f_topics), pos
+    o = _new(TxnOffsetCommitRequest)
+    o.transactional_id = f_transactional_id
+    o.group_id = f_group_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.generation_id = -1
+    o.member_id = ''
+    o.group_instance_id = None
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_TxnOffsetCommitRequestPartition_v0(o, b, chunks):
@@ -314,25 +333,28 @@ def _e_TxnOffsetCommitRequestTopic_v0(o, b, chunks):
 
 
 def _e_TxnOffsetCommitRequest_v0(o, b, chunks):
-    if o.generation_id != -1:
+    x1 = o.generation_id != -1
+    if x1:
         raise UnsupportedVersionError('TxnOffsetCommitRequest.generation_id cannot be sent at this version')
-    if o.member_id != '':
+    x2 = o.member_id != ''
+    if x2:
         raise UnsupportedVersionError('TxnOffsetCommitRequest.member_id cannot be sent at this version')
-    if o.group_instance_id != None:
+    x3 = o.group_instance_id != None
+    if x3:
         raise UnsupportedVersionError('TxnOffsetCommitRequest.group_instance_id cannot be sent at this version')
-    v1 = o.transactional_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    v2 = o.group_id
-    v2 = v2.encode()
-    b += _s_h.pack(len(v2))
-    b += v2
+    v4 = o.transactional_id
+    v4 = v4.encode()
+    b += _s_h.pack(len(v4))
+    b += v4
+    v5 = o.group_id
+    v5 = v5.encode()
+    b += _s_h.pack(len(v5))
+    b += v5
     b += _s_qh.pack(o.producer_id, o.producer_epoch)
-    a3 = o.topics
-    b += _s_i.pack(len(a3))
-    for item4 in a3:
-        b = _e_TxnOffsetCommitRequestTopic_v0(item4, b, chunks)
+    a6 = o.topics
+    b += _s_i.pack(len(a6))
+    for item7 in a6:
+        b = _e_TxnOffsetCommitRequestTopic_v0(item7, b, chunks)
     return b
 
 
@@ -349,7 +371,12 @@ def _d_TxnOffsetCommitRequestPartition_v2(buf, pos):
             raise truncated('CommittedMetadata')
         f_committed_metadata = str(buf[pos:e2], 'utf-8')
         pos = e2
-    return TxnOffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, committed_metadata=f_committed_metadata), pos
+    o = _new(TxnOffsetCommitRequestPartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = f_committed_leader_epoch
+    o.committed_metadata = f_committed_metadata
+    return o, pos
 
 
 def _d_TxnOffsetCommitRequestTopic_v2(buf, pos):
@@ -374,7 +401,10 @@ def _d_TxnOffsetCommitRequestTopic_v2(buf, pos):
         for _ in range(n3):
             item4, pos = _d_TxnOffsetCommitRequestPartition_v2(buf, pos)
             f_partitions.append(item4)
-    return TxnOffsetCommitRequestTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(TxnOffsetCommitRequestTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_TxnOffsetCommitRequest_v2(buf, pos):
@@ -411,7 +441,16 @@ def _d_TxnOffsetCommitRequest_v2(buf, pos):
         for _ in range(n5):
             item6, pos = _d_TxnOffsetCommitRequestTopic_v2(buf, pos)
             f_topics.append(item6)
-    return TxnOffsetCommitRequest(transactional_id=f_transactional_id, group_id=f_group_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, topics=f_topics), pos
+    o = _new(TxnOffsetCommitRequest)
+    o.transactional_id = f_transactional_id
+    o.group_id = f_group_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.generation_id = -1
+    o.member_id = ''
+    o.group_instance_id = None
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_TxnOffsetCommitRequestPartition_v2(o, b, chunks):
@@ -439,25 +478,28 @@ def _e_TxnOffsetCommitRequestTopic_v2(o, b, chunks):
 
 
 def _e_TxnOffsetCommitRequest_v2(o, b, chunks):
-    if o.generation_id != -1:
+    x1 = o.generation_id != -1
+    if x1:
         raise UnsupportedVersionError('TxnOffsetCommitRequest.generation_id cannot be sent at this version')
-    if o.member_id != '':
+    x2 = o.member_id != ''
+    if x2:
         raise UnsupportedVersionError('TxnOffsetCommitRequest.member_id cannot be sent at this version')
-    if o.group_instance_id != None:
+    x3 = o.group_instance_id != None
+    if x3:
         raise UnsupportedVersionError('TxnOffsetCommitRequest.group_instance_id cannot be sent at this version')
-    v1 = o.transactional_id
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    v2 = o.group_id
-    v2 = v2.encode()
-    b += _s_h.pack(len(v2))
-    b += v2
+    v4 = o.transactional_id
+    v4 = v4.encode()
+    b += _s_h.pack(len(v4))
+    b += v4
+    v5 = o.group_id
+    v5 = v5.encode()
+    b += _s_h.pack(len(v5))
+    b += v5
     b += _s_qh.pack(o.producer_id, o.producer_epoch)
-    a3 = o.topics
-    b += _s_i.pack(len(a3))
-    for item4 in a3:
-        b = _e_TxnOffsetCommitRequestTopic_v2(item4, b, chunks)
+    a6 = o.topics
+    b += _s_i.pack(len(a6))
+    for item7 in a6:
+        b = _e_TxnOffsetCommitRequestTopic_v2(item7, b, chunks)
     return b
 
 
@@ -491,7 +533,12 @@ def _d_TxnOffsetCommitRequestPartition_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TxnOffsetCommitRequestPartition(partition_index=f_partition_index, committed_offset=f_committed_offset, committed_leader_epoch=f_committed_leader_epoch, committed_metadata=f_committed_metadata), pos
+    o = _new(TxnOffsetCommitRequestPartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = f_committed_leader_epoch
+    o.committed_metadata = f_committed_metadata
+    return o, pos
 
 
 def _d_TxnOffsetCommitRequestTopic_v3(buf, pos):
@@ -536,7 +583,10 @@ def _d_TxnOffsetCommitRequestTopic_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TxnOffsetCommitRequestTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(TxnOffsetCommitRequestTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_TxnOffsetCommitRequest_v3(buf, pos):
@@ -622,7 +672,16 @@ def _d_TxnOffsetCommitRequest_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TxnOffsetCommitRequest(transactional_id=f_transactional_id, group_id=f_group_id, producer_id=f_producer_id, producer_epoch=f_producer_epoch, generation_id=f_generation_id, member_id=f_member_id, group_instance_id=f_group_instance_id, topics=f_topics), pos
+    o = _new(TxnOffsetCommitRequest)
+    o.transactional_id = f_transactional_id
+    o.group_id = f_group_id
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.generation_id = f_generation_id
+    o.member_id = f_member_id
+    o.group_instance_id = f_group_instance_id
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_TxnOffsetCommitRequestPartition_v3(o, b, chunks):
@@ -715,7 +774,10 @@ def _e_TxnOffsetCommitRequest_v3(o, b, chunks):
 def _d_TxnOffsetCommitResponsePartition_v0(buf, pos):
     f_partition_index, f_error_code = _s_ih.unpack_from(buf, pos)
     pos += 6
-    return TxnOffsetCommitResponsePartition(partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(TxnOffsetCommitResponsePartition)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_TxnOffsetCommitResponseTopic_v0(buf, pos):
@@ -740,7 +802,10 @@ def _d_TxnOffsetCommitResponseTopic_v0(buf, pos):
         for _ in range(n3):
             item4, pos = _d_TxnOffsetCommitResponsePartition_v0(buf, pos)
             f_partitions.append(item4)
-    return TxnOffsetCommitResponseTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(TxnOffsetCommitResponseTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_TxnOffsetCommitResponse_v0(buf, pos):
@@ -757,7 +822,10 @@ def _d_TxnOffsetCommitResponse_v0(buf, pos):
         for _ in range(n1):
             item2, pos = _d_TxnOffsetCommitResponseTopic_v0(buf, pos)
             f_topics.append(item2)
-    return TxnOffsetCommitResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(TxnOffsetCommitResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_TxnOffsetCommitResponsePartition_v0(o, b, chunks):
@@ -803,7 +871,10 @@ def _d_TxnOffsetCommitResponsePartition_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TxnOffsetCommitResponsePartition(partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(TxnOffsetCommitResponsePartition)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_TxnOffsetCommitResponseTopic_v3(buf, pos):
@@ -848,7 +919,10 @@ def _d_TxnOffsetCommitResponseTopic_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TxnOffsetCommitResponseTopic(name=f_name, partitions=f_partitions), pos
+    o = _new(TxnOffsetCommitResponseTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_TxnOffsetCommitResponse_v3(buf, pos):
@@ -882,7 +956,10 @@ def _d_TxnOffsetCommitResponse_v3(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return TxnOffsetCommitResponse(throttle_time_ms=f_throttle_time_ms, topics=f_topics), pos
+    o = _new(TxnOffsetCommitResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
 
 
 def _e_TxnOffsetCommitResponsePartition_v3(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -186,7 +188,12 @@ def _d_FeatureUpdateKey_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FeatureUpdateKey(feature=f_feature, max_version_level=f_max_version_level, allow_downgrade=f_allow_downgrade), pos
+    o = _new(FeatureUpdateKey)
+    o.feature = f_feature
+    o.max_version_level = f_max_version_level
+    o.allow_downgrade = f_allow_downgrade
+    o.upgrade_type = 1
+    return o, pos
 
 
 def _d_UpdateFeaturesRequest_v0(buf, pos):
@@ -220,37 +227,43 @@ def _d_UpdateFeaturesRequest_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return UpdateFeaturesRequest(timeout_ms=f_timeout_ms, feature_updates=f_feature_updates), pos
+    o = _new(UpdateFeaturesRequest)
+    o.timeout_ms = f_timeout_ms
+    o.feature_updates = f_feature_updates
+    o.validate_only = False
+    return o, pos
 
 
 def _e_FeatureUpdateKey_v0(o, b, chunks):
-    if o.upgrade_type != 1:
+    x1 = o.upgrade_type != 1
+    if x1:
         raise UnsupportedVersionError('FeatureUpdateKey.upgrade_type cannot be sent at this version')
-    v1 = o.feature
-    v1 = v1.encode()
-    n2 = len(v1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    v2 = o.feature
+    v2 = v2.encode()
+    n3 = len(v2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    b += v1
+        b += uvarint(n3)
+    b += v2
     b += _s_ho.pack(o.max_version_level, o.allow_downgrade)
     b.append(0)
     return b
 
 
 def _e_UpdateFeaturesRequest_v0(o, b, chunks):
-    if o.validate_only != False:
+    x1 = o.validate_only != False
+    if x1:
         raise UnsupportedVersionError('UpdateFeaturesRequest.validate_only cannot be sent at this version')
     b += _s_i.pack(o.timeout_ms)
-    a1 = o.feature_updates
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    a2 = o.feature_updates
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    for item3 in a1:
-        b = _e_FeatureUpdateKey_v0(item3, b, chunks)
+        b += uvarint(n3)
+    for item4 in a2:
+        b = _e_FeatureUpdateKey_v0(item4, b, chunks)
     b.append(0)
     return b
 
@@ -285,7 +298,12 @@ def _d_FeatureUpdateKey_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return FeatureUpdateKey(feature=f_feature, max_version_level=f_max_version_level, upgrade_type=f_upgrade_type), pos
+    o = _new(FeatureUpdateKey)
+    o.feature = f_feature
+    o.max_version_level = f_max_version_level
+    o.allow_downgrade = False
+    o.upgrade_type = f_upgrade_type
+    return o, pos
 
 
 def _d_UpdateFeaturesRequest_v1(buf, pos):
@@ -321,20 +339,25 @@ def _d_UpdateFeaturesRequest_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return UpdateFeaturesRequest(timeout_ms=f_timeout_ms, feature_updates=f_feature_updates, validate_only=f_validate_only), pos
+    o = _new(UpdateFeaturesRequest)
+    o.timeout_ms = f_timeout_ms
+    o.feature_updates = f_feature_updates
+    o.validate_only = f_validate_only
+    return o, pos
 
 
 def _e_FeatureUpdateKey_v1(o, b, chunks):
-    if o.allow_downgrade != False:
+    x1 = o.allow_downgrade != False
+    if x1:
         raise UnsupportedVersionError('FeatureUpdateKey.allow_downgrade cannot be sent at this version')
-    v1 = o.feature
-    v1 = v1.encode()
-    n2 = len(v1) + 1
-    if n2 < 0x80:
-        b.append(n2)
+    v2 = o.feature
+    v2 = v2.encode()
+    n3 = len(v2) + 1
+    if n3 < 0x80:
+        b.append(n3)
     else:
-        b += uvarint(n2)
-    b += v1
+        b += uvarint(n3)
+    b += v2
     b += _s_hb.pack(o.max_version_level, o.upgrade_type)
     b.append(0)
     return b
@@ -398,7 +421,11 @@ def _d_UpdatableFeatureResult_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return UpdatableFeatureResult(feature=f_feature, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(UpdatableFeatureResult)
+    o.feature = f_feature
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    return o, pos
 
 
 def _d_UpdateFeaturesResponse_v0(buf, pos):
@@ -445,7 +472,12 @@ def _d_UpdateFeaturesResponse_v0(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return UpdateFeaturesResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message, results=f_results), pos
+    o = _new(UpdateFeaturesResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.results = f_results
+    return o, pos
 
 
 def _e_UpdatableFeatureResult_v0(o, b, chunks):
@@ -528,7 +560,12 @@ def _d_UpdateFeaturesResponse_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return UpdateFeaturesResponse(throttle_time_ms=f_throttle_time_ms, error_code=f_error_code, error_message=f_error_message), pos
+    o = _new(UpdateFeaturesResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.results = []
+    return o, pos
 
 
 def _e_UpdateFeaturesResponse_v2(o, b, chunks):

@@ -14,6 +14,7 @@ from uuid import UUID
 from protocol.buffers import RecordsData
 from protocol.errors import ProtocolError
 from protocol.primitives import (
+    INLINE_RECORDS_LIMIT,
     UNSET,
     UUID_ZERO,
     ZERO16,
@@ -21,6 +22,7 @@ from protocol.primitives import (
     Struct_,
     UnsupportedVersionError,
     _Unset,
+    _new,
     put_records,
     read_uvarint,
     read_uvarint_tail,
@@ -262,7 +264,10 @@ def _d_WritableTxnMarkerTopic_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return WritableTxnMarkerTopic(name=f_name, partition_indexes=f_partition_indexes), pos
+    o = _new(WritableTxnMarkerTopic)
+    o.name = f_name
+    o.partition_indexes = f_partition_indexes
+    return o, pos
 
 
 def _d_WritableTxnMarker_v1(buf, pos):
@@ -298,7 +303,14 @@ def _d_WritableTxnMarker_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return WritableTxnMarker(producer_id=f_producer_id, producer_epoch=f_producer_epoch, transaction_result=f_transaction_result, topics=f_topics, coordinator_epoch=f_coordinator_epoch), pos
+    o = _new(WritableTxnMarker)
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.transaction_result = f_transaction_result
+    o.topics = f_topics
+    o.coordinator_epoch = f_coordinator_epoch
+    o.transaction_version = 0
+    return o, pos
 
 
 def _d_WriteTxnMarkersRequest_v1(buf, pos):
@@ -330,7 +342,9 @@ def _d_WriteTxnMarkersRequest_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return WriteTxnMarkersRequest(markers=f_markers), pos
+    o = _new(WriteTxnMarkersRequest)
+    o.markers = f_markers
+    return o, pos
 
 
 def _e_WritableTxnMarkerTopic_v1(o, b, chunks):
@@ -414,7 +428,14 @@ def _d_WritableTxnMarker_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return WritableTxnMarker(producer_id=f_producer_id, producer_epoch=f_producer_epoch, transaction_result=f_transaction_result, topics=f_topics, coordinator_epoch=f_coordinator_epoch, transaction_version=f_transaction_version), pos
+    o = _new(WritableTxnMarker)
+    o.producer_id = f_producer_id
+    o.producer_epoch = f_producer_epoch
+    o.transaction_result = f_transaction_result
+    o.topics = f_topics
+    o.coordinator_epoch = f_coordinator_epoch
+    o.transaction_version = f_transaction_version
+    return o, pos
 
 
 def _d_WriteTxnMarkersRequest_v2(buf, pos):
@@ -446,7 +467,9 @@ def _d_WriteTxnMarkersRequest_v2(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return WriteTxnMarkersRequest(markers=f_markers), pos
+    o = _new(WriteTxnMarkersRequest)
+    o.markers = f_markers
+    return o, pos
 
 
 def _e_WritableTxnMarker_v2(o, b, chunks):
@@ -494,7 +517,10 @@ def _d_WritableTxnMarkerPartitionResult_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return WritableTxnMarkerPartitionResult(partition_index=f_partition_index, error_code=f_error_code), pos
+    o = _new(WritableTxnMarkerPartitionResult)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    return o, pos
 
 
 def _d_WritableTxnMarkerTopicResult_v1(buf, pos):
@@ -539,7 +565,10 @@ def _d_WritableTxnMarkerTopicResult_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return WritableTxnMarkerTopicResult(name=f_name, partitions=f_partitions), pos
+    o = _new(WritableTxnMarkerTopicResult)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
 
 
 def _d_WritableTxnMarkerResult_v1(buf, pos):
@@ -573,7 +602,10 @@ def _d_WritableTxnMarkerResult_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return WritableTxnMarkerResult(producer_id=f_producer_id, topics=f_topics), pos
+    o = _new(WritableTxnMarkerResult)
+    o.producer_id = f_producer_id
+    o.topics = f_topics
+    return o, pos
 
 
 def _d_WriteTxnMarkersResponse_v1(buf, pos):
@@ -605,7 +637,9 @@ def _d_WriteTxnMarkersResponse_v1(buf, pos):
             if end > len(buf):
                 raise truncated('tagged field')
             pos = end
-    return WriteTxnMarkersResponse(markers=f_markers), pos
+    o = _new(WriteTxnMarkersResponse)
+    o.markers = f_markers
+    return o, pos
 
 
 def _e_WritableTxnMarkerPartitionResult_v1(o, b, chunks):
