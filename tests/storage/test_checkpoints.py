@@ -1,0 +1,58 @@
+"""Kafka's text checkpoint files and the leader epoch cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from storage.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
+from storage.errors import KafkaStorageError
+from storage.leader_epoch_checkpoint import LeaderEpochFileCache
+
+
+def test_offset_checkpoint_format_and_round_trip(tmp_path) -> None:
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    OffsetCheckpointFile(path).write({("orders", 1): 99, ("orders", 0): 1234, ("my-topic", 3): 7})
+    assert path.read_text() == "0\n3\nmy-topic 3 7\norders 0 1234\norders 1 99\n"
+    assert OffsetCheckpointFile(path).read() == {("orders", 0): 1234, ("orders", 1): 99, ("my-topic", 3): 7}
+    assert not (tmp_path / "recovery-point-offset-checkpoint.tmp").exists()
+
+
+def test_missing_checkpoint_reads_empty_and_empty_round_trips(tmp_path) -> None:
+    file = OffsetCheckpointFile(tmp_path / "x")
+    assert file.read() == {}
+    file.write({})
+    assert (tmp_path / "x").read_text() == "0\n0\n"
+    assert file.read() == {}
+
+
+@pytest.mark.parametrize("text", ["1\n0\n", "0\n2\nt 0 1\n", "0\n1\nt 0\n", "0\n1\nt x 1\n", "garbage", "0\n"])
+def test_malformed_checkpoints_are_rejected(tmp_path, text: str) -> None:
+    path = tmp_path / "cp"
+    path.write_text(text)
+    with pytest.raises(KafkaStorageError):
+        OffsetCheckpointFile(path).read()
+
+
+def test_leader_epoch_checkpoint_format(tmp_path) -> None:
+    LeaderEpochCheckpointFile(tmp_path / "leader-epoch-checkpoint").write([(0, 0), (3, 120)])
+    assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n3 120\n"
+
+
+def test_leader_epoch_cache(tmp_path) -> None:
+    cache = LeaderEpochFileCache(tmp_path)
+    cache.assign(0, 0)
+    cache.assign(0, 50)     # same epoch later: nothing new
+    cache.assign(2, 100)
+    cache.assign(5, 300)
+    assert [tuple(e) for e in cache.entries] == [(0, 0), (2, 100), (5, 300)]
+    assert LeaderEpochFileCache(tmp_path).entries == cache.entries  # persisted
+    assert cache.epoch_for_offset(99) == 0 and cache.epoch_for_offset(100) == 2
+    assert cache.end_offset_for(5, 400) == (5, 400)
+    assert cache.end_offset_for(2, 400) == (2, 300)
+    assert cache.end_offset_for(3, 400) == (2, 300)   # unknown epoch: the one below it
+    cache.truncate_from_end(300)
+    assert cache.latest_epoch == 2
+    cache.truncate_from_start(150)
+    assert [tuple(e) for e in cache.entries] == [(2, 150)]
+    cache.assign(1, 200)  # an older epoch at a later offset replaces what conflicts
+    assert [tuple(e) for e in cache.entries] == [(1, 200)]

@@ -1,0 +1,102 @@
+"""OffsetIndex: append, binary-search lookups, truncation, trimming, reopen, sanity."""
+
+from __future__ import annotations
+
+import pytest
+
+from storage.errors import CorruptIndexError
+from storage.offset_index import OffsetIndex, OffsetPosition
+
+
+def test_lookup_finds_largest_entry_at_or_below(tmp_path) -> None:
+    index = OffsetIndex(tmp_path / "00000000000000000100.index", 100, max_index_size=800)
+    for i in range(1, 51):
+        index.append(100 + i * 10, i * 1000)
+    assert index.entries == 50 and index.max_entries == 100
+    assert index.lookup(99) == OffsetPosition(100, 0)   # before the first entry
+    assert index.lookup(109) == OffsetPosition(100, 0)
+    assert index.lookup(110) == OffsetPosition(110, 1000)
+    assert index.lookup(255) == OffsetPosition(250, 15000)
+    assert index.lookup(10**9) == OffsetPosition(600, 50000)
+    assert index.lookup_by_position(15999) == OffsetPosition(250, 15000)
+    assert index.lookup_by_position(999) == OffsetPosition(100, 0)
+    index.close()
+
+
+def test_entries_are_big_endian_relative_offset_and_position(tmp_path) -> None:
+    path = tmp_path / "00000000000000000100.index"
+    index = OffsetIndex(path, 100, max_index_size=80)
+    index.append(105, 4242)
+    index.close()
+    assert path.read_bytes() == (5).to_bytes(4, "big") + (4242).to_bytes(4, "big")
+
+
+def test_preallocated_then_trimmed_and_reopened(tmp_path) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, max_index_size=1003)
+    assert path.stat().st_size == 1000  # rounded down to whole entries
+    for i in range(1, 11):
+        index.append(i * 3, i * 100)
+    index.close()
+    assert path.stat().st_size == 80
+    reopened = OffsetIndex(path, 0, max_index_size=1000)
+    assert reopened.entries == 10 and reopened.last_offset == 30
+    assert reopened.lookup(17) == OffsetPosition(15, 500)
+    reopened.resize(1000)
+    assert reopened.max_entries == 125 and reopened.entries == 10
+    reopened.append(33, 1100)
+    assert reopened.lookup(40) == OffsetPosition(33, 1100)
+    reopened.close()
+
+
+def test_zero_tail_of_a_crashed_active_index_is_not_entries(tmp_path) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, max_index_size=800)
+    index.append(5, 100)
+    index.append(9, 300)
+    index.flush()
+    index.close_handler()  # a crash: still preallocated
+    assert path.stat().st_size == 800
+    reopened = OffsetIndex(path, 0, max_index_size=800)
+    assert reopened.entries == 2 and reopened.last_offset == 9
+    reopened.close()
+
+
+def test_truncate_to_removes_entries_at_or_after(tmp_path) -> None:
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, max_index_size=800)
+    for i in range(1, 11):
+        index.append(i * 10, i * 100)
+    index.truncate_to(50)
+    assert index.entries == 4 and index.last_offset == 40
+    index.truncate_to(45)
+    assert index.entries == 4
+    index.truncate_to(0)
+    assert index.entries == 0 and index.last_offset == 0
+    index.close()
+
+
+def test_rejects_non_increasing_offsets_full_index_and_overflow(tmp_path) -> None:
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, max_index_size=16)
+    index.append(1, 10)
+    with pytest.raises(CorruptIndexError):
+        index.append(1, 20)
+    index.append(2, 20)
+    assert index.is_full()
+    with pytest.raises(CorruptIndexError):
+        index.append(3, 30)
+    assert not index.can_append_offset(2**31)
+    index.close()
+
+
+def test_sanity_check(tmp_path) -> None:
+    path = tmp_path / "00000000000000000010.index"
+    path.write_bytes(b"\x00\x00\x00\x00\x00\x00\x00\x07")  # relative offset 0 -> last offset == base
+    with pytest.raises(CorruptIndexError):
+        OffsetIndex(path, 10).sanity_check()
+    path.write_bytes(b"\x00\x00\x00\x01\x00\x00\x00\x07\x00")  # not a multiple of 8
+    with pytest.raises(CorruptIndexError):
+        OffsetIndex(path, 10).sanity_check()
+    path.write_bytes(b"\x00\x00\x00\x01\x00\x00\x10\x00")
+    OffsetIndex(path, 10).sanity_check(log_size=5000)
+    with pytest.raises(CorruptIndexError):
+        OffsetIndex(path, 10).sanity_check(log_size=100)  # points past the log

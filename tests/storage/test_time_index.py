@@ -1,0 +1,76 @@
+"""TimeIndex: max-timestamp entries, lookups, truncation, the slot kept for the roll."""
+
+from __future__ import annotations
+
+import pytest
+
+from storage.errors import CorruptIndexError
+from storage.time_index import TimeIndex, TimestampOffset
+
+
+def test_only_new_maximum_timestamps_are_recorded(tmp_path) -> None:
+    index = TimeIndex(tmp_path / "00000000000000000000.timeindex", 0, max_index_size=120)
+    index.maybe_append(1000, 5)
+    index.maybe_append(1000, 9)   # not a new maximum
+    index.maybe_append(2000, 12)
+    assert index.entries == 2
+    assert index.last_entry == TimestampOffset(2000, 12)
+    with pytest.raises(CorruptIndexError):
+        index.maybe_append(1500, 20)  # timestamps never go back
+    with pytest.raises(CorruptIndexError):
+        index.maybe_append(3000, 11)  # nor offsets
+    index.close()
+
+
+def test_lookup(tmp_path) -> None:
+    index = TimeIndex(tmp_path / "00000000000000000050.timeindex", 50, max_index_size=1200)
+    for i in range(1, 21):
+        index.maybe_append(i * 100, 50 + i * 2)
+    assert index.lookup(99) == TimestampOffset(-1, 50)
+    assert index.lookup(100) == TimestampOffset(100, 52)
+    assert index.lookup(1050) == TimestampOffset(1000, 70)
+    assert index.lookup(10**12) == TimestampOffset(2000, 90)
+    index.close()
+
+
+def test_file_format_and_trim(tmp_path) -> None:
+    path = tmp_path / "00000000000000000100.timeindex"
+    index = TimeIndex(path, 100, max_index_size=1000)
+    assert path.stat().st_size == 996
+    index.maybe_append(1_700_000_000_000, 107)
+    index.close()
+    assert path.read_bytes() == (1_700_000_000_000).to_bytes(8, "big") + (7).to_bytes(4, "big")
+
+
+def test_full_keeps_one_slot_for_the_roll_entry(tmp_path) -> None:
+    index = TimeIndex(tmp_path / "00000000000000000000.timeindex", 0, max_index_size=36)
+    index.maybe_append(1, 1)
+    index.maybe_append(2, 2)
+    assert index.is_full()
+    with pytest.raises(CorruptIndexError):
+        index.maybe_append(3, 3)
+    index.maybe_append(3, 3, skip_full_check=True)
+    assert index.entries == 3
+    index.close()
+
+
+def test_truncate_to(tmp_path) -> None:
+    index = TimeIndex(tmp_path / "00000000000000000000.timeindex", 0, max_index_size=1200)
+    for i in range(1, 11):
+        index.maybe_append(i * 10, i * 5)
+    index.truncate_to(26)
+    assert index.entries == 5 and index.last_entry == TimestampOffset(50, 25)
+    index.truncate_to(0)
+    assert index.entries == 0 and index.last_entry == TimestampOffset(-1, 0)
+    index.close()
+
+
+def test_sanity_check(tmp_path) -> None:
+    path = tmp_path / "00000000000000000000.timeindex"
+    index = TimeIndex(path, 0, max_index_size=120)
+    index.maybe_append(500, 3)
+    index.close()
+    TimeIndex(path, 0).sanity_check()
+    path.write_bytes(path.read_bytes() + b"\x01")
+    with pytest.raises(CorruptIndexError):
+        TimeIndex(path, 0).sanity_check()
