@@ -384,7 +384,7 @@ def test_fuzzed_records_raise_corrupt_record_error_only() -> None:
         decoded += 1
         assert len(records) == count
     # Both outcomes occur: the loop really exercised the decoder's error paths.
-    assert corrupt > 15_000 and decoded > 0
+    assert corrupt > 10_000 and decoded > 1_000
 
 
 @pytest.mark.parametrize("codec", [compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD])
