@@ -185,8 +185,9 @@ class CorruptRecordError(ProtocolError):
 
 
 class UnsupportedRecordFormatError(ProtocolError):
-    """A magic v0/v1 message set: Kafka 4 removed those formats (KIP-724)."""
+    """A magic v0/v1 message set: Kafka 4 removed those formats (KIP-724) and
+    rejects them in produce requests with INVALID_RECORD."""
 
     def __init__(self, message: str, **kwargs: object) -> None:
-        kwargs.setdefault("error_code", ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT)
+        kwargs.setdefault("error_code", ErrorCode.INVALID_RECORD)
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
