@@ -167,6 +167,10 @@ def load_log(
         segments.add(LogSegment.open(dir, log_start_offset, config, create=True))
         log_end_offset = log_start_offset
     log_start_offset = max(log_start_offset, segments.first_segment.base_offset)  # type: ignore[union-attr]
+    for segment in segments.values()[:-1]:
+        # Rebuilt indexes of inactive segments are trimmed like a rolled segment's.
+        segment.offset_index.trim_to_valid_size()
+        segment.time_index.trim_to_valid_size()
     segments.last_segment.resize_indexes(config.segment_index_bytes)  # type: ignore[union-attr]
     epoch_cache.truncate_from_end(log_end_offset)
     epoch_cache.truncate_from_start(log_start_offset)
