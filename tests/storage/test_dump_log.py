@@ -1,0 +1,76 @@
+"""``pafka dump-log``: batches, records, index entries, mismatches, sanity check."""
+
+from __future__ import annotations
+
+import struct
+
+from click.testing import CliRunner
+
+from broker.cli import main
+from storage.config import LogConfig
+from storage.log import Log
+from tests.storage.helpers import make_batch
+
+NOW = 1_700_000_000_000
+
+
+def _segment(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig.model_validate({"index.interval.bytes": 100}))
+    for i in range(6):
+        log.append_as_leader(make_batch(2, timestamp=NOW + 10 * i, seed=i, value_size=40), leader_epoch=3, now=NOW)
+    log.close()
+    return tmp_path / "t-0" / "00000000000000000000"
+
+
+def _run(*args: str) -> str:
+    result = CliRunner().invoke(main, ["dump-log", *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_batches_and_records(checked_tmp_path) -> None:
+    base = _segment(checked_tmp_path)
+    out = _run("--files", f"{base}.log")
+    lines = out.splitlines()
+    assert lines[0] == f"Dumping {base}.log"
+    assert lines[1] == "Log starting offset: 0"
+    assert lines[2].startswith("baseOffset: 0 lastOffset: 1 count: 2 baseSequence: -1 lastSequence: -1 "
+                               "producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 3 isTransactional: false "
+                               "isControl: false deleteHorizonMs: OptionalLong.empty position: 0 "
+                               f"CreateTime: {NOW + 1} size: ")
+    assert lines[2].endswith("magic: 2 compresscodec: none crc: " + lines[2].split("crc: ")[1].split()[0] + " isvalid: true")
+    assert len([l for l in lines if l.startswith("baseOffset:")]) == 6
+    assert not any(l.startswith("| offset") for l in lines)
+    deep = _run("--deep-iteration", "--files", f"{base}.log").splitlines()
+    assert deep[3] == f"| offset: 0 CreateTime: {NOW} keySize: 1 valueSize: 40 sequence: -1 headerKeys: []"
+    data = _run("--print-data-log", "--files", f"{base}.log").splitlines()
+    assert data[4].startswith(f"| offset: 1 CreateTime: {NOW + 1} keySize: 1 valueSize: 40 sequence: -1 headerKeys: [] key: k payload: 0:1:x")
+
+
+def test_indexes_and_mismatches(tmp_path) -> None:
+    base = _segment(tmp_path)
+    out = _run("--files", f"{base}.index,{base}.timeindex").splitlines()
+    entries = [l for l in out if l.startswith("offset: ")]
+    assert entries and all("position: " in l for l in entries)
+    assert not any("Mismatches" in l for l in out)
+    assert any(l == f"timestamp: {NOW + 51} offset: 11" for l in out)  # the final max timestamp
+    # An entry that does not point at a batch start is flagged.
+    raw = bytearray((base.parent / (base.name + ".index")).read_bytes())
+    struct.pack_into(">i", raw, 4, struct.unpack_from(">i", raw, 4)[0] + 1)
+    (base.parent / (base.name + ".index")).write_bytes(raw)
+    flagged = _run("--files", f"{base}.index").splitlines()
+    assert f"Mismatches in :{base}.index" in flagged
+    assert any("is not the start of a batch" in l for l in flagged)
+    assert _run("--index-sanity-check", "--files", f"{base}.index").strip().endswith("passed sanity check.")
+    (base.parent / (base.name + ".index")).write_bytes(b"\x00\x00\x00\x00\x00\x00\x00\x05")
+    assert "Found a corrupted index file" in _run("--index-sanity-check", "--files", f"{base}.index")
+
+
+def test_corrupt_batch_is_reported_invalid(tmp_path) -> None:
+    base = _segment(tmp_path)
+    path = base.parent / (base.name + ".log")
+    data = bytearray(path.read_bytes())
+    data[80] ^= 0xFF
+    path.write_bytes(data)
+    out = _run("--files", str(path))
+    assert "isvalid: false" in out.splitlines()[2]
