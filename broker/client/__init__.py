@@ -1,0 +1,85 @@
+"""pafka's own synchronous Kafka client (used by the CLI tools and benchmarks).
+
+- :class:`BrokerConnection`: one blocking connection, ApiVersions negotiation,
+  generated request/response messages, optional pipelining.
+- :class:`KafkaClient`: metadata, leaders, Produce, Fetch, ListOffsets.
+- :class:`AdminClient`: topics, partitions and configs.
+"""
+
+from broker.client.admin import (
+    AdminClient,
+    AlterConfigOp,
+    ConfigEntry,
+    ConfigResourceType,
+    ConfigSource,
+    CreatedTopic,
+    NewTopic,
+)
+from broker.client.client import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    FetchResult,
+    KafkaClient,
+    OffsetAndTimestamp,
+    ProduceResult,
+    ProducerRecord,
+)
+from broker.client.connection import BrokerAddress, BrokerConnection, parse_bootstrap_servers
+from broker.client.errors import (
+    CorrelationIdMismatchError,
+    InvalidConfigError,
+    InvalidPartitionsError,
+    KafkaApiError,
+    KafkaClientError,
+    KafkaConnectionError,
+    NoCompatibleVersionError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from broker.client.metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
+from broker.client.partitioner import murmur2, partition_for_key
+
+__all__ = [
+    "AdminClient",
+    "AlterConfigOp",
+    "BrokerAddress",
+    "BrokerConnection",
+    "BrokerMetadata",
+    "ClusterMetadata",
+    "ConfigEntry",
+    "ConfigResourceType",
+    "ConfigSource",
+    "CorrelationIdMismatchError",
+    "CreatedTopic",
+    "EARLIEST_TIMESTAMP",
+    "FetchResult",
+    "InvalidConfigError",
+    "InvalidPartitionsError",
+    "KafkaApiError",
+    "KafkaClient",
+    "KafkaClientError",
+    "KafkaConnectionError",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "NewTopic",
+    "NoCompatibleVersionError",
+    "NotLeaderOrFollowerError",
+    "OffsetAndTimestamp",
+    "OffsetOutOfRangeError",
+    "PartitionMetadata",
+    "ProduceResult",
+    "ProducerRecord",
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
+    "TopicAlreadyExistsError",
+    "TopicMetadata",
+    "TopicPartition",
+    "UnknownTopicOrPartitionError",
+    "murmur2",
+    "partition_for_key",
+]

@@ -1,0 +1,262 @@
+"""Topic and config administration over a :class:`KafkaClient`.
+
+Topic changes (CreateTopics, DeleteTopics, CreatePartitions) go to the
+controller as Kafka's admin client sends them; configs go to any broker for
+topics and to the broker itself for broker resources. Each call raises the
+typed error of the first resource that failed.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+from uuid import UUID
+
+from protocol.messages import create_partitions as _cp
+from protocol.messages import create_topics as _ct
+from protocol.messages import delete_topics as _dt
+from protocol.messages import describe_configs as _dc
+from protocol.messages import incremental_alter_configs as _iac
+from protocol.primitives import UUID_ZERO
+
+from broker.client.client import KafkaClient
+from broker.client.errors import check_error
+
+__all__ = [
+    "AdminClient",
+    "AlterConfigOp",
+    "ConfigEntry",
+    "ConfigResourceType",
+    "ConfigSource",
+    "CreatedTopic",
+    "NewTopic",
+]
+
+DELETE_TOPICS_KEY = 20
+
+
+class ConfigResourceType(enum.IntEnum):
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigSource(enum.IntEnum):
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+class AlterConfigOp(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(slots=True)
+class NewTopic:
+    """A topic to create; -1 partitions / replication factor take the broker's defaults."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str | None] = field(default_factory=dict)
+    assignments: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    name: str
+    topic_id: UUID
+    num_partitions: int
+    replication_factor: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    is_sensitive: bool
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == ConfigSource.DEFAULT_CONFIG
+
+
+class AdminClient:
+    """Admin operations on the cluster ``client`` is connected to."""
+
+    def __init__(self, client: KafkaClient, *, timeout_ms: int = 30_000) -> None:
+        self.client = client
+        self.timeout_ms = timeout_ms
+
+    # ------------------------------------------------------------ topics
+
+    def list_topics(self, *, include_internal: bool = False) -> list[str]:
+        cluster = self.client.refresh_metadata(None)
+        return sorted(name for name, t in cluster.topics.items() if include_internal or not t.is_internal)
+
+    def create_topics(self, topics: Sequence[NewTopic], *, validate_only: bool = False) -> list[CreatedTopic]:
+        request = _ct.CreateTopicsRequest(
+            topics=[self._creatable(t) for t in topics], timeout_ms=self.timeout_ms, validate_only=validate_only
+        )
+        response = self.client.controller_connection().request(request)
+        assert isinstance(response, _ct.CreateTopicsResponse)
+        created = []
+        for result in response.topics:
+            check_error(result.error_code, api_name="CreateTopics", topic=result.name, message=result.error_message)
+            created.append(CreatedTopic(result.name, result.topic_id, result.num_partitions, result.replication_factor))
+        return created
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> CreatedTopic:
+        return self.create_topics(
+            [NewTopic(name, num_partitions, replication_factor, dict(configs or {}))], validate_only=validate_only
+        )[0]
+
+    @staticmethod
+    def _creatable(topic: NewTopic) -> _ct.CreatableTopic:
+        assignments = [
+            _ct.CreatableReplicaAssignment(partition_index=p, broker_ids=list(brokers))
+            for p, brokers in (topic.assignments or {}).items()
+        ]
+        return _ct.CreatableTopic(
+            name=topic.name,
+            # Kafka requires -1/-1 when explicit assignments are given.
+            num_partitions=-1 if assignments else topic.num_partitions,
+            replication_factor=-1 if assignments else topic.replication_factor,
+            assignments=assignments,
+            configs=[_ct.CreatableTopicConfig(name=k, value=v) for k, v in topic.configs.items()],
+        )
+
+    def delete_topics(self, names: Iterable[str]) -> None:
+        names = list(names)
+        conn = self.client.controller_connection()
+        version = conn.version_for(DELETE_TOPICS_KEY)
+        if version >= 6:
+            request = _dt.DeleteTopicsRequest(
+                topics=[_dt.DeleteTopicState(name=n, topic_id=UUID_ZERO) for n in names], timeout_ms=self.timeout_ms
+            )
+        else:
+            request = _dt.DeleteTopicsRequest(topic_names=names, timeout_ms=self.timeout_ms)
+        response = conn.request(request, version=version)
+        assert isinstance(response, _dt.DeleteTopicsResponse)
+        for result in response.responses:
+            check_error(result.error_code, api_name="DeleteTopics", topic=result.name, message=result.error_message)
+        if self.client.cluster is not None:
+            for name in names:
+                self.client.cluster.topics.pop(name, None)
+
+    def delete_topic(self, name: str) -> None:
+        self.delete_topics([name])
+
+    def create_partitions(self, counts: Mapping[str, int], *, validate_only: bool = False) -> None:
+        """Grow each topic to ``counts[topic]`` partitions in total."""
+        request = _cp.CreatePartitionsRequest(
+            topics=[_cp.CreatePartitionsTopic(name=t, count=n, assignments=None) for t, n in counts.items()],
+            timeout_ms=self.timeout_ms,
+            validate_only=validate_only,
+        )
+        response = self.client.controller_connection().request(request)
+        assert isinstance(response, _cp.CreatePartitionsResponse)
+        for result in response.results:
+            check_error(
+                result.error_code, api_name="CreatePartitions", topic=result.name, message=result.error_message
+            )
+
+    # ------------------------------------------------------------ configs
+
+    def describe_configs(
+        self,
+        resource_type: ConfigResourceType,
+        resource_name: str,
+        keys: Sequence[str] | None = None,
+    ) -> dict[str, ConfigEntry]:
+        """A resource's configs by name (all of them unless ``keys`` are given)."""
+        request = _dc.DescribeConfigsRequest(
+            resources=[
+                _dc.DescribeConfigsResource(
+                    resource_type=int(resource_type),
+                    resource_name=resource_name,
+                    configuration_keys=None if keys is None else list(keys),
+                )
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        response = self._config_connection(resource_type, resource_name).request(request)
+        assert isinstance(response, _dc.DescribeConfigsResponse)
+        entries: dict[str, ConfigEntry] = {}
+        for result in response.results:
+            check_error(
+                result.error_code, api_name="DescribeConfigs", topic=result.resource_name, message=result.error_message
+            )
+            for c in result.configs:
+                entries[c.name] = ConfigEntry(c.name, c.value, _config_source(c), c.read_only, c.is_sensitive)
+        return entries
+
+    def incremental_alter_configs(
+        self,
+        resource_type: ConfigResourceType,
+        resource_name: str,
+        operations: Sequence[tuple[str, AlterConfigOp, str | None]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Apply ``(name, op, value)`` changes to one resource's configs."""
+        request = _iac.IncrementalAlterConfigsRequest(
+            resources=[
+                _iac.AlterConfigsResource(
+                    resource_type=int(resource_type),
+                    resource_name=resource_name,
+                    configs=[
+                        _iac.AlterableConfig(name=name, config_operation=int(op), value=value)
+                        for name, op, value in operations
+                    ],
+                )
+            ],
+            validate_only=validate_only,
+        )
+        response = self._config_connection(resource_type, resource_name).request(request)
+        assert isinstance(response, _iac.IncrementalAlterConfigsResponse)
+        for result in response.responses:
+            check_error(
+                result.error_code,
+                api_name="IncrementalAlterConfigs",
+                topic=result.resource_name,
+                message=result.error_message,
+            )
+
+    def _config_connection(self, resource_type: ConfigResourceType, resource_name: str):  # type: ignore[no-untyped-def]
+        # A broker's own configs must be asked of that broker.
+        if resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) and resource_name:
+            return self.client.connection(int(resource_name))
+        return self.client.bootstrap_connection()
+
+
+def _config_source(config: _dc.DescribeConfigsResourceResult) -> ConfigSource:
+    try:
+        source = ConfigSource(config.config_source)
+    except ValueError:
+        source = ConfigSource.UNKNOWN
+    # v0 had only is_default; later versions say where the value came from.
+    if source == ConfigSource.UNKNOWN and config.is_default:
+        return ConfigSource.DEFAULT_CONFIG
+    return source

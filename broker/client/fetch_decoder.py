@@ -1,0 +1,62 @@
+"""Records out of a Fetch response's partition data.
+
+A fetch returns whole batches, possibly starting before the requested offset
+(the broker serves from the batch that contains it) and possibly ending with a
+partial batch cut at max_bytes; the consumer skips the former's early records
+and stops before the latter, as Kafka's Fetcher does. Control batches
+(transaction markers) are never shown to the application, and with
+read_committed the batches of aborted transactions are dropped using the
+response's aborted-transaction list.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+from protocol.buffers import Buffer
+from protocol.record_batch import CONTROL_FLAG, TRANSACTIONAL_FLAG, iter_batch_headers
+from protocol.records import Record, read_batch
+
+
+class AbortedTransaction(Protocol):
+    producer_id: int
+    first_offset: int
+
+
+def decode_fetched_records(
+    data: Buffer,
+    fetch_offset: int,
+    aborted_transactions: Sequence[AbortedTransaction] | None = None,
+    *,
+    verify_crc: bool = True,
+) -> tuple[list[Record], int]:
+    """(records at or after ``fetch_offset``, the offset to fetch next).
+
+    ``aborted_transactions`` is given only for read_committed fetches.
+    CRCs are checked by default, as Kafka's consumer does (check.crcs=true).
+    """
+    records: list[Record] = []
+    next_offset = fetch_offset
+    pending_aborts = sorted(aborted_transactions or (), key=lambda t: t.first_offset)
+    aborting: set[int] = set()
+    for pos, header in iter_batch_headers(data):
+        if header.last_offset < fetch_offset:
+            continue
+        next_offset = header.next_offset
+        if aborted_transactions is not None:
+            while pending_aborts and pending_aborts[0].first_offset <= header.last_offset:
+                aborting.add(pending_aborts.pop(0).producer_id)
+            if header.attributes & CONTROL_FLAG:
+                # The marker that ends an aborted transaction ends its range.
+                aborting.discard(header.producer_id)
+                continue
+            if header.attributes & TRANSACTIONAL_FLAG and header.producer_id in aborting:
+                continue
+        if header.attributes & CONTROL_FLAG:
+            continue
+        _, batch_records = read_batch(data, pos, verify_crc=verify_crc)
+        if header.base_offset >= fetch_offset:
+            records.extend(batch_records)
+        else:
+            records.extend(r for r in batch_records if r.offset >= fetch_offset)
+    return records, next_offset
