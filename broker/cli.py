@@ -15,5 +15,14 @@ def main() -> None:
 
 main.add_command(dump_log_command)
 
+# pafka's client tools (issue 4).
+from broker.tools.console_consumer import console_consumer_command  # noqa: E402
+from broker.tools.console_producer import console_producer_command  # noqa: E402
+from broker.tools.topics_command import topics_command  # noqa: E402
+
+main.add_command(topics_command)
+main.add_command(console_producer_command)
+main.add_command(console_consumer_command)
+
 if __name__ == "__main__":
     main()

@@ -28,6 +28,7 @@ from broker.client.client import (
     ProducerRecord,
 )
 from broker.client.connection import BrokerAddress, BrokerConnection, parse_bootstrap_servers
+from broker.client.fetch_decoder import CREATE_TIME, LOG_APPEND_TIME, FetchedBatch
 from broker.client.errors import (
     CorrelationIdMismatchError,
     InvalidConfigError,
@@ -58,6 +59,9 @@ __all__ = [
     "CreatedTopic",
     "EARLIEST_TIMESTAMP",
     "FetchResult",
+    "FetchedBatch",
+    "CREATE_TIME",
+    "LOG_APPEND_TIME",
     "InvalidConfigError",
     "InvalidPartitionsError",
     "KafkaApiError",

@@ -31,7 +31,7 @@ from broker.client.connection import (
     parse_bootstrap_servers,
 )
 from broker.client.errors import KafkaApiError, KafkaConnectionError, api_error, check_error
-from broker.client.fetch_decoder import decode_fetched_records
+from broker.client.fetch_decoder import FetchedBatch, decode_fetched_records
 from broker.client.metadata import ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
 
 __all__ = ["FetchResult", "KafkaClient", "OffsetAndTimestamp", "ProduceResult", "ProducerRecord"]
@@ -83,12 +83,18 @@ class FetchResult:
 
     topic: str
     partition: int
-    records: list[Record]
+    batches: list[FetchedBatch]
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
     next_offset: int
     error: KafkaApiError | None = None
+
+    @property
+    def records(self) -> list[Record]:
+        if len(self.batches) == 1:
+            return self.batches[0].records
+        return [record for batch in self.batches for record in batch.records]
 
 
 @dataclass(frozen=True, slots=True)
@@ -491,7 +497,7 @@ class KafkaClient:
                     result.error = api_error(p.error_code, api_name="Fetch", topic=topic, partition=p.partition_index)
                 elif p.records is not None:
                     aborted = p.aborted_transactions if isolation_level == READ_COMMITTED else None
-                    result.records, result.next_offset = decode_fetched_records(p.records, fetch_offset, aborted)
+                    result.batches, result.next_offset = decode_fetched_records(p.records, fetch_offset, aborted)
                 results[tp] = result
         return results
 

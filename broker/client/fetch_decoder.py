@@ -11,11 +11,34 @@ response's aborted-transaction list.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from protocol.buffers import Buffer
-from protocol.record_batch import CONTROL_FLAG, TRANSACTIONAL_FLAG, iter_batch_headers
+from protocol.record_batch import (
+    CONTROL_FLAG,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG,
+    RecordBatchHeader,
+    iter_batch_headers,
+)
 from protocol.records import Record, read_batch
+
+#: Kafka's TimestampType names, as the console consumer prints them.
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+
+
+@dataclass(slots=True)
+class FetchedBatch:
+    """The records of one fetched batch (those at or after the fetch offset)."""
+
+    header: RecordBatchHeader
+    records: list[Record]
+
+    @property
+    def timestamp_type(self) -> str:
+        return LOG_APPEND_TIME if self.header.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
 
 
 class AbortedTransaction(Protocol):
@@ -29,13 +52,13 @@ def decode_fetched_records(
     aborted_transactions: Sequence[AbortedTransaction] | None = None,
     *,
     verify_crc: bool = True,
-) -> tuple[list[Record], int]:
-    """(records at or after ``fetch_offset``, the offset to fetch next).
+) -> tuple[list[FetchedBatch], int]:
+    """(batches with the records at or after ``fetch_offset``, the offset to fetch next).
 
     ``aborted_transactions`` is given only for read_committed fetches.
     CRCs are checked by default, as Kafka's consumer does (check.crcs=true).
     """
-    records: list[Record] = []
+    batches: list[FetchedBatch] = []
     next_offset = fetch_offset
     pending_aborts = sorted(aborted_transactions or (), key=lambda t: t.first_offset)
     aborting: set[int] = set()
@@ -55,8 +78,8 @@ def decode_fetched_records(
         if header.attributes & CONTROL_FLAG:
             continue
         _, batch_records = read_batch(data, pos, verify_crc=verify_crc)
-        if header.base_offset >= fetch_offset:
-            records.extend(batch_records)
-        else:
-            records.extend(r for r in batch_records if r.offset >= fetch_offset)
-    return records, next_offset
+        if header.base_offset < fetch_offset:
+            batch_records = [r for r in batch_records if r.offset >= fetch_offset]
+        if batch_records:
+            batches.append(FetchedBatch(header, batch_records))
+    return batches, next_offset

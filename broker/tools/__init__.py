@@ -1,0 +1,1 @@
+"""pafka's command-line tools built on its own client (``broker.client``)."""
