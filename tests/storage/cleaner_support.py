@@ -13,8 +13,6 @@ import random
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kafka.record.memory_records import MemoryRecords
-
 from protocol.record_batch import RecordBatchHeader, iter_batch_headers
 from protocol.records import Record, build_batch, read_batch
 from storage.config import LogConfig
@@ -139,6 +137,9 @@ class KafkaPythonBatch(NamedTuple):
 
 def kafka_python_batches(directory: Path) -> list[KafkaPythonBatch]:
     """Parse every batch of every ``.log`` file with kafka-python; each must pass its CRC."""
+    # Imported here: the crash-test child process does not need kafka-python.
+    from kafka.record.memory_records import MemoryRecords
+
     out = []
     for path in log_files(directory):
         data = path.read_bytes()
