@@ -116,6 +116,11 @@ class AbstractIndex:
         self.resize(self.max_index_size)
 
     def truncate_to_entries(self, entries: int) -> None:
+        # Zero the dropped slots: after a crash the entry count is recovered by
+        # stripping the zero tail, so stale entries must not survive there.
+        if self._mmap is not None and entries < self._entries:
+            start, end = entries * self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE
+            self._mmap[start:end] = bytes(end - start)
         self._entries = entries
 
     # --- entries ----------------------------------------------------------------------
