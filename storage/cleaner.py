@@ -159,9 +159,10 @@ class LogScan:
 
 def scan_log(segments: Iterable[LogSegment], now_ms: int | None, expiration_ms: int | None) -> LogScan:
     """Replay the log's batch headers: aborted transactions and active producers."""
-    producers = ProducerStateManager(os.devnull) if expiration_ms is None else ProducerStateManager(
-        os.devnull, producer_id_expiration_ms=expiration_ms
-    )
+    # In memory only: this manager never takes or loads a snapshot.
+    producers = ProducerStateManager(os.devnull)
+    if expiration_ms is not None:
+        producers.producer_id_expiration_ms = expiration_ms
     ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
     aborted: list[AbortedTxn] = []
     control_types: dict[int, int | None] = {}

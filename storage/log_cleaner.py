@@ -80,6 +80,21 @@ def last_stable_offset(log_: Any) -> int:
     return bound if unstable is None else min(bound, unstable)
 
 
+def last_records_of_active_producers(log_: Any) -> dict[int, tuple[int | None, int]] | None:
+    """(last data offset, epoch) per producer from the log's own producer state, if it has one.
+
+    Without one the cleaner replays the batch headers instead (``scan_log``).
+    """
+    psm = getattr(log_, "producer_state", None)
+    if psm is None:
+        return None
+    with log_.lock:  # appends mutate the producer map
+        return {
+            pid: (None if entry.is_empty else entry.last_data_offset, entry.producer_epoch)
+            for pid, entry in psm.producers.items()
+        }
+
+
 def segments_overlapping(segments: Sequence[LogSegment], start: int, end: int) -> list[LogSegment]:
     """Segments holding offsets in [start, end) (the floor segment of ``start`` included)."""
     bases = [s.base_offset for s in segments]
@@ -278,6 +293,7 @@ class LogCleaner:
         check_done = self._check_done(log_)
         segments = segment_list(log_)
         scan = scan_log(segments, now_ms, self.producer_id_expiration_ms)
+        active = last_records_of_active_producers(log_)
         dirty = segments_overlapping(segments, ltc.first_dirty_offset, ltc.first_uncleanable_offset)
         if ltc.first_dirty_offset >= ltc.first_uncleanable_offset:
             dirty = []
@@ -299,7 +315,7 @@ class LogCleaner:
             now_ms=now_ms,
             delete_retention_ms=int(config.delete_retention_ms),
             transactions=CleanedTransactionMetadata(list(scan.aborted)),
-            last_records=scan.last_records,
+            last_records=scan.last_records if active is None else active,
             control_types=scan.control_types,
             upper_bound_offset=ltc.first_uncleanable_offset,
         )

@@ -95,6 +95,7 @@ def test_100k_records_compact_to_the_latest_value_per_key(partition_dir: Path, o
         if holds_tombstone:
             assert header.base_timestamp == clock.now + RETENTION
     assert (partition_dir.parent / "cleaner-offset-checkpoint").read_text() == "0\n1\ntopic 0 100000\n"
+    check_indexes_point_at_batches(log)
 
     # Before the horizon a new pass keeps the tombstones.
     clock.now += RETENTION - 1
@@ -105,6 +106,7 @@ def test_100k_records_compact_to_the_latest_value_per_key(partition_dir: Path, o
     cleaner.clean_log(log)
     live = [w for w in expected if w.value is not None]
     assert kafka_python_records(partition_dir) == live
+    check_indexes_point_at_batches(log)
     assert len(live) < len(expected)
 
     # The log reopens to the same content and keeps appending after the gaps.
@@ -115,6 +117,20 @@ def test_100k_records_compact_to_the_latest_value_per_key(partition_dir: Path, o
     assert pafka_records(partition_dir) == live
     more = append_keyed(log, [(key_of(1), False)])
     assert more[0].offset == 100_000
+
+
+def check_indexes_point_at_batches(log: Log) -> None:
+    """Every offset index entry of the cleaned segments names a batch start holding its offset."""
+    for segment in log.log_segments():
+        starts = {pos: header for pos, header in segment.batches()}
+        for slot in range(segment.offset_index.entries):
+            entry = segment.offset_index.entry(slot)
+            header = starts.get(entry.position)
+            assert header is not None, f"{segment}: index entry {entry} is not at a batch start"
+            assert header.base_offset <= entry.offset <= header.last_offset
+        for slot in range(segment.time_index.entries):
+            ts_entry = segment.time_index.entry(slot)
+            assert segment.base_offset <= ts_entry.offset < segment.read_next_offset()
 
 
 def test_dirty_ratio_and_compaction_lag_decide_what_is_cleaned(partition_dir: Path, opened: list[Log]) -> None:
@@ -290,3 +306,40 @@ def test_checkpoint_past_the_log_end_is_reset(partition_dir: Path, opened: list[
     assert cleaner.last_clean_offset(log) == 3
     assert [w.offset for w in pafka_records(partition_dir)] == [2]
 
+
+
+def test_a_full_offset_map_cleans_in_several_passes(partition_dir: Path, opened: list[Log]) -> None:
+    log = open_log(partition_dir, opened, **{"segment.bytes": 16 * 1024})
+    written = write_workload(log, keys=2_000, total=10_000, seed=5)
+    seal(log)
+    # Room for ~500 keys per pass (24 bytes a slot, load factor 0.9).
+    cleaner = LogCleaner(dedupe_buffer_size=24 * 556, time_ms=Clock(BASE_TIMESTAMP + 10**6))
+    first = cleaner.clean_once([log])
+    assert first is not None and 0 < first.end_offset < 10_000
+    assert cleaner.last_clean_offset(log) == first.end_offset
+    passes = 1
+    while cleaner.last_clean_offset(log) < 10_000:
+        assert cleaner.clean_log(log) is not None
+        passes += 1
+        assert passes < 50
+    assert passes > 2
+    assert pafka_records(partition_dir) == sorted(latest_per_key(written).values())
+
+
+def test_producer_state_of_the_log_decides_which_producer_batches_stay(
+    partition_dir: Path, opened: list[Log]
+) -> None:
+    log = Log.open(partition_dir, compact_config(), producer_state=True)
+    opened.append(log)
+    append_keyed(log, [(key_of(1), False)], producer=(42, 0, 0))
+    append_keyed(log, [(key_of(1), False)], producer=(42, 0, 1))
+    append_keyed(log, [(key_of(1), False)])
+    seal(log)
+    LogCleaner(time_ms=Clock(BASE_TIMESTAMP + 10**6)).clean_log(log)
+    by_base = {b.base_offset: b for b in kafka_python_batches(partition_dir)}
+    assert 0 not in by_base
+    assert by_base[1].records == [] and by_base[1].base_sequence == 1
+    # Once the broker expired the producer, its last batch may go too.
+    assert log.producer_state.remove_expired_producers(BASE_TIMESTAMP + 10**9) == [42]  # type: ignore[union-attr]
+    LogCleaner(time_ms=Clock(BASE_TIMESTAMP + 10**6)).clean_log(log)
+    assert [b.base_offset for b in kafka_python_batches(partition_dir)] == [2]
