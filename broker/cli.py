@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from broker.broker_command import broker_command
 from storage.dump_log import dump_log_command
 
 
@@ -13,6 +14,7 @@ def main() -> None:
     """pafka: a Kafka-compatible broker in pure Python."""
 
 
+main.add_command(broker_command)
 main.add_command(dump_log_command)
 
 # pafka's client tools (issue 4).

@@ -51,6 +51,10 @@ class FileRecords:
     def size(self) -> int:
         return self._size
 
+    def fileno(self) -> int:
+        """So a slice can travel as a protocol FileRange (read or sendfiled by the transport)."""
+        return self.fd
+
     def append(self, buf: bytes | bytearray | memoryview) -> int:
         """Write ``buf`` at the end of the file; returns the bytes written."""
         view = memoryview(buf)

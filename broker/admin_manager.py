@@ -1,0 +1,170 @@
+"""Topic administration: create, delete, add partitions, change configs.
+
+Kafka's AdminManager (ZooKeeper mode) / controller: validates requests the way
+Kafka does and applies them to the metadata store and the hosted partitions.
+Metadata auto-creation and the CreateTopics API share this one code path.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping
+
+from pydantic import ValidationError
+
+from broker.metadata_store import TopicMetadata
+from protocol.errors import ErrorCode
+from storage.config import LogConfig
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+
+log = logging.getLogger(__name__)
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class AdminError(Exception):
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's Topic.validate: legal characters, length, not '.' or '..'."""
+    if not name:
+        raise AdminError(ErrorCode.INVALID_TOPIC, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise AdminError(ErrorCode.INVALID_TOPIC, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise AdminError(ErrorCode.INVALID_TOPIC,
+                         f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters")
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise AdminError(ErrorCode.INVALID_TOPIC,
+                         f"Topic name \"{name}\" is illegal, it contains a character other than "
+                         "ASCII alphanumerics, '.', '_' and '-'")
+
+
+def validate_topic_configs(defaults: LogConfig, configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Topic overrides checked against LogConfig; unknown or bad values → INVALID_CONFIG."""
+    overrides = {k: v for k, v in configs.items() if v is not None}
+    known = set(LogConfig.model_json_schema(by_alias=True)["properties"])
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise AdminError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {unknown[0]}")
+    try:
+        defaults.with_overrides(overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(str(p) for p in first.get("loc", ())) or "config"
+        raise AdminError(ErrorCode.INVALID_CONFIG, f"Invalid value for {name}: {first.get('msg')}") from None
+    return {k: str(v) for k, v in overrides.items()}
+
+
+@dataclass(frozen=True)
+class TopicCreation:
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+
+
+class AdminManager:
+    def __init__(self, server: "KafkaServer") -> None:
+        self.server = server
+
+    @property
+    def live_brokers(self) -> list[int]:
+        return [self.server.broker_id]
+
+    def plan_topic(self, name: str, num_partitions: int, replication_factor: int,
+                   configs: Mapping[str, str | None], assignments: Mapping[int, list[int]] | None = None) -> TopicCreation:
+        """Validate a creation; -1 partitions or RF means the broker default (KIP-464)."""
+        config = self.server.config
+        validate_topic_name(name)
+        if name in self.server.metadata:
+            raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise AdminError(ErrorCode.INVALID_REQUEST,
+                                 "Both numPartitions or replicationFactor and replicasAssignments were set.")
+            for replicas in assignments.values():
+                if any(r not in self.live_brokers for r in replicas):
+                    raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Unknown broker in the replica assignment.")
+            num_partitions = len(assignments)
+            replication_factor = len(next(iter(assignments.values())))
+        if num_partitions == -1:
+            num_partitions = config.num_partitions
+        if replication_factor == -1:
+            replication_factor = config.default_replication_factor
+        if num_partitions <= 0:
+            raise AdminError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if replication_factor <= 0:
+            raise AdminError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        if replication_factor > len(self.live_brokers):
+            raise AdminError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): "
+                f"The target replication factor of {replication_factor} cannot be reached because only "
+                f"{len(self.live_brokers)} broker(s) are registered.",
+            )
+        overrides = validate_topic_configs(self.server.default_log_config, configs)
+        return TopicCreation(name, num_partitions, replication_factor, overrides)
+
+    def create_topic(self, plan: TopicCreation) -> TopicMetadata:
+        brokers = self.live_brokers
+        partitions = {p: [brokers[(p + r) % len(brokers)] for r in range(plan.replication_factor)]
+                      for p in range(plan.num_partitions)}
+        topic = self.server.metadata.create_topic(plan.name, partitions, plan.configs)
+        if plan.configs:
+            self.server.log_manager.update_topic_config(plan.name, plan.configs)
+        self.server.host_topic(topic)
+        log.info("[KafkaServer id=%d] created topic %s with %d partition(s), id %s",
+                 self.server.broker_id, plan.name, plan.num_partitions, topic.topic_id)
+        return topic
+
+    def auto_create_topic(self, name: str) -> TopicMetadata:
+        """Metadata-triggered creation with the broker's defaults (internal topics: their own)."""
+        config = self.server.config
+        partitions, configs = config.num_partitions, {}
+        if name == "__consumer_offsets":
+            partitions = config.offsets_topic_num_partitions
+            configs = {"cleanup.policy": "compact", "segment.bytes": str(config.offsets_topic_segment_bytes)}
+        elif name == "__transaction_state":
+            partitions = config.transaction_state_log_num_partitions
+            configs = {"cleanup.policy": "compact"}
+        rf = min(config.default_replication_factor, len(self.live_brokers))
+        return self.create_topic(self.plan_topic(name, partitions, rf, configs))
+
+    def delete_topic(self, name: str) -> TopicMetadata:
+        topic = self.server.metadata.get(name)
+        if topic is None:
+            raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if not self.server.config.delete_topic_enable:
+            raise AdminError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        self.server.metadata.delete_topic(name)
+        self.server.replica_manager.delete_partitions(name)
+        log.info("[KafkaServer id=%d] deleted topic %s", self.server.broker_id, name)
+        return topic
+
+    def create_partitions(self, name: str, total: int, validate_only: bool) -> None:
+        topic = self.server.metadata.get(name)
+        if topic is None:
+            raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        current = topic.partition_count
+        if total < current:
+            raise AdminError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {current} partitions, which is higher than the requested {total}.")
+        if total == current:
+            raise AdminError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        if validate_only:
+            return
+        brokers = self.live_brokers
+        rf = len(topic.partitions[0]) if topic.partitions else 1
+        new = {p: [brokers[(p + r) % len(brokers)] for r in range(rf)] for p in range(current, total)}
+        self.server.host_topic(self.server.metadata.add_partitions(name, new))

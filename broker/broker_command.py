@@ -1,0 +1,62 @@
+"""``pafka broker``: run one broker until SIGTERM or SIGINT.
+
+Exactly two options, as Kafka's ``kafka-server-start.sh`` habits suggest: a
+``server.properties`` file and ``--override key=value`` (repeatable).
+Environment variables ``PAFKA_<PROPERTY>`` sit between the two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+import click
+
+from broker.config import load_broker_config
+
+log = logging.getLogger("broker")
+
+LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
+
+
+async def run_broker(config_file: str | None, overrides: tuple[str, ...]) -> None:
+    from broker.kafka_server import KafkaServer
+
+    config = load_broker_config(config_file, overrides)
+    server = KafkaServer(config)
+    await server.startup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    # A second signal during shutdown ends the process at once, like Kafka's.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: sys.exit(1))
+    await server.shutdown()
+
+
+def _run(coro_factory) -> None:  # type: ignore[no-untyped-def]
+    try:
+        import uvloop
+    except ImportError:  # plain asyncio works, just slower
+        asyncio.run(coro_factory())
+    else:
+        uvloop.run(coro_factory())
+
+
+@click.command("broker")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
+              help="A server.properties file.")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Set a broker property, overriding the file and the environment (repeatable).")
+def broker_command(config_file: str | None, overrides: tuple[str, ...]) -> None:
+    """Run a pafka broker."""
+    _configure_logging()
+    _run(lambda: run_broker(config_file, overrides))

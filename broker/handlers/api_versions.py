@@ -1,0 +1,42 @@
+"""ApiVersions (18): the APIs and version ranges this broker serves.
+
+A client newer than the broker may send a version we do not know; the socket
+server then answers with a v0 response carrying UNSUPPORTED_VERSION and our
+ranges (KIP-511), and the client retries with a version we do know.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode
+from protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+    from broker.socket_server import RequestContext
+
+API_KEY = 18
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def build_response(server: "KafkaServer", error_code: int = ErrorCode.NO_ERROR) -> ApiVersionsResponse:
+    return ApiVersionsResponse(
+        error_code=error_code,
+        api_keys=[ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in server.apis.advertised_versions()],
+        throttle_time_ms=0,
+    )
+
+
+def _valid_client_software(text: str) -> bool:
+    # KIP-511: letters, digits, '.', '-' and must start and end alphanumerically.
+    return bool(text) and text[0].isalnum() and text[-1].isalnum() and all(c.isalnum() or c in ".-" for c in text)
+
+
+def handle(ctx: "RequestContext", server: "KafkaServer", request: ApiVersionsRequest) -> ApiVersionsResponse:
+    if ctx.api_version >= 3 and not (
+        _valid_client_software(request.client_software_name) and _valid_client_software(request.client_software_version)
+    ):
+        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
+    return build_response(server)

@@ -1,0 +1,118 @@
+"""Metadata (3): brokers, controller, topics and partition leadership.
+
+Unknown topics are auto-created when both ``auto.create.topics.enable`` and the
+request's ``allow_auto_topic_creation`` allow it (always allowed before v4).
+Creation fsyncs the metadata store, so it runs on the append thread.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from broker.admin_manager import INTERNAL_TOPICS, AdminError, validate_topic_name
+from broker.metadata_store import TopicMetadata
+from protocol.errors import ErrorCode
+from protocol.messages.metadata import (
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+    from broker.socket_server import RequestContext
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 13
+
+#: Kafka's "not requested" value for authorized-operations fields.
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# With no authorizer every operation is allowed: READ..DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def brokers(server: "KafkaServer", listener_name: str) -> list[MetadataResponseBroker]:
+    """This broker's advertised endpoint for the listener the client used."""
+    advertised = server.config.effective_advertised_listeners
+    endpoint = next((l for l in advertised if l.name == listener_name), advertised[0])
+    host, port = endpoint.host, endpoint.port
+    if port == 0:  # listening on an ephemeral port: advertise the bound one
+        host, port = server.socket_server.bound.get(endpoint.name, (host, port))
+    return [MetadataResponseBroker(node_id=server.broker_id, host=host, port=port, rack=server.config.rack)]
+
+
+def topic_response(server: "KafkaServer", topic: TopicMetadata, include_ops: bool) -> MetadataResponseTopic:
+    partitions = []
+    for partition in server.replica_manager.partitions_of(topic.name):
+        partitions.append(MetadataResponsePartition(
+            error_code=ErrorCode.NO_ERROR,
+            partition_index=partition.partition_index,
+            leader_id=partition.leader_id,
+            leader_epoch=partition.leader_epoch,
+            replica_nodes=list(partition.replicas),
+            isr_nodes=list(partition.isr),
+            offline_replicas=[],
+        ))
+    return MetadataResponseTopic(
+        error_code=ErrorCode.NO_ERROR,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.name in INTERNAL_TOPICS,
+        partitions=partitions,
+        topic_authorized_operations=TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def error_topic(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_UUID) -> MetadataResponseTopic:
+    return MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[],
+                                 topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+
+async def handle(ctx: "RequestContext", server: "KafkaServer", request: MetadataRequest) -> MetadataResponse:
+    version = ctx.api_version
+    include_ops = bool(request.include_topic_authorized_operations)
+    topics: list[MetadataResponseTopic] = []
+    if request.topics is None or (version == 0 and not request.topics):
+        topics = [topic_response(server, t, include_ops) for t in server.metadata]
+    else:
+        allow_create = server.config.auto_create_topics_enable and (version < 4 or request.allow_auto_topic_creation)
+        for wanted in request.topics:
+            topics.append(await _describe(server, wanted.name, wanted.topic_id, allow_create, include_ops))
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=brokers(server, ctx.listener_name),
+        cluster_id=server.cluster_id,
+        controller_id=server.broker_id,
+        topics=topics,
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+async def _describe(server: "KafkaServer", name: str | None, topic_id: uuid.UUID, allow_create: bool,
+                    include_ops: bool) -> MetadataResponseTopic:
+    if name is None:
+        by_id = server.metadata.by_id(topic_id)
+        if by_id is None:
+            return error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
+        return topic_response(server, by_id, include_ops)
+    topic = server.metadata.get(name)
+    if topic is not None:
+        return topic_response(server, topic, include_ops)
+    try:
+        validate_topic_name(name)
+    except AdminError:
+        return error_topic(ErrorCode.INVALID_TOPIC, name)
+    if not allow_create:
+        return error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+    try:
+        created = await server.run_append(server.admin.auto_create_topic, name)
+    except AdminError as exc:
+        if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and (existing := server.metadata.get(name)):
+            return topic_response(server, existing, include_ops)  # a concurrent request created it
+        return error_topic(exc.error_code, name)
+    return topic_response(server, created, include_ops)

@@ -1,0 +1,113 @@
+"""Produce (0): batches to disk as the bytes they arrived in.
+
+The records are never parsed: each partition's batch has its header checked
+and CRC32C verified, its base offset and leader epoch patched in place, and is
+written with one call (see ``storage.log.Log.append_as_leader``). Appends run
+on the append thread; the response is sent once they are in the log (acks=1)
+or in the ISR, which for a lone broker is the same moment (acks=-1).
+
+acks=0 gets no response; on an error Kafka closes the connection instead, so
+the producer notices, and so do we.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.messages.produce import (
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from protocol.record_batch import parse_batch_header
+from replication.partition import Partition
+from storage.log_append import AppendOrigin
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+    from broker.socket_server import RequestContext
+
+log = logging.getLogger(__name__)
+
+API_KEY = 0
+MIN_VERSION = 3
+MAX_VERSION = 13
+#: Kafka 4 still lists Produce from v0 in ApiVersions (KAFKA-18659): librdkafka
+#: derives its message-format and compression features from Produce v0-v2
+#: being listed and otherwise refuses to compress. Requests below v3 are
+#: refused at decode time, exactly as Kafka 4 refuses them.
+ADVERTISED_MIN_VERSION = 0
+
+
+def _check_one_batch(records: memoryview | None) -> str | None:
+    """Kafka 4: a v3+ produce request carries exactly one v2 batch per partition."""
+    if records is None or len(records) == 0:
+        return "Produce requests with version 3+ must have at least one record batch per partition"
+    try:
+        header = parse_batch_header(records, 0)
+    except ProtocolError as exc:
+        return str(exc)
+    if header.size_in_bytes != len(records):
+        return "Produce requests with version 3+ are only allowed to contain exactly one record batch per partition"
+    return None
+
+
+def _partition_error(index: int, code: int, message: str | None = None) -> PartitionProduceResponse:
+    return PartitionProduceResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                                    log_start_offset=-1, error_message=message)
+
+
+async def handle(ctx: "RequestContext", server: "KafkaServer", request: ProduceRequest) -> ProduceResponse | None:
+    by_topic_id = ctx.api_version >= 13
+    acks = request.acks
+    responses: list[TopicProduceResponse] = []
+    appends: list[tuple[Partition, memoryview | bytearray]] = []
+    slots: list[PartitionProduceResponse] = []  # response entries awaiting an append result
+    for topic_data in request.topic_data:
+        topic_resp = TopicProduceResponse(name=topic_data.name, topic_id=topic_data.topic_id, partition_responses=[])
+        responses.append(topic_resp)
+        if by_topic_id:
+            meta = server.metadata.by_id(topic_data.topic_id)
+            name = meta.name if meta is not None else None
+            unknown = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            name, unknown = topic_data.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for data in topic_data.partition_data:
+            partition = server.replica_manager.get_partition(name, data.index) if name is not None else None
+            if acks not in (-1, 0, 1):
+                entry = _partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS)
+            elif partition is None:
+                entry = _partition_error(data.index, unknown)
+            elif (problem := _check_one_batch(data.records)) is not None:
+                entry = _partition_error(data.index, ErrorCode.INVALID_RECORD, problem)
+            else:
+                records = data.records
+                if records.readonly:  # offsets are patched in place
+                    records = bytearray(records)
+                appends.append((partition, records))
+                entry = PartitionProduceResponse(index=data.index)
+                slots.append(entry)
+            topic_resp.partition_responses.append(entry)
+
+    if appends:
+        results = await server.run_append(server.replica_manager.append_records, appends, AppendOrigin.CLIENT)
+        for (partition, _), entry, result in zip(appends, slots, results):
+            entry.error_code = result.error_code
+            if result.info is not None:
+                entry.base_offset = result.info.first_offset
+                entry.log_append_time_ms = result.info.log_append_time
+                entry.log_start_offset = result.info.log_start_offset
+                server.fetch_purgatory.notify((partition.topic, partition.partition_index))
+            else:
+                entry.base_offset, entry.log_append_time_ms, entry.log_start_offset = -1, -1, -1
+                entry.error_message = result.error_message
+
+    if acks == 0:
+        if any(e.error_code for t in responses for e in t.partition_responses):
+            log.info("closing %s: acks=0 produce failed", ctx.connection.peer)
+            ctx.connection.close()
+        return None
+    return ProduceResponse(responses=responses, throttle_time_ms=0)

@@ -1,0 +1,141 @@
+"""KafkaServer: start-up, background duties and clean shutdown of one broker.
+
+Start-up loads (and if needed recovers) every log, hosts the partitions the
+metadata store lists, then opens the listeners: a client that can connect can
+use every partition. Shutdown reverses it: stop accepting, answer what is in
+flight, flush, write checkpoints and the clean-shutdown marker.
+
+Threads: storage is synchronous. Appends (which may fsync on a roll or under
+``flush.messages``) run on one append thread, so the event loop never waits
+for a disk sync and appends to a partition stay in arrival order; reads run on
+the loop, since log reads take no lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+from broker.admin_manager import AdminManager
+from broker.config import BrokerConfig
+from broker.delayed_fetch import FetchPurgatory
+from broker.fetch_session import FetchSessionCache
+from broker.kafka_apis import KafkaApis
+from broker.metadata_store import MetadataStore, TopicMetadata
+from broker.socket_server import SocketServer
+from replication.replica_manager import ReplicaManager
+from storage.config import LogConfig
+from storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+#: Kafka's replica.high.watermark.checkpoint.interval.ms default.
+HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5000
+SHUTDOWN_DRAIN_SECONDS = 5.0
+
+
+class KafkaServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        # broker.id -1 asks for a generated id; a lone broker takes 0.
+        self.broker_id = config.node_id if config.node_id >= 0 else 0
+        self.metadata = MetadataStore(config.log_dirs[0])
+        self.default_log_config = LogConfig.from_broker_defaults(config)
+        self.log_manager = LogManager(
+            config.log_dirs,
+            default_config=self.default_log_config,
+            topic_configs={t.name: t.configs for t in self.metadata},
+            broker_id=self.broker_id,
+            cluster_id=self.metadata.cluster_id,
+        )
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
+        self.append_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-append")
+        self.fetch_purgatory = FetchPurgatory()
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        self.admin = AdminManager(self)
+        self.apis = KafkaApis(self)
+        self.socket_server = SocketServer(
+            self.apis.dispatch, self.apis.unsupported_api_versions_response, config.socket_request_max_bytes
+        )
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+        self.started_at = 0.0
+
+    @property
+    def cluster_id(self) -> str:
+        return self.metadata.cluster_id
+
+    # -- lifecycle --------------------------------------------------------
+    async def startup(self) -> None:
+        started = time.monotonic()
+        await asyncio.to_thread(self.log_manager.startup)  # creates and locks the log dirs
+        await asyncio.to_thread(self.metadata.save)  # fixes the cluster id on first start
+        for topic in self.metadata:
+            self.host_topic(topic)
+        await self.socket_server.start(self.config.listeners)
+        self._start_background_tasks()
+        self.started_at = time.time()
+        log.info("[KafkaServer id=%d] started in %.0f ms (cluster id %s)",
+                 self.broker_id, (time.monotonic() - started) * 1000, self.cluster_id)
+
+    def host_topic(self, topic: TopicMetadata) -> None:
+        for index, replicas in sorted(topic.partitions.items()):
+            self.replica_manager.make_leader(topic.name, index, topic.topic_id, replicas)
+
+    async def shutdown(self) -> None:
+        log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        self.socket_server.stop_accepting()
+        await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
+        self.fetch_purgatory.shutdown()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Appends already handed to the append thread finish before the logs close.
+        self.append_executor.shutdown(wait=True)
+        await asyncio.to_thread(self.log_manager.shutdown)
+        log.info("[KafkaServer id=%d] shut down cleanly", self.broker_id)
+        self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    # -- threads ----------------------------------------------------------
+    def run_append(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any]":
+        return asyncio.get_running_loop().run_in_executor(self.append_executor, fn, *args)
+
+    # -- background duties (owned here, cancelled at shutdown) ------------
+    def _start_background_tasks(self) -> None:
+        config = self.config
+        self._every("log-retention", config.log_retention_check_interval_ms, self.log_manager.cleanup_logs)
+        self._every("delete-segments", min(config.log_segment_delete_delay_ms, 60_000) or 1000,
+                    self.log_manager.delete_pending_segments)
+        if config.log_flush_scheduler_interval_ms < 2**62:
+            self._every("log-flusher", config.log_flush_scheduler_interval_ms, self.log_manager.flush_dirty_logs)
+        self._every("recovery-point-checkpoint", config.log_flush_offset_checkpoint_interval_ms,
+                    self.log_manager.checkpoint_log_recovery_offsets)
+        self._every("highwatermark-checkpoint", HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
+                    self.log_manager.checkpoint_high_watermarks)
+
+    def _every(self, name: str, interval_ms: int, duty: Callable[[], Any]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    # Same thread as appends: duties that mutate logs never race them.
+                    await self.run_append(duty)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("[KafkaServer id=%d] background task %s failed", self.broker_id, name)
+
+        self._tasks.append(asyncio.create_task(loop(), name=name))
+
+    def schedule(self, coro: Awaitable[Any], name: str) -> None:
+        """Run a one-off task that shutdown will cancel."""
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)

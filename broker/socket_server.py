@@ -1,0 +1,297 @@
+"""Listeners and connections: frames in, handlers called, responses out in order.
+
+Kafka's SocketServer guarantees that responses leave a connection in request
+order, while clients pipeline many requests. Here every decoded request takes a
+slot in the connection's queue the moment it arrives; a handler may finish at
+once (most do) or later (a long-polling fetch, a produce waiting for a flush),
+and the queue is drained from its head only, so a slow request holds back the
+ones behind it exactly as in Kafka.
+
+Bad input never takes the broker down: an undecodable frame closes that one
+connection (logged once), an unsupported ApiVersions version is answered as
+Kafka answers it, and a handler that raises closes only its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Deque
+
+from protocol.api import API_VERSIONS_KEY, DecodedRequest, decode_request, encode_response
+from protocol.buffers import Chunk, FileRange
+from protocol.errors import ProtocolError
+from protocol.framing import FrameDecoder
+from protocol.primitives import UnsupportedVersionError
+
+if TYPE_CHECKING:
+    from broker.config import Listener
+
+log = logging.getLogger(__name__)
+
+#: Stop reading from a client whose unsent responses exceed this; Kafka mutes
+#: a channel while a response is in flight for the same reason.
+WRITE_HIGH_WATER = 8 << 20
+#: Requests decoded but not yet answered before we stop reading more.
+MAX_IN_FLIGHT = 1000
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    request: DecodedRequest
+    connection: "KafkaConnection"
+    listener_name: str
+
+    @property
+    def api_version(self) -> int:
+        return self.request.header.request_api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.request.header.client_id
+
+
+#: A handler returns the response body, None for "no response" (acks=0
+#: produce), or an awaitable of either.
+Dispatch = Callable[[RequestContext], Any]
+
+
+@dataclass(slots=True)
+class _Slot:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    response: Any = None
+    done: bool = False
+    no_response: bool = False
+    frame: Any = field(default=None)  # keeps records memoryviews alive
+
+
+class KafkaConnection(asyncio.Protocol):
+    """One client connection: framing, pipelining and ordered responses."""
+
+    def __init__(self, server: "SocketServer", listener_name: str) -> None:
+        self._server = server
+        self._listener_name = listener_name
+        self._decoder = FrameDecoder(server.max_request_size)
+        self._slots: Deque[_Slot] = collections.deque()
+        self._transport: asyncio.Transport | None = None
+        self._closed = False
+        self._reading_paused = False
+        self._writing_paused = False
+        self.peer: str = "?"
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- asyncio.Protocol -------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not subclasses
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        self._server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._server.connections.discard(self)
+        for task in self._tasks:
+            task.cancel()
+        self._slots.clear()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except ProtocolError as exc:
+            self._bad_input(exc)
+            return
+        for frame in frames:
+            if self._closed:
+                return
+            self._on_frame(frame)
+        self._update_reading()
+
+    # -- requests ---------------------------------------------------------
+    def _on_frame(self, frame: memoryview) -> None:
+        try:
+            request = decode_request(frame)
+        except UnsupportedVersionError as exc:
+            self._unsupported_version(exc)
+            return
+        except ProtocolError as exc:
+            self._bad_input(exc)
+            return
+        header = request.header
+        slot = _Slot(header.request_api_key, header.request_api_version, header.correlation_id, frame=frame)
+        self._slots.append(slot)
+        ctx = RequestContext(request, self, self._listener_name)
+        try:
+            result = self._server.dispatch(ctx)
+        except Exception:
+            log.exception("handler for %s v%d failed; closing %s", request.api.name, slot.api_version, self.peer)
+            self.close()
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(lambda t, s=slot: self._on_done(t, s))
+        else:
+            self._complete(slot, result)
+
+    def _on_done(self, task: "asyncio.Future[Any]", slot: _Slot) -> None:
+        self._tasks.discard(task)  # type: ignore[arg-type]
+        if task.cancelled() or self._closed:
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("handler for api %d v%d failed; closing %s", slot.api_key, slot.api_version, self.peer,
+                      exc_info=exc)
+            self.close()
+            return
+        self._complete(slot, task.result())
+
+    def _complete(self, slot: _Slot, response: Any) -> None:
+        slot.response = response
+        slot.no_response = response is None
+        slot.done = True
+        slot.frame = None
+        self._flush_ready()
+
+    def _flush_ready(self) -> None:
+        transport = self._transport
+        while self._slots and self._slots[0].done and not self._closed:
+            slot = self._slots.popleft()
+            if slot.no_response:
+                continue
+            try:
+                chunks = encode_response(slot.api_key, slot.api_version, slot.correlation_id, slot.response)
+            except ProtocolError:
+                log.exception("cannot encode the response to api %d v%d", slot.api_key, slot.api_version)
+                self.close()
+                return
+            assert transport is not None
+            write_chunks(transport, chunks)
+        self._update_reading()
+
+    def _unsupported_version(self, exc: UnsupportedVersionError) -> None:
+        if exc.api_key == API_VERSIONS_KEY and exc.correlation_id is not None:
+            # KIP-511: a client newer than us learns our versions from a v0 reply.
+            slot = _Slot(API_VERSIONS_KEY, 0, exc.correlation_id)
+            self._slots.append(slot)
+            self._complete(slot, self._server.unsupported_api_versions_response())
+            return
+        self._bad_input(exc)
+
+    def _bad_input(self, exc: ProtocolError) -> None:
+        log.warning("closing connection from %s: %s", self.peer, exc)
+        self.close()
+
+    # -- flow control -----------------------------------------------------
+    def _update_reading(self) -> None:
+        transport = self._transport
+        if transport is None or self._closed:
+            return
+        should_pause = self._writing_paused or len(self._slots) >= MAX_IN_FLIGHT
+        if should_pause and not self._reading_paused:
+            transport.pause_reading()
+            self._reading_paused = True
+        elif not should_pause and self._reading_paused:
+            transport.resume_reading()
+            self._reading_paused = False
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._transport is not None:
+            self._transport.close()
+
+    @property
+    def idle(self) -> bool:
+        return not self._slots
+
+
+def write_chunks(transport: asyncio.Transport, chunks: list[Chunk]) -> None:
+    """Queue an encoded frame; file ranges are read from the page cache.
+
+    uvloop's transports do not implement sendfile, so a FileRange is read with
+    one pread per range; the record bytes are never parsed or re-encoded.
+    """
+    parts: list[Any] = []
+    for chunk in chunks:
+        if isinstance(chunk, FileRange):
+            data = os.pread(chunk.file.fileno(), chunk.length, chunk.offset)
+            if len(data) != chunk.length:
+                # The segment was truncated under us; a short frame would
+                # desynchronise the client, so pad is not an option: close.
+                raise OSError(f"short read from segment: {len(data)} of {chunk.length}")
+            parts.append(data)
+        else:
+            parts.append(chunk)
+    transport.writelines(parts)
+
+
+class SocketServer:
+    """The broker's listeners and the set of live connections."""
+
+    def __init__(
+        self,
+        dispatch: Dispatch,
+        unsupported_api_versions_response: Callable[[], Any],
+        max_request_size: int,
+    ) -> None:
+        self.dispatch = dispatch
+        self.unsupported_api_versions_response = unsupported_api_versions_response
+        self.max_request_size = max_request_size
+        self.connections: set[KafkaConnection] = set()
+        self._servers: list[asyncio.base_events.Server] = []
+        self.bound: dict[str, tuple[str, int]] = {}
+
+    async def start(self, listeners: "list[Listener]") -> None:
+        loop = asyncio.get_running_loop()
+        for listener in listeners:
+            server = await loop.create_server(
+                lambda name=listener.name: KafkaConnection(self, name),
+                host=listener.host or None,
+                port=listener.port,
+                reuse_address=True,
+                backlog=1024,
+            )
+            self._servers.append(server)
+            host, port = server.sockets[0].getsockname()[:2]
+            self.bound[listener.name] = (host, port)
+            log.info("listening on %s://%s:%d", listener.name, host, port)
+
+    def stop_accepting(self) -> None:
+        for server in self._servers:
+            server.close()
+
+    async def drain(self, timeout: float) -> None:
+        """Let in-flight requests finish (bounded), then close every connection."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while any(not c.idle for c in self.connections) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        for connection in list(self.connections):
+            connection.close()
+        for server in self._servers:
+            await server.wait_closed()
