@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Sequence
 
-from protocol.errors import CorruptRecordError
+from protocol.errors import CorruptRecordError, ProtocolError
 from protocol.record_batch import RecordBatchHeader, iter_batch_headers, validate_batch
 from storage.config import LogConfig
 from storage.file_records import FileRecords, FileSlice
@@ -263,7 +263,7 @@ class LogSegment:
             while size - valid_bytes > 0:
                 try:
                     header = validate_batch(mapping, valid_bytes)  # type: ignore[arg-type]
-                except CorruptRecordError as exc:
+                except ProtocolError as exc:  # corrupt, or garbage that looks like magic 0/1
                     log.warning("Found invalid batch at position %d in %s: %s", valid_bytes, self.log.path, exc)
                     break
                 if header.last_offset < next_offset or not self.offset_index.can_append_offset(header.last_offset):
