@@ -248,8 +248,19 @@ def console_producer_command(
         sys.exit(1)
 
 
+def _stdin_lines(producer: ConsoleProducer, linger_s: float) -> Iterator[bytes]:
+    stdin = sys.stdin.buffer
+    try:
+        fd = stdin.fileno()
+    except (OSError, ValueError):
+        fd = None  # an in-memory stdin (tests, embedding): no idle detection needed
+    if fd is not None:
+        return read_lines(fd, linger_s, producer.flush, lambda: producer.has_pending)
+    return (line.rstrip(b"\n").removesuffix(b"\r") for line in stdin)
+
+
 def _produce_stdin(producer: ConsoleProducer, fmt: LineFormat, linger_s: float) -> None:
-    lines = read_lines(sys.stdin.fileno(), linger_s, producer.flush, lambda: producer.has_pending)
+    lines = _stdin_lines(producer, linger_s)
     try:
         for number, line in enumerate(lines, 1):
             try:
