@@ -25,6 +25,7 @@ from broker.delayed_fetch import FetchPurgatory
 from broker.fetch_session import FetchSessionCache
 from broker.kafka_apis import KafkaApis
 from broker.metadata_store import MetadataStore, TopicMetadata
+from broker.producer_id_manager import ProducerIdManager
 from broker.socket_server import SocketServer
 from replication.replica_manager import ReplicaManager
 from storage.config import LogConfig
@@ -52,6 +53,7 @@ class KafkaServer:
             cluster_id=self.metadata.cluster_id,
         )
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
+        self.producer_ids = ProducerIdManager(config.log_dirs[0])
         self.append_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-append")
         self.fetch_purgatory = FetchPurgatory()
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
