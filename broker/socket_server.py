@@ -189,7 +189,12 @@ class KafkaConnection(asyncio.Protocol):
                 self.close()
                 return
             assert transport is not None
-            write_chunks(transport, chunks)
+            try:
+                write_chunks(transport, chunks)
+            except OSError as exc:
+                log.error("cannot read records for %s: %s; closing the connection", self.peer, exc)
+                self.close()
+                return
         self._update_reading()
 
     def _unsupported_version(self, exc: UnsupportedVersionError) -> None:

@@ -1,0 +1,99 @@
+"""SocketServer: pipelined requests are answered strictly in order; bad input costs one connection."""
+
+import asyncio
+import struct
+
+from broker.config import Listener
+from broker.socket_server import RequestContext, SocketServer
+from protocol.api import decode_response, encode_request
+from protocol.buffers import join_chunks
+from protocol.errors import ErrorCode
+from protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
+
+
+def _api_versions_request(correlation_id: int, version: int = 3) -> bytes:
+    body = ApiVersionsRequest(client_software_name="test", client_software_version="1.0")
+    return join_chunks(encode_request(18, version, correlation_id, "test-client", body))
+
+
+async def _read_response(reader: asyncio.StreamReader, version: int = 3) -> tuple[int, ApiVersionsResponse]:
+    (size,) = struct.unpack(">i", await reader.readexactly(4))
+    return decode_response(18, version, await reader.readexactly(size))  # type: ignore[return-value]
+
+
+async def _serve(dispatch) -> tuple[SocketServer, int]:  # type: ignore[no-untyped-def]
+    fallback = lambda: ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,  # noqa: E731
+                                           api_keys=[ApiVersion(api_key=18, min_version=0, max_version=4)])
+    server = SocketServer(dispatch, fallback, max_request_size=1 << 20)
+    await server.start([Listener("PLAINTEXT", "127.0.0.1", 0)])
+    return server, server.bound["PLAINTEXT"][1]
+
+
+def test_responses_leave_in_request_order_even_when_handlers_finish_out_of_order() -> None:
+    async def dispatch(ctx: RequestContext) -> ApiVersionsResponse:
+        # The first request is slow, the later ones are instant.
+        if ctx.request.correlation_id == 1:
+            await asyncio.sleep(0.2)
+        return ApiVersionsResponse(error_code=0, throttle_time_ms=ctx.request.correlation_id)
+
+    async def scenario() -> list[int]:
+        server, port = await _serve(dispatch)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"".join(_api_versions_request(i) for i in (1, 2, 3)))
+            await writer.drain()
+            order = [(await _read_response(reader))[0] for _ in range(3)]
+            writer.close()
+            return order
+        finally:
+            server.stop_accepting()
+            await server.drain(1)
+
+    assert asyncio.run(scenario()) == [1, 2, 3]
+
+
+def test_garbage_closes_only_that_connection() -> None:
+    def dispatch(ctx: RequestContext) -> ApiVersionsResponse:
+        return ApiVersionsResponse(error_code=0)
+
+    async def scenario() -> tuple[bytes, int]:
+        server, port = await _serve(dispatch)
+        try:
+            bad_reader, bad_writer = await asyncio.open_connection("127.0.0.1", port)
+            good_reader, good_writer = await asyncio.open_connection("127.0.0.1", port)
+            bad_writer.write(struct.pack(">i", 12) + b"\xff" * 12)  # api key -1: unknown
+            await bad_writer.drain()
+            eof = await asyncio.wait_for(bad_reader.read(), 2)
+            good_writer.write(_api_versions_request(9))
+            await good_writer.drain()
+            correlation_id, _ = await asyncio.wait_for(_read_response(good_reader), 2)
+            good_writer.close()
+            return eof, correlation_id
+        finally:
+            server.stop_accepting()
+            await server.drain(1)
+
+    eof, correlation_id = asyncio.run(scenario())
+    assert eof == b"" and correlation_id == 9
+
+
+def test_too_new_api_versions_gets_the_v0_fallback() -> None:
+    async def scenario() -> tuple[int, ApiVersionsResponse]:
+        server, port = await _serve(lambda ctx: None)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            # ApiVersions v99: header v1 part is readable, the body is not.
+            frame = struct.pack(">hhih", 18, 99, 42, 4) + b"test" + b"\x00garbage"
+            writer.write(struct.pack(">i", len(frame)) + frame)
+            await writer.drain()
+            response = await asyncio.wait_for(_read_response(reader, version=0), 2)
+            writer.close()
+            return response
+        finally:
+            server.stop_accepting()
+            await server.drain(1)
+
+    correlation_id, response = asyncio.run(scenario())
+    assert correlation_id == 42
+    assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert [(k.api_key, k.max_version) for k in response.api_keys] == [(18, 4)]

@@ -1,0 +1,49 @@
+"""FrameDecoder: any split of the byte stream yields the same frames; bad sizes are typed errors."""
+
+import random
+import struct
+
+import pytest
+
+from protocol.errors import ProtocolError
+from protocol.framing import FrameDecoder
+
+
+def _stream(payloads: list[bytes]) -> bytes:
+    return b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+
+
+def test_every_split_gives_the_same_frames() -> None:
+    rng = random.Random(7)
+    payloads = [bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 300))) for _ in range(50)]
+    data = _stream(payloads)
+    for _ in range(30):
+        decoder, got, pos = FrameDecoder(1000), [], 0
+        while pos < len(data):
+            step = rng.randrange(1, 40)
+            got += [bytes(f) for f in decoder.feed(data[pos : pos + step])]
+            pos += step
+        assert got == payloads
+        assert decoder.buffered == 0
+
+
+def test_frames_are_writable_and_independent() -> None:
+    decoder = FrameDecoder(100)
+    first, second = decoder.feed(_stream([b"abc", b"def"]))
+    first[0] = ord("x")  # the produce path patches offsets in place
+    assert bytes(first) == b"xbc" and bytes(second) == b"def"
+    later = decoder.feed(_stream([b"ghi"]))
+    assert bytes(first) == b"xbc" and bytes(later[0]) == b"ghi"
+
+
+@pytest.mark.parametrize("size", [-1, -(2**31), 101])
+def test_negative_or_oversized_frames_are_refused(size: int) -> None:
+    with pytest.raises(ProtocolError):
+        FrameDecoder(100).feed(struct.pack(">i", size) + b"x")
+
+
+def test_partial_frame_waits_for_the_rest() -> None:
+    decoder = FrameDecoder(100)
+    assert decoder.feed(struct.pack(">i", 10) + b"12345") == []
+    assert decoder.buffered == 5
+    assert [bytes(f) for f in decoder.feed(b"67890")] == [b"1234567890"]
