@@ -10,10 +10,11 @@ retriable error means for them, usually ``refresh_metadata()`` and try again.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 from uuid import UUID
 
 from protocol import compression as _compression
@@ -102,6 +103,21 @@ class OffsetAndTimestamp:
     offset: int
     timestamp: int
     leader_epoch: int = -1
+
+
+@contextlib.contextmanager
+def _abandon_on_error(sent: list[BrokerConnection]) -> Iterator[None]:
+    """Close connections left with unanswered requests when a pipelined exchange fails.
+
+    Their responses would otherwise answer the next request on that connection.
+    """
+    try:
+        yield
+    except BaseException:
+        for conn in sent:
+            if conn.in_flight:
+                conn.close()
+        raise
 
 
 class KafkaClient:
@@ -314,19 +330,20 @@ class KafkaClient:
         acks=0 returns {} since the broker does not answer.
         """
         groups = self._group_by_leader(batches)
-        sent: list[tuple[BrokerConnection, int]] = []
-        for leader, tps in groups.items():
-            conn = self.connection(leader)
-            version = self._version_with_ids(conn, PRODUCE_KEY, _PRODUCE_TOPIC_ID_VERSION, {tp.topic for tp in tps})
-            request = self._produce_request(tps, batches, version, acks, timeout_ms, transactional_id)
-            conn.send(request, version=version, expect_response=acks != 0)
-            if acks != 0:
-                sent.append((conn, version))
+        sent: list[BrokerConnection] = []
         results: dict[TopicPartition, ProduceResult | KafkaApiError] = {}
-        for conn, _version in sent:
-            _, response = conn.receive(timeout=self.timeout + timeout_ms / 1000)
-            assert isinstance(response, _produce.ProduceResponse)
-            results.update(self._produce_results(response))
+        with _abandon_on_error(sent):
+            for leader, tps in groups.items():
+                conn = self.connection(leader)
+                version = self._version_with_ids(conn, PRODUCE_KEY, _PRODUCE_TOPIC_ID_VERSION, {tp.topic for tp in tps})
+                request = self._produce_request(tps, batches, version, acks, timeout_ms, transactional_id)
+                conn.send(request, version=version, expect_response=acks != 0)
+                if acks != 0:
+                    sent.append(conn)
+            for conn in sent:
+                _, response = conn.receive(timeout=self.timeout + timeout_ms / 1000)
+                assert isinstance(response, _produce.ProduceResponse)
+                results.update(self._produce_results(response))
         if raise_errors:
             for result in results.values():
                 if isinstance(result, KafkaApiError):
@@ -420,21 +437,22 @@ class KafkaClient:
         ``error`` so one bad partition does not hide the others' records.
         """
         groups = self._group_by_leader(offsets)
-        sent = []
-        for leader, tps in groups.items():
-            conn = self.connection(leader)
-            version = self._version_with_ids(conn, FETCH_KEY, _FETCH_TOPIC_ID_VERSION, {tp.topic for tp in tps})
-            request = self._fetch_request(
-                tps, offsets, version, max_wait_ms, min_bytes, max_bytes, partition_max_bytes, isolation_level
-            )
-            conn.send(request, version=version)
-            sent.append(conn)
+        sent: list[BrokerConnection] = []
         results: dict[TopicPartition, FetchResult] = {}
-        for conn in sent:
-            _, response = conn.receive(timeout=self.timeout + max_wait_ms / 1000)
-            assert isinstance(response, _fetch.FetchResponse)
-            check_error(response.error_code, api_name="Fetch")
-            results.update(self._fetch_results(response, offsets, isolation_level))
+        with _abandon_on_error(sent):
+            for leader, tps in groups.items():
+                conn = self.connection(leader)
+                version = self._version_with_ids(conn, FETCH_KEY, _FETCH_TOPIC_ID_VERSION, {tp.topic for tp in tps})
+                request = self._fetch_request(
+                    tps, offsets, version, max_wait_ms, min_bytes, max_bytes, partition_max_bytes, isolation_level
+                )
+                conn.send(request, version=version)
+                sent.append(conn)
+            for conn in sent:
+                _, response = conn.receive(timeout=self.timeout + max_wait_ms / 1000)
+                assert isinstance(response, _fetch.FetchResponse)
+                check_error(response.error_code, api_name="Fetch")
+                results.update(self._fetch_results(response, offsets, isolation_level))
         return results
 
     def _fetch_request(

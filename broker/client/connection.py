@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import collections
 import socket
-import struct
 from dataclasses import dataclass
 
 from protocol.api import API_VERSIONS_KEY, APIS, ApiSpec, decode_response, encode_request
 from protocol.buffers import join_chunks
 from protocol.errors import ErrorCode, ProtocolError
+from protocol.framing import FrameDecoder
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.primitives import Message
 
@@ -37,7 +37,7 @@ CLIENT_SOFTWARE_VERSION = "0.1.0"
 #: client allocate gigabytes.
 MAX_RESPONSE_SIZE = 512 * 1024 * 1024
 
-_SIZE = struct.Struct(">i")
+_RECV_SIZE = 256 * 1024
 _SPEC_BY_REQUEST: dict[type[Message], ApiSpec] = {spec.request: spec for spec in APIS.values()}
 
 
@@ -104,6 +104,9 @@ class BrokerConnection:
         self._sock: socket.socket | None = None
         self._next_correlation_id = 0
         self._in_flight: collections.deque[_InFlight] = collections.deque()
+        self._frames: collections.deque[memoryview] = collections.deque()
+        self._decoder = FrameDecoder(MAX_RESPONSE_SIZE)
+        self._recv_buf = bytearray(_RECV_SIZE)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -117,6 +120,8 @@ class BrokerConnection:
             raise KafkaConnectionError(f"cannot connect to {self.address}: {exc}") from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
+        self._frames.clear()
+        self._decoder = FrameDecoder(MAX_RESPONSE_SIZE)
         try:
             self._negotiate_versions()
         except BaseException:
@@ -297,28 +302,27 @@ class BrokerConnection:
             raise KafkaConnectionError(f"{self.address}: send failed: {exc}") from exc
         return correlation_id
 
-    def _read_frame(self, timeout: float | None = None) -> bytearray:
+    def _read_frame(self, timeout: float | None = None) -> memoryview:
+        """The next response frame (without its size prefix)."""
         sock = self._require_socket()
+        view = memoryview(self._recv_buf)
         try:
             sock.settimeout(self.timeout if timeout is None else timeout)
-            (size,) = _SIZE.unpack(self._recv_exact(sock, 4))
-            if size < 4 or size > MAX_RESPONSE_SIZE:
-                raise KafkaConnectionError(f"{self.address}: invalid response size {size}")
-            return self._recv_exact(sock, size)
+            while not self._frames:
+                n = sock.recv_into(self._recv_buf)
+                if n == 0:
+                    raise KafkaConnectionError(f"{self.address}: connection closed by the broker")
+                # Frames are copied out of the receive buffer, so it is reused.
+                self._frames.extend(self._decoder.feed(view[:n]))
         except OSError as exc:  # socket.timeout is an OSError
             self.close()
             raise KafkaConnectionError(f"{self.address}: receive failed: {exc!r}") from exc
+        except ProtocolError as exc:
+            self.close()
+            raise KafkaConnectionError(f"{self.address}: bad response frame: {exc}") from exc
         except KafkaConnectionError:
             self.close()
             raise
-
-    def _recv_exact(self, sock: socket.socket, size: int) -> bytearray:
-        buf = bytearray(size)
-        view = memoryview(buf)
-        got = 0
-        while got < size:
-            n = sock.recv_into(view[got:])
-            if n == 0:
-                raise KafkaConnectionError(f"{self.address}: connection closed by the broker")
-            got += n
-        return buf
+        finally:
+            view.release()
+        return self._frames.popleft()

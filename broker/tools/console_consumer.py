@@ -30,6 +30,7 @@ from broker.client import (
     FetchedBatch,
     KafkaClient,
     KafkaClientError,
+    KafkaConnectionError,
     OffsetOutOfRangeError,
     TopicPartition,
 )
@@ -37,6 +38,7 @@ from broker.tools.common import fail, parse_bool, parse_properties
 from protocol.records import Record
 
 _MAX_WAIT_MS = 500
+_RECONNECT_BACKOFF_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +144,14 @@ class ConsoleConsumer:
                 if remaining_ms <= 0:
                     return
                 wait_ms = max(0, min(wait_ms, int(remaining_ms)))
-            if self._poll(wait_ms, max_messages):
-                last_data = time.monotonic()
+            try:
+                if self._poll(wait_ms, max_messages):
+                    last_data = time.monotonic()
+            except KafkaConnectionError as exc:
+                # Kafka's consumer keeps trying while the broker is away; so do we,
+                # still bounded by --timeout-ms when given.
+                click.echo(f"WARN {exc}; retrying", err=True)
+                time.sleep(_RECONNECT_BACKOFF_S)
 
     def _poll(self, wait_ms: int, max_messages: int | None) -> bool:
         """One fetch of every partition; True if any record was printed."""

@@ -30,9 +30,11 @@ from broker.client import (
     TopicPartition,
     partition_for_key,
 )
+from broker.client.errors import api_error
 from broker.tools.common import fail, parse_properties
 from broker.tools.line_reader import LineFormat, LineFormatError
 from protocol import compression as _compression
+from protocol.errors import ErrorCode
 
 CODECS = {name: codec for codec, name in _compression.CODEC_NAMES.items()}
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
@@ -68,12 +70,27 @@ class ConsoleProducer:
         self.retries = retries
         self.retry_backoff_ms = retry_backoff_ms
         self.request_timeout_ms = request_timeout_ms
-        self.num_partitions = len(client.partitions_for(topic))
+        self.num_partitions = self._wait_for_partitions()
         self._sticky = random.randrange(self.num_partitions)
         self._pending: dict[int, list[ProducerRecord]] = defaultdict(list)
         self._pending_bytes = 0
         self.sent = 0
         self.failed = 0
+
+    def _wait_for_partitions(self) -> int:
+        """The topic's partition count, letting the broker auto-create it as Kafka's producer does."""
+        error: KafkaApiError | None = None
+        for attempt in range(self.retries + 1):
+            meta = self.client.refresh_metadata([self.topic], allow_auto_topic_creation=True).topics.get(self.topic)
+            if meta is not None and not meta.error_code and meta.partitions:
+                return len(meta.partitions)
+            code = meta.error_code if meta is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            error = api_error(code or ErrorCode.LEADER_NOT_AVAILABLE, api_name="Metadata", topic=self.topic)
+            if not error.retriable:
+                break
+            time.sleep(self.retry_backoff_ms / 1000 * (attempt + 1))
+        assert error is not None
+        raise error
 
     def add(self, record: ProducerRecord) -> None:
         if record.key is not None:

@@ -246,3 +246,11 @@ def test_real_processes_with_pipes(broker_process: BrokerProcess) -> None:
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout == EXPECTED
     assert consumed.stderr.endswith(b"Processed a total of 5 messages\n")
+
+
+def test_producer_lets_the_broker_auto_create_the_topic(broker_process: BrokerProcess) -> None:
+    # auto.create.topics.enable defaults to true, as in Kafka.
+    produce(broker_process, "cli-auto-created", b"first\nsecond\n")
+    assert b"cli-auto-created\n" in topics(broker_process, "--list").stdout
+    done = consume(broker_process, "cli-auto-created", "--from-beginning", "--max-messages", "2")
+    assert sorted(done.stdout.split()) == [b"first", b"second"]
