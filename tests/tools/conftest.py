@@ -57,7 +57,7 @@ def _wait_until_listening(proc: subprocess.Popen, port: int, log_file: Path) -> 
     raise RuntimeError(f"pafka broker not listening on {port} after {_START_TIMEOUT_S}s")
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def stop_broker(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -67,12 +67,16 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=10)
 
 
-def start_broker(*overrides: str) -> tuple[BrokerProcess, Path]:
-    """Start a broker; returns it and the temp dir the caller must remove."""
-    tmp = Path(tempfile.mkdtemp(prefix="pafka-tools-"))
+def start_broker(*overrides: str, tmp: Path | None = None, port: int | None = None) -> tuple[BrokerProcess, Path]:
+    """Start a broker; returns it and the temp dir the caller must remove.
+
+    Passing the ``tmp`` dir and ``port`` of a stopped broker restarts it on its data.
+    """
+    owns_tmp = tmp is None
+    tmp = Path(tempfile.mkdtemp(prefix="pafka-tools-")) if tmp is None else tmp
     log_dir = tmp / "data"
     log_file = tmp / "broker.log"
-    port = free_loopback_port()
+    port = free_loopback_port() if port is None else port
     args = [
         sys.executable,
         "-m",
@@ -85,14 +89,15 @@ def start_broker(*overrides: str) -> tuple[BrokerProcess, Path]:
     ]
     for override in overrides:
         args += ["--override", override]
-    with open(log_file, "wb") as log:
+    with open(log_file, "ab") as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     broker = BrokerProcess("127.0.0.1", port, log_dir, log_file, proc)
     try:
         _wait_until_listening(proc, port, log_file)
     except BaseException:
-        _stop(proc)
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_broker(proc)
+        if owns_tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
     return broker, tmp
 
@@ -105,6 +110,6 @@ def broker_process() -> Iterator[BrokerProcess]:
         yield broker
     finally:
         try:
-            _stop(broker.process)
+            stop_broker(broker.process)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

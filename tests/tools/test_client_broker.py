@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.client import (
+    KafkaConnectionError,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     AdminClient,
@@ -17,7 +18,9 @@ from broker.client import (
 )
 from protocol import compression
 from protocol.errors import ErrorCode
-from tests.tools.conftest import BrokerProcess
+import shutil
+
+from tests.tools.conftest import BrokerProcess, start_broker, stop_broker
 
 
 @pytest.fixture
@@ -130,3 +133,20 @@ def test_partition_errors_are_typed(client: KafkaClient) -> None:
     with pytest.raises(KafkaApiError) as out_of_range:
         client.fetch("one-partition", 0, 100)
     assert out_of_range.value.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_client_reconnects_after_a_broker_restart() -> None:
+    broker, tmp = start_broker()
+    try:
+        with KafkaClient(broker.bootstrap, timeout=10) as client:
+            AdminClient(client).create_topic("survivor", 1, 1)
+            client.produce("survivor", 0, [ProducerRecord(b"before")])
+            stop_broker(broker.process)
+            with pytest.raises(KafkaConnectionError):
+                client.produce("survivor", 0, [ProducerRecord(b"lost")])
+            broker, _ = start_broker(tmp=tmp, port=broker.port)
+            client.produce("survivor", 0, [ProducerRecord(b"after")])
+            assert [r.value for r in client.fetch("survivor", 0, 0).records] == [b"before", b"after"]
+    finally:
+        stop_broker(broker.process)
+        shutil.rmtree(tmp, ignore_errors=True)
