@@ -7,7 +7,7 @@ marker. Offsets are assigned by the Log after these checks pass.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import (
@@ -37,8 +37,7 @@ class ProducerStateHook(Protocol):
     def truncate_fully_and_start_at(self, offset: int) -> None: ...
 
 
-@dataclass(frozen=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -73,20 +72,19 @@ class AnalyzedAppend:
                                  -1, log_start_offset, 0, 0, 0, duplicate=True)
         if not self.batches:
             return empty_append_info(log_start_offset)
+        batches = self.batches
+        if len(batches) == 1:  # the common produce request: one batch per partition
+            h = batches[0][1]
+            return LogAppendInfo(h.base_offset, h.base_offset + h.last_offset_delta, h.max_timestamp,
+                                 h.base_offset + h.last_offset_delta, log_append_time, log_start_offset,
+                                 self.valid_bytes, 1, h.records_count)
         max_ts, max_ts_offset = -1, -1
-        for _, header in self.batches:
+        for _, header in batches:
             if header.max_timestamp > max_ts:
                 max_ts, max_ts_offset = header.max_timestamp, header.last_offset
         return LogAppendInfo(
-            first_offset=self.batches[0][1].base_offset,
-            last_offset=self.batches[-1][1].last_offset,
-            max_timestamp=max_ts,
-            offset_of_max_timestamp=max_ts_offset,
-            log_append_time=log_append_time,
-            log_start_offset=log_start_offset,
-            valid_bytes=self.valid_bytes,
-            num_batches=len(self.batches),
-            num_records=sum(h.records_count for _, h in self.batches),
+            batches[0][1].base_offset, batches[-1][1].last_offset, max_ts, max_ts_offset, log_append_time,
+            log_start_offset, self.valid_bytes, len(batches), sum(h.records_count for _, h in batches),
         )
 
 
