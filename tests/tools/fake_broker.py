@@ -28,7 +28,7 @@ def api_versions_response(ranges: dict[int, tuple[int, int]], error_code: int = 
 
 
 class FakeBroker:
-    """Serves one connection at a time on 127.0.0.1 until closed."""
+    """Serves connections on 127.0.0.1 (a thread each) until closed."""
 
     def __init__(self, handler: Handler) -> None:
         self.handler = handler
@@ -61,8 +61,11 @@ class FakeBroker:
                 conn, _ = self._server.accept()
             except OSError:
                 return
-            with conn:
-                self._serve_connection(conn)
+            threading.Thread(target=self._serve_and_close, args=(conn,), daemon=True).start()
+
+    def _serve_and_close(self, conn: socket.socket) -> None:
+        with conn:
+            self._serve_connection(conn)
 
     def _serve_connection(self, conn: socket.socket) -> None:
         while True:
