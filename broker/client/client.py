@@ -18,6 +18,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 from uuid import UUID
 
 from protocol import compression as _compression
+from protocol.errors import ErrorCode
 from protocol.messages import fetch as _fetch
 from protocol.messages import list_offsets as _list_offsets
 from protocol.messages import produce as _produce
@@ -167,7 +168,8 @@ class KafkaClient:
         if self._bootstrap is not None and self._bootstrap.connected:
             return self._bootstrap
         for conn in self._connections.values():
-            if conn.connected:
+            # One with requests in flight is mid-exchange: its next frame is not ours.
+            if conn.connected and not conn.in_flight:
                 return conn
         errors = []
         for address in self.bootstrap_servers:
@@ -239,7 +241,7 @@ class KafkaClient:
         if cached is None or cached.error_code:
             cached = self.refresh_metadata([topic]).topics.get(topic)
         if cached is None:
-            raise api_error(3, api_name="Metadata", topic=topic)
+            raise api_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, api_name="Metadata", topic=topic)
         check_error(cached.error_code, api_name="Metadata", topic=topic)
         return cached
 
@@ -251,14 +253,14 @@ class KafkaClient:
         if meta is None:
             meta = self.topic_metadata(topic, refresh=True).partitions.get(partition)
             if meta is None:
-                raise api_error(3, api_name="Metadata", topic=topic, partition=partition)
+                raise api_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, api_name="Metadata", topic=topic, partition=partition)
         check_error(meta.error_code, api_name="Metadata", topic=topic, partition=partition)
         return meta
 
     def leader_connection(self, topic: str, partition: int) -> BrokerConnection:
         leader = self.partition_metadata(topic, partition).leader
         if leader < 0:
-            raise api_error(5, api_name="Metadata", topic=topic, partition=partition)  # LEADER_NOT_AVAILABLE
+            raise api_error(ErrorCode.LEADER_NOT_AVAILABLE, api_name="Metadata", topic=topic, partition=partition)
         return self.connection(leader)
 
     def _topic_id(self, topic: str) -> UUID:
@@ -273,7 +275,7 @@ class KafkaClient:
         for tp in partitions:
             leader = self.partition_metadata(tp.topic, tp.partition).leader
             if leader < 0:
-                raise api_error(5, api_name="Metadata", topic=tp.topic, partition=tp.partition)
+                raise api_error(ErrorCode.LEADER_NOT_AVAILABLE, api_name="Metadata", topic=tp.topic, partition=tp.partition)
             groups[leader].append(tp)
         return groups
 

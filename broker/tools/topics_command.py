@@ -28,6 +28,7 @@ from broker.client import (
     UnknownTopicOrPartitionError,
 )
 from broker.tools.common import fail, parse_properties
+from protocol.errors import ErrorCode
 
 _ACTIONS = ("create", "list", "describe", "alter", "delete")
 
@@ -91,10 +92,10 @@ def _describe(client: KafkaClient, admin: AdminClient, topic: str | None, exclud
     cluster = client.refresh_metadata(None if topic is None else [topic])
     if topic is not None:
         meta = cluster.topics.get(topic)
-        if meta is None or meta.error_code == 3:
+        if meta is None or meta.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             if if_exists:
                 return
-            raise UnknownTopicOrPartitionError(3, message=f"Topic '{topic}' does not exist as expected")
+            raise UnknownTopicOrPartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, message=f"Topic '{topic}' does not exist as expected")
         selected = [meta]
     else:
         selected = [t for _, t in sorted(cluster.topics.items()) if not (exclude_internal and t.is_internal)]
