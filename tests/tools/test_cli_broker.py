@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from broker.cli import main
-from broker.client import partition_for_key
+from broker.client import KafkaClient, partition_for_key
+from broker.tools.console_producer import CODECS
 from tests.tools.conftest import BrokerProcess
 
 _NOT_YET = "the broker does not implement {} yet"
@@ -162,6 +163,9 @@ def test_keys_and_headers_round_trip(broker_process: BrokerProcess, codec: str) 
     before = int(time.time() * 1000)
     produce(broker_process, topic, LINES, *READ_PROPS, "--compression-codec", codec, "--producer-property", "acks=all")
     after = int(time.time() * 1000)
+    with KafkaClient(broker_process.bootstrap) as client:
+        batches = client.fetch(topic, 0, 0).batches
+    assert {b.header.compression_type for b in batches} == {CODECS[codec]}
     done = consume(broker_process, topic, "--from-beginning", "--max-messages", "5", *PRINT_PROPS)
     assert done.stdout == EXPECTED
     assert done.stderr.endswith(b"Processed a total of 5 messages\n")
@@ -254,3 +258,15 @@ def test_producer_lets_the_broker_auto_create_the_topic(broker_process: BrokerPr
     assert b"cli-auto-created\n" in topics(broker_process, "--list").stdout
     done = consume(broker_process, "cli-auto-created", "--from-beginning", "--max-messages", "2")
     assert sorted(done.stdout.split()) == [b"first", b"second"]
+
+
+def test_bare_compression_codec_means_gzip_and_log_append_time_is_printed(broker_process: BrokerProcess) -> None:
+    topic = "cli-append-time"
+    created = topics(broker_process, "--create", "--topic", topic, "--config", "message.timestamp.type=LogAppendTime")
+    assert created.returncode == 0, created.stderr
+    produce(broker_process, topic, b"one\n", "--compression-codec")
+    with KafkaClient(broker_process.bootstrap) as client:
+        (batch,) = client.fetch(topic, 0, 0).batches
+    assert batch.header.compression_type == CODECS["gzip"]
+    line = consume(broker_process, topic, "--from-beginning", "--max-messages", "1", "--property", "print.timestamp=true").stdout
+    assert line == b"LogAppendTime:%d\tone\n" % batch.records[0].timestamp
