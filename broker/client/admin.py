@@ -21,6 +21,7 @@ from protocol.messages import incremental_alter_configs as _iac
 from protocol.primitives import UUID_ZERO
 
 from broker.client.client import KafkaClient
+from broker.client.connection import BrokerConnection
 from broker.client.errors import check_error
 
 __all__ = [
@@ -244,7 +245,7 @@ class AdminClient:
                 message=result.error_message,
             )
 
-    def _config_connection(self, resource_type: ConfigResourceType, resource_name: str):  # type: ignore[no-untyped-def]
+    def _config_connection(self, resource_type: ConfigResourceType, resource_name: str) -> BrokerConnection:
         # A broker's own configs must be asked of that broker.
         if resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) and resource_name:
             return self.client.connection(int(resource_name))

@@ -220,8 +220,12 @@ class KafkaClient:
             allow_auto_topic_creation=allow_auto_topic_creation,
         )
         version = conn.version_for(METADATA_KEY)
-        if topics is not None and not request.topics and version == 0:
-            version = 1  # v0 reads an empty list as "all topics"
+        if version == 0:
+            # v0 has no null topic list: an empty one means "all topics".
+            if request.topics is None:
+                request.topics = []
+            elif not request.topics:
+                version = conn.version_for(METADATA_KEY, max_version=1)
         response = conn.request(request, version=version)
         assert isinstance(response, MetadataResponse)
         fresh = ClusterMetadata.from_response(response)
