@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 from dataclasses import dataclass
@@ -270,3 +272,41 @@ def test_bare_compression_codec_means_gzip_and_log_append_time_is_printed(broker
     assert batch.header.compression_type == CODECS["gzip"]
     line = consume(broker_process, topic, "--from-beginning", "--max-messages", "1", "--property", "print.timestamp=true").stdout
     assert line == b"LogAppendTime:%d\tone\n" % batch.records[0].timestamp
+
+
+def test_interactive_producer_sends_each_line_after_linger_and_consumer_stops_on_sigint(
+    broker_process: BrokerProcess,
+) -> None:
+    topic = "cli-interactive"
+    assert topics(broker_process, "--create", "--topic", topic).returncode == 0
+    command = [sys.executable, "-m", "broker.cli"]
+    producer = subprocess.Popen(
+        [*command, "console-producer", "--bootstrap-server", broker_process.bootstrap, "--topic", topic, "--timeout", "20"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    consumer = subprocess.Popen(
+        [*command, "console-consumer", "--bootstrap-server", broker_process.bootstrap, "--topic", topic, "--from-beginning"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    # readline() below blocks: a watchdog kills both if a line never comes.
+    watchdog = threading.Timer(60, lambda: [p.kill() for p in (producer, consumer)])
+    watchdog.start()
+    try:
+        assert producer.stdin is not None and consumer.stdout is not None
+        for word in (b"hello", b"world"):
+            producer.stdin.write(word + b"\n")
+            producer.stdin.flush()
+            # The producer is still running: the line must arrive on its own.
+            assert consumer.stdout.readline() == word + b"\n"
+        producer.stdin.close()
+        assert producer.wait(timeout=30) == 0
+        consumer.send_signal(signal.SIGINT)
+        _, err = consumer.communicate(timeout=30)
+        assert consumer.returncode == 0
+        assert err.endswith(b"Processed a total of 2 messages\n")
+    finally:
+        watchdog.cancel()
+        for proc in (producer, consumer):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
