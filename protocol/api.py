@@ -13,7 +13,8 @@ not yet know the broker's versions can read them.
 
 Errors: every malformed frame raises :class:`~protocol.errors.ProtocolError`
 with whatever was known (api key, version, correlation id). Trailing bytes
-after a complete body are an error too (see ``primitives.decode_exact``).
+after a complete request body are ignored, as Kafka's broker ignores them;
+responses must be consumed exactly (see ``primitives.decode_exact``).
 """
 
 from __future__ import annotations
@@ -216,7 +217,7 @@ def decode_request(frame: Buffer) -> DecodedRequest:
                 _, pos = RequestHeader._DECODERS[2](buf, 0)  # rare: the header carries tagged fields
             else:
                 pos += 1
-        body, end = decoder(buf, pos)
+        body, _end = decoder(buf, pos)
     except ProtocolError as exc:
         exc.api_key, exc.api_version, exc.correlation_id = api_key, version, correlation_id
         raise
@@ -227,16 +228,9 @@ def decode_request(frame: Buffer) -> DecodedRequest:
             api_version=version,
             correlation_id=correlation_id,
         ) from None
-    if end != len(buf):
-        # A correct client never sends bytes after the body; they mean it used
-        # another schema than the version it announced, so nothing decoded can
-        # be trusted.
-        raise ProtocolError(
-            f"{len(buf) - end} unexpected bytes after the {spec.name} request",
-            api_key=api_key,
-            api_version=version,
-            correlation_id=correlation_id,
-        )
+    # Bytes after a complete body are ignored, as Kafka's broker ignores them
+    # (its generated read() never checks for leftovers): librdkafka 2.16 sends
+    # Metadata v13 requests with three bytes more than Kafka 4's schema has.
     header = _new(RequestHeader)
     header.request_api_key = api_key
     header.request_api_version = version

@@ -97,3 +97,13 @@ def test_too_new_api_versions_gets_the_v0_fallback() -> None:
     assert correlation_id == 42
     assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
     assert [(k.api_key, k.max_version) for k in response.api_keys] == [(18, 4)]
+
+
+def test_bytes_after_a_complete_request_body_are_ignored_as_kafka_does() -> None:
+    # librdkafka 2.16 sends Metadata v13 with three bytes beyond Kafka 4's schema.
+    from protocol.api import decode_request
+
+    frame = bytes.fromhex("0003000d00000003000772646b61666b610000000000010000")
+    request = decode_request(frame)
+    assert request.api.name == "Metadata" and request.correlation_id == 3
+    assert request.body.topics is None
