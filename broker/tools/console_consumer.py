@@ -15,6 +15,7 @@ where ``<sep>`` is ``key.separator`` (tab), headers are joined with
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -273,7 +274,9 @@ def console_consumer_command(
         pass
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly, as Kafka's tool does.
-        sys.stderr.flush()
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
     _report(consumer)
 
 
