@@ -12,9 +12,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
-from pydantic import ValidationError
-
+from broker.broker_configs import DynamicBrokerConfig
+from broker.config_def import ConfigValueError
 from broker.metadata_store import TopicMetadata
+from broker.topic_configs import known_topic_configs, validate_topic_overrides
 from protocol.errors import ErrorCode
 from storage.config import LogConfig
 
@@ -51,19 +52,15 @@ def validate_topic_name(name: str) -> None:
 
 
 def validate_topic_configs(defaults: LogConfig, configs: Mapping[str, str | None]) -> dict[str, str]:
-    """Topic overrides checked against LogConfig; unknown or bad values → INVALID_CONFIG."""
+    """Topic overrides typed and range-checked as Kafka's LogConfig.validate; → INVALID_CONFIG."""
     overrides = {k: v for k, v in configs.items() if v is not None}
-    known = set(LogConfig.model_json_schema(by_alias=True)["properties"])
-    unknown = sorted(set(overrides) - known)
+    unknown = sorted(set(overrides) - known_topic_configs())
     if unknown:
         raise AdminError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {unknown[0]}")
     try:
-        defaults.with_overrides(overrides)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        name = ".".join(str(p) for p in first.get("loc", ())) or "config"
-        raise AdminError(ErrorCode.INVALID_CONFIG, f"Invalid value for {name}: {first.get('msg')}") from None
-    return {k: str(v) for k, v in overrides.items()}
+        return validate_topic_overrides(defaults, overrides)
+    except ConfigValueError as exc:
+        raise AdminError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -77,6 +74,8 @@ class TopicCreation:
 class AdminManager:
     def __init__(self, server: "KafkaServer") -> None:
         self.server = server
+        # Loaded before the logs are: dynamic log defaults apply from the first read.
+        self.broker_configs = DynamicBrokerConfig(server)
 
     @property
     def live_brokers(self) -> list[int]:
@@ -142,6 +141,12 @@ class AdminManager:
         return self.create_topic(self.plan_topic(name, partitions, rf, configs))
 
     def delete_topic(self, name: str) -> TopicMetadata:
+        """Remove the topic from the metadata store, then its partition logs (append thread).
+
+        The store goes first: a crash in between leaves partition dirs no topic
+        names, which start-up never hosts, and a topic recreated under the same
+        name gets a new id, no overrides and empty logs.
+        """
         topic = self.server.metadata.get(name)
         if topic is None:
             raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -149,22 +154,58 @@ class AdminManager:
             raise AdminError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         self.server.metadata.delete_topic(name)
         self.server.replica_manager.delete_partitions(name)
-        log.info("[KafkaServer id=%d] deleted topic %s", self.server.broker_id, name)
+        self.server.log_manager.update_topic_config(name, {})
+        log.info("[KafkaServer id=%d] deleted topic %s (id %s)", self.server.broker_id, name, topic.topic_id)
         return topic
 
-    def create_partitions(self, name: str, total: int, validate_only: bool) -> None:
+    def plan_partitions(self, name: str, total: int,
+                        assignments: list[list[int]] | None = None) -> dict[int, list[int]]:
+        """Validate a partition increase (Kafka's messages); returns the new partitions' replicas."""
         topic = self.server.metadata.get(name)
         if topic is None:
-            raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+            raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         current = topic.partition_count
         if total < current:
             raise AdminError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic currently has {current} partitions, which is higher than the requested {total}.")
+                             f"The topic {name} currently has {current} partition(s); {total} would not be an "
+                             "increase.")
         if total == current:
-            raise AdminError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
-        if validate_only:
-            return
+            raise AdminError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
         brokers = self.live_brokers
         rf = len(topic.partitions[0]) if topic.partitions else 1
-        new = {p: [brokers[(p + r) % len(brokers)] for r in range(rf)] for p in range(current, total)}
+        if assignments is None:
+            return {p: [brokers[(p + r) % len(brokers)] for r in range(rf)] for p in range(current, total)}
+        if len(assignments) != total - current:
+            raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Attempted to add {total - current} additional partition(s), but only "
+                             f"{len(assignments)} assignment(s) were specified.")
+        for replicas in assignments:
+            if len(replicas) != rf:
+                raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"The manual partition assignment includes a partition with {len(replicas)} "
+                                 f"replica(s), but this is not consistent with previous partitions, which have "
+                                 f"{rf} replica(s).")
+            unknown = [b for b in replicas if b not in brokers]
+            if unknown:
+                raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"The manual partition assignment includes broker {unknown[0]}, but no such "
+                                 "broker is registered.")
+            if len(set(replicas)) != len(replicas):
+                raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "The manual partition assignment includes the broker more than once.")
+        return {current + i: list(replicas) for i, replicas in enumerate(assignments)}
+
+    def create_partitions(self, name: str, total: int, validate_only: bool,
+                          assignments: list[list[int]] | None = None) -> None:
+        """Add partitions and host them at once (append thread: creates logs, writes the store)."""
+        new = self.plan_partitions(name, total, assignments)
+        if validate_only:
+            return
         self.server.host_topic(self.server.metadata.add_partitions(name, new))
+        log.info("[KafkaServer id=%d] topic %s now has %d partition(s)", self.server.broker_id, name, total)
+
+    def set_topic_configs(self, name: str, overrides: dict[str, str]) -> None:
+        """Replace a topic's overrides: durable first, then applied to its open logs (append thread)."""
+        self.server.metadata.set_topic_configs(name, overrides)
+        self.server.log_manager.update_topic_config(name, overrides)
+        log.info("[KafkaServer id=%d] topic %s configs now %s", self.server.broker_id, name, overrides)

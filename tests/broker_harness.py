@@ -1,207 +1,154 @@
-"""Real ``pafka broker`` processes for integration tests.
+"""A real ``pafka broker`` process for tests: free loopback port, temp data dir, cleanup by PID.
 
-A ``BrokerProcess`` owns one data directory and one loopback port; it can be
-started, stopped with SIGTERM, killed with SIGKILL and started again on the
-same port and directory, which is what the durability and restart tests need.
-``running_broker`` is the usual entry point: it yields a started broker and,
-whatever the test did, ends the process by its PID and removes the temporary
-directory.
+Usage::
 
-Readiness is "answered an ApiVersions request", not merely "accepts TCP
-connections": the probe below speaks just enough of the protocol for that.
+    from tests.broker_harness import BrokerProcess, broker_process  # fixture
+
+    def test_x(broker_process): ...          # a fresh broker per test
+
+    with BrokerProcess.started("delete.topic.enable=false") as broker:
+        broker.restart()                      # SIGTERM, then start on the same dir and port
+
+The process is always ended by its own PID (SIGTERM, then SIGKILL after a
+grace period) and the temp dir removed, even when a test fails.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import pytest
+
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
-API_VERSIONS_KEY = 18
 
 
 def free_loopback_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def encode_request(api_key: int, api_version: int, correlation_id: int, body: bytes = b"",
-                   client_id: str = "pafka-tests") -> bytes:
-    """A size-prefixed request with a v1 (non-flexible) header."""
-    cid = client_id.encode()
-    payload = struct.pack(">hhih", api_key, api_version, correlation_id, len(cid)) + cid + body
-    return struct.pack(">i", len(payload)) + payload
-
-
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    """n bytes, or fewer if the peer closed the connection first."""
-    chunks: list[bytes] = []
-    while n > 0:
-        chunk = sock.recv(n)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
-def read_response(sock: socket.socket) -> bytes | None:
-    """One response frame (without its size), or None if the connection closed."""
-    size_bytes = recv_exact(sock, 4)
-    if len(size_bytes) < 4:
-        return None
-    (size,) = struct.unpack(">i", size_bytes)
-    frame = recv_exact(sock, size)
-    return frame if len(frame) == size else None
-
-
-@dataclass(frozen=True)
-class ApiVersionsV0:
-    correlation_id: int
-    error_code: int
-    api_keys: dict[int, tuple[int, int]]
-
-
-def parse_api_versions_v0(frame: bytes) -> ApiVersionsV0:
-    correlation_id, error_code, count = struct.unpack_from(">ihi", frame, 0)
-    keys: dict[int, tuple[int, int]] = {}
-    pos = 10
-    for _ in range(count):
-        key, lo, hi = struct.unpack_from(">hhh", frame, pos)
-        keys[key] = (lo, hi)
-        pos += 6
-    return ApiVersionsV0(correlation_id, error_code, keys)
-
-
-def api_versions_v0(host: str, port: int, timeout: float = 2.0) -> ApiVersionsV0:
-    """Send ApiVersions v0 on a new connection and parse the answer."""
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(encode_request(API_VERSIONS_KEY, 0, 1))
-        frame = read_response(sock)
-    if frame is None:
-        raise ConnectionError("connection closed before the ApiVersions response")
-    return parse_api_versions_v0(frame)
-
-
-@dataclass
 class BrokerProcess:
-    """One broker's process, data directory and port, restartable in place."""
+    """One broker on 127.0.0.1 with its own data dir; may be stopped and started again."""
 
-    data_dir: Path
-    port: int
-    log_file: Path
-    overrides: tuple[str, ...] = ()
-    host: str = "127.0.0.1"
-    process: subprocess.Popen | None = field(default=None, repr=False)
+    def __init__(self, *overrides: str, tmp_dir: Path | None = None) -> None:
+        self.tmp_dir = tmp_dir or Path(tempfile.mkdtemp(prefix="pafka-broker-"))
+        self.log_dir = self.tmp_dir / "data"
+        self.port = free_loopback_port()
+        self.host = "127.0.0.1"
+        self.overrides = list(overrides)
+        self.process: subprocess.Popen | None = None
+        self.starts = 0
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
     @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
 
-    def command(self) -> list[str]:
-        args = [sys.executable, "-m", "broker.cli", "broker",
-                "--override", f"log.dirs={self.data_dir}",
-                "--override", f"listeners=PLAINTEXT://{self.host}:{self.port}"]
-        for override in self.overrides:
-            args += ["--override", override]
-        return args
-
-    def spawn(self) -> subprocess.Popen:
-        """Start the process without waiting for it to be ready."""
-        assert self.process is None or self.process.poll() is not None, "broker already running"
-        with open(self.log_file, "ab") as log:
-            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL)
-        return self.process
-
-    def start(self, timeout: float = START_TIMEOUT_S) -> float:
-        """Spawn and wait until ApiVersions is answered; returns the seconds that took."""
-        started = time.monotonic()
-        self.spawn()
-        self.wait_ready(timeout, started)
-        return time.monotonic() - started
-
-    def wait_ready(self, timeout: float = START_TIMEOUT_S, since: float | None = None) -> float:
-        since = time.monotonic() if since is None else since
-        deadline = since + timeout
-        while True:
-            proc = self.process
-            assert proc is not None
-            if proc.poll() is not None:
-                raise RuntimeError(f"pafka broker exited with {proc.returncode}:\n{self.log_text()[-4000:]}")
-            try:
-                api_versions_v0(self.host, self.port, timeout=0.5)
-                return time.monotonic() - since
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"pafka broker not ready on {self.port} after {timeout}s:\n"
-                                       f"{self.log_text()[-4000:]}") from None
-                time.sleep(0.005)
-
-    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
-        """SIGTERM and wait (SIGKILL if it does not stop in time); returns the exit code."""
-        proc = self.process
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=timeout)
-        return proc.returncode
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash would: no flush, no checkpoints, no clean-shutdown marker."""
-        proc = self.process
-        if proc is not None and proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=STOP_TIMEOUT_S)
-
-    def restart(self, timeout: float = START_TIMEOUT_S) -> float:
-        self.stop()
-        return self.start(timeout)
+    @property
+    def log_file(self) -> Path:
+        return self.tmp_dir / f"broker-{self.starts}.log"
 
     def log_text(self) -> str:
-        return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+        return "".join(p.read_text(errors="replace") for p in sorted(self.tmp_dir.glob("broker-*.log")))
 
+    # -- lifecycle ---------------------------------------------------------------
+    def start(self) -> "BrokerProcess":
+        if self.process is not None and self.process.poll() is None:
+            raise RuntimeError("broker already running")
+        self.starts += 1
+        args = [sys.executable, "-m", "broker.cli", "broker",
+                "--override", f"log.dirs={self.log_dir}",
+                "--override", f"listeners=PLAINTEXT://{self.host}:{self.port}"]
+        for item in self.overrides:
+            args += ["--override", item]
+        with open(self.log_file, "wb") as out:
+            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
+                                            cwd=Path(__file__).resolve().parents[1])
+        self._wait_until_listening()
+        return self
 
-@contextlib.contextmanager
-def broker_in_tempdir(*overrides: str, port: int | None = None, start: bool = True) -> Iterator[BrokerProcess]:
-    """A BrokerProcess in a fresh temp dir; process and dir are gone afterwards."""
-    tmp = Path(tempfile.mkdtemp(prefix="pafka-it-"))
-    broker = BrokerProcess(tmp / "data", port or free_loopback_port(), tmp / "broker.log", tuple(overrides))
-    try:
-        if start:
-            broker.start()
-        yield broker
-    finally:
+    def _wait_until_listening(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"pafka broker exited with {self.process.returncode}:\n{self.log_text()}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.02)
+        self.kill()
+        raise RuntimeError(f"pafka broker not listening on {self.port} after {START_TIMEOUT_S}s:\n{self.log_text()}")
+
+    def terminate(self) -> int:
+        """SIGTERM and wait for the clean shutdown; SIGKILL if it hangs. Returns the exit code."""
+        return self._signal_and_wait(signal.SIGTERM)
+
+    def kill(self) -> int:
+        """SIGKILL: a crash, no shutdown work at all."""
+        return self._signal_and_wait(signal.SIGKILL)
+
+    def _signal_and_wait(self, sig: signal.Signals) -> int:
+        proc = self.process
+        if proc is None:
+            return 0
+        if proc.poll() is None:
+            os.kill(proc.pid, sig)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=STOP_TIMEOUT_S)
+        return proc.returncode
+
+    def restart(self, sig: signal.Signals = signal.SIGTERM) -> "BrokerProcess":
+        """Stop with ``sig`` and start again on the same data dir and port."""
+        self._signal_and_wait(sig)
+        return self.start()
+
+    def cleanup(self) -> None:
         try:
-            broker.kill()
+            self.kill()
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+
+    @classmethod
+    def started(cls, *overrides: str) -> "_Running":
+        return _Running(cls(*overrides))
 
 
-def running_broker(*overrides: str, port: int | None = None) -> contextlib.AbstractContextManager[BrokerProcess]:
-    """A started broker (see ``broker_in_tempdir``)."""
-    return broker_in_tempdir(*overrides, port=port, start=True)
+class _Running:
+    def __init__(self, broker: BrokerProcess) -> None:
+        self.broker = broker
+
+    def __enter__(self) -> BrokerProcess:
+        try:
+            return self.broker.start()
+        except BaseException:
+            self.broker.cleanup()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.broker.cleanup()
+
+
+@pytest.fixture
+def broker_process() -> Iterator[BrokerProcess]:
+    """A fresh broker with Kafka's defaults, removed after the test."""
+    with BrokerProcess.started() as broker:
+        yield broker

@@ -1,0 +1,190 @@
+"""Config changes for AlterConfigs and IncrementalAlterConfigs (Kafka's ConfigAdminManager).
+
+Both APIs compute a resource's new set of dynamic configs, validate all of it,
+and (unless ``validate_only``) make it durable and live:
+
+* TOPIC: the topic's overrides in the metadata store, applied to its open logs
+  at once; unknown names and bad values answer INVALID_CONFIG.
+* BROKER ("<id>" for this broker, "" for the cluster default): the dynamic
+  broker configs (``broker.broker_configs``); read-only configs and bad values
+  answer INVALID_REQUEST, as Kafka does (KAFKA-13609).
+
+Every function here runs on the append thread: it writes and fsyncs files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from broker.admin_manager import AdminError, validate_topic_configs
+from broker.broker_configs import DYNAMIC_BROKER_CONFIG_KEYS, BrokerConfigError, validate_dynamic_configs
+from broker.config_def import AlterConfigOp, ConfigResourceType, ConfigType, format_value
+from broker.topic_configs import TOPIC_CONFIG_KEYS
+from protocol.errors import ErrorCode
+from storage.config import LogConfig
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigOp:
+    name: str
+    op: int
+    value: str | None
+
+
+class ConfigChangeError(Exception):
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+def check_broker_resource(server: "KafkaServer", resource_name: str) -> None:
+    """Only this broker's id or "" (the cluster default) name a broker resource here."""
+    if resource_name == "":
+        return
+    try:
+        broker_id = int(resource_name)
+    except ValueError:
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST,
+                                f"Broker id must be an integer, but it is: {resource_name}") from None
+    if broker_id != server.broker_id:
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST,
+                                f"Unexpected broker id, expected {server.broker_id} or empty string, "
+                                f"but received {resource_name}")
+
+
+def _check_no_duplicates(names: Iterable[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+        seen.add(name)
+
+
+def _topic_list_default(name: str) -> list[str]:
+    value = LogConfig().model_dump(by_alias=True).get(name)
+    return list(value) if isinstance(value, list) else []
+
+
+def _apply_ops(current: Mapping[str, str], ops: Iterable[ConfigOp], types: Mapping[str, ConfigType],
+               list_default) -> dict[str, str]:
+    """The configs after IncrementalAlterConfigs' SET / DELETE / APPEND / SUBTRACT."""
+    result = dict(current)
+    for op in ops:
+        if op.op == AlterConfigOp.SET:
+            if op.value is None:
+                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {op.name}")
+            result[op.name] = op.value
+        elif op.op == AlterConfigOp.DELETE:
+            result.pop(op.name, None)
+        elif op.op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            verb = "append" if op.op == AlterConfigOp.APPEND else "subtract"
+            if types.get(op.name) is not ConfigType.LIST:
+                raise ConfigChangeError(ErrorCode.INVALID_CONFIG,
+                                        f"Config value {verb} is not allowed for config key: {op.name}")
+            old = result[op.name].split(",") if op.name in result else list_default(op.name)
+            old = [item.strip() for item in old if item.strip()]
+            values = [item.strip() for item in (op.value or "").split(",") if item.strip()]
+            if op.op == AlterConfigOp.APPEND:
+                new = old + [v for v in values if v not in old]
+            else:
+                new = [v for v in old if v not in values]
+            result[op.name] = format_value(new) or ""
+        else:
+            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown alter config operation {op.op}")
+    return result
+
+
+# -- topics -------------------------------------------------------------------------------
+def _existing_topic(server: "KafkaServer", name: str):
+    topic = server.metadata.get(name)
+    if topic is None:
+        raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+    return topic
+
+
+def _set_topic(server: "KafkaServer", name: str, configs: Mapping[str, str | None], validate_only: bool) -> None:
+    nulls = sorted(k for k, v in configs.items() if v is None)
+    if nulls:
+        raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: "
+                                                          f"{','.join(nulls)}")
+    try:
+        overrides = validate_topic_configs(server.default_log_config, configs)
+    except AdminError as exc:
+        raise ConfigChangeError(exc.error_code, exc.message) from None
+    if not validate_only:
+        server.admin.set_topic_configs(name, overrides)
+
+
+def alter_topic(server: "KafkaServer", name: str, configs: list[tuple[str, str | None]], validate_only: bool) -> None:
+    """AlterConfigs: the given configs become the topic's whole set of overrides."""
+    _existing_topic(server, name)
+    _check_no_duplicates(n for n, _ in configs)
+    _set_topic(server, name, dict(configs), validate_only)
+
+
+def incremental_alter_topic(server: "KafkaServer", name: str, ops: list[ConfigOp], validate_only: bool) -> None:
+    topic = _existing_topic(server, name)
+    _check_no_duplicates(op.name for op in ops)
+    unknown = [op.name for op in ops if op.name not in TOPIC_CONFIG_KEYS]
+    if unknown:
+        raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {unknown[0]}")
+    types = {n: k.type for n, k in TOPIC_CONFIG_KEYS.items()}
+    _set_topic(server, name, _apply_ops(topic.configs, ops, types, _topic_list_default), validate_only)
+
+
+# -- the broker -----------------------------------------------------------------------------
+def _set_broker(server: "KafkaServer", resource_name: str, configs: Mapping[str, str | None],
+                validate_only: bool) -> None:
+    dynamic = server.admin.broker_configs
+    try:
+        validated = validate_dynamic_configs(configs, per_broker=resource_name != "")
+        if validate_only:
+            dynamic.check(resource_name, validated)
+        else:
+            dynamic.replace(resource_name, validated)
+    except BrokerConfigError as exc:
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+
+
+def alter_broker(server: "KafkaServer", resource_name: str, configs: list[tuple[str, str | None]],
+                 validate_only: bool) -> None:
+    check_broker_resource(server, resource_name)
+    _check_no_duplicates(n for n, _ in configs)
+    _set_broker(server, resource_name, dict(configs), validate_only)
+
+
+def incremental_alter_broker(server: "KafkaServer", resource_name: str, ops: list[ConfigOp],
+                             validate_only: bool) -> None:
+    check_broker_resource(server, resource_name)
+    _check_no_duplicates(op.name for op in ops)
+    types = {n: k.type for n, k in DYNAMIC_BROKER_CONFIG_KEYS.items()}
+    current = server.admin.broker_configs.current(resource_name)
+
+    def list_default(name: str) -> list[str]:
+        value = server.admin.broker_configs.kafka_defaults().get(name)
+        return list(value) if isinstance(value, list) else []
+
+    _set_broker(server, resource_name, _apply_ops(current, ops, types, list_default), validate_only)
+
+
+# -- per resource ------------------------------------------------------------------------------
+def unsupported_resource(resource_type: int) -> ConfigChangeError:
+    try:
+        kind = ConfigResourceType(resource_type).name
+    except ValueError:
+        kind = str(resource_type)
+    return ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Config changes of resource type {kind} are not "
+                                                        "supported by this broker")
+
+
+def duplicate_resources(resources: Iterable[tuple[int, str]]) -> set[tuple[int, str]]:
+    seen: set[tuple[int, str]] = set()
+    dupes: set[tuple[int, str]] = set()
+    for key in resources:
+        (dupes if key in seen else seen).add(key)
+    return dupes

@@ -1,0 +1,66 @@
+"""AlterConfigs (33): replace the whole set of dynamic configs of topics or the broker.
+
+Configs not named in a resource go back to their defaults (that is this legacy
+API's meaning; IncrementalAlterConfigs changes single keys). Changes are
+written durably and applied on the append thread.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.config_admin_manager import (
+    ConfigChangeError,
+    alter_broker,
+    alter_topic,
+    duplicate_resources,
+    unsupported_resource,
+)
+from broker.config_def import ConfigResourceType
+from protocol.errors import ErrorCode
+from protocol.messages.alter_configs import (
+    AlterConfigsRequest,
+    AlterConfigsResource,
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+    from broker.socket_server import RequestContext
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+def _alter_one(server: "KafkaServer", resource: AlterConfigsResource, validate_only: bool) -> None:
+    configs = [(c.name, c.value) for c in resource.configs]
+    if resource.resource_type == ConfigResourceType.TOPIC:
+        alter_topic(server, resource.resource_name, configs, validate_only)
+    elif resource.resource_type == ConfigResourceType.BROKER:
+        alter_broker(server, resource.resource_name, configs, validate_only)
+    else:
+        raise unsupported_resource(resource.resource_type)
+
+
+def _alter_all(server: "KafkaServer", request: AlterConfigsRequest) -> list[AlterConfigsResourceResponse]:
+    dupes = duplicate_resources((r.resource_type, r.resource_name) for r in request.resources)
+    responses = []
+    for resource in request.resources:
+        response = AlterConfigsResourceResponse(error_code=ErrorCode.NO_ERROR, error_message=None,
+                                                resource_type=resource.resource_type,
+                                                resource_name=resource.resource_name)
+        try:
+            if (resource.resource_type, resource.resource_name) in dupes:
+                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Duplicate resource in the request")
+            _alter_one(server, resource, request.validate_only)
+        except ConfigChangeError as exc:
+            response.error_code, response.error_message = exc.error_code, exc.message
+        responses.append(response)
+    return responses
+
+
+async def handle(ctx: "RequestContext", server: "KafkaServer", request: AlterConfigsRequest) -> AlterConfigsResponse:
+    responses = await server.run_append(_alter_all, server, request)
+    return AlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -1,0 +1,74 @@
+"""DeleteTopics (20): delete topics by name, or (v6+) by topic id.
+
+Each topic leaves the metadata store first, then its partitions are unhosted
+and their directories renamed to ``<tp>.<uuid>-delete`` and removed by the
+log manager, all on the append thread. A topic created again under the same
+name gets a new id and empty logs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from broker.admin_manager import AdminError
+from protocol.errors import ErrorCode
+from protocol.messages.delete_topics import DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+    from broker.socket_server import RequestContext
+
+API_KEY = 20
+MIN_VERSION = 1
+MAX_VERSION = 6
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str | None) -> DeletableTopicResult:
+    return DeletableTopicResult(name=name, topic_id=topic_id, error_code=code, error_message=message)
+
+
+def _delete_one(server: "KafkaServer", name: str | None, topic_id: uuid.UUID, version: int) -> DeletableTopicResult:
+    if name is not None and topic_id != ZERO_UUID:
+        return _result(name, topic_id, ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.")
+    if name is None:
+        if topic_id == ZERO_UUID:
+            return _result(None, topic_id, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.")
+        topic = server.metadata.by_id(topic_id)
+        if topic is None:
+            return _result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+        name = topic.name
+    try:
+        deleted = server.admin.delete_topic(name)
+    except AdminError as exc:
+        code = exc.error_code
+        if code == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
+            code = ErrorCode.INVALID_REQUEST  # the code older clients know for it
+        return _result(name, topic_id, code, exc.message)
+    return _result(name, deleted.topic_id, ErrorCode.NO_ERROR, None)
+
+
+def _delete_all(server: "KafkaServer", wanted: list[tuple[str | None, uuid.UUID]],
+                version: int) -> list[DeletableTopicResult]:
+    results = []
+    names = [n for n, _ in wanted if n is not None]
+    ids = [i for n, i in wanted if n is None and i != ZERO_UUID]
+    for name, topic_id in wanted:
+        if name is not None and names.count(name) > 1:
+            results.append(_result(name, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+        elif name is None and ids.count(topic_id) > 1:
+            results.append(_result(None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
+        else:
+            results.append(_delete_one(server, name, topic_id, version))
+    return results
+
+
+async def handle(ctx: "RequestContext", server: "KafkaServer", request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    version = ctx.api_version
+    if version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    results = await server.run_append(_delete_all, server, wanted, version)
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

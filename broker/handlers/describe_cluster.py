@@ -1,0 +1,56 @@
+"""DescribeCluster (60): the cluster id, controller and brokers (KIP-700).
+
+A lone broker is its own controller. Asked for controller endpoints
+(endpoint_type 2), a broker answers MISMATCHED_ENDPOINT_TYPE as Kafka's do.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, brokers
+from protocol.errors import ErrorCode
+from protocol.messages.describe_cluster import (
+    DescribeClusterBroker,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+    from broker.socket_server import RequestContext
+
+API_KEY = 60
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+ENDPOINT_TYPE_BROKER = 1
+ENDPOINT_TYPE_CONTROLLER = 2
+# With no authorizer every cluster operation is allowed: ALTER, CREATE, DESCRIBE,
+# CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+def handle(ctx: "RequestContext", server: "KafkaServer", request: DescribeClusterRequest) -> DescribeClusterResponse:
+    version = ctx.api_version
+    endpoint_type = request.endpoint_type if version >= 1 else ENDPOINT_TYPE_BROKER
+    response = DescribeClusterResponse(
+        throttle_time_ms=0, error_code=ErrorCode.NO_ERROR, error_message=None, endpoint_type=endpoint_type,
+        cluster_id=server.cluster_id, controller_id=server.broker_id, brokers=[],
+        cluster_authorized_operations=(CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
+                                       else AUTHORIZED_OPERATIONS_OMITTED),
+    )
+    if endpoint_type == ENDPOINT_TYPE_CONTROLLER:
+        response.error_code = ErrorCode.MISMATCHED_ENDPOINT_TYPE
+        response.error_message = ("The request was sent to an endpoint of type BROKER, "
+                                  "but we wanted an endpoint of type CONTROLLER")
+        return response
+    if endpoint_type != ENDPOINT_TYPE_BROKER:
+        response.error_code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        response.error_message = f"Unsupported endpoint type {endpoint_type}"
+        return response
+    response.brokers = [
+        DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
+        for b in brokers(server, ctx.listener_name)
+    ]
+    return response

@@ -1,0 +1,80 @@
+"""DescribeConfigs (32): topic and broker configs with values, sources, synonyms and docs.
+
+A TOPIC resource lists every topic config (or the requested keys) with its
+effective value and where it comes from; a BROKER resource named by this
+broker's id lists every broker setting, and the "" resource lists the dynamic
+cluster-wide defaults, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.config_admin_manager import ConfigChangeError, check_broker_resource
+from broker.config_def import ConfigResourceType
+from broker.topic_configs import ConfigEntry, topic_config_entries
+from protocol.errors import ErrorCode
+from protocol.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+    from broker.socket_server import RequestContext
+
+API_KEY = 32
+MIN_VERSION = 1
+MAX_VERSION = 4
+
+
+def _entries(server: "KafkaServer", resource: DescribeConfigsResource, synonyms: bool, docs: bool) -> list[ConfigEntry]:
+    if resource.resource_type == ConfigResourceType.TOPIC:
+        if resource.resource_name not in server.metadata:
+            raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                    f"The topic '{resource.resource_name}' does not exist.")
+        return topic_config_entries(server, resource.resource_name, synonyms, docs)
+    if resource.resource_type == ConfigResourceType.BROKER:
+        check_broker_resource(server, resource.resource_name)
+        return server.admin.broker_configs.entries(resource.resource_name, synonyms, docs)
+    try:
+        kind = ConfigResourceType(resource.resource_type).name
+    except ValueError:
+        kind = str(resource.resource_type)
+    raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
+
+
+def _result_entry(entry: ConfigEntry, version: int) -> DescribeConfigsResourceResult:
+    return DescribeConfigsResourceResult(
+        name=entry.name, value=entry.value, read_only=entry.read_only, config_source=entry.source,
+        is_sensitive=entry.sensitive,
+        synonyms=[DescribeConfigsSynonym(name=s.name, value=s.value, source=s.source) for s in entry.synonyms],
+        config_type=entry.config_type if version >= 3 else 0,
+        documentation=entry.doc if version >= 3 else None,
+    )
+
+
+def describe(server: "KafkaServer", resource: DescribeConfigsResource, synonyms: bool, docs: bool,
+             version: int) -> DescribeConfigsResult:
+    result = DescribeConfigsResult(error_code=ErrorCode.NO_ERROR, error_message=None,
+                                   resource_type=resource.resource_type, resource_name=resource.resource_name,
+                                   configs=[])
+    try:
+        entries = _entries(server, resource, synonyms, docs)
+    except ConfigChangeError as exc:
+        result.error_code, result.error_message = exc.error_code, exc.message
+        return result
+    wanted = resource.configuration_keys
+    result.configs = [_result_entry(e, version) for e in entries if wanted is None or e.name in wanted]
+    return result
+
+
+def handle(ctx: "RequestContext", server: "KafkaServer", request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    version = ctx.api_version
+    docs = bool(request.include_documentation) and version >= 3
+    results = [describe(server, r, bool(request.include_synonyms), docs, version) for r in request.resources]
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)

@@ -1,0 +1,91 @@
+"""DescribeTopicPartitions (75, KIP-966): topics and partitions, paginated.
+
+Topics come in name order (all of them when the request names none). At most
+``response_partition_limit`` partitions (capped at Kafka's 2000) are returned;
+when more remain, ``next_cursor`` names the topic and partition to ask for
+next. A lone broker has no eligible leader replicas and no offline replicas:
+those lists are empty.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from broker.admin_manager import INTERNAL_TOPICS
+from broker.handlers.metadata import TOPIC_OPERATIONS
+from broker.metadata_store import TopicMetadata
+from protocol.errors import ErrorCode
+from protocol.messages.describe_topic_partitions import (
+    Cursor,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    DescribeTopicPartitionsResponsePartition,
+    DescribeTopicPartitionsResponseTopic,
+)
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+    from broker.socket_server import RequestContext
+
+API_KEY = 75
+MIN_VERSION = 0
+MAX_VERSION = 0
+#: Kafka's max.request.partition.size.limit default
+MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _error_topic(name: str, code: ErrorCode) -> DescribeTopicPartitionsResponseTopic:
+    return DescribeTopicPartitionsResponseTopic(error_code=code, name=name, topic_id=ZERO_UUID, is_internal=False,
+                                                partitions=[], topic_authorized_operations=TOPIC_OPERATIONS)
+
+
+def _partitions(server: "KafkaServer", topic: TopicMetadata, start: int,
+                limit: int) -> list[DescribeTopicPartitionsResponsePartition]:
+    found = []
+    for partition in server.replica_manager.partitions_of(topic.name):
+        if partition.partition_index < start:
+            continue
+        if len(found) == limit:
+            break
+        found.append(DescribeTopicPartitionsResponsePartition(
+            error_code=ErrorCode.NO_ERROR, partition_index=partition.partition_index,
+            leader_id=partition.leader_id, leader_epoch=partition.leader_epoch,
+            replica_nodes=list(partition.replicas), isr_nodes=list(partition.isr),
+            eligible_leader_replicas=[], last_known_elr=[], offline_replicas=[]))
+    return found
+
+
+def handle(ctx: "RequestContext", server: "KafkaServer",
+           request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
+    requested = sorted({t.name for t in request.topics}) if request.topics else sorted(t.name for t in server.metadata)
+    cursor = request.cursor
+    if cursor is not None:
+        if request.topics and cursor.topic_name not in requested:
+            return DescribeTopicPartitionsResponse(
+                throttle_time_ms=0, next_cursor=None,
+                topics=[_error_topic(name, ErrorCode.INVALID_REQUEST) for name in requested])
+        requested = [name for name in requested if name >= cursor.topic_name]
+    remaining = max(0, min(request.response_partition_limit, MAX_REQUEST_PARTITION_SIZE_LIMIT))
+    topics: list[DescribeTopicPartitionsResponseTopic] = []
+    next_cursor = None
+    for i, name in enumerate(requested):
+        topic = server.metadata.get(name)
+        if topic is None:
+            topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        if remaining == 0:
+            next_cursor = Cursor(topic_name=name, partition_index=0)
+            break
+        start = cursor.partition_index if cursor is not None and i == 0 and name == cursor.topic_name else 0
+        partitions = _partitions(server, topic, start, remaining)
+        remaining -= len(partitions)
+        topics.append(DescribeTopicPartitionsResponseTopic(
+            error_code=ErrorCode.NO_ERROR, name=name, topic_id=topic.topic_id, is_internal=name in INTERNAL_TOPICS,
+            partitions=partitions, topic_authorized_operations=TOPIC_OPERATIONS))
+        last = partitions[-1].partition_index if partitions else start - 1
+        if last + 1 < topic.partition_count and remaining == 0:
+            next_cursor = Cursor(topic_name=name, partition_index=last + 1)
+            break
+    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
