@@ -57,11 +57,10 @@ class AbstractIndex:
         self._mmap = mmap.mmap(fd, self._length, access=access)
 
     def _count_entries(self, slots: int) -> int:
-        zero = bytes(self.ENTRY_SIZE)
-        n = slots
-        while n > 0 and self._mmap is not None and self._mmap[(n - 1) * self.ENTRY_SIZE : n * self.ENTRY_SIZE] == zero:
-            n -= 1
-        return n
+        if self._mmap is None or slots == 0:
+            return 0
+        used = len(self._mmap[: slots * self.ENTRY_SIZE].rstrip(b"\x00"))
+        return -(-used // self.ENTRY_SIZE)  # a partly non-zero slot is an entry
 
     def resize(self, new_size: int) -> bool:
         """Change the file (and mapping) size, keeping the entries; True if it changed."""

@@ -13,6 +13,7 @@ the entry point.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -91,6 +92,7 @@ class Log:
         self.lock = threading.RLock()
         self.last_flush_ms = now_ms()
         self.pending_deletes: list[tuple[int, LogSegment]] = []
+        self._timestamp_prefix_max: tuple | None = None
         self.closed = False
 
     @classmethod
@@ -295,10 +297,10 @@ class Log:
             return TimestampAndOffset(-1, start, self.leader_epoch_cache.epoch_for_offset(start))
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, self.log_end_offset, self.leader_epoch_cache.latest_epoch)
-        segments = self.log_segments()
+        segments = self.segments.values()  # copy-on-write: safe to iterate
         if timestamp == MAX_TIMESTAMP:
             return self._offset_of_max_timestamp(segments)
-        for segment in segments:
+        for segment in segments[self._first_segment_reaching(segments, timestamp):]:
             if segment.max_timestamp_so_far < timestamp:
                 continue
             found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
@@ -309,6 +311,23 @@ class Log:
                 if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
                     return TimestampAndOffset(record.timestamp, record.offset, self._epoch_of(header))
         return None
+
+    def _first_segment_reaching(self, segments: list[LogSegment], timestamp: int) -> int:
+        """Index of the first segment whose largest timestamp may be >= ``timestamp``.
+
+        A binary search over the running maximum of the inactive segments'
+        largest timestamps, so ListOffsets stays flat as segments accumulate.
+        ``segments`` is LogSegments' internal list, which is replaced (never
+        changed in place) on every roll or deletion: it keys the cache.
+        """
+        cache = self._timestamp_prefix_max
+        if cache is None or cache[0] is not segments:
+            running, prefix = -1, []
+            for segment in segments[:-1]:
+                running = max(running, segment.max_timestamp_so_far)
+                prefix.append(running)
+            cache = self._timestamp_prefix_max = (segments, prefix)
+        return bisect.bisect_left(cache[1], timestamp)
 
     def _offset_of_max_timestamp(self, segments: list[LogSegment]) -> TimestampAndOffset | None:
         best = None
