@@ -75,7 +75,9 @@ class MessageFormat:
     def format(self, record: Record, partition: int, timestamp_type: str) -> bytes:
         columns = []
         if self.print_timestamp:
-            columns.append(f"{timestamp_type}:{record.timestamp}".encode() if record.timestamp >= 0 else b"NO_TIMESTAMP")
+            # v2 batches always carry a timestamp type, so Kafka never prints
+            # NO_TIMESTAMP for them, even for a -1 timestamp.
+            columns.append(f"{timestamp_type}:{record.timestamp}".encode())
         if self.print_partition:
             columns.append(b"Partition:%d" % partition)
         if self.print_offset:

@@ -206,12 +206,12 @@ def test_offsets_partition_and_limits(broker_process: BrokerProcess) -> None:
     produce(broker_process, topic, b"".join(b"m%d\n" % i for i in range(10)), "--sync")
     # Keyless records go to one partition per batch; --sync makes each line a batch.
     per_partition = {
-        p: consume(broker_process, topic, "--partition", str(p), "--offset", "earliest", "--timeout-ms", "1000").stdout
+        p: consume(broker_process, topic, "--partition", str(p), "--offset", "earliest", "--timeout-ms", "500").stdout
         for p in (0, 1)
     }
     assert sorted((per_partition[0] + per_partition[1]).split()) == sorted(b"m%d" % i for i in range(10))
     fuller = max((0, 1), key=lambda p: len(per_partition[p]))
-    tail = consume(broker_process, topic, "--partition", str(fuller), "--offset", "2", "--timeout-ms", "1000")
+    tail = consume(broker_process, topic, "--partition", str(fuller), "--offset", "2", "--timeout-ms", "500")
     assert tail.stdout.split() == per_partition[fuller].split()[2:]
     assert tail.stderr.endswith(b"Processed a total of %d messages\n" % len(tail.stdout.split()))
 
@@ -219,9 +219,9 @@ def test_offsets_partition_and_limits(broker_process: BrokerProcess) -> None:
     assert len(limited.stdout.split()) == 3 and limited.stderr.endswith(b"Processed a total of 3 messages\n")
     # Default start is the end of the log: nothing new arrives, so the timeout ends it.
     started = time.monotonic()
-    idle = consume(broker_process, topic, "--timeout-ms", "700")
+    idle = consume(broker_process, topic, "--timeout-ms", "500")
     assert idle.stdout == b"" and idle.stderr.endswith(b"Processed a total of 0 messages\n")
-    assert time.monotonic() - started >= 0.7
+    assert time.monotonic() - started >= 0.5
 
 
 def test_producer_rejects_bad_lines(broker_process: BrokerProcess) -> None:

@@ -114,7 +114,7 @@ def test_all_fields_in_kafka_order() -> None:
     record = _record(headers=[("h1", b"x"), ("h2", None)])
     assert fmt.format(record, 3, "LogAppendTime") == b"LogAppendTime:1700000000123\tPartition:3\tOffset:42\th1:x,h2:null\tk\tv\n"
     assert fmt.format(_record(key=None), 0, "CreateTime") == b"CreateTime:1700000000123\tPartition:0\tOffset:42\tNO_HEADERS\tnull\tv\n"
-    assert fmt.format(_record(timestamp=-1), 0, "CreateTime").startswith(b"NO_TIMESTAMP\t")
+    assert fmt.format(_record(timestamp=-1), 0, "CreateTime").startswith(b"CreateTime:-1\t")
 
 
 def test_custom_separators_and_literals() -> None:
