@@ -15,6 +15,8 @@ from protocol.messages import (
     alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -114,6 +116,8 @@ APIS = (
     describe_producers,
     describe_transactions,
     list_transactions,
+    consumer_group_heartbeat,
+    consumer_group_describe,
     list_config_resources,
     describe_topic_partitions,
 )
