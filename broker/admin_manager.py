@@ -94,7 +94,7 @@ class AdminManager:
                                  "Both numPartitions or replicationFactor and replicasAssignments were set.")
             for replicas in assignments.values():
                 if any(r not in self.live_brokers for r in replicas):
-                    raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Unknown broker in the replica assignment.")
+                    raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT, "Unknown broker in the replica assignment.")
             num_partitions = len(assignments)
             replication_factor = len(next(iter(assignments.values())))
         if num_partitions == -1:
@@ -176,22 +176,22 @@ class AdminManager:
         if assignments is None:
             return {p: [brokers[(p + r) % len(brokers)] for r in range(rf)] for p in range(current, total)}
         if len(assignments) != total - current:
-            raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
                              f"Attempted to add {total - current} additional partition(s), but only "
                              f"{len(assignments)} assignment(s) were specified.")
         for replicas in assignments:
             if len(replicas) != rf:
-                raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
                                  f"The manual partition assignment includes a partition with {len(replicas)} "
                                  f"replica(s), but this is not consistent with previous partitions, which have "
                                  f"{rf} replica(s).")
             unknown = [b for b in replicas if b not in brokers]
             if unknown:
-                raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
                                  f"The manual partition assignment includes broker {unknown[0]}, but no such "
                                  "broker is registered.")
             if len(set(replicas)) != len(replicas):
-                raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
                                  "The manual partition assignment includes the broker more than once.")
         return {current + i: list(replicas) for i, replicas in enumerate(assignments)}
 

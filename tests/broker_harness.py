@@ -152,3 +152,26 @@ def broker_process() -> Iterator[BrokerProcess]:
     """A fresh broker with Kafka's defaults, removed after the test."""
     with BrokerProcess.started() as broker:
         yield broker
+
+
+def send_request(broker: BrokerProcess, api_key: int, api_version: int, body, timeout: float = 10.0):
+    """One request on a fresh connection; returns the decoded response body (for fields no client exposes)."""
+    from protocol.api import decode_response, encode_request
+    from protocol.buffers import join_chunks
+
+    frame = join_chunks(encode_request(api_key, api_version, 1, "pafka-tests", body))
+    with socket.create_connection((broker.host, broker.port), timeout=timeout) as sock:
+        sock.sendall(frame)
+        size = int.from_bytes(_read_exactly(sock, 4), "big")
+        _, response = decode_response(api_key, api_version, _read_exactly(sock, size))
+    return response
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        buf += chunk
+    return bytes(buf)

@@ -2,7 +2,7 @@
 
 Validation follows Kafka: the count must grow (INVALID_PARTITIONS otherwise),
 manual assignments must name one live broker list per new partition
-(INVALID_REPLICA_ASSIGNMENT). Creation writes the metadata store and new
+(INVALID_REPLICATION_ASSIGNMENT). Creation writes the metadata store and new
 partition directories, so it runs on the append thread.
 """
 
