@@ -16,7 +16,7 @@ from typing import Iterator
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader, parse_batch_header
 
-_CHUNK = 64 * 1024
+_CHUNK = 16 * 1024
 
 
 @dataclass(frozen=True)
