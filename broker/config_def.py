@@ -65,7 +65,7 @@ class ConfigValueError(ValueError):
     """Kafka's ConfigException: the message is what the client sees."""
 
     def __init__(self, name: str, value: Any, reason: str) -> None:
-        shown = f"[{value}]" if isinstance(value, list) else value
+        shown = f"[{', '.join(map(str, value))}]" if isinstance(value, list) else value
         super().__init__(f"Invalid value {shown} for configuration {name}: {reason}")
 
 
