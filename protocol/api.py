@@ -252,17 +252,9 @@ def _finish(b: bytearray, chunks: list[Chunk]) -> list[Chunk]:
     """Append the last buffer and write the size prefix into the first chunk."""
     if b:
         chunks.append(b)
-    if len(chunks) == 1:
-        size = len(b) - 4
-    else:
-        size = -4
-        for chunk in chunks:
-            if isinstance(chunk, FileRange):
-                size += chunk.length
-            elif isinstance(chunk, memoryview):
-                size += chunk.nbytes
-            else:
-                size += len(chunk)
+    # Every chunk's len() is its byte size: memoryview chunks are byte-format
+    # (put_records casts others) and FileRange defines __len__.
+    size = len(b) - 4 if len(chunks) == 1 else sum(map(len, chunks)) - 4
     first = chunks[0]
     assert isinstance(first, bytearray)
     _INT32.pack_into(first, 0, size)

@@ -127,6 +127,9 @@ def put_records(b: bytearray, chunks: list, records: RecordsData, compact: bool)
     """
     cls = records.__class__
     if cls is memoryview:
+        # Chunks are byte-format views, so that len() of any chunk is its size.
+        if records.itemsize != 1:  # type: ignore[union-attr]
+            records = records.cast("B")  # type: ignore[union-attr]
         size = records.nbytes  # type: ignore[union-attr]
         parts = None if size < INLINE_RECORDS_LIMIT else (records,)
     elif cls is bytes or cls is bytearray:
@@ -136,10 +139,14 @@ def put_records(b: bytearray, chunks: list, records: RecordsData, compact: bool)
         size = records.length  # type: ignore[union-attr]
         parts = (records,)
     elif isinstance(records, (list, tuple)):
-        size = records_length(records)
-        parts = records
-    elif isinstance(records, (bytes, bytearray, memoryview)):
-        size = records.nbytes if isinstance(records, memoryview) else len(records)
+        parts = [p.cast("B") if isinstance(p, memoryview) and p.itemsize != 1 else p for p in records]
+        size = records_length(parts)
+    elif isinstance(records, (bytes, bytearray)):  # subclasses
+        size = len(records)
+        parts = (records,)
+    elif isinstance(records, memoryview):
+        records = records.cast("B")
+        size = records.nbytes
         parts = (records,)
     else:
         raise TypeError(f"records must be bytes-like, FileRange or a list of them, not {type(records).__name__}")

@@ -348,7 +348,7 @@ class ModuleEmitter:
             length = self.temp("n")
             size = f"uvarint({length} + 1)" if compact else f"{self.fmt('i')}.pack({length})"
             out += [
-                f"{inner}if {v}.__class__ is memoryview and ({length} := {v}.nbytes) >= INLINE_RECORDS_LIMIT:",
+                f"{inner}if {v}.__class__ is memoryview and {v}.itemsize == 1 and ({length} := {v}.nbytes) >= INLINE_RECORDS_LIMIT:",
                 f"{inner}    {buf} += {size}",
                 f"{inner}    chunks.append({buf})",
                 f"{inner}    chunks.append({v})",

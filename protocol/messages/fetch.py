@@ -2366,7 +2366,7 @@ def _e_PartitionData_v4(o, b, chunks):
     if v10 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        if v10.__class__ is memoryview and (n11 := v10.nbytes) >= INLINE_RECORDS_LIMIT:
+        if v10.__class__ is memoryview and v10.itemsize == 1 and (n11 := v10.nbytes) >= INLINE_RECORDS_LIMIT:
             b += _s_i.pack(n11)
             chunks.append(b)
             chunks.append(v10)
@@ -2522,7 +2522,7 @@ def _e_PartitionData_v5(o, b, chunks):
     if v10 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        if v10.__class__ is memoryview and (n11 := v10.nbytes) >= INLINE_RECORDS_LIMIT:
+        if v10.__class__ is memoryview and v10.itemsize == 1 and (n11 := v10.nbytes) >= INLINE_RECORDS_LIMIT:
             b += _s_i.pack(n11)
             chunks.append(b)
             chunks.append(v10)
@@ -2713,7 +2713,7 @@ def _e_PartitionData_v11(o, b, chunks):
     if v9 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        if v9.__class__ is memoryview and (n10 := v9.nbytes) >= INLINE_RECORDS_LIMIT:
+        if v9.__class__ is memoryview and v9.itemsize == 1 and (n10 := v9.nbytes) >= INLINE_RECORDS_LIMIT:
             b += _s_i.pack(n10)
             chunks.append(b)
             chunks.append(v9)
@@ -3047,7 +3047,7 @@ def _e_PartitionData_v12(o, b, chunks):
     if v4 is None:
         b.append(0)
     else:
-        if v4.__class__ is memoryview and (n5 := v4.nbytes) >= INLINE_RECORDS_LIMIT:
+        if v4.__class__ is memoryview and v4.itemsize == 1 and (n5 := v4.nbytes) >= INLINE_RECORDS_LIMIT:
             b += uvarint(n5 + 1)
             chunks.append(b)
             chunks.append(v4)

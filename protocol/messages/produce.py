@@ -384,7 +384,7 @@ def _e_PartitionProduceData_v3(o, b, chunks):
     if v1 is None:
         b += b'\xff\xff\xff\xff'
     else:
-        if v1.__class__ is memoryview and (n2 := v1.nbytes) >= INLINE_RECORDS_LIMIT:
+        if v1.__class__ is memoryview and v1.itemsize == 1 and (n2 := v1.nbytes) >= INLINE_RECORDS_LIMIT:
             b += _s_i.pack(n2)
             chunks.append(b)
             chunks.append(v1)
@@ -565,7 +565,7 @@ def _e_PartitionProduceData_v9(o, b, chunks):
     if v1 is None:
         b.append(0)
     else:
-        if v1.__class__ is memoryview and (n2 := v1.nbytes) >= INLINE_RECORDS_LIMIT:
+        if v1.__class__ is memoryview and v1.itemsize == 1 and (n2 := v1.nbytes) >= INLINE_RECORDS_LIMIT:
             b += uvarint(n2 + 1)
             chunks.append(b)
             chunks.append(v1)

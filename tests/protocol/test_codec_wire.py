@@ -277,3 +277,16 @@ def test_registry_covers_kafka_broker_apis() -> None:
     assert APIS[0].name == "Produce" and APIS[0].versions == range(3, 14)
     assert APIS[0].flexible_min_version == 9 and APIS[17].flexible_min_version is None
     assert {68, 69}.issubset(APIS)
+
+
+def test_records_in_a_non_byte_memoryview_are_sized_in_bytes() -> None:
+    import array
+
+    words = memoryview(array.array("i", range(1000)))  # 4000 bytes, itemsize 4
+    body = FetchResponse(responses=[FetchableTopicResponse(topic="t", partitions=[PartitionData(records=words)])])
+    chunks = encode_response(1, 12, 3, body)
+    _, decoded = decode_response(1, 12, frame_of(chunks))
+    assert bytes(decoded.responses[0].partitions[0].records) == words.tobytes()
+    listed = FetchResponse(responses=[FetchableTopicResponse(topic="t", partitions=[PartitionData(records=[words, b"x"])])])
+    _, decoded = decode_response(1, 12, frame_of(encode_response(1, 12, 3, listed)))
+    assert bytes(decoded.responses[0].partitions[0].records) == words.tobytes() + b"x"
