@@ -43,15 +43,6 @@ def main() -> None:
             log.append_as_leader(batch, leader_epoch=0, now=now)
         size, end = log.size, log.log_end_offset
         log.close_without_flush()
-        if args.drop_cache:
-            os.sync()
-            Path("/proc/sys/vm/drop_caches").write_text("1\n")
-        start = time.perf_counter()
-        recovered = Log.open(tmp / "bench-0", config, recovery_point=0)
-        elapsed = time.perf_counter() - start
-        assert recovered.log_end_offset == end and recovered.size == size
-        entries = recovered.active_segment.offset_index.entries
-        recovered.close_without_flush()
         reference = None
         if args.drop_cache:
             # The disk's own sequential read rate, for comparison.
@@ -62,6 +53,15 @@ def main() -> None:
                 while f.read(8 << 20):
                     pass
             reference = size / (time.perf_counter() - start)
+        if args.drop_cache:
+            os.sync()
+            Path("/proc/sys/vm/drop_caches").write_text("1\n")
+        start = time.perf_counter()
+        recovered = Log.open(tmp / "bench-0", config, recovery_point=0)
+        elapsed = time.perf_counter() - start
+        assert recovered.log_end_offset == end and recovered.size == size
+        entries = recovered.active_segment.offset_index.entries
+        recovered.close_without_flush()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"segment            : {size / 2**20:.0f} MiB, {end} records, {entries} index entries rebuilt")

@@ -257,31 +257,24 @@ class LogSegment:
         max_so_far = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         valid_bytes = 0
         next_offset = self.base_offset
-        mapping = self.log.map_readonly()
-        try:
-            size = self.log.size
-            while size - valid_bytes > 0:
-                try:
-                    header = validate_batch(mapping, valid_bytes)  # type: ignore[arg-type]
-                except ProtocolError as exc:  # corrupt, or garbage that looks like magic 0/1
-                    log.warning("Found invalid batch at position %d in %s: %s", valid_bytes, self.log.path, exc)
-                    break
-                if header.last_offset < next_offset or not self.offset_index.can_append_offset(header.last_offset):
-                    log.warning(
-                        "Found batch with out-of-order or out-of-range offsets %d..%d at position %d in %s",
-                        header.base_offset, header.last_offset, valid_bytes, self.log.path,
-                    )
-                    break
-                if header.max_timestamp > max_so_far.timestamp:
-                    max_so_far = TimestampOffset(header.max_timestamp, header.last_offset)
-                self._maybe_index(header, valid_bytes, max_so_far)
-                if on_batch is not None:
-                    on_batch(header)
-                valid_bytes += header.size_in_bytes
-                next_offset = header.next_offset
-        finally:
-            if mapping is not None:
-                mapping.close()
+        for position, scanned in self.log.scan_batches():
+            if isinstance(scanned, ProtocolError):  # corrupt, torn, or garbage that looks like magic 0/1
+                log.warning("Found invalid batch at position %d in %s: %s", position, self.log.path, scanned)
+                break
+            header = scanned
+            if header.last_offset < next_offset or not self.offset_index.can_append_offset(header.last_offset):
+                log.warning(
+                    "Found batch with out-of-order or out-of-range offsets %d..%d at position %d in %s",
+                    header.base_offset, header.last_offset, position, self.log.path,
+                )
+                break
+            if header.max_timestamp > max_so_far.timestamp:
+                max_so_far = TimestampOffset(header.max_timestamp, header.last_offset)
+            self._maybe_index(header, position, max_so_far)
+            if on_batch is not None:
+                on_batch(header)
+            valid_bytes = position + header.size_in_bytes
+            next_offset = header.next_offset
         truncated = self.log.size - valid_bytes
         if truncated > 0:
             log.warning("Truncating %s to %d bytes (%d invalid bytes removed)", self.log.path, valid_bytes, truncated)
