@@ -117,6 +117,8 @@ class BrokerConfig(BaseModel):
     log_cleaner_min_cleanable_ratio: float = _prop(0.5, "log.cleaner.min.cleanable.ratio")
     log_cleaner_min_compaction_lag_ms: int = _prop(0, "log.cleaner.min.compaction.lag.ms")
     log_cleaner_delete_retention_ms: int = _prop(86400000, "log.cleaner.delete.retention.ms")
+    log_cleaner_dedupe_buffer_size: int = _prop(134217728, "log.cleaner.dedupe.buffer.size")
+    log_cleaner_io_buffer_load_factor: float = _prop(0.9, "log.cleaner.io.buffer.load.factor")
 
     # Group coordinator.
     group_initial_rebalance_delay_ms: int = _prop(3000, "group.initial.rebalance.delay.ms")

@@ -29,6 +29,7 @@ from broker.producer_id_manager import ProducerIdManager
 from broker.socket_server import SocketServer
 from replication.replica_manager import ReplicaManager
 from storage.config import LogConfig
+from storage.log_cleaner import LogCleaner
 from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,13 @@ class KafkaServer:
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
         self.producer_ids = ProducerIdManager(config.log_dirs[0])
         self.append_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-append")
+        # Cleaning rewrites whole segments: its own thread, so appends never wait for it.
+        self.log_cleaner = LogCleaner(
+            dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+            io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+            producer_id_expiration_ms=config.producer_id_expiration_ms,
+        ) if config.log_cleaner_enable else None
+        self.cleaner_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-log-cleaner")
         self.fetch_purgatory = FetchPurgatory()
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.admin = AdminManager(self)
@@ -95,7 +103,12 @@ class KafkaServer:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        # Appends already handed to the append thread finish before the logs close.
+        # Appends already handed to the append thread finish before the logs close;
+        # a cleaning pass in progress is aborted (its files stay intact) and awaited.
+        if self.log_cleaner is not None:
+            for log_ in self.log_manager.all_logs():
+                self.log_cleaner.abort_cleaning(log_)
+        self.cleaner_executor.shutdown(wait=True)
         self.append_executor.shutdown(wait=True)
         await asyncio.to_thread(self.log_manager.shutdown)
         log.info("[KafkaServer id=%d] shut down cleanly", self.broker_id)
@@ -120,6 +133,24 @@ class KafkaServer:
                     self.log_manager.checkpoint_log_recovery_offsets)
         self._every("highwatermark-checkpoint", HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
                     self.log_manager.checkpoint_high_watermarks)
+        if self.log_cleaner is not None:
+            self._tasks.append(asyncio.create_task(self._log_cleaner_loop(), name="log-cleaner"))
+
+    async def _log_cleaner_loop(self) -> None:
+        """Kafka's CleanerThread: clean the filthiest log; back off when none needs it."""
+        cleaner, loop = self.log_cleaner, asyncio.get_running_loop()
+        assert cleaner is not None
+        backoff = self.config.log_cleaner_backoff_ms / 1000
+        while True:
+            try:
+                cleaned = await loop.run_in_executor(self.cleaner_executor, cleaner.clean_once,
+                                                     self.log_manager.all_logs())
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("[KafkaServer id=%d] log cleaning failed", self.broker_id)
+                cleaned = None
+            await asyncio.sleep(0 if cleaned is not None else backoff)
 
     def _every(self, name: str, interval_ms: int, duty: Callable[[], Any]) -> None:
         async def loop() -> None:
