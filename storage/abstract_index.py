@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -27,6 +28,9 @@ class AbstractIndex:
         self._mmap: mmap.mmap | None = None
         self._entries = 0
         self._length = 0
+        # Readers may look up while the appender's thread trims or remaps the
+        # index on a roll; lookups and remaps hold this lock (as Kafka's index lock).
+        self.lock = threading.RLock()
         self._open()
 
     # --- file and mapping management -------------------------------------------------
@@ -64,20 +68,21 @@ class AbstractIndex:
 
     def resize(self, new_size: int) -> bool:
         """Change the file (and mapping) size, keeping the entries; True if it changed."""
-        rounded = max(self._round(new_size), self._entries * self.ENTRY_SIZE)
-        if rounded == self._length:
-            return False
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
-        fd = os.open(self.path, os.O_RDWR)
-        try:
-            os.ftruncate(fd, rounded)
-            self._length = rounded
-            self._map(fd)
-        finally:
-            os.close(fd)
-        return True
+        with self.lock:
+            rounded = max(self._round(new_size), self._entries * self.ENTRY_SIZE)
+            if rounded == self._length:
+                return False
+            if self._mmap is not None:
+                self._mmap.close()
+                self._mmap = None
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, rounded)
+                self._length = rounded
+                self._map(fd)
+            finally:
+                os.close(fd)
+            return True
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to its entries (segment roll or close)."""
@@ -88,17 +93,19 @@ class AbstractIndex:
             self._mmap.flush()
 
     def close(self) -> None:
-        if self.writable:
-            self.trim_to_valid_size()
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        with self.lock:
+            if self.writable:
+                self.trim_to_valid_size()
+            if self._mmap is not None:
+                self._mmap.close()
+                self._mmap = None
 
     def close_handler(self) -> None:
         """Unmap without trimming (the file is about to be deleted)."""
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        with self.lock:
+            if self._mmap is not None:
+                self._mmap.close()
+                self._mmap = None
 
     def delete_if_exists(self) -> None:
         self.close_handler()
@@ -115,12 +122,13 @@ class AbstractIndex:
         self.resize(self.max_index_size)
 
     def truncate_to_entries(self, entries: int) -> None:
-        # Zero the dropped slots: after a crash the entry count is recovered by
-        # stripping the zero tail, so stale entries must not survive there.
-        if self._mmap is not None and entries < self._entries:
-            start, end = entries * self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE
-            self._mmap[start:end] = bytes(end - start)
-        self._entries = entries
+        with self.lock:
+            # Zero the dropped slots: after a crash the entry count is recovered by
+            # stripping the zero tail, so stale entries must not survive there.
+            if self._mmap is not None and entries < self._entries:
+                start, end = entries * self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE
+                self._mmap[start:end] = bytes(end - start)
+            self._entries = entries
 
     # --- entries ----------------------------------------------------------------------
     @property

@@ -192,7 +192,10 @@ class LogSegment:
         self._next_offset = batches[-1][1].next_offset
 
     def _maybe_index(self, header: RecordBatchHeader, position: int, max_so_far: TimestampOffset) -> None:
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+        # Runs after the bytes are written, so it must not fail: a full index (only
+        # possible within one many-batch append) just skips the entry; reads scan on.
+        if (self.bytes_since_last_index_entry > self.index_interval_bytes
+                and not self.offset_index.is_full() and not self.time_index.is_full()):
             self.offset_index.append(header.last_offset, position)
             self.time_index.maybe_append(max_so_far.timestamp, max_so_far.offset)
             self.bytes_since_last_index_entry = 0

@@ -37,10 +37,11 @@ class OffsetIndex(AbstractIndex):
         return _ENTRY.unpack_from(self._mmap, slot * 8)[1]  # type: ignore[arg-type]
 
     def entry(self, slot: int) -> OffsetPosition:
-        if not 0 <= slot < self._entries:
-            raise IndexError(f"slot {slot} out of range (entries={self._entries}) in {self.path}")
-        relative, position = _ENTRY.unpack_from(self._mmap, slot * 8)  # type: ignore[arg-type]
-        return OffsetPosition(self.base_offset + relative, position)
+        with self.lock:
+            if not 0 <= slot < self._entries:
+                raise IndexError(f"slot {slot} out of range (entries={self._entries}) in {self.path}")
+            relative, position = _ENTRY.unpack_from(self._mmap, slot * 8)  # type: ignore[arg-type]
+            return OffsetPosition(self.base_offset + relative, position)
 
     def _read_last_offset(self) -> int:
         return self.base_offset if self._entries == 0 else self.entry(self._entries - 1).offset
@@ -54,15 +55,17 @@ class OffsetIndex(AbstractIndex):
             raise CorruptIndexError(
                 f"attempt to append offset {offset} to index {self.path} whose last offset is {self._last_offset}"
             )
-        self._ensure_room()
-        _ENTRY.pack_into(self._mmap, self._entries * 8, self.relative_offset(offset), position)  # type: ignore[arg-type]
-        self._entries += 1
-        self._last_offset = offset
+        with self.lock:
+            self._ensure_room()
+            _ENTRY.pack_into(self._mmap, self._entries * 8, self.relative_offset(offset), position)  # type: ignore[arg-type]
+            self._entries += 1
+            self._last_offset = offset
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= target, or (baseOffset, 0)."""
-        slot = self._largest_lower_bound_slot(target_offset - self.base_offset, self._relative)
-        return OffsetPosition(self.base_offset, 0) if slot < 0 else self.entry(slot)
+        with self.lock:
+            slot = self._largest_lower_bound_slot(target_offset - self.base_offset, self._relative)
+            return OffsetPosition(self.base_offset, 0) if slot < 0 else self.entry(slot)
 
     def lookup_by_position(self, position: int) -> OffsetPosition:
         """The entry with the largest position <= ``position``, or (baseOffset, 0).
@@ -70,19 +73,21 @@ class OffsetIndex(AbstractIndex):
         Positions grow with offsets, so the same binary search applies; reads use
         it to find a batch boundary close to their byte limit.
         """
-        slot = self._largest_lower_bound_slot(position, self._position)
-        return OffsetPosition(self.base_offset, 0) if slot < 0 else self.entry(slot)
+        with self.lock:
+            slot = self._largest_lower_bound_slot(position, self._position)
+            return OffsetPosition(self.base_offset, 0) if slot < 0 else self.entry(slot)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
-        slot = self._largest_lower_bound_slot(offset - self.base_offset, self._relative)
-        if slot < 0:
-            keep = 0
-        elif self.base_offset + self._relative(slot) == offset:
-            keep = slot
-        else:
-            keep = slot + 1
-        self.truncate_to_entries(keep)
+        with self.lock:
+            slot = self._largest_lower_bound_slot(offset - self.base_offset, self._relative)
+            if slot < 0:
+                keep = 0
+            elif self.base_offset + self._relative(slot) == offset:
+                keep = slot
+            else:
+                keep = slot + 1
+            self.truncate_to_entries(keep)
 
     def truncate_to_entries(self, entries: int) -> None:
         super().truncate_to_entries(entries)

@@ -39,10 +39,11 @@ class TimeIndex(AbstractIndex):
         return _ENTRY.unpack_from(self._mmap, slot * 12)[1]  # type: ignore[arg-type]
 
     def entry(self, slot: int) -> TimestampOffset:
-        if not 0 <= slot < self._entries:
-            raise IndexError(f"slot {slot} out of range (entries={self._entries}) in {self.path}")
-        timestamp, relative = _ENTRY.unpack_from(self._mmap, slot * 12)  # type: ignore[arg-type]
-        return TimestampOffset(timestamp, self.base_offset + relative)
+        with self.lock:
+            if not 0 <= slot < self._entries:
+                raise IndexError(f"slot {slot} out of range (entries={self._entries}) in {self.path}")
+            timestamp, relative = _ENTRY.unpack_from(self._mmap, slot * 12)  # type: ignore[arg-type]
+            return TimestampOffset(timestamp, self.base_offset + relative)
 
     def _read_last_entry(self) -> TimestampOffset:
         if self._entries == 0:
@@ -70,21 +71,24 @@ class TimeIndex(AbstractIndex):
                 f"attempt to append timestamp {timestamp} to time index {self.path} whose last timestamp is {self._last_entry.timestamp}"
             )
         if self._entries == 0 or timestamp > self._last_entry.timestamp:
-            self._ensure_room()
-            _ENTRY.pack_into(self._mmap, self._entries * 12, timestamp, self.relative_offset(offset))  # type: ignore[arg-type]
-            self._entries += 1
-            self._last_entry = TimestampOffset(timestamp, offset)
+            with self.lock:
+                self._ensure_room()
+                _ENTRY.pack_into(self._mmap, self._entries * 12, timestamp, self.relative_offset(offset))  # type: ignore[arg-type]
+                self._entries += 1
+                self._last_entry = TimestampOffset(timestamp, offset)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= target, or (-1, baseOffset)."""
-        slot = self._largest_lower_bound_slot(target_timestamp, self._timestamp)
-        return TimestampOffset(NO_TIMESTAMP, self.base_offset) if slot < 0 else self.entry(slot)
+        with self.lock:
+            slot = self._largest_lower_bound_slot(target_timestamp, self._timestamp)
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset) if slot < 0 else self.entry(slot)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
         # Offsets in the time index never decrease, so a binary search finds the cut.
-        slot = self._smallest_upper_bound_slot(offset - self.base_offset, self._relative)
-        self.truncate_to_entries(self._entries if slot < 0 else slot)
+        with self.lock:
+            slot = self._smallest_upper_bound_slot(offset - self.base_offset, self._relative)
+            self.truncate_to_entries(self._entries if slot < 0 else slot)
 
     def truncate_to_entries(self, entries: int) -> None:
         super().truncate_to_entries(entries)

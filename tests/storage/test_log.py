@@ -272,3 +272,41 @@ def test_client_control_batch_from_coordinator_is_accepted(checked_tmp_path) -> 
     info = log.append_as_leader(marker, 0, origin=AppendOrigin.COORDINATOR, now=NOW)
     assert info.first_offset == 0 and log.log_end_offset == 1
     log.close()
+
+
+def test_reads_from_another_thread_while_appends_roll_segments(checked_tmp_path) -> None:
+    import threading
+
+    log = _open(checked_tmp_path, segment_bytes=3000, index_interval_bytes=100, segment_index_bytes=240)
+    errors: list[BaseException] = []
+    done = threading.Event()
+    hw = [0]
+
+    def reader() -> None:
+        rng = random.Random(3)
+        try:
+            while not done.is_set():
+                end = hw[0]
+                if end == 0:
+                    continue
+                offset = rng.randrange(end)
+                data = log.read(offset, 500, max_offset=end).records.read_bytes()
+                first = parse_batch_header(data)
+                assert first.base_offset <= offset <= first.last_offset
+                found = log.fetch_offset_by_timestamp(NOW + offset // 2)
+                assert found is not None and found.offset <= offset
+        except BaseException as exc:  # surfaced in the main thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for i in range(900):
+            info = log.append_as_leader(make_batch(2, timestamp=NOW + i, seed=i), 0, now=NOW)
+            hw[0] = info.last_offset + 1
+    finally:
+        done.set()
+        thread.join(timeout=30)
+    assert not errors, errors[0]
+    assert len(log.segments) > 25
+    log.close()
