@@ -220,6 +220,8 @@ class Message(Struct_):
         if decoder is None:
             raise UnsupportedVersionError(f"{cls.__name__} has no version {version}", api_key=cls.API_KEY, api_version=version)
         buf = data if isinstance(data, memoryview) else memoryview(data)
+        if buf.itemsize != 1 or buf.ndim != 1:
+            buf = buf.cast("B")
         return decode_exact(decoder, buf, 0, cls.__name__, cls.API_KEY, version)
 
 
