@@ -152,9 +152,20 @@ class AdminManager:
             raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         if not self.server.config.delete_topic_enable:
             raise AdminError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-        self.server.metadata.delete_topic(name)
-        self.server.replica_manager.delete_partitions(name)
-        self.server.log_manager.update_topic_config(name, {})
+        logs = [p.log for p in self.server.replica_manager.partitions_of(name)]
+        cleaner = getattr(self.server, "log_cleaner", None)
+        for log_ in logs if cleaner is not None else ():
+            cleaner.abort_cleaning(log_)  # a pass on these logs stops at its next batch
+        try:
+            self.server.metadata.delete_topic(name)
+            self.server.replica_manager.delete_partitions(name)
+            self.server.log_manager.update_topic_config(name, {})
+        finally:
+            # A topic recreated under this name reuses the dir names: it must start
+            # with no cleaner checkpoint and be cleanable again.
+            for log_ in logs if cleaner is not None else ():
+                cleaner.remove_checkpoint(log_)
+                cleaner.resume_cleaning(log_)
         log.info("[KafkaServer id=%d] deleted topic %s (id %s)", self.server.broker_id, name, topic.topic_id)
         return topic
 

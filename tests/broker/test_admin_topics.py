@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -222,3 +223,29 @@ def test_create_partitions_with_confluent(broker, cadmin):
     cadmin.create_partitions([NewPartitions("grow-c", 9)], validate_only=True)["grow-c"].result(10)
     assert len(_end_offsets(broker, "grow-c", 4)) == 4
     assert _partition_dirs(broker, "grow-c") == [f"grow-c-{i}" for i in range(4)]
+
+
+def test_deleting_a_cleaned_topic_forgets_its_cleaner_checkpoint():
+    """A recreated topic must not inherit the old one's cleaned offset (same dir names)."""
+    with BrokerProcess.started("log.cleaner.backoff.ms=50") as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            admin.create_topics({"cleaned": {"num_partitions": 1, "configs": {
+                "cleanup.policy": "compact", "segment.bytes": "1048576", "min.cleanable.dirty.ratio": "0.01"}}})
+            producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+            for i in range(30):
+                producer.produce("cleaned", key=b"k%d" % (i % 3), value=b"x" * 100_000, partition=0)
+            assert producer.flush(10) == 0
+            checkpoint = Path(broker.log_dir) / "cleaner-offset-checkpoint"
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                if checkpoint.exists() and "cleaned 0 " in checkpoint.read_text():
+                    break
+                time.sleep(0.05)
+            assert "cleaned 0 " in checkpoint.read_text(), "the cleaner never cleaned the topic"
+            admin.delete_topics(["cleaned"])
+            assert "cleaned 0 " not in checkpoint.read_text()
+            admin.create_topics({"cleaned": {"num_partitions": 1}})
+            assert _end_offsets(broker, "cleaned", 1) == {0: 0}
+        finally:
+            admin.close()
