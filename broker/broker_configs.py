@@ -23,8 +23,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from broker.config import BrokerConfig
-from broker.config_def import ConfigKey, ConfigSource, ConfigType, ConfigValueError, at_least, between, \
-    config_type_of, format_value, list_of, one_of
+from broker.config_def import (
+    ConfigKey,
+    ConfigSource,
+    ConfigType,
+    ConfigValueError,
+    at_least,
+    between,
+    config_type_of,
+    format_value,
+    list_of,
+    one_of,
+)
 from broker.topic_configs import COMPRESSION_TYPES, MIN_SEGMENT_BYTES, ConfigEntry, ConfigSynonym
 from storage.checkpoints import write_atomically
 from storage.config import LogConfig

@@ -15,11 +15,11 @@ Every function here runs on the append thread: it writes and fsyncs files.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from broker.admin_manager import AdminError, validate_topic_configs
 from broker.broker_configs import DYNAMIC_BROKER_CONFIG_KEYS, BrokerConfigError, validate_dynamic_configs
-from broker.config_def import AlterConfigOp, ConfigResourceType, ConfigType, format_value
+from broker.config_def import AlterConfigOp, ConfigResourceType, ConfigType, apply_list_op, format_value
 from broker.topic_configs import TOPIC_CONFIG_KEYS
 from protocol.errors import ErrorCode
 from storage.config import LogConfig
@@ -71,7 +71,7 @@ def _topic_list_default(name: str) -> list[str]:
 
 
 def _apply_ops(current: Mapping[str, str], ops: Iterable[ConfigOp], types: Mapping[str, ConfigType],
-               list_default) -> dict[str, str]:
+               list_default: Callable[[str], list[str]]) -> dict[str, str]:
     """The configs after IncrementalAlterConfigs' SET / DELETE / APPEND / SUBTRACT."""
     result = dict(current)
     for op in ops:
@@ -89,11 +89,7 @@ def _apply_ops(current: Mapping[str, str], ops: Iterable[ConfigOp], types: Mappi
             old = result[op.name].split(",") if op.name in result else list_default(op.name)
             old = [item.strip() for item in old if item.strip()]
             values = [item.strip() for item in (op.value or "").split(",") if item.strip()]
-            if op.op == AlterConfigOp.APPEND:
-                new = old + [v for v in values if v not in old]
-            else:
-                new = [v for v in old if v not in values]
-            result[op.name] = format_value(new) or ""
+            result[op.name] = format_value(apply_list_op(old, AlterConfigOp(op.op), values)) or ""
         else:
             raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unknown alter config operation {op.op}")
     return result

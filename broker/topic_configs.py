@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from pydantic import ValidationError
+
 from broker.config_def import (
     ConfigKey,
     ConfigSource,
@@ -143,15 +145,19 @@ def validate_topic_overrides(defaults: LogConfig, overrides: Mapping[str, str]) 
     Raises KeyError for an unknown name and ConfigValueError for a bad value.
     Returns the overrides as strings, as they are stored.
     """
-    typed = {}
-    for name, value in overrides.items():
-        typed[name] = parse_topic_config(name, value)
+    typed = {name: parse_topic_config(name, value) for name, value in overrides.items()}
+    for name, value in typed.items():
+        _check_log_config(defaults, {name: value}, name, overrides[name])
+    _check_log_config(defaults, typed, next(iter(typed), ""), None)
+    return {k: str(v).strip() for k, v in overrides.items()}
+
+
+def _check_log_config(defaults: LogConfig, typed: Mapping[str, Any], name: str, shown: str | None) -> None:
+    """Storage's own constraints (LogConfig validators) on top of Kafka's ranges."""
     try:
         defaults.with_overrides(typed)
-    except ValueError as exc:  # pydantic's ValidationError: a storage-level constraint
-        name = next(iter(typed), "config")
-        raise ConfigValueError(name, overrides.get(name), str(exc).splitlines()[-1].strip()) from None
-    return {k: str(v).strip() for k, v in overrides.items()}
+    except ValidationError as exc:
+        raise ConfigValueError(name, shown, str(exc.errors()[0].get("msg", exc))) from None
 
 
 def broker_synonyms(server: "KafkaServer", topic_config: str, sensitive: bool = False) -> list[ConfigSynonym]:
