@@ -93,6 +93,7 @@ class Log:
         self.last_flush_ms = now_ms()
         self.pending_deletes: list[tuple[int, LogSegment]] = []
         self._timestamp_prefix_max: tuple | None = None
+        self._dir_dirty = True
         self.closed = False
 
     @classmethod
@@ -235,6 +236,7 @@ class Log:
                 now_ms=now_ms() if now is None else now,
             )
             self.segments.add(segment)
+            self._dir_dirty = True
             log.info("%s: rolled new log segment at offset %d", self.name, new_offset)
             self.flush(new_offset)
             return segment
@@ -247,7 +249,9 @@ class Log:
                 return
             for segment in self.segments.range(self.recovery_point, offset):
                 segment.flush()
-            fsync_dir(self.dir)
+            if self._dir_dirty:  # a new segment's directory entry must be durable too
+                fsync_dir(self.dir)
+                self._dir_dirty = False
             self.recovery_point = offset
             self.last_flush_ms = now_ms()
 
@@ -404,6 +408,7 @@ class Log:
         with self.lock:
             self.remove_and_delete_segments(self.log_segments(), "truncate fully")
             self.segments.add(LogSegment.open(self.dir, new_offset, self.config, create=True))
+            self._dir_dirty = True
             self.log_start_offset = self.recovery_point = self.log_end_offset = new_offset
             self.high_watermark = new_offset
             self.leader_epoch_cache.clear_and_flush()

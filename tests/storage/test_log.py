@@ -310,3 +310,22 @@ def test_reads_from_another_thread_while_appends_roll_segments(checked_tmp_path)
     assert not errors, errors[0]
     assert len(log.segments) > 25
     log.close()
+
+
+def test_producer_state_is_rebuilt_from_the_log_after_a_crash(checked_tmp_path) -> None:
+    from storage.producer_state import OutOfOrderSequenceError
+
+    log = Log.open(checked_tmp_path / "topic-0", _config(segment_bytes=600), producer_state=True)
+    batches = [make_batch(2, timestamp=NOW, producer_id=7, producer_epoch=1, base_sequence=2 * i) for i in range(12)]
+    for batch in batches:
+        log.append_as_leader(bytearray(batch), 0, now=NOW)
+    assert len(log.segments) > 2  # snapshots were taken at the rolls
+    log.close_without_flush()
+    reopened = Log.open(checked_tmp_path / "topic-0", _config(segment_bytes=600), recovery_point=0, producer_state=True)
+    dup = reopened.append_as_leader(bytearray(batches[-1]), 0, now=NOW)
+    assert dup.duplicate and dup.first_offset == 22
+    with pytest.raises(OutOfOrderSequenceError):
+        reopened.append_as_leader(make_batch(1, timestamp=NOW, producer_id=7, producer_epoch=1, base_sequence=30), 0, now=NOW)
+    assert reopened.append_as_leader(
+        make_batch(1, timestamp=NOW, producer_id=7, producer_epoch=1, base_sequence=24), 0, now=NOW).first_offset == 24
+    reopened.close()
