@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -162,7 +163,7 @@ def test_deleted_topic_stays_deleted_after_restart():
             admin.delete_topics(["gone"])
         finally:
             admin.close()
-        broker.restart()
+        broker.restart(signal.SIGKILL)  # each deletion is durable when answered
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
             topics = admin.list_topics()
