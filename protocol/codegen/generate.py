@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from protocol.codegen.module import emit_module
-from protocol.codegen.schema import parse_message, schema_files, snake_case
+from protocol.codegen.schema import Versions, parse_message, schema_files, snake_case
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "messages"
 
@@ -25,6 +25,11 @@ def render_all() -> dict[str, str]:
     out: dict[str, str] = {}
     for header in ("RequestHeader", "ResponseHeader"):
         spec = parse_message(files[header])
+        if header == "RequestHeader":
+            # Kafka 4 dropped request header v0 (only ControlledShutdown v0, also
+            # gone, used it), but its fields still say "0+": keep generating v0
+            # so older peers' headers remain readable.
+            spec.valid = Versions(0, spec.valid.high)
         out[f"{snake_case(header)}.py"] = emit_module(f"The Kafka {header} (all versions).", [spec], None)
     apis: list[tuple[int, str]] = []
     for stem in sorted(files):

@@ -45,7 +45,7 @@ class RequestHeader(Message):
     """
 
     API_KEY = None
-    VALID_VERSIONS = range(1, 3)
+    VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('request_api_key', 'request_api_version', 'correlation_id', 'client_id')
 
@@ -66,6 +66,25 @@ class RequestHeader(Message):
         return f"RequestHeader(request_api_key={self.request_api_key!r}, request_api_version={self.request_api_version!r}, correlation_id={self.correlation_id!r}, client_id={self.client_id!r})"
 
 
+
+
+def _d_RequestHeader_v0(buf, pos):
+    f_request_api_key, f_request_api_version, f_correlation_id = _s_hhi.unpack_from(buf, pos)
+    pos += 8
+    o = _new(RequestHeader)
+    o.request_api_key = f_request_api_key
+    o.request_api_version = f_request_api_version
+    o.correlation_id = f_correlation_id
+    o.client_id = ''
+    return o, pos
+
+
+def _e_RequestHeader_v0(o, b, chunks):
+    x1 = o.client_id != ''
+    if x1:
+        raise UnsupportedVersionError('RequestHeader.client_id cannot be sent at this version')
+    b += _s_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)
+    return b
 
 
 def _d_RequestHeader_v1(buf, pos):
@@ -149,5 +168,5 @@ def _e_RequestHeader_v2(o, b, chunks):
     return b
 
 
-RequestHeader._DECODERS = {1: _d_RequestHeader_v1, 2: _d_RequestHeader_v2}
-RequestHeader._ENCODERS = {1: _e_RequestHeader_v1, 2: _e_RequestHeader_v2}
+RequestHeader._DECODERS = {0: _d_RequestHeader_v0, 1: _d_RequestHeader_v1, 2: _d_RequestHeader_v2}
+RequestHeader._ENCODERS = {0: _e_RequestHeader_v0, 1: _e_RequestHeader_v1, 2: _e_RequestHeader_v2}

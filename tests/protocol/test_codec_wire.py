@@ -290,3 +290,21 @@ def test_records_in_a_non_byte_memoryview_are_sized_in_bytes() -> None:
     listed = FetchResponse(responses=[FetchableTopicResponse(topic="t", partitions=[PartitionData(records=[words, b"x"])])])
     _, decoded = decode_response(1, 12, frame_of(encode_response(1, 12, 3, listed)))
     assert bytes(decoded.responses[0].partitions[0].records) == words.tobytes() + b"x"
+
+
+def test_header_objects_all_versions() -> None:
+    from protocol.api import RequestHeader, ResponseHeader
+
+    header = RequestHeader(request_api_key=3, request_api_version=1, correlation_id=9, client_id="c")
+    with pytest.raises(UnsupportedVersionError):
+        header.to_bytes(0)  # v0 has no client id, and ClientId is not ignorable
+    v0 = RequestHeader(request_api_key=3, request_api_version=1, correlation_id=9)
+    assert v0.to_bytes(0) == struct.pack(">hhi", 3, 1, 9)
+    assert RequestHeader.decode(v0.to_bytes(0), 0) == v0
+    assert header.to_bytes(1) == struct.pack(">hhih", 3, 1, 9, 1) + b"c"
+    assert header.to_bytes(2) == struct.pack(">hhih", 3, 1, 9, 1) + b"c\x00"
+    for version in (1, 2):
+        decoded = RequestHeader.decode(header.to_bytes(version), version)
+        assert decoded.correlation_id == 9
+    assert ResponseHeader(correlation_id=4).to_bytes(0) == struct.pack(">i", 4)
+    assert ResponseHeader(correlation_id=4).to_bytes(1) == struct.pack(">i", 4) + b"\x00"

@@ -23,7 +23,7 @@ from protocol.errors import ProtocolError
 from tests.protocol.conftest import Node, build_ours, in_range, load_schemas, snake
 
 SCHEMAS = load_schemas()
-TOTAL_FRAMES = 100_000
+TOTAL_FRAMES = 200_000
 WATCHDOG_SECONDS = 300
 
 _INTS = {"int8": 7, "int16": 15, "uint16": 16, "int32": 31, "uint32": 32, "int64": 63}
