@@ -15,7 +15,7 @@ Every function here runs on the append thread: it writes and fsyncs files.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from broker.admin_manager import AdminError, validate_topic_configs
 from broker.broker_configs import DYNAMIC_BROKER_CONFIG_KEYS, BrokerConfigError, validate_dynamic_configs
@@ -184,3 +184,21 @@ def duplicate_resources(resources: Iterable[tuple[int, str]]) -> set[tuple[int, 
     for key in resources:
         (dupes if key in seen else seen).add(key)
     return dupes
+
+
+def alter_resources(resources: list[Any], alter_one: Callable[[Any], None],
+                    response_type: Callable[..., Any]) -> list[Any]:
+    """One response per resource, in order; a resource named twice is refused both times (Kafka)."""
+    dupes = duplicate_resources((r.resource_type, r.resource_name) for r in resources)
+    responses = []
+    for resource in resources:
+        response = response_type(error_code=ErrorCode.NO_ERROR, error_message=None,
+                                 resource_type=resource.resource_type, resource_name=resource.resource_name)
+        try:
+            if (resource.resource_type, resource.resource_name) in dupes:
+                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Duplicate resource in the request")
+            alter_one(resource)
+        except ConfigChangeError as exc:
+            response.error_code, response.error_message = exc.error_code, exc.message
+        responses.append(response)
+    return responses

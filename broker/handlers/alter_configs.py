@@ -10,14 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker.config_admin_manager import (
-    ConfigChangeError,
     alter_broker,
     alter_topic,
-    duplicate_resources,
+    alter_resources,
     unsupported_resource,
 )
 from broker.config_def import ConfigResourceType
-from protocol.errors import ErrorCode
 from protocol.messages.alter_configs import (
     AlterConfigsRequest,
     AlterConfigsResource,
@@ -45,20 +43,8 @@ def _alter_one(server: "KafkaServer", resource: AlterConfigsResource, validate_o
 
 
 def _alter_all(server: "KafkaServer", request: AlterConfigsRequest) -> list[AlterConfigsResourceResponse]:
-    dupes = duplicate_resources((r.resource_type, r.resource_name) for r in request.resources)
-    responses = []
-    for resource in request.resources:
-        response = AlterConfigsResourceResponse(error_code=ErrorCode.NO_ERROR, error_message=None,
-                                                resource_type=resource.resource_type,
-                                                resource_name=resource.resource_name)
-        try:
-            if (resource.resource_type, resource.resource_name) in dupes:
-                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Duplicate resource in the request")
-            _alter_one(server, resource, request.validate_only)
-        except ConfigChangeError as exc:
-            response.error_code, response.error_message = exc.error_code, exc.message
-        responses.append(response)
-    return responses
+    return alter_resources(request.resources, lambda r: _alter_one(server, r, request.validate_only),
+                           AlterConfigsResourceResponse)
 
 
 async def handle(ctx: "RequestContext", server: "KafkaServer", request: AlterConfigsRequest) -> AlterConfigsResponse:

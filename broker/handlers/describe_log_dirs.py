@@ -44,7 +44,8 @@ def _wanted(request: DescribeLogDirsRequest) -> dict[str, set[int]] | None:
 
 def _dir_result(server: "KafkaServer", log_dir: Path, wanted: dict[str, set[int]] | None) -> DescribeLogDirsResult:
     by_topic: dict[str, list[DescribeLogDirsPartition]] = defaultdict(list)
-    for partition in sorted(server.replica_manager.partitions.values(), key=lambda p: (p.topic, p.partition_index)):
+    hosted = list(server.replica_manager.partitions.values())  # a snapshot: the append thread may add some
+    for partition in sorted(hosted, key=lambda p: (p.topic, p.partition_index)):
         if wanted is not None and partition.partition_index not in wanted.get(partition.topic, ()):
             continue
         if partition.log.dir.parent.resolve() != log_dir.resolve():

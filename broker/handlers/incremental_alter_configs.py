@@ -10,15 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker.config_admin_manager import (
-    ConfigChangeError,
     ConfigOp,
-    duplicate_resources,
+    alter_resources,
     incremental_alter_broker,
     incremental_alter_topic,
     unsupported_resource,
 )
 from broker.config_def import ConfigResourceType
-from protocol.errors import ErrorCode
 from protocol.messages.incremental_alter_configs import (
     AlterConfigsResource,
     AlterConfigsResourceResponse,
@@ -46,20 +44,8 @@ def _alter_one(server: "KafkaServer", resource: AlterConfigsResource, validate_o
 
 
 def _alter_all(server: "KafkaServer", request: IncrementalAlterConfigsRequest) -> list[AlterConfigsResourceResponse]:
-    dupes = duplicate_resources((r.resource_type, r.resource_name) for r in request.resources)
-    responses = []
-    for resource in request.resources:
-        response = AlterConfigsResourceResponse(error_code=ErrorCode.NO_ERROR, error_message=None,
-                                                resource_type=resource.resource_type,
-                                                resource_name=resource.resource_name)
-        try:
-            if (resource.resource_type, resource.resource_name) in dupes:
-                raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Duplicate resource in the request")
-            _alter_one(server, resource, request.validate_only)
-        except ConfigChangeError as exc:
-            response.error_code, response.error_message = exc.error_code, exc.message
-        responses.append(response)
-    return responses
+    return alter_resources(request.resources, lambda r: _alter_one(server, r, request.validate_only),
+                           AlterConfigsResourceResponse)
 
 
 async def handle(ctx: "RequestContext", server: "KafkaServer",
