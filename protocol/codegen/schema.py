@@ -9,7 +9,7 @@ plus ``tag``, ``default``, ``ignorable`` and nested ``fields``.
 from __future__ import annotations
 
 import dataclasses
-import importlib.resources
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -128,8 +128,15 @@ def strip_comments(text: str) -> str:
 
 
 def kafka_python_schema_dir() -> Path:
-    resources = importlib.resources.files("kafka.protocol.schemas.resources")
-    return Path(str(resources))
+    """kafka-python's ``kafka/protocol/schemas/resources`` directory.
+
+    Found with ``find_spec`` on the top-level package, which does not import
+    it: importing ``kafka`` loads the whole client and parses every schema.
+    """
+    spec = importlib.util.find_spec("kafka")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("kafka-python is not installed (pafka[test] pins kafka-python==3.0.12)")
+    return Path(next(iter(spec.submodule_search_locations))) / "protocol" / "schemas" / "resources"
 
 
 def load_json(path: Path) -> dict[str, Any]:

@@ -11,7 +11,7 @@ kio's entities.
 from __future__ import annotations
 
 import dataclasses
-import importlib.resources
+import importlib.util
 import json
 import re
 import string
@@ -34,7 +34,10 @@ OWN_SCHEMA_DIR = Path(__file__).resolve().parents[2] / "protocol" / "schemas"
 
 
 def _kafka_python_dir() -> Path:
-    return Path(str(importlib.resources.files("kafka.protocol.schemas.resources")))
+    # find_spec on the top-level package does not import kafka-python.
+    spec = importlib.util.find_spec("kafka")
+    assert spec is not None and spec.submodule_search_locations
+    return Path(next(iter(spec.submodule_search_locations))) / "protocol" / "schemas" / "resources"
 
 
 def _load(path: Path) -> dict[str, Any]:
