@@ -152,3 +152,30 @@ def test_round_trip_full_value_ranges(api_key: int, data: st.DataObject) -> None
         decoded = cls.decode(wire, version)
         assert decoded == ours, f"{cls.__name__} v{version}"
         assert decoded.to_bytes(version) == wire
+
+
+HEADER_PAIRS = [("RequestHeader", 1), ("RequestHeader", 2), ("ResponseHeader", 0), ("ResponseHeader", 1)]
+# Request header v0 (Kafka 4 dropped it; we still generate it) has no kio counterpart.
+KIO_MISSING_HEADERS = {("RequestHeader", 0): "removed in Kafka 4.0; kio 0.6.5 has v1-v2 only"}
+
+
+@pytest.mark.parametrize(("name", "version"), HEADER_PAIRS)
+@settings(settings.get_profile("protocol"), max_examples=25)
+@given(data=st.data())
+def test_headers_equal_kio(name: str, version: int, data: st.DataObject) -> None:
+    from protocol.messages import request_header, response_header
+
+    module = request_header if name == "RequestHeader" else response_header
+    node = data.draw(strategy(name, version, True))
+    ours = build_ours(node, module, name)
+    kio_module = __import__(f"kio.schema.{'request' if name == 'RequestHeader' else 'response'}_header.v{version}.header", fromlist=[name])
+    theirs = kio_bytes(to_kio(node, getattr(kio_module, name)))
+    assert ours.to_bytes(version) == theirs
+    assert type(ours).decode(theirs, version) == ours
+
+
+def test_request_header_v0_is_the_only_header_kio_lacks() -> None:
+    from protocol.messages.request_header import RequestHeader
+
+    assert set(RequestHeader.VALID_VERSIONS) == {0, 1, 2}
+    assert {("RequestHeader", v) for v in RequestHeader.VALID_VERSIONS} - set(HEADER_PAIRS) == set(KIO_MISSING_HEADERS)
