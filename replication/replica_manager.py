@@ -115,8 +115,13 @@ class ReplicaManager:
                 code = error_code_for(exc)
                 log.debug("append to %s failed: %s", partition, exc)
                 results.append(PartitionAppendResult(code, None, str(exc)))
-            except OSError as exc:
-                log.error("I/O error appending to %s: %s", partition, exc)
+            except Exception as exc:
+                tp = (partition.topic, partition.partition_index)
+                if self.partitions.get(tp) is not partition:
+                    # Deleted (or replaced) between the request's lookup and this append.
+                    results.append(PartitionAppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, str(exc)))
+                    continue
+                log.error("error appending to %s: %s", partition, exc)
                 results.append(PartitionAppendResult(ErrorCode.KAFKA_STORAGE_ERROR, None, str(exc)))
         return results
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, brokers
+from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
+from broker.handlers.metadata import brokers
 from protocol.errors import ErrorCode
 from protocol.messages.describe_cluster import (
     DescribeClusterBroker,
@@ -26,9 +27,6 @@ MAX_VERSION = 2
 
 ENDPOINT_TYPE_BROKER = 1
 ENDPOINT_TYPE_CONTROLLER = 2
-# With no authorizer every cluster operation is allowed: ALTER, CREATE, DESCRIBE,
-# CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 def handle(ctx: "RequestContext", server: "KafkaServer", request: DescribeClusterRequest) -> DescribeClusterResponse:

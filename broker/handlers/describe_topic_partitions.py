@@ -13,7 +13,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import INTERNAL_TOPICS
-from broker.handlers.metadata import TOPIC_OPERATIONS
+from broker.authorized_operations import TOPIC_OPERATIONS
 from broker.metadata_store import TopicMetadata
 from protocol.errors import ErrorCode
 from protocol.messages.describe_topic_partitions import (

@@ -11,6 +11,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import INTERNAL_TOPICS, AdminError, validate_topic_name
+from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from broker.metadata_store import TopicMetadata
 from protocol.errors import ErrorCode
 from protocol.messages.metadata import (
@@ -29,10 +30,6 @@ API_KEY = 3
 MIN_VERSION = 0
 MAX_VERSION = 13
 
-#: Kafka's "not requested" value for authorized-operations fields.
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# With no authorizer every operation is allowed: READ..DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -89,7 +86,8 @@ async def handle(ctx: "RequestContext", server: "KafkaServer", request: Metadata
         cluster_id=server.cluster_id,
         controller_id=server.broker_id,
         topics=topics,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=(CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
+                                       else AUTHORIZED_OPERATIONS_OMITTED),
     )
 
 

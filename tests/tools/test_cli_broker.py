@@ -17,10 +17,7 @@ from click.testing import CliRunner
 from broker.cli import main
 from broker.client import KafkaClient, partition_for_key
 from broker.tools.console_producer import CODECS
-from tests.tools.conftest import BrokerProcess
-
-_NOT_YET = "the broker does not implement {} yet"
-
+from tests.broker_harness import BrokerProcess
 
 @dataclass
 class Ran:
@@ -90,7 +87,6 @@ def test_usage_errors(broker_process: BrokerProcess) -> None:
     assert topics(broker_process, "--describe", "--topic", "nope", "--if-exists").returncode == 0
 
 
-@pytest.mark.xfail(strict=False, reason=_NOT_YET.format("CreatePartitions"))
 def test_alter_partitions(broker_process: BrokerProcess) -> None:
     assert topics(broker_process, "--create", "--topic", "cli-grow", "--partitions", "1").returncode == 0
     altered = topics(broker_process, "--alter", "--topic", "cli-grow", "--partitions", "4")
@@ -101,7 +97,6 @@ def test_alter_partitions(broker_process: BrokerProcess) -> None:
     assert shrink.returncode == 1 and b"INVALID_PARTITIONS" in shrink.stderr
 
 
-@pytest.mark.xfail(strict=False, reason=_NOT_YET.format("DeleteTopics"))
 def test_delete(broker_process: BrokerProcess) -> None:
     assert topics(broker_process, "--create", "--topic", "cli-doomed").returncode == 0
     deleted = topics(broker_process, "--delete", "--topic", "cli-doomed")
@@ -111,7 +106,6 @@ def test_delete(broker_process: BrokerProcess) -> None:
     assert topics(broker_process, "--delete", "--topic", "cli-doomed", "--if-exists").returncode == 0
 
 
-@pytest.mark.xfail(strict=False, reason=_NOT_YET.format("DescribeConfigs / IncrementalAlterConfigs"))
 def test_topic_configs(broker_process: BrokerProcess) -> None:
     created = topics(
         broker_process, "--create", "--topic", "cli-conf", "--config", "cleanup.policy=compact", "--config", "retention.ms=1234"

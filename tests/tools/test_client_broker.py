@@ -18,9 +18,8 @@ from broker.client import (
 )
 from protocol import compression
 from protocol.errors import ErrorCode
-import shutil
 
-from tests.tools.conftest import BrokerProcess, start_broker, stop_broker
+from tests.broker_harness import BrokerProcess
 
 
 @pytest.fixture
@@ -136,17 +135,13 @@ def test_partition_errors_are_typed(client: KafkaClient) -> None:
 
 
 def test_client_reconnects_after_a_broker_restart() -> None:
-    broker, tmp = start_broker()
-    try:
+    with BrokerProcess.started() as broker:
         with KafkaClient(broker.bootstrap, timeout=10) as client:
             AdminClient(client).create_topic("survivor", 1, 1)
             client.produce("survivor", 0, [ProducerRecord(b"before")])
-            stop_broker(broker.process)
+            broker.terminate()
             with pytest.raises(KafkaConnectionError):
                 client.produce("survivor", 0, [ProducerRecord(b"lost")])
-            broker, _ = start_broker(tmp=tmp, port=broker.port)
+            broker.start()  # same data dir and port
             client.produce("survivor", 0, [ProducerRecord(b"after")])
             assert [r.value for r in client.fetch("survivor", 0, 0).records] == [b"before", b"after"]
-    finally:
-        stop_broker(broker.process)
-        shutil.rmtree(tmp, ignore_errors=True)
