@@ -24,6 +24,7 @@ from storage.errors import CorruptIndexError
 from storage.file_records import FileRecords
 from storage.offset_index import OffsetIndex
 from storage.time_index import TimeIndex
+from storage.transaction_index import TransactionIndex
 
 Echo = Callable[[str], None]
 
@@ -180,6 +181,13 @@ def dump_file(path: Path, echo: Echo, deep: bool = False, print_data: bool = Fal
         dump_offset_index(path, echo, index_sanity_check)
     elif name.endswith(".timeindex"):
         dump_time_index(path, echo, index_sanity_check)
+    elif name.endswith(".txnindex"):
+        index = TransactionIndex(path, int(name[:20]))
+        for txn in index.entries:
+            echo(f"version: 0 producerId: {txn.producer_id} firstOffset: {txn.first_offset} "
+                 f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}")
+        if index_sanity_check:
+            _sanity(path, index.sanity_check, echo)
     elif name.endswith(".snapshot"):
         echo(f"Producer state snapshot {path} (pafka's own format; see storage/producer_state.py)")
     else:

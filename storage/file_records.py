@@ -145,12 +145,15 @@ class FileRecords:
                 return pos, header
         return None
 
-    def last_batch_end_within(self, start: int, limit: int) -> int:
-        """End of the last whole batch, walking from batch start ``start``, that ends <= limit."""
-        end = start
+    def last_batch_end_within(self, start: int, limit: int) -> tuple[int, int | None]:
+        """(end, next offset) of the last whole batch from batch start ``start`` ending <= limit.
+
+        (start, None) when not even the first batch fits.
+        """
+        end, next_offset = start, None
         for pos, header in self.batch_headers(start, limit):
-            end = pos + header.size_in_bytes
-        return end
+            end, next_offset = pos + header.size_in_bytes, header.next_offset
+        return end, next_offset
 
     def scan_batches(self, chunk_size: int = SCAN_CHUNK) -> Iterator[tuple[int, RecordBatchHeader | ProtocolError]]:
         """Validate every batch (length, magic, CRC32C) front to back.

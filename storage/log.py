@@ -14,6 +14,8 @@ the entry point.
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import enum
 import logging
 import threading
 import time
@@ -35,8 +37,18 @@ from storage.leader_epoch_checkpoint import LeaderEpochFileCache
 from storage.log_append import AppendOrigin, LogAppendInfo, ProducerStateHook, analyze_and_validate
 from storage.log_segment import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment
 from storage.log_segments import LogSegments
+from storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
+
+class FetchIsolation(enum.Enum):
+    """How far a read may go: the log end (followers), the HW (READ_UNCOMMITTED
+    consumers) or the last stable offset (READ_COMMITTED, with aborted txns)."""
+
+    LOG_END = "log_end"
+    HIGH_WATERMARK = "high_watermark"
+    TXN_COMMITTED = "txn_committed"
+
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -130,6 +142,12 @@ class Log:
     def latest_epoch(self) -> int | None:
         return self.leader_epoch_cache.latest_epoch
 
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the HW, or the first offset of the oldest unstable transaction below it."""
+        unstable = None if self.producer_state is None else self.producer_state.first_unstable_offset()
+        return self.high_watermark if unstable is None else min(self.high_watermark, unstable)
+
     def update_high_watermark(self, offset: int) -> int:
         """Set the HW, bounded by [logStartOffset, logEndOffset]; returns it."""
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
@@ -214,9 +232,15 @@ class Log:
         self.log_end_offset = last.next_offset
 
     def _after_append(self, batches: Sequence[tuple[int, RecordBatchHeader]], markers: dict) -> None:
-        if self.producer_state is not None:
+        state = self.producer_state
+        if state is not None:
             for index, (_, header) in enumerate(batches):
-                self.producer_state.update(header, marker=markers.get(index))
+                completed = state.update(header, marker=markers.get(index))
+                if completed is not None and completed.is_aborted:
+                    self.active_segment.update_txn_index(
+                        completed.producer_id, completed.first_offset, completed.last_offset,
+                        last_stable_offset_after(state, completed),
+                    )
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
 
@@ -265,13 +289,42 @@ class Log:
 
     # --- read ---------------------------------------------------------------------------
     def read(
-        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_message: bool = True
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+        isolation: FetchIsolation | None = None,
     ) -> FetchDataInfo:
         """Whole batches of one segment from the batch containing ``offset``.
 
-        ``max_offset`` (HW or LSO) excludes the batch containing it and all after.
+        ``max_offset`` (HW or LSO) excludes the batch containing it and all after;
+        ``isolation`` sets it from the log end, HW or LSO, and TXN_COMMITTED also
+        returns the aborted transactions overlapping the batches read.
         Raises OffsetOutOfRangeError outside [logStartOffset, logEndOffset].
         """
+        if isolation is not None and max_offset is None:
+            max_offset = {FetchIsolation.LOG_END: self.log_end_offset,
+                          FetchIsolation.HIGH_WATERMARK: self.high_watermark,
+                          FetchIsolation.TXN_COMMITTED: self.last_stable_offset}[isolation]
+        info = self._read(offset, max_bytes, max_offset, min_one_message)
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            upper = info.next_offset if info.next_offset is not None else self.log_end_offset
+            aborted = self.collect_aborted_transactions(offset, upper) if info.records else []
+            info = dataclasses.replace(info, aborted_transactions=aborted)
+        return info
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions with data in [start_offset, upper_bound_offset), from the txn indexes."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments.segments_from(start_offset):
+            result = segment.collect_aborted_txns(start_offset, upper_bound_offset)
+            found += result.aborted_transactions
+            if result.is_complete:
+                break
+        return found
+
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool) -> FetchDataInfo:
         end_offset = self.log_end_offset
         segments = self.segments
         if offset == end_offset or (max_offset is not None and offset >= max_offset and offset <= end_offset):
@@ -507,3 +560,9 @@ class Log:
         with self.lock:
             self.close_without_flush()
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def last_stable_offset_after(state, completed) -> int:
+    """The LSO once ``completed`` has its marker: the next undecided transaction's start, if any."""
+    undecided = state.first_undecided_offset()
+    return undecided if undecided is not None else completed.last_offset + 1

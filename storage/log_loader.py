@@ -125,6 +125,7 @@ def recover_log(dir: Path, segments: LogSegments, recovery_point: int, epoch_cac
     for i, segment in enumerate(unflushed):
         log.info("%s: recovering unflushed segment %d", dir.name, segment.base_offset)
         truncated = segment.recover(on_batch=on_batch)
+        rebuilt.add(segment.base_offset)
         if truncated > 0:
             later = unflushed[i + 1 :]
             if later:
@@ -182,20 +183,37 @@ def load_log(
     result = Log(dir, config, segments, log_start_offset, recovery_point, log_end_offset, epoch_cache,
                  producer_state)  # type: ignore[arg-type]
     result.high_watermark = log_end_offset if had_clean_shutdown else log_start_offset
-    rebuild_producer_state(result)
+    rebuild_producer_state(result, {base for base in rebuilt if segments.get(base) is not None})
     log.info("%s: loaded %d segment(s), logStartOffset=%d, logEndOffset=%d",
              dir.name, len(segments), log_start_offset, log_end_offset)
     return result
 
 
-def rebuild_producer_state(target: Log) -> None:
-    """Reload the newest producer snapshot and replay the batch headers after it."""
+def rebuild_producer_state(target: Log, recovered: set[int] | frozenset[int] = frozenset()) -> None:
+    """Reload the newest producer snapshot and replay the batch headers after it.
+
+    ``recovered`` are the base offsets of segments whose transaction index was
+    reset by a recovery: the replay then starts at or before the first of them
+    and re-records the aborted transactions whose markers they hold.
+    """
+    from storage.log import last_stable_offset_after
+
     state = target.producer_state
     if state is None:
         return
     replay_from = state.truncate_and_reload(target.log_start_offset, target.log_end_offset)  # type: ignore[attr-defined]
+    if recovered and min(recovered) < replay_from:
+        replay_from = state.load(target.log_start_offset, min(recovered))  # type: ignore[attr-defined]
     markers: dict = {}
-    state.rebuild_from_headers(_headers_from(target, replay_from, markers), markers)  # type: ignore[attr-defined]
+    for header in _headers_from(target, replay_from, markers):
+        if header.next_offset <= state.map_end_offset:  # type: ignore[attr-defined]
+            continue
+        completed = state.update(header, marker=markers.get(header.base_offset))
+        if completed is not None and completed.is_aborted:
+            segment = target.segments.floor_segment(header.base_offset)
+            if segment is not None and segment.base_offset in recovered:
+                segment.update_txn_index(completed.producer_id, completed.first_offset, completed.last_offset,
+                                         last_stable_offset_after(state, completed))
 
 
 def _headers_from(target: Log, offset: int, markers: dict) -> Iterator[RecordBatchHeader]:

@@ -20,6 +20,7 @@ from storage.config import LogConfig
 from storage.file_records import FileRecords, FileSlice
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from storage.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,10 @@ def time_index_file(dir: Path, base_offset: int, suffix: str = "") -> Path:
     return dir / f"{filename_prefix_from_offset(base_offset)}{TIME_INDEX_FILE_SUFFIX}{suffix}"
 
 
+def txn_index_file(dir: Path, base_offset: int, suffix: str = "") -> Path:
+    return dir / f"{filename_prefix_from_offset(base_offset)}{TXN_INDEX_FILE_SUFFIX}{suffix}"
+
+
 class LogOffsetMetadata(NamedTuple):
     """Where an offset lives: the offset, its segment and the batch position in it."""
 
@@ -69,6 +74,10 @@ class FetchDataInfo:
 
     fetch_offset_metadata: LogOffsetMetadata
     records: FileSlice | None
+    #: The offset after the last batch returned (what bounds the aborted transactions).
+    next_offset: int | None = None
+    #: READ_COMMITTED fetches: aborted transactions overlapping the returned batches.
+    aborted_transactions: list[AbortedTxn] | None = None
 
     @property
     def size(self) -> int:
@@ -97,6 +106,7 @@ class LogSegment:
         self.log = FileRecords(log_file(self.dir, base_offset, file_suffix), create=True)
         self.offset_index = OffsetIndex(offset_index_file(self.dir, base_offset, file_suffix), base_offset, self.max_index_size)
         self.time_index = TimeIndex(time_index_file(self.dir, base_offset, file_suffix), base_offset, self.max_index_size)
+        self.txn_index = TransactionIndex(txn_index_file(self.dir, base_offset, file_suffix), base_offset)
         self.created_ms = int(time.time() * 1000) if now_ms is None else now_ms
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
@@ -230,15 +240,26 @@ class LogSegment:
         # Jump close to the byte limit via the index, then walk whole batches to it.
         hint = self.offset_index.lookup_by_position(end).position
         walk_from = hint if hint > position else position
-        last_end = self.log.last_batch_end_within(walk_from, end)
-        last_end = max(last_end, position + first_size)
-        return FetchDataInfo(metadata, self.log.slice(position, last_end - position))
+        last_end, next_offset = self.log.last_batch_end_within(walk_from, end)
+        if last_end <= position + first_size:
+            last_end, next_offset = position + first_size, header.next_offset
+        elif next_offset is None:  # the batch at the index hint did not fit: it is the next one
+            following = next(self.log.batch_headers(last_end), None)
+            next_offset = following[1].base_offset if following else self.read_next_offset()
+        return FetchDataInfo(metadata, self.log.slice(position, last_end - position), next_offset)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, RecordBatchHeader] | None:
         """(position, header) of the first batch with maxTimestamp >= ``timestamp``."""
         entry = self.time_index.lookup(timestamp)
         position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
         return self.log.search_for_timestamp(timestamp, position, starting_offset)
+
+    def update_txn_index(self, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int) -> None:
+        """Record an aborted transaction whose ABORT marker is in this segment."""
+        self.txn_index.append(AbortedTxn(producer_id, first_offset, last_offset, last_stable_offset))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 
     def batches(self, start_position: int = 0) -> Iterator[tuple[int, RecordBatchHeader]]:
         """(position, header) of every batch; the cleaner and dump-log iterate this."""
@@ -256,6 +277,8 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        # Aborted transactions come back when the loader replays producer state.
+        self.txn_index.reset()
         self.bytes_since_last_index_entry = 0
         max_so_far = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         valid_bytes = 0
@@ -293,6 +316,7 @@ class LogSegment:
         """Raises CorruptIndexError when an index cannot be trusted (the loader rebuilds)."""
         self.offset_index.sanity_check(self.log.size)
         self.time_index.sanity_check()
+        self.txn_index.sanity_check()
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch at or after the one containing ``offset``; returns bytes removed."""
@@ -302,6 +326,7 @@ class LogSegment:
         position = found[0]
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.offset_index.resize(self.max_index_size)
         self.time_index.resize(self.max_index_size)
         removed = self.log.truncate_to(position)
@@ -330,6 +355,7 @@ class LogSegment:
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self.log.closed:
@@ -348,7 +374,7 @@ class LogSegment:
         self.log.close()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        for f in (self.log, self.offset_index, self.time_index):
+        for f in (self.log, self.offset_index, self.time_index, self.txn_index):
             name = f.path.name
             base = name[: -len(old_suffix)] if old_suffix and name.endswith(old_suffix) else name
             f.rename_to(f.path.with_name(base + new_suffix))
@@ -359,6 +385,7 @@ class LogSegment:
     def delete_if_exists(self) -> None:
         self.offset_index.delete_if_exists()
         self.time_index.delete_if_exists()
+        self.txn_index.delete_if_exists()
         self.log.delete_if_exists()
 
     def last_modified_ms(self) -> int:

@@ -22,10 +22,11 @@ def make_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     timestamps: list[int] | None = None,
+    transactional: bool = False,
 ) -> bytearray:
     """A v2 batch built by an independent implementation (kafka-python)."""
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=compression_type, is_transactional=0, producer_id=producer_id,
+        magic=2, compression_type=compression_type, is_transactional=int(transactional), producer_id=producer_id,
         producer_epoch=producer_epoch, base_sequence=base_sequence, batch_size=1 << 30,
     )
     for i in range(count):
