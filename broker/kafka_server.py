@@ -27,6 +27,7 @@ from broker.kafka_apis import KafkaApis
 from broker.metadata_store import MetadataStore, TopicMetadata
 from broker.producer_id_manager import ProducerIdManager
 from broker.socket_server import SocketServer
+from coordinator.group.group_coordinator import build_group_coordinator
 from replication.replica_manager import ReplicaManager
 from storage.config import LogConfig
 from storage.log_cleaner import LogCleaner
@@ -66,6 +67,7 @@ class KafkaServer:
         self.fetch_purgatory = FetchPurgatory()
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.admin = AdminManager(self)
+        self.group_coordinator = build_group_coordinator(self)
         self.apis = KafkaApis(self)
         self.socket_server = SocketServer(
             self.apis.dispatch, self.apis.unsupported_api_versions_response, config.socket_request_max_bytes
@@ -85,6 +87,7 @@ class KafkaServer:
         await asyncio.to_thread(self.metadata.save)  # fixes the cluster id on first start
         for topic in self.metadata:
             self.host_topic(topic)
+        self.group_coordinator.startup()  # loads groups from the __consumer_offsets partitions led here
         await self.socket_server.start(self.config.listeners)
         self._start_background_tasks()
         self.started_at = time.time()
@@ -98,6 +101,7 @@ class KafkaServer:
     async def shutdown(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
         self.socket_server.stop_accepting()
+        await self.group_coordinator.shutdown()  # answers parked joins/syncs, cancels its timers
         await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
         self.fetch_purgatory.shutdown()
         for task in self._tasks:

@@ -1,0 +1,54 @@
+"""DescribeGroups (15): state, protocol, members and (when Stable) their metadata and assignments.
+
+An unknown group is reported as Dead with no error, as Kafka does, except
+from v6 (KIP-1043) where it is GROUP_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED
+from protocol.errors import ErrorCode
+from protocol.messages.describe_groups import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+    from broker.socket_server import RequestContext
+
+API_KEY = 15
+MIN_VERSION = 0
+MAX_VERSION = 6
+
+#: AclOperation codes a group supports: READ 3, DELETE 6, DESCRIBE 8.
+GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
+
+
+def _describe(version: int, server: "KafkaServer", group_id: str, include_ops: bool) -> DescribedGroup:
+    ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+    error, summary = server.group_coordinator.handle_describe_group(group_id)
+    if error != ErrorCode.NO_ERROR:
+        return DescribedGroup(error_code=error, group_id=group_id, authorized_operations=ops)
+    if summary is None:
+        if version >= 6:
+            return DescribedGroup(error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found.",
+                                  group_id=group_id, group_state="Dead", authorized_operations=ops)
+        return DescribedGroup(group_id=group_id, group_state="Dead", authorized_operations=ops)
+    return DescribedGroup(
+        group_id=group_id, group_state=summary.state, protocol_type=summary.protocol_type,
+        protocol_data=summary.protocol, authorized_operations=ops,
+        members=[DescribedGroupMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                      client_id=m.client_id, client_host=m.client_host,
+                                      member_metadata=m.metadata, member_assignment=m.assignment)
+                 for m in summary.members])
+
+
+def handle(ctx: "RequestContext", server: "KafkaServer", request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    include_ops = ctx.api_version >= 3 and request.include_authorized_operations
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=[
+        _describe(ctx.api_version, server, group_id, include_ops) for group_id in request.groups])

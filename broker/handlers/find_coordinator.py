@@ -1,0 +1,94 @@
+"""FindCoordinator (10): which broker coordinates a group.
+
+The coordinator of a group is the leader of partition
+``abs(javaHashCode(group.id)) % offsets.topic.num.partitions`` of
+``__consumer_offsets``. The topic is created on first use, as Kafka does;
+Kafka answers COORDINATOR_NOT_AVAILABLE until the creation finishes, pafka
+waits for it (on the append thread) and answers at once. Transaction
+coordinators do not exist yet: key type 1 gets COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from broker.admin_manager import AdminError
+from coordinator.group.coordinator_log import GROUP_METADATA_TOPIC_NAME
+from protocol.errors import ErrorCode
+from protocol.messages.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+    from broker.socket_server import RequestContext
+
+log = logging.getLogger(__name__)
+
+API_KEY = 10
+MIN_VERSION = 0
+MAX_VERSION = 5  # v6 only adds share-group keys (KIP-932)
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+
+def coordinator_endpoint(server: "KafkaServer", listener_name: str) -> tuple[str, int]:
+    advertised = server.config.effective_advertised_listeners
+    endpoint = next((l for l in advertised if l.name == listener_name), advertised[0])
+    host, port = endpoint.host, endpoint.port
+    if port == 0:  # an ephemeral listener: advertise the bound port
+        host, port = server.socket_server.bound.get(endpoint.name, (host, port))
+    return host, port
+
+
+async def ensure_offsets_topic(server: "KafkaServer") -> ErrorCode:
+    if GROUP_METADATA_TOPIC_NAME in server.metadata:
+        return ErrorCode.NO_ERROR
+    try:
+        await server.run_append(server.admin.auto_create_topic, GROUP_METADATA_TOPIC_NAME)
+    except AdminError as exc:
+        if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:  # a concurrent request created it: fine
+            log.warning("[KafkaServer id=%d] cannot create %s: %s", server.broker_id, GROUP_METADATA_TOPIC_NAME,
+                        exc.message)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return ErrorCode.NO_ERROR
+
+
+def _find(server: "KafkaServer", key: str, key_type: int, listener: str) -> Coordinator:
+    if key_type == TRANSACTION_KEY_TYPE:
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                           error_message="The transaction coordinator is not available.")
+    if key_type != GROUP_KEY_TYPE:
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
+                           error_message=f"Unknown coordinator type {key_type} in request")
+    coordinator = server.group_coordinator
+    partition = coordinator.manager.partition_for(key)
+    if not coordinator.log.is_local_leader(partition):
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                           error_message="The coordinator is not available.")
+    host, port = coordinator_endpoint(server, listener)
+    return Coordinator(key=key, node_id=server.broker_id, host=host, port=port, error_code=ErrorCode.NO_ERROR,
+                       error_message=None)
+
+
+async def handle(ctx: "RequestContext", server: "KafkaServer",
+                 request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    version = ctx.api_version
+    key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
+    keys = request.coordinator_keys if version >= 4 else [request.key]
+    if key_type == GROUP_KEY_TYPE and keys:
+        error = await ensure_offsets_topic(server)
+    else:
+        error = ErrorCode.NO_ERROR
+    results = []
+    for key in keys:
+        if error != ErrorCode.NO_ERROR:
+            results.append(Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error,
+                                       error_message="The coordinator is not available."))
+        else:
+            results.append(_find(server, key, key_type, ctx.listener_name))
+    if version >= 4:
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=results)
+    one = results[0]
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=one.error_code, error_message=one.error_message,
+                                   node_id=one.node_id, host=one.host, port=one.port)

@@ -1,0 +1,31 @@
+"""ListGroups (16): every group this broker coordinates, filtered by state (v4, KIP-518) and type (v5)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+    from broker.socket_server import RequestContext
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+#: KIP-848's group types: every group here speaks the classic protocol.
+CLASSIC_GROUP_TYPE = "classic"
+
+
+def handle(ctx: "RequestContext", server: "KafkaServer", request: ListGroupsRequest) -> ListGroupsResponse:
+    version = ctx.api_version
+    states = set(request.states_filter) if version >= 4 else set()
+    types = {t.lower() for t in request.types_filter} if version >= 5 else set()
+    error, groups = server.group_coordinator.handle_list_groups(states)
+    if types and CLASSIC_GROUP_TYPE not in types:
+        groups = []
+    return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
+        ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=str(g.state),
+                    group_type=CLASSIC_GROUP_TYPE)
+        for g in sorted(groups, key=lambda g: g.group_id)])

@@ -1,0 +1,74 @@
+"""OffsetCommit (8): store a group's offsets in __consumer_offsets.
+
+Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID
+by id from v10), as KafkaApis checks them before the coordinator sees the
+request. The response is sent once the commit is in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
+from protocol.errors import ErrorCode
+from protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+    from broker.socket_server import RequestContext
+
+API_KEY = 8
+MIN_VERSION = 2  # Kafka 4.0's baseline (KIP-896)
+MAX_VERSION = 10
+
+DEFAULT_RETENTION_TIME = -1
+
+
+async def handle(ctx: "RequestContext", server: "KafkaServer", request: OffsetCommitRequest) -> OffsetCommitResponse:
+    version = ctx.api_version
+    coordinator = server.group_coordinator
+    now = coordinator.scheduler.now_ms()
+    retention = request.retention_time_ms if version <= 4 else DEFAULT_RETENTION_TIME
+    expire = now + retention if retention != DEFAULT_RETENTION_TIME else -1
+    errors: dict[TopicPartition, ErrorCode] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    names: list[tuple[object, str | None]] = []  # (request topic, resolved name)
+    for topic in request.topics:
+        meta = server.metadata.by_id(topic.topic_id) if version >= 10 else server.metadata.get(topic.name)
+        name = meta.name if meta is not None else (None if version >= 10 else topic.name)
+        names.append((topic, name))
+        unknown = ErrorCode.UNKNOWN_TOPIC_ID if version >= 10 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for p in topic.partitions:
+            tp = (name or str(topic.topic_id), p.partition_index)
+            if meta is None or not 0 <= p.partition_index < meta.partition_count:
+                errors[tp] = unknown
+                continue
+            offsets[tp] = OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch if version >= 6 else -1,
+                                            p.committed_metadata if p.committed_metadata is not None else "", now,
+                                            expire)
+    if offsets:
+        future: asyncio.Future[dict[TopicPartition, ErrorCode]] = asyncio.get_running_loop().create_future()
+
+        def done(result: dict[TopicPartition, ErrorCode]) -> None:
+            if not future.done():
+                future.set_result(result)
+
+        coordinator.handle_commit_offsets(request.group_id, request.member_id,
+                                          request.group_instance_id if version >= 7 else None,
+                                          request.generation_id_or_member_epoch, offsets, done)
+        errors.update(await future)
+    topics = []
+    for topic, name in names:
+        key = name or str(topic.topic_id)  # type: ignore[attr-defined]
+        topics.append(OffsetCommitResponseTopic(
+            name=topic.name, topic_id=topic.topic_id,  # type: ignore[attr-defined]
+            partitions=[OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                      error_code=errors[(key, p.partition_index)])
+                        for p in topic.partitions]))  # type: ignore[attr-defined]
+    return OffsetCommitResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,116 @@
+"""OffsetFetch (9): a group's committed offsets (batched groups from v8, KIP-709).
+
+A partition without a committed offset gets offset -1 and empty metadata
+with no error, as in Kafka; ``topics`` null means every committed offset.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
+from protocol.errors import ErrorCode
+from protocol.messages.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
+from protocol.primitives import UUID_ZERO
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+    from broker.socket_server import RequestContext
+
+API_KEY = 9
+MIN_VERSION = 1  # Kafka 4.0's baseline (KIP-896)
+MAX_VERSION = 10
+
+NO_METADATA = ""
+
+
+def _fetch_group(server: "KafkaServer", group_id: str, require_stable: bool,
+                 wanted: list[tuple[str, list[int]]] | None
+                 ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]]:
+    partitions: list[TopicPartition] | None = None
+    if wanted is not None:
+        partitions = [(t, p) for t, indexes in wanted for p in indexes]
+    error, offsets = server.group_coordinator.handle_fetch_offsets(group_id, require_stable, partitions)
+    if error != ErrorCode.NO_ERROR:
+        return error, []
+    by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
+    if wanted is not None:
+        for topic, indexes in wanted:
+            by_topic.setdefault(topic, []).extend((p, offsets.get((topic, p))) for p in indexes)
+    else:
+        for (topic, p), om in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append((p, om))
+    return ErrorCode.NO_ERROR, list(by_topic.items())
+
+
+def _values(om: OffsetAndMetadata | None) -> dict:
+    if om is None:
+        return {"committed_offset": -1, "committed_leader_epoch": -1, "metadata": NO_METADATA}
+    return {"committed_offset": om.offset, "committed_leader_epoch": om.leader_epoch, "metadata": om.metadata}
+
+
+def _handle_single(version: int, server: "KafkaServer", request: OffsetFetchRequest) -> OffsetFetchResponse:
+    wanted = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
+    error, topics = _fetch_group(server, request.group_id, request.require_stable if version >= 7 else False, wanted)
+    if error != ErrorCode.NO_ERROR and version < 2:
+        # v1 has no top-level error: every requested partition carries it.
+        return OffsetFetchResponse(throttle_time_ms=0, topics=[
+            OffsetFetchResponseTopic(name=name, partitions=[
+                OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, metadata=NO_METADATA,
+                                             error_code=error) for p in indexes])
+            for name, indexes in (wanted or [])])
+    return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[
+        OffsetFetchResponseTopic(name=name, partitions=[
+            OffsetFetchResponsePartition(partition_index=p, error_code=ErrorCode.NO_ERROR, **_values(om))
+            for p, om in parts])
+        for name, parts in topics])
+
+
+def _handle_batched(version: int, server: "KafkaServer", request: OffsetFetchRequest) -> OffsetFetchResponse:
+    by_id = version >= 10
+    groups = []
+    for group in request.groups:
+        unknown_ids: list[tuple[object, list[int]]] = []
+        wanted: list[tuple[str, list[int]]] | None = None
+        if group.topics is not None:
+            wanted = []
+            for t in group.topics:
+                name = t.name
+                if by_id:
+                    meta = server.metadata.by_id(t.topic_id)
+                    if meta is None:
+                        unknown_ids.append((t.topic_id, list(t.partition_indexes)))
+                        continue
+                    name = meta.name
+                wanted.append((name, list(t.partition_indexes)))
+        error, topics = _fetch_group(server, group.group_id, request.require_stable, wanted)
+        response_topics = []
+        for name, parts in topics:
+            meta = server.metadata.get(name) if by_id else None
+            if by_id and meta is None:
+                continue  # a deleted topic has no id to report
+            response_topics.append(OffsetFetchResponseTopics(
+                name=name, topic_id=meta.topic_id if meta is not None else UUID_ZERO,
+                partitions=[OffsetFetchResponsePartitions(partition_index=p, error_code=ErrorCode.NO_ERROR,
+                                                          **_values(om)) for p, om in parts]))
+        if error == ErrorCode.NO_ERROR:
+            for topic_id, indexes in unknown_ids:
+                response_topics.append(OffsetFetchResponseTopics(topic_id=topic_id, partitions=[
+                    OffsetFetchResponsePartitions(partition_index=p, committed_offset=-1, metadata=NO_METADATA,
+                                                  error_code=ErrorCode.UNKNOWN_TOPIC_ID) for p in indexes]))
+        groups.append(OffsetFetchResponseGroup(group_id=group.group_id, topics=response_topics, error_code=error))
+    return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+
+
+def handle(ctx: "RequestContext", server: "KafkaServer", request: OffsetFetchRequest) -> OffsetFetchResponse:
+    if ctx.api_version >= 8:
+        return _handle_batched(ctx.api_version, server, request)
+    return _handle_single(ctx.api_version, server, request)

@@ -1,0 +1,1 @@
+"""The classic group coordinator: group membership, committed offsets, ``__consumer_offsets``."""

@@ -1,0 +1,100 @@
+"""The "consumer" protocol type's embedded formats, read-only.
+
+The coordinator never interprets a group's protocol metadata to run the
+protocol (assignment happens in the clients), but Kafka reads two things from
+groups of protocol type ``consumer``: the topics members subscribe to (offset
+expiry and OffsetDelete's GROUP_SUBSCRIBED_TO_TOPIC), and the assignment
+(``kafka-consumer-groups --describe``). Both formats (ConsumerProtocolSubscription
+and ConsumerProtocolAssignment) are non-flexible and start with an int16
+version; their leading fields are the same in every version, which is all we
+read.
+"""
+
+from __future__ import annotations
+
+import struct
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+class ConsumerProtocolError(ValueError):
+    pass
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise ConsumerProtocolError("truncated consumer protocol data")
+        chunk = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return chunk
+
+    def int16(self) -> int:
+        return _I16.unpack(self.take(2))[0]
+
+    def int32(self) -> int:
+        return _I32.unpack(self.take(4))[0]
+
+    def string(self) -> str:
+        n = self.int16()
+        try:
+            return self.take(n).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConsumerProtocolError(str(exc)) from None
+
+    def count(self) -> int:
+        n = self.int32()
+        if n < 0 or n > len(self.data):
+            raise ConsumerProtocolError(f"invalid array length {n}")
+        return n
+
+
+def subscribed_topics(subscription: bytes) -> set[str]:
+    """The topics of a ConsumerProtocolSubscription (any version)."""
+    r = _Reader(subscription)
+    r.int16()
+    return {r.string() for _ in range(r.count())}
+
+
+def assigned_partitions(assignment: bytes) -> list[tuple[str, int]]:
+    """The (topic, partition) pairs of a ConsumerProtocolAssignment; empty bytes → none."""
+    if not assignment:
+        return []
+    r = _Reader(assignment)
+    r.int16()
+    out = []
+    for _ in range(r.count()):
+        topic = r.string()
+        out.extend((topic, r.int32()) for _ in range(r.count()))
+    return out
+
+
+def encode_subscription(topics: list[str], version: int = 0) -> bytes:
+    """A minimal ConsumerProtocolSubscription v0 (tests and tools)."""
+    out = bytearray(_I16.pack(version))
+    out += _I32.pack(len(topics))
+    for topic in topics:
+        data = topic.encode()
+        out += _I16.pack(len(data)) + data
+    out += _I32.pack(-1)  # user data: null
+    return bytes(out)
+
+
+def encode_assignment(partitions: dict[str, list[int]], version: int = 0) -> bytes:
+    out = bytearray(_I16.pack(version))
+    out += _I32.pack(len(partitions))
+    for topic, indexes in partitions.items():
+        data = topic.encode()
+        out += _I16.pack(len(data)) + data
+        out += _I32.pack(len(indexes))
+        for index in indexes:
+            out += _I32.pack(index)
+    out += _I32.pack(-1)
+    return bytes(out)

@@ -1,0 +1,142 @@
+"""GroupCoordinator: the classic group coordinator of one broker.
+
+Combines the membership protocol (``group_membership``), committed offsets
+(``group_offsets``) and group administration (``group_admin``) over one
+``GroupMetadataManager``, and owns the lifecycle: loading the groups of the
+``__consumer_offsets`` partitions this broker leads (requests for them get
+COORDINATOR_LOAD_IN_PROGRESS meanwhile), the periodic offset expiry
+(``offsets.retention.check.interval.ms``), and cancelling every timer and the
+load at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Iterable
+
+from coordinator.group.coordinator_log import GROUP_METADATA_TOPIC_NAME, CoordinatorLog, ReplicaCoordinatorLog
+from coordinator.group.group_admin import GroupAdmin
+from coordinator.group.group_membership import GroupConfig, GroupMembership
+from coordinator.group.group_metadata import GroupMetadata, JoinGroupResult, SyncGroupResult
+from coordinator.group.group_metadata_manager import GroupMetadataManager
+from coordinator.group.group_offsets import GroupOffsets
+from coordinator.group.scheduler import AsyncioScheduler, Scheduler, Timer
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.kafka_server import KafkaServer
+
+log = logging.getLogger(__name__)
+
+
+class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
+    def __init__(self, broker_id: int, config: GroupConfig, manager: GroupMetadataManager, scheduler: Scheduler,
+                 offsets_retention_check_interval_ms: int = 600_000) -> None:
+        super().__init__(broker_id, config, manager, scheduler)
+        self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
+        self._expiry_timer: Timer | None = None
+        self._load_tasks: set[asyncio.Task[None]] = set()
+        manager.request_load = self._load_in_background
+
+    @property
+    def log(self) -> CoordinatorLog:
+        return self.manager.log
+
+    # -- loading ---------------------------------------------------------------------
+    def local_partitions(self) -> list[int]:
+        return [p for p in range(self.log.num_partitions) if self.log.is_local_leader(p)]
+
+    def load_partition(self, partition: int) -> None:
+        """Synchronous load (tests, and the tail of a background load)."""
+        self.manager.begin_loading([partition])
+        self._apply_loaded(partition, list(self.log.read_records(partition)))
+
+    def _apply_loaded(self, partition: int, records: list[tuple[int, bytes | None, bytes | None]]) -> None:
+        for group in self.manager.complete_loading(partition, iter(records)):
+            self.on_group_loaded(group)
+
+    def _load_in_background(self, partitions: list[int]) -> None:
+        """Read the partitions off the event loop, then rebuild their groups on it."""
+        self.manager.begin_loading(partitions)
+
+        async def load() -> None:
+            for partition in partitions:
+                records = await asyncio.to_thread(lambda p=partition: list(self.log.read_records(p)))
+                self._apply_loaded(partition, records)
+
+        task = asyncio.get_running_loop().create_task(load(), name="group-metadata-load")
+        self._load_tasks.add(task)
+        task.add_done_callback(self._load_done)
+
+    def _load_done(self, task: "asyncio.Task[None]") -> None:
+        self._load_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("[GroupCoordinator %d]: loading %s failed", self.broker_id, GROUP_METADATA_TOPIC_NAME,
+                      exc_info=task.exception())
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def startup(self, load_partitions: Iterable[int] | None = None) -> None:
+        """Start loading every local partition that holds data; schedule offset expiry."""
+        partitions = self.local_partitions() if load_partitions is None else list(load_partitions)
+        empty = [p for p in partitions if self.log.log_end_offset(p) == 0]
+        self.manager.owned_partitions.update(empty)
+        to_load = [p for p in partitions if p not in empty]
+        if to_load:
+            self._load_in_background(to_load)
+        self._schedule_expiry()
+        log.info("[GroupCoordinator %d]: started (loading %d partition(s) of %s)", self.broker_id, len(to_load),
+                 GROUP_METADATA_TOPIC_NAME)
+
+    def _schedule_expiry(self) -> None:
+        def run() -> None:
+            removed_groups = len(self.manager.groups)
+
+            def done(removed: int) -> None:
+                gone = removed_groups - len(self.manager.groups)
+                if removed or gone:
+                    log.info("[GroupMetadataManager brokerId=%d] Removed %d expired offsets and %d group(s)",
+                             self.broker_id, removed, gone)
+
+            try:
+                self.manager.expire_offsets(done)
+            finally:
+                self._schedule_expiry()
+
+        if self.active:
+            self._expiry_timer = self.scheduler.schedule(self.offsets_retention_check_interval_ms, run)
+
+    def on_group_unloaded(self, group: GroupMetadata) -> None:
+        """Answer the group's parked requests: its members must find the coordinator again."""
+        for member in list(group.members.values()):
+            group.maybe_invoke_join_callback(member, JoinGroupResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+            group.maybe_invoke_sync_callback(member, SyncGroupResult(ErrorCode.NOT_COORDINATOR))
+
+    async def shutdown(self) -> None:
+        self.shutdown_timers()
+        for group in self.manager.current_groups():
+            self.on_group_unloaded(group)
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+        for task in list(self._load_tasks):
+            task.cancel()
+        await asyncio.gather(*self._load_tasks, return_exceptions=True)
+        self.scheduler.shutdown()
+        log.info("[GroupCoordinator %d]: shut down", self.broker_id)
+
+
+def build_group_coordinator(server: "KafkaServer") -> GroupCoordinator:
+    """The broker's coordinator: its config, its replicas of __consumer_offsets, the event loop's timers."""
+    config = server.config
+    scheduler = AsyncioScheduler()
+    manager = GroupMetadataManager(
+        server.broker_id, ReplicaCoordinatorLog(server), scheduler,
+        offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+        offsets_retention_ms=config.offsets_retention_minutes * 60_000)
+    group_config = GroupConfig(
+        group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+        group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+        group_max_size=config.group_max_size,
+        group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms)
+    return GroupCoordinator(server.broker_id, group_config, manager, scheduler,
+                            config.offsets_retention_check_interval_ms)

@@ -1,0 +1,348 @@
+"""GroupMetadataManager: the groups this coordinator owns, persisted in ``__consumer_offsets``.
+
+A group lives in partition ``partition_for(group_id)`` of ``__consumer_offsets``.
+Its assignment (after each completed rebalance) and every committed offset are
+appended there as records in Kafka's formats (``record_formats``), so the
+coordinator's whole state can be rebuilt by reading the partition from the
+start: later records win, and a null value (tombstone) deletes the key. The
+log cleaner compacts the topic down to the latest value per key.
+
+Writes complete asynchronously (``CoordinatorLog.append`` calls back); a
+commit becomes visible to OffsetFetch only once it is in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterable, Iterator
+
+from coordinator.group.coordinator_log import CoordinatorLog, KeyValues
+from coordinator.group.group_metadata import (
+    CommitRecordMetadataAndOffset,
+    GroupMetadata,
+    GroupState,
+    MemberMetadata,
+    OffsetAndMetadata,
+    TopicPartition,
+)
+from coordinator.group.record_formats import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
+from coordinator.group.scheduler import Scheduler
+from protocol.errors import CorruptRecordError, ErrorCode
+
+log = logging.getLogger(__name__)
+
+INVALID_OFFSET = -1
+NO_METADATA = ""
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode: 31-polynomial over UTF-16 code units, int32 overflow."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def kafka_abs(n: int) -> int:
+    """Kafka's Utils.abs: Math.abs, except that Integer.MIN_VALUE maps to 0."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    return kafka_abs(java_string_hash(group_id)) % num_partitions
+
+
+# Append errors → what the coordinator tells clients (Kafka's storeGroup/storeOffsets mapping).
+_STORE_GROUP_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+_STORE_OFFSETS_ERRORS = {
+    **_STORE_GROUP_ERRORS,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+class GroupMetadataManager:
+    def __init__(self, broker_id: int, log_: CoordinatorLog, scheduler: Scheduler, *,
+                 offset_metadata_max_bytes: int = 4096, offsets_retention_ms: int = 7 * 24 * 3600 * 1000) -> None:
+        self.broker_id = broker_id
+        self.log = log_
+        self.scheduler = scheduler
+        self.offset_metadata_max_bytes = offset_metadata_max_bytes
+        self.offsets_retention_ms = offsets_retention_ms
+        self.groups: dict[str, GroupMetadata] = {}
+        self.owned_partitions: set[int] = set()
+        self.loading_partitions: set[int] = set()
+        #: Asked to load a partition found non-empty after start-up (set by the coordinator).
+        self.request_load: Callable[[list[int]], None] | None = None
+
+    # -- ownership ---------------------------------------------------------------
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.log.num_partitions)
+
+    def _check_partition(self, partition: int) -> None:
+        """Adopt a partition that became local after start-up (created by first use)."""
+        if partition in self.owned_partitions or partition in self.loading_partitions:
+            return
+        if not self.log.is_local_leader(partition):
+            return
+        if self.log.log_end_offset(partition) == 0 or self.request_load is None:
+            self.owned_partitions.add(partition)
+        else:
+            self.begin_loading([partition])
+            self.request_load([partition])
+
+    def is_group_local(self, group_id: str) -> bool:
+        partition = self.partition_for(group_id)
+        self._check_partition(partition)
+        return partition in self.owned_partitions or partition in self.loading_partitions
+
+    def is_group_loading(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.loading_partitions
+
+    def is_loading(self) -> bool:
+        return bool(self.loading_partitions)
+
+    # -- the cache ----------------------------------------------------------------
+    def get_group(self, group_id: str) -> GroupMetadata | None:
+        return self.groups.get(group_id)
+
+    def add_group(self, group: GroupMetadata) -> GroupMetadata:
+        return self.groups.setdefault(group.group_id, group)
+
+    def current_groups(self) -> list[GroupMetadata]:
+        return list(self.groups.values())
+
+    def remove_group(self, group: GroupMetadata) -> None:
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+
+    # -- group metadata --------------------------------------------------------------
+    def group_metadata_value(self, group: GroupMetadata, assignment: dict[str, bytes]) -> GroupMetadataValue:
+        members = []
+        protocol = group.protocol_name
+        for member in group.members.values():
+            subscription = member.metadata(protocol) if protocol is not None else b""
+            members.append(MemberMetadataValue(
+                member.member_id, member.group_instance_id, member.client_id, member.client_host,
+                member.rebalance_timeout_ms, member.session_timeout_ms, subscription,
+                assignment.get(member.member_id, b"")))
+        ts = group.current_state_timestamp if group.current_state_timestamp is not None else -1
+        return GroupMetadataValue(group.protocol_type or "", group.generation_id, protocol, group.leader_id, ts, members)
+
+    def store_group(self, group: GroupMetadata, assignment: dict[str, bytes],
+                    callback: Callable[[ErrorCode], None]) -> None:
+        key = encode_group_metadata_key(GroupMetadataKey(group.group_id))
+        value = encode_group_metadata_value(self.group_metadata_value(group, assignment))
+
+        def done(error: ErrorCode, _offset: int | None) -> None:
+            if error != ErrorCode.NO_ERROR:
+                log.warning("[GroupMetadataManager brokerId=%d] failed to write the metadata of group %s "
+                            "(generation %d): %s", self.broker_id, group.group_id, group.generation_id, error.name)
+            callback(_STORE_GROUP_ERRORS.get(error, error))
+
+        self.log.append(self.partition_for(group.group_id), [(key, value)], self.scheduler.now_ms(), done)
+
+    # -- offsets --------------------------------------------------------------------
+    def valid_metadata(self, metadata: str | None) -> bool:
+        return metadata is None or len(metadata.encode("utf-8")) <= self.offset_metadata_max_bytes
+
+    def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata],
+                      callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+        """Append the valid commits as one batch; they become visible once appended."""
+        errors: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if self.valid_metadata(om.metadata):
+                valid[tp] = om
+            else:
+                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+        if not valid:
+            callback(errors)
+            return
+        records: KeyValues = [
+            (encode_offset_commit_key(OffsetCommitKey(group.group_id, tp[0], tp[1])),
+             encode_offset_commit_value(OffsetCommitValue(om.offset, om.metadata or "", om.commit_timestamp,
+                                                          om.leader_epoch, om.expire_timestamp)))
+            for tp, om in valid.items()]
+        group.prepare_offset_commit(valid)
+
+        def done(error: ErrorCode, first_offset: int | None) -> None:
+            mapped = _STORE_OFFSETS_ERRORS.get(error, error)
+            if group.is_(GroupState.DEAD):
+                # Deleted while the append was in flight: its tombstones follow in the log.
+                errors.update((tp, mapped) for tp in valid)
+                callback(errors)
+                return
+            for i, (tp, om) in enumerate(valid.items()):
+                if error == ErrorCode.NO_ERROR:
+                    batch_offset = None if first_offset is None else first_offset + i
+                    group.on_offset_commit_append(tp, CommitRecordMetadataAndOffset(batch_offset, om))
+                else:
+                    group.fail_pending_offset_write(tp)
+                errors[tp] = mapped
+            callback(errors)
+
+        self.log.append(self.partition_for(group.group_id), records, self.scheduler.now_ms(), done)
+
+    def get_offsets(self, group_id: str, partitions: list[TopicPartition] | None
+                    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """Committed offsets (None for a partition without one); all of them when ``partitions`` is None."""
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return {tp: None for tp in partitions or ()}
+        if partitions is None:
+            return {tp: e.offset_and_metadata for tp, e in group.offsets.items()}
+        out: dict[TopicPartition, OffsetAndMetadata | None] = {}
+        for tp in partitions:
+            entry = group.offsets.get(tp)
+            out[tp] = None if entry is None else entry.offset_and_metadata
+        return out
+
+    # -- deletion and expiry -----------------------------------------------------------
+    def tombstones(self, group: GroupMetadata, partitions: Iterable[TopicPartition],
+                   with_group: bool) -> KeyValues:
+        records: KeyValues = [(encode_offset_commit_key(OffsetCommitKey(group.group_id, t, p)), None)
+                              for t, p in partitions]
+        if with_group:
+            records.append((encode_group_metadata_key(GroupMetadataKey(group.group_id)), None))
+        return records
+
+    def cleanup_group_metadata(self, groups: Iterable[GroupMetadata],
+                               selector: Callable[[GroupMetadata], list[TopicPartition]],
+                               callback: Callable[[int], None] | None = None) -> None:
+        """Remove what ``selector`` picks from each group; groups left Empty without offsets die.
+
+        Tombstones for the removed offsets (and for dead groups' metadata) are
+        appended per ``__consumer_offsets`` partition; ``callback`` gets the
+        number of offsets removed once every append finished.
+        """
+        by_partition: dict[int, KeyValues] = {}
+        removed_total = 0
+        for group in list(groups):
+            removed = selector(group)
+            removed_total += len(removed)
+            dead = False
+            if group.is_(GroupState.EMPTY) and not group.has_offsets():
+                group.transition_to(GroupState.DEAD, self.scheduler.now_ms())
+                dead = True
+            if group.is_(GroupState.DEAD):
+                self.remove_group(group)
+                dead = True
+            if removed or dead:
+                by_partition.setdefault(self.partition_for(group.group_id), []).extend(
+                    self.tombstones(group, removed, with_group=dead))
+        pending = len(by_partition)
+        if pending == 0:
+            if callback is not None:
+                callback(removed_total)
+            return
+
+        def one_done(error: ErrorCode, _offset: int | None) -> None:
+            nonlocal pending
+            if error != ErrorCode.NO_ERROR:
+                log.warning("[GroupMetadataManager brokerId=%d] failed to write tombstones: %s",
+                            self.broker_id, error.name)
+            pending -= 1
+            if pending == 0 and callback is not None:
+                callback(removed_total)
+
+        for partition, records in by_partition.items():
+            self.log.append(partition, records, self.scheduler.now_ms(), one_done)
+
+    def expire_offsets(self, callback: Callable[[int], None] | None = None) -> None:
+        now = self.scheduler.now_ms()
+        retention = self.offsets_retention_ms
+        groups = [g for g in self.groups.values() if self.partition_for(g.group_id) in self.owned_partitions]
+        self.cleanup_group_metadata(groups, lambda g: g.remove_expired_offsets(now, retention), callback)
+
+    # -- loading -----------------------------------------------------------------------
+    def begin_loading(self, partitions: Iterable[int]) -> None:
+        for p in partitions:
+            self.owned_partitions.discard(p)
+            self.loading_partitions.add(p)
+
+    def complete_loading(self, partition: int, records: Iterator[tuple[int, bytes | None, bytes | None]]
+                         ) -> list[GroupMetadata]:
+        """Rebuild the groups of one partition from its records; returns the groups loaded."""
+        offsets: dict[str, dict[TopicPartition, CommitRecordMetadataAndOffset]] = {}
+        metadata: dict[str, GroupMetadataValue | None] = {}
+        for offset, key_bytes, value_bytes in records:
+            try:
+                key = decode_key(key_bytes or b"")
+                if isinstance(key, OffsetCommitKey):
+                    group_offsets = offsets.setdefault(key.group, {})
+                    tp = (key.topic, key.partition)
+                    if value_bytes is None:
+                        group_offsets.pop(tp, None)
+                    else:
+                        v = decode_offset_commit_value(value_bytes)
+                        group_offsets[tp] = CommitRecordMetadataAndOffset(offset, OffsetAndMetadata(
+                            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp))
+                else:
+                    metadata[key.group] = None if value_bytes is None else decode_group_metadata_value(value_bytes)
+            except CorruptRecordError as exc:
+                log.error("[GroupMetadataManager brokerId=%d] skipping unreadable record at offset %d of "
+                          "__consumer_offsets-%d: %s", self.broker_id, offset, partition, exc)
+        loaded = []
+        now = self.scheduler.now_ms()
+        for group_id in set(offsets) | set(metadata):
+            value = metadata.get(group_id)
+            group_offsets = offsets.get(group_id, {})
+            if value is None and not group_offsets:
+                continue
+            group = self._group_from_value(group_id, value, now)
+            group.offsets = group_offsets
+            self.groups[group_id] = group
+            loaded.append(group)
+        self.loading_partitions.discard(partition)
+        self.owned_partitions.add(partition)
+        log.info("[GroupMetadataManager brokerId=%d] loaded %d group(s) from __consumer_offsets-%d",
+                 self.broker_id, len(loaded), partition)
+        return loaded
+
+    @staticmethod
+    def _group_from_value(group_id: str, value: GroupMetadataValue | None, now: int) -> GroupMetadata:
+        if value is None:
+            return GroupMetadata(group_id, GroupState.EMPTY, now)
+        state = GroupState.STABLE if value.members else GroupState.EMPTY
+        group = GroupMetadata(group_id, state, now)
+        group.current_state_timestamp = value.current_state_timestamp if value.current_state_timestamp >= 0 else None
+        group.protocol_type = value.protocol_type or None
+        group.generation_id = value.generation
+        group.protocol_name = value.protocol
+        group.leader_id = value.leader
+        for m in value.members:
+            member = MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                    m.rebalance_timeout, m.session_timeout, value.protocol_type,
+                                    [(value.protocol or "", m.subscription)])
+            member.assignment = m.assignment
+            group.add(member, None)
+        group.leader_id = value.leader if value.leader in group.members else group.leader_id
+        group.subscribed_topics = group._compute_subscribed_topics()
+        return group

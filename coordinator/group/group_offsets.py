@@ -1,0 +1,106 @@
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and expiry (the coordinator's side).
+
+Kafka's rules, kept as they are:
+
+- a commit from a member is checked like a heartbeat (static fencing,
+  membership, generation); during CompletingRebalance it gets
+  REBALANCE_IN_PROGRESS, during PreparingRebalance it is accepted (the member
+  learns of the rebalance from its next heartbeat);
+- a commit with generation -1 and no member id (a "simple" consumer that only
+  stores offsets) is accepted for an unknown or Empty group only;
+- a commit for an unknown group with a generation is from a member of a
+  group that no longer exists: ILLEGAL_GENERATION.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from coordinator.group.group_metadata import (
+    UNKNOWN_MEMBER_ID,
+    GroupMetadata,
+    GroupState,
+    OffsetAndMetadata,
+    TopicPartition,
+)
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from coordinator.group.group_membership import GroupMembership
+
+    _Base = GroupMembership
+else:
+    _Base = object
+
+CommitCallback = Callable[[dict[TopicPartition, ErrorCode]], None]
+
+
+class GroupOffsets(_Base):
+    def handle_commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                              generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
+                              callback: CommitCallback) -> None:
+        error = self.validate_group_status(group_id, allow_empty_id=True)
+        if error is not None:
+            callback({tp: error for tp in offsets})
+            return
+        group = self.manager.get_group(group_id)
+        if group is None:
+            if generation_id >= 0:
+                callback({tp: ErrorCode.ILLEGAL_GENERATION for tp in offsets})
+                return
+            # Not using Kafka for group management: offsets storage only.
+            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.scheduler.now_ms()))
+        error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
+        if error is None and group.is_(GroupState.COMPLETING_REBALANCE):
+            # The member has its new generation but not its assignment yet.
+            error = ErrorCode.REBALANCE_IN_PROGRESS
+        if error is not None:
+            callback({tp: error for tp in offsets})
+            return
+        member = group.members.get(member_id)
+        if member is not None:
+            self._schedule_heartbeat(group, member_id, member.session_timeout_ms)
+        self.manager.store_offsets(group, offsets, callback)
+
+    def _validate_offset_commit(self, group: GroupMetadata, member_id: str, group_instance_id: str | None,
+                                generation_id: int) -> ErrorCode | None:
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            return self.member_generation_error(group, member_id, group_instance_id, generation_id)
+        if not group.is_(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit to a group that has some
+        return None
+
+    def handle_fetch_offsets(self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None
+                             ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """Committed offsets; ``require_stable`` matters only with transactional commits (none yet)."""
+        error = self.validate_group_status(group_id, allow_empty_id=True)
+        if error is not None:
+            return error, {}
+        return ErrorCode.NO_ERROR, self.manager.get_offsets(group_id, partitions)
+
+    def handle_delete_offsets(self, group_id: str, partitions: list[TopicPartition],
+                              callback: Callable[[ErrorCode, dict[TopicPartition, ErrorCode]], None]) -> None:
+        error = self.validate_group_status(group_id)
+        if error is not None:
+            callback(error, {})
+            return
+        group = self.manager.get_group(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            callback(ErrorCode.GROUP_ID_NOT_FOUND, {})
+            return
+        errors: dict[TopicPartition, ErrorCode] = {}
+        if group.is_(GroupState.EMPTY):
+            eligible = list(partitions)
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            eligible = [tp for tp in partitions if not group.is_subscribed_to_topic(tp[0])]
+            errors.update((tp, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for tp in partitions
+                          if group.is_subscribed_to_topic(tp[0]))
+        else:
+            callback(ErrorCode.NON_EMPTY_GROUP, {})
+            return
+        errors.update((tp, ErrorCode.NO_ERROR) for tp in eligible)
+        self.manager.cleanup_group_metadata([group], lambda g: g.remove_offsets(eligible),
+                                            lambda _removed: callback(ErrorCode.NO_ERROR, errors))
