@@ -11,7 +11,6 @@ at a batch start ("Mismatches in ..."), as Kafka's tool reports them.
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 from typing import Callable
 

@@ -13,13 +13,11 @@ the entry point.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import enum
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -29,15 +27,27 @@ from protocol.record_batch import (
     patch_max_timestamp,
     patch_partition_leader_epoch,
 )
-from protocol.records import iter_records
 from storage.checkpoints import fsync_dir
 from storage.config import LogConfig
 from storage.errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from storage.leader_epoch_checkpoint import LeaderEpochFileCache
 from storage.log_append import AppendOrigin, LogAppendInfo, ProducerStateHook, analyze_and_validate
 from storage.log_segment import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment
+from storage.log_offsets import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    TimestampAndOffset,
+    fetch_offset_by_timestamp,
+)
 from storage.log_segments import LogSegments
 from storage.transaction_index import AbortedTxn
+
+__all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP",
+    "FetchIsolation", "Log", "TimestampAndOffset", "parse_topic_partition",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,21 +58,6 @@ class FetchIsolation(enum.Enum):
     LOG_END = "log_end"
     HIGH_WATERMARK = "high_watermark"
     TXN_COMMITTED = "txn_committed"
-
-
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-
-
-@dataclass(frozen=True)
-class TimestampAndOffset:
-    """A ListOffsets answer: timestamp (-1 when not by time), offset, leader epoch."""
-
-    timestamp: int
-    offset: int
-    leader_epoch: int | None
 
 
 def now_ms() -> int:
@@ -348,65 +343,9 @@ class Log:
         return FetchDataInfo(LogOffsetMetadata(offset), None)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """ListOffsets: -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, or a time."""
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            start = self.log_start_offset
-            return TimestampAndOffset(-1, start, self.leader_epoch_cache.epoch_for_offset(start))
-        if timestamp == LATEST_TIMESTAMP:
-            return TimestampAndOffset(-1, self.log_end_offset, self.leader_epoch_cache.latest_epoch)
-        segments = self.segments.values()  # copy-on-write: safe to iterate
-        if timestamp == MAX_TIMESTAMP:
-            return self._offset_of_max_timestamp(segments)
-        for segment in segments[self._first_segment_reaching(segments, timestamp):]:
-            if segment.max_timestamp_so_far < timestamp:
-                continue
-            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
-            if found is None:
-                continue
-            position, header = found
-            for record in iter_records(segment.read_batch(position, header)):
-                if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
-                    return TimestampAndOffset(record.timestamp, record.offset, self._epoch_of(header))
-        return None
-
-    def _first_segment_reaching(self, segments: list[LogSegment], timestamp: int) -> int:
-        """Index of the first segment whose largest timestamp may be >= ``timestamp``.
-
-        A binary search over the running maximum of the inactive segments'
-        largest timestamps, so ListOffsets stays flat as segments accumulate.
-        ``segments`` is LogSegments' internal list, which is replaced (never
-        changed in place) on every roll or deletion: it keys the cache.
-        """
-        cache = self._timestamp_prefix_max
-        if cache is None or cache[0] is not segments:
-            running, prefix = -1, []
-            for segment in segments[:-1]:
-                running = max(running, segment.max_timestamp_so_far)
-                prefix.append(running)
-            cache = self._timestamp_prefix_max = (segments, prefix)
-        return bisect.bisect_left(cache[1], timestamp)
-
-    def _offset_of_max_timestamp(self, segments: list[LogSegment]) -> TimestampAndOffset | None:
-        best = None
-        for segment in segments:
-            ts = segment.max_timestamp_so_far
-            if ts >= 0 and (best is None or ts > best.max_timestamp_so_far):
-                best = segment
-        if best is None:
-            return None
-        found = best.find_offset_by_timestamp(best.max_timestamp_so_far, self.log_start_offset)
-        if found is None:
-            return None
-        position, header = found
-        for record in iter_records(best.read_batch(position, header)):
-            if record.timestamp == header.max_timestamp:
-                return TimestampAndOffset(record.timestamp, record.offset, self._epoch_of(header))
-        # LogAppendTime batches keep their records' create times; the batch stands for all.
-        return TimestampAndOffset(header.max_timestamp, header.base_offset, self._epoch_of(header))
-
-    @staticmethod
-    def _epoch_of(header: RecordBatchHeader) -> int | None:
-        return header.partition_leader_epoch if header.partition_leader_epoch >= 0 else None
+        """ListOffsets: -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, or a time
+        (the first record whose timestamp is >= it); see ``storage.log_offsets``."""
+        return fetch_offset_by_timestamp(self, timestamp)
 
     # --- log start offset, truncation -------------------------------------------------------
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str = "") -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from protocol.errors import CorruptRecordError, ProtocolError
-from protocol.record_batch import RecordBatchHeader, iter_batch_headers, validate_batch
+from protocol.record_batch import RecordBatchHeader, iter_batch_headers
 from storage.config import LogConfig
 from storage.file_records import FileRecords, FileSlice
 from storage.offset_index import OffsetIndex
