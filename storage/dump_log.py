@@ -45,8 +45,8 @@ def _batch_line(position: int, header: RecordBatchHeader, valid: bool) -> str:
     )
 
 
-def _show(data: bytes | None) -> str:
-    return "null" if data is None else data.decode("utf-8", errors="replace")
+def _show(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
 
 
 def _record_lines(batch: bytes, header: RecordBatchHeader, print_data: bool) -> list[str]:
@@ -60,7 +60,7 @@ def _record_lines(batch: bytes, header: RecordBatchHeader, print_data: bool) -> 
             f"| offset: {record.offset} {_timestamp_label(header)}: {record.timestamp} "
             f"keySize: {-1 if record.key is None else len(record.key)} "
             f"valueSize: {-1 if record.value is None else len(record.value)} sequence: {sequence} "
-            f"headerKeys: [{', '.join(k for k, _ in record.headers)}]"
+            f"headerKeys: [{','.join(k for k, _ in record.headers)}]"
         )
         if header.is_control:
             try:
@@ -68,8 +68,11 @@ def _record_lines(batch: bytes, header: RecordBatchHeader, print_data: bool) -> 
                 line += f" endTxnMarker: {marker.control_type.name} coordinatorEpoch: {marker.coordinator_epoch}"
             except ProtocolError:
                 pass
-        elif print_data:
-            line += f" key: {_show(record.key)} payload: {_show(record.value)}"
+        elif print_data:  # as Kafka: a null key or value is left out
+            if record.key is not None:
+                line += f" key: {_show(record.key)}"
+            if record.value is not None:
+                line += f" payload: {_show(record.value)}"
         lines.append(line)
     return lines
 
@@ -112,27 +115,29 @@ def dump_offset_index(path: Path, echo: Echo, sanity_only: bool) -> None:
     base = int(path.name[:20])
     index = OffsetIndex(path, base, writable=False)
     try:
+        if index.entries == 0:
+            echo(f"{path} is empty.")
+            return
         if sanity_only:
             _sanity(path, index.sanity_check, echo)
             return
         starts = _batch_starts(path.with_name(path.name[:20] + ".log"))
         mismatches = []
-        last = -1
         for slot in range(index.entries):
             entry = index.entry(slot)
-            if entry.offset <= last and slot > 0:
-                break  # the zero-filled tail of a preallocated index
+            if entry.offset == base and slot > 0:
+                break  # the zero-filled tail of a preallocated index after a crash
             echo(f"offset: {entry.offset} position: {entry.position}")
             header = starts.get(entry.position)
             if header is None:
-                mismatches.append(f"  Index position: {entry.position} is not the start of a batch")
+                mismatches.append(f"  Index offset: {entry.offset}, log offset: -1 "
+                                  f"(position {entry.position} is not the start of a batch)")
             elif header.last_offset != entry.offset:
                 mismatches.append(f"  Index offset: {entry.offset}, log offset: {header.last_offset}")
-            last = entry.offset
         if mismatches:
-            echo(f"Mismatches in :{path}")
+            _err(f"Mismatches in :{path.resolve()}")
             for line in mismatches:
-                echo(line)
+                _err(line)
     finally:
         index.close_handler()
 
@@ -146,21 +151,34 @@ def dump_time_index(path: Path, echo: Echo, sanity_only: bool) -> None:
             return
         starts = _batch_starts(path.with_name(path.name[:20] + ".log"))
         by_last_offset = {h.last_offset: h for h in starts.values()}
-        mismatches = []
+        not_found, mismatched = [], []
         for slot in range(index.entries):
             entry = index.entry(slot)
+            if entry.offset == base and slot > 0:
+                break
             echo(f"timestamp: {entry.timestamp} offset: {entry.offset}")
             header = by_last_offset.get(entry.offset)
             if header is None:
-                mismatches.append(f"  Indexed offset: {entry.offset} is not the last offset of a batch")
+                containing = next((h.last_offset for h in starts.values()
+                                   if h.base_offset <= entry.offset <= h.last_offset), -1)
+                not_found.append(f"  Indexed offset: {entry.offset}, found log offset: {containing}")
             elif header.max_timestamp != entry.timestamp:
-                mismatches.append(f"  Index timestamp: {entry.timestamp}, log timestamp: {header.max_timestamp}")
-        if mismatches:
-            echo(f"Found timestamp mismatch in :{path}")
-            for line in mismatches:
-                echo(line)
+                mismatched.append(f"  Index timestamp: {entry.timestamp}, log timestamp: {header.max_timestamp}")
+        if mismatched:
+            _err(f"Found timestamp mismatch in :{path.resolve()}")
+            for line in mismatched:
+                _err(line)
+        if not_found:
+            _err(f"The following indexed offsets are not found in the log in :{path.resolve()}")
+            for line in not_found:
+                _err(line)
     finally:
         index.close_handler()
+
+
+def _err(line: str) -> None:
+    """Problems go to stderr, as kafka-dump-log.sh prints them."""
+    click.echo(line, err=True)
 
 
 def _sanity(path: Path, check: Callable[[], None], echo: Echo) -> None:

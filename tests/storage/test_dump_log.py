@@ -59,8 +59,8 @@ def test_indexes_and_mismatches(tmp_path) -> None:
     struct.pack_into(">i", raw, 4, struct.unpack_from(">i", raw, 4)[0] + 1)
     (base.parent / (base.name + ".index")).write_bytes(raw)
     flagged = _run("--files", f"{base}.index").splitlines()
-    assert f"Mismatches in :{base}.index" in flagged
-    assert any("is not the start of a batch" in l for l in flagged)
+    assert f"Mismatches in :{base.resolve()}.index" in flagged
+    assert any(l.startswith("  Index offset: ") and "is not the start of a batch" in l for l in flagged)
     assert _run("--index-sanity-check", "--files", f"{base}.index").strip().endswith("passed sanity check.")
     (base.parent / (base.name + ".index")).write_bytes(b"\x00\x00\x00\x00\x00\x00\x00\x05")
     assert "Found a corrupted index file" in _run("--index-sanity-check", "--files", f"{base}.index")
@@ -74,3 +74,16 @@ def test_corrupt_batch_is_reported_invalid(tmp_path) -> None:
     path.write_bytes(data)
     out = _run("--files", str(path))
     assert "isvalid: false" in out.splitlines()[2]
+
+
+def test_null_keys_and_header_keys_print_as_kafka_does(checked_tmp_path) -> None:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    builder.append(0, timestamp=NOW, key=None, value=b"v", headers=[("h1", b"x"), ("h2", None)])
+    log = Log.open(checked_tmp_path / "t-0", LogConfig())
+    log.append_as_leader(bytearray(builder.build()), 0, now=NOW)
+    log.close()
+    lines = _run("--print-data-log", "--files", str(checked_tmp_path / "t-0" / "00000000000000000000.log")).splitlines()
+    assert lines[3] == f"| offset: 0 CreateTime: {NOW} keySize: -1 valueSize: 1 sequence: -1 headerKeys: [h1,h2] payload: v"
