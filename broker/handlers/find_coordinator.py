@@ -41,8 +41,16 @@ def coordinator_endpoint(server: "KafkaServer", listener_name: str) -> tuple[str
     return host, port
 
 
+def _barrier() -> None:
+    """Runs on the append thread after whatever was queued there before it."""
+
+
 async def ensure_offsets_topic(server: "KafkaServer") -> ErrorCode:
-    if GROUP_METADATA_TOPIC_NAME in server.metadata:
+    topic = server.metadata.get(GROUP_METADATA_TOPIC_NAME)
+    if topic is not None:
+        if len(server.replica_manager.partitions_of(GROUP_METADATA_TOPIC_NAME)) < topic.partition_count:
+            # Listed but not hosted yet: a creation is running on the append thread.
+            await server.run_append(_barrier)
         return ErrorCode.NO_ERROR
     try:
         await server.run_append(server.admin.auto_create_topic, GROUP_METADATA_TOPIC_NAME)

@@ -322,10 +322,10 @@ class GroupMembership:
             self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
         self._cancel_sync_expiration(group)
         was_empty = group.is_(GroupState.EMPTY)
-        group.transition_to(GroupState.PREPARING_REBALANCE, self.scheduler.now_ms())
         self._log("Preparing to rebalance group %s in state %s with old generation %d (__consumer_offsets-%d) "
                   "(reason: %s)", group.group_id, group.state, group.generation_id,
                   self.manager.partition_for(group.group_id), reason)
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.scheduler.now_ms())
         self._cancel_join(group)
         if was_empty:
             delay = self.config.group_initial_rebalance_delay_ms
