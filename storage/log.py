@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+import random
 import threading
 import time
 from pathlib import Path
@@ -62,6 +63,11 @@ class FetchIsolation(enum.Enum):
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def random_segment_jitter(config: LogConfig) -> int:
+    """``segment.jitter.ms``: spread time-based rolls of many partitions, as Kafka does."""
+    return random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
 
 
 def parse_topic_partition(dir_name: str) -> tuple[str, int]:
@@ -252,7 +258,7 @@ class Log:
                 self.producer_state.take_snapshot(new_offset)
             segment = LogSegment.open(
                 self.dir, new_offset, self.config, create=True,
-                now_ms=now_ms() if now is None else now,
+                now_ms=now_ms() if now is None else now, rolling_jitter_ms=random_segment_jitter(self.config),
             )
             self.segments.add(segment)
             self._dir_dirty = True

@@ -123,12 +123,12 @@ def analyze_and_validate(
 
 
 def _check_batch(header: RecordBatchHeader, config: LogConfig, origin: AppendOrigin, now: int, leader: bool) -> None:
+    if not leader:
+        return  # as Kafka's appendAsFollower: the leader accepted it (record size not re-checked)
     if header.size_in_bytes > config.max_message_bytes:
         raise RecordTooLargeError(
             f"batch of {header.size_in_bytes} bytes exceeds max.message.bytes {config.max_message_bytes}"
         )
-    if not leader:
-        return
     if header.records_count < 1 or header.records_count != header.last_offset_delta + 1:
         raise InvalidRecordError(
             f"batch record count {header.records_count} does not match lastOffsetDelta {header.last_offset_delta}"

@@ -25,7 +25,7 @@ from protocol.record_batch import RecordBatchHeader
 from storage.config import LogConfig
 from storage.errors import CorruptIndexError
 from storage.leader_epoch_checkpoint import LeaderEpochFileCache
-from storage.log import Log
+from storage.log import Log, random_segment_jitter
 from storage.log_segment import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -172,7 +172,10 @@ def load_log(
         # Rebuilt indexes of inactive segments are trimmed like a rolled segment's.
         segment.offset_index.trim_to_valid_size()
         segment.time_index.trim_to_valid_size()
-    segments.last_segment.resize_indexes(config.segment_index_bytes)  # type: ignore[union-attr]
+    active = segments.last_segment
+    assert active is not None
+    active.resize_indexes(config.segment_index_bytes)
+    active.rolling_jitter_ms = random_segment_jitter(config)
     epoch_cache.truncate_from_end(log_end_offset)
     epoch_cache.truncate_from_start(log_start_offset)
     recovery_point = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)

@@ -329,3 +329,12 @@ def test_producer_state_is_rebuilt_from_the_log_after_a_crash(checked_tmp_path) 
     assert reopened.append_as_leader(
         make_batch(1, timestamp=NOW, producer_id=7, producer_epoch=1, base_sequence=24), 0, now=NOW).first_offset == 24
     reopened.close()
+
+
+def test_follower_appends_are_not_held_to_max_message_bytes(checked_tmp_path) -> None:
+    log = _open(checked_tmp_path, max_message_bytes=200)
+    big = make_batch(1, value_size=1000, timestamp=NOW)
+    with pytest.raises(RecordTooLargeError):
+        log.append_as_leader(bytearray(big), 0, now=NOW)
+    assert log.append_as_follower(big, now=NOW).last_offset == 0  # the leader already accepted it
+    log.close()
