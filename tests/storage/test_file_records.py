@@ -22,8 +22,8 @@ def _file(tmp_path, sizes=(10, 700, 30, 3000, 5, 5, 1200)) -> tuple[FileRecords,
 
 
 @pytest.mark.parametrize("chunk", [64, 100, 1000, 4096, 1 << 20])
-def test_scan_batches_matches_the_headers_whatever_the_chunk_size(tmp_path, chunk: int) -> None:
-    records, data = _file(tmp_path)
+def test_scan_batches_matches_the_headers_whatever_the_chunk_size(checked_tmp_path, chunk: int) -> None:
+    records, data = _file(checked_tmp_path)
     expected = list(iter_batch_headers(data))
     assert list(records.scan_batches(chunk)) == expected
     assert list(records.batch_headers()) == expected
@@ -49,8 +49,8 @@ def test_scan_batches_stops_at_the_first_bad_batch(tmp_path, chunk: int) -> None
     records.close()
 
 
-def test_truncate_and_read(tmp_path) -> None:
-    records, data = _file(tmp_path)
+def test_truncate_and_read(checked_tmp_path) -> None:
+    records, data = _file(checked_tmp_path)
     headers = list(iter_batch_headers(data))
     assert records.search_for_offset(5, 0) == headers[2]
     assert records.search_for_offset(999, 0) is None

@@ -112,8 +112,8 @@ def test_reads(checked_tmp_path) -> None:
     log.close()
 
 
-def test_validation_errors(tmp_path) -> None:
-    log = _open(tmp_path, max_message_bytes=500)
+def test_validation_errors(checked_tmp_path) -> None:
+    log = _open(checked_tmp_path, max_message_bytes=500)
     corrupt = make_batch(2, timestamp=NOW)
     corrupt[-1] ^= 0xFF
     with pytest.raises(CorruptRecordError):

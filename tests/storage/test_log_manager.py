@@ -50,26 +50,26 @@ def test_layout_checkpoints_and_clean_restart(checked_tmp_path) -> None:
     again.shutdown()
 
 
-def test_the_lock_keeps_a_second_broker_out(tmp_path) -> None:
-    manager = _manager([tmp_path / "d"])
+def test_the_lock_keeps_a_second_broker_out(checked_tmp_path) -> None:
+    manager = _manager([checked_tmp_path / "d"])
     with pytest.raises(KafkaStorageError, match="lock"):
-        _manager([tmp_path / "d"])
+        _manager([checked_tmp_path / "d"])
     code = ("from storage.log_manager import LogManager\n"
-            f"LogManager([{str(tmp_path / 'd')!r}]).startup()\n")
+            f"LogManager([{str(checked_tmp_path / 'd')!r}]).startup()\n")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert other.returncode != 0 and "KafkaStorageError" in other.stderr
     manager.shutdown()
-    _manager([tmp_path / "d"]).shutdown()  # released at shutdown
+    _manager([checked_tmp_path / "d"]).shutdown()  # released at shutdown
 
 
-def test_broker_id_mismatch_is_refused(tmp_path) -> None:
-    _manager([tmp_path / "d"], broker_id=1).shutdown()
+def test_broker_id_mismatch_is_refused(checked_tmp_path) -> None:
+    _manager([checked_tmp_path / "d"], broker_id=1).shutdown()
     with pytest.raises(KafkaStorageError, match="broker.id"):
-        _manager([tmp_path / "d"], broker_id=2)
+        _manager([checked_tmp_path / "d"], broker_id=2)
 
 
-def test_unclean_restart_recovers_past_the_checkpointed_recovery_point(tmp_path, caplog) -> None:
-    manager = _manager([tmp_path / "d"])
+def test_unclean_restart_recovers_past_the_checkpointed_recovery_point(checked_tmp_path, caplog) -> None:
+    manager = _manager([checked_tmp_path / "d"])
     log = manager.get_or_create_log("t", 0)
     for i in range(30):
         log.append_as_leader(make_batch(2, value_size=100, timestamp=NOW + i), 0, now=NOW)
@@ -78,15 +78,15 @@ def test_unclean_restart_recovers_past_the_checkpointed_recovery_point(tmp_path,
     assert recovery_point > 0
     manager.close_without_clean_shutdown()
     with caplog.at_level("INFO", logger="storage"):
-        again = _manager([tmp_path / "d"])
+        again = _manager([checked_tmp_path / "d"])
     scanned = [r.getMessage() for r in caplog.records if "recovering unflushed segment" in r.getMessage()]
     assert scanned == [f"t-0: recovering unflushed segment {recovery_point}"]
     assert again.get_log("t", 0).log_end_offset == 60
     again.shutdown()
 
 
-def test_topic_overrides_retention_pass_and_delete(tmp_path) -> None:
-    manager = _manager([tmp_path / "d"], topic_configs={"short": {"retention.ms": 1000}})
+def test_topic_overrides_retention_pass_and_delete(checked_tmp_path) -> None:
+    manager = _manager([checked_tmp_path / "d"], topic_configs={"short": {"retention.ms": 1000}})
     short, long = manager.get_or_create_log("short", 0), manager.get_or_create_log("long", 0)
     assert short.config.retention_ms == 1000 and long.config.retention_ms == 604800000
     for log in (short, long):
@@ -99,5 +99,5 @@ def test_topic_overrides_retention_pass_and_delete(tmp_path) -> None:
     manager.update_topic_config("long", {"retention.ms": 1000})
     assert long.config.retention_ms == 1000
     manager.delete_log("short", 0)
-    assert not any(p.name.startswith("short-0") for p in (tmp_path / "d").iterdir())
+    assert not any(p.name.startswith("short-0") for p in (checked_tmp_path / "d").iterdir())
     manager.shutdown()

@@ -113,9 +113,9 @@ def test_recover_rebuilds_indexes_and_cuts_a_torn_tail(checked_tmp_path) -> None
     segment.close()
 
 
-def test_should_roll(tmp_path) -> None:
+def test_should_roll(checked_tmp_path) -> None:
     config = LogConfig.model_validate({"segment.bytes": 1000, "segment.ms": 1000, "segment.index.bytes": 4096})
-    segment = LogSegment.open(tmp_path, 0, config, create=True, now_ms=0)
+    segment = LogSegment.open(checked_tmp_path, 0, config, create=True, now_ms=0)
     assert not segment.should_roll(900, 5000, 0, now_ms=10**9, config=config)  # empty: never by time
     _append(segment, 0, 1, 5000, value_size=10)
     assert segment.should_roll(1000, 5000, 1, now_ms=0, config=config)       # size

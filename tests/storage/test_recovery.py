@@ -66,8 +66,8 @@ def test_byte_flipped_in_the_middle_is_found_logged_and_truncated(tmp_path, capl
     check_log_dir_with_kafka_python(dir)
 
 
-def test_torn_and_zero_filled_tails_are_cut(tmp_path) -> None:
-    dir = tmp_path / "t-0"
+def test_torn_and_zero_filled_tails_are_cut(checked_tmp_path) -> None:
+    dir = checked_tmp_path / "t-0"
     bases, sizes = _write_log(dir, batches=10)
     active = sorted(dir.glob("*.log"))[-1]
     data = active.read_bytes()
@@ -82,8 +82,8 @@ def test_torn_and_zero_filled_tails_are_cut(tmp_path) -> None:
     check_log_dir_with_kafka_python(dir)
 
 
-def test_segments_below_the_recovery_point_are_not_rescanned(tmp_path, caplog) -> None:
-    dir = tmp_path / "t-0"
+def test_segments_below_the_recovery_point_are_not_rescanned(checked_tmp_path, caplog) -> None:
+    dir = checked_tmp_path / "t-0"
     _write_log(dir)
     log = Log.open(dir, CONFIG, recovery_point=0)
     log.flush()
@@ -95,8 +95,8 @@ def test_segments_below_the_recovery_point_are_not_rescanned(tmp_path, caplog) -
     assert scanned == [f"t-0: recovering unflushed segment {recovery_point}"]
 
 
-def test_missing_and_corrupt_indexes_are_rebuilt_even_after_a_clean_shutdown(tmp_path) -> None:
-    dir = tmp_path / "t-0"
+def test_missing_and_corrupt_indexes_are_rebuilt_even_after_a_clean_shutdown(checked_tmp_path) -> None:
+    dir = checked_tmp_path / "t-0"
     log = Log.open(dir, CONFIG)
     for i in range(60):
         log.append_as_leader(make_batch(2, timestamp=NOW + i, value_size=60), 0, now=NOW)
@@ -115,8 +115,8 @@ def test_missing_and_corrupt_indexes_are_rebuilt_even_after_a_clean_shutdown(tmp
     check_log_dir_with_kafka_python(dir)
 
 
-def test_leader_epochs_are_restored_from_the_batches(tmp_path) -> None:
-    dir = tmp_path / "t-0"
+def test_leader_epochs_are_restored_from_the_batches(checked_tmp_path) -> None:
+    dir = checked_tmp_path / "t-0"
     _write_log(dir)
     (dir / "leader-epoch-checkpoint").unlink()
     log = Log.open(dir, CONFIG, recovery_point=0)
@@ -124,8 +124,8 @@ def test_leader_epochs_are_restored_from_the_batches(tmp_path) -> None:
     log.close()
 
 
-def test_stray_cleaned_deleted_and_tmp_files_are_removed(tmp_path) -> None:
-    dir = tmp_path / "t-0"
+def test_stray_cleaned_deleted_and_tmp_files_are_removed(checked_tmp_path) -> None:
+    dir = checked_tmp_path / "t-0"
     _write_log(dir, batches=5)
     for name in ("00000000000000000000.log.cleaned", "00000000000000000000.index.deleted",
                  "00000000000000000003.log.deleted", "leader-epoch-checkpoint.tmp"):
@@ -189,8 +189,8 @@ def _crash_copy(src: Path, dst: Path) -> Path:
     return dst
 
 
-def test_a_crash_at_any_swap_step_leaves_a_readable_log(tmp_path) -> None:
-    dir = tmp_path / "base" / "t-0"
+def test_a_crash_at_any_swap_step_leaves_a_readable_log(checked_tmp_path) -> None:
+    dir = checked_tmp_path / "base" / "t-0"
     log = _log_with_segments(dir)
     before = _content(log)
     olds = log.log_segments()[:3]
@@ -203,17 +203,17 @@ def test_a_crash_at_any_swap_step_leaves_a_readable_log(tmp_path) -> None:
 
     states = {}
     # 1. crashed while writing .cleaned files: the clean is undone.
-    states["cleaned"] = (_crash_copy(dir, tmp_path / "s1" / "t-0"), before)
+    states["cleaned"] = (_crash_copy(dir, checked_tmp_path / "s1" / "t-0"), before)
     # 2. after .cleaned -> .swap: the swap completes on open.
     cleaned.change_file_suffixes(".cleaned", ".swap")
-    states["swap"] = (_crash_copy(dir, tmp_path / "s2" / "t-0"), after)
+    states["swap"] = (_crash_copy(dir, checked_tmp_path / "s2" / "t-0"), after)
     # 3. some old segments already renamed .deleted.
     olds[0].change_file_suffixes("", ".deleted")
-    states["some deleted"] = (_crash_copy(dir, tmp_path / "s3" / "t-0"), after)
+    states["some deleted"] = (_crash_copy(dir, checked_tmp_path / "s3" / "t-0"), after)
     # 4. all old ones .deleted, swap not yet renamed.
     for old in olds[1:]:
         old.change_file_suffixes("", ".deleted")
-    states["all deleted"] = (_crash_copy(dir, tmp_path / "s4" / "t-0"), after)
+    states["all deleted"] = (_crash_copy(dir, checked_tmp_path / "s4" / "t-0"), after)
     log.close_without_flush()
     for name, (state_dir, expected) in states.items():
         reopened = Log.open(state_dir, CONFIG, recovery_point=0)
