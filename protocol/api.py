@@ -20,12 +20,14 @@ responses must be consumed exactly (see ``primitives.decode_exact``).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import struct
+from collections.abc import Iterator, Mapping
 from types import ModuleType
 
 from protocol.buffers import Buffer, Chunk, FileRange
 from protocol.errors import ProtocolError
-from protocol.messages import APIS as _API_MODULES
+from protocol.messages import API_INDEX
 from protocol.messages.request_header import RequestHeader
 from protocol.messages.response_header import ResponseHeader
 from protocol.primitives import (
@@ -98,30 +100,75 @@ class ApiSpec:
         return 1 if self.is_flexible(version) else 0
 
 
-def _build_registry() -> dict[int, ApiSpec]:
-    registry = {}
-    for module in _API_MODULES:
-        registry[module.API_KEY] = ApiSpec(
-            api_key=module.API_KEY,
-            name=module.API_NAME,
-            versions=module.VALID_VERSIONS,
-            flexible_min_version=module.FLEXIBLE_MIN_VERSION,
-            listeners=module.LISTENERS,
-            request=module.REQUEST,
-            response=module.RESPONSE,
-            module=module,
-            request_decoders=module.REQUEST._DECODERS,
-            request_encoders=module.REQUEST._ENCODERS,
-            response_decoders=module.RESPONSE._DECODERS,
-            response_encoders=module.RESPONSE._ENCODERS,
-        )
-    return registry
+def _spec_of(module: ModuleType) -> ApiSpec:
+    return ApiSpec(
+        api_key=module.API_KEY,
+        name=module.API_NAME,
+        versions=module.VALID_VERSIONS,
+        flexible_min_version=module.FLEXIBLE_MIN_VERSION,
+        listeners=module.LISTENERS,
+        request=module.REQUEST,
+        response=module.RESPONSE,
+        module=module,
+        request_decoders=module.REQUEST._DECODERS,
+        request_encoders=module.REQUEST._ENCODERS,
+        response_decoders=module.RESPONSE._DECODERS,
+        response_encoders=module.RESPONSE._ENCODERS,
+    )
 
 
-#: Every API with generated codecs, by API key.
-APIS: dict[int, ApiSpec] = _build_registry()
+class _ApiRegistry(Mapping[int, ApiSpec]):
+    """Every API with generated codecs, by key; a codec module is imported on first use.
+
+    Membership and iteration use the generated index only, so asking whether a
+    key exists never imports anything.
+    """
+
+    def __init__(self) -> None:
+        self._specs: dict[int, ApiSpec] = {}
+
+    def __getitem__(self, api_key: int) -> ApiSpec:
+        spec = self._specs.get(api_key)
+        if spec is None:
+            module_name, _ = API_INDEX[api_key]
+            spec = self._specs[api_key] = _spec_of(importlib.import_module(f"protocol.messages.{module_name}"))
+        return spec
+
+    def get(self, api_key: int, default: ApiSpec | None = None) -> ApiSpec | None:  # type: ignore[override]
+        spec = self._specs.get(api_key)  # the per-request fast path
+        if spec is not None:
+            return spec
+        return self[api_key] if api_key in API_INDEX else default
+
+    def __contains__(self, api_key: object) -> bool:
+        return api_key in API_INDEX
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(API_INDEX)
+
+    def __len__(self) -> int:
+        return len(API_INDEX)
+
+
+class _ApiRegistryByName(Mapping[str, ApiSpec]):
+    def __init__(self, by_key: _ApiRegistry) -> None:
+        self._by_key = by_key
+        self._keys = {name: key for key, (_, name) in API_INDEX.items()}
+
+    def __getitem__(self, name: str) -> ApiSpec:
+        return self._by_key[self._keys[name]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+#: Every API with generated codecs, by API key (codec modules load lazily).
+APIS: Mapping[int, ApiSpec] = _ApiRegistry()
 #: The same, by Kafka's API name ("Produce", "Fetch", ...).
-APIS_BY_NAME: dict[str, ApiSpec] = {spec.name: spec for spec in APIS.values()}
+APIS_BY_NAME: Mapping[str, ApiSpec] = _ApiRegistryByName(APIS)  # type: ignore[arg-type]
 
 
 @dataclasses.dataclass(slots=True)

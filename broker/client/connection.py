@@ -38,7 +38,6 @@ CLIENT_SOFTWARE_VERSION = "0.1.0"
 MAX_RESPONSE_SIZE = 512 * 1024 * 1024
 
 _RECV_SIZE = 256 * 1024
-_SPEC_BY_REQUEST: dict[type[Message], ApiSpec] = {spec.request: spec for spec in APIS.values()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,8 +247,9 @@ class BrokerConnection:
         ``expect_response=False`` is only for requests the broker never answers
         (Produce with acks=0).
         """
-        spec = _SPEC_BY_REQUEST.get(type(body))
-        if spec is None:
+        api_key = getattr(type(body), "API_KEY", None)
+        spec = APIS.get(api_key) if api_key is not None else None
+        if spec is None or spec.request is not type(body):
             raise TypeError(f"{type(body).__name__} is not a request message")
         if version is None:
             version = self.version_for(spec.api_key)
