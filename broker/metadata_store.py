@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from storage.checkpoints import write_atomically
+
 FILE_NAME = "pafka-metadata.json"
 FORMAT_VERSION = 1
 
@@ -98,17 +100,7 @@ class MetadataStore:
             "cluster_id": self.cluster_id,
             "topics": {name: t.to_json() for name, t in sorted(self.topics.items())},
         }
-        tmp = self.path.with_suffix(".json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomically(self.path, json.dumps(doc, indent=1))
 
     def save(self) -> None:
         """Persist the current state (the cluster id is fixed at first start)."""

@@ -14,6 +14,8 @@ import os
 import threading
 from pathlib import Path
 
+from storage.checkpoints import write_atomically
+
 FILE_NAME = "producer-id-block"
 BLOCK_SIZE = 1000
 
@@ -36,17 +38,7 @@ class ProducerIdManager:
     def _claim_block(self) -> None:
         start = max(self._read_last_block_end() + 1, self._block_end + 1)
         end = start + self.block_size - 1
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            f.write(f"version=1\nblock_start={start}\nblock_end={end}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomically(self.path, f"version=1\nblock_start={start}\nblock_end={end}\n")
         self._next, self._block_end = start, end
 
     def generate_producer_id(self) -> int:

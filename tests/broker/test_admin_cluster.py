@@ -2,36 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
 from confluent_kafka import Producer, TopicCollection
-from confluent_kafka.admin import AdminClient
-from kafka.admin import KafkaAdminClient
 
 from protocol.errors import ErrorCode
 from protocol.messages.describe_cluster import DescribeClusterRequest
 from protocol.messages.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
 from protocol.messages.describe_topic_partitions import Cursor, DescribeTopicPartitionsRequest, TopicRequest
-from tests.broker_harness import BrokerProcess, send_request
-
-
-@pytest.fixture(scope="module")
-def broker():
-    with BrokerProcess.started() as running:
-        yield running
-
-
-@pytest.fixture
-def admin(broker):
-    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-@pytest.fixture
-def cadmin(broker):
-    return AdminClient({"bootstrap.servers": broker.bootstrap})
+from tests.broker_harness import send_request
 
 
 # -- DescribeCluster ----------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource as CResource
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource as CResource
 from confluent_kafka.admin import ConfigSource, ResourceType
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
@@ -25,20 +25,6 @@ def broker():
     # One static setting, so STATIC_BROKER_CONFIG shows up in the chains.
     with BrokerProcess.started("log.retention.hours=24") as running:
         yield running
-
-
-@pytest.fixture
-def admin(broker):
-    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-@pytest.fixture
-def cadmin(broker):
-    return AdminClient({"bootstrap.servers": broker.bootstrap})
 
 
 def describe_topic(admin: KafkaAdminClient, topic: str, **kwargs) -> dict:

@@ -18,21 +18,6 @@ from protocol.messages.delete_records import DeleteRecordsPartition, DeleteRecor
 from tests.broker_harness import BrokerProcess, send_request
 
 
-@pytest.fixture(scope="module")
-def broker():
-    with BrokerProcess.started() as running:
-        yield running
-
-
-@pytest.fixture
-def admin(broker):
-    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
 def produce(broker: BrokerProcess, topic: str, count: int, size: int = 10) -> None:
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
     for i in range(count):

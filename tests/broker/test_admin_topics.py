@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import NewPartitions, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import (
@@ -22,26 +22,6 @@ from kafka.errors import (
 from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
 from tests.broker_harness import BrokerProcess, send_request
-
-
-@pytest.fixture(scope="module")
-def broker():
-    with BrokerProcess.started() as running:
-        yield running
-
-
-@pytest.fixture
-def admin(broker):
-    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-@pytest.fixture
-def cadmin(broker):
-    return AdminClient({"bootstrap.servers": broker.bootstrap})
 
 
 def _partition_dirs(broker: BrokerProcess, topic: str) -> list[str]:

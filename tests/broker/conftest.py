@@ -1,0 +1,34 @@
+"""Fixtures for broker tests: one real broker per module and admin clients on it."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaAdminClient
+
+from tests.broker_harness import BrokerProcess
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[BrokerProcess]:
+    """A fresh broker per test module; a module may override this fixture with its own settings."""
+    with BrokerProcess.started() as running:
+        yield running
+
+
+@pytest.fixture
+def admin(broker: BrokerProcess) -> Iterator[KafkaAdminClient]:
+    """kafka-python's admin client."""
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def cadmin(broker: BrokerProcess) -> AdminClient:
+    """confluent-kafka's (librdkafka's) admin client."""
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
