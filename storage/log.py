@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import logging
 import random
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 
 from protocol.record_batch import (
     RecordBatchHeader,
@@ -30,7 +31,7 @@ from protocol.record_batch import (
 )
 from storage.checkpoints import fsync_dir
 from storage.config import LogConfig
-from storage.errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
+from storage.errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from storage.leader_epoch_checkpoint import LeaderEpochFileCache
 from storage.log_append import AppendOrigin, LogAppendInfo, ProducerStateHook, analyze_and_validate
 from storage.log_segment import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment
@@ -63,6 +64,23 @@ class FetchIsolation(enum.Enum):
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+F = TypeVar("F", bound=Callable)
+
+
+def storage_errors(method: F) -> F:
+    """An OSError under a log call (disk full, I/O error) becomes KAFKA_STORAGE_ERROR for clients."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            log.error("%s: I/O error in %s: %s", self.dir.name, method.__name__, exc)
+            raise KafkaStorageError(f"{self.dir.name}: {method.__name__} failed: {exc}") from exc
+
+    return wrapper  # type: ignore[return-value]
 
 
 def random_segment_jitter(config: LogConfig) -> int:
@@ -161,6 +179,7 @@ class Log:
                 f"logEndOffset={self.log_end_offset}, segments={len(self.segments)})")
 
     # --- append -----------------------------------------------------------------------
+    @storage_errors
     def append_as_leader(
         self,
         records: bytearray | memoryview | bytes,
@@ -200,6 +219,7 @@ class Log:
             self._after_append(batches, analyzed.markers)
             return info
 
+    @storage_errors
     def append_as_follower(self, records: bytearray | memoryview | bytes, now: int | None = None) -> LogAppendInfo:
         """Append batches replicated from the leader, keeping their offsets and epochs."""
         now = now_ms() if now is None else now
@@ -246,6 +266,7 @@ class Log:
             self.flush()
 
     # --- roll and flush -----------------------------------------------------------------
+    @storage_errors
     def roll(self, expected_next_offset: int | None = None, now: int | None = None) -> LogSegment:
         """Start a new active segment; the old one is trimmed and fsynced (synchronously)."""
         with self.lock:
@@ -266,6 +287,7 @@ class Log:
             self.flush(new_offset)
             return segment
 
+    @storage_errors
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recoveryPoint, offset); advance the recovery point."""
         with self.lock:
@@ -289,6 +311,7 @@ class Log:
         return False
 
     # --- read ---------------------------------------------------------------------------
+    @storage_errors
     def read(
         self,
         offset: int,
@@ -371,6 +394,7 @@ class Log:
                 self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
             return True
 
+    @storage_errors
     def delete_records(self, offset: int, now: int | None = None) -> int:
         """DeleteRecords: move the log start offset and drop the segments below it."""
         from storage.log_retention import delete_log_start_offset_breached_segments
@@ -379,6 +403,7 @@ class Log:
         delete_log_start_offset_breached_segments(self, now)
         return self.log_start_offset
 
+    @storage_errors
     def truncate_to(self, target_offset: int) -> bool:
         """Follower truncation: remove every batch at or after ``target_offset``."""
         from storage.log_loader import rebuild_producer_state

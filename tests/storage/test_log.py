@@ -338,3 +338,28 @@ def test_follower_appends_are_not_held_to_max_message_bytes(checked_tmp_path) ->
         log.append_as_leader(bytearray(big), 0, now=NOW)
     assert log.append_as_follower(big, now=NOW).last_offset == 0  # the leader already accepted it
     log.close()
+
+
+def test_io_errors_surface_as_kafka_storage_error(checked_tmp_path, monkeypatch) -> None:
+    import errno
+    import os
+
+    from storage.errors import KafkaStorageError
+
+    log = _open(checked_tmp_path)
+    log.append_as_leader(make_batch(1, timestamp=NOW), 0, now=NOW)
+
+    def disk_full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", disk_full)
+    monkeypatch.setattr(os, "pread", disk_full)
+    with pytest.raises(KafkaStorageError) as exc:
+        log.append_as_leader(make_batch(1, timestamp=NOW), 0, now=NOW)
+    assert exc.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    with pytest.raises(KafkaStorageError):
+        log.read(0, 100)
+    monkeypatch.undo()
+    assert log.log_end_offset == 1  # nothing half-appended
+    assert log.append_as_leader(make_batch(1, timestamp=NOW), 0, now=NOW).first_offset == 1
+    log.close()
