@@ -119,7 +119,7 @@ def test_sigkilled_writer_never_loses_fsynced_batches(tmp_path) -> None:
     rng = random.Random(20261122)
     log_dir = tmp_path / "logs"
     verified = 0
-    deadline = time.monotonic() + 150
+    deadline = time.monotonic() + 600  # a hang guard; the run normally takes 30-50 s
     power_losses = 0
     for kill in range(KILLS):
         assert time.monotonic() < deadline, "crash test exceeded its time bound"
