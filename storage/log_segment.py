@@ -103,7 +103,7 @@ class LogSegment:
         self.index_interval_bytes = config.index_interval_bytes
         self.max_index_size = config.segment_index_bytes
         self.rolling_jitter_ms = rolling_jitter_ms
-        self.log = FileRecords(log_file(self.dir, base_offset, file_suffix), create=True)
+        self.log = FileRecords(log_file(self.dir, base_offset, file_suffix), create=create)
         self.offset_index = OffsetIndex(offset_index_file(self.dir, base_offset, file_suffix), base_offset, self.max_index_size)
         self.time_index = TimeIndex(time_index_file(self.dir, base_offset, file_suffix), base_offset, self.max_index_size)
         self.txn_index = TransactionIndex(txn_index_file(self.dir, base_offset, file_suffix), base_offset)
