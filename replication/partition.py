@@ -13,7 +13,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from storage.log import Log
+from storage.log import FetchIsolation, Log
 from storage.log_append import AppendOrigin, LogAppendInfo
 from storage.log_segment import FetchDataInfo
 
@@ -78,14 +78,7 @@ class Partition:
     @property
     def last_stable_offset(self) -> int:
         """The LSO: the HW, or the first offset of the oldest open transaction below it."""
-        first_unstable = self._first_unstable_offset()
-        hw = self.log.high_watermark
-        return hw if first_unstable is None else min(hw, first_unstable)
-
-    def _first_unstable_offset(self) -> int | None:
-        state = self.log.producer_state
-        first = getattr(state, "first_unstable_offset", None)
-        return first() if callable(first) else first
+        return self.log.last_stable_offset
 
     def append_records_to_leader(self, records: bytearray | memoryview, origin: AppendOrigin) -> LogAppendInfo:
         """Append as leader and advance the HW (the ISR is this broker alone).
@@ -109,14 +102,14 @@ class Partition:
         watermark below the data it carries.
         """
         hw = self.log.high_watermark
-        lso = self.last_stable_offset
+        lso = self.log.last_stable_offset
         log_start = self.log.log_start_offset
         leo = self.log.log_end_offset
         if not fetch_only_committed:
-            max_offset = None
+            isolation = FetchIsolation.LOG_END
         elif isolation_level == READ_COMMITTED:
-            max_offset = lso
+            isolation = FetchIsolation.TXN_COMMITTED  # also collects the aborted transactions
         else:
-            max_offset = hw
-        info = self.log.read(fetch_offset, max_bytes, max_offset, min_one_message)
+            isolation = FetchIsolation.HIGH_WATERMARK
+        info = self.log.read(fetch_offset, max_bytes, min_one_message=min_one_message, isolation=isolation)
         return LogReadResult(info, hw, lso, log_start, leo)

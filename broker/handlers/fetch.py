@@ -28,7 +28,13 @@ from broker.fetch_session import (
 )
 from protocol.buffers import FileRange
 from protocol.errors import ErrorCode
-from protocol.messages.fetch import FetchableTopicResponse, FetchRequest, FetchResponse, PartitionData
+from protocol.messages.fetch import (
+    AbortedTransaction,
+    FetchableTopicResponse,
+    FetchRequest,
+    FetchResponse,
+    PartitionData,
+)
 from replication.partition import READ_COMMITTED, LogReadResult
 from storage.errors import OffsetOutOfRangeError
 
@@ -154,7 +160,10 @@ def _partition_data(server: "KafkaServer", read: _Read, isolation: int) -> Parti
         partition_index=cached.partition, error_code=ErrorCode.NO_ERROR,
         high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
         log_start_offset=result.log_start_offset, preferred_read_replica=-1,
-        aborted_transactions=[] if isolation == READ_COMMITTED else None,
+        aborted_transactions=(
+            [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+             for a in result.info.aborted_transactions or ()]
+            if isolation == READ_COMMITTED else None),
         records=records,
     )
 
