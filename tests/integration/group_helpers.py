@@ -1,0 +1,229 @@
+"""Helpers for the consumer-group tests: member processes, a background producer, the group as the broker sees it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tests.broker_harness import BrokerProcess
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+_ADMINS: dict[str, Any] = {}
+
+
+def admin_client(broker: BrokerProcess) -> Any:
+    """One confluent-kafka AdminClient per broker address (each one starts librdkafka threads)."""
+    from confluent_kafka.admin import AdminClient
+
+    if broker.bootstrap not in _ADMINS:
+        _ADMINS[broker.bootstrap] = AdminClient({"bootstrap.servers": broker.bootstrap})
+    return _ADMINS[broker.bootstrap]
+
+
+def create_topic(broker: BrokerProcess, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    admin = admin_client(broker)
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+
+
+@dataclass
+class Member:
+    """One group member in its own process (tests/integration/group_worker.py)."""
+
+    name: str
+    process: subprocess.Popen
+    events_path: Path
+
+    def events(self) -> list[dict[str, Any]]:
+        if not self.events_path.exists():
+            return []
+        out = []
+        for line in self.events_path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass  # a line cut short by SIGKILL
+        return out
+
+    def count(self, event: str) -> int:
+        return sum(1 for e in self.events() if e["event"] == event)
+
+    def owned(self) -> set[int]:
+        """Partitions owned after applying every assigned/revoked callback (eager and incremental alike)."""
+        owned: set[int] = set()
+        for e in self.events():
+            if e["event"] == "assigned":
+                owned |= set(e["partitions"])
+            elif e["event"] == "revoked":
+                owned -= set(e["partitions"])
+        return owned
+
+    def crashed(self) -> str | None:
+        return next((e["error"] for e in self.events() if e["event"] == "crashed"), None)
+
+    def terminate(self, timeout: float = 30) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+
+def start_member(broker: BrokerProcess, tmp_path: Path, client: str, name: str, group: str, topic: str,
+                 session_timeout_ms: int = 6000, instance_id: str | None = None,
+                 assignor: str | None = None) -> Member:
+    events = tmp_path / f"{name}.events"
+    args = [sys.executable, "-m", "tests.integration.group_worker", "--client", client, "--bootstrap",
+            broker.bootstrap, "--group", group, "--topic", topic, "--events", str(events), "--client-id", name,
+            "--session-timeout-ms", str(session_timeout_ms)]
+    if instance_id:
+        args += ["--instance-id", instance_id]
+    if assignor:
+        args += ["--assignor", assignor]
+    log = open(tmp_path / f"{name}.log", "ab")
+    process = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    return Member(name, process, events)
+
+
+def describe_group(broker: BrokerProcess, group: str) -> tuple[str, dict[str, set[int]]]:
+    """(state, client id -> assigned partitions) as DescribeGroups reports it (confluent-kafka's admin)."""
+    admin = admin_client(broker)
+    description = admin.describe_consumer_groups([group])[group].result(10)
+    members = {m.client_id: {tp.partition for tp in m.assignment.topic_partitions} for m in description.members}
+    return description.state.name, members
+
+
+def stable_assignment(broker: BrokerProcess, group: str, members: list[Member], partitions: int,
+                      timeout: float = 60) -> dict[str, set[int]]:
+    """Wait until the group is Stable with exactly ``members``, each partition owned by exactly one
+    of them, and every member's own callbacks agree with the broker."""
+
+    def check() -> dict[str, set[int]] | None:
+        for m in members:
+            assert m.crashed() is None, f"{m.name} crashed: {m.crashed()}"
+        state, assignment = describe_group(broker, group)
+        if state != "STABLE" or set(assignment) != {m.name for m in members}:
+            return None
+        owned = [p for ps in assignment.values() for p in ps]
+        if sorted(owned) != list(range(partitions)):
+            return None
+        if any(m.owned() != assignment[m.name] for m in members):
+            return None
+        return assignment
+
+    return wait_until(check, timeout, f"group {group} stable with {[m.name for m in members]}", interval=0.2)
+
+
+@dataclass
+class BackgroundProducer:
+    """Produces numbered records to every partition until stopped (bounded in count and time)."""
+
+    broker: BrokerProcess
+    topic: str
+    partitions: int
+    max_records: int = 20_000
+    rate_per_s: int = 400
+    produced: dict[int, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "BackgroundProducer":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.broker.bootstrap, "linger.ms": 5})
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                self.errors.append(str(err))
+            else:
+                self.produced[msg.partition()] = max(self.produced.get(msg.partition(), 0), msg.offset() + 1)
+
+        sent = 0
+        started = time.monotonic()
+        while not self._stop.is_set() and sent < self.max_records and time.monotonic() - started < 300:
+            for _ in range(self.rate_per_s // 20):
+                producer.produce(self.topic, value=str(sent).encode(), partition=sent % self.partitions,
+                                 on_delivery=delivered)
+                sent += 1
+            producer.poll(0)
+            time.sleep(0.05)
+        producer.flush(30)
+
+    def stop(self) -> dict[int, int]:
+        self._stop.set()
+        self._thread.join(60)
+        assert not self.errors, self.errors[:3]
+        return dict(self.produced)
+
+
+def committed_offsets(broker: BrokerProcess, group: str, topic: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    admin = admin_client(broker)
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+    result = admin.list_consumer_group_offsets([request])[group].result(10)
+    return {tp.partition: tp.offset for tp in result.topic_partitions}
+
+
+def check_committed_exactly_once(members: list[Member], end_offsets: dict[int, int],
+                                 killed: list[Member] = ()) -> None:  # type: ignore[assignment]
+    """Every record committed by exactly one batch of one member; none skipped.
+
+    A member killed by SIGKILL may have committed its last batch without
+    writing so: the records of its last uncommitted ``processing`` batch may
+    be missing from the committed set, and nothing else may.
+    """
+    seen: dict[tuple[int, int], str] = {}
+    for m in members:
+        for e in m.events():
+            if e["event"] != "committed":
+                continue
+            for p, offsets in e["batch"].items():
+                for o in offsets:
+                    key = (int(p), o)
+                    assert key not in seen, f"record {key} committed twice: by {seen[key]} and {m.name}"
+                    seen[key] = m.name
+    unknown: set[tuple[int, int]] = set()
+    for m in killed:
+        pending: set[tuple[int, int]] = set()
+        for e in m.events():
+            if e["event"] == "processing":
+                pending = {(int(p), o) for p, offsets in e["batch"].items() for o in offsets}
+            elif e["event"] in ("committed", "commit_failed"):
+                pending = set()
+        unknown |= pending
+    missing = [(p, o) for p, end in end_offsets.items() for o in range(end)
+               if (p, o) not in seen and (p, o) not in unknown]
+    assert not missing, f"{len(missing)} records never committed, first {missing[:5]}"
