@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from protocol.records import Record, build_batch  # noqa: E402
-from storage.cleaner import build_offset_map, scan_log  # noqa: E402
+from storage.cleaner import aborted_transactions, build_offset_map  # noqa: E402
 from storage.config import LogConfig  # noqa: E402
 from storage.log import Log  # noqa: E402
 from storage.log_cleaner import LogCleaner  # noqa: E402
@@ -70,7 +70,8 @@ def main() -> None:
 
         started = time.perf_counter()
         offset_map = OffsetMap()
-        build_offset_map(segments[:-1], 0, log.log_end_offset, offset_map, scan_log(segments, None, None).aborted)
+        build_offset_map(segments[:-1], 0, log.log_end_offset, offset_map,
+                         aborted_transactions(log, 0, log.log_end_offset))
         map_s = time.perf_counter() - started
 
         cleaner = LogCleaner(time_ms=lambda: NOW)

@@ -36,9 +36,13 @@ Which records survive (``BatchFilter``), following Kafka 4:
   epoch, base sequence, transactional/control flags, timestamp type, partition
   leader epoch and compression codec; an untouched batch is copied verbatim.
 
-Without a transaction index the aborted transactions are found by scanning
-the batch headers of the log (and reading the control records of the control
-batches) at the start of each pass.
+The aborted transactions come from the log's transaction indexes
+(``Log.collect_aborted_transactions``, Kafka's ``collectAbortedTransactions``).
+An ABORT marker kept because batches of its transaction remain keeps its entry:
+it is written to the cleaned segment's ``.txnindex``, so READ_COMMITTED readers
+still learn about the transaction. The active producers come from the log's
+producer state; a log opened without one has them replayed from its batch
+headers (``active_producers_from_headers``).
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from protocol.records import Record, build_batch, read_batch
 from storage.log_segment import CLEANED_FILE_SUFFIX, LogSegment
 from storage.offset_map import OffsetMap
 from storage.producer_state import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, ProducerStateManager
+from storage.transaction_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -76,23 +81,23 @@ class CleanerLog(Protocol):
     dir: os.PathLike[str]
     config: object
 
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]: ...
+
     def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]) -> None: ...
 
 
 # ---------------------------------------------------------------- transactions
 
 
-@dataclass(frozen=True)
-class AbortedTxn:
-    producer_id: int
-    first_offset: int
-    last_offset: int  # the ABORT marker's offset
-
-
 def control_type_of(batch: bytes) -> int | None:
     """ABORT (0) or COMMIT (1) from a control batch's first record; None when empty."""
     _, records = read_batch(batch)
     return parse_control_key(records[0].key)[1] if records else None
+
+
+def aborted_transactions(log: CleanerLog, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+    """The log's aborted transactions with data in [start, upper bound), by first offset."""
+    return sorted(log.collect_aborted_transactions(start_offset, upper_bound_offset), key=lambda txn: txn.first_offset)
 
 
 @dataclass
@@ -106,6 +111,8 @@ class CleanedTransactionMetadata:
     """Transaction state while the cleaner walks a log in offset order."""
 
     aborted: list[AbortedTxn] = field(default_factory=list)  # sorted by first offset
+    #: The cleaned segment being written: retained aborted transactions go to its index.
+    cleaned_index: TransactionIndex | None = None
     _next_aborted: int = 0
     _ongoing_committed: set[int] = field(default_factory=set)
     _ongoing_aborted: dict[int, _AbortedTxnMetadata] = field(default_factory=dict)
@@ -135,7 +142,12 @@ class CleanedTransactionMetadata:
             return True  # an empty control batch was cleaned before
         if control_type == CONTROL_TYPE_ABORT:
             aborted = self._ongoing_aborted.pop(header.producer_id, None)
-            return not (aborted is not None and aborted.last_observed_batch_offset is not None)
+            if aborted is None or aborted.last_observed_batch_offset is None:
+                return True
+            # The marker stays, and so does the transaction's index entry.
+            if self.cleaned_index is not None:
+                self.cleaned_index.append(aborted.txn)
+            return False
         if control_type == CONTROL_TYPE_COMMIT:
             if header.producer_id in self._ongoing_committed:
                 self._ongoing_committed.discard(header.producer_id)
@@ -144,48 +156,39 @@ class CleanedTransactionMetadata:
         return False
 
 
-# ---------------------------------------------------------------- log scan
+# ---------------------------------------------------------------- active producers
 
 
-@dataclass
-class LogScan:
-    """What one header pass over the whole log tells the cleaner."""
+def active_producers_from_headers(
+    segments: Iterable[LogSegment], now_ms: int, expiration_ms: int
+) -> dict[int, tuple[int | None, int]]:
+    """(last data offset or None, epoch) per active producer, replayed from batch headers.
 
-    aborted: list[AbortedTxn]
-    control_types: dict[int, int | None]  # control batch base offset -> type
-    #: producer id -> (last data offset or None, epoch) of active producers.
-    last_records: dict[int, tuple[int | None, int]]
-
-
-def scan_log(segments: Iterable[LogSegment], now_ms: int | None, expiration_ms: int | None) -> LogScan:
-    """Replay the log's batch headers: aborted transactions and active producers."""
+    For a log opened without producer state; a log with one answers from it.
+    """
     # In memory only: this manager never takes or loads a snapshot.
     producers = ProducerStateManager(os.devnull)
-    if expiration_ms is not None:
-        producers.producer_id_expiration_ms = expiration_ms
-    ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
-    aborted: list[AbortedTxn] = []
-    control_types: dict[int, int | None] = {}
     for segment in segments:
-        for position, header in segment.batches():
+        for _, header in segment.batches():
             if header.producer_id != NO_PRODUCER_ID:
                 producers.update(header)
-            if header.is_control:
-                ctype = control_type_of(segment.read_batch(position, header))
-                control_types[header.base_offset] = ctype
-                first = ongoing.pop(header.producer_id, None)
-                if first is not None and ctype == CONTROL_TYPE_ABORT:
-                    aborted.append(AbortedTxn(header.producer_id, first, header.base_offset))
-            elif header.is_transactional:
-                ongoing.setdefault(header.producer_id, header.base_offset)
-    if now_ms is not None and expiration_ms is not None:
-        producers.remove_expired_producers(now_ms)
-    last_records = {
+    return last_records_of(producers, now_ms, expiration_ms)
+
+
+def last_records_of(
+    producers: ProducerStateManager, now_ms: int, expiration_ms: int
+) -> dict[int, tuple[int | None, int]]:
+    """(last data offset or None, epoch) of each producer not idle for ``expiration_ms``.
+
+    The batch holding an expired producer's last sequence need not be kept:
+    its producer id is forgotten (``producer.id.expiration.ms``) whether or
+    not the broker has pruned its producer state yet.
+    """
+    return {
         pid: (None if entry.is_empty else entry.last_data_offset, entry.producer_epoch)
         for pid, entry in producers.producers.items()
+        if entry.current_txn_first_offset is not None or now_ms - entry.last_timestamp < expiration_ms
     }
-    aborted.sort(key=lambda txn: txn.first_offset)
-    return LogScan(aborted, control_types, last_records)
 
 
 # ---------------------------------------------------------------- offset map
@@ -213,7 +216,7 @@ def build_offset_map(
             if header.base_offset >= end:
                 break
             if header.is_control:
-                txns.on_control_batch_read(header, None)
+                txns.on_control_batch_read(header, control_type_of(segment.read_batch(position, header)))
             elif not txns.on_batch_read(header):
                 _, records = read_batch(segment.read_batch(position, header))
                 for record in records:
@@ -298,7 +301,6 @@ class BatchFilter:
     delete_retention_ms: int
     transactions: CleanedTransactionMetadata
     last_records: dict[int, tuple[int | None, int]]
-    control_types: dict[int, int | None]
     upper_bound_offset: int
     stats: CleanerStats = field(default_factory=CleanerStats)
 
@@ -315,7 +317,7 @@ class BatchFilter:
 
     def _filter(self, batch: bytes, header: RecordBatchHeader) -> bytes | None:
         if header.is_control:
-            can_discard = self.transactions.on_control_batch_read(header, self.control_types.get(header.base_offset))
+            can_discard = self.transactions.on_control_batch_read(header, control_type_of(batch))
             discard_records = can_discard and header.has_delete_horizon and header.base_timestamp <= self.now_ms
         else:
             can_discard = self.transactions.on_batch_read(header)
@@ -428,9 +430,10 @@ def clean_segments(
     base_offset = group[0].base_offset
     cleaned = LogSegment.open(log.dir, base_offset, config, file_suffix=CLEANED_FILE_SUFFIX, create=True)  # type: ignore[arg-type]
     try:
-        if cleaned.size:  # a leftover of an interrupted pass: start over
+        if cleaned.size or cleaned.txn_index.entries:  # a leftover of an interrupted pass: start over
             cleaned.delete_if_exists()
             cleaned = LogSegment.open(log.dir, base_offset, config, file_suffix=CLEANED_FILE_SUFFIX, create=True)  # type: ignore[arg-type]
+        batch_filter.transactions.cleaned_index = cleaned.txn_index
         pending = bytearray()
         for segment in group:
             for position, header in segment.batches():
@@ -448,10 +451,13 @@ def clean_segments(
         # Keep the last modified time of the originals (retention by mtime and
         # the legacy horizon look at it).
         mtime = group[-1].last_modified_ms() / 1000
-        for path in (cleaned.log.path, cleaned.offset_index.path, cleaned.time_index.path):
-            os.utime(path, (mtime, mtime))
+        for path in (cleaned.log.path, cleaned.offset_index.path, cleaned.time_index.path, cleaned.txn_index.path):
+            if path.exists():  # a .txnindex only once it has an entry
+                os.utime(path, (mtime, mtime))
     except BaseException:
         cleaned.delete_if_exists()
         raise
+    finally:
+        batch_filter.transactions.cleaned_index = None
     log.replace_segments([cleaned], list(group))
     return cleaned

@@ -38,10 +38,12 @@ from storage.cleaner import (
     BatchFilter,
     CleanedTransactionMetadata,
     CleanerStats,
+    aborted_transactions,
+    active_producers_from_headers,
     build_offset_map,
     clean_segments,
     group_segments_by_size,
-    scan_log,
+    last_records_of,
 )
 from storage.log_segment import LogSegment
 from storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, DEFAULT_LOAD_FACTOR, OffsetMap
@@ -80,19 +82,18 @@ def last_stable_offset(log_: Any) -> int:
     return bound if unstable is None else min(bound, unstable)
 
 
-def last_records_of_active_producers(log_: Any) -> dict[int, tuple[int | None, int]] | None:
+def last_records_of_active_producers(
+    log_: Any, now_ms: int, expiration_ms: int
+) -> dict[int, tuple[int | None, int]] | None:
     """(last data offset, epoch) per producer from the log's own producer state, if it has one.
 
-    Without one the cleaner replays the batch headers instead (``scan_log``).
+    Without one the cleaner replays the batch headers instead (``active_producers_from_headers``).
     """
     psm = getattr(log_, "producer_state", None)
     if psm is None:
         return None
     with log_.lock:  # appends mutate the producer map
-        return {
-            pid: (None if entry.is_empty else entry.last_data_offset, entry.producer_epoch)
-            for pid, entry in psm.producers.items()
-        }
+        return last_records_of(psm, now_ms, expiration_ms)
 
 
 def segments_overlapping(segments: Sequence[LogSegment], start: int, end: int) -> list[LogSegment]:
@@ -292,13 +293,12 @@ class LogCleaner:
         config = log_.config
         check_done = self._check_done(log_)
         segments = segment_list(log_)
-        scan = scan_log(segments, now_ms, self.producer_id_expiration_ms)
-        active = last_records_of_active_producers(log_)
         dirty = segments_overlapping(segments, ltc.first_dirty_offset, ltc.first_uncleanable_offset)
         if ltc.first_dirty_offset >= ltc.first_uncleanable_offset:
             dirty = []
         build_offset_map(
-            dirty, ltc.first_dirty_offset, ltc.first_uncleanable_offset, self.offset_map, scan.aborted, check_done
+            dirty, ltc.first_dirty_offset, ltc.first_uncleanable_offset, self.offset_map,
+            aborted_transactions(log_, ltc.first_dirty_offset, ltc.first_uncleanable_offset), check_done,
         )
         # A pass with no dirty data still re-cleans the clean section (expired tombstones).
         end_offset = max(self.offset_map.latest_offset + 1, ltc.first_dirty_offset)
@@ -310,13 +310,17 @@ class LogCleaner:
         groups = group_segments_by_size(
             to_clean, int(config.segment_bytes), int(config.segment_index_bytes), ltc.first_uncleanable_offset
         )
+        active = last_records_of_active_producers(log_, now_ms, self.producer_id_expiration_ms)
+        if active is None:
+            active = active_producers_from_headers(segments, now_ms, self.producer_id_expiration_ms)
+        # Every batch of the groups is filtered, up to the segment after the last one.
+        clean_upper = segments[len(to_clean)].base_offset
         batch_filter = BatchFilter(
             offset_map=self.offset_map,
             now_ms=now_ms,
             delete_retention_ms=int(config.delete_retention_ms),
-            transactions=CleanedTransactionMetadata(list(scan.aborted)),
-            last_records=scan.last_records if active is None else active,
-            control_types=scan.control_types,
+            transactions=CleanedTransactionMetadata(aborted_transactions(log_, to_clean[0].base_offset, clean_upper)),
+            last_records=active,
             upper_bound_offset=ltc.first_uncleanable_offset,
         )
         log.info(

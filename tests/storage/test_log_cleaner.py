@@ -244,7 +244,9 @@ def _marker(log: Log, pid: int, commit: bool, ts: int) -> None:
 
 
 def test_aborted_transactions_are_removed_and_markers_expire(partition_dir: Path, opened: list[Log]) -> None:
-    log = open_log(partition_dir, opened, **{"delete.retention.ms": RETENTION})
+    # Producer state: the log learns of aborted transactions (its .txnindex) through it.
+    log = Log.open(partition_dir, compact_config(**{"delete.retention.ms": RETENTION}), producer_state=True)
+    opened.append(log)
     ts = BASE_TIMESTAMP
     append_keyed(log, [(key_of(1), False), (key_of(2), False)], producer=(7, 0, 0), transactional=True)  # 0-1
     append_keyed(log, [(key_of(3), False)], producer=(8, 0, 0), transactional=True)  # 2
