@@ -28,6 +28,8 @@ API_KEY = 2
 MIN_VERSION = 1
 MAX_VERSION = 10  # v11 (KIP-1005 earliest-pending-upload) needs tiered storage
 LATEST_TIERED_TIMESTAMP = -5
+#: ListOffsets responses carry the offset's leader epoch from v4 on.
+LEADER_EPOCH_MIN_VERSION = 4
 
 
 def _lookup(partition: Partition, timestamp: int, isolation: int, from_replica: bool) -> tuple[int, int, int]:
@@ -67,8 +69,11 @@ def handle(ctx: "RequestContext", server: "KafkaServer", request: ListOffsetsReq
                 entry.error_code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < partition.leader_epoch
                                     else ErrorCode.UNKNOWN_LEADER_EPOCH)
             else:
-                entry.timestamp, entry.offset, entry.leader_epoch = _lookup(
+                entry.timestamp, entry.offset, leader_epoch = _lookup(
                     partition, p.timestamp, request.isolation_level, from_replica)
+                if ctx.api_version >= LEADER_EPOCH_MIN_VERSION:
+                    # Older versions have no such field: it must keep its default.
+                    entry.leader_epoch = leader_epoch
             partitions.append(entry)
         topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
