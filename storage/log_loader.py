@@ -67,10 +67,14 @@ def remove_temp_files_and_collect_swaps(dir: Path) -> list[Path]:
     return swaps
 
 
-def complete_swaps(dir: Path, swaps: list[Path], config: LogConfig) -> None:
-    """Finish replaceSegments interrupted by a crash (Kafka's three passes)."""
+def complete_swaps(dir: Path, swaps: list[Path], config: LogConfig) -> set[int]:
+    """Finish replaceSegments interrupted by a crash (Kafka's three passes).
+
+    Returns the base offsets of the swapped-in segments: their indexes were
+    rebuilt from the log, their ``.txnindex`` is rebuilt with producer state.
+    """
     if not swaps:
-        return
+        return set()
     low, high = None, None
     for swap in swaps:
         base = offset_from_file_name(swap.name)
@@ -89,6 +93,7 @@ def complete_swaps(dir: Path, swaps: list[Path], config: LogConfig) -> None:
     for path in sorted(dir.iterdir()):
         if path.name.endswith(SWAP_FILE_SUFFIX):
             os.replace(path, path.with_name(path.name[: -len(SWAP_FILE_SUFFIX)]))
+    return {offset_from_file_name(swap.name) for swap in swaps}
 
 
 def load_segments(dir: Path, config: LogConfig) -> tuple[LogSegments, set[int]]:
@@ -151,8 +156,9 @@ def load_log(
     one in ``dir``); None leaves the Log without producer state.
     """
     dir.mkdir(parents=True, exist_ok=True)
-    complete_swaps(dir, remove_temp_files_and_collect_swaps(dir), config)
+    swapped = complete_swaps(dir, remove_temp_files_and_collect_swaps(dir), config)
     segments, rebuilt = load_segments(dir, config)
+    rebuilt |= swapped
     epoch_cache = LeaderEpochFileCache(dir)
     if not had_clean_shutdown:
         recover_log(dir, segments, recovery_point, epoch_cache, rebuilt)
@@ -185,8 +191,9 @@ def load_log(
         producer_state = ProducerStateManager(dir)
     result = Log(dir, config, segments, log_start_offset, recovery_point, log_end_offset, epoch_cache,
                  producer_state)  # type: ignore[arg-type]
-    result.high_watermark = log_end_offset if had_clean_shutdown else log_start_offset
     rebuild_producer_state(result, {base for base in rebuilt if segments.get(base) is not None})
+    # After the replay: transactions decided below the HW are stable again.
+    result.update_high_watermark(log_end_offset if had_clean_shutdown else log_start_offset)
     log.info("%s: loaded %d segment(s), logStartOffset=%d, logEndOffset=%d",
              dir.name, len(segments), log_start_offset, log_end_offset)
     return result

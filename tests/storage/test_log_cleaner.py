@@ -21,7 +21,7 @@ from tests.storage.cleaner_support import (
     write_workload,
 )
 from protocol.control_records import build_end_txn_marker_batch
-from storage.log import Log
+from storage.log import FetchIsolation, Log
 from storage.log_cleaner import LogCleaner, cleanable_offsets
 from storage.producer_state import AppendOrigin
 
@@ -345,3 +345,73 @@ def test_producer_state_of_the_log_decides_which_producer_batches_stay(
     assert log.producer_state.remove_expired_producers(BASE_TIMESTAMP + 10**9) == [42]  # type: ignore[union-attr]
     LogCleaner(time_ms=Clock(BASE_TIMESTAMP + 10**6)).clean_log(log)
     assert [b.base_offset for b in kafka_python_batches(partition_dir)] == [2]
+
+
+def test_cleaned_segments_keep_aborted_transactions_for_read_committed(partition_dir: Path, opened: list[Log]) -> None:
+    config = compact_config(**{"delete.retention.ms": RETENTION})
+    log = Log.open(partition_dir, config, producer_state=True)
+    opened.append(log)
+    ts = BASE_TIMESTAMP
+    # Three segments, one cleaned group: each transaction's entry comes from a different source segment.
+    append_keyed(log, [(key_of(1), False), (key_of(2), False)], producer=(7, 0, 0), transactional=True)  # 0-1
+    log.roll()
+    _marker(log, 7, commit=False, ts=ts)  # 2
+    append_keyed(log, [(key_of(3), False)], producer=(8, 0, 0), transactional=True)  # 3
+    log.roll()
+    _marker(log, 8, commit=False, ts=ts)  # 4
+    append_keyed(log, [(key_of(5), False)])  # 5
+    seal(log)
+
+    def read_committed_aborts(target: Log) -> list[tuple[int, int, int]]:
+        """What a READ_COMMITTED consumer reading the whole log is told, fetch by fetch."""
+        seen: list[tuple[int, int, int]] = []
+        offset = target.log_start_offset
+        while offset < target.last_stable_offset:
+            info = target.read(offset, 10**6, isolation=FetchIsolation.TXN_COMMITTED)
+            assert info.next_offset is not None and info.next_offset > offset
+            for t in info.aborted_transactions or []:
+                if (t.producer_id, t.first_offset, t.last_offset) not in seen:
+                    seen.append((t.producer_id, t.first_offset, t.last_offset))
+            offset = info.next_offset
+        return seen
+
+    assert read_committed_aborts(log) == [(7, 0, 2), (8, 3, 4)]
+    clock = Clock(ts + 1_000)
+    cleaner = LogCleaner(time_ms=clock, producer_id_expiration_ms=10_000)
+    cleaner.clean_log(log)
+    log.delete_pending_segments(now=2**62)
+    # One cleaned segment holds the emptied data batches of both transactions and their markers.
+    assert [s.base_offset for s in log.log_segments()] == [0, 6]
+    assert {b.base_offset: (b.is_control, len(b.records))
+            for b in kafka_python_batches(partition_dir) if b.producer_id in (7, 8)} == {
+        0: (False, 0), 2: (True, 1), 3: (False, 0), 4: (True, 1)}
+    assert read_committed_aborts(log) == [(7, 0, 2), (8, 3, 4)]
+    assert sorted(p.name for p in partition_dir.iterdir() if ".txnindex" in p.name) == ["00000000000000000000.txnindex"]
+
+    # On disk: a clean reopen reads the cleaned .txnindex as written.
+    log.close()
+    opened.remove(log)
+    log = Log.open(partition_dir, config, had_clean_shutdown=True, producer_state=True)
+    opened.append(log)
+    assert read_committed_aborts(log) == [(7, 0, 2), (8, 3, 4)]
+
+    # A crash between ".swap" and the final rename: the loader rebuilds the entries.
+    log.close()
+    opened.remove(log)
+    for path in list(partition_dir.iterdir()):
+        if path.name.startswith("00000000000000000000."):
+            path.rename(path.with_name(path.name + ".swap"))
+    log = Log.open(partition_dir, config, had_clean_shutdown=True, producer_state=True)
+    opened.append(log)
+    assert read_committed_aborts(log) == [(7, 0, 2), (8, 3, 4)]
+
+    # Once the producers expired their batches go; the next pass finds no data
+    # of either transaction, so the markers and the index entries go too.
+    log.update_high_watermark(log.log_end_offset)
+    clock.now = ts + 20_000
+    cleaner.clean_log(log)
+    assert read_committed_aborts(log) == [(7, 0, 2), (8, 3, 4)]  # markers seen with batches: kept this pass
+    cleaner.clean_log(log)
+    log.delete_pending_segments(now=2**62)
+    assert read_committed_aborts(log) == []
+    assert not [p.name for p in partition_dir.iterdir() if ".txnindex" in p.name]
