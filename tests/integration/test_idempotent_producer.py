@@ -1,0 +1,145 @@
+"""Idempotent producing with confluent-kafka against real broker processes.
+
+The client connects through ``KafkaProxy`` (the broker advertises the proxy's
+address), which lets the broker append a Produce request and then cuts the
+connection instead of forwarding the response: librdkafka must retry the
+batch with the same producer id and sequence, and the broker must answer the
+retry as the duplicate it is. Across a broker restart the producer keeps its
+id and sequences, so the broker must have kept (snapshotted or rebuilt) its
+producer state.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator
+
+import pytest
+
+from tests.broker_harness import BrokerProcess
+from tests.integration.clients import ConfluentDriver
+from tests.integration.kafka_proxy import KafkaProxy
+from tests.integration.records import Consumed
+
+TOPIC = "idempotent"
+PARTITIONS = 2
+
+
+@pytest.fixture
+def proxied_broker() -> Iterator[tuple[BrokerProcess, KafkaProxy]]:
+    broker = BrokerProcess()
+    try:
+        with KafkaProxy(broker.port) as proxy:
+            broker.overrides.append(f"advertised.listeners=PLAINTEXT://127.0.0.1:{proxy.port}")
+            broker.start()
+            yield broker, proxy
+            print(broker.log_text()[-6000:])  # shown when the test failed
+    finally:
+        broker.cleanup()
+
+
+class IdempotentProducer:
+    """confluent-kafka with enable.idempotence, collecting delivery reports."""
+
+    def __init__(self, bootstrap: str) -> None:
+        from confluent_kafka import Producer
+
+        self.acked: list[tuple[int, int, bytes]] = []
+        self.errors: list[str] = []
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+            "linger.ms": 2, "batch.num.messages": 200, "retry.backoff.ms": 20,
+            "message.timeout.ms": 60000, "socket.timeout.ms": 10000,
+        })
+
+    def _on_delivery(self, err: object, msg: object) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.acked.append((msg.partition(), msg.offset(), msg.value()))  # type: ignore[attr-defined]
+
+    def send(self, first: int, count: int) -> None:
+        for seq in range(first, first + count):
+            self.producer.produce(TOPIC, key=b"k%d" % (seq % 7), value=b"%08d" % seq, on_delivery=self._on_delivery)
+            self.producer.poll(0)
+
+    def flush(self, timeout: float = 60) -> None:
+        assert self.producer.flush(timeout) == 0, "records left undelivered"
+        assert not self.errors, f"{len(self.errors)} delivery errors, first: {self.errors[0]}"
+
+
+def _create_topic(bootstrap: str) -> None:
+    ConfluentDriver().create_topic(bootstrap, TOPIC, PARTITIONS)
+
+
+def _check_exactly_once(consumed: list[Consumed], total: int, acked: list[tuple[int, int, bytes]]) -> None:
+    values = [int(r.value) for r in consumed]
+    assert len(values) == len(set(values)), f"{len(values) - len(set(values))} duplicates"
+    assert sorted(values) == list(range(total))
+    by_partition: dict[int, list[int]] = {}
+    for record in consumed:
+        by_partition.setdefault(record.partition, []).append(int(record.value))
+    for partition, seqs in by_partition.items():
+        assert seqs == sorted(seqs), f"partition {partition} out of order"
+    # The offsets the producer was told are where the records are.
+    where = {(r.partition, r.offset): r.value for r in consumed}
+    for partition, offset, value in acked:
+        assert where.get((partition, offset)) == value, (partition, offset, value)
+
+
+def test_retries_after_dropped_responses_make_no_duplicates(proxied_broker: tuple[BrokerProcess, KafkaProxy]) -> None:
+    broker, proxy = proxied_broker
+    _create_topic(proxy.address)
+    producer = IdempotentProducer(proxy.address)
+    total, rounds, per_round = 0, 8, 1500
+    for _ in range(rounds):
+        proxy.drop_produce_responses(1)
+        producer.send(total, per_round)
+        total += per_round
+        producer.flush()
+    assert proxy.drops_done == rounds, "the proxy did not cut every armed Produce response"
+    consumed = ConfluentDriver().consume(proxy.address, TOPIC, PARTITIONS, expected=total)
+    _check_exactly_once(consumed, total, producer.acked)
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "sigkill"])
+def test_sequence_state_survives_a_restart(proxied_broker: tuple[BrokerProcess, KafkaProxy], stop: str) -> None:
+    broker, proxy = proxied_broker
+    _create_topic(proxy.address)
+    producer = IdempotentProducer(proxy.address)
+    producer.send(0, 3000)
+    producer.flush()
+    if stop == "sigterm":
+        assert broker.terminate() == 0
+    else:
+        broker.kill()
+    broker.start()
+    producer.send(3000, 3000)
+    producer.flush()
+    consumed = ConfluentDriver().consume(proxy.address, TOPIC, PARTITIONS, expected=6000)
+    _check_exactly_once(consumed, 6000, producer.acked)
+    assert "OUT_OF_ORDER" not in broker.log_text()
+
+
+def test_retry_of_a_lost_response_across_a_restart(proxied_broker: tuple[BrokerProcess, KafkaProxy]) -> None:
+    """The broker appends a batch, the response is lost, the broker restarts: the retry is a duplicate."""
+    broker, proxy = proxied_broker
+    _create_topic(proxy.address)
+    producer = IdempotentProducer(proxy.address)
+    producer.send(0, 2000)
+    producer.flush()
+    dropped = threading.Event()
+    proxy.on_drop = dropped.set
+    proxy.drop_produce_responses(1)
+    producer.send(2000, 1)
+    deadline = time.monotonic() + 30
+    while not dropped.is_set() and time.monotonic() < deadline:
+        producer.producer.poll(0.01)
+    assert dropped.is_set(), "no Produce response was cut"
+    assert broker.terminate() == 0
+    broker.start()
+    producer.send(2001, 999)
+    producer.flush()
+    consumed = ConfluentDriver().consume(proxy.address, TOPIC, PARTITIONS, expected=3000)
+    _check_exactly_once(consumed, 3000, producer.acked)
