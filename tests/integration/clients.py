@@ -71,20 +71,27 @@ class ConfluentDriver:
         assert remaining == 0, f"{remaining} records not delivered"
         assert not errors, f"{len(errors)} delivery errors, first: {errors[0]}"
 
-    def consume(self, bootstrap: str, topic: str, partitions: int, expected: int) -> list[Consumed]:
+    def consume(self, bootstrap: str, topic: str, partitions: int, expected: int | None) -> list[Consumed]:
+        """Until ``expected`` records, or (None) until every partition's end was reached."""
         from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pafka-tests-unused",
                              "enable.auto.commit": False, "enable.auto.offset.store": False,
-                             "auto.offset.reset": "earliest"})
+                             "auto.offset.reset": "earliest", "enable.partition.eof": expected is None})
         out: list[Consumed] = []
+        at_end: set[int] = set()
+
+        def done() -> bool:
+            return len(at_end) == partitions if expected is None else len(out) >= expected
+
         try:
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
             deadline = time.monotonic() + CONSUME_DEADLINE_S
-            while len(out) < expected and time.monotonic() < deadline:
+            while not done() and time.monotonic() < deadline:
                 for msg in consumer.consume(num_messages=10000, timeout=1.0):
                     if msg.error() is not None:
                         if msg.error().code() == KafkaError._PARTITION_EOF:
+                            at_end.add(msg.partition())
                             continue
                         raise AssertionError(f"consume error: {msg.error()}")
                     out.append(Consumed(msg.partition(), msg.offset(), msg.key(), msg.value(),
