@@ -26,5 +26,9 @@ main.add_command(topics_command)
 main.add_command(console_producer_command)
 main.add_command(console_consumer_command)
 
+from broker.tools.consumer_groups_command import consumer_groups_command  # noqa: E402  (issue 5)
+
+main.add_command(consumer_groups_command)
+
 if __name__ == "__main__":
     main()
