@@ -1,0 +1,271 @@
+"""Every advertised version of every group API, request and response, against a real broker.
+
+ApiVersions advertises exactly what the handler modules declare; this walks
+each version with raw requests (so no client's version choice hides one) and
+checks the fields that version carries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from broker.handlers import (
+    delete_groups,
+    describe_groups,
+    find_coordinator,
+    heartbeat,
+    join_group,
+    leave_group,
+    list_groups,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    sync_group,
+)
+from coordinator.group.consumer_protocol import encode_assignment, encode_subscription
+from protocol.errors import ErrorCode
+from protocol.messages import delete_groups as dg
+from protocol.messages import describe_groups as dsc
+from protocol.messages import find_coordinator as fc
+from protocol.messages import heartbeat as hb
+from protocol.messages import join_group as jg
+from protocol.messages import leave_group as lg
+from protocol.messages import list_groups as lsg
+from protocol.messages import offset_commit as oc
+from protocol.messages import offset_delete as od
+from protocol.messages import offset_fetch as of
+from protocol.messages import sync_group as sg
+from tests.broker_harness import BrokerProcess, send_request
+from tests.integration.group_helpers import create_topic
+
+TOPIC = "versions"
+
+
+@pytest.fixture(scope="module")
+def broker() -> Any:
+    with BrokerProcess.started("group.initial.rebalance.delay.ms=0") as process:
+        create_topic(process, TOPIC, 2)
+        yield process
+
+
+def versions(module: Any) -> range:
+    return range(module.MIN_VERSION, module.MAX_VERSION + 1)
+
+
+def topic_id(broker: BrokerProcess) -> Any:
+    from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+
+    response = send_request(broker, 3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=TOPIC)]))
+    return response.topics[0].topic_id
+
+
+@pytest.mark.parametrize("version", versions(find_coordinator))
+def test_find_coordinator(broker: BrokerProcess, version: int) -> None:
+    if version >= 4:
+        response = send_request(broker, 10, version, fc.FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]))
+        assert [(c.key, c.node_id, c.port, c.error_code) for c in response.coordinators] == [
+            ("a", 0, broker.port, 0), ("b", 0, broker.port, 0)]
+        txn = send_request(broker, 10, version, fc.FindCoordinatorRequest(key_type=1, coordinator_keys=["t"]))
+        assert txn.coordinators[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    else:
+        request = fc.FindCoordinatorRequest(key="a", key_type=0) if version >= 1 else fc.FindCoordinatorRequest(key="a")
+        response = send_request(broker, 10, version, request)
+        assert (response.error_code, response.node_id, response.host, response.port) == (0, 0, "127.0.0.1", broker.port)
+
+
+def _join(broker: BrokerProcess, version: int, group: str, member_id: str = "", instance: str | None = None) -> Any:
+    request = jg.JoinGroupRequest(group_id=group, session_timeout_ms=10000, member_id=member_id,
+                                  protocol_type="consumer",
+                                  protocols=[jg.JoinGroupRequestProtocol(name="range",
+                                                                         metadata=encode_subscription([TOPIC]))])
+    if version >= 1:
+        request.rebalance_timeout_ms = 10000
+    if version >= 5:
+        request.group_instance_id = instance
+    if version >= 8:
+        request.reason = "testing"
+    return send_request(broker, 11, version, request)
+
+
+def _member(broker: BrokerProcess, version: int, group: str) -> tuple[str, int]:
+    first = _join(broker, version, group)
+    if version >= 4:
+        assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED and first.generation_id == -1
+        first = _join(broker, version, group, first.member_id)
+    assert first.error_code == ErrorCode.NO_ERROR, first
+    assert first.leader == first.member_id and first.protocol_name == "range"
+    assert [m.member_id for m in first.members] == [first.member_id]
+    if version >= 7:
+        assert first.protocol_type == "consumer"
+    return first.member_id, first.generation_id
+
+
+@pytest.mark.parametrize("version", versions(join_group))
+def test_join_sync_heartbeat_leave(broker: BrokerProcess, version: int) -> None:
+    group = f"join-v{version}"
+    member_id, generation = _member(broker, version, group)
+    assert generation == 1
+    sync_version = min(version, sync_group.MAX_VERSION)
+    assignment = encode_assignment({TOPIC: [0, 1]})
+    request = sg.SyncGroupRequest(group_id=group, generation_id=generation, member_id=member_id,
+                                  assignments=[sg.SyncGroupRequestAssignment(member_id=member_id,
+                                                                             assignment=assignment)])
+    if sync_version >= 5:
+        request.protocol_type, request.protocol_name = "consumer", "range"
+    synced = send_request(broker, 14, sync_version, request)
+    assert (synced.error_code, synced.assignment) == (0, assignment)
+    hb_version = min(version, heartbeat.MAX_VERSION)
+    beat = send_request(broker, 12, hb_version, hb.HeartbeatRequest(group_id=group, generation_id=generation,
+                                                                    member_id=member_id))
+    assert beat.error_code == 0
+    stale = send_request(broker, 12, hb_version, hb.HeartbeatRequest(group_id=group, generation_id=generation + 5,
+                                                                     member_id=member_id))
+    assert stale.error_code == ErrorCode.ILLEGAL_GENERATION
+    leave_version = min(version, leave_group.MAX_VERSION)
+    if leave_version >= 3:
+        left = send_request(broker, 13, leave_version, lg.LeaveGroupRequest(
+            group_id=group, members=[lg.MemberIdentity(member_id=member_id), lg.MemberIdentity(member_id="ghost")]))
+        assert left.error_code == 0
+        assert [(m.member_id, m.error_code) for m in left.members] == [(member_id, 0),
+                                                                        ("ghost", ErrorCode.UNKNOWN_MEMBER_ID)]
+    else:
+        left = send_request(broker, 13, leave_version, lg.LeaveGroupRequest(group_id=group, member_id=member_id))
+        assert left.error_code == 0
+        again = send_request(broker, 13, leave_version, lg.LeaveGroupRequest(group_id=group, member_id=member_id))
+        assert again.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+@pytest.mark.parametrize("version", versions(offset_commit))
+def test_offset_commit_and_fetch(broker: BrokerProcess, version: int) -> None:
+    group = f"commit-v{version}"
+    partition = oc.OffsetCommitRequestPartition(partition_index=1, committed_offset=40 + version,
+                                                committed_metadata=f"meta-{version}")
+    if version >= 6:
+        partition.committed_leader_epoch = 0
+    topic = oc.OffsetCommitRequestTopic(partitions=[partition])
+    if version >= 10:
+        topic.topic_id = topic_id(broker)
+    else:
+        topic.name = TOPIC
+    response = send_request(broker, 8, version, oc.OffsetCommitRequest(group_id=group, topics=[topic]))
+    assert [p.error_code for t in response.topics for p in t.partitions] == [0]
+    unknown = oc.OffsetCommitRequestTopic(partitions=[oc.OffsetCommitRequestPartition(partition_index=0)])
+    if version >= 10:
+        unknown.topic_id = __import__("uuid").uuid4()
+    else:
+        unknown.name = "no-such-topic"
+    response = send_request(broker, 8, version, oc.OffsetCommitRequest(group_id=group, topics=[unknown]))
+    expected = ErrorCode.UNKNOWN_TOPIC_ID if version >= 10 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert response.topics[0].partitions[0].error_code == expected
+    fetched = _fetch(broker, min(version, offset_fetch.MAX_VERSION), group)
+    assert fetched == {1: (40 + version, f"meta-{version}")}
+
+
+def _fetch(broker: BrokerProcess, version: int, group: str) -> dict[int, tuple[int, str]]:
+    if version >= 8:
+        t = of.OffsetFetchRequestTopics(partition_indexes=[0, 1])
+        if version >= 10:
+            t.topic_id = topic_id(broker)
+        else:
+            t.name = TOPIC
+        response = send_request(broker, 9, version, of.OffsetFetchRequest(
+            groups=[of.OffsetFetchRequestGroup(group_id=group, topics=[t])]))
+        (g,) = response.groups
+        assert g.error_code == 0 and g.group_id == group
+        parts = [p for topic in g.topics for p in topic.partitions]
+    else:
+        response = send_request(broker, 9, version, of.OffsetFetchRequest(
+            group_id=group, topics=[of.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0, 1])]))
+        parts = [p for topic in response.topics for p in topic.partitions]
+    assert all(p.error_code == 0 for p in parts)
+    assert {p.partition_index: p.committed_offset for p in parts}[0] == -1  # none committed: -1, no error
+    return {p.partition_index: (p.committed_offset, p.metadata) for p in parts if p.committed_offset >= 0}
+
+
+@pytest.mark.parametrize("version", versions(offset_fetch))
+def test_offset_fetch_all_topics(broker: BrokerProcess, version: int) -> None:
+    group = f"fetch-all-v{version}"
+    send_request(broker, 8, 8, oc.OffsetCommitRequest(group_id=group, topics=[oc.OffsetCommitRequestTopic(
+        name=TOPIC, partitions=[oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=3)])]))
+    if version >= 8:
+        response = send_request(broker, 9, version, of.OffsetFetchRequest(
+            groups=[of.OffsetFetchRequestGroup(group_id=group, topics=None)]))
+        parts = [(t.name if version < 10 else t.topic_id, p.partition_index, p.committed_offset)
+                 for t in response.groups[0].topics for p in t.partitions]
+        assert parts == [(TOPIC if version < 10 else topic_id(broker), 0, 3)]
+    elif version >= 2:
+        response = send_request(broker, 9, version, of.OffsetFetchRequest(group_id=group, topics=None))
+        assert [(t.name, p.partition_index, p.committed_offset) for t in response.topics for p in t.partitions] == [
+            (TOPIC, 0, 3)]
+    else:  # v1 cannot ask for all topics
+        response = send_request(broker, 9, 1, of.OffsetFetchRequest(
+            group_id=group, topics=[of.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0])]))
+        assert response.topics[0].partitions[0].committed_offset == 3
+
+
+@pytest.mark.parametrize("version", versions(describe_groups))
+def test_describe_groups(broker: BrokerProcess, version: int) -> None:
+    group = f"describe-v{version}"
+    member_id, generation = _member(broker, 5, group)
+    send_request(broker, 14, 3, sg.SyncGroupRequest(group_id=group, generation_id=generation, member_id=member_id,
+                                                    assignments=[sg.SyncGroupRequestAssignment(
+                                                        member_id=member_id, assignment=b"\x00\x00")]))
+    request = dsc.DescribeGroupsRequest(groups=[group, "no-such-group"])
+    if version >= 3:
+        request.include_authorized_operations = True
+    response = send_request(broker, 15, version, request)
+    found, missing = response.groups
+    assert (found.error_code, found.group_state, found.protocol_type, found.protocol_data) == (
+        0, "Stable", "consumer", "range")
+    assert [(m.member_id, m.client_host, m.member_assignment) for m in found.members] == [
+        (member_id, "/127.0.0.1", b"\x00\x00")]
+    if version >= 3:
+        assert found.authorized_operations > 0
+    if version >= 6:
+        assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    else:
+        assert (missing.error_code, missing.group_state) == (0, "Dead")
+
+
+@pytest.mark.parametrize("version", versions(list_groups))
+def test_list_groups(broker: BrokerProcess, version: int) -> None:
+    group = f"list-v{version}"
+    send_request(broker, 8, 8, oc.OffsetCommitRequest(group_id=group, topics=[oc.OffsetCommitRequestTopic(
+        name=TOPIC, partitions=[oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]))
+    request = lsg.ListGroupsRequest()
+    if version >= 4:
+        request.states_filter = ["empty"]
+    if version >= 5:
+        request.types_filter = ["classic"]
+    response = send_request(broker, 16, version, request)
+    assert response.error_code == 0
+    listed = {g.group_id: g for g in response.groups}
+    assert group in listed
+    if version >= 4:
+        assert {g.group_state for g in response.groups} == {"Empty"}
+    if version >= 5:
+        assert listed[group].group_type == "classic"
+        none = send_request(broker, 16, version, lsg.ListGroupsRequest(types_filter=["share"]))
+        assert none.groups == []
+
+
+@pytest.mark.parametrize("version", versions(delete_groups))
+def test_delete_groups_and_offset_delete(broker: BrokerProcess, version: int) -> None:
+    group = f"delete-v{version}"
+    send_request(broker, 8, 8, oc.OffsetCommitRequest(group_id=group, topics=[oc.OffsetCommitRequestTopic(
+        name=TOPIC, partitions=[oc.OffsetCommitRequestPartition(partition_index=p, committed_offset=1)
+                                for p in (0, 1)])]))
+    deleted = send_request(broker, 47, 0, od.OffsetDeleteRequest(group_id=group, topics=[od.OffsetDeleteRequestTopic(
+        name=TOPIC, partitions=[od.OffsetDeleteRequestPartition(partition_index=0)])]))
+    assert deleted.error_code == 0 and deleted.topics[0].partitions[0].error_code == 0
+    assert _fetch(broker, 7, group) == {1: (1, "")}
+    response = send_request(broker, 42, version, dg.DeleteGroupsRequest(groups_names=[group, "never-existed"]))
+    assert [(r.group_id, r.error_code) for r in response.results] == [
+        (group, 0), ("never-existed", ErrorCode.GROUP_ID_NOT_FOUND)]
+    assert _fetch(broker, 7, group) == {}
+
+
+def test_offset_delete_versions_are_what_the_handler_serves() -> None:
+    assert (offset_delete.MIN_VERSION, offset_delete.MAX_VERSION) == (0, 0)
