@@ -75,6 +75,8 @@ class ConfluentDriver:
         """Until ``expected`` records, or (None) until every partition's end was reached."""
         from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+        # confluent-kafka refuses to create a consumer without group.id ("group.id
+        # must be set"); with assign() and no commits the group is never joined.
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pafka-tests-unused",
                              "enable.auto.commit": False, "enable.auto.offset.store": False,
                              "auto.offset.reset": "earliest", "enable.partition.eof": expected is None})
