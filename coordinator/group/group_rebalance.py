@@ -1,0 +1,293 @@
+"""Rebalancing: the timers and transitions the classic protocol runs on (Kafka's delayed operations).
+
+Kafka drives a group with purgatories; here each is one timer on the
+injected ``Scheduler``, and nothing blocks or needs a lock because every
+call and timer runs on the coordinator's thread:
+
+- the delayed join of a group in PreparingRebalance (Kafka's DelayedJoin):
+  completes as soon as every member has rejoined, or when the rebalance
+  timeout expires (members that did not rejoin are removed); a group that was
+  Empty first waits ``group.initial.rebalance.delay.ms``, extended while new
+  members keep arriving, up to the rebalance timeout (InitialDelayedJoin);
+- one heartbeat expiry per member (DelayedHeartbeat: the session timeout; five
+  minutes for a new member that never completes its first join);
+- the pending sync of a group in CompletingRebalance (DelayedSync): members
+  that have not sent SyncGroup within the rebalance timeout are removed.
+
+``group_membership`` answers the requests that drive these transitions.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from coordinator.group.group_metadata import (
+    UNKNOWN_MEMBER_ID,
+    GroupMetadata,
+    GroupState,
+    JoinGroupResult,
+    MemberMetadata,
+    SyncGroupResult,
+)
+from coordinator.group.group_metadata_manager import GroupMetadataManager
+from coordinator.group.scheduler import Scheduler, Timer
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_max_size: int = 2**31 - 1
+    group_initial_rebalance_delay_ms: int = 3000
+
+
+@dataclass
+class _DelayedJoin:
+    timer: Timer
+    initial: bool
+    delay_ms: int = 0
+    remaining_ms: int = 0
+
+
+
+class GroupRebalance:
+    """The state a coordinator keeps besides the groups: their timers; and the transitions they drive."""
+
+    def __init__(self, broker_id: int, config: GroupConfig, manager: GroupMetadataManager,
+                 scheduler: Scheduler) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.manager = manager
+        self.scheduler = scheduler
+        self.active = True
+        self._joins: dict[str, _DelayedJoin] = {}
+        self._syncs: dict[str, Timer] = {}
+        self._heartbeats: dict[tuple[str, str], Timer] = {}
+
+    def _log(self, message: str, *args: object) -> None:
+        log.info("[GroupCoordinator %d]: " + message, self.broker_id, *args)
+
+    # -- rebalance ------------------------------------------------------------------
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            # Members parked in SyncGroup must rejoin.
+            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        self._cancel_sync_expiration(group)
+        was_empty = group.is_(GroupState.EMPTY)
+        self._log("Preparing to rebalance group %s in state %s with old generation %d (__consumer_offsets-%d) "
+                  "(reason: %s)", group.group_id, group.state, group.generation_id,
+                  self.manager.partition_for(group.group_id), reason)
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.scheduler.now_ms())
+        self._cancel_join(group)
+        if was_empty:
+            delay = self.config.group_initial_rebalance_delay_ms
+            remaining = max(group.rebalance_timeout_ms - delay, 0)
+            self._schedule_initial_join(group, delay, remaining)
+        else:
+            self._schedule_join(group)
+            self._try_complete_join(group)
+
+    def _schedule_join(self, group: GroupMetadata) -> None:
+        group_id = group.group_id
+        holder: list[_DelayedJoin] = []
+
+        def expire() -> None:
+            if self._joins.get(group_id) is holder[0]:
+                del self._joins[group_id]
+                self._on_complete_join(group)
+
+        holder.append(_DelayedJoin(self.scheduler.schedule(group.rebalance_timeout_ms, expire), initial=False))
+        self._joins[group_id] = holder[0]
+
+    def _schedule_initial_join(self, group: GroupMetadata, delay_ms: int, remaining_ms: int) -> None:
+        group_id = group.group_id
+        holder: list[_DelayedJoin] = []
+
+        def expire() -> None:
+            if self._joins.get(group_id) is not holder[0]:
+                return
+            del self._joins[group_id]
+            if group.new_member_added and remaining_ms != 0:
+                # Members keep arriving: wait once more, within the rebalance timeout.
+                group.new_member_added = False
+                delay = min(self.config.group_initial_rebalance_delay_ms, remaining_ms)
+                self._schedule_initial_join(group, delay, max(remaining_ms - delay, 0))
+            else:
+                self._on_complete_join(group)
+
+        holder.append(_DelayedJoin(self.scheduler.schedule(delay_ms, expire), True, delay_ms, remaining_ms))
+        self._joins[group_id] = holder[0]
+
+    def _cancel_join(self, group: GroupMetadata) -> None:
+        join = self._joins.pop(group.group_id, None)
+        if join is not None:
+            join.timer.cancel()
+
+    def _try_complete_join(self, group: GroupMetadata) -> None:
+        """Complete the delayed join at once when every member has rejoined (not during the initial delay)."""
+        join = self._joins.get(group.group_id)
+        if join is None or join.initial or not group.is_(GroupState.PREPARING_REBALANCE):
+            return
+        if group.has_all_members_joined():
+            self._cancel_join(group)
+            self._on_complete_join(group)
+
+    def _on_complete_join(self, group: GroupMetadata) -> None:
+        if group.is_(GroupState.DEAD):
+            return
+        if not group.is_(GroupState.PREPARING_REBALANCE):
+            return
+        gone = [m for m in group.not_yet_rejoined_members() if not m.is_static]
+        if gone:
+            self._log("Group %s removed dynamic members who haven't joined: %s", group.group_id,
+                      [m.member_id for m in gone])
+        for member in gone:
+            group.remove(member.member_id)
+            self._remove_heartbeat(group, member.member_id)
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            log.error("[GroupCoordinator %d]: Group %s could not complete rebalance because no members rejoined",
+                      self.broker_id, group.group_id)
+            self._schedule_join(group)
+            return
+        group.init_next_generation(self.scheduler.now_ms())
+        if group.is_(GroupState.EMPTY):
+            self._log("Group %s with generation %d is now empty (__consumer_offsets-%d)", group.group_id,
+                      group.generation_id, self.manager.partition_for(group.group_id))
+            self.manager.store_group(group, {}, lambda error: None)
+            return
+        self._log("Stabilized group %s generation %d (__consumer_offsets-%d) with %d members", group.group_id,
+                  group.generation_id, self.manager.partition_for(group.group_id), len(group.members))
+        for member in list(group.members.values()):
+            group.maybe_invoke_join_callback(member, self._join_result(group, member))
+            self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
+            member.is_new = False
+        self._schedule_pending_sync(group)
+
+    def _schedule_pending_sync(self, group: GroupMetadata) -> None:
+        self._cancel_sync_expiration(group)
+        group.pending_sync_members = set(group.members)
+        generation = group.generation_id
+
+        def expire() -> None:
+            self._syncs.pop(group.group_id, None)
+            if generation != group.generation_id or group.state not in (
+                    GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+                return
+            if group.pending_sync_members:
+                missing = sorted(group.pending_sync_members)
+                for member_id in missing:
+                    group.remove(member_id)
+                    self._remove_heartbeat(group, member_id)
+                self._prepare_rebalance(group, f"removing {missing} on pending sync request expiration")
+
+        self._syncs[group.group_id] = self.scheduler.schedule(group.rebalance_timeout_ms, expire)
+
+    def _cancel_sync_expiration(self, group: GroupMetadata) -> None:
+        timer = self._syncs.pop(group.group_id, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_sync_members.discard(member_id)
+        if not group.pending_sync_members:
+            self._cancel_sync_expiration(group)
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _set_and_propagate_assignment(self, group: GroupMetadata, assignment: dict[str, bytes]) -> None:
+        for member in group.members.values():
+            member.assignment = assignment.get(member.member_id, b"")
+        self._propagate_assignment(group, ErrorCode.NO_ERROR)
+
+    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
+        for member in list(group.members.values()):
+            result = SyncGroupResult(error, group.protocol_type, group.protocol_name,
+                                     member.assignment if error == ErrorCode.NO_ERROR else b"")
+            group.maybe_invoke_sync_callback(member, result)
+            self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
+
+    def _schedule_heartbeat(self, group: GroupMetadata, member_id: str, timeout_ms: int) -> None:
+        key = (group.group_id, member_id)
+        previous = self._heartbeats.pop(key, None)
+        if previous is not None:
+            previous.cancel()
+        holder: list[Timer] = []
+
+        def expire() -> None:
+            if self._heartbeats.get(key) is holder[0]:
+                del self._heartbeats[key]
+                self._on_expire_heartbeat(group, member_id)
+
+        holder.append(self.scheduler.schedule(timeout_ms, expire))
+        self._heartbeats[key] = holder[0]
+
+    def _remove_heartbeat(self, group: GroupMetadata, member_id: str) -> None:
+        timer = self._heartbeats.pop((group.group_id, member_id), None)
+        if timer is not None:
+            timer.cancel()
+
+    def _on_expire_heartbeat(self, group: GroupMetadata, member_id: str) -> None:
+        if group.is_(GroupState.DEAD):
+            return
+        if member_id in group.pending_members:
+            self._log("Pending member %s in group %s has been removed after session timeout expiration.",
+                      member_id, group.group_id)
+            self._remove_pending_member_and_update_group(group, member_id)
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            return
+        if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
+            return  # waiting on the group, not failing: the rebalance reschedules it
+        self._log("Member %s in group %s has failed, removing it from the group", member_id, group.group_id)
+        self._remove_member_and_update_group(group, member, f"removing member {member_id} on heartbeat expiration")
+
+    # -- leaving -------------------------------------------------------------------------
+    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
+        # A new member may time out with its JoinGroup parked: answer it so a live
+        # client retries.
+        group.maybe_invoke_join_callback(member, JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID))
+        group.maybe_invoke_sync_callback(member, SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, reason)
+        elif group.is_(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    def _remove_pending_member_and_update_group(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_members.discard(member_id)
+        self._remove_heartbeat(group, member_id)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    # -- loading and shutdown ----------------------------------------------------------------
+    def on_group_loaded(self, group: GroupMetadata) -> None:
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
+
+    def cancel_group_timers(self, group: GroupMetadata) -> None:
+        self._cancel_join(group)
+        self._cancel_sync_expiration(group)
+        for key in [k for k in self._heartbeats if k[0] == group.group_id]:
+            self._heartbeats.pop(key).cancel()
+
+    def shutdown_timers(self) -> None:
+        self.active = False
+        for join in self._joins.values():
+            join.timer.cancel()
+        for timer in list(self._syncs.values()) + list(self._heartbeats.values()):
+            timer.cancel()
+        self._joins.clear()
+        self._syncs.clear()
+        self._heartbeats.clear()
