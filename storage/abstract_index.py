@@ -61,10 +61,32 @@ class AbstractIndex:
         self._mmap = mmap.mmap(fd, self._length, access=access)
 
     def _count_entries(self, slots: int) -> int:
+        """Entries of an existing file: a run of written slots, then a zero tail.
+
+        A trimmed file (closed or rolled segment) ends with an entry, so its
+        size gives the count. A file still preallocated (the active segment's
+        after a crash) is binary-searched for the start of its zero tail:
+        about log2(slots) slot reads instead of reading megabytes of zeros.
+        That the tail is all zeros holds because entries are written in slot
+        order and truncation zeroes the slots it drops (``truncate_to_entries``).
+        """
         if self._mmap is None or slots == 0:
             return 0
-        used = len(self._mmap[: slots * self.ENTRY_SIZE].rstrip(b"\x00"))
-        return -(-used // self.ENTRY_SIZE)  # a partly non-zero slot is an entry
+        if not self._is_zero_slot(slots - 1):
+            return slots
+        lo, hi = 0, slots - 1  # the first slot of the zero tail lies in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._is_zero_slot(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _is_zero_slot(self, slot: int) -> bool:
+        # A partly non-zero slot is an entry.
+        start = slot * self.ENTRY_SIZE
+        return not any(self._mmap[start : start + self.ENTRY_SIZE])  # type: ignore[index]
 
     def resize(self, new_size: int) -> bool:
         """Change the file (and mapping) size, keeping the entries; True if it changed."""

@@ -33,6 +33,7 @@ from storage.log_segment import (
     LOG_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
     LogSegment,
     offset_from_file_name,
     offset_index_file,
@@ -42,12 +43,13 @@ from storage.log_segments import LogSegments
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, ".txnindex")
+_SEGMENT_SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)
 
 
 def _is_segment_file(name: str) -> bool:
-    base = name.split(".", 1)[0]
-    return len(base) == 20 and base.isdigit()
+    """A segment's log or index file (any suffix after it); not a producer ``.snapshot``."""
+    base, _, rest = name.partition(".")
+    return len(base) == 20 and base.isdigit() and "." + rest.split(".", 1)[0] in _SEGMENT_SUFFIXES
 
 
 def remove_temp_files_and_collect_swaps(dir: Path) -> list[Path]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from storage.abstract_index import AbstractIndex
 from storage.errors import CorruptIndexError
 from storage.offset_index import OffsetIndex, OffsetPosition
 
@@ -59,6 +60,42 @@ def test_zero_tail_of_a_crashed_active_index_is_not_entries(tmp_path) -> None:
     assert path.stat().st_size == 800
     reopened = OffsetIndex(path, 0, max_index_size=800)
     assert reopened.entries == 2 and reopened.last_offset == 9
+    reopened.close()
+
+
+@pytest.mark.parametrize("written", [0, 1, 2, 777, 1000])
+def test_crashed_preallocated_index_opens_by_binary_search_over_its_zero_tail(tmp_path, monkeypatch, written) -> None:
+    # 10 MiB as segment.index.bytes: 1,310,720 slots, of which only ~log2 are read.
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, max_index_size=10 << 20)
+    for i in range(1, written + 1):
+        index.append(i * 2, i * 64)
+    if written > 1:
+        index.truncate_to(written * 2)  # drops the last entry, zeroing its slot
+        written -= 1
+    index.close_handler()  # a crash: still preallocated
+    probes: list[int] = []
+    probe = AbstractIndex._is_zero_slot
+    monkeypatch.setattr(AbstractIndex, "_is_zero_slot", lambda self, slot: probes.append(slot) or probe(self, slot))
+    reopened = OffsetIndex(path, 0, max_index_size=10 << 20)
+    assert reopened.entries == written
+    assert reopened.last_offset == written * 2
+    assert len(probes) <= 22
+    reopened.close_handler()
+
+
+def test_trimmed_index_count_comes_from_its_size(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, max_index_size=800)
+    for i in range(1, 101):  # full: no zero tail at all
+        index.append(i, i * 10)
+    index.close()
+    probes: list[int] = []
+    probe = AbstractIndex._is_zero_slot
+    monkeypatch.setattr(AbstractIndex, "_is_zero_slot", lambda self, slot: probes.append(slot) or probe(self, slot))
+    reopened = OffsetIndex(path, 0, max_index_size=800)
+    assert reopened.entries == 100 and reopened.last_offset == 100
+    assert probes == [99]
     reopened.close()
 
 

@@ -95,6 +95,23 @@ def test_segments_below_the_recovery_point_are_not_rescanned(checked_tmp_path, c
     assert scanned == [f"t-0: recovering unflushed segment {recovery_point}"]
 
 
+def test_producer_snapshots_are_not_taken_for_orphaned_index_files(checked_tmp_path) -> None:
+    # The snapshot a clean close takes at the log end (not a segment base) must
+    # survive the reopen: it spares the replay of the whole log.
+    dir = checked_tmp_path / "t-0"
+    log = Log.open(dir, CONFIG, producer_state=True)
+    for i in range(5):
+        log.append_as_leader(make_batch(2, timestamp=NOW + i, seed=i, value_size=60), leader_epoch=0, now=NOW)
+    end = log.log_end_offset
+    assert end not in {s.base_offset for s in log.segments}
+    log.close()
+    snapshot = dir / f"{end:020d}.snapshot"
+    assert snapshot.exists()
+    reopened = Log.open(dir, CONFIG, had_clean_shutdown=True, producer_state=True)
+    assert snapshot.exists()
+    reopened.close()
+
+
 def test_missing_and_corrupt_indexes_are_rebuilt_even_after_a_clean_shutdown(checked_tmp_path) -> None:
     dir = checked_tmp_path / "t-0"
     log = Log.open(dir, CONFIG)

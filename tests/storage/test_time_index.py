@@ -54,6 +54,19 @@ def test_full_keeps_one_slot_for_the_roll_entry(tmp_path) -> None:
     index.close()
 
 
+def test_crashed_preallocated_time_index_reopens_with_its_entries(tmp_path) -> None:
+    path = tmp_path / "00000000000000000000.timeindex"
+    index = TimeIndex(path, 0, max_index_size=10 << 20)
+    for i in range(1, 301):
+        index.maybe_append(1_700_000_000_000 + i, i * 3)
+    index.truncate_to(600)  # drops the entries from offset 600 on, zeroing their slots
+    index.close_handler()  # a crash: still preallocated
+    reopened = TimeIndex(path, 0, max_index_size=10 << 20)
+    assert reopened.entries == 199
+    assert reopened.last_entry == TimestampOffset(1_700_000_000_199, 597)
+    reopened.close()
+
+
 def test_truncate_to(tmp_path) -> None:
     index = TimeIndex(tmp_path / "00000000000000000000.timeindex", 0, max_index_size=1200)
     for i in range(1, 11):
