@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from storage.errors import KafkaStorageError
 from storage.cleaner import (
     BatchFilter,
     CleanedTransactionMetadata,
@@ -209,13 +210,23 @@ class LogCleaner:
     def checkpoint_file(log_: Any) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(Path(log_.dir).parent / CLEANER_OFFSET_CHECKPOINT)
 
+    @staticmethod
+    def read_checkpoint(checkpoint: OffsetCheckpointFile) -> dict[tuple[str, int], int]:
+        """The checkpointed offsets; a malformed file is logged and read as empty, as Kafka does
+        (those logs are then cleaned from their start, and the next update rewrites the file)."""
+        try:
+            return checkpoint.read()
+        except KafkaStorageError as exc:
+            log.error("Failed to read cleaner checkpoint %s, treating it as empty: %s", checkpoint.path, exc)
+            return {}
+
     def last_clean_offset(self, log_: Any) -> int | None:
-        return self.checkpoint_file(log_).read().get(topic_partition_of(log_))
+        return self.read_checkpoint(self.checkpoint_file(log_)).get(topic_partition_of(log_))
 
     def update_checkpoint(self, log_: Any, offset: int) -> None:
         with self._lock:  # several logs of one log dir share the file
             checkpoint = self.checkpoint_file(log_)
-            offsets = checkpoint.read()
+            offsets = self.read_checkpoint(checkpoint)
             offsets[topic_partition_of(log_)] = offset
             checkpoint.write(offsets)
 
@@ -228,7 +239,7 @@ class LogCleaner:
     def remove_checkpoint(self, log_: Any) -> None:
         with self._lock:
             checkpoint = self.checkpoint_file(log_)
-            offsets = checkpoint.read()
+            offsets = self.read_checkpoint(checkpoint)
             if offsets.pop(topic_partition_of(log_), None) is not None:
                 checkpoint.write(offsets)
 

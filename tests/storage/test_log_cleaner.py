@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Iterator
 
@@ -308,6 +309,26 @@ def test_checkpoint_past_the_log_end_is_reset(partition_dir: Path, opened: list[
     assert cleaner.last_clean_offset(log) == 3
     assert [w.offset for w in pafka_records(partition_dir)] == [2]
 
+
+
+@pytest.mark.parametrize("content", ["", "0\n", "zero\n1\ntopic 0 5\n", "0\n2\ntopic 0 5\n", "0\n1\ntopic 0\n"])
+def test_malformed_cleaner_checkpoint_is_logged_and_read_as_empty(
+    partition_dir: Path, opened: list[Log], caplog: pytest.LogCaptureFixture, content: str
+) -> None:
+    log = open_log(partition_dir, opened)
+    append_keyed(log, [(key_of(1), False)] * 3)
+    seal(log)
+    checkpoint = partition_dir.parent / "cleaner-offset-checkpoint"
+    checkpoint.write_text(content)
+    cleaner = LogCleaner(time_ms=Clock(BASE_TIMESTAMP))
+    with caplog.at_level(logging.ERROR, logger="storage.log_cleaner"):
+        assert cleaner.last_clean_offset(log) is None
+        result = cleaner.clean_once([log])
+    assert any("cleaner checkpoint" in r.getMessage() for r in caplog.records)
+    # Cleaned from the log start, and the file rewritten in Kafka's format.
+    assert result is not None and result.first_dirty_offset == 0 and result.end_offset == 3
+    assert checkpoint.read_text() == "0\n1\ntopic 0 3\n"
+    assert [w.offset for w in pafka_records(partition_dir)] == [2]
 
 
 def test_a_full_offset_map_cleans_in_several_passes(partition_dir: Path, opened: list[Log]) -> None:
