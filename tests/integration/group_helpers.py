@@ -199,13 +199,15 @@ def committed_offsets(broker: BrokerProcess, group: str, topic: str, partitions:
 
 def check_committed_exactly_once(members: list[Member], end_offsets: dict[int, int],
                                  killed: list[Member] = ()) -> None:  # type: ignore[assignment]
-    """Every record committed by exactly one batch of one member; none skipped.
+    """No record is consumed again once committed, each is committed by one batch, none is skipped.
 
-    A member killed by SIGKILL may have committed its last batch without
-    writing so: the records of its last uncommitted ``processing`` batch may
-    be missing from the committed set, and nothing else may.
+    Members log ``processing`` before and ``committed`` after each successful
+    synchronous commit (one clock: same host). A member killed by SIGKILL may
+    have committed its last batch without logging it, so the records of its
+    last unconfirmed ``processing`` batch may be missing from the committed
+    set; nothing else may.
     """
-    seen: dict[tuple[int, int], str] = {}
+    committed_at: dict[tuple[int, int], tuple[float, str]] = {}
     for m in members:
         for e in m.events():
             if e["event"] != "committed":
@@ -213,8 +215,17 @@ def check_committed_exactly_once(members: list[Member], end_offsets: dict[int, i
             for p, offsets in e["batch"].items():
                 for o in offsets:
                     key = (int(p), o)
-                    assert key not in seen, f"record {key} committed twice: by {seen[key]} and {m.name}"
-                    seen[key] = m.name
+                    assert key not in committed_at, f"record {key} committed twice: by {committed_at[key][1]} and {m.name}"
+                    committed_at[key] = (e["t"], m.name)
+    for m in members:
+        for e in m.events():
+            if e["event"] != "processing":
+                continue
+            for p, offsets in e["batch"].items():
+                for o in offsets:
+                    done = committed_at.get((int(p), o))
+                    assert done is None or e["t"] <= done[0], (
+                        f"record {(int(p), o)} consumed by {m.name} after {done[1]} had committed it")
     unknown: set[tuple[int, int]] = set()
     for m in killed:
         pending: set[tuple[int, int]] = set()
@@ -225,5 +236,5 @@ def check_committed_exactly_once(members: list[Member], end_offsets: dict[int, i
                 pending = set()
         unknown |= pending
     missing = [(p, o) for p, end in end_offsets.items() for o in range(end)
-               if (p, o) not in seen and (p, o) not in unknown]
+               if (p, o) not in committed_at and (p, o) not in unknown]
     assert not missing, f"{len(missing)} records never committed, first {missing[:5]}"

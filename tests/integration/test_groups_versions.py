@@ -189,12 +189,15 @@ def test_offset_fetch_all_topics(broker: BrokerProcess, version: int) -> None:
     group = f"fetch-all-v{version}"
     send_request(broker, 8, 8, oc.OffsetCommitRequest(group_id=group, topics=[oc.OffsetCommitRequestTopic(
         name=TOPIC, partitions=[oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=3)])]))
-    if version >= 8:
+    if version >= 8:  # batched: several groups in one request (KIP-709)
         response = send_request(broker, 9, version, of.OffsetFetchRequest(
-            groups=[of.OffsetFetchRequestGroup(group_id=group, topics=None)]))
+            groups=[of.OffsetFetchRequestGroup(group_id=group, topics=None),
+                    of.OffsetFetchRequestGroup(group_id="nobody-committed", topics=None)]))
         parts = [(t.name if version < 10 else t.topic_id, p.partition_index, p.committed_offset)
                  for t in response.groups[0].topics for p in t.partitions]
         assert parts == [(TOPIC if version < 10 else topic_id(broker), 0, 3)]
+        assert (response.groups[1].group_id, response.groups[1].error_code, response.groups[1].topics) == (
+            "nobody-committed", 0, [])
     elif version >= 2:
         response = send_request(broker, 9, version, of.OffsetFetchRequest(group_id=group, topics=None))
         assert [(t.name, p.partition_index, p.committed_offset) for t in response.topics for p in t.partitions] == [
