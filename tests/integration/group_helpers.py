@@ -16,6 +16,8 @@ from typing import Any, Callable
 from tests.broker_harness import BrokerProcess
 
 REPO = Path(__file__).resolve().parents[2]
+#: How librdkafka, kafka-python and aiokafka word UNKNOWN_MEMBER_ID in their logs (lower-cased).
+UNKNOWN_MEMBER_MARKERS = ("unknown_member_id", "unknown member", "unknownmemberid", "member_id was not recognized")
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
@@ -79,6 +81,12 @@ class Member:
             elif e["event"] == "revoked":
                 owned -= set(e["partitions"])
         return owned
+
+    def unknown_member_lines(self) -> list[str]:
+        """Lines of the client's own log saying the broker answered UNKNOWN_MEMBER_ID."""
+        log = self.events_path.with_suffix(".log")
+        text = log.read_text(errors="replace") if log.exists() else ""
+        return [line for line in text.splitlines() if any(m in line.lower() for m in UNKNOWN_MEMBER_MARKERS)]
 
     def crashed(self) -> str | None:
         return next((e["error"] for e in self.events() if e["event"] == "crashed"), None)

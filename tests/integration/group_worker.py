@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import signal
 import sys
 import time
@@ -47,7 +48,7 @@ def run_confluent(args: argparse.Namespace, events: Events) -> None:
     config = {"bootstrap.servers": args.bootstrap, "group.id": args.group, "client.id": args.client_id, "enable.auto.commit": False,
               "auto.offset.reset": "earliest", "session.timeout.ms": args.session_timeout_ms,
               "heartbeat.interval.ms": max(100, args.session_timeout_ms // 10),
-              "partition.assignment.strategy": args.assignor or "range"}
+              "partition.assignment.strategy": args.assignor or "range", "debug": "cgrp"}
     if args.instance_id:
         config["group.instance.id"] = args.instance_id
     consumer = Consumer(config)
@@ -177,6 +178,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--assignor")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    # The clients' group coordinators log every error the broker answers with
+    # (the test reads the log for UNKNOWN_MEMBER_ID).
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    for name in ("kafka.coordinator", "aiokafka.consumer.group_coordinator"):
+        logging.getLogger(name).setLevel(logging.DEBUG)
     events = Events(args.events)
     try:
         RUNNERS[args.client](args, events)

@@ -76,6 +76,8 @@ def test_members_share_partitions_through_join_leave_and_kill(client: str, tmp_p
             for m in members:
                 m.terminate()
             check_committed_exactly_once(everyone, end_offsets, killed=[victim])
+            for m in everyone:  # no live member was ever told it is unknown
+                assert not m.unknown_member_lines(), (m.name, m.unknown_member_lines()[:3])
             assert sum(end_offsets.values()) > 1000
         finally:
             producer.stop() if producer._thread.is_alive() else None
