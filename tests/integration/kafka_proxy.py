@@ -7,6 +7,8 @@ so it can lose exactly the response that hurts: ``drop_produce_responses(n)``
 lets the broker append the next ``n`` Produce requests and then, instead of
 forwarding their responses, cuts the client's connection mid-stream. The
 client cannot know whether its batch was written and must retry it.
+``cut_produce_requests(n)`` forwards half of each of the next ``n`` Produce
+requests and cuts the connection: the broker sees a truncated frame.
 """
 
 from __future__ import annotations
@@ -65,6 +67,15 @@ class _Link:
             if len(frame) >= 12:
                 api_key, _version, correlation_id = struct.unpack_from(">hhi", frame, 4)
                 self.api_keys[correlation_id] = api_key
+                if api_key == PRODUCE_KEY and self.proxy._take_request_cut():
+                    # Half a request reaches the broker, then the connection dies.
+                    try:
+                        self.upstream.sendall(frame[: len(frame) // 2])
+                    except OSError:
+                        pass
+                    self.close()
+                    self.proxy._dropped()
+                    return
             try:
                 self.upstream.sendall(frame)
             except OSError:
@@ -112,6 +123,7 @@ class KafkaProxy:
         self.port: int = self._listener.getsockname()[1]
         self._lock = threading.Lock()
         self._drops_armed = 0
+        self._request_cuts_armed = 0
         self.drops_done = 0
         self.connections_refused = 0
         self.on_drop: Callable[[], None] | None = None
@@ -134,10 +146,15 @@ class KafkaProxy:
         with self._lock:
             self._drops_armed += count
 
+    def cut_produce_requests(self, count: int) -> None:
+        """Forward only the first half of the next ``count`` Produce requests, then cut."""
+        with self._lock:
+            self._request_cuts_armed += count
+
     @property
     def drops_pending(self) -> int:
         with self._lock:
-            return self._drops_armed
+            return self._drops_armed + self._request_cuts_armed
 
     def cut_all(self) -> None:
         """Close every proxied connection now."""
@@ -151,6 +168,13 @@ class KafkaProxy:
         self._listener.close()
         self.cut_all()
         self._thread.join(timeout=5)
+
+    def _take_request_cut(self) -> bool:
+        with self._lock:
+            if self._request_cuts_armed <= 0:
+                return False
+            self._request_cuts_armed -= 1
+            return True
 
     def _take_drop(self) -> bool:
         with self._lock:

@@ -103,6 +103,26 @@ def test_retries_after_dropped_responses_make_no_duplicates(proxied_broker: tupl
     _check_exactly_once(consumed, total, producer.acked)
 
 
+def test_requests_cut_mid_frame_are_retried_once(proxied_broker: tuple[BrokerProcess, KafkaProxy]) -> None:
+    broker, proxy = proxied_broker
+    _create_topic(proxy.address)
+    producer = IdempotentProducer(proxy.address)
+    total, rounds, per_round = 0, 6, 1500
+    for round_ in range(rounds):
+        # Alternate: a request cut in half, then a response lost after the append.
+        if round_ % 2:
+            proxy.drop_produce_responses(1)
+        else:
+            proxy.cut_produce_requests(1)
+        producer.send(total, per_round)
+        total += per_round
+        producer.flush()
+    assert proxy.drops_done == rounds and proxy.drops_pending == 0
+    consumed = ConfluentDriver().consume(proxy.address, TOPIC, PARTITIONS, expected=total)
+    _check_exactly_once(consumed, total, producer.acked)
+    assert "Traceback" not in broker.log_text()
+
+
 @pytest.mark.parametrize("stop", ["sigterm", "sigkill"])
 def test_sequence_state_survives_a_restart(proxied_broker: tuple[BrokerProcess, KafkaProxy], stop: str) -> None:
     broker, proxy = proxied_broker
