@@ -35,11 +35,11 @@ class AbstractIndex:
 
     # --- file and mapping management -------------------------------------------------
     def _open(self) -> None:
-        new = not self.path.exists() or self.path.stat().st_size == 0
         flags = os.O_RDWR | os.O_CREAT if self.writable else os.O_RDONLY
         fd = os.open(self.path, flags, 0o644)
         try:
             length = os.fstat(fd).st_size
+            new = length == 0
             if new and self.writable and self.max_index_size > 0:
                 length = self._round(self.max_index_size)
                 os.ftruncate(fd, length)

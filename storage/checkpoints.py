@@ -41,10 +41,12 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, content: str | bytes) -> None:
+    """Write ``<name>.tmp``, fsync it, rename it over ``path``, fsync the directory:
+    a crash leaves the old content or the new, never a mix (text is UTF-8)."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
+    with open(tmp, "wb") as f:
+        f.write(content.encode("utf-8") if isinstance(content, str) else content)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -134,10 +134,7 @@ def dump_offset_index(path: Path, echo: Echo, sanity_only: bool) -> None:
                                   f"(position {entry.position} is not the start of a batch)")
             elif header.last_offset != entry.offset:
                 mismatches.append(f"  Index offset: {entry.offset}, log offset: {header.last_offset}")
-        if mismatches:
-            _err(f"Mismatches in :{path.resolve()}")
-            for line in mismatches:
-                _err(line)
+        _report(f"Mismatches in :{path.resolve()}", mismatches)
     finally:
         index.close_handler()
 
@@ -164,14 +161,8 @@ def dump_time_index(path: Path, echo: Echo, sanity_only: bool) -> None:
                 not_found.append(f"  Indexed offset: {entry.offset}, found log offset: {containing}")
             elif header.max_timestamp != entry.timestamp:
                 mismatched.append(f"  Index timestamp: {entry.timestamp}, log timestamp: {header.max_timestamp}")
-        if mismatched:
-            _err(f"Found timestamp mismatch in :{path.resolve()}")
-            for line in mismatched:
-                _err(line)
-        if not_found:
-            _err(f"The following indexed offsets are not found in the log in :{path.resolve()}")
-            for line in not_found:
-                _err(line)
+        _report(f"Found timestamp mismatch in :{path.resolve()}", mismatched)
+        _report(f"The following indexed offsets are not found in the log in :{path.resolve()}", not_found)
     finally:
         index.close_handler()
 
@@ -179,6 +170,13 @@ def dump_time_index(path: Path, echo: Echo, sanity_only: bool) -> None:
 def _err(line: str) -> None:
     """Problems go to stderr, as kafka-dump-log.sh prints them."""
     click.echo(line, err=True)
+
+
+def _report(title: str, problems: list[str]) -> None:
+    if problems:
+        _err(title)
+        for line in problems:
+            _err(line)
 
 
 def _sanity(path: Path, check: Callable[[], None], echo: Echo) -> None:

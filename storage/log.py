@@ -21,7 +21,7 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 from protocol.record_batch import (
     RecordBatchHeader,
@@ -148,10 +148,6 @@ class Log:
     def log_segments(self) -> list[LogSegment]:
         """The current segments, oldest first (a snapshot; safe to iterate)."""
         return list(self.segments.values())
-
-    def iter_batch_headers(self, segment: LogSegment) -> Iterator[tuple[int, RecordBatchHeader]]:
-        """(position, header) of each batch of ``segment``: what the cleaner scans."""
-        return segment.batches()
 
     @property
     def size(self) -> int:

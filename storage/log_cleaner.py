@@ -25,13 +25,12 @@ After a pass the checkpoint records the offset the pass reached (Kafka's
 
 from __future__ import annotations
 
-import bisect
 import logging
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from storage.errors import KafkaStorageError
@@ -46,7 +45,9 @@ from storage.cleaner import (
     group_segments_by_size,
     last_records_of,
 )
+from storage.log import Log
 from storage.log_segment import LogSegment
+from storage.log_segments import overlapping as segments_overlapping
 from storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, DEFAULT_LOAD_FACTOR, OffsetMap
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
@@ -58,51 +59,20 @@ class LogCleaningAbortedError(Exception):
 
 
 # ---------------------------------------------------------------- log accessors
-# The cleaner sees a log through these few attributes; see storage.log.Log.
-
-
-def segment_list(log_: Any) -> list[LogSegment]:
-    return list(log_.segments)
-
-
-def topic_partition_of(log_: Any) -> tuple[str, int]:
-    """(topic, partition) from the log's directory name ``<topic>-<partition>``."""
-    name = Path(log_.dir).name
-    topic, _, partition = name.rpartition("-")
-    return topic, int(partition)
-
-
-def last_stable_offset(log_: Any) -> int:
-    """Where cleaning must stop: below the high watermark and any undecided transaction."""
-    explicit = getattr(log_, "last_stable_offset", None)
-    if explicit is not None:
-        return int(explicit() if callable(explicit) else explicit)
-    bound = int(getattr(log_, "high_watermark", log_.log_end_offset))
-    psm = getattr(log_, "producer_state", None) or getattr(log_, "producer_state_manager", None)
-    unstable = psm.first_unstable_offset() if psm is not None else None
-    return bound if unstable is None else min(bound, unstable)
 
 
 def last_records_of_active_producers(
-    log_: Any, now_ms: int, expiration_ms: int
+    log_: Log, now_ms: int, expiration_ms: int
 ) -> dict[int, tuple[int | None, int]] | None:
     """(last data offset, epoch) per producer from the log's own producer state, if it has one.
 
     Without one the cleaner replays the batch headers instead (``active_producers_from_headers``).
     """
-    psm = getattr(log_, "producer_state", None)
+    psm = log_.producer_state
     if psm is None:
         return None
     with log_.lock:  # appends mutate the producer map
-        return last_records_of(psm, now_ms, expiration_ms)
-
-
-def segments_overlapping(segments: Sequence[LogSegment], start: int, end: int) -> list[LogSegment]:
-    """Segments holding offsets in [start, end) (the floor segment of ``start`` included)."""
-    bases = [s.base_offset for s in segments]
-    i = max(bisect.bisect_right(bases, start) - 1, 0)
-    j = bisect.bisect_left(bases, end)
-    return list(segments[i:j])
+        return last_records_of(psm, now_ms, expiration_ms)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- selection
@@ -110,7 +80,7 @@ def segments_overlapping(segments: Sequence[LogSegment], start: int, end: int) -
 
 @dataclass
 class LogToClean:
-    log: Any
+    log: Log
     first_dirty_offset: int
     first_uncleanable_offset: int
     clean_bytes: int
@@ -126,7 +96,7 @@ class LogToClean:
         return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
 
 
-def cleanable_offsets(log_: Any, last_clean_offset: int | None, now_ms: int) -> tuple[int, int, bool]:
+def cleanable_offsets(log_: Log, last_clean_offset: int | None, now_ms: int) -> tuple[int, int, bool]:
     """(first dirty offset, first uncleanable offset, whether the checkpoint must be reset)."""
     start = int(log_.log_start_offset)
     checkpointed = start if last_clean_offset is None else last_clean_offset
@@ -134,9 +104,9 @@ def cleanable_offsets(log_: Any, last_clean_offset: int | None, now_ms: int) -> 
         first_dirty, force_update = start, last_clean_offset is not None
     else:
         first_dirty, force_update = checkpointed, False
-    segments = segment_list(log_)
+    segments = log_.log_segments()
     active_base = segments[-1].base_offset
-    candidates = [last_stable_offset(log_), active_base]
+    candidates = [log_.last_stable_offset, active_base]
     lag = max(int(log_.config.min_compaction_lag_ms), 0)
     if lag > 0:
         for segment in segments_overlapping(segments[:-1], first_dirty, active_base):
@@ -146,10 +116,10 @@ def cleanable_offsets(log_: Any, last_clean_offset: int | None, now_ms: int) -> 
     return first_dirty, max(first_dirty, min(candidates)), force_update
 
 
-def log_to_clean(log_: Any, last_clean_offset: int | None, now_ms: int) -> tuple[LogToClean, bool]:
+def log_to_clean(log_: Log, last_clean_offset: int | None, now_ms: int) -> tuple[LogToClean, bool]:
     """The log's clean and cleanable sizes; the bool says the checkpoint must be reset."""
     first_dirty, first_uncleanable, force_update = cleanable_offsets(log_, last_clean_offset, now_ms)
-    segments = segment_list(log_)
+    segments = log_.log_segments()
     # Whole segments count: cleanable bytes stop at the segment holding the
     # first uncleanable offset.
     holding = segments_overlapping(segments, first_uncleanable, first_uncleanable + 1)
@@ -160,7 +130,7 @@ def log_to_clean(log_: Any, last_clean_offset: int | None, now_ms: int) -> tuple
     return LogToClean(log_, first_dirty, first_uncleanable, clean, cleanable, need_now), force_update
 
 
-def _max_compaction_delay(log_: Any, segments: Sequence[LogSegment], first_dirty: int, now_ms: int) -> int:
+def _max_compaction_delay(log_: Log, segments: Sequence[LogSegment], first_dirty: int, now_ms: int) -> int:
     max_lag = int(getattr(log_.config, "max_compaction_lag_ms", 0))
     dirty = segments_overlapping(segments[:-1], first_dirty, segments[-1].base_offset)
     firsts = []
@@ -207,7 +177,7 @@ class LogCleaner:
     # -------------------------------------------------------- checkpoints
 
     @staticmethod
-    def checkpoint_file(log_: Any) -> OffsetCheckpointFile:
+    def checkpoint_file(log_: Log) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(Path(log_.dir).parent / CLEANER_OFFSET_CHECKPOINT)
 
     @staticmethod
@@ -220,39 +190,39 @@ class LogCleaner:
             log.error("Failed to read cleaner checkpoint %s, treating it as empty: %s", checkpoint.path, exc)
             return {}
 
-    def last_clean_offset(self, log_: Any) -> int | None:
-        return self.read_checkpoint(self.checkpoint_file(log_)).get(topic_partition_of(log_))
+    def last_clean_offset(self, log_: Log) -> int | None:
+        return self.read_checkpoint(self.checkpoint_file(log_)).get((log_.topic, log_.partition))
 
-    def update_checkpoint(self, log_: Any, offset: int) -> None:
+    def update_checkpoint(self, log_: Log, offset: int) -> None:
         with self._lock:  # several logs of one log dir share the file
             checkpoint = self.checkpoint_file(log_)
             offsets = self.read_checkpoint(checkpoint)
-            offsets[topic_partition_of(log_)] = offset
+            offsets[(log_.topic, log_.partition)] = offset
             checkpoint.write(offsets)
 
-    def maybe_truncate_checkpoint(self, log_: Any, offset: int) -> None:
+    def maybe_truncate_checkpoint(self, log_: Log, offset: int) -> None:
         """After the log was truncated below the checkpointed offset."""
         last = self.last_clean_offset(log_)
         if last is not None and last > offset:
             self.update_checkpoint(log_, offset)
 
-    def remove_checkpoint(self, log_: Any) -> None:
+    def remove_checkpoint(self, log_: Log) -> None:
         with self._lock:
             checkpoint = self.checkpoint_file(log_)
             offsets = self.read_checkpoint(checkpoint)
-            if offsets.pop(topic_partition_of(log_), None) is not None:
+            if offsets.pop((log_.topic, log_.partition), None) is not None:
                 checkpoint.write(offsets)
 
     # -------------------------------------------------------- aborting
 
-    def abort_cleaning(self, log_: Any) -> None:
+    def abort_cleaning(self, log_: Log) -> None:
         """Make a pass running on ``log_`` stop at its next batch (the files stay intact)."""
         self._aborted.add(str(log_.dir))
 
-    def resume_cleaning(self, log_: Any) -> None:
+    def resume_cleaning(self, log_: Log) -> None:
         self._aborted.discard(str(log_.dir))
 
-    def _check_done(self, log_: Any) -> Callable[[], None]:
+    def _check_done(self, log_: Log) -> Callable[[], None]:
         key = str(log_.dir)
 
         def check() -> None:
@@ -263,7 +233,7 @@ class LogCleaner:
 
     # -------------------------------------------------------- selection
 
-    def cleanable_logs(self, logs: Iterable[Any], now_ms: int | None = None) -> list[LogToClean]:
+    def cleanable_logs(self, logs: Iterable[Log], now_ms: int | None = None) -> list[LogToClean]:
         """Compacted logs that need cleaning now, filthiest first."""
         now = self.time_ms() if now_ms is None else now_ms
         found = []
@@ -281,17 +251,17 @@ class LogCleaner:
         found.sort(key=lambda ltc: ltc.cleanable_ratio, reverse=True)
         return found
 
-    def grab_filthiest_log(self, logs: Iterable[Any], now_ms: int | None = None) -> LogToClean | None:
+    def grab_filthiest_log(self, logs: Iterable[Log], now_ms: int | None = None) -> LogToClean | None:
         candidates = self.cleanable_logs(logs, now_ms)
         return candidates[0] if candidates else None
 
-    def clean_once(self, logs: Iterable[Any]) -> CleanResult | None:
+    def clean_once(self, logs: Iterable[Log]) -> CleanResult | None:
         """Clean the filthiest log, if any is dirty enough; None when there was nothing to do."""
         now = self.time_ms()
         ltc = self.grab_filthiest_log(logs, now)
         return None if ltc is None else self.clean(ltc, now)
 
-    def clean_log(self, log_: Any) -> CleanResult | None:
+    def clean_log(self, log_: Log) -> CleanResult | None:
         """Clean ``log_`` now whatever its dirty ratio (tombstone expiry, tests, admin)."""
         now = self.time_ms()
         ltc, _ = log_to_clean(log_, self.last_clean_offset(log_), now)
@@ -303,7 +273,7 @@ class LogCleaner:
         log_ = ltc.log
         config = log_.config
         check_done = self._check_done(log_)
-        segments = segment_list(log_)
+        segments = log_.log_segments()
         dirty = segments_overlapping(segments, ltc.first_dirty_offset, ltc.first_uncleanable_offset)
         if ltc.first_dirty_offset >= ltc.first_uncleanable_offset:
             dirty = []
@@ -342,4 +312,4 @@ class LogCleaner:
         for group in groups:
             clean_segments(log_, group, batch_filter, check_done)
         self.update_checkpoint(log_, end_offset)
-        return CleanResult(topic_partition_of(log_), ltc.first_dirty_offset, end_offset, len(groups), batch_filter.stats)
+        return CleanResult((log_.topic, log_.partition), ltc.first_dirty_offset, end_offset, len(groups), batch_filter.stats)

@@ -7,7 +7,7 @@ consistent view while an appender rolls or retention deletes segments.
 from __future__ import annotations
 
 import bisect
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from storage.log_segment import LogSegment
 
@@ -81,9 +81,19 @@ class LogSegments:
 
     def range(self, from_offset: int, to_offset: int) -> list[LogSegment]:
         """Segments overlapping [from_offset, to_offset)."""
-        i = max(bisect.bisect_right(self._bases, from_offset) - 1, 0)
-        j = bisect.bisect_left(self._bases, to_offset)
-        return self._segments[i:j]
+        return overlapping(self._segments, from_offset, to_offset, self._bases)
 
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments)
+
+
+def overlapping(
+    segments: Sequence[LogSegment], from_offset: int, to_offset: int, bases: Sequence[int] | None = None
+) -> list[LogSegment]:
+    """Of ``segments`` (ordered), those holding offsets in [from_offset, to_offset): from the
+    floor segment of ``from_offset`` to the last one starting below ``to_offset``."""
+    if bases is None:
+        bases = [s.base_offset for s in segments]
+    i = max(bisect.bisect_right(bases, from_offset) - 1, 0)
+    j = bisect.bisect_left(bases, to_offset)
+    return list(segments[i:j])

@@ -51,7 +51,7 @@ from crc32c import crc32c
 
 from protocol.errors import ErrorCode
 from protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, RecordBatchHeader
-from storage.checkpoints import fsync_dir
+from storage.checkpoints import write_atomically
 from storage.errors import StorageError
 from storage.producer_state_entry import (
     CONTROL_TYPE_ABORT,
@@ -352,13 +352,7 @@ class ProducerStateManager:
         """Write the state as of ``next_offset`` (default: the map end offset)."""
         offset = self.map_end_offset if next_offset is None else next_offset
         path = snapshot_path(self.directory, offset)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(encode_snapshot(self.producers.values()))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_dir(self.directory)
+        write_atomically(path, encode_snapshot(self.producers.values()))
         return path
 
     def load(self, log_start_offset: int, log_end_offset: int, now_ms: int | None = None) -> int:
