@@ -195,3 +195,18 @@ def test_tiny_fetch_limits_still_return_whole_batches(timed_topic: BrokerProcess
     finally:
         consumer.close()
     assert offsets == list(range(RECORDS))
+
+
+def test_kcat_query_offsets_by_time_and_metadata_list(timed_topic: BrokerProcess) -> None:
+    assert shutil.which("kcat"), "kcat is not installed (apt-get install -y kcat)"
+    target = BASE_MS + 1234 * STEP_MS
+    query = subprocess.run(["kcat", "-Q", "-b", timed_topic.bootstrap, "-t", f"{TOPIC}:0:{target}"],
+                           capture_output=True, timeout=60)
+    assert query.returncode == 0, query.stderr.decode(errors="replace")
+    assert f"{TOPIC} [0] offset 1234".encode() in query.stdout, query.stdout
+    listing = subprocess.run(["kcat", "-L", "-J", "-b", timed_topic.bootstrap], capture_output=True, timeout=60)
+    assert listing.returncode == 0, listing.stderr.decode(errors="replace")
+    doc = json.loads(listing.stdout)
+    assert [b["id"] for b in doc["brokers"]] == [0]
+    (topic,) = [t for t in doc["topics"] if t["topic"] == TOPIC]
+    assert [(p["partition"], p["leader"]) for p in topic["partitions"]] == [(0, 0)]
