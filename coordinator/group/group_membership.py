@@ -156,22 +156,22 @@ class GroupMembership(GroupRebalance):
                                     current_leader: str, old_protocols: list[tuple[str, bytes]],
                                     old_timeouts: tuple[int, int], support_skip_assignment: bool) -> None:
         """A restarted static member takes its old place in a stable group without a rebalance."""
-        generation = group.generation_id
         new_member_id = member.member_id
         assignment = {m.member_id: m.assignment for m in group.members.values()}
 
         def stored(error: ErrorCode) -> None:
             if group.members.get(new_member_id) is not member:
-                return
-            if error != ErrorCode.NO_ERROR or group.generation_id != generation:
-                if error != ErrorCode.NO_ERROR and group.is_(GroupState.STABLE):
-                    # Put the old member id back so the old incarnation's state is consistent.
-                    self._remove_heartbeat(group, new_member_id)
-                    group.replace_static_member(member.group_instance_id, new_member_id, old_member_id)  # type: ignore[arg-type]
-                    group.update_member(member, old_protocols, old_timeouts[0], old_timeouts[1], None)
-                    self._schedule_heartbeat(group, old_member_id, member.session_timeout_ms)
-                group.maybe_invoke_join_callback(member, JoinGroupResult(
-                    error if error != ErrorCode.NO_ERROR else ErrorCode.REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID))
+                return  # replaced again (or removed) meanwhile
+            if error != ErrorCode.NO_ERROR:
+                # Not persisted: put the old incarnation back as it was, then report the error.
+                callback = member.awaiting_join
+                group.update_member(member, old_protocols, old_timeouts[0], old_timeouts[1], None)
+                self._remove_heartbeat(group, new_member_id)
+                group.replace_static_member(member.group_instance_id, new_member_id, old_member_id)  # type: ignore[arg-type]
+                self._schedule_heartbeat(group, old_member_id, member.session_timeout_ms)
+                if callback is not None:
+                    callback(JoinGroupResult(error, UNKNOWN_MEMBER_ID, group.generation_id, group.protocol_type,
+                                             group.protocol_name, current_leader))
                 return
             if support_skip_assignment:
                 # JoinGroup v9+: the leader learns it leads but must not reassign a stable group.

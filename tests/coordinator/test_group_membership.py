@@ -321,4 +321,19 @@ def test_shutdown_cancels_every_timer() -> None:
     assert parked.result.error == ErrorCode.NOT_COORDINATOR
 
 
-__all__ = ["PROTOCOLS"]
+def test_static_member_replacement_is_reverted_when_it_cannot_be_stored() -> None:
+    from tests.coordinator.fakes import MemoryCoordinatorLog
+
+    log = MemoryCoordinatorLog()
+    coordinator = make_coordinator(log)
+    s = join(coordinator, instance_id="static-1")
+    coordinator.scheduler.advance(0)
+    old_id, generation = s.result.member_id, s.result.generation_id
+    sync(coordinator, old_id, generation, {old_id: b"A"}, instance_id="static-1")
+    log.fail_with = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    again = join(coordinator, instance_id="static-1").result
+    assert again.error == ErrorCode.NOT_COORDINATOR and again.member_id == ""
+    group = coordinator.manager.get_group("g")
+    assert group.has(old_id) and group.static_member_id("static-1") == old_id
+    assert group.num_members_awaiting_join == 0
+    assert coordinator.handle_heartbeat("g", old_id, "static-1", generation) == ErrorCode.NO_ERROR
