@@ -18,6 +18,7 @@ from protocol.record_batch import (
     peek_offset_and_length,
     validate_batch,
 )
+from protocol.records import iter_records
 from storage.config import LogConfig
 from storage.errors import InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError, RecordTooLargeError
 from storage.producer_state import AppendOrigin, EndTxnMarker
@@ -105,6 +106,8 @@ def analyze_and_validate(
             break
         header = validate_batch(buf, pos)
         _check_batch(header, config, origin, now, assign_offsets)
+        if assign_offsets and config.compact and not header.is_control:
+            _check_keys(buf, pos, header)
         if result.batches and not assign_offsets and header.base_offset <= result.batches[-1][1].last_offset:
             raise InvalidRecordError(f"out of order offsets: batch at {header.base_offset} follows "
                                      f"{result.batches[-1][1].last_offset}")
@@ -120,6 +123,18 @@ def analyze_and_validate(
     if producer_state is not None:
         result.duplicate = _check_producer_state(result, producer_state, origin)
     return result
+
+
+def _check_keys(buf, pos: int, header: RecordBatchHeader) -> None:
+    """Kafka's LogValidator: a compacted topic refuses records without a key.
+
+    The one place the leader's append looks inside a batch, and only for
+    compacted topics, as in Kafka (whose validator decompresses them too).
+    """
+    batch = memoryview(buf)[pos : pos + header.size_in_bytes]
+    for record in iter_records(batch):
+        if record.key is None:
+            raise InvalidRecordError("Compacted topic cannot accept message without key")
 
 
 def _check_batch(header: RecordBatchHeader, config: LogConfig, origin: AppendOrigin, now: int, leader: bool) -> None:

@@ -22,6 +22,7 @@ from tests.storage.cleaner_support import (
     write_workload,
 )
 from protocol.control_records import build_end_txn_marker_batch
+from storage.errors import InvalidRecordError
 from storage.log import FetchIsolation, Log
 from storage.log_cleaner import LogCleaner, cleanable_offsets
 from storage.producer_state import AppendOrigin
@@ -200,12 +201,22 @@ def test_groups_fit_segment_bytes(partition_dir: Path, opened: list[Log]) -> Non
 
 
 def test_keyless_records_are_dropped_as_kafka_does(partition_dir: Path, opened: list[Log]) -> None:
-    log = open_log(partition_dir, opened)
+    # A compacted topic refuses keyless records, so they exist only when the
+    # topic was switched to compact after they were written.
+    log = open_log(partition_dir, opened, **{"cleanup.policy": "delete"})
     append_keyed(log, [(None, False), (key_of(1), False), (None, False)])
     append_keyed(log, [(key_of(2), False)])
+    log.config = compact_config()
     seal(log)
     LogCleaner(time_ms=Clock(BASE_TIMESTAMP + 10**6)).clean_log(log)
     assert [w.key for w in pafka_records(partition_dir)] == [key_of(1), key_of(2)]
+
+
+def test_a_compacted_log_refuses_keyless_records(partition_dir: Path, opened: list[Log]) -> None:
+    log = open_log(partition_dir, opened)
+    with pytest.raises(InvalidRecordError, match="without key"):
+        append_keyed(log, [(key_of(1), False), (None, False)])
+    assert log.log_end_offset == 0
 
 
 def test_idempotent_producer_metadata_survives_and_last_batch_is_kept_empty(
@@ -416,15 +427,19 @@ def test_cleaned_segments_keep_aborted_transactions_for_read_committed(partition
     opened.append(log)
     assert read_committed_aborts(log) == [(7, 0, 2), (8, 3, 4)]
 
-    # A crash between ".swap" and the final rename: the loader rebuilds the entries.
-    log.close()
-    opened.remove(log)
-    for path in list(partition_dir.iterdir()):
-        if path.name.startswith("00000000000000000000."):
+    # Crashes during the final ".swap" -> live renames (the log is renamed first):
+    # before any rename the loader completes the swap and rebuilds the entries
+    # with producer state; after the log's rename the index files' renames are finished.
+    for renamed_back in ((".log", ".index", ".timeindex", ".txnindex"), (".timeindex", ".txnindex"), (".txnindex",)):
+        log.close()
+        opened.remove(log)
+        for suffix in renamed_back:
+            path = partition_dir / f"00000000000000000000{suffix}"
             path.rename(path.with_name(path.name + ".swap"))
-    log = Log.open(partition_dir, config, had_clean_shutdown=True, producer_state=True)
-    opened.append(log)
-    assert read_committed_aborts(log) == [(7, 0, 2), (8, 3, 4)]
+        log = Log.open(partition_dir, config, had_clean_shutdown=True, producer_state=True)
+        opened.append(log)
+        assert read_committed_aborts(log) == [(7, 0, 2), (8, 3, 4)], renamed_back
+        assert not [p.name for p in partition_dir.iterdir() if p.name.endswith(".swap")]
 
     # Once the producers expired their batches go; the next pass finds no data
     # of either transaction, so the markers and the index entries go too.
