@@ -35,6 +35,7 @@ from storage.log_segment import (
     TIME_INDEX_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
     LogSegment,
+    log_file,
     offset_from_file_name,
     offset_index_file,
     time_index_file,
@@ -62,10 +63,17 @@ def remove_temp_files_and_collect_swaps(dir: Path) -> list[Path]:
             log.info("%s: deleting stray temporary file %s", dir.name, name)
             path.unlink()
         elif name.endswith(SWAP_FILE_SUFFIX) and _is_segment_file(name):
+            base = offset_from_file_name(name)
             if name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX):
                 swaps.append(path)
+            elif log_file(dir, base).exists() and not log_file(dir, base, SWAP_FILE_SUFFIX).exists():
+                # The crash came during the final renames, after the log's (renamed
+                # first): this index was complete and fsynced, so finish its rename.
+                # (A .txnindex could not be rebuilt from the log alone.)
+                log.info("%s: completing the rename of swapped index file %s", dir.name, name)
+                os.replace(path, path.with_name(name[: -len(SWAP_FILE_SUFFIX)]))
             else:
-                path.unlink()  # a swapped index is rebuilt from its log
+                path.unlink()  # the swap is completed from its log, and this index rebuilt
     return swaps
 
 
