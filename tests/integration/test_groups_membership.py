@@ -67,7 +67,8 @@ def test_members_share_partitions_through_join_leave_and_kill(client: str, tmp_p
             killed_at = time.monotonic()
             assignment = stable_assignment(broker, group, members, PARTITIONS)
             evicted_after = time.monotonic() - killed_at
-            assert evicted_after >= SESSION_TIMEOUT_MS / 1000 * 0.8, evicted_after
+            # Not before its session timeout, and not much after (heartbeats of the rest + one rebalance).
+            assert SESSION_TIMEOUT_MS / 1000 * 0.8 <= evicted_after < SESSION_TIMEOUT_MS / 1000 + 5, evicted_after
             assert victim_partitions <= set().union(*assignment.values())
 
             end_offsets = producer.stop()
