@@ -111,8 +111,14 @@ class GroupAdmin:
         wanted = [s for s in states]
         out: list[GroupListing] = []
         for node_id in sorted(cluster.brokers):
-            response = self.client.connection(node_id).request(_lg.ListGroupsRequest(states_filter=wanted))
-            assert isinstance(response, _lg.ListGroupsResponse)
+            deadline = time.monotonic() + self.timeout
+            while True:
+                response = self.client.connection(node_id).request(_lg.ListGroupsRequest(states_filter=wanted))
+                assert isinstance(response, _lg.ListGroupsResponse)
+                # A coordinator still loading lists only the groups loaded so far: wait for the rest.
+                if response.error_code not in _RETRIABLE or time.monotonic() > deadline:
+                    break
+                time.sleep(_RETRY_BACKOFF_S)
             check_error(response.error_code, api_name="ListGroups")
             out.extend(GroupListing(g.group_id, g.protocol_type, g.group_state) for g in response.groups)
         if wanted:  # a broker too old for the filter lists every group
