@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from coordinator.group.consumer_protocol import encode_assignment, encode_subscription
 from protocol.errors import ErrorCode
+from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from protocol.messages.offset_commit import (
     OffsetCommitRequest,
@@ -15,7 +17,6 @@ from protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
-from coordinator.group.consumer_protocol import encode_assignment, encode_subscription
 from tests.broker_harness import BrokerProcess, send_request
 from tests.integration.group_helpers import admin_client, create_topic
 
@@ -46,8 +47,7 @@ def _commit(broker: BrokerProcess, group: str, member_id: str, generation: int, 
 
 def test_commit_with_a_stale_generation_gets_illegal_generation(broker: BrokerProcess) -> None:
     group = "stale"
-    send_request(broker, 10, 3, __import__("protocol.messages.find_coordinator", fromlist=["x"])
-                 .FindCoordinatorRequest(key=group, key_type=0))
+    send_request(broker, 10, 3, FindCoordinatorRequest(key=group, key_type=0))
     first = _join(broker, group)
     assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
     member_id = first.member_id
@@ -161,3 +161,16 @@ def test_list_describe_and_delete_groups(broker: BrokerProcess) -> None:
     broker.restart()
     assert _committed(broker, "idle") == {}  # the tombstones survived the restart
     assert [g.group_id for g in admin_client(broker).list_consumer_groups().result(10).valid] == ["active"]
+
+
+def test_metadata_beyond_offset_metadata_max_bytes_is_refused(broker: BrokerProcess) -> None:
+    def commit(metadata: str) -> int:
+        response = send_request(broker, 8, 8, OffsetCommitRequest(group_id="big-metadata", topics=[
+            OffsetCommitRequestTopic(name=TOPIC, partitions=[OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=1, committed_metadata=metadata)])]))
+        return response.topics[0].partitions[0].error_code
+
+    send_request(broker, 10, 3, FindCoordinatorRequest(key="big-metadata", key_type=0))
+    assert commit("x" * 4097) == ErrorCode.OFFSET_METADATA_TOO_LARGE  # offset.metadata.max.bytes=4096
+    assert commit("x" * 4096) == ErrorCode.NO_ERROR
+    assert _committed(broker, "big-metadata") == {0: (1, "x" * 4096)}
