@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -31,16 +32,16 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
         time.sleep(interval)
 
 
-_ADMINS: dict[str, Any] = {}
+#: One confluent-kafka AdminClient per broker (each starts librdkafka threads), gone with the broker object.
+_ADMINS: "weakref.WeakKeyDictionary[BrokerProcess, Any]" = weakref.WeakKeyDictionary()
 
 
 def admin_client(broker: BrokerProcess) -> Any:
-    """One confluent-kafka AdminClient per broker address (each one starts librdkafka threads)."""
     from confluent_kafka.admin import AdminClient
 
-    if broker.bootstrap not in _ADMINS:
-        _ADMINS[broker.bootstrap] = AdminClient({"bootstrap.servers": broker.bootstrap})
-    return _ADMINS[broker.bootstrap]
+    if broker not in _ADMINS:
+        _ADMINS[broker] = AdminClient({"bootstrap.servers": broker.bootstrap})
+    return _ADMINS[broker]
 
 
 def create_topic(broker: BrokerProcess, topic: str, partitions: int) -> None:
