@@ -86,7 +86,7 @@ def _committed(broker: BrokerProcess, group: str) -> dict[int, tuple[int, str]]:
         consumer.close()
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_commit_metadata_round_trips_and_survives_a_restart(broker: BrokerProcess, stop: signal.Signals) -> None:
     from confluent_kafka import Consumer, TopicPartition
     from kafka import KafkaConsumer, OffsetAndMetadata
