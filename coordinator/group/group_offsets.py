@@ -104,3 +104,11 @@ class GroupOffsets(_Base):
         errors.update((tp, ErrorCode.NO_ERROR) for tp in eligible)
         self.manager.cleanup_group_metadata([group], lambda g: g.remove_offsets(eligible),
                                             lambda _removed: callback(ErrorCode.NO_ERROR, errors))
+
+    def handle_deleted_topics(self, topics: set[str], callback: Callable[[int], None] | None = None) -> None:
+        """A deleted topic's committed offsets go too (Kafka's handleDeletedPartitions), with tombstones,
+        so a topic re-created under the same name starts without stale positions."""
+        groups = [g for g in self.manager.current_groups()
+                  if any(tp[0] in topics for tp in list(g.offsets) + list(g.pending_offset_commits))]
+        self.manager.cleanup_group_metadata(
+            groups, lambda g: g.remove_offsets([tp for tp in list(g.offsets) if tp[0] in topics]), callback)

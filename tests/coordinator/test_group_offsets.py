@@ -237,3 +237,18 @@ def test_groups_of_partitions_led_elsewhere_get_not_coordinator() -> None:
     assert commit(coordinator, {("t", 0): 1}) == {("t", 0): ErrorCode.NOT_COORDINATOR}
     other = next(g for g in ("a", "b", "c", "d", "e") if coordinator.manager.partition_for(g) != elsewhere)
     assert join(coordinator, group=other).result.error == ErrorCode.MEMBER_ID_REQUIRED
+
+
+def test_offsets_of_deleted_topics_are_removed_with_tombstones() -> None:
+    log = MemoryCoordinatorLog()
+    coordinator = make_coordinator(log)
+    member_id, generation = one_member_group(coordinator)
+    commit(coordinator, {("t", 0): 1, ("gone", 0): 2, ("gone", 1): 3}, member_id, generation)
+    commit(coordinator, {("gone", 0): 4}, group="only-gone")
+    removed = Outcome()
+    coordinator.handle_deleted_topics({"gone"}, removed)
+    assert removed.result == 3
+    assert set(fetch(coordinator)) == {("t", 0)}
+    assert coordinator.manager.get_group("only-gone") is None  # Empty and without offsets: dead
+    restarted = make_coordinator(log)
+    assert set(fetch(restarted)) == {("t", 0)} and restarted.manager.get_group("only-gone") is None
