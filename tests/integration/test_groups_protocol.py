@@ -38,17 +38,18 @@ def broker() -> Any:
 
 
 def test_lone_consumer_owns_its_partitions_within_500_ms(broker: BrokerProcess) -> None:
-    """On a fresh broker (so __consumer_offsets is created on the way), delay 0."""
+    """Delay 0: first on a fresh broker (__consumer_offsets is created on the way), then a new group."""
     create_topic(broker, "latency", PARTITIONS)
-    consumer = ThreadedConsumer(broker.bootstrap, "latency-group", ["latency"], "lone").start()
-    try:
-        wait_until(lambda: consumer.count("assigned"), 10, "an assignment")
-        took = consumer.events[0][0] - consumer.subscribed_at
-        assert consumer.owned() == set(range(PARTITIONS))
-        print(f"lone consumer assigned {took * 1000:.0f} ms after subscribe")
-        assert took < 0.5, f"assigned after {took:.3f}s"
-    finally:
-        consumer.stop()
+    for group in ("latency-first", "latency-second"):
+        consumer = ThreadedConsumer(broker.bootstrap, group, ["latency"], group).start()
+        try:
+            wait_until(lambda: consumer.count("assigned"), 10, "an assignment")
+            took = consumer.events[0][0] - consumer.subscribed_at
+            print(f"{group}: lone consumer assigned {took * 1000:.0f} ms after subscribe")
+            assert consumer.owned() == set(range(PARTITIONS))
+            assert took < 0.5, f"{group} assigned after {took:.3f}s"
+        finally:
+            consumer.stop()
 
 
 @pytest.mark.parametrize("assignor", ["range", "roundrobin"])
