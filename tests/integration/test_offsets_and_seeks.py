@@ -210,3 +210,50 @@ def test_kcat_query_offsets_by_time_and_metadata_list(timed_topic: BrokerProcess
     assert [b["id"] for b in doc["brokers"]] == [0]
     (topic,) = [t for t in doc["topics"] if t["topic"] == TOPIC]
     assert [(p["partition"], p["leader"]) for p in topic["partitions"]] == [(0, 0)]
+
+
+def test_consumers_reset_past_deleted_records(module_broker: BrokerProcess) -> None:
+    """Fetching below the log start offset is OFFSET_OUT_OF_RANGE; clients reset to the new start."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    topic = "trimmed"
+    ConfluentDriver().create_topic(module_broker.bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": module_broker.bootstrap, "linger.ms": 5})
+    for i in range(1000):
+        producer.produce(topic, value=b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
+    (future,) = admin.delete_records([TopicPartition(topic, 0, 600)]).values()
+    assert future.result(timeout=30).low_watermark == 600
+
+    consumer = Consumer({"bootstrap.servers": module_broker.bootstrap, "group.id": "pafka-tests-unused",
+                         "auto.offset.reset": "earliest"})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (600, 1000)
+        consumer.assign([TopicPartition(topic, 0, 100)])  # below the log start
+        first = None
+        deadline = time.monotonic() + 30
+        while first is None and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                first = msg.offset()
+    finally:
+        consumer.close()
+    assert first == 600
+
+    tp = KafkaTopicPartition(topic, 0)
+    legacy = KafkaConsumer(bootstrap_servers=module_broker.bootstrap, group_id=None, auto_offset_reset="earliest")
+    try:
+        legacy.assign([tp])
+        legacy.seek(tp, 100)
+        records = []
+        deadline = time.monotonic() + 30
+        while not records and time.monotonic() < deadline:
+            records = legacy.poll(timeout_ms=1000).get(tp, [])
+        assert legacy.beginning_offsets([tp]) == {tp: 600}
+    finally:
+        legacy.close()
+    assert records and records[0].offset == 600
