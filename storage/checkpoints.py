@@ -111,6 +111,15 @@ class OffsetCheckpointFile(CheckpointFile):
         entries = _parse_entries(self, lambda f: ((f[0], int(f[1])), int(f[2])), 3)
         return dict(entries)
 
+    def read_or_empty(self) -> dict[tuple[str, int], int]:
+        """``read()``, but a malformed or unreadable file is logged and read as empty, as
+        Kafka does at start-up and in the cleaner (the next write replaces the file)."""
+        try:
+            return self.read()
+        except KafkaStorageError as exc:
+            log.error("Ignoring unreadable checkpoint file %s, reading it as empty: %s", self.path, exc)
+            return {}
+
 
 class LeaderEpochCheckpointFile(CheckpointFile):
     """``epoch startOffset`` per line (the ``leader-epoch-checkpoint`` file)."""

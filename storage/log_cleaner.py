@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from storage.errors import KafkaStorageError
 from storage.cleaner import (
     BatchFilter,
     CleanedTransactionMetadata,
@@ -180,23 +179,13 @@ class LogCleaner:
     def checkpoint_file(log_: Log) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(Path(log_.dir).parent / CLEANER_OFFSET_CHECKPOINT)
 
-    @staticmethod
-    def read_checkpoint(checkpoint: OffsetCheckpointFile) -> dict[tuple[str, int], int]:
-        """The checkpointed offsets; a malformed file is logged and read as empty, as Kafka does
-        (those logs are then cleaned from their start, and the next update rewrites the file)."""
-        try:
-            return checkpoint.read()
-        except KafkaStorageError as exc:
-            log.error("Failed to read cleaner checkpoint %s, treating it as empty: %s", checkpoint.path, exc)
-            return {}
-
     def last_clean_offset(self, log_: Log) -> int | None:
-        return self.read_checkpoint(self.checkpoint_file(log_)).get((log_.topic, log_.partition))
+        return self.checkpoint_file(log_).read_or_empty().get((log_.topic, log_.partition))
 
     def update_checkpoint(self, log_: Log, offset: int) -> None:
         with self._lock:  # several logs of one log dir share the file
             checkpoint = self.checkpoint_file(log_)
-            offsets = self.read_checkpoint(checkpoint)
+            offsets = checkpoint.read_or_empty()
             offsets[(log_.topic, log_.partition)] = offset
             checkpoint.write(offsets)
 
@@ -209,7 +198,7 @@ class LogCleaner:
     def remove_checkpoint(self, log_: Log) -> None:
         with self._lock:
             checkpoint = self.checkpoint_file(log_)
-            offsets = self.read_checkpoint(checkpoint)
+            offsets = checkpoint.read_or_empty()
             if offsets.pop((log_.topic, log_.partition), None) is not None:
                 checkpoint.write(offsets)
 

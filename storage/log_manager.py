@@ -130,9 +130,9 @@ class LogManager:
     def _load_logs(self, dir: Path) -> None:
         marker = dir / CLEAN_SHUTDOWN_FILE
         had_clean_shutdown = marker.exists()
-        recovery_points = self._read_checkpoint(dir, RECOVERY_POINT_OFFSET_CHECKPOINT)
-        start_offsets = self._read_checkpoint(dir, LOG_START_OFFSET_CHECKPOINT)
-        high_watermarks = self._read_checkpoint(dir, REPLICATION_OFFSET_CHECKPOINT)
+        recovery_points = OffsetCheckpointFile(dir / RECOVERY_POINT_OFFSET_CHECKPOINT).read_or_empty()
+        start_offsets = OffsetCheckpointFile(dir / LOG_START_OFFSET_CHECKPOINT).read_or_empty()
+        high_watermarks = OffsetCheckpointFile(dir / REPLICATION_OFFSET_CHECKPOINT).read_or_empty()
         if not had_clean_shutdown:
             log.info("%s: no clean shutdown marker; logs past their recovery point will be recovered", dir)
         for child in sorted(dir.iterdir()):
@@ -162,14 +162,6 @@ class LogManager:
         # Only a later crash may leave this dir without the marker.
         marker.unlink(missing_ok=True)
         fsync_dir(dir)
-
-    @staticmethod
-    def _read_checkpoint(dir: Path, name: str) -> dict[TopicPartition, int]:
-        try:
-            return OffsetCheckpointFile(dir / name).read()
-        except KafkaStorageError as exc:
-            log.warning("%s: ignoring unreadable checkpoint: %s", dir, exc)
-            return {}
 
     def shutdown(self) -> None:
         """Flush and close every log, write checkpoints and the clean-shutdown marker."""

@@ -56,3 +56,16 @@ def test_leader_epoch_cache(tmp_path) -> None:
     assert [tuple(e) for e in cache.entries] == [(2, 150)]
     cache.assign(1, 200)  # an older epoch at a later offset replaces what conflicts
     assert [tuple(e) for e in cache.entries] == [(1, 200)]
+
+
+def test_read_or_empty_logs_a_malformed_checkpoint_and_reads_it_as_empty(tmp_path, caplog) -> None:
+    path = tmp_path / "cleaner-offset-checkpoint"
+    path.write_text("0\n2\norders 0 5\n")  # announces two entries, holds one
+    with pytest.raises(KafkaStorageError):
+        OffsetCheckpointFile(path).read()
+    with caplog.at_level("ERROR", logger="storage.checkpoints"):
+        assert OffsetCheckpointFile(path).read_or_empty() == {}
+    assert [r.levelname for r in caplog.records] == ["ERROR"] and str(path) in caplog.records[0].getMessage()
+    assert OffsetCheckpointFile(tmp_path / "missing").read_or_empty() == {}
+    OffsetCheckpointFile(path).write({("orders", 0): 6})
+    assert OffsetCheckpointFile(path).read_or_empty() == {("orders", 0): 6}

@@ -332,10 +332,10 @@ def test_malformed_cleaner_checkpoint_is_logged_and_read_as_empty(
     checkpoint = partition_dir.parent / "cleaner-offset-checkpoint"
     checkpoint.write_text(content)
     cleaner = LogCleaner(time_ms=Clock(BASE_TIMESTAMP))
-    with caplog.at_level(logging.ERROR, logger="storage.log_cleaner"):
+    with caplog.at_level(logging.ERROR, logger="storage.checkpoints"):
         assert cleaner.last_clean_offset(log) is None
         result = cleaner.clean_once([log])
-    assert any("cleaner checkpoint" in r.getMessage() for r in caplog.records)
+    assert any(str(checkpoint) in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
     # Cleaned from the log start, and the file rewritten in Kafka's format.
     assert result is not None and result.first_dirty_offset == 0 and result.end_offset == 3
     assert checkpoint.read_text() == "0\n1\ntopic 0 3\n"
