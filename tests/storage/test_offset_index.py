@@ -63,8 +63,17 @@ def test_zero_tail_of_a_crashed_active_index_is_not_entries(tmp_path) -> None:
     reopened.close()
 
 
+@pytest.fixture
+def probes(monkeypatch) -> list[int]:
+    """The slots an index reads while counting its entries at open."""
+    seen: list[int] = []
+    probe = AbstractIndex._is_zero_slot
+    monkeypatch.setattr(AbstractIndex, "_is_zero_slot", lambda self, slot: seen.append(slot) or probe(self, slot))
+    return seen
+
+
 @pytest.mark.parametrize("written", [0, 1, 2, 777, 1000])
-def test_crashed_preallocated_index_opens_by_binary_search_over_its_zero_tail(tmp_path, monkeypatch, written) -> None:
+def test_crashed_preallocated_index_opens_by_binary_search_over_its_zero_tail(tmp_path, probes, written) -> None:
     # 10 MiB as segment.index.bytes: 1,310,720 slots, of which only ~log2 are read.
     path = tmp_path / "00000000000000000000.index"
     index = OffsetIndex(path, 0, max_index_size=10 << 20)
@@ -74,9 +83,7 @@ def test_crashed_preallocated_index_opens_by_binary_search_over_its_zero_tail(tm
         index.truncate_to(written * 2)  # drops the last entry, zeroing its slot
         written -= 1
     index.close_handler()  # a crash: still preallocated
-    probes: list[int] = []
-    probe = AbstractIndex._is_zero_slot
-    monkeypatch.setattr(AbstractIndex, "_is_zero_slot", lambda self, slot: probes.append(slot) or probe(self, slot))
+    probes.clear()
     reopened = OffsetIndex(path, 0, max_index_size=10 << 20)
     assert reopened.entries == written
     assert reopened.last_offset == written * 2
@@ -84,15 +91,13 @@ def test_crashed_preallocated_index_opens_by_binary_search_over_its_zero_tail(tm
     reopened.close_handler()
 
 
-def test_trimmed_index_count_comes_from_its_size(tmp_path, monkeypatch) -> None:
+def test_trimmed_index_count_comes_from_its_size(tmp_path, probes) -> None:
     path = tmp_path / "00000000000000000000.index"
     index = OffsetIndex(path, 0, max_index_size=800)
     for i in range(1, 101):  # full: no zero tail at all
         index.append(i, i * 10)
     index.close()
-    probes: list[int] = []
-    probe = AbstractIndex._is_zero_slot
-    monkeypatch.setattr(AbstractIndex, "_is_zero_slot", lambda self, slot: probes.append(slot) or probe(self, slot))
+    probes.clear()
     reopened = OffsetIndex(path, 0, max_index_size=800)
     assert reopened.entries == 100 and reopened.last_offset == 100
     assert probes == [99]
