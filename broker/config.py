@@ -134,6 +134,7 @@ class BrokerConfig(BaseModel):
 
     # Producers and transactions.
     producer_id_expiration_ms: int = _prop(86400000, "producer.id.expiration.ms")
+    producer_id_expiration_check_interval_ms: int = _prop(600000, "producer.id.expiration.check.interval.ms")
     transaction_state_log_num_partitions: int = _prop(50, "transaction.state.log.num.partitions")
     transaction_state_log_replication_factor: int = _prop(3, "transaction.state.log.replication.factor")
     transaction_max_timeout_ms: int = _prop(900000, "transaction.max.timeout.ms")

@@ -102,8 +102,10 @@ class KafkaServer:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
         self.socket_server.stop_accepting()
         await self.group_coordinator.shutdown()  # answers parked joins/syncs, cancels its timers
-        await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
+        # Parked long polls are answered now with what they have, so draining
+        # waits only for real work, not for fetch.wait.max.ms.
         self.fetch_purgatory.shutdown()
+        await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -137,6 +139,8 @@ class KafkaServer:
                     self.log_manager.checkpoint_log_recovery_offsets)
         self._every("highwatermark-checkpoint", HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
                     self.log_manager.checkpoint_high_watermarks)
+        self._every("producer-expiration", config.producer_id_expiration_check_interval_ms,
+                    self._remove_expired_producers)
         if self.log_cleaner is not None:
             self._tasks.append(asyncio.create_task(self._log_cleaner_loop(), name="log-cleaner"))
 
@@ -155,6 +159,13 @@ class KafkaServer:
                 log.exception("[KafkaServer id=%d] log cleaning failed", self.broker_id)
                 cleaned = None
             await asyncio.sleep(0 if cleaned is not None else backoff)
+
+    def _remove_expired_producers(self) -> None:
+        """Forget idempotent producers idle for producer.id.expiration.ms (append thread)."""
+        now = int(time.time() * 1000)
+        for log_ in self.log_manager.all_logs():
+            if log_.producer_state is not None:
+                log_.producer_state.remove_expired_producers(now)
 
     def _every(self, name: str, interval_ms: int, duty: Callable[[], Any]) -> None:
         async def loop() -> None:
