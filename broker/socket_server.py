@@ -87,6 +87,7 @@ class KafkaConnection(asyncio.Protocol):
         self._reading_paused = False
         self._writing_paused = False
         self.peer: str = "?"
+        self._sock_fd: int | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- asyncio.Protocol -------------------------------------------------
@@ -100,6 +101,7 @@ class KafkaConnection(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
+            self._sock_fd = sock.fileno()
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self._server.connections.add(self)
 
@@ -190,7 +192,7 @@ class KafkaConnection(asyncio.Protocol):
                 return
             assert transport is not None
             try:
-                write_chunks(transport, chunks)
+                write_chunks(transport, chunks, self._sock_fd)
             except OSError as exc:
                 log.error("cannot read records for %s: %s; closing the connection", self.peer, exc)
                 self.close()
@@ -235,24 +237,50 @@ class KafkaConnection(asyncio.Protocol):
         return not self._slots
 
 
-def write_chunks(transport: asyncio.Transport, chunks: list[Chunk]) -> None:
-    """Queue an encoded frame; file ranges are read from the page cache.
+def write_chunks(transport: asyncio.Transport, chunks: list[Chunk], sock_fd: int | None = None) -> None:
+    """Queue an encoded frame; record bytes go from the page cache to the socket.
 
-    uvloop's transports do not implement sendfile, so a FileRange is read with
-    one pread per range; the record bytes are never parsed or re-encoded.
+    uvloop's transports do not implement sendfile. When the transport has
+    nothing buffered, what went before is already on the socket, so a
+    FileRange is sendfiled straight to the socket's (non-blocking) fd without
+    reordering anything; whatever the socket does not take at once is read with
+    one pread and queued behind. Record bytes are never parsed or re-encoded.
     """
     parts: list[Any] = []
     for chunk in chunks:
-        if isinstance(chunk, FileRange):
-            data = os.pread(chunk.file.fileno(), chunk.length, chunk.offset)
-            if len(data) != chunk.length:
-                # The segment was truncated under us; a short frame would
-                # desynchronise the client, so pad is not an option: close.
-                raise OSError(f"short read from segment: {len(data)} of {chunk.length}")
-            parts.append(data)
-        else:
+        if not isinstance(chunk, FileRange):
             parts.append(chunk)
-    transport.writelines(parts)
+            continue
+        if parts:
+            transport.writelines(parts)
+            parts = []
+        sent = 0
+        if sock_fd is not None and transport.get_write_buffer_size() == 0:
+            sent = _sendfile_now(sock_fd, chunk)
+        if sent < chunk.length:
+            remaining = chunk.length - sent
+            data = os.pread(chunk.file.fileno(), remaining, chunk.offset + sent)
+            if len(data) != remaining:
+                # The segment was truncated under us; a short frame would
+                # desynchronise the client, so the connection must close.
+                raise OSError(f"short read from segment: {len(data)} of {remaining}")
+            transport.write(data)
+    if parts:
+        transport.writelines(parts)
+
+
+def _sendfile_now(sock_fd: int, chunk: FileRange) -> int:
+    """Bytes of ``chunk`` the socket accepted without blocking."""
+    file_fd, sent = chunk.file.fileno(), 0
+    while sent < chunk.length:
+        try:
+            n = os.sendfile(sock_fd, file_fd, chunk.offset + sent, chunk.length - sent)
+        except BlockingIOError:
+            break
+        if n == 0:
+            raise OSError(f"short read from segment: {sent} of {chunk.length}")
+        sent += n
+    return sent
 
 
 class SocketServer:

@@ -107,3 +107,42 @@ def test_bytes_after_a_complete_request_body_are_ignored_as_kafka_does() -> None
     request = decode_request(frame)
     assert request.api.name == "Metadata" and request.correlation_id == 3
     assert request.body.topics is None
+
+
+def test_file_ranges_reach_the_client_in_order_whether_sendfiled_or_read(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A frame mixing bytes and FileRanges arrives byte-exact, also when the socket
+    cannot take a large range at once (the rest is read and queued behind)."""
+    import os
+
+    from broker.socket_server import write_chunks
+    from protocol.buffers import FileRange
+
+    payload = os.urandom(8 << 20)  # larger than a loopback socket takes without blocking
+    path = tmp_path / "segment.log"
+    path.write_bytes(payload)
+
+    async def scenario() -> bytes:
+        received = bytearray()
+        done = asyncio.Event()
+
+        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            with open(path, "rb") as f:
+                sock_fd = writer.transport.get_extra_info("socket").fileno()
+                chunks = [b"head", FileRange(f, 10, 4 << 20), b"mid", FileRange(f, 0, 16), b"tail"]
+                write_chunks(writer.transport, chunks, sock_fd)  # type: ignore[arg-type]
+                await writer.drain()
+            writer.close()
+            done.set()
+
+        server = await asyncio.start_server(on_client, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        while chunk := await reader.read(1 << 20):
+            received += chunk
+        await done.wait()
+        writer.close()
+        server.close()
+        return bytes(received)
+
+    got = asyncio.run(scenario())
+    assert got == b"head" + payload[10 : 10 + (4 << 20)] + b"mid" + payload[:16] + b"tail"
