@@ -17,12 +17,13 @@ from typing import Iterator
 
 import pytest
 
-from tests.broker_harness import BrokerProcess
+from tests.broker_harness import BrokerProcess, send_request
 from tests.integration.clients import ConfluentDriver
 from tests.integration.kafka_proxy import KafkaProxy
 from tests.integration.records import Consumed
 
 TOPIC = "idempotent"
+DESCRIBE_PRODUCERS_KEY = 61
 PARTITIONS = 2
 
 
@@ -71,6 +72,22 @@ class IdempotentProducer:
 
 def _create_topic(bootstrap: str) -> None:
     ConfluentDriver().create_topic(bootstrap, TOPIC, PARTITIONS)
+
+
+def _producer_states(broker: BrokerProcess) -> dict[int, tuple[int, int, int]]:
+    """partition -> (producer id, epoch, last sequence) from DescribeProducers, for the one producer."""
+    from protocol.messages.describe_producers import DescribeProducersRequest, TopicRequest
+
+    request = DescribeProducersRequest(topics=[TopicRequest(name=TOPIC, partition_indexes=list(range(PARTITIONS)))])
+    response = send_request(broker, DESCRIBE_PRODUCERS_KEY, 0, request)
+    states = {}
+    for topic in response.topics:
+        for partition in topic.partitions:
+            assert partition.error_code == 0, partition
+            for producer in partition.active_producers:
+                states[partition.partition_index] = (producer.producer_id, producer.producer_epoch,
+                                                     producer.last_sequence)
+    return states
 
 
 def _check_exactly_once(consumed: list[Consumed], total: int, acked: list[tuple[int, int, bytes]]) -> None:
@@ -123,6 +140,20 @@ def test_requests_cut_mid_frame_are_retried_once(proxied_broker: tuple[BrokerPro
     assert "Traceback" not in broker.log_text()
 
 
+def test_describe_producers_shows_the_last_sequences(proxied_broker: tuple[BrokerProcess, KafkaProxy]) -> None:
+    broker, proxy = proxied_broker
+    _create_topic(proxy.address)
+    producer = IdempotentProducer(proxy.address)
+    producer.send(0, 1000)
+    producer.flush()
+    per_partition: dict[int, int] = {}
+    for partition, _, _ in producer.acked:
+        per_partition[partition] = per_partition.get(partition, 0) + 1
+    states = _producer_states(broker)
+    assert {p: seq for p, (_, _, seq) in states.items()} == {p: n - 1 for p, n in per_partition.items()}
+    assert len({(pid, epoch) for pid, epoch, _ in states.values()}) == 1  # one producer, one epoch
+
+
 @pytest.mark.parametrize("stop", ["sigterm", "sigkill"])
 def test_sequence_state_survives_a_restart(proxied_broker: tuple[BrokerProcess, KafkaProxy], stop: str) -> None:
     broker, proxy = proxied_broker
@@ -130,11 +161,15 @@ def test_sequence_state_survives_a_restart(proxied_broker: tuple[BrokerProcess, 
     producer = IdempotentProducer(proxy.address)
     producer.send(0, 3000)
     producer.flush()
+    before = _producer_states(broker)
+    assert before and all(pid >= 0 and seq >= 0 for pid, _, seq in before.values()), before
     if stop == "sigterm":
         assert broker.terminate() == 0
     else:
         broker.kill()
     broker.start()
+    # What the broker knows of the producer (id, epoch, last sequence) came back with it.
+    assert _producer_states(broker) == before
     producer.send(3000, 3000)
     producer.flush()
     consumed = ConfluentDriver().consume(proxy.address, TOPIC, PARTITIONS, expected=6000)
