@@ -198,3 +198,46 @@ def test_retry_of_a_lost_response_across_a_restart(proxied_broker: tuple[BrokerP
     producer.flush()
     consumed = ConfluentDriver().consume(proxy.address, TOPIC, PARTITIONS, expected=3000)
     _check_exactly_once(consumed, 3000, producer.acked)
+
+
+def _kafka_python_idempotent(bootstrap: str, count: int) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=2)
+    try:
+        futures = [producer.send(TOPIC, key=b"k%d" % (seq % 7), value=b"%08d" % seq) for seq in range(count)]
+        producer.flush(timeout=60)
+        for future in futures:
+            future.get(timeout=0)
+    finally:
+        producer.close(timeout=10)
+
+
+def _aiokafka_idempotent(bootstrap: str, count: int) -> None:
+    import asyncio
+
+    async def run() -> None:
+        from aiokafka import AIOKafkaProducer
+
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=2)
+        await producer.start()
+        try:
+            futures = [await producer.send(TOPIC, key=b"k%d" % (seq % 7), value=b"%08d" % seq) for seq in range(count)]
+            await asyncio.gather(*futures)
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+def test_other_clients_idempotent_producers(client: str) -> None:
+    """InitProducerId and sequenced produce as kafka-python and aiokafka speak them."""
+    produce = {"kafka-python": _kafka_python_idempotent, "aiokafka": _aiokafka_idempotent}[client]
+    with BrokerProcess.started() as broker:
+        _create_topic(broker.bootstrap)
+        produce(broker.bootstrap, 3000)
+        consumed = ConfluentDriver().consume(broker.bootstrap, TOPIC, PARTITIONS, expected=None)
+        _check_exactly_once(consumed, 3000, [])
+        states = _producer_states(broker)
+        assert states and len({pid for pid, _, _ in states.values()}) == 1
