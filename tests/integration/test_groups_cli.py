@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -139,3 +140,29 @@ def test_list_and_delete(broker: BrokerProcess) -> None:
     again = consumer_groups(broker, "--delete", "--group", "a-group", check=False)
     assert again.returncode == 1 and "GROUP_ID_NOT_FOUND" in again.stdout
     assert consumer_groups(broker, "--list").stdout.split() == ["b-group"]
+
+
+def _kcat_group_read(broker: BrokerProcess, group: str) -> list[str]:
+    """kcat's balanced consumer (-G): reads to the end of every partition, commits on exit."""
+    result = subprocess.run(["kcat", "-b", broker.bootstrap, "-G", group, "-X", "auto.offset.reset=earliest", "-e", "-q",
+                             "-f", "%p:%o\\n", TOPIC], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_kcat_group_commits_and_lag_follows_new_records(broker: BrokerProcess) -> None:
+    from confluent_kafka import Producer
+
+    assert shutil.which("kcat"), "kcat is not installed (apt-get install -y kcat)"
+    assert len(_kcat_group_read(broker, "kcat-group")) == sum(PER_PARTITION.values())
+    rows = table(consumer_groups(broker, "--describe", "--group", "kcat-group").stdout)
+    assert {r["PARTITION"]: r["LAG"] for r in rows} == {"0": "0", "1": "0", "2": "0"}
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(5):
+        producer.produce(TOPIC, b"more", partition=i % 2)
+    assert producer.flush(30) == 0
+    rows = table(consumer_groups(broker, "--describe", "--group", "kcat-group").stdout)
+    lag = {int(r["PARTITION"]): int(r["LAG"]) for r in rows}
+    assert lag == {0: 3, 1: 2, 2: 0}
+    read = _kcat_group_read(broker, "kcat-group")
+    assert sorted(read) == sorted([f"0:{10 + i}" for i in range(3)] + [f"1:{25 + i}" for i in range(2)])
