@@ -71,4 +71,9 @@ async def handle(ctx: "RequestContext", server: "KafkaServer", request: DeleteTo
     else:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
     results = await server.run_append(_delete_all, server, wanted, version)
+    deleted = {r.name for r in results if r.error_code == ErrorCode.NO_ERROR and r.name}
+    if deleted:
+        # Committed offsets on a deleted topic go too (tombstones), so a topic
+        # re-created under the same name starts without stale positions.
+        server.group_coordinator.handle_deleted_topics(deleted)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

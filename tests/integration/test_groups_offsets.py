@@ -174,3 +174,20 @@ def test_metadata_beyond_offset_metadata_max_bytes_is_refused(broker: BrokerProc
     assert commit("x" * 4097) == ErrorCode.OFFSET_METADATA_TOO_LARGE  # offset.metadata.max.bytes=4096
     assert commit("x" * 4096) == ErrorCode.NO_ERROR
     assert _committed(broker, "big-metadata") == {0: (1, "x" * 4096)}
+
+
+def test_deleting_a_topic_removes_its_committed_offsets(broker: BrokerProcess) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    create_topic(broker, "short-lived", 1)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "outlived",
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition("short-lived", 0, 7)], asynchronous=False)
+        assert consumer.committed([TopicPartition("short-lived", 0)], timeout=10)[0].offset == 7
+        admin_client(broker).delete_topics(["short-lived"])["short-lived"].result(30)
+        create_topic(broker, "short-lived", 1)
+        # The re-created topic must not inherit the old position.
+        assert consumer.committed([TopicPartition("short-lived", 0)], timeout=10)[0].offset < 0
+    finally:
+        consumer.close()
