@@ -28,7 +28,7 @@ def _producers(server: "KafkaServer", topic: str, index: int) -> PartitionRespon
         return PartitionResponse(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  error_message=None, active_producers=[])
     state = partition.log.producer_state
-    entries = state.active_producers() if state is not None else {}
+    entries = state.active_producers if state is not None else {}
     return PartitionResponse(
         partition_index=index, error_code=ErrorCode.NO_ERROR, error_message=None,
         active_producers=[
