@@ -13,6 +13,8 @@ halves stay separate modules.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import re
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -162,10 +164,10 @@ class PafkaDataSource(DataSource):
         return PafkaStreamReader(SourceOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool):  # type: ignore[no-untyped-def]
-        return _sink().writer(self.options, schema, overwrite)
+        return _sink().make_writer(schema, self.options, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool):  # type: ignore[no-untyped-def]
-        return _sink().stream_writer(self.options, schema, overwrite)
+        return _sink().make_stream_writer(schema, self.options)
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -174,8 +176,6 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
 
 def _sink():  # type: ignore[no-untyped-def]
     """The sink module (``spark_jobs/sink.py``), imported only when a write is planned."""
-    try:
-        from spark_jobs import sink
-    except ImportError as exc:
-        raise NotImplementedError("the pafka sink (spark_jobs/sink.py) is not installed") from exc
-    return sink
+    if importlib.util.find_spec("spark_jobs.sink") is None:
+        raise NotImplementedError("the pafka sink (spark_jobs/sink.py) is not installed")
+    return importlib.import_module("spark_jobs.sink")

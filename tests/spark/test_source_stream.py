@@ -1,0 +1,94 @@
+"""spark.readStream.format("pafka"): micro-batches, limits, starting points and new partitions."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tests.spark.kafka_data import add_partitions, create_topic, produce
+
+BASE_TS = 1_700_000_000_000
+
+
+def _records(n: int, partitions: int, *, first: int = 0, partition: int | None = None) -> list[tuple]:
+    return [
+        (i % partitions if partition is None else partition, f"k{i}".encode(), f"v{i}".encode(), [], BASE_TS + i)
+        for i in range(first, first + n)
+    ]
+
+
+def _stream(spark, bootstrap: str, topic: str, **options: str):  # type: ignore[no-untyped-def]
+    reader = (spark.readStream.format("pafka")
+              .option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic))
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+def _run_available_now(df, name: str, checkpoint: str):  # type: ignore[no-untyped-def]
+    query = (df.writeStream.format("memory").queryName(name).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(120), "AvailableNow query did not finish"
+    assert query.exception() is None, query.exception()
+    return query
+
+
+def test_max_offsets_per_trigger_limits_each_micro_batch(spark, spark_broker, topic_name, work_dir) -> None:
+    create_topic(spark_broker.bootstrap, topic_name, 3)
+    produced = produce(spark_broker.bootstrap, topic_name, _records(1000, 3))
+    df = _stream(spark, spark_broker.bootstrap, topic_name, startingOffsets="earliest", maxOffsetsPerTrigger="300")
+    name = "limited_" + topic_name.replace("-", "_")
+    query = _run_available_now(df, name, str(work_dir / "ckpt"))
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sizes == [300, 300, 300, 100]
+    got = sorted((r.partition, r.offset) for r in spark.table(name).collect())
+    assert got == sorted((p.partition, p.offset) for p in produced)
+
+
+def test_starting_offsets_json_starts_where_asked(spark, spark_broker, topic_name, work_dir) -> None:
+    create_topic(spark_broker.bootstrap, topic_name, 3)
+    produced = produce(spark_broker.bootstrap, topic_name, _records(300, 3))
+    starting = {topic_name: {"0": 40, "1": -2, "2": -1}}
+    df = _stream(spark, spark_broker.bootstrap, topic_name, startingOffsets=json.dumps(starting))
+    name = "json_" + topic_name.replace("-", "_")
+    _run_available_now(df, name, str(work_dir / "ckpt"))
+    got = sorted((r.partition, r.offset, bytes(r.value)) for r in spark.table(name).collect())
+    assert got == sorted((p.partition, p.offset, p.value) for p in produced
+                         if (p.partition == 0 and p.offset >= 40) or p.partition == 1)
+
+
+def test_starting_timestamp_starts_where_asked(spark, spark_broker, topic_name, work_dir) -> None:
+    create_topic(spark_broker.bootstrap, topic_name, 3)
+    produced = produce(spark_broker.bootstrap, topic_name, _records(300, 3))
+    df = _stream(spark, spark_broker.bootstrap, topic_name, startingTimestamp=str(BASE_TS + 250))
+    name = "ts_" + topic_name.replace("-", "_")
+    _run_available_now(df, name, str(work_dir / "ckpt"))
+    got = sorted((r.partition, r.offset) for r in spark.table(name).collect())
+    assert got == sorted((p.partition, p.offset) for p in produced if p.timestamp_ms >= BASE_TS + 250)
+    assert len(got) == 50
+
+
+def test_partition_added_mid_stream_is_read_from_its_beginning(spark, spark_broker, topic_name, work_dir) -> None:
+    create_topic(spark_broker.bootstrap, topic_name, 2)
+    produced = produce(spark_broker.bootstrap, topic_name, _records(200, 2))
+    df = _stream(spark, spark_broker.bootstrap, topic_name, startingOffsets="earliest")
+    name = "grow_" + topic_name.replace("-", "_")
+    query = (df.writeStream.format("memory").queryName(name).option("checkpointLocation", str(work_dir / "ckpt"))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        query.processAllAvailable()
+        assert spark.table(name).count() == 200
+        add_partitions(spark_broker.bootstrap, topic_name, 3)
+        produced += produce(spark_broker.bootstrap, topic_name, _records(50, 3, first=200, partition=2))
+        produced += produce(spark_broker.bootstrap, topic_name, _records(20, 2, first=250))
+        deadline = time.monotonic() + 60
+        while spark.table(name).count() < 270 and time.monotonic() < deadline:
+            query.processAllAvailable()
+            time.sleep(0.2)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    got = sorted((r.partition, r.offset, bytes(r.key)) for r in spark.table(name).collect())
+    assert got == sorted((p.partition, p.offset, p.key) for p in produced)
+    assert [o for p, o, _ in got if p == 2] == list(range(50))
