@@ -2,15 +2,15 @@
 
 Runs inside a Spark Python worker. It opens its own connection (readers are
 pickled to executors, connections are not), fetches ``[from_offset,
-until_offset)`` with pafka's client and turns each fetch's records into
-columns, then into ``pyarrow.RecordBatch`` objects with exactly the Arrow
-types Spark's converter checks for (binary, string, int32, int64,
-timestamp[us, UTC], list<struct<key: string, value: binary>>).
+until_offset)`` with pafka's own client and protocol code, decodes each
+fetch's record batches column-wise (``spark_jobs.arrow_records``) and hands
+Spark ``pyarrow.RecordBatch`` objects with exactly the Arrow types its
+converter checks for (binary, string, int32, int64, timestamp[us, UTC],
+list<struct<key: string, value: binary>>).
 
-pafka's client was chosen over confluent-kafka after measuring both at building
-these batches (see docs/benchmarks.md, "Spark source"): it has no consumer
-group machinery or background threads to start per task, and knows exactly
-where a fetch ended, which the range end needs.
+This path was chosen after measuring it against confluent-kafka and against
+pafka's client decoding Record objects, at building the same batches (see
+docs/benchmarks.md, "Spark source").
 """
 
 from __future__ import annotations
@@ -22,12 +22,25 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker.client import READ_UNCOMMITTED, FetchedBatch, KafkaClient, OffsetOutOfRangeError
-from protocol.record_batch import TIMESTAMP_TYPE_MASK
+from broker.client import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    KafkaClient,
+    KafkaClientError,
+    KafkaConnectionError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+)
+from broker.client.errors import check_error
+from protocol.buffers import Buffer
+from protocol.messages import fetch as _fetch
+from protocol.primitives import UUID_ZERO
+from spark_jobs.arrow_records import RecordColumns, decode_columns
 
-#: Kafka's timestampType column values (TimestampType ids).
-CREATE_TIME_ID = 0
-LOG_APPEND_TIME_ID = 1
+FETCH_KEY = 1
+#: The first Fetch version that names topics by id only (KIP-516).
+_FETCH_TOPIC_ID_VERSION = 13
+_FETCH_ATTEMPTS = 5
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
@@ -57,10 +70,8 @@ class FetchSettings:
     include_headers: bool = False
     isolation_level: int = READ_UNCOMMITTED
     fail_on_data_loss: bool = True
-    #: Rows per Arrow batch handed to Spark: big enough to amortise the
-    #: per-batch costs, small enough to keep a task's memory modest.
-    batch_rows: int = 65_536
     partition_max_bytes: int = 8 * 1024 * 1024
+    max_wait_ms: int = 200
     poll_timeout_s: float = 30.0
 
 
@@ -68,59 +79,21 @@ class DataLossError(RuntimeError):
     """Records of the planned range are gone (deleted, truncated) and failOnDataLoss is true."""
 
 
-class _Columns:
-    """Column lists of the rows seen so far, flushed into one RecordBatch at a time."""
-
-    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.include_headers = include_headers
-        self.schema = arrow_schema(include_headers)
-        self.reset()
-
-    def reset(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.timestamp_types: list[int] = []
-        self.headers: list[list[tuple[str, bytes | None]]] = []
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def add_batch(self, batch: FetchedBatch, until_offset: int) -> None:
-        records = batch.records
-        if records[-1].offset >= until_offset:
-            records = [r for r in records if r.offset < until_offset]
-            if not records:
-                return
-        self.keys += [r.key for r in records]
-        self.values += [r.value for r in records]
-        self.offsets += [r.offset for r in records]
-        self.timestamps += [r.timestamp for r in records]
-        ts_type = LOG_APPEND_TIME_ID if batch.header.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME_ID
-        self.timestamp_types += [ts_type] * len(records)
-        if self.include_headers:
-            self.headers += [r.headers for r in records]
-
-    def to_record_batch(self) -> pa.RecordBatch:
-        n = len(self.offsets)
+def to_record_batch(columns: RecordColumns, topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
+    n = len(columns)
+    arrays = [
+        pa.array(columns.keys, pa.binary()),
+        pa.array(columns.values, pa.binary()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.array(columns.offsets, pa.int64()),
         # Kafka's milliseconds become Spark's microseconds.
-        millis = pa.array(self.timestamps, pa.int64())
-        micros = pc.multiply(millis, 1000).cast(TIMESTAMP_TYPE)
-        columns = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.repeat(pa.scalar(self.topic, pa.string()), n),
-            pa.repeat(pa.scalar(self.partition, pa.int32()), n),
-            pa.array(self.offsets, pa.int64()),
-            micros,
-            pa.array(self.timestamp_types, pa.int32()),
-        ]
-        if self.include_headers:
-            columns.append(_headers_array(self.headers))
-        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        pa.array(columns.timestamps_ms * 1000, TIMESTAMP_TYPE),
+        pa.array(columns.timestamp_types, pa.int32()),
+    ]
+    if columns.headers is not None:
+        arrays.append(_headers_array(columns.headers))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _headers_array(per_record: Sequence[Sequence[tuple[str, bytes | None]]]) -> pa.Array:
@@ -145,41 +118,95 @@ def _headers_array(per_record: Sequence[Sequence[tuple[str, bytes | None]]]) -> 
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), structs, type=HEADERS_TYPE)
 
 
+@dataclass(slots=True)
+class _RawFetch:
+    records: Buffer | None
+    high_watermark: int
+    aborted: list | None
+
+
+def _fetch_raw(client: KafkaClient, settings: FetchSettings, topic: str, partition: int, offset: int) -> _RawFetch:
+    """One Fetch of one partition, its records left as the broker sent them (decoded column-wise later)."""
+    conn = client.leader_connection(topic, partition)
+    version = conn.version_for(FETCH_KEY)
+    topic_id = client.topic_metadata(topic).topic_id
+    if version >= _FETCH_TOPIC_ID_VERSION and topic_id == UUID_ZERO:
+        version = conn.version_for(FETCH_KEY, max_version=_FETCH_TOPIC_ID_VERSION - 1)
+    fetch_partition = _fetch.FetchPartition(partition=partition, current_leader_epoch=-1, fetch_offset=offset,
+                                            last_fetched_epoch=-1, log_start_offset=-1,
+                                            partition_max_bytes=settings.partition_max_bytes)
+    if version >= _FETCH_TOPIC_ID_VERSION:
+        fetch_topic = _fetch.FetchTopic(topic_id=topic_id, partitions=[fetch_partition])
+    else:
+        fetch_topic = _fetch.FetchTopic(topic=topic, partitions=[fetch_partition])
+    # Session 0, epoch -1: a full fetch that opens no KIP-227 session.
+    request = _fetch.FetchRequest(replica_id=-1, max_wait_ms=settings.max_wait_ms, min_bytes=1,
+                                  max_bytes=settings.partition_max_bytes, isolation_level=settings.isolation_level,
+                                  session_id=0, session_epoch=-1, topics=[fetch_topic], forgotten_topics_data=[],
+                                  rack_id="")
+    response = conn.request(request, version=version)
+    assert isinstance(response, _fetch.FetchResponse)
+    check_error(response.error_code, api_name="Fetch")
+    for topic_response in response.responses:
+        for p in topic_response.partitions:
+            if p.partition_index != partition:
+                continue
+            check_error(p.error_code, api_name="Fetch", topic=topic, partition=partition)
+            aborted = p.aborted_transactions if settings.isolation_level == READ_COMMITTED else None
+            return _RawFetch(p.records, p.high_watermark, list(aborted or []) if aborted is not None else None)
+    raise KafkaClientError(f"Fetch response without {topic}-{partition}")
+
+
 def read_range(
     settings: FetchSettings, topic: str, partition: int, from_offset: int, until_offset: int
 ) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of the records at offsets ``[from_offset, until_offset)`` of one partition."""
+    """Arrow batches of the records at offsets ``[from_offset, until_offset)`` of one partition.
+
+    One RecordBatch per fetch (at most ``partition_max_bytes`` of records):
+    big enough to amortise Spark's per-batch costs, small enough for memory.
+    """
     if from_offset >= until_offset:
         return
-    columns = _Columns(topic, partition, settings.include_headers)
+    schema = arrow_schema(settings.include_headers)
     with KafkaClient(settings.bootstrap_servers, client_id="pafka-spark-source") as client:
         offset = from_offset
         deadline = time.monotonic() + settings.poll_timeout_s
         while offset < until_offset:
             try:
-                result = client.fetch(topic, partition, offset, max_wait_ms=200,
-                                      partition_max_bytes=settings.partition_max_bytes,
-                                      max_bytes=settings.partition_max_bytes,
-                                      isolation_level=settings.isolation_level)
+                fetched = _fetch_with_retries(client, settings, topic, partition, offset)
             except OffsetOutOfRangeError:
                 offset = _skip_lost_records(client, settings, topic, partition, offset, until_offset)
                 continue
-            for batch in result.batches:
-                columns.add_batch(batch, until_offset)
-            if result.next_offset > offset:
-                offset = result.next_offset
+            columns, next_offset = (None, offset) if not fetched.records else decode_columns(
+                fetched.records, offset, until_offset, fetched.aborted, include_headers=settings.include_headers)
+            if columns is not None:
+                yield to_record_batch(columns, topic, partition, schema)
+            if next_offset > offset:
+                offset = next_offset
                 deadline = time.monotonic() + settings.poll_timeout_s
-            elif result.high_watermark <= offset or time.monotonic() > deadline:
+            elif fetched.high_watermark <= offset or time.monotonic() > deadline:
                 # The range was planned below the high watermark: a log that no
                 # longer reaches it was truncated (or deleted and recreated).
                 _data_lost(settings, f"{topic}-{partition}: offsets {offset}..{until_offset} are no longer "
-                                     f"available (high watermark {result.high_watermark})")
-                break
-            if len(columns) >= settings.batch_rows:
-                yield columns.to_record_batch()
-                columns.reset()
-    if len(columns):
-        yield columns.to_record_batch()
+                                     f"available (high watermark {fetched.high_watermark})")
+                return
+
+
+def _fetch_with_retries(
+    client: KafkaClient, settings: FetchSettings, topic: str, partition: int, offset: int
+) -> _RawFetch:
+    """A fetch that rides out leader moves and dropped connections (refresh metadata, try again)."""
+    for attempt in range(_FETCH_ATTEMPTS):
+        try:
+            return _fetch_raw(client, settings, topic, partition, offset)
+        except (NotLeaderOrFollowerError, KafkaConnectionError) as exc:
+            if attempt == _FETCH_ATTEMPTS - 1:
+                raise
+            if isinstance(exc, KafkaConnectionError):
+                client.close()
+            time.sleep(0.1 * (attempt + 1))
+            client.refresh_metadata([topic])
+    raise AssertionError("unreachable")
 
 
 def _skip_lost_records(
