@@ -164,19 +164,22 @@ def _scan_records(blob: bytes, selected: _Selected) -> list[int]:
     for segment, count in zip(selected.segments, selected.counts):
         segment_end = segment_start + len(segment)
         pos = segment_start
-        for _ in range(count):
-            if pos >= segment_end:
-                raise CorruptRecordError(f"batch declares {count} records but its data ends early")
-            add(pos)
-            raw = blob[pos]
-            if raw < 0x80:
-                pos += 1 + ((raw >> 1) ^ -(raw & 1))
-            elif blob[pos + 1] < 0x80:
-                raw = (raw & 0x7F) | (blob[pos + 1] << 7)
-                pos += 2 + ((raw >> 1) ^ -(raw & 1))
-            else:
-                raw, body = _read_varint(blob, pos)
-                pos = body + ((raw >> 1) ^ -(raw & 1))
+        # No bound check per record: a batch whose records overrun it ends
+        # anywhere but at its end (checked below) or past the buffer.
+        try:
+            for _ in range(count):
+                add(pos)
+                raw = blob[pos]
+                if raw < 0x80:
+                    pos += 1 + ((raw >> 1) ^ -(raw & 1))
+                elif blob[pos + 1] < 0x80:
+                    raw = (raw & 0x7F) | (blob[pos + 1] << 7)
+                    pos += 2 + ((raw >> 1) ^ -(raw & 1))
+                else:
+                    raw, body = _read_varint(blob, pos)
+                    pos = body + ((raw >> 1) ^ -(raw & 1))
+        except IndexError:
+            raise CorruptRecordError(f"batch declares {count} records but its data ends early") from None
         if pos != segment_end:
             raise CorruptRecordError(f"records of a batch fill {pos - segment_start} bytes, "
                                      f"the batch holds {segment_end - segment_start}")
