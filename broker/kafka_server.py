@@ -5,10 +5,13 @@ metadata store lists, then opens the listeners: a client that can connect can
 use every partition. Shutdown reverses it: stop accepting, answer what is in
 flight, flush, write checkpoints and the clean-shutdown marker.
 
-Threads: storage is synchronous. Appends (which may fsync on a roll or under
+Threads: storage is synchronous. Appends that may fsync (a roll, or
 ``flush.messages``) run on one append thread, so the event loop never waits
-for a disk sync and appends to a partition stay in arrival order; reads run on
-the loop, since log reads take no lock.
+for a disk sync; an append that cannot block (no roll, no flush due, its log
+not locked by another thread) is made on the loop itself when the append thread
+has nothing queued, which keeps appends to a partition in arrival order and
+saves two thread hand-offs per produce request. Reads run on the loop, since
+log reads take no lock.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ class KafkaServer:
             self.apis.dispatch, self.apis.unsupported_api_versions_response, config.socket_request_max_bytes
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._append_backlog = 0
         self._stopped = asyncio.Event()
         self.started_at = 0.0
 
@@ -125,7 +129,19 @@ class KafkaServer:
 
     # -- threads ----------------------------------------------------------
     def run_append(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any]":
-        return asyncio.get_running_loop().run_in_executor(self.append_executor, fn, *args)
+        future = asyncio.get_running_loop().run_in_executor(self.append_executor, fn, *args)
+        self._append_backlog += 1
+        future.add_done_callback(self._append_finished)
+        return future
+
+    def _append_finished(self, _: "asyncio.Future[Any]") -> None:
+        self._append_backlog -= 1
+
+    @property
+    def append_thread_idle(self) -> bool:
+        """Nothing queued on the append thread: an append made on the loop now
+        cannot overtake an earlier one to the same partition."""
+        return self._append_backlog == 0
 
     # -- background duties (owned here, cancelled at shutdown) ------------
     def _start_background_tasks(self) -> None:

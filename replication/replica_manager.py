@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from protocol.errors import ErrorCode, ProtocolError
+from protocol.record_batch import parse_batch_header
 from replication.partition import LogReadResult, Partition
 from storage.errors import (
     InvalidRecordError,
@@ -124,6 +125,29 @@ class ReplicaManager:
                 log.error("error appending to %s: %s", partition, exc)
                 results.append(PartitionAppendResult(ErrorCode.KAFKA_STORAGE_ERROR, None, str(exc)))
         return results
+
+    def try_append_without_blocking(
+        self, entries: list[tuple[Partition, bytearray | memoryview]], origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> list[PartitionAppendResult] | None:
+        """Append now if no log involved is locked by another thread and none would
+        fsync (roll or flush.messages); None when the append must go to a thread.
+
+        Each entry is one validated batch (its header is read for the roll test).
+        """
+        locked = []
+        try:
+            for partition, records in entries:
+                log_ = partition.log
+                if not log_.lock.acquire(blocking=False):
+                    return None
+                locked.append(log_.lock)
+                header = parse_batch_header(records, 0)
+                if log_.append_would_block(len(records), header.max_timestamp, header.last_offset_delta):
+                    return None
+            return self.append_records(entries, origin)
+        finally:
+            for lock in locked:
+                lock.release()
 
     # -- read -------------------------------------------------------------
     @staticmethod

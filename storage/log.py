@@ -238,6 +238,18 @@ class Log:
             self._after_append(analyzed.batches, analyzed.markers)
             return analyzed.to_append_info(self.log_start_offset)
 
+    def append_would_block(self, size: int, max_timestamp: int, last_offset_delta: int, now: int | None = None) -> bool:
+        """Whether appending one batch of ``size`` bytes now could fsync: a roll, or a
+        ``flush.messages`` flush. The broker appends on its event loop only when not.
+
+        Conservative by construction: it asks the same roll test the append uses.
+        """
+        now = now_ms() if now is None else now
+        last_offset = self.log_end_offset + last_offset_delta
+        if last_offset + 1 - self.recovery_point >= self.config.flush_messages:
+            return True
+        return self.active_segment.should_roll(size, max_timestamp, last_offset, now, self.config)
+
     def _append(self, buf, batches: Sequence[tuple[int, RecordBatchHeader]], now: int) -> None:
         size = batches[-1][0] + batches[-1][1].size_in_bytes - batches[0][0]
         first, last = batches[0][1], batches[-1][1]

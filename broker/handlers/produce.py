@@ -3,7 +3,8 @@
 The records are never parsed: each partition's batch has its header checked
 and CRC32C verified, its base offset and leader epoch patched in place, and is
 written with one call (see ``storage.log.Log.append_as_leader``). Appends run
-on the append thread; the response is sent once they are in the log (acks=1)
+on the event loop when they cannot block, else on the append thread (see
+``broker.kafka_server``); the response is sent once they are in the log (acks=1)
 or in the ISR, which for a lone broker is the same moment (acks=-1).
 
 acks=0 gets no response; on an error Kafka closes the connection instead, so
@@ -93,7 +94,11 @@ async def handle(ctx: "RequestContext", server: "KafkaServer", request: ProduceR
             topic_resp.partition_responses.append(entry)
 
     if appends:
-        results = await server.run_append(server.replica_manager.append_records, appends, AppendOrigin.CLIENT)
+        results = None
+        if server.append_thread_idle:
+            results = server.replica_manager.try_append_without_blocking(appends, AppendOrigin.CLIENT)
+        if results is None:
+            results = await server.run_append(server.replica_manager.append_records, appends, AppendOrigin.CLIENT)
         for (partition, _), entry, result in zip(appends, slots, results):
             entry.error_code = result.error_code
             if result.info is not None:
