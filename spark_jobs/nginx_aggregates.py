@@ -64,21 +64,24 @@ def parse_access_log(records: "DataFrame") -> "DataFrame":
 def stats_per_window(parsed: "DataFrame", *, watermark_delay: Optional[str] = None) -> "DataFrame":
     """The statistics of ``parsed`` (from :func:`parse_access_log`) per window, in ``STATS_COLUMNS``.
 
-    With ``watermark_delay`` (streaming) the watermark is set before the end marker is dropped, so
-    the marker still moves it."""
+    With ``watermark_delay`` (streaming) the end marker moves the watermark but counts nowhere."""
     from pyspark.sql import functions as F
 
     if watermark_delay is not None:
         parsed = parsed.withWatermark("event_time", watermark_delay)
-    requests = parsed.where(~F.col("end_marker"))
-    windows = requests.groupBy(F.window("event_time", WINDOW_DURATION).alias("window")).agg(
-        F.count(F.lit(1)).alias("requests"),
-        F.sum("bytes").alias("bytes_served"),
-        F.percentile(F.col("request_time"), F.lit(0.95)).alias("p95_request_time"),
+    # The end marker must reach the watermark operator, so it is not filtered out (Spark pushes
+    # filters that do not read the event time below the watermark); every aggregate skips it
+    # instead, and the window it opens alone (requests = 0) is dropped after aggregation.
+    request = ~F.col("end_marker")
+    only_requests = lambda column: F.when(request, F.col(column))  # noqa: E731
+    windows = parsed.groupBy(F.window("event_time", WINDOW_DURATION).alias("window")).agg(
+        F.count(F.when(request, F.lit(1))).alias("requests"),
+        F.sum(only_requests("bytes")).alias("bytes_served"),
+        F.percentile(only_requests("request_time"), F.lit(0.95)).alias("p95_request_time"),
         # The window's statuses and paths; counted per value below (no per-value state needed).
-        F.collect_list("status").alias("statuses"),
-        F.collect_list("path").alias("paths"),
-    )
+        F.collect_list(only_requests("status")).alias("statuses"),
+        F.collect_list(only_requests("path")).alias("paths"),
+    ).where(F.col("requests") > 0)
     return windows.select(
         F.col("window.start").alias("window_start"),
         F.col("window.end").alias("window_end"),
