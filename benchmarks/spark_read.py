@@ -1,6 +1,6 @@
 """Rows per second from pafka into Spark through the ``pafka`` data source (local[2]).
 
-    .venv/bin/python benchmarks/spark_read.py [--records 1000000] [--value-bytes 100] [--partitions 2] [--runs 3]
+    .venv/bin/python benchmarks/spark_read.py [--records 1000000] [--value-bytes 100] [--partitions 2] [--runs 5]
 
 Starts a real ``pafka broker`` (temp dir, loopback port), produces the records
 with pafka's client, then measures:
@@ -12,7 +12,8 @@ with pafka's client, then measures:
    ``KafkaClient.fetch`` decoding each record into a ``Record`` object;
 2. Spark: ``spark.read.format("pafka")...load().groupBy().count()`` over the
    whole topic (batch), and the same count as a streaming query with
-   Trigger.AvailableNow, after one warm-up run that starts the Python workers.
+   Trigger.AvailableNow, after two warm-up runs (Python workers start, the JVM
+   compiles its hot paths). Each figure is whole queries, planning included.
 
 Prints one line per figure. Not a test: nothing here asserts a speed.
 """
@@ -153,8 +154,10 @@ def spark_session():  # type: ignore[no-untyped-def]
     return spark
 
 
-def time_spark(label: str, run: Callable[[], int], records: int, runs: int) -> None:
-    assert run() == records  # warm-up: Python workers start, modules import
+def time_spark(label: str, run: Callable[[], int], records: int, runs: int, warmups: int = 2) -> None:
+    for _ in range(warmups):
+        # Python workers start and import, the JVM compiles the hot paths.
+        assert run() == records
     rates = []
     for _ in range(runs):
         started = time.perf_counter()
@@ -171,7 +174,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--skip-fetch", action="store_true", help="only the Spark figures")
     parser.add_argument("--skip-spark", action="store_true", help="only the fetch figures")
     args = parser.parse_args()

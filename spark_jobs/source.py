@@ -36,6 +36,7 @@ from spark_jobs.kafka_fetch import FetchSettings
 from spark_jobs.offsets import OffsetSpec, parse_assign, parse_offset_spec
 
 SHORT_NAME = "pafka"
+DEFAULT_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
 
 HEADERS_SPARK_TYPE = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -82,6 +83,9 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     isolation_level: int = READ_UNCOMMITTED
+    #: Kafka's consumer setting, the most a fetch returns per partition: also
+    #: the size of the Arrow batches handed to Spark (one per fetch).
+    max_partition_fetch_bytes: int = DEFAULT_PARTITION_FETCH_BYTES
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -118,6 +122,9 @@ class SourceOptions:
             raise ValueError(f"kafka.isolation.level must be read_uncommitted or read_committed, got {isolation!r}")
         if max_per_trigger is not None and int(max_per_trigger) <= 0:
             raise ValueError("maxOffsetsPerTrigger must be positive")
+        fetch_bytes = int(options.get("kafka.max.partition.fetch.bytes", DEFAULT_PARTITION_FETCH_BYTES))
+        if fetch_bytes <= 0:
+            raise ValueError("kafka.max.partition.fetch.bytes must be positive")
         return cls(
             bootstrap_servers=bootstrap,
             subscribe=subscribe,
@@ -130,6 +137,7 @@ class SourceOptions:
             fail_on_data_loss=_bool_option(options.get("failondataloss"), True, "failOnDataLoss"),
             include_headers=_bool_option(options.get("includeheaders"), False, "includeHeaders"),
             isolation_level=READ_COMMITTED if isolation == "read_committed" else READ_UNCOMMITTED,
+            max_partition_fetch_bytes=fetch_bytes,
             extra=options,
         )
 
@@ -139,6 +147,7 @@ class SourceOptions:
             include_headers=self.include_headers,
             isolation_level=self.isolation_level,
             fail_on_data_loss=self.fail_on_data_loss,
+            partition_max_bytes=self.max_partition_fetch_bytes,
         )
 
 
