@@ -113,15 +113,25 @@ def stats_as_records(stats: "DataFrame") -> "DataFrame":
     )
 
 
-def spark_session(app_name: str, master: Optional[str] = None) -> "SparkSession":
-    """A session for the jobs' command lines, with the ``pafka`` data source registered."""
+DEFAULT_SHUFFLE_PARTITIONS = 8
+
+
+def spark_session(app_name: str, master: Optional[str] = None,
+                  shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> "SparkSession":
+    """A session for the jobs' command lines, with the ``pafka`` data source registered.
+
+    ``shuffle_partitions`` is also the number of state-store partitions of the streaming job
+    (fixed by its first run's checkpoint): Spark's default of 200 makes every micro-batch of a
+    small job pay for 200 state stores."""
     from pyspark.sql import SparkSession
 
     import spark_jobs
 
     # Python workers must run this interpreter: the one with pafka and pyarrow installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name).config("spark.sql.session.timeZone", "UTC")
+    builder = (SparkSession.builder.appName(app_name)
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.shuffle.partitions", str(shuffle_partitions)))
     if master:
         builder = builder.master(master)
     session = builder.getOrCreate()

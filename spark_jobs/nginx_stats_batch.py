@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from spark_jobs.nginx_aggregates import STATS_COLUMNS, parse_access_log, spark_session, stats_per_window
+from spark_jobs.nginx_aggregates import (
+    DEFAULT_SHUFFLE_PARTITIONS,
+    STATS_COLUMNS,
+    parse_access_log,
+    spark_session,
+    stats_per_window,
+)
 from spark_jobs.nginx_log_generator import ACCESS_LOG_TOPIC
 
 if TYPE_CHECKING:
@@ -100,13 +106,15 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--compare", action="store_true",
                         help="compare with the streaming job's Parquet output; exit 1 on any difference")
     parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, or local[*])")
+    parser.add_argument("--shuffle-partitions", type=int, default=DEFAULT_SHUFFLE_PARTITIONS,
+                        help="spark.sql.shuffle.partitions (and the streaming job's state-store partitions)")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
     settings = BatchSettings(args.bootstrap_servers, args.output_dir, args.source_topic)
-    spark = spark_session("nginx-stats-batch", args.master)
+    spark = spark_session("nginx-stats-batch", args.master, args.shuffle_partitions)
     try:
         rows = run(spark, settings)
         for row in rows:

@@ -15,6 +15,11 @@ resumes where it stopped.
 are emitted once the watermark passes their end, which the generator's end-of-stream marker
 guarantees for all of them. ``--trigger processing-time`` keeps running, one micro-batch every
 ``--interval``.
+
+The end marker closes every window only if it is read in the same micro-batch as, or after, the
+last lines of every partition: a line read after it is older than the watermark and dropped as
+late. That holds when the whole rest of the topic fits one micro-batch, so the final run should
+not set ``--max-offsets-per-trigger`` (the job warns when it is set together with available-now).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from spark_jobs.nginx_aggregates import (
+    DEFAULT_SHUFFLE_PARTITIONS,
     STATS_TOPIC,
     WATERMARK_DELAY,
     parse_access_log,
@@ -126,6 +132,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--trigger", choices=("available-now", "processing-time"), default="available-now")
     parser.add_argument("--interval", default="10 seconds", help="micro-batch interval for processing-time")
     parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, or local[*])")
+    parser.add_argument("--shuffle-partitions", type=int, default=DEFAULT_SHUFFLE_PARTITIONS,
+                        help="spark.sql.shuffle.partitions (and the streaming job's state-store partitions)")
     return parser.parse_args(argv)
 
 
@@ -136,7 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         source_topic=args.source_topic, stats_topic=args.stats_topic, starting_offsets=args.starting_offsets,
         max_offsets_per_trigger=args.max_offsets_per_trigger, available_now=args.trigger == "available-now",
         interval=args.interval)
-    spark = spark_session("nginx-stats-streaming", args.master)
+    if settings.available_now and settings.max_offsets_per_trigger is not None:
+        print("warning: with --max-offsets-per-trigger the end-of-stream marker may be read before the "
+              "last lines of other partitions, which are then dropped as late", file=sys.stderr)
+    spark = spark_session("nginx-stats-streaming", args.master, args.shuffle_partitions)
     try:
         run(spark, settings)
         print(f"windows written to {settings.stats_topic} and {settings.parquet_dir}")
