@@ -166,7 +166,7 @@ def time_spark(label: str, run: Callable[[], int], records: int, runs: int, warm
         assert counted == records, (counted, records)
         rates.append(records / elapsed)
     print(f"spark count, {label:<27} {statistics.median(rates):>12,.0f} rows/s median "
-          f"(best {max(rates):,.0f}, {runs} runs)")
+          f"(best {max(rates):,.0f}, {runs} runs; load average {os.getloadavg()[0]:.1f})")
 
 
 def main() -> None:
