@@ -59,6 +59,8 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 # Options a Spark user may pass that make no sense for a producer driven by rows.
 REJECTED_KAFKA_OPTIONS = ("key.serializer", "value.serializer")
 QUEUE_FULL_POLL_S = 0.05
+POLL_EVERY_ROWS = 1024
+UNASSIGNED_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choose
 
 
 class SinkError(ValueError):
@@ -261,19 +263,20 @@ def _produce_batch(plan: SinkPlan, producer: Any, deliveries: _Deliveries, batch
         return 0
     values = _column(batch, "value")
     keys = _column(batch, "key") if plan.has_key else [None] * rows
-    topics = _column(batch, "topic") if plan.has_topic else [None] * rows
+    topics = [plan.topic_option] * rows if plan.topic_option or not plan.has_topic else _column(batch, "topic")
     partitions = _column(batch, "partition") if plan.has_partition else [None] * rows
     headers = _column(batch, "headers") if plan.has_headers else [None] * rows
-    for value, key, topic, partition, row_headers in zip(values, keys, topics, partitions, headers):
-        topic = plan.topic_option or topic
+    for index, (value, key, topic, partition, row_headers) in enumerate(
+            zip(values, keys, topics, partitions, headers)):
         if topic is None:
             raise DeliveryError("pafka sink: null topic present in the data")
-        kwargs: dict[str, Any] = {"value": value, "key": key}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if row_headers:
-            kwargs["headers"] = [(h["key"], h["value"]) for h in row_headers]
-        _produce_one(producer, deliveries, topic, kwargs)
+        if partition is None:
+            partition = UNASSIGNED_PARTITION
+        kafka_headers = [(h["key"], h["value"]) for h in row_headers] if row_headers else None
+        _produce_one(producer, topic, value, key, partition, kafka_headers)
+        if index % POLL_EVERY_ROWS == 0:
+            producer.poll(0)  # serve delivery reports as we go, so a failure stops the task early
+            deliveries.raise_if_failed()
     return rows
 
 
@@ -285,13 +288,12 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any]:
     raise DeliveryError(f"pafka sink: column {name!r} missing from the batch")
 
 
-def _produce_one(producer: Any, deliveries: _Deliveries, topic: str, kwargs: dict[str, Any]) -> None:
+def _produce_one(producer: Any, topic: str, value: Any, key: Any, partition: int,
+                 headers: Optional[list[tuple[str, Optional[bytes]]]]) -> None:
     while True:
         try:
-            producer.produce(topic, **kwargs)
-            break
+            producer.produce(topic, value, key, partition, headers=headers)
+            return
         except BufferError:
             # librdkafka's queue is full: serve delivery reports until there is room.
             producer.poll(QUEUE_FULL_POLL_S)
-    producer.poll(0)
-    deliveries.raise_if_failed()
