@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from pyspark.sql import functions as F
 
 from tests.spark.kafka_data import Produced, create_topic, produce
@@ -84,3 +85,30 @@ def test_batch_read_starting_timestamp(spark, spark_broker, topic_name) -> None:
           .load())
     got = sorted((r.partition, r.offset) for r in df.collect())
     assert got == sorted((p.partition, p.offset) for p in produced if p.timestamp_ms >= BASE_TS + 60)
+
+
+def _delete_records_below(bootstrap: str, topic: str, partition: int, offset: int) -> None:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (future,) = admin.delete_records([TopicPartition(topic, partition, offset)]).values()
+    assert future.result(timeout=30).low_watermark == offset
+
+
+def test_deleted_records_fail_the_read_or_are_skipped_per_fail_on_data_loss(spark, spark_broker, topic_name) -> None:
+    create_topic(spark_broker.bootstrap, topic_name, 1)
+    produce(spark_broker.bootstrap, topic_name, _records(100, 1))
+    _delete_records_below(spark_broker.bootstrap, topic_name, 0, 40)
+
+    def read(fail_on_data_loss: str):  # type: ignore[no-untyped-def]
+        return (spark.read.format("pafka")
+                .option("kafka.bootstrap.servers", spark_broker.bootstrap)
+                .option("subscribe", topic_name)
+                .option("startingOffsets", json.dumps({topic_name: {"0": 10}}))
+                .option("failOnDataLoss", fail_on_data_loss)
+                .load())
+
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        read("true").collect()
+    assert sorted(r.offset for r in read("false").collect()) == list(range(40, 100))
