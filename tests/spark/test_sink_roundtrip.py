@@ -153,6 +153,26 @@ def test_delivery_error_fails_the_write(spark, spark_broker, topic_name) -> None
             .option("kafka.message.timeout.ms", "5000").save()
 
 
+def test_delivery_error_fails_the_streaming_query(spark, spark_broker, topic_name, work_dir: Path) -> None:
+    create_topic(spark_broker.bootstrap, topic_name, 1)
+    source_dir = work_dir / "in"
+    source_dir.mkdir()
+    (source_dir / "rows.json").write_text('{"value": "ok", "partition": 0}\n{"value": "lost", "partition": 3}\n')
+    query = (spark.readStream.schema("value string, partition int").json(str(source_dir))
+             .writeStream.format("pafka")
+             .option("kafka.bootstrap.servers", spark_broker.bootstrap).option("topic", topic_name)
+             .option("kafka.message.timeout.ms", "5000")
+             .option("checkpointLocation", str(work_dir / "checkpoint"))
+             .trigger(availableNow=True).start())
+    try:
+        with pytest.raises(Exception, match="not delivered|Unknown partition"):
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+    assert query.exception() is not None
+    assert query.lastProgress is None  # the failed micro-batch was never committed
+
+
 @pytest.mark.parametrize("schema, mode, message", [
     ("key binary, partition int", "append", "required attribute 'value' not found"),
     ("value binary, extra int", "append", "unexpected columns"),
