@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from broker.client import (
     READ_COMMITTED,
