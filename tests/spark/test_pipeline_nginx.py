@@ -103,6 +103,25 @@ def test_generator_command_line_produces_into_three_partitions(spark_broker, top
     assert [r.key for r in consumed].count(END_OF_STREAM_KEY) == 1
 
 
+def test_batch_compare_reports_every_difference() -> None:
+    from pyspark.sql import Row
+
+    def window(minute: int, requests: int, statuses: dict[int, int]) -> Row:
+        start = datetime(2026, 3, 1, 12, minute)
+        return Row(window_start=start, window_end=start + timedelta(minutes=1), requests=requests,
+                   bytes_served=10 * requests, p95_request_time=0.25, status_counts=statuses,
+                   top_paths=[Row(path="/", requests=requests)])
+
+    batch = [window(0, 5, {200: 5}), window(1, 3, {200: 2, 404: 1}), window(2, 1, {200: 1})]
+    assert nginx_stats_batch.differences(batch, list(batch)) == []
+    streaming = [window(0, 5, {200: 5}), window(1, 3, {200: 3}), window(3, 1, {200: 1})]
+    problems = nginx_stats_batch.differences(batch, streaming)
+    assert len(problems) == 3
+    assert "12:02:00 only in the batch output" in problems[0]
+    assert "12:03:00 only in the streaming output" in problems[1]
+    assert "status_counts" in problems[2] and "12:01:00" in problems[2]
+
+
 @pytest.mark.slow
 def test_streaming_and_batch_aggregates_agree_exactly(spark, spark_broker, topic_name, work_dir: Path) -> None:
     source_topic, stats_topic = f"{topic_name}-log", f"{topic_name}-stats"
