@@ -39,11 +39,13 @@ from spark_jobs.kafka_fetch import FetchSettings, arrow_schema, read_range  # no
 from tests.broker_harness import BrokerProcess  # noqa: E402
 
 TOPIC = "spark-read-bench"
+EMPTY_TOPIC = "spark-read-bench-empty"
 
 
 def produce(bootstrap: str, records: int, value_bytes: int, partitions: int) -> None:
     with KafkaClient(bootstrap) as client:
         AdminClient(client).create_topic(TOPIC, partitions)
+        AdminClient(client).create_topic(EMPTY_TOPIC, partitions)
         value = os.urandom(value_bytes // 2).hex().encode()[:value_bytes]
         per_batch = 4000
         done = 0
@@ -154,19 +156,24 @@ def spark_session():  # type: ignore[no-untyped-def]
     return spark
 
 
-def time_spark(label: str, run: Callable[[], int], records: int, runs: int, warmups: int = 2) -> None:
+def time_spark(label: str, run: Callable[[str], int], records: int, runs: int, warmups: int = 2) -> None:
+    """Whole queries over the topic, and over an empty topic for the fixed cost of a query."""
     for _ in range(warmups):
         # Python workers start and import, the JVM compiles the hot paths.
-        assert run() == records
-    rates = []
+        assert run(TOPIC) == records
+    seconds, empty_seconds = [], []
     for _ in range(runs):
         started = time.perf_counter()
-        counted = run()
-        elapsed = time.perf_counter() - started
+        counted = run(TOPIC)
+        seconds.append(time.perf_counter() - started)
         assert counted == records, (counted, records)
-        rates.append(records / elapsed)
-    print(f"spark count, {label:<27} {statistics.median(rates):>12,.0f} rows/s median "
-          f"(best {max(rates):,.0f}, {runs} runs; load average {os.getloadavg()[0]:.1f})")
+        started = time.perf_counter()
+        assert run(EMPTY_TOPIC) == 0
+        empty_seconds.append(time.perf_counter() - started)
+    median, fixed = statistics.median(seconds), statistics.median(empty_seconds)
+    print(f"spark count, {label:<27} {records / median:>12,.0f} rows/s median "
+          f"(best {records / min(seconds):,.0f}, {runs} runs; load average {os.getloadavg()[0]:.1f}); "
+          f"an empty topic's query takes {fixed:.2f}s, {records / max(median - fixed, 1e-9):,.0f} rows/s beyond it")
 
 
 def main() -> None:
@@ -201,21 +208,22 @@ def main() -> None:
 
 
 def bench_spark(spark, bootstrap: str, records: int, runs: int) -> None:  # type: ignore[no-untyped-def]
-    def batch_count() -> int:
-        df = spark.read.format("pafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", TOPIC).load()
+    def batch_count(topic: str) -> int:
+        df = spark.read.format("pafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
         return df.groupBy().count().collect()[0][0]
 
     time_spark("batch read", batch_count, records, runs)
 
-    def streaming_count() -> int:
+    def streaming_count(topic: str) -> int:
         with tempfile.TemporaryDirectory(prefix="pafka-spark-bench-ckpt-") as checkpoint:
             name = f"bench_count_{time.monotonic_ns()}"
             df = (spark.readStream.format("pafka").option("kafka.bootstrap.servers", bootstrap)
-                  .option("subscribe", TOPIC).option("startingOffsets", "earliest").load())
+                  .option("subscribe", topic).option("startingOffsets", "earliest").load())
             query = (df.groupBy().count().writeStream.outputMode("complete").format("memory").queryName(name)
                      .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
             query.awaitTermination()
-            return spark.table(name).collect()[0][0]
+            rows = spark.table(name).collect()
+            return rows[0][0] if rows else 0
 
     time_spark("streaming, AvailableNow", streaming_count, records, runs)
 

@@ -61,7 +61,11 @@ def offset_ranges(start: PartitionOffsets, end: PartitionOffsets) -> list[Offset
 
 
 def read_partition(settings: FetchSettings, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    assert isinstance(partition, OffsetRangePartition), partition
+    if not isinstance(partition, OffsetRangePartition):
+        # Spark plans one InputPartition(None) when a batch read has no ranges at all.
+        if partition.value is not None:
+            raise TypeError(f"not a pafka input partition: {partition!r}")
+        return iter(())
     return read_range(settings, partition.topic, partition.partition, partition.from_offset, partition.until_offset)
 
 

@@ -112,3 +112,12 @@ def test_deleted_records_fail_the_read_or_are_skipped_per_fail_on_data_loss(spar
     with pytest.raises(Exception, match="failOnDataLoss"):
         read("true").collect()
     assert sorted(r.offset for r in read("false").collect()) == list(range(40, 100))
+
+
+def test_batch_read_of_an_empty_topic_has_no_rows(spark, spark_broker, topic_name) -> None:
+    create_topic(spark_broker.bootstrap, topic_name, 2)
+    df = (spark.read.format("pafka")
+          .option("kafka.bootstrap.servers", spark_broker.bootstrap)
+          .option("subscribe", topic_name)
+          .load())
+    assert df.count() == 0
