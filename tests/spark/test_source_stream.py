@@ -92,3 +92,31 @@ def test_partition_added_mid_stream_is_read_from_its_beginning(spark, spark_brok
     got = sorted((r.partition, r.offset, bytes(r.key)) for r in spark.table(name).collect())
     assert got == sorted((p.partition, p.offset, p.key) for p in produced)
     assert [o for p, o, _ in got if p == 2] == list(range(50))
+
+
+def test_subscribe_pattern_picks_up_a_new_topic_from_its_beginning(spark, spark_broker, topic_name, work_dir) -> None:
+    first, second = f"{topic_name}-a", f"{topic_name}-b"
+    create_topic(spark_broker.bootstrap, first, 1)
+    produced = produce(spark_broker.bootstrap, first, _records(30, 1))
+    df = (spark.readStream.format("pafka")
+          .option("kafka.bootstrap.servers", spark_broker.bootstrap)
+          .option("subscribePattern", topic_name + "-[ab]")
+          .option("startingOffsets", "earliest")
+          .load())
+    name = "pattern_" + topic_name.replace("-", "_")
+    query = (df.writeStream.format("memory").queryName(name).option("checkpointLocation", str(work_dir / "ckpt"))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        query.processAllAvailable()
+        create_topic(spark_broker.bootstrap, second, 2)
+        later = produce(spark_broker.bootstrap, second, _records(40, 2))
+        deadline = time.monotonic() + 60
+        while spark.table(name).count() < 70 and time.monotonic() < deadline:
+            query.processAllAvailable()
+            time.sleep(0.2)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    got = sorted((r.topic, r.partition, r.offset) for r in spark.table(name).collect())
+    assert got == sorted([(first, p.partition, p.offset) for p in produced]
+                         + [(second, p.partition, p.offset) for p in later])
