@@ -15,7 +15,8 @@ earliest offset, as Spark's Kafka source does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+import time
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -26,7 +27,14 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from broker.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, KafkaClient, TopicPartition
+from broker.client import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    KafkaClient,
+    KafkaConnectionError,
+    NotLeaderOrFollowerError,
+    TopicPartition,
+)
 from spark_jobs.kafka_fetch import DataLossError
 from spark_jobs.offsets import (
     EARLIEST,
@@ -40,6 +48,10 @@ from spark_jobs.reader import discover_partitions, offset_ranges, read_partition
 
 if TYPE_CHECKING:
     from spark_jobs.source import SourceOptions
+
+T = TypeVar("T")
+#: Planning calls survive a broker restart or leader move of up to about this long.
+_DRIVER_ATTEMPTS = 6
 
 
 def rate_limit(start: PartitionOffsets, latest: PartitionOffsets, max_rows: int) -> PartitionOffsets:
@@ -86,7 +98,22 @@ class PafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._client = KafkaClient(self.options.bootstrap_servers, client_id="pafka-spark-driver").connect()
         return self._client
 
+    def _retrying(self, call: Callable[[], T]) -> T:
+        """``call`` again on a fresh connection when the broker went away or leadership moved."""
+        for attempt in range(_DRIVER_ATTEMPTS):
+            try:
+                return call()
+            except (KafkaConnectionError, NotLeaderOrFollowerError):
+                if attempt == _DRIVER_ATTEMPTS - 1:
+                    raise
+                self.stop()
+                time.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")
+
     def initialOffset(self) -> dict:
+        return self._retrying(self._initial_offset)
+
+    def _initial_offset(self) -> dict:
         partitions = discover_partitions(self.client, self.options)
         isolation = self.options.isolation_level
         if self.options.starting_timestamp is not None:
@@ -101,9 +128,12 @@ class PafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._available_now = self._latest(discover_partitions(self.client, self.options))
+        self._available_now = self._retrying(lambda: self._latest(discover_partitions(self.client, self.options)))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        return self._retrying(lambda: self._latest_offset(start, limit))
+
+    def _latest_offset(self, start: dict, limit: ReadLimit) -> dict:
         base = self._with_new_partitions(offsets_from_json(start))
         latest = self._latest(list(base))
         if self._available_now is not None:
@@ -118,6 +148,9 @@ class PafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_to_json(latest)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return self._retrying(lambda: self._partitions(start, end))
+
+    def _partitions(self, start: dict, end: dict) -> list[InputPartition]:
         start_offsets = offsets_from_json(start)
         end_offsets = offsets_from_json(end)
         new = [tp for tp in end_offsets if tp not in start_offsets]

@@ -120,3 +120,25 @@ def test_subscribe_pattern_picks_up_a_new_topic_from_its_beginning(spark, spark_
     got = sorted((r.topic, r.partition, r.offset) for r in spark.table(name).collect())
     assert got == sorted([(first, p.partition, p.offset) for p in produced]
                          + [(second, p.partition, p.offset) for p in later])
+
+
+def test_stream_rides_out_a_broker_restart(spark, spark_broker, topic_name, work_dir) -> None:
+    create_topic(spark_broker.bootstrap, topic_name, 2)
+    produced = produce(spark_broker.bootstrap, topic_name, _records(100, 2))
+    df = _stream(spark, spark_broker.bootstrap, topic_name, startingOffsets="earliest")
+    name = "restart_" + topic_name.replace("-", "_")
+    query = (df.writeStream.format("memory").queryName(name).option("checkpointLocation", str(work_dir / "ckpt"))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        query.processAllAvailable()
+        spark_broker.restart()
+        produced += produce(spark_broker.bootstrap, topic_name, _records(60, 2, first=100))
+        deadline = time.monotonic() + 60
+        while spark.table(name).count() < 160 and time.monotonic() < deadline:
+            assert query.exception() is None, query.exception()
+            time.sleep(0.2)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    got = sorted((r.partition, r.offset) for r in spark.table(name).collect())
+    assert got == sorted((p.partition, p.offset) for p in produced)
