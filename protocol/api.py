@@ -25,7 +25,7 @@ import struct
 from collections.abc import Iterator, Mapping
 from types import ModuleType
 
-from protocol.buffers import Buffer, Chunk, FileRange
+from protocol.buffers import Buffer, Chunk
 from protocol.errors import ProtocolError
 from protocol.messages import API_INDEX
 from protocol.messages.request_header import RequestHeader

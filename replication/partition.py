@@ -87,10 +87,10 @@ class Partition:
         from its append thread, never on the event loop.
         """
         info = self.log.append_as_leader(records, self.leader_epoch, origin=origin)
-        self._maybe_increment_high_watermark()
+        self.maybe_increment_high_watermark()
         return info
 
-    def _maybe_increment_high_watermark(self) -> None:
+    def maybe_increment_high_watermark(self) -> None:
         if self.isr == [self.broker_id]:
             self.log.update_high_watermark(self.log.log_end_offset)
 

@@ -85,7 +85,7 @@ class ReplicaManager:
             log_ = self.log_manager.get_or_create_log(topic, partition_index)
             partition = Partition(topic, partition_index, topic_id, log_, self.broker_id, replicas, leader_epoch)
             # A single-replica leader owns everything in its log: committed.
-            partition._maybe_increment_high_watermark()
+            partition.maybe_increment_high_watermark()
             self.partitions[tp] = partition
         return partition
 

@@ -28,7 +28,7 @@ import random
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Sequence
 
 ACCESS_LOG_TOPIC = "nginx_access_log"
 ACCESS_LOG_PARTITIONS = 3

@@ -8,7 +8,7 @@ dispatch. Consecutive fixed-width fields share one precompiled ``Struct``.
 
 from __future__ import annotations
 
-from protocol.codegen.schema import PRIMITIVE_WIDTHS, FieldSpec, MessageSpec, StructSpec, parse_default
+from protocol.codegen.schema import PRIMITIVE_WIDTHS, FieldSpec, StructSpec, parse_default
 
 _NULL_INT16 = repr(b"\xff\xff")
 _NULL_INT32 = repr(b"\xff\xff\xff\xff")
