@@ -1,0 +1,232 @@
+"""Brokers for the benchmark suite: start pafka and the peer, and meter what they cost.
+
+Every suite scenario runs against pafka and against the peer broker (Tansu, started by
+the launcher script beside the project, ``../shared/bench/peer.py``, run as a separate
+process; nothing is imported from it). A :class:`BenchBroker` knows its bootstrap address
+and PID, so a :class:`ResourceMeter` can read its CPU seconds and peak RSS from ``/proc``
+around one measured phase.
+
+    with start_pafka(data_dir) as pafka, start_peer() as peer:
+        for broker in alternate(pafka, peer, repeats=3):
+            with ResourceMeter(broker) as meter:
+                ...  # drive the broker
+            print(meter.cpu_s, meter.peak_rss_mb)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_PEER_LAUNCHER = PROJECT_ROOT.parent / "shared" / "bench" / "peer.py"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 60.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_listening(host: str, port: int, process: subprocess.Popen | None,
+                         timeout: float = START_TIMEOUT_S) -> float:
+    """Seconds until ``host:port`` accepts a connection; raises if the process dies first."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"broker exited with {process.returncode} before listening")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return time.monotonic() - started
+        except OSError:
+            time.sleep(0.005)
+    raise RuntimeError(f"nothing listening on {host}:{port} after {timeout}s")
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of ``pid`` so far (threads included)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def proc_status_kb(pid: int, key: str) -> int:
+    """A ``kB`` figure of ``/proc/PID/status`` (VmRSS, VmHWM, ...)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise KeyError(key)
+
+
+def reset_peak_rss(pid: int) -> bool:
+    """Reset VmHWM (Linux >= 4.0: write 5 to clear_refs) so a phase reads its own peak."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as refs:
+            refs.write("5")
+        return True
+    except OSError:
+        return False
+
+
+@dataclass
+class BenchBroker:
+    """A running broker the suite drives: its name, address, PID and how to stop it."""
+
+    name: str
+    host: str
+    port: int
+    pid: int
+    process: subprocess.Popen | None = None
+    data_dir: Path | None = None
+    start_s: float = 0.0
+    stop_command: Sequence[str] | None = None
+    overrides: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def cpu_seconds(self) -> float:
+        return proc_cpu_seconds(self.pid)
+
+    def rss_mb(self) -> float:
+        return proc_status_kb(self.pid, "VmRSS") / 1024
+
+    def alive(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is None
+        try:
+            os.kill(self.pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
+        if self.stop_command is not None:
+            subprocess.run(list(self.stop_command), check=False, timeout=STOP_TIMEOUT_S)
+            return
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.kill(self.process.pid, sig)
+        try:
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+
+    def __enter__(self) -> "BenchBroker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def pafka_command(data_dir: Path, host: str, port: int, overrides: Sequence[str] = ()) -> list[str]:
+    args = [sys.executable, "-m", "broker.cli", "broker",
+            "--override", f"log.dirs={data_dir}",
+            "--override", f"listeners=PLAINTEXT://{host}:{port}"]
+    for item in overrides:
+        args += ["--override", item]
+    return args
+
+
+def _pafka_env() -> dict[str, str]:
+    # start-up is measured as a user sees it after `pip install`: with bytecode, which this
+    # machine's PYTHONDONTWRITEBYTECODE would otherwise never let the broker write
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def start_pafka(data_dir: Path | None = None, *, host: str = "127.0.0.1", port: int | None = None,
+                overrides: Sequence[str] = (), log_path: Path | None = None) -> BenchBroker:
+    """Start ``pafka broker`` on ``data_dir`` (a fresh temp dir if None); returns once listening."""
+    if data_dir is None:
+        data_dir = Path(tempfile.mkdtemp(prefix="pafka-bench-"))
+    port = port or free_port(host)
+    log = open(log_path or data_dir.parent / f"{data_dir.name}.log", "ab")
+    try:
+        process = subprocess.Popen(pafka_command(data_dir, host, port, overrides), stdout=log,
+                                   stderr=subprocess.STDOUT, cwd=PROJECT_ROOT, env=_pafka_env())
+    finally:
+        log.close()
+    start_s = wait_until_listening(host, port, process)
+    return BenchBroker("pafka", host, port, process.pid, process, data_dir, start_s,
+                       overrides=tuple(overrides))
+
+
+def restart_pafka(broker: BenchBroker, sig: signal.Signals = signal.SIGTERM) -> BenchBroker:
+    """Stop ``broker`` with ``sig`` and start it again on the same data dir and port."""
+    broker.stop(sig)
+    return start_pafka(broker.data_dir, host=broker.host, port=broker.port, overrides=broker.overrides)
+
+
+def start_peer(*, port: int | None = None, launcher: Path = DEFAULT_PEER_LAUNCHER) -> BenchBroker:
+    """Start the peer broker through its launcher script (a separate process)."""
+    if not launcher.exists():
+        raise FileNotFoundError(f"peer launcher not found: {launcher}")
+    port = port or free_port()
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, str(launcher), "start", "--port", str(port)],
+                         capture_output=True, text=True, check=True, timeout=START_TIMEOUT_S)
+    pid = int(out.stdout.strip().splitlines()[-1])
+    wait_until_listening("127.0.0.1", port, None)
+    return BenchBroker("peer", "127.0.0.1", port, pid, start_s=time.monotonic() - started,
+                       stop_command=[sys.executable, str(launcher), "stop"])
+
+
+def remove_data(broker: BenchBroker) -> None:
+    if broker.data_dir is not None:
+        shutil.rmtree(broker.data_dir, ignore_errors=True)
+
+
+class ResourceMeter:
+    """CPU seconds, peak RSS and wall time of one broker over a ``with`` block."""
+
+    def __init__(self, broker: BenchBroker) -> None:
+        self.broker = broker
+        self.cpu_s = 0.0
+        self.wall_s = 0.0
+        self.peak_rss_mb: float | None = None
+
+    def __enter__(self) -> "ResourceMeter":
+        self._peak_reset = reset_peak_rss(self.broker.pid)
+        self._cpu0 = self.broker.cpu_seconds()
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall_s = time.perf_counter() - self._t0
+        self.cpu_s = self.broker.cpu_seconds() - self._cpu0
+        if self._peak_reset:
+            self.peak_rss_mb = proc_status_kb(self.broker.pid, "VmHWM") / 1024
+
+
+def alternate(a: BenchBroker, b: BenchBroker, repeats: int) -> Iterator[BenchBroker]:
+    """A B A B ...: noise on a shared machine hits both brokers alike."""
+    for _ in range(repeats):
+        yield a
+        yield b
+
+
+def median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
