@@ -1,0 +1,146 @@
+"""Shared pieces of the confluent-kafka client benchmarks (throughput and latency).
+
+Both client benchmarks start one pafka and one peer broker for the whole run
+(:func:`broker_pair`), drive them alternately with the same client settings, and print
+markdown tables of medians with the pafka/peer ratio (:func:`comparison_table`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from confluent_kafka import KafkaException  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from bench_brokers import (  # noqa: E402
+    DEFAULT_PEER_LAUNCHER, BenchBroker, median, ratio, start_pafka, start_peer)
+
+SHARED_PEER_CACHE = Path(os.environ.get("PEER_CACHE", Path.home() / ".cache" / "pafka-peer"))
+ADMIN_TIMEOUT_S = 30.0
+
+
+def private_peer_cache(root: Path) -> Path:
+    """Give the peer launcher a cache dir of our own.
+
+    The launcher keeps one PID file per cache dir and ``stop`` kills whatever PID it names,
+    so two benchmarks sharing the default dir would stop each other's peer. The binary is
+    linked from the shared cache so nothing is downloaded again.
+    """
+    cache = root / "peer-cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    binary = SHARED_PEER_CACHE / "tansu"
+    if binary.exists() and not (cache / "tansu").exists():
+        (cache / "tansu").symlink_to(binary)
+    os.environ["PEER_CACHE"] = str(cache)
+    return cache
+
+
+@contextmanager
+def broker_pair(overrides: Sequence[str] = ()) -> Iterator[tuple[BenchBroker, BenchBroker]]:
+    """One long-lived pafka (fresh data dir) and one peer; both stopped, pafka's dir removed."""
+    root = Path(tempfile.mkdtemp(prefix="pafka-client-bench-"))
+    pafka = peer = None
+    try:
+        private_peer_cache(root)
+        pafka = start_pafka(root / "data", overrides=overrides, log_path=root / "pafka.log")
+        peer = start_peer(launcher=DEFAULT_PEER_LAUNCHER)
+        yield pafka, peer
+    finally:
+        if peer is not None:
+            peer.stop()
+        if pafka is not None:
+            pafka.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def admin_for(broker: BenchBroker) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def create_topic(admin: AdminClient, topic: str, partitions: int,
+                 config: dict[str, str] | None = None) -> None:
+    """Create ``topic`` and wait until its metadata lists every partition (bounded)."""
+    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})],
+                                  operation_timeout=ADMIN_TIMEOUT_S, request_timeout=ADMIN_TIMEOUT_S)
+    futures[topic].result(ADMIN_TIMEOUT_S)
+    deadline = time.monotonic() + ADMIN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        described = admin.list_topics(topic=topic, timeout=ADMIN_TIMEOUT_S).topics.get(topic)
+        if described is not None and described.error is None and len(described.partitions) == partitions:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"topic {topic} not in metadata with {partitions} partitions")
+
+
+def delete_topic(admin: AdminClient, topic: str) -> str | None:
+    """Delete a finished run's topic so neither broker carries earlier runs' data; returns
+    the error text if the broker refused (reported, not raised: the figures are taken)."""
+    try:
+        admin.delete_topics([topic], operation_timeout=ADMIN_TIMEOUT_S,
+                            request_timeout=ADMIN_TIMEOUT_S)[topic].result(ADMIN_TIMEOUT_S)
+        return None
+    except KafkaException as exc:
+        return str(exc)
+
+
+def percentile(sorted_values: Sequence[float], p: float) -> float | None:
+    """Nearest-rank percentile of an already sorted sequence."""
+    if not sorted_values:
+        return None
+    rank = max(1, min(len(sorted_values), int(-(-p * len(sorted_values) // 100))))
+    return sorted_values[rank - 1]
+
+
+def medians(runs: Sequence[dict], keys: Sequence[str]) -> dict[str, float | None]:
+    """Median of each key over the runs that passed (``ok``); failed runs never count."""
+    good = [run for run in runs if run.get("ok")]
+    return {key: median([run.get(key) for run in good]) for key in keys}
+
+
+def compare(pafka_runs: Sequence[dict], peer_runs: Sequence[dict],
+            keys: Sequence[str]) -> dict[str, object]:
+    """Medians per broker, the pafka/peer ratio per key, and how many runs passed."""
+    a, b = medians(pafka_runs, keys), medians(peer_runs, keys)
+    return {
+        "pafka": a, "peer": b, "ratio": {key: ratio(a[key], b[key]) for key in keys},
+        "pafka_ok": sum(1 for r in pafka_runs if r.get("ok")), "pafka_runs": len(pafka_runs),
+        "peer_ok": sum(1 for r in peer_runs if r.get("ok")), "peer_runs": len(peer_runs),
+        "failures": [r.get("error") for r in list(pafka_runs) + list(peer_runs) if not r.get("ok")],
+    }
+
+
+def human(value: float | None, unit: str = "") -> str:
+    """Short figure for a table cell: 1.23M, 456k, 7.8, 0.12."""
+    if value is None:
+        return "—"
+    for limit, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(value) >= limit:
+            return f"{value / limit:.3g}{suffix}{unit}"
+    return f"{value:.3g}{unit}" if abs(value) >= 0.01 else f"{value:.2g}{unit}"
+
+
+def cell(result: dict, key: str, fmt: Callable[[float | None], str] = human) -> str:
+    """``pafka / peer (ratio)`` for one key of a :func:`compare` result."""
+    r = result["ratio"][key]
+    return f"{fmt(result['pafka'][key])} / {fmt(result['peer'][key])} (**{r:.2f}**)" if r is not None \
+        else f"{fmt(result['pafka'][key])} / {fmt(result['peer'][key])}"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def log(*parts: object) -> None:
+    """Progress to stderr: stdout carries only the tables and the final JSON line."""
+    print(*parts, file=sys.stderr, flush=True)
