@@ -267,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or (1 if args.quick else 3)
     results = []
     started = time.monotonic()
+    gc.disable()  # a collection pause in the client would read as broker latency
     with broker_pair() as (pafka, peer):
         for s in scenarios(args.quick):
             runs = []
