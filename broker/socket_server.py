@@ -7,6 +7,12 @@ once (most do) or later (a long-polling fetch, a produce waiting for a flush),
 and the queue is drained from its head only, so a slow request holds back the
 ones behind it exactly as in Kafka.
 
+Received bytes land where the decoder says (``asyncio.BufferedProtocol``):
+straight into a large request's own buffer, so produced batches are not copied
+in user space on their way to disk. Responses that become ready while one read
+is being handled leave in one write; record bytes leave by sendfile (see
+``broker.response_writer``).
+
 Bad input never takes the broker down: an undecodable frame closes that one
 connection (logged once), an unsupported ApiVersions version is answered as
 Kafka answers it, and a handler that raises closes only its own connection.
@@ -18,13 +24,13 @@ import asyncio
 import collections
 import inspect
 import logging
-import os
 import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Deque
 
+from broker.response_writer import ResponseWriter
 from protocol.api import API_VERSIONS_KEY, DecodedRequest, decode_request, encode_response
-from protocol.buffers import Chunk, FileRange
+from protocol.buffers import Chunk
 from protocol.errors import ProtocolError
 from protocol.framing import FrameDecoder
 from protocol.primitives import UnsupportedVersionError
@@ -74,13 +80,16 @@ class _Slot:
     frame: Any = field(default=None)  # keeps records memoryviews alive
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     """One client connection: framing, pipelining and ordered responses."""
 
     def __init__(self, server: "SocketServer", listener_name: str) -> None:
         self._server = server
         self._listener_name = listener_name
-        self._decoder = FrameDecoder(server.max_request_size)
+        self._decoder = FrameDecoder(server.max_request_size, server.receive_scratch)
+        self._writer: ResponseWriter | None = None
+        self._corked = False  # handling one read: responses wait for its end
+        self._flush_scheduled = False
         self._slots: Deque[_Slot] = collections.deque()
         self._transport: asyncio.Transport | None = None
         self._closed = False
@@ -103,10 +112,13 @@ class KafkaConnection(asyncio.Protocol):
                 pass
             self._sock_fd = sock.fileno()
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        self._writer = ResponseWriter(self._transport, self._sock_fd, self._update_reading, self._write_failed)
         self._server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self._writer is not None:
+            self._writer.close()
         self._server.connections.discard(self)
         for task in self._tasks:
             task.cancel()
@@ -120,17 +132,26 @@ class KafkaConnection(asyncio.Protocol):
         self._writing_paused = False
         self._update_reading()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._decoder.recv_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            frames = self._decoder.feed(data)
+            frames = self._decoder.received(nbytes)
         except ProtocolError as exc:
             self._bad_input(exc)
             return
-        for frame in frames:
-            if self._closed:
-                return
-            self._on_frame(frame)
-        self._update_reading()
+        if not frames:
+            return
+        self._corked = True  # answers to this read's requests go out in one write
+        try:
+            for frame in frames:
+                if self._closed:
+                    return
+                self._on_frame(frame)
+        finally:
+            self._corked = False
+        self._flush_ready()
 
     # -- requests ---------------------------------------------------------
     def _on_frame(self, frame: memoryview) -> None:
@@ -147,7 +168,12 @@ class KafkaConnection(asyncio.Protocol):
         self._slots.append(slot)
         ctx = RequestContext(request, self, self._listener_name)
         try:
-            result = self._server.dispatch(ctx)
+            if self._tasks:
+                # An earlier request of this connection is still running as a task:
+                # this one starts after it has, as when every handler was a task.
+                result = self._dispatch_in_turn(ctx)
+            else:
+                result = self._server.dispatch(ctx)
         except Exception:
             log.exception("handler for %s v%d failed; closing %s", request.api.name, slot.api_version, self.peer)
             self.close()
@@ -158,6 +184,10 @@ class KafkaConnection(asyncio.Protocol):
             task.add_done_callback(lambda t, s=slot: self._on_done(t, s))
         else:
             self._complete(slot, result)
+
+    async def _dispatch_in_turn(self, ctx: RequestContext) -> Any:
+        result = self._server.dispatch(ctx)
+        return (await result) if inspect.isawaitable(result) else result
 
     def _on_done(self, task: "asyncio.Future[Any]", slot: _Slot) -> None:
         self._tasks.discard(task)  # type: ignore[arg-type]
@@ -176,28 +206,38 @@ class KafkaConnection(asyncio.Protocol):
         slot.no_response = response is None
         slot.done = True
         slot.frame = None
-        self._flush_ready()
+        if self._corked:
+            return
+        if not self._flush_scheduled:
+            # Handlers finishing in the same loop iteration share one write.
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_ready)
 
     def _flush_ready(self) -> None:
-        transport = self._transport
+        self._flush_scheduled = False
+        chunks: list[Chunk] = []
         while self._slots and self._slots[0].done and not self._closed:
             slot = self._slots.popleft()
             if slot.no_response:
                 continue
             try:
-                chunks = encode_response(slot.api_key, slot.api_version, slot.correlation_id, slot.response)
+                chunks += encode_response(slot.api_key, slot.api_version, slot.correlation_id, slot.response)
             except ProtocolError:
                 log.exception("cannot encode the response to api %d v%d", slot.api_key, slot.api_version)
                 self.close()
                 return
-            assert transport is not None
+        if chunks and not self._closed:
+            assert self._writer is not None
             try:
-                write_chunks(transport, chunks, self._sock_fd)
+                self._writer.write(chunks)
             except OSError as exc:
-                log.error("cannot read records for %s: %s; closing the connection", self.peer, exc)
-                self.close()
+                self._write_failed(exc)
                 return
         self._update_reading()
+
+    def _write_failed(self, exc: OSError) -> None:
+        log.error("cannot send records to %s: %s; closing the connection", self.peer, exc)
+        self.close()
 
     def _unsupported_version(self, exc: UnsupportedVersionError) -> None:
         if exc.api_key == API_VERSIONS_KEY and exc.correlation_id is not None:
@@ -205,6 +245,8 @@ class KafkaConnection(asyncio.Protocol):
             slot = _Slot(API_VERSIONS_KEY, 0, exc.correlation_id)
             self._slots.append(slot)
             self._complete(slot, self._server.unsupported_api_versions_response())
+            if not self._corked:
+                self._flush_ready()
             return
         self._bad_input(exc)
 
@@ -217,7 +259,8 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closed:
             return
-        should_pause = self._writing_paused or len(self._slots) >= MAX_IN_FLIGHT
+        backlog = self._writer.backlog if self._writer is not None else 0
+        should_pause = self._writing_paused or len(self._slots) >= MAX_IN_FLIGHT or backlog > WRITE_HIGH_WATER
         if should_pause and not self._reading_paused:
             transport.pause_reading()
             self._reading_paused = True
@@ -229,58 +272,14 @@ class KafkaConnection(asyncio.Protocol):
         if self._closed:
             return
         self._closed = True
+        if self._writer is not None:
+            self._writer.close()
         if self._transport is not None:
             self._transport.close()
 
     @property
     def idle(self) -> bool:
-        return not self._slots
-
-
-def write_chunks(transport: asyncio.Transport, chunks: list[Chunk], sock_fd: int | None = None) -> None:
-    """Queue an encoded frame; record bytes go from the page cache to the socket.
-
-    uvloop's transports do not implement sendfile. When the transport has
-    nothing buffered, what went before is already on the socket, so a
-    FileRange is sendfiled straight to the socket's (non-blocking) fd without
-    reordering anything; whatever the socket does not take at once is read with
-    one pread and queued behind. Record bytes are never parsed or re-encoded.
-    """
-    parts: list[Any] = []
-    for chunk in chunks:
-        if not isinstance(chunk, FileRange):
-            parts.append(chunk)
-            continue
-        if parts:
-            transport.writelines(parts)
-            parts = []
-        sent = 0
-        if sock_fd is not None and transport.get_write_buffer_size() == 0:
-            sent = _sendfile_now(sock_fd, chunk)
-        if sent < chunk.length:
-            remaining = chunk.length - sent
-            data = os.pread(chunk.file.fileno(), remaining, chunk.offset + sent)
-            if len(data) != remaining:
-                # The segment was truncated under us; a short frame would
-                # desynchronise the client, so the connection must close.
-                raise OSError(f"short read from segment: {len(data)} of {remaining}")
-            transport.write(data)
-    if parts:
-        transport.writelines(parts)
-
-
-def _sendfile_now(sock_fd: int, chunk: FileRange) -> int:
-    """Bytes of ``chunk`` the socket accepted without blocking."""
-    file_fd, sent = chunk.file.fileno(), 0
-    while sent < chunk.length:
-        try:
-            n = os.sendfile(sock_fd, file_fd, chunk.offset + sent, chunk.length - sent)
-        except BlockingIOError:
-            break
-        if n == 0:
-            raise OSError(f"short read from segment: {sent} of {chunk.length}")
-        sent += n
-    return sent
+        return not self._slots and (self._writer is None or self._writer.backlog == 0)
 
 
 class SocketServer:
@@ -295,6 +294,10 @@ class SocketServer:
         self.dispatch = dispatch
         self.unsupported_api_versions_response = unsupported_api_versions_response
         self.max_request_size = max_request_size
+        #: Every connection reads small requests into this one buffer (all run on
+        #: one event loop, and nothing stays in it between reads): idle connections
+        #: cost no receive buffer of their own.
+        self.receive_scratch = bytearray(256 * 1024)
         self.connections: set[KafkaConnection] = set()
         self._servers: list[asyncio.base_events.Server] = []
         self.bound: dict[str, tuple[str, int]] = {}

@@ -7,6 +7,13 @@ frames completed by it, without their size prefix.
 Each frame is a memoryview over its own bytearray: writable, so the produce
 path can patch base offsets in place, and never reused, so slices of it
 (records fields) stay valid for as long as anyone holds them.
+
+A transport that lets the protocol choose where received bytes go (asyncio's
+``BufferedProtocol``) uses ``recv_buffer`` / ``received`` instead of ``feed``:
+while a large frame is being filled the socket reads straight into that
+frame's bytearray, so a 1 MiB produce request is never copied in user space;
+otherwise it reads into a scratch buffer that may be shared by every decoder
+of one event loop (nothing is left in it between calls).
 """
 
 from __future__ import annotations
@@ -14,14 +21,43 @@ from __future__ import annotations
 from protocol.errors import ProtocolError
 
 _SIZE_BYTES = 4
+#: Below this many missing bytes a frame is filled through the scratch buffer:
+#: one read may then also bring the next frames.
+DIRECT_FILL_MIN = 64 * 1024
 
 
 class FrameDecoder:
-    def __init__(self, max_frame_size: int) -> None:
+    def __init__(self, max_frame_size: int, scratch: bytearray | None = None) -> None:
         self.max_frame_size = max_frame_size
         self._size_prefix = bytearray()
         self._frame: bytearray | None = None
         self._filled = 0
+        self._scratch = scratch
+        self._direct = False  # the last recv_buffer was the frame itself
+
+    def recv_buffer(self) -> memoryview:
+        """Where the next read should land: the rest of a large frame, or the scratch buffer."""
+        frame = self._frame
+        if frame is not None and len(frame) - self._filled >= DIRECT_FILL_MIN:
+            self._direct = True
+            return memoryview(frame)[self._filled :]
+        self._direct = False
+        if self._scratch is None:
+            self._scratch = bytearray(256 * 1024)
+        return memoryview(self._scratch)
+
+    def received(self, nbytes: int) -> list[memoryview]:
+        """The frames completed by ``nbytes`` read into the last ``recv_buffer``."""
+        if not self._direct:
+            assert self._scratch is not None
+            return self.feed(memoryview(self._scratch)[:nbytes])
+        frame = self._frame
+        assert frame is not None
+        self._filled += nbytes
+        if self._filled < len(frame):
+            return []
+        self._frame, self._filled, self._direct = None, 0, False
+        return [memoryview(frame)]
 
     @property
     def buffered(self) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable
 
 from broker.fetch_session import (
     FINAL_EPOCH,
@@ -190,7 +190,9 @@ def _response(server: "KafkaServer", reads: list[_Read], session: FetchSession |
                          responses=list(topics.values()))
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer", request: FetchRequest) -> FetchResponse:
+def handle(ctx: "RequestContext", server: "KafkaServer", request: FetchRequest
+           ) -> FetchResponse | Awaitable[FetchResponse]:
+    """Answer at once when the first read suffices (no task); else long-poll."""
     uses_ids = ctx.api_version >= 13
     replica_id = request.replica_state.replica_id if ctx.api_version >= 15 else request.replica_id
     from_follower = replica_id >= 0
@@ -201,13 +203,29 @@ async def handle(ctx: "RequestContext", server: "KafkaServer", request: FetchReq
         return FetchResponse(throttle_time_ms=0, error_code=exc.error_code, session_id=0, responses=[])
 
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    reads, total, any_error = _read_all(server, partitions, request.max_bytes, isolation, from_follower, uses_ids)
+    if total >= request.min_bytes or any_error or deadline <= time.monotonic() or not partitions:
+        return _response(server, reads, session, incremental, isolation, uses_ids)
+    return _long_poll(server, request, session, partitions, incremental, deadline, from_follower, uses_ids)
+
+
+async def _long_poll(server: "KafkaServer", request: FetchRequest, session: FetchSession | None,
+                     partitions: list[CachedPartition], incremental: bool, deadline: float,
+                     from_follower: bool, uses_ids: bool) -> FetchResponse:
+    """Wait in the purgatory until an append to one of the partitions, or the deadline.
+
+    Reads again first: appends may have landed since ``handle`` read, and the
+    read and the registration in the purgatory must have no await between them,
+    or a notify could fall in the gap and the fetch sleep out its wait.
+    """
+    isolation = request.isolation_level
     keys = [(c.topic, c.partition) for c in partitions]
     while True:
         reads, total, any_error = _read_all(server, partitions, request.max_bytes, isolation, from_follower, uses_ids)
         remaining = deadline - time.monotonic()
-        if total >= request.min_bytes or any_error or remaining <= 0 or not partitions:
+        if total >= request.min_bytes or any_error or remaining <= 0:
             break
         if not await server.fetch_purgatory.wait(keys, remaining):
-            reads, total, any_error = _read_all(server, partitions, request.max_bytes, isolation, from_follower, uses_ids)
+            reads, _, _ = _read_all(server, partitions, request.max_bytes, isolation, from_follower, uses_ids)
             break
     return _response(server, reads, session, incremental, isolation, uses_ids)

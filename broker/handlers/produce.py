@@ -5,7 +5,9 @@ and CRC32C verified, its base offset and leader epoch patched in place, and is
 written with one call (see ``storage.log.Log.append_as_leader``). Appends run
 on the event loop when they cannot block, else on the append thread (see
 ``broker.kafka_server``); the response is sent once they are in the log (acks=1)
-or in the ISR, which for a lone broker is the same moment (acks=-1).
+or in the ISR, which for a lone broker is the same moment (acks=-1). An append
+made on the loop answers at once, without a task: the socket server then sends
+the answers to every request of one read in one write.
 
 acks=0 gets no response; on an error Kafka closes the connection instead, so
 the producer notices, and so do we.
@@ -14,7 +16,7 @@ the producer notices, and so do we.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages.produce import (
@@ -61,11 +63,15 @@ def _partition_error(index: int, code: int, message: str | None = None) -> Parti
                                     log_start_offset=-1, error_message=message)
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer", request: ProduceRequest) -> ProduceResponse | None:
+Append = tuple[Partition, "memoryview | bytearray"]
+
+
+def handle(ctx: "RequestContext", server: "KafkaServer", request: ProduceRequest
+           ) -> ProduceResponse | None | Awaitable[ProduceResponse | None]:
     by_topic_id = ctx.api_version >= 13
     acks = request.acks
     responses: list[TopicProduceResponse] = []
-    appends: list[tuple[Partition, memoryview | bytearray]] = []
+    appends: list[Append] = []
     slots: list[PartitionProduceResponse] = []  # response entries awaiting an append result
     for topic_data in request.topic_data:
         topic_resp = TopicProduceResponse(name=topic_data.name, topic_id=topic_data.topic_id, partition_responses=[])
@@ -98,18 +104,37 @@ async def handle(ctx: "RequestContext", server: "KafkaServer", request: ProduceR
         if server.append_thread_idle:
             results = server.replica_manager.try_append_without_blocking(appends, AppendOrigin.CLIENT)
         if results is None:
-            results = await server.run_append(server.replica_manager.append_records, appends, AppendOrigin.CLIENT)
-        for (partition, _), entry, result in zip(appends, slots, results):
-            entry.error_code = result.error_code
-            if result.info is not None:
-                entry.base_offset = result.info.first_offset
-                entry.log_append_time_ms = result.info.log_append_time
-                entry.log_start_offset = result.info.log_start_offset
-                server.fetch_purgatory.notify((partition.topic, partition.partition_index))
-            else:
-                entry.base_offset, entry.log_append_time_ms, entry.log_start_offset = -1, -1, -1
-                entry.error_message = result.error_message
+            # Submitted now, not when a task first runs: a later request handled
+            # synchronously must see the append thread busy and queue behind it.
+            pending = server.run_append(server.replica_manager.append_records, appends, AppendOrigin.CLIENT)
+            return _answer_after_thread(ctx, server, pending, acks, responses, appends, slots)
+        _fill_results(server, appends, slots, results)
+    return _response(ctx, acks, responses)
 
+
+async def _answer_after_thread(ctx: "RequestContext", server: "KafkaServer", pending: Awaitable[list],
+                               acks: int, responses: list[TopicProduceResponse], appends: list[Append],
+                               slots: list[PartitionProduceResponse]) -> ProduceResponse | None:
+    results = await pending
+    _fill_results(server, appends, slots, results)
+    return _response(ctx, acks, responses)
+
+
+def _fill_results(server: "KafkaServer", appends: list[Append], slots: list[PartitionProduceResponse],
+                  results: list) -> None:
+    for (partition, _), entry, result in zip(appends, slots, results):
+        entry.error_code = result.error_code
+        if result.info is not None:
+            entry.base_offset = result.info.first_offset
+            entry.log_append_time_ms = result.info.log_append_time
+            entry.log_start_offset = result.info.log_start_offset
+            server.fetch_purgatory.notify((partition.topic, partition.partition_index))
+        else:
+            entry.base_offset, entry.log_append_time_ms, entry.log_start_offset = -1, -1, -1
+            entry.error_message = result.error_message
+
+
+def _response(ctx: "RequestContext", acks: int, responses: list[TopicProduceResponse]) -> ProduceResponse | None:
     if acks == 0:
         if any(e.error_code for t in responses for e in t.partition_responses):
             log.info("closing %s: acks=0 produce failed", ctx.connection.peer)

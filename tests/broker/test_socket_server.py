@@ -1,6 +1,7 @@
 """SocketServer: pipelined requests are answered strictly in order; bad input costs one connection."""
 
 import asyncio
+import socket
 import struct
 
 from broker.config import Listener
@@ -109,40 +110,56 @@ def test_bytes_after_a_complete_request_body_are_ignored_as_kafka_does() -> None
     assert request.body.topics is None
 
 
-def test_file_ranges_reach_the_client_in_order_whether_sendfiled_or_read(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """A frame mixing bytes and FileRanges arrives byte-exact, also when the socket
-    cannot take a large range at once (the rest is read and queued behind)."""
+def test_file_ranges_reach_the_client_in_order_whether_sendfiled_or_queued(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Frames mixing bytes and FileRanges arrive byte-exact and in order, also when the
+    socket cannot take a large range at once: the rest, and every frame written after
+    it, wait in the writer and go out by sendfile/writev as the socket drains."""
     import os
 
-    from broker.socket_server import write_chunks
+    from broker.response_writer import ResponseWriter
     from protocol.buffers import FileRange
 
     payload = os.urandom(8 << 20)  # larger than a loopback socket takes without blocking
     path = tmp_path / "segment.log"
     path.write_bytes(payload)
+    expected = (b"head" + payload[10 : 10 + (4 << 20)] + b"mid" + payload[:16] + b"tail"
+                + b"next" + payload[100 : 100 + (3 << 20)] + b"end")
 
-    async def scenario() -> bytes:
+    async def scenario() -> tuple[bytes, list[int]]:
         received = bytearray()
         done = asyncio.Event()
+        backlogs: list[int] = []
 
         async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             with open(path, "rb") as f:
                 sock_fd = writer.transport.get_extra_info("socket").fileno()
-                chunks = [b"head", FileRange(f, 10, 4 << 20), b"mid", FileRange(f, 0, 16), b"tail"]
-                write_chunks(writer.transport, chunks, sock_fd)  # type: ignore[arg-type]
+                out = ResponseWriter(writer.transport, sock_fd, lambda: None, lambda exc: None)  # type: ignore[arg-type]
+                out.write([b"head", FileRange(f, 10, 4 << 20), b"mid", FileRange(f, 0, 16), b"tail"])
+                backlogs.append(out.backlog)  # the socket could not take 4 MiB at once
+                out.write([b"next", FileRange(f, 100, 3 << 20), b"end"])  # queued behind
+                for _ in range(2000):  # bounded: the client reads as fast as it can
+                    if out.backlog == 0:
+                        break
+                    await asyncio.sleep(0.005)
+                backlogs.append(out.backlog)
                 await writer.drain()
             writer.close()
             done.set()
 
         server = await asyncio.start_server(on_client, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)  # fixed: no autotuning
+        client.connect(("127.0.0.1", port))
+        client.setblocking(False)
+        reader, writer = await asyncio.open_connection(sock=client)
         while chunk := await reader.read(1 << 20):
             received += chunk
         await done.wait()
         writer.close()
         server.close()
-        return bytes(received)
+        return bytes(received), backlogs
 
-    got = asyncio.run(scenario())
-    assert got == b"head" + payload[10 : 10 + (4 << 20)] + b"mid" + payload[:16] + b"tail"
+    got, backlogs = asyncio.run(scenario())
+    assert got == expected
+    assert backlogs[0] > 0 and backlogs[1] == 0

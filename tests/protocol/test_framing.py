@@ -47,3 +47,27 @@ def test_partial_frame_waits_for_the_rest() -> None:
     assert decoder.feed(struct.pack(">i", 10) + b"12345") == []
     assert decoder.buffered == 5
     assert [bytes(f) for f in decoder.feed(b"67890")] == [b"1234567890"]
+
+
+def test_buffered_reads_give_the_same_frames_and_fill_large_frames_in_place() -> None:
+    """recv_buffer/received (asyncio's BufferedProtocol): any read sizes, same frames;
+    a large frame's bytes land in the frame itself, not in the scratch buffer."""
+    from protocol.framing import DIRECT_FILL_MIN
+
+    rng = random.Random(11)
+    sizes = [0, 5, 300, DIRECT_FILL_MIN * 3 + 17, 40, DIRECT_FILL_MIN + 1, 2]
+    payloads = [rng.randbytes(n) for n in sizes]
+    data = _stream(payloads)
+    for _ in range(20):
+        scratch = bytearray(4096)
+        decoder, got, pos, direct_reads = FrameDecoder(1 << 20, scratch), [], 0, 0
+        while pos < len(data):
+            target = decoder.recv_buffer()
+            n = min(len(target), rng.randrange(1, 9000), len(data) - pos)
+            target[:n] = data[pos : pos + n]
+            direct_reads += target.obj is not scratch
+            pos += n
+            got += [bytes(f) for f in decoder.received(n)]
+        assert got == payloads
+        assert decoder.buffered == 0
+        assert direct_reads > 0

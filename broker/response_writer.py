@@ -1,0 +1,187 @@
+"""A connection's outgoing frames, in order, with record bytes sent by sendfile.
+
+uvloop's transports do not implement sendfile, and a loopback socket takes only
+a few hundred KiB at once, so a fetch response of several MiB used to be sent
+as: sendfile what the socket takes, pread the rest into memory (a copy), queue
+it in the transport (another copy). Here, once the socket is full in the middle
+of a FileRange, the connection's output switches to *direct mode*: everything
+not yet sent (the rest of that range and every later frame) waits in our own
+queue, and is written with ``sendfile`` / ``writev`` on the socket whenever it
+is writable again, so record bytes go from the page cache to the socket and are
+never copied through Python. When the queue is empty, output goes back through
+the transport.
+
+Ordering holds because direct mode starts only when the transport has nothing
+buffered (checked before each sendfile), and while it lasts nothing is given
+to the transport. Writability is watched on a duplicate of the socket's fd: the
+event loop refuses a watcher on a fd its transport owns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+from typing import Any, Callable
+
+from protocol.buffers import Chunk, FileRange
+
+#: At most this many buffers per writev (Linux's IOV_MAX is 1024).
+_WRITEV_MAX = 64
+
+
+class ResponseWriter:
+    def __init__(self, transport: asyncio.Transport, sock_fd: int | None,
+                 on_progress: Callable[[], None], on_error: Callable[[OSError], None]) -> None:
+        self._transport = transport
+        self._sock_fd = sock_fd
+        self._on_progress = on_progress
+        self._on_error = on_error
+        self._pending: collections.deque[Any] = collections.deque()
+        self._pending_bytes = 0
+        self._watch_fd: int | None = None
+        self._closed = False
+
+    @property
+    def backlog(self) -> int:
+        """Bytes written but not yet on the socket (ours in direct mode, plus the transport's)."""
+        return self._pending_bytes + self._transport.get_write_buffer_size()
+
+    def write(self, chunks: list[Chunk]) -> None:
+        """Queue one or more encoded frames; raises OSError when records cannot be read."""
+        try:
+            self._write(chunks)
+        except ValueError as exc:  # a segment file closed under us (partition deleted)
+            raise OSError(str(exc)) from exc
+
+    def _write(self, chunks: list[Chunk]) -> None:
+        if self._closed:
+            return
+        if self._pending:
+            self._enqueue(chunks, 0)
+            return
+        parts: list[Any] = []
+        for index, chunk in enumerate(chunks):
+            if not isinstance(chunk, FileRange):
+                parts.append(chunk)
+                continue
+            if parts:
+                self._transport.writelines(parts)
+                parts = []
+            if self._sock_fd is None or self._transport.get_write_buffer_size():
+                self._transport.write(_pread_all(chunk))
+                continue
+            sent = _sendfile_some(self._sock_fd, chunk)
+            if sent < chunk.length:
+                self._pending.append(FileRange(chunk.file, chunk.offset + sent, chunk.length - sent))
+                self._pending_bytes += chunk.length - sent
+                self._enqueue(chunks, index + 1)
+                self._watch()
+                return
+        if parts:
+            self._transport.writelines(parts)
+
+    def close(self) -> None:
+        """Drop whatever is queued and stop watching (the connection is going away)."""
+        self._closed = True
+        self._pending.clear()
+        self._pending_bytes = 0
+        self._unwatch()
+
+    # -- direct mode --------------------------------------------------------------------
+    def _enqueue(self, chunks: list[Chunk], start: int) -> None:
+        for chunk in chunks[start:]:
+            if isinstance(chunk, FileRange):
+                self._pending.append(chunk)
+                self._pending_bytes += chunk.length
+            elif len(chunk):
+                view = memoryview(chunk).cast("B")
+                self._pending.append(view)
+                self._pending_bytes += len(view)
+
+    def _watch(self) -> None:
+        if self._watch_fd is None and self._sock_fd is not None:
+            self._watch_fd = os.dup(self._sock_fd)
+            asyncio.get_running_loop().add_writer(self._watch_fd, self._on_writable)
+
+    def _unwatch(self) -> None:
+        fd, self._watch_fd = self._watch_fd, None
+        if fd is not None:
+            asyncio.get_running_loop().remove_writer(fd)
+            os.close(fd)
+
+    def _on_writable(self) -> None:
+        try:
+            drained = self._send_pending()
+        except (OSError, ValueError) as exc:  # ValueError: a segment file closed under us
+            self.close()
+            self._on_error(exc if isinstance(exc, OSError) else OSError(str(exc)))
+            return
+        if drained:
+            self._unwatch()
+        self._on_progress()
+
+    def _send_pending(self) -> bool:
+        """Send what the socket takes now; True once nothing is left."""
+        fd, pending = self._sock_fd, self._pending
+        assert fd is not None
+        while pending:
+            head = pending[0]
+            try:
+                if isinstance(head, FileRange):
+                    n = os.sendfile(fd, head.file.fileno(), head.offset, head.length)
+                    if n == 0:  # the segment shrank under us: the frame cannot be completed
+                        raise OSError(f"short read from segment: {head.length} bytes missing")
+                    self._consume_file(head, n)
+                else:
+                    buffers = []
+                    for chunk in pending:
+                        if isinstance(chunk, FileRange) or len(buffers) == _WRITEV_MAX:
+                            break
+                        buffers.append(chunk)
+                    self._consume_buffers(os.writev(fd, buffers))
+            except BlockingIOError:
+                return False
+        return True
+
+    def _consume_file(self, head: FileRange, n: int) -> None:
+        self._pending_bytes -= n
+        if n < head.length:
+            self._pending[0] = FileRange(head.file, head.offset + n, head.length - n)
+        else:
+            self._pending.popleft()
+
+    def _consume_buffers(self, n: int) -> None:
+        self._pending_bytes -= n
+        pending = self._pending
+        while n:
+            head = pending[0]
+            if n < len(head):
+                pending[0] = head[n:]
+                return
+            n -= len(head)
+            pending.popleft()
+
+
+def _sendfile_some(sock_fd: int, chunk: FileRange) -> int:
+    """Bytes of ``chunk`` the socket accepted without blocking."""
+    file_fd, sent = chunk.file.fileno(), 0
+    while sent < chunk.length:
+        try:
+            n = os.sendfile(sock_fd, file_fd, chunk.offset + sent, chunk.length - sent)
+        except BlockingIOError:
+            break
+        if n == 0:
+            raise OSError(f"short read from segment: {sent} of {chunk.length}")
+        sent += n
+    return sent
+
+
+def _pread_all(chunk: FileRange) -> bytes:
+    data = os.pread(chunk.file.fileno(), chunk.length, chunk.offset)
+    if len(data) != chunk.length:
+        # The segment was truncated under us; a short frame would desynchronise
+        # the client, so the connection must close.
+        raise OSError(f"short read from segment: {len(data)} of {chunk.length}")
+    return data
+
