@@ -16,7 +16,8 @@ broker answers:
 
 Each load runs against pafka and the peer broker alternately (medians of
 ``--repeats``), both with the topic config ``max.message.bytes`` set to 2 MiB.
-Broker CPU seconds cover the timed phase only.
+Broker CPU seconds cover the timed phase only. Before each timed phase the
+page cache's dirty pages are written back (``sync``), for both brokers alike.
 
     python benchmarks/broker_ceiling.py [--quick] [--repeats 3] [--loads produce-1m-acks1,...]
 """
@@ -26,9 +27,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import struct
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -399,6 +402,14 @@ def fetch_partitions(target: Target, topic: str, plans: list[FetchPlan], passes:
     return retries
 
 
+def settle_page_cache() -> None:
+    """Write back earlier runs' dirty pages first (untimed, before either broker's run):
+    otherwise the kernel's writeback of run N competes with run N+1, whichever broker
+    that is. Runs of 0.5 GB stay below the background writeback threshold
+    (vm.dirty_background_ratio) on their own, so a run measures its own writes."""
+    os.sync()
+
+
 def run_load(broker: BenchBroker, target: Target, load: Load, run: int, *, connections: int, in_flight: int,
              fetch_bytes: int, batch: bytearray) -> RunResult:
     topic = f"ceiling-{load.name}-{run}".lower()
@@ -406,11 +417,13 @@ def run_load(broker: BenchBroker, target: Target, load: Load, run: int, *, conne
     count = max(1, load.data_bytes // load.batch_bytes)
     try:
         if load.kind == "produce":
+            settle_page_cache()
             with ResourceMeter(broker) as meter:
                 requests = produce_partitions(target, topic, batch, load.acks, count, connections, in_flight)
             return RunResult(broker.name, load.name, meter.wall_s, requests * len(batch), requests,
                              meter.cpu_s, meter.peak_rss_mb)
         produce_partitions(target, topic, batch, 1, count, connections, in_flight)  # untimed
+        settle_page_cache()
         per_fetch = max(1, fetch_bytes // load.batch_bytes)
         plans = [FetchPlan(p, count, records_per_batch(load.batch_bytes), len(batch), per_fetch)
                  for p in range(connections)]
@@ -420,6 +433,65 @@ def run_load(broker: BenchBroker, target: Target, load: Load, run: int, *, conne
                          sum(p.requests for p in plans), meter.cpu_s, meter.peak_rss_mb, retries)
     finally:
         delete_topic(target, topic)
+
+
+# -- the machine's own ceiling -------------------------------------------------------
+
+
+def machine_ceiling(load: Load, batch: bytearray, fetch_bytes: int) -> RunResult:
+    """The same bytes without a broker: produce as plain ``pwrite`` calls of one batch
+    each into a fresh file, fetch as ``sendfile`` of ``fetch_bytes`` at a time from a
+    file to a loopback socket read by a thread (the ceiling client's own reader)."""
+    workdir = Path(tempfile.mkdtemp(prefix="pafka-ceiling-machine-"))
+    path, count = workdir / "data.bin", max(1, load.data_bytes // load.batch_bytes)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_TRUNC)
+    try:
+        if load.kind == "produce":
+            settle_page_cache()
+            started = time.perf_counter()
+            for i in range(count):
+                os.pwrite(fd, batch, i * len(batch))
+            wall = time.perf_counter() - started
+            return RunResult("machine", load.name, wall, count * len(batch), count, 0.0, None)
+        for i in range(count):
+            os.pwrite(fd, batch, i * len(batch))
+        settle_page_cache()
+        size = count * len(batch)
+        wall, sends = _sendfile_to_loopback(fd, size, load.passes, fetch_bytes)
+        return RunResult("machine", load.name, wall, size * load.passes, sends, 0.0, None)
+    finally:
+        os.close(fd)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _sendfile_to_loopback(fd: int, size: int, passes: int, chunk: int) -> tuple[float, int]:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname(), timeout=SOCKET_TIMEOUT_S)
+        server, _ = listener.accept()
+    total, sends = size * passes, 0
+
+    def drain() -> None:
+        buf, got = memoryview(bytearray(chunk)), 0
+        while got < total:
+            n = client.recv_into(buf)
+            if n == 0:
+                raise ConnectionError("loopback peer closed early")
+            got += n
+
+    reader = threading.Thread(target=drain, daemon=True)
+    try:
+        reader.start()
+        started = time.perf_counter()
+        for _ in range(passes):
+            offset = 0
+            while offset < size:
+                offset += os.sendfile(server.fileno(), fd, offset, min(chunk, size - offset))
+                sends += 1
+        reader.join(RUN_DEADLINE_S)
+        return time.perf_counter() - started, sends
+    finally:
+        server.close()
+        client.close()
 
 
 # -- report --------------------------------------------------------------------------
@@ -438,7 +510,7 @@ def summarize(results: list[RunResult], loads: list[Load], names: list[str]) -> 
                 "peak_rss_mb": median([r.peak_rss_mb for r in mine]),
                 "retries": sum(r.retries for r in mine), "runs": len(mine),
             }
-        if len(names) == 2:
+        if len(names) >= 2 and "machine" not in names[:2]:
             row["ratio_mb_s"] = ratio(row[names[0]]["mb_s"], row[names[1]]["mb_s"])
             row["ratio_cpu_per_gb"] = ratio(row[names[0]]["cpu_s_per_gb"], row[names[1]]["cpu_s_per_gb"])
         rows.append(row)
@@ -450,16 +522,21 @@ def _fmt(value: float | None, digits: int = 0) -> str:
 
 
 def print_table(rows: list[dict], names: list[str]) -> None:
-    heads = [f"{n} MB/s | {n} req/s | {n} CPU-s/GB" for n in names]
-    print("| load | " + " | ".join(heads) + (" | MB/s ratio | CPU/GB ratio |" if len(names) == 2 else " |"))
-    print("|---" * (1 + 3 * len(names) + (2 if len(names) == 2 else 0)) + "|")
+    brokers = [n for n in names if n != "machine"]
+    pair = len(brokers) == 2
+    heads = [f"{n} MB/s | {n} req/s | {n} CPU-s/GB" for n in brokers]
+    print("| load | " + " | ".join(heads) + (" | MB/s ratio | CPU/GB ratio" if pair else "")
+          + (" | machine MB/s |" if "machine" in names else " |"))
+    print("|---" * (1 + 3 * len(brokers) + (2 if pair else 0) + ("machine" in names)) + "|")
     for row in rows:
         cells = []
-        for n in names:
+        for n in brokers:
             r = row[n]
             cells += [_fmt(r["mb_s"]), _fmt(r["req_s"]), _fmt(r["cpu_s_per_gb"], 2)]
-        if len(names) == 2:
+        if pair:
             cells += [_fmt(row["ratio_mb_s"], 2), _fmt(row["ratio_cpu_per_gb"], 2)]
+        if "machine" in names:
+            cells.append(_fmt(row["machine"]["mb_s"]))
         print(f"| {row['load']} | " + " | ".join(cells) + " |")
 
 
@@ -473,6 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--in-flight", type=int, default=8, help="requests in flight per connection")
     parser.add_argument("--fetch-bytes", type=int, default=4 * MIB, help="max_bytes of each fetch")
     parser.add_argument("--bootstrap", help="drive a running broker (HOST:PORT) instead of starting any")
+    parser.add_argument("--no-machine", action="store_true",
+                        help="skip the machine's own ceiling (pwrite / sendfile of the same bytes)")
     args = parser.parse_args(argv)
     loads = standard_loads(args.quick)
     if args.loads:
@@ -491,14 +570,17 @@ def main(argv: list[str] | None = None) -> int:
                                   in_flight=args.in_flight, fetch_bytes=args.fetch_bytes,
                                   batch=batches[load.batch_bytes])
                 results.append(result)
-                print(f"# {broker.name} {load.name}: {result.mb_s:,.0f} MB/s {result.req_s:,.0f} req/s "
-                      f"cpu {result.cpu_s:.2f}s retries {result.retries}", file=sys.stderr, flush=True)
+                _progress(result)
+            if not args.no_machine and run % len(brokers) == len(brokers) - 1:  # after each A B round
+                for load in loads:
+                    results.append(machine_ceiling(load, batches[load.batch_bytes], args.fetch_bytes))
+                    _progress(results[-1])
     finally:
         for broker in brokers:
             if args.bootstrap is None:
                 broker.stop()
                 remove_data(broker)
-    names = [b.name for b in brokers]
+    names = [b.name for b in brokers] + ([] if args.no_machine else ["machine"])
     rows = summarize(results, loads, names)
     print(f"connections {args.connections}, {args.in_flight} requests in flight each, "
           f"fetch max_bytes {args.fetch_bytes}, medians of {args.repeats}")
@@ -507,6 +589,11 @@ def main(argv: list[str] | None = None) -> int:
                       "fetch_bytes": args.fetch_bytes, "repeats": args.repeats, "rows": rows,
                       "runs": [asdict(r) | {"mb_s": r.mb_s, "req_s": r.req_s} for r in results]}))
     return 0
+
+
+def _progress(result: RunResult) -> None:
+    print(f"# {result.broker} {result.load}: {result.mb_s:,.0f} MB/s {result.req_s:,.0f} req/s "
+          f"cpu {result.cpu_s:.2f}s retries {result.retries}", file=sys.stderr, flush=True)
 
 
 def _start(names: list[str], bootstrap: str | None) -> list[BenchBroker]:
