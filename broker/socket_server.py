@@ -33,7 +33,7 @@ from protocol.api import API_VERSIONS_KEY, DecodedRequest, decode_request, encod
 from protocol.buffers import Chunk
 from protocol.errors import ProtocolError
 from protocol.framing import FrameDecoder
-from protocol.primitives import UnsupportedVersionError
+from protocol.primitives import Message, UnsupportedVersionError
 
 if TYPE_CHECKING:
     from broker.config import Listener
@@ -78,6 +78,12 @@ class _Slot:
     done: bool = False
     no_response: bool = False
     frame: Any = field(default=None)  # keeps records memoryviews alive
+
+
+def _is_awaitable(result: Any) -> bool:
+    # A response body (or None) is the common case; inspect.isawaitable's ABC
+    # check cost ~3% of the broker's time under small produce requests.
+    return result is not None and not isinstance(result, Message) and inspect.isawaitable(result)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -178,7 +184,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("handler for %s v%d failed; closing %s", request.api.name, slot.api_version, self.peer)
             self.close()
             return
-        if inspect.isawaitable(result):
+        if _is_awaitable(result):
             task = asyncio.ensure_future(result)
             self._tasks.add(task)
             task.add_done_callback(lambda t, s=slot: self._on_done(t, s))
@@ -187,7 +193,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _dispatch_in_turn(self, ctx: RequestContext) -> Any:
         result = self._server.dispatch(ctx)
-        return (await result) if inspect.isawaitable(result) else result
+        return (await result) if _is_awaitable(result) else result
 
     def _on_done(self, task: "asyncio.Future[Any]", slot: _Slot) -> None:
         self._tasks.discard(task)  # type: ignore[arg-type]
