@@ -155,20 +155,23 @@ class FileRecords:
             end, next_offset = pos + header.size_in_bytes, header.next_offset
         return end, next_offset
 
-    def scan_batches(self, chunk_size: int = SCAN_CHUNK) -> Iterator[tuple[int, RecordBatchHeader | ProtocolError]]:
-        """Validate every batch (length, magic, CRC32C) front to back.
+    def scan_batches(self, chunk_size: int = SCAN_CHUNK,
+                     start_position: int = 0) -> Iterator[tuple[int, RecordBatchHeader | ProtocolError]]:
+        """Validate every batch (length, magic, CRC32C) from ``start_position`` (a batch start) on.
 
         Yields (position, header) per valid batch; at the first invalid one
         yields (position, error) and stops. Reads in large chunks into one
         reused buffer; a batch straddling a chunk boundary starts the next read.
         """
         size = self._size
-        buf = bytearray(chunk_size)
+        # No bigger than what is left to scan: zeroing 8 MiB per small segment
+        # was a visible share of loading 1,000 partitions after a crash.
+        buf = bytearray(max(min(chunk_size, size - start_position), BATCH_HEADER_SIZE))
         view = memoryview(buf)
-        start = 0   # file position of buf[0]
+        start = start_position  # file position of buf[0]
         filled = 0  # bytes of buf holding file data
-        pos = 0
-        os.posix_fadvise(self.fd, 0, size, os.POSIX_FADV_SEQUENTIAL)
+        pos = start_position
+        os.posix_fadvise(self.fd, start_position, size - start_position, os.POSIX_FADV_SEQUENTIAL)
         while pos < size:
             rel = pos - start
             if rel + min(BATCH_HEADER_SIZE, size - pos) > filled:

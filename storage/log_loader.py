@@ -139,7 +139,10 @@ def recover_log(dir: Path, segments: LogSegments, recovery_point: int, epoch_cac
     unflushed = segments.segments_from(recovery_point)
     for i, segment in enumerate(unflushed):
         log.info("%s: recovering unflushed segment %d", dir.name, segment.base_offset)
-        truncated = segment.recover(on_batch=on_batch)
+        # The first one holds the recovery point: its flushed head is not rescanned.
+        truncated = segment.recover(on_batch=on_batch, recovery_point=recovery_point if i == 0 else -1)
+        log.info("%s: segment %d recovered: %d bytes scanned from position %d", dir.name, segment.base_offset,
+                 segment.size - segment.recovery_scan_start, segment.recovery_scan_start)
         rebuilt.add(segment.base_offset)
         if truncated > 0:
             later = unflushed[i + 1 :]

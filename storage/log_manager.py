@@ -92,8 +92,14 @@ class LogManager:
             dir.mkdir(parents=True, exist_ok=True)
             self._lock_dir(dir)
             self._check_meta_properties(dir)
+        recovered = [dir for dir in self.log_dirs if not (dir / CLEAN_SHUTDOWN_FILE).exists()]
         for dir in self.log_dirs:
             self._load_logs(dir)
+        if recovered:
+            # A recovery may have cut logs below their checkpointed recovery points;
+            # appends there must not pass for flushed if the broker crashes again
+            # before the next scheduled checkpoint.
+            self.checkpoint_log_recovery_offsets()
         self.started = True
 
     def _lock_dir(self, dir: Path) -> None:

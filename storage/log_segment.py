@@ -109,6 +109,7 @@ class LogSegment:
         self.txn_index = TransactionIndex(txn_index_file(self.dir, base_offset, file_suffix), base_offset)
         self.created_ms = int(time.time() * 1000) if now_ms is None else now_ms
         self.bytes_since_last_index_entry = 0
+        self.recovery_scan_start = 0  # where the last recover() began scanning
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp_and_offset: TimestampOffset | None = None
         self._next_offset: int | None = base_offset if self.log.size == 0 else None
@@ -269,21 +270,37 @@ class LogSegment:
         return self.log.read(position, header.size_in_bytes)
 
     # --- recovery and truncation ------------------------------------------------------
-    def recover(self, on_batch: BatchCallback | None = None) -> int:
+    def recover(self, on_batch: BatchCallback | None = None, recovery_point: int = -1) -> int:
         """Rebuild the indexes from the log, checking every batch (length, magic, CRC32C).
 
         The log is cut at the first batch that fails; returns the bytes removed.
         ``on_batch`` sees each valid batch (leader-epoch cache, producer state).
+        ``recovery_point``: offsets below it were flushed (log and indexes), so
+        the scan resumes at the last index entry below it instead of position 0;
+        a crash then costs a scan of what was not flushed, not of whole segments.
         """
-        self.offset_index.reset()
-        self.time_index.reset()
         # Aborted transactions come back when the loader replays producer state.
         self.txn_index.reset()
         self.bytes_since_last_index_entry = 0
-        max_so_far = TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        valid_bytes = 0
+        resume = self._resume_point(recovery_point)
+        if resume is None:
+            self.offset_index.reset()
+            self.time_index.reset()
+            start_position, max_so_far, resumed_at = 0, TimestampOffset(NO_TIMESTAMP, self.base_offset), None
+        else:
+            start_position, max_so_far, resumed_at = resume
+        valid_bytes = start_position
         next_offset = self.base_offset
-        for position, scanned in self.log.scan_batches():
+        self.recovery_scan_start = start_position
+        for position, scanned in self.log.scan_batches(start_position=start_position):
+            if resumed_at is not None:
+                if isinstance(scanned, ProtocolError) or scanned.last_offset != resumed_at:
+                    # The batch the index names below the recovery point is not there
+                    # intact: trust nothing, scan the whole segment.
+                    log.warning("Index entry for offset %d of %s does not match its batch; full scan",
+                                resumed_at, self.log.path)
+                    return self.recover(on_batch)
+                resumed_at = None
             if isinstance(scanned, ProtocolError):  # corrupt, torn, or garbage that looks like magic 0/1
                 log.warning("Found invalid batch at position %d in %s: %s", position, self.log.path, scanned)
                 break
@@ -301,6 +318,8 @@ class LogSegment:
                 on_batch(header)
             valid_bytes = position + header.size_in_bytes
             next_offset = header.next_offset
+        if resumed_at is not None:  # nothing at all where the index pointed
+            return self.recover(on_batch)
         truncated = self.log.size - valid_bytes
         if truncated > 0:
             log.warning("Truncating %s to %d bytes (%d invalid bytes removed)", self.log.path, valid_bytes, truncated)
@@ -311,6 +330,24 @@ class LogSegment:
         self._next_offset = next_offset
         self._rolling_based_timestamp = None
         return truncated
+
+    def _resume_point(self, recovery_point: int) -> tuple[int, TimestampOffset, int] | None:
+        """Where a recovery may start scanning: the batch of the last offset-index entry
+        below ``recovery_point`` (that batch and all before it were flushed), with the max
+        timestamp up to it and that batch's last offset. Later index entries are dropped
+        (they may point at lost data). None: scan from the start."""
+        if recovery_point <= self.base_offset:
+            return None
+        entry = self.offset_index.lookup(recovery_point - 1)
+        if entry.position == 0:
+            return None
+        self.offset_index.resize(self.max_index_size)
+        self.time_index.resize(self.max_index_size)
+        self.offset_index.truncate_to(entry.offset + 1)
+        self.time_index.truncate_to(entry.offset + 1)
+        max_so_far = (self.time_index.last_entry if self.time_index.entries
+                      else TimestampOffset(NO_TIMESTAMP, self.base_offset))
+        return entry.position, max_so_far, entry.offset
 
     def sanity_check(self) -> None:
         """Raises CorruptIndexError when an index cannot be trusted (the loader rebuilds)."""

@@ -238,3 +238,119 @@ def test_a_crash_at_any_swap_step_leaves_a_readable_log(checked_tmp_path) -> Non
         assert not [p for p in state_dir.iterdir() if p.name.endswith((".swap", ".cleaned", ".deleted"))], name
         reopened.close()
         check_log_dir_with_kafka_python(state_dir)
+
+
+ONE_SEGMENT = LogConfig.model_validate({"segment.bytes": 1 << 20, "index.interval.bytes": 250})
+
+
+def _flushed_then_unflushed(dir: Path, flushed: int, unflushed: int) -> tuple[int, list[int]]:
+    """One segment: ``flushed`` batches then a flush, ``unflushed`` more, then a crash.
+    Returns the recovery point and every batch's base offset."""
+    log = Log.open(dir, ONE_SEGMENT)
+    bases = []
+    for i in range(flushed + unflushed):
+        if i == flushed:
+            log.flush()
+        info = log.append_as_leader(make_batch(2, timestamp=NOW + i, seed=i, value_size=60), 0, now=NOW)
+        bases.append(info.first_offset)
+    recovery_point = log.recovery_point
+    log.close_without_flush()
+    return recovery_point, bases
+
+
+def _read_positions(log: Log, bases: list[int]) -> list[int]:
+    return [log.read(b, 1).fetch_offset_metadata.relative_position_in_segment for b in bases]
+
+
+def _file_positions(dir: Path, bases: list[int]) -> list[int]:
+    by_base = {h.base_offset: pos for pos, h in iter_batch_headers(next(dir.glob("*.log")).read_bytes())}
+    return [by_base[b] for b in bases]
+
+
+def test_recovery_rescans_only_what_follows_the_recovery_point_in_its_segment(checked_tmp_path, monkeypatch) -> None:
+    import storage.file_records as file_records
+
+    dir = checked_tmp_path / "t-0"
+    recovery_point, bases = _flushed_then_unflushed(dir, flushed=200, unflushed=10)
+    reference = Log.open(shutil.copytree(dir, checked_tmp_path / "copy-0"), ONE_SEGMENT, recovery_point=0)
+    times = [NOW + i for i in range(0, 215, 3)]
+    expected = [reference.fetch_offset_by_timestamp(t) for t in times]
+    reference.close()
+    validated: list[int] = []
+    real = file_records.validate_batch
+    monkeypatch.setattr(file_records, "validate_batch", lambda buf, pos: validated.append(pos) or real(buf, pos))
+    log = Log.open(dir, ONE_SEGMENT, recovery_point=recovery_point)
+    # 10 unflushed batches plus the few between the last index entry and the recovery point
+    # (index.interval.bytes 250 ≈ 2 batches); a whole-segment scan checked all 210.
+    assert 10 <= len(validated) <= 14
+    assert log.log_end_offset == bases[-1] + 2 and len(log.segments) == 1
+    log.update_high_watermark(log.log_end_offset)
+    assert _read_positions(log, bases) == _file_positions(dir, bases)  # the index finds every batch
+    assert [log.fetch_offset_by_timestamp(t) for t in times] == expected
+    log.close()
+
+
+def test_a_corrupt_batch_after_the_recovery_point_is_cut_and_the_index_rebuilt_past_it(checked_tmp_path) -> None:
+    dir = checked_tmp_path / "t-0"
+    recovery_point, bases = _flushed_then_unflushed(dir, flushed=100, unflushed=20)
+    path = next(dir.glob("*.log"))
+    headers = list(iter_batch_headers(path.read_bytes()))
+    pos, victim = headers[110]
+    data = bytearray(path.read_bytes())
+    data[pos + 70] ^= 0x01
+    path.write_bytes(data)
+    log = Log.open(dir, ONE_SEGMENT, recovery_point=recovery_point)
+    assert log.log_end_offset == victim.base_offset
+    assert _batches(log) == bases[:110]
+    log.update_high_watermark(log.log_end_offset)
+    assert _read_positions(log, bases[:110]) == _file_positions(dir, bases[:110])
+    for i in range(5):  # appends after recovery index on from the recovered state
+        log.append_as_leader(make_batch(2, timestamp=NOW + 500 + i, seed=i, value_size=60), 0, now=NOW)
+    log.close()
+    reopened = Log.open(dir, ONE_SEGMENT, had_clean_shutdown=True)
+    assert reopened.fetch_offset_by_timestamp(NOW + 500).offset == victim.base_offset
+    assert reopened.fetch_offset_by_timestamp(NOW + 50).offset == bases[49] + 1  # batch i: times i, i+1
+    reopened.close()
+
+
+def test_a_recovery_point_past_intact_data_falls_back_to_a_full_scan(tmp_path) -> None:
+    # A checkpoint can name a recovery point beyond what the file holds (a crash before the
+    # checkpoint that followed a truncation): the batch the index names must be checked.
+    dir = tmp_path / "t-0"
+    recovery_point, bases = _flushed_then_unflushed(dir, flushed=100, unflushed=0)
+    log = Log.open(dir, ONE_SEGMENT, recovery_point=recovery_point)
+    entry = log.active_segment.offset_index.lookup(recovery_point - 1)
+    log.close_without_flush()
+    path = next(dir.glob("*.log"))
+    with open(path, "r+b") as f:
+        f.truncate(entry.position + 30)  # the indexed batch torn, its index entry kept
+    recovered = Log.open(dir, ONE_SEGMENT, recovery_point=recovery_point)
+    first_lost = next(b for b in bases if b + 1 >= entry.offset)
+    assert recovered.log_end_offset == first_lost
+    assert _batches(recovered) == [b for b in bases if b < first_lost]
+    recovered.close()
+
+
+def test_recovery_points_are_checkpointed_right_after_a_recovery(tmp_path) -> None:
+    from storage.checkpoints import RECOVERY_POINT_OFFSET_CHECKPOINT, OffsetCheckpointFile
+    from storage.log_manager import LogManager
+
+    manager = LogManager([tmp_path], ONE_SEGMENT)
+    manager.startup()
+    log = manager.get_or_create_log("t", 0)
+    for i in range(50):
+        log.append_as_leader(make_batch(2, timestamp=NOW + i, seed=i, value_size=60), 0, now=NOW)
+    log.flush()
+    manager.checkpoint_log_recovery_offsets()
+    manager.close_without_clean_shutdown()
+    path = next((tmp_path / "t-0").glob("*.log"))
+    headers = list(iter_batch_headers(path.read_bytes()))
+    with open(path, "r+b") as f:
+        f.truncate(headers[20][0] + 5)  # as a lost disk cache would leave it
+    checkpoint = OffsetCheckpointFile(tmp_path / RECOVERY_POINT_OFFSET_CHECKPOINT)
+    assert checkpoint.read_or_empty()[("t", 0)] == 100
+    manager = LogManager([tmp_path], ONE_SEGMENT)
+    manager.startup()
+    assert manager.get_log("t", 0).log_end_offset == headers[20][1].base_offset
+    assert checkpoint.read_or_empty()[("t", 0)] == headers[20][1].base_offset
+    manager.shutdown()
