@@ -92,6 +92,32 @@ def delete_topic(admin: AdminClient, topic: str) -> str | None:
         return str(exc)
 
 
+def machine_busy_s() -> float:
+    """Busy CPU seconds of the whole machine so far (all cores, /proc/stat)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(x) for x in stat.readline().split()[1:8]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
+
+
+class OthersMeter:
+    """CPU seconds that neither the broker nor this process used during a ``with`` block:
+    the other jobs on this shared machine, a noise figure printed beside the results."""
+
+    def __init__(self, broker: BenchBroker) -> None:
+        self.broker = broker
+        self.other_cpu_s = 0.0
+
+    def __enter__(self) -> "OthersMeter":
+        self._machine0, self._own0 = machine_busy_s(), time.process_time()
+        self._broker0 = self.broker.cpu_seconds()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        machine = machine_busy_s() - self._machine0
+        own = time.process_time() - self._own0
+        self.other_cpu_s = max(0.0, machine - own - (self.broker.cpu_seconds() - self._broker0))
+
+
 def percentile(sorted_values: Sequence[float], p: float) -> float | None:
     """Nearest-rank percentile of an already sorted sequence."""
     if not sorted_values:

@@ -36,8 +36,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from bench_brokers import BenchBroker, ResourceMeter, alternate  # noqa: E402
 from client_common import (  # noqa: E402
-    admin_for, broker_pair, cell, compare, create_topic, delete_topic, human, log, markdown_table,
-    percentile)
+    OthersMeter, admin_for, broker_pair, cell, compare, create_topic, delete_topic, human, log,
+    markdown_table, percentile)
 
 STAMP = struct.Struct(">IQ")  # sequence number, send time in perf_counter nanoseconds
 WARMUP_SEQ = 0xFFFFFFFF
@@ -45,7 +45,7 @@ RECORD_SIZE = 100
 MAX_IN_FLIGHT = 10_000
 FETCH_WAIT_MAX_MS = 500
 KEYS = ["achieved_msgs_s", "produce_p50_ms", "produce_p99_ms", "produce_p999_ms", "e2e_p50_ms",
-        "e2e_p99_ms", "e2e_p999_ms", "cpu_s"]
+        "e2e_p99_ms", "e2e_p999_ms", "cpu_s", "client_stalled_ms", "other_cpu_s"]
 
 
 @dataclass(frozen=True)
@@ -118,14 +118,21 @@ def producer_for(broker: BenchBroker, acks: str, on_delivery) -> Producer:
                      "on_delivery": on_delivery})
 
 
-def send_paced(producer: Producer, topic: str, s: Scenario, pad: bytes) -> int:
-    """Offer ``s.rate`` records/s for ``s.seconds``: each 1 ms tick sends what is due."""
+def send_paced(producer: Producer, topic: str, s: Scenario, pad: bytes) -> tuple[int, float]:
+    """Offer ``s.rate`` records/s for ``s.seconds``: each 1 ms tick sends what is due.
+    Also returns the milliseconds this loop was kept from running (gaps over 3 ms): on a
+    shared machine that is time the client, not the broker, added to the latencies."""
     produce, poll, pack, clock = producer.produce, producer.poll, STAMP.pack, time.perf_counter_ns
     total = min(s.max_records, int(s.rate * s.seconds))
-    start = clock()
+    start = last = clock()
     sent = 0
+    stalled_ns = 0
     while sent < total:
-        due = min(total, (clock() - start) * s.rate // 1_000_000_000 + 1)
+        now = clock()
+        if now - last > 3_000_000:
+            stalled_ns += now - last
+        last = now
+        due = min(total, (now - start) * s.rate // 1_000_000_000 + 1)
         while sent < due:
             try:
                 produce(topic, pack(sent, clock()) + pad)
@@ -133,10 +140,10 @@ def send_paced(producer: Producer, topic: str, s: Scenario, pad: bytes) -> int:
             except BufferError:  # the broker fell behind the offered load
                 poll(0.001)
         poll(0.001)  # sleeps at most a tick and serves delivery reports as they come
-    return sent
+    return sent, stalled_ns / 1e6
 
 
-def send_saturated(producer: Producer, topic: str, s: Scenario, pad: bytes) -> int:
+def send_saturated(producer: Producer, topic: str, s: Scenario, pad: bytes) -> tuple[int, None]:
     """As fast as the client goes, up to MAX_IN_FLIGHT unacknowledged records."""
     produce, poll, pack, clock = producer.produce, producer.poll, STAMP.pack, time.perf_counter_ns
     end = clock() + int(s.seconds * 1e9)
@@ -154,7 +161,7 @@ def send_saturated(producer: Producer, topic: str, s: Scenario, pad: bytes) -> i
             poll(0)
             if clock() > end:
                 break
-    return sent
+    return sent, None
 
 
 def quantiles_ms(values_ns: list[int], prefix: str) -> dict[str, float | None]:
@@ -189,10 +196,10 @@ def run_once(broker: BenchBroker, s: Scenario) -> dict:
         producer.flush(10)
         if not receiver.wait_for(100, 15.0, warmup=True):
             raise RuntimeError("warm-up records did not reach the consumer in 15 s")
-        with ResourceMeter(broker) as meter:
+        with ResourceMeter(broker) as meter, OthersMeter(broker) as others:
             started = time.perf_counter()
             sender = send_paced if s.rate else send_saturated
-            sent = sender(producer, topic, s, pad)
+            sent, stalled_ms = sender(producer, topic, s, pad)
             unflushed = producer.flush(30)
             elapsed = time.perf_counter() - started
         arrived = receiver.wait_for(sent, 15.0)
@@ -203,7 +210,8 @@ def run_once(broker: BenchBroker, s: Scenario) -> dict:
             "first_produce_error": failures[0] if failures else None, "unflushed": unflushed,
             "received": len(receiver.latencies_ns), "missing": missing, "duplicated": duplicated,
             "consume_errors": receiver.errors, "achieved_msgs_s": len(produce_ns) / elapsed,
-            "cpu_s": meter.cpu_s, "peak_rss_mb": meter.peak_rss_mb,
+            "cpu_s": meter.cpu_s, "peak_rss_mb": meter.peak_rss_mb, "client_stalled_ms": stalled_ms,
+            "other_cpu_s": others.other_cpu_s,
             **quantiles_ms(produce_ns, "produce"), **quantiles_ms(receiver.latencies_ns, "e2e")})
         problems = [k for k in ("produce_errors", "unflushed", "missing", "duplicated", "consume_errors")
                     if result[k]]
@@ -228,16 +236,25 @@ def ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}" if value < 10 else f"{value:.0f}"
 
 
+def noise(r: dict) -> str:
+    a, b = r["pafka"], r["peer"]
+    return " / ".join(f"{ms(x['client_stalled_ms'])} ms, {human(x['other_cpu_s'])} s" for x in (a, b))
+
+
 def table(results: list[dict]) -> str:
     rows = []
     for r in results:
         rows.append([r["scenario"]["name"], cell(r, "achieved_msgs_s"),
                      *(cell(r, k, ms) for k in KEYS[1:7]), cell(r, "cpu_s"),
+                     noise(r),
                      f"{r['pafka_ok']}/{r['pafka_runs']} · {r['peer_ok']}/{r['peer_runs']}"])
     header = ["scenario", "acked msg/s", "produce p50 ms", "produce p99 ms", "produce p99.9 ms",
-              "e2e p50 ms", "e2e p99 ms", "e2e p99.9 ms", "broker CPU-s", "runs ok"]
+              "e2e p50 ms", "e2e p99 ms", "e2e p99.9 ms", "broker CPU-s",
+              "client stalls, other jobs CPU-s", "runs ok"]
     lines = [markdown_table(header, rows), "",
-             "Cells: pafka / peer (**pafka/peer**); medians of the runs that passed."]
+             "Cells: pafka / peer (**pafka/peer**); medians of the runs that passed. Client stalls:"
+             " time the paced sender was kept from running (gaps over 3 ms); other jobs: CPU-s used"
+             " by neither broker nor client during the run (pafka / peer)."]
     for r in results:
         for failure in r["failures"]:
             lines.append(f"- FAILED {r['scenario']['name']}: {failure}")

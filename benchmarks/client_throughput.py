@@ -32,13 +32,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from bench_brokers import BenchBroker, ResourceMeter, alternate  # noqa: E402
 from client_common import (  # noqa: E402
-    admin_for, broker_pair, cell, compare, create_topic, delete_topic, human, log, markdown_table)
+    OthersMeter, admin_for, broker_pair, cell, compare, create_topic, delete_topic, human, log, markdown_table)
 
 SEQ = struct.Struct(">I")  # every value starts with its sequence number in the run
 LARGE_MESSAGE_BYTES = 10 * 1024 * 1024  # topic max.message.bytes / client message.max.bytes for 1 MiB
 GROUP_SESSION_TIMEOUT_MS = 6000  # the group minimum: the peer delays a join by half of it
 KEYS = ["produce_msgs_s", "produce_MB_s", "consume_msgs_s", "consume_MB_s", "produce_cpu_s",
-        "consume_cpu_s", "cpu_s_per_million", "peak_rss_mb"]
+        "consume_cpu_s", "cpu_s_per_million", "peak_rss_mb", "other_cpu_s"]
 
 
 @dataclass(frozen=True)
@@ -223,9 +223,10 @@ def run_once(broker: BenchBroker, s: Scenario, values: list[bytes], timeout_s: f
     try:
         config = {"max.message.bytes": str(LARGE_MESSAGE_BYTES)} if s.size >= 1024 * 1024 else None
         create_topic(admin, topic, s.partitions, config)
-        result.update(produce_phase(broker, s, topic, values, timeout_s))
-        consumed, messages = consume_phase(broker, s, topic, result["acked"], timeout_s)
-        result.update(consumed)
+        with OthersMeter(broker) as others:
+            result.update(produce_phase(broker, s, topic, values, timeout_s))
+            consumed, messages = consume_phase(broker, s, topic, result["acked"], timeout_s)
+        result.update(consumed, other_cpu_s=others.other_cpu_s)
         result.update(verify(messages, result["sent"], s.size))
         del messages
         result["peak_rss_mb"] = max(filter(None, [result["produce_rss_mb"], result["consume_rss_mb"]]),
@@ -261,11 +262,13 @@ def table(results: list[dict]) -> str:
         rows.append([r["scenario"]["name"], f"{r['scenario']['records']:,}",
                      cell(r, "produce_msgs_s"), cell(r, "produce_MB_s", mb), cell(r, "consume_msgs_s"),
                      cell(r, "consume_MB_s", mb), cell(r, "produce_cpu_s"), cell(r, "consume_cpu_s"),
-                     cell(r, "cpu_s_per_million"), cell(r, "peak_rss_mb"), ok])
+                     cell(r, "cpu_s_per_million"), cell(r, "peak_rss_mb"), cell(r, "other_cpu_s"), ok])
     header = ["scenario", "records", "produce msg/s", "produce MB/s", "consume msg/s", "consume MB/s",
-              "CPU-s produce", "CPU-s consume", "CPU-s per M records", "peak RSS MB", "runs ok"]
+              "CPU-s produce", "CPU-s consume", "CPU-s per M records", "peak RSS MB", "other jobs CPU-s",
+              "runs ok"]
     lines = [markdown_table(header, rows), "",
-             "Cells: pafka / peer (**pafka/peer**); medians of the runs that passed verification."]
+             "Cells: pafka / peer (**pafka/peer**); medians of the runs that passed verification."
+             " Other jobs CPU-s: CPU used by neither broker nor client during the run (noise)."]
     for r in results:
         for failure in r["failures"]:
             lines.append(f"- FAILED {r['scenario']['name']}: {failure}")
