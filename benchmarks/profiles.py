@@ -235,13 +235,22 @@ def print_profile(profile: Profile, top: int) -> None:
     print("| self % | function | | inclusive % | function |")
     print("|---:|---|---|---:|---|")
     selfs = profile.self_counts.most_common(top)
-    # Frames on every sampled stack (the CLI, asyncio's runner) say nothing: leave them out.
-    inclusive = [(f, n) for f, n in profile.inclusive_counts.most_common()
-                 if n < profile.samples * 0.97][:top]
+    inclusive = top_inclusive(profile, top)
     for i in range(top):
         s = selfs[i] if i < len(selfs) else ("", 0)
         n = inclusive[i] if i < len(inclusive) else ("", 0)
         print(f"| {_pct(s[1], profile.samples)} | `{s[0]}` | | {_pct(n[1], profile.samples)} | `{n[0]}` |")
+
+
+#: Frames under which everything runs (the CLI, the event loop's runner, worker
+#: threads' bootstrap): inclusive figures for them say nothing.
+ROOT_FILES = ("click/", "<frozen runpy>", "asyncio/runners.py", "uvloop/__init__.py", "broker/cli.py",
+              "broker/broker_command.py", "threading.py", "concurrent/futures/thread.py")
+
+
+def top_inclusive(profile: Profile, top: int) -> list[tuple[str, int]]:
+    return [(frame, n) for frame, n in profile.inclusive_counts.most_common()
+            if not any(root in frame for root in ROOT_FILES)][:top]
 
 
 def _pct(count: int, total: int) -> str:
@@ -256,7 +265,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loads", help="comma-separated: " + ", ".join(LOADS))
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--keep", type=Path, help="keep the raw py-spy output in this directory")
+    parser.add_argument("--from-raw", type=Path,
+                        help="only fold the profile-LOAD.txt files a --keep run left in this directory")
     args = parser.parse_args(argv)
+    if args.from_raw:
+        for raw in sorted(args.from_raw.glob("profile-*.txt")):
+            total, selfs, inclusive = fold(raw.read_text().splitlines())
+            print_profile(Profile(raw.stem.removeprefix("profile-"), args.seconds, total, selfs, inclusive, "?"),
+                          args.top)
+        return 0
     seconds = 3.0 if args.quick else args.seconds
     names = args.loads.split(",") if args.loads else list(LOADS)
     if args.keep:
@@ -279,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"benchmark": "profiles", "rate_hz": RATE_HZ, "profiles": [
         {"load": p.load, "seconds": p.seconds, "samples": p.samples, "work": p.work,
          "self": p.self_counts.most_common(args.top),
-         "inclusive": [(f, n) for f, n in p.inclusive_counts.most_common() if n < p.samples * 0.97][:args.top]}
+         "inclusive": top_inclusive(p, args.top)}
         for p in profiles]}))
     return 0
 
