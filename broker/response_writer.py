@@ -11,6 +11,12 @@ is writable again, so record bytes go from the page cache to the socket and are
 never copied through Python. When the queue is empty, output goes back through
 the transport.
 
+A queued range holds its own duplicate of the segment's fd: a segment closed
+meanwhile (retention, topic deletion) would otherwise leave a number the next
+``open`` may reuse, and the queue would send another file's bytes. With the
+duplicate, the bytes sent are the segment's, as in Kafka, whose open file
+channels outlive a deleted segment's name.
+
 Ordering holds because direct mode starts only when the transport has nothing
 buffered (checked before each sendfile), and while it lasts nothing is given
 to the transport. Writability is watched on a duplicate of the socket's fd: the
@@ -68,13 +74,13 @@ class ResponseWriter:
             if parts:
                 self._transport.writelines(parts)
                 parts = []
+            _check_open(chunk.file)
             if self._sock_fd is None or self._transport.get_write_buffer_size():
                 self._transport.write(_pread_all(chunk))
                 continue
             sent = _sendfile_some(self._sock_fd, chunk)
             if sent < chunk.length:
-                self._pending.append(FileRange(chunk.file, chunk.offset + sent, chunk.length - sent))
-                self._pending_bytes += chunk.length - sent
+                self._enqueue([FileRange(chunk.file, chunk.offset + sent, chunk.length - sent)], 0)
                 self._enqueue(chunks, index + 1)
                 self._watch()
                 return
@@ -84,6 +90,9 @@ class ResponseWriter:
     def close(self) -> None:
         """Drop whatever is queued and stop watching (the connection is going away)."""
         self._closed = True
+        for chunk in self._pending:
+            if isinstance(chunk, FileRange):
+                chunk.file.close()
         self._pending.clear()
         self._pending_bytes = 0
         self._unwatch()
@@ -92,7 +101,7 @@ class ResponseWriter:
     def _enqueue(self, chunks: list[Chunk], start: int) -> None:
         for chunk in chunks[start:]:
             if isinstance(chunk, FileRange):
-                self._pending.append(chunk)
+                self._pending.append(FileRange(_OwnFd.of(chunk.file), chunk.offset, chunk.length))
                 self._pending_bytes += chunk.length
             elif len(chunk):
                 view = memoryview(chunk).cast("B")
@@ -150,6 +159,7 @@ class ResponseWriter:
             self._pending[0] = FileRange(head.file, head.offset + n, head.length - n)
         else:
             self._pending.popleft()
+            head.file.close()
 
     def _consume_buffers(self, n: int) -> None:
         self._pending_bytes -= n
@@ -161,6 +171,34 @@ class ResponseWriter:
                 return
             n -= len(head)
             pending.popleft()
+
+
+class _OwnFd:
+    """A duplicate of a segment's fd, owned by one queued FileRange."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @classmethod
+    def of(cls, file: Any) -> "_OwnFd":
+        _check_open(file)
+        return cls(os.dup(file.fileno()))
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _check_open(file: Any) -> None:
+    # A closed segment's fd number may already belong to another file.
+    if getattr(file, "closed", False):
+        raise OSError(f"segment {getattr(file, 'path', file)} was closed before its bytes were sent")
 
 
 def _sendfile_some(sock_fd: int, chunk: FileRange) -> int:

@@ -1,0 +1,84 @@
+"""ResponseWriter: queued file ranges keep their own fd, so a segment closed meanwhile
+(retention, topic deletion) never lets another file's bytes reach a client."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from broker.response_writer import ResponseWriter
+from protocol.buffers import FileRange
+from storage.file_records import FileRecords
+
+
+async def _small_window_client(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)  # fixed: the socket fills up
+    client.connect(("127.0.0.1", port))
+    client.setblocking(False)
+    return await asyncio.open_connection(sock=client)
+
+
+def test_a_queued_range_is_sent_from_its_segment_after_the_segment_is_closed(tmp_path: Path) -> None:
+    payload = os.urandom(6 << 20)
+    (tmp_path / "00.log").write_bytes(payload)
+
+    async def scenario() -> tuple[bytes, int]:
+        received = bytearray()
+        done = asyncio.Event()
+        queued: list[int] = []
+
+        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            segment = FileRecords(tmp_path / "00.log")
+            sock_fd = writer.transport.get_extra_info("socket").fileno()
+            out = ResponseWriter(writer.transport, sock_fd, lambda: None, lambda exc: None)  # type: ignore[arg-type]
+            out.write([b"head", FileRange(segment, 0, len(payload)), b"tail"])
+            queued.append(out.backlog)
+            segment.close()  # e.g. retention deleted it while the client was slow
+            # The freed fd number is likely reused at once by a file of other bytes.
+            decoy = os.open(tmp_path / "decoy", os.O_CREAT | os.O_RDWR)
+            os.write(decoy, b"\0" * len(payload))
+            for _ in range(2000):  # bounded
+                if out.backlog == 0:
+                    break
+                await asyncio.sleep(0.005)
+            os.close(decoy)
+            writer.close()
+            done.set()
+
+        server = await asyncio.start_server(on_client, "127.0.0.1", 0)
+        reader, writer = await _small_window_client(server.sockets[0].getsockname()[1])
+        while chunk := await reader.read(1 << 20):
+            received += chunk
+        await done.wait()
+        writer.close()
+        server.close()
+        return bytes(received), queued[0]
+
+    got, queued = asyncio.run(scenario())
+    assert queued > 0  # the range was still queued when its segment closed
+    assert got == b"head" + payload + b"tail"
+
+
+def test_a_range_of_an_already_closed_segment_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "00.log").write_bytes(b"x" * 100)
+    segment = FileRecords(tmp_path / "00.log")
+    segment.close()
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname()[:2])
+        sock_fd = writer.transport.get_extra_info("socket").fileno()
+        out = ResponseWriter(writer.transport, sock_fd, lambda: None, lambda exc: None)  # type: ignore[arg-type]
+        try:
+            with pytest.raises(OSError, match="closed"):
+                out.write([b"head", FileRange(segment, 0, 100)])
+        finally:
+            writer.close()
+            server.close()
+
+    asyncio.run(scenario())
