@@ -21,9 +21,13 @@ from __future__ import annotations
 from protocol.errors import ProtocolError
 
 _SIZE_BYTES = 4
-#: Below this many missing bytes a frame is filled through the scratch buffer:
-#: one read may then also bring the next frames.
+#: Frames smaller than this are filled through the scratch buffer (one read may
+#: then bring several); larger ones are read into their own buffer to the end.
 DIRECT_FILL_MIN = 64 * 1024
+#: After a large frame, the next read takes only this much through the scratch
+#: buffer: a client sending large requests likely sends another, whose bytes
+#: past its header should land in it directly rather than be copied.
+AFTER_LARGE_READ = 4096
 
 
 class FrameDecoder:
@@ -34,29 +38,36 @@ class FrameDecoder:
         self._filled = 0
         self._scratch = scratch
         self._direct = False  # the last recv_buffer was the frame itself
+        self._last_large = False
 
     def recv_buffer(self) -> memoryview:
         """Where the next read should land: the rest of a large frame, or the scratch buffer."""
         frame = self._frame
-        if frame is not None and len(frame) - self._filled >= DIRECT_FILL_MIN:
+        if frame is not None and len(frame) >= DIRECT_FILL_MIN:
             self._direct = True
             return memoryview(frame)[self._filled :]
         self._direct = False
         if self._scratch is None:
             self._scratch = bytearray(256 * 1024)
+        if self._last_large and frame is None:
+            return memoryview(self._scratch)[:AFTER_LARGE_READ]
         return memoryview(self._scratch)
 
     def received(self, nbytes: int) -> list[memoryview]:
         """The frames completed by ``nbytes`` read into the last ``recv_buffer``."""
         if not self._direct:
             assert self._scratch is not None
-            return self.feed(memoryview(self._scratch)[:nbytes])
+            frames = self.feed(memoryview(self._scratch)[:nbytes])
+            if frames:
+                self._last_large = len(frames[-1]) >= DIRECT_FILL_MIN
+            return frames
         frame = self._frame
         assert frame is not None
         self._filled += nbytes
         if self._filled < len(frame):
             return []
         self._frame, self._filled, self._direct = None, 0, False
+        self._last_large = True
         return [memoryview(frame)]
 
     @property

@@ -71,3 +71,22 @@ def test_buffered_reads_give_the_same_frames_and_fill_large_frames_in_place() ->
         assert got == payloads
         assert decoder.buffered == 0
         assert direct_reads > 0
+
+
+def test_after_a_large_frame_only_a_header_sized_read_goes_through_scratch() -> None:
+    """A client sending 1 MiB requests: all but a few KiB of each lands in its own frame."""
+    from protocol.framing import AFTER_LARGE_READ, DIRECT_FILL_MIN
+
+    payloads = [bytes([i]) * (DIRECT_FILL_MIN * 4) for i in range(3)]
+    data, pos = _stream(payloads), 0
+    decoder, got, through_scratch = FrameDecoder(1 << 20, bytearray(1 << 16)), [], 0
+    while pos < len(data):
+        target = decoder.recv_buffer()
+        n = min(len(target), len(data) - pos)
+        target[:n] = data[pos : pos + n]
+        if len(target.obj) == 1 << 16:  # the scratch buffer, not a frame
+            through_scratch += n
+        pos += n
+        got += [bytes(f) for f in decoder.received(n)]
+    assert got == payloads
+    assert through_scratch <= (1 << 16) + 2 * AFTER_LARGE_READ
