@@ -275,32 +275,22 @@ class LogSegment:
 
         The log is cut at the first batch that fails; returns the bytes removed.
         ``on_batch`` sees each valid batch (leader-epoch cache, producer state).
-        ``recovery_point``: offsets below it were flushed (log and indexes), so
-        the scan resumes at the last index entry below it instead of position 0;
-        a crash then costs a scan of what was not flushed, not of whole segments.
+        ``recovery_point``: offsets below it were flushed (log and indexes), so the
+        batches below it are walked by header only, from the last index entry below
+        it, and only the rest is checked: a crash costs a scan of what was not
+        flushed, not of whole segments.
         """
         # Aborted transactions come back when the loader replays producer state.
         self.txn_index.reset()
         self.bytes_since_last_index_entry = 0
-        resume = self._resume_point(recovery_point)
-        if resume is None:
+        resumed = self._walk_flushed(recovery_point, on_batch) if recovery_point > self.base_offset else None
+        if resumed is None:
             self.offset_index.reset()
             self.time_index.reset()
-            start_position, max_so_far, resumed_at = 0, TimestampOffset(NO_TIMESTAMP, self.base_offset), None
-        else:
-            start_position, max_so_far, resumed_at = resume
-        valid_bytes = start_position
-        next_offset = self.base_offset
-        self.recovery_scan_start = start_position
-        for position, scanned in self.log.scan_batches(start_position=start_position):
-            if resumed_at is not None:
-                if isinstance(scanned, ProtocolError) or scanned.last_offset != resumed_at:
-                    # The batch the index names below the recovery point is not there
-                    # intact: trust nothing, scan the whole segment.
-                    log.warning("Index entry for offset %d of %s does not match its batch; full scan",
-                                resumed_at, self.log.path)
-                    return self.recover(on_batch)
-                resumed_at = None
+            resumed = 0, self.base_offset, TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        valid_bytes, next_offset, max_so_far = resumed
+        self.recovery_scan_start = valid_bytes
+        for position, scanned in self.log.scan_batches(start_position=valid_bytes):
             if isinstance(scanned, ProtocolError):  # corrupt, torn, or garbage that looks like magic 0/1
                 log.warning("Found invalid batch at position %d in %s: %s", position, self.log.path, scanned)
                 break
@@ -311,15 +301,9 @@ class LogSegment:
                     header.base_offset, header.last_offset, position, self.log.path,
                 )
                 break
-            if header.max_timestamp > max_so_far.timestamp:
-                max_so_far = TimestampOffset(header.max_timestamp, header.last_offset)
-            self._maybe_index(header, position, max_so_far)
-            if on_batch is not None:
-                on_batch(header)
+            max_so_far = self._index_recovered(header, position, max_so_far, on_batch)
             valid_bytes = position + header.size_in_bytes
             next_offset = header.next_offset
-        if resumed_at is not None:  # nothing at all where the index pointed
-            return self.recover(on_batch)
         truncated = self.log.size - valid_bytes
         if truncated > 0:
             log.warning("Truncating %s to %d bytes (%d invalid bytes removed)", self.log.path, valid_bytes, truncated)
@@ -331,23 +315,53 @@ class LogSegment:
         self._rolling_based_timestamp = None
         return truncated
 
-    def _resume_point(self, recovery_point: int) -> tuple[int, TimestampOffset, int] | None:
-        """Where a recovery may start scanning: the batch of the last offset-index entry
-        below ``recovery_point`` (that batch and all before it were flushed), with the max
-        timestamp up to it and that batch's last offset. Later index entries are dropped
-        (they may point at lost data). None: scan from the start."""
-        if recovery_point <= self.base_offset:
-            return None
+    def _index_recovered(self, header: RecordBatchHeader, position: int, max_so_far: TimestampOffset,
+                         on_batch: BatchCallback | None) -> TimestampOffset:
+        if header.max_timestamp > max_so_far.timestamp:
+            max_so_far = TimestampOffset(header.max_timestamp, header.last_offset)
+        self._maybe_index(header, position, max_so_far)
+        if on_batch is not None:
+            on_batch(header)
+        return max_so_far
+
+    def _walk_flushed(self, recovery_point: int, on_batch: BatchCallback | None
+                      ) -> tuple[int, int, TimestampOffset] | None:
+        """Walk the batches below ``recovery_point`` by header, from the last index entry below
+        it (index entries after it are dropped: they may point at lost data).
+
+        Returns (position, next offset, max timestamp so far) where checking must begin, or
+        None when the flushed part is not as the index says (then everything is checked).
+        """
         entry = self.offset_index.lookup(recovery_point - 1)
-        if entry.position == 0:
-            return None
+        indexed = entry.position > 0
         self.offset_index.resize(self.max_index_size)
         self.time_index.resize(self.max_index_size)
-        self.offset_index.truncate_to(entry.offset + 1)
-        self.time_index.truncate_to(entry.offset + 1)
-        max_so_far = (self.time_index.last_entry if self.time_index.entries
-                      else TimestampOffset(NO_TIMESTAMP, self.base_offset))
-        return entry.position, max_so_far, entry.offset
+        if indexed:
+            self.offset_index.truncate_to(entry.offset + 1)
+            self.time_index.truncate_to(entry.offset + 1)
+            max_so_far = (self.time_index.last_entry if self.time_index.entries
+                          else TimestampOffset(NO_TIMESTAMP, self.base_offset))
+        else:
+            self.offset_index.reset()
+            self.time_index.reset()
+            max_so_far = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        position, next_offset = entry.position, self.base_offset
+        try:
+            for pos, header in self.log.batch_headers(entry.position):
+                if indexed and pos == entry.position and header.last_offset != entry.offset:
+                    break  # the batch the index names is not there
+                if header.last_offset >= recovery_point:
+                    return position, next_offset, max_so_far
+                max_so_far = self._index_recovered(header, pos, max_so_far, on_batch)
+                position, next_offset = pos + header.size_in_bytes, header.next_offset
+            else:
+                if position > entry.position or not indexed:
+                    return position, next_offset, max_so_far
+        except ProtocolError:
+            pass
+        log.warning("%s does not hold the flushed batches its index names below offset %d; checking it all",
+                    self.log.path, recovery_point)
+        return None
 
     def sanity_check(self) -> None:
         """Raises CorruptIndexError when an index cannot be trusted (the loader rebuilds)."""
