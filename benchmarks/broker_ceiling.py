@@ -25,6 +25,7 @@ page cache's dirty pages are written back (``sync``), for both brokers alike.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -550,10 +551,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--in-flight", type=int, default=8, help="requests in flight per connection")
     parser.add_argument("--fetch-bytes", type=int, default=4 * MIB, help="max_bytes of each fetch")
     parser.add_argument("--bootstrap", help="drive a running broker (HOST:PORT) instead of starting any")
+    parser.add_argument("--data-scale", type=float, default=1.0,
+                        help="multiply each load's bytes per partition (e.g. 0.25 with --connections 4)")
     parser.add_argument("--no-machine", action="store_true",
                         help="skip the machine's own ceiling (pwrite / sendfile of the same bytes)")
     args = parser.parse_args(argv)
-    loads = standard_loads(args.quick)
+    loads = [dataclasses.replace(load, data_bytes=max(load.batch_bytes, int(load.data_bytes * args.data_scale)))
+             for load in standard_loads(args.quick)]
     if args.loads:
         wanted = args.loads.split(",")
         loads = [load for load in loads if load.name in wanted]
