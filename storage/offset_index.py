@@ -57,7 +57,7 @@ class OffsetIndex(AbstractIndex):
             )
         with self.lock:
             self._ensure_room()
-            _ENTRY.pack_into(self._mmap, self._entries * 8, self.relative_offset(offset), position)  # type: ignore[arg-type]
+            self._write_slot(self._entries * 8, _ENTRY.pack(self.relative_offset(offset), position))
             self._entries += 1
             self._last_offset = offset
 

@@ -73,7 +73,7 @@ class TimeIndex(AbstractIndex):
         if self._entries == 0 or timestamp > self._last_entry.timestamp:
             with self.lock:
                 self._ensure_room()
-                _ENTRY.pack_into(self._mmap, self._entries * 12, timestamp, self.relative_offset(offset))  # type: ignore[arg-type]
+                self._write_slot(self._entries * 12, _ENTRY.pack(timestamp, self.relative_offset(offset)))
                 self._entries += 1
                 self._last_entry = TimestampOffset(timestamp, offset)
 
