@@ -4,6 +4,14 @@ The ``leader-epoch-checkpoint`` file in each partition directory holds Kafka's
 format: version ``0``, the entry count, then ``epoch startOffset`` lines. It is
 rewritten atomically whenever the cache changes, as Kafka does, because
 followers truncate by it (OffsetsForLeaderEpoch) after a leader change.
+
+An epoch assigned by an append is not written at once: writing (and fsyncing)
+the file on the append path cost every new partition's first produce a file
+creation and a disk sync on the broker's event loop (1,000 new partitions: 15 s
+instead of 1.6 s for 100,000 records). The log writes it durably (``sync``)
+before it moves its recovery point past the epoch's start, and a recovery
+re-assigns epochs from the batches past the recovery point, so nothing an
+unclean stop leaves unflushed depends on the file.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ class LeaderEpochFileCache:
     def __init__(self, partition_dir: Path | str) -> None:
         self.checkpoint = LeaderEpochCheckpointFile(Path(partition_dir) / LEADER_EPOCH_CHECKPOINT_FILENAME)
         self._entries: list[EpochEntry] = [EpochEntry(*e) for e in self.checkpoint.read()]
+        self._unsynced = False
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -56,6 +65,11 @@ class LeaderEpochFileCache:
             if len(kept) != len(self._entries) + 1:
                 log.info("Leader epoch cache %s: %s replaced by %s", self.checkpoint.path, self._entries, kept)
             self._entries = kept
+            self._unsynced = True
+
+    def sync(self) -> None:
+        """Write the checkpoint (durably) if an assignment changed the cache since."""
+        if self._unsynced:
             self.flush()
 
     def epoch_for_offset(self, offset: int) -> int | None:
@@ -104,3 +118,4 @@ class LeaderEpochFileCache:
 
     def flush(self) -> None:
         self.checkpoint.write(self._entries)
+        self._unsynced = False

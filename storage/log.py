@@ -304,6 +304,8 @@ class Log:
                 return
             for segment in self.segments.range(self.recovery_point, offset):
                 segment.flush()
+            # Epochs of the offsets now flushed must survive a power loss too.
+            self.leader_epoch_cache.sync()
             if self._dir_dirty:  # a new segment's directory entry must be durable too
                 fsync_dir(self.dir)
                 self._dir_dirty = False

@@ -45,6 +45,8 @@ def test_leader_epoch_cache(tmp_path) -> None:
     cache.assign(2, 100)
     cache.assign(5, 300)
     assert [tuple(e) for e in cache.entries] == [(0, 0), (2, 100), (5, 300)]
+    assert LeaderEpochFileCache(tmp_path).entries == []  # appends' epochs wait for the log's flush
+    cache.sync()
     assert LeaderEpochFileCache(tmp_path).entries == cache.entries  # persisted
     assert cache.epoch_for_offset(99) == 0 and cache.epoch_for_offset(100) == 2
     assert cache.end_offset_for(5, 400) == (5, 400)
@@ -69,3 +71,31 @@ def test_read_or_empty_logs_a_malformed_checkpoint_and_reads_it_as_empty(tmp_pat
     assert OffsetCheckpointFile(tmp_path / "missing").read_or_empty() == {}
     OffsetCheckpointFile(path).write({("orders", 0): 6})
     assert OffsetCheckpointFile(path).read_or_empty() == {("orders", 0): 6}
+
+
+def test_an_epoch_assigned_by_an_append_is_written_and_fsynced_by_the_next_flush(tmp_path, monkeypatch) -> None:
+    import os
+
+    import storage.checkpoints as checkpoints
+    from storage.config import LogConfig
+    from storage.log import Log
+    from tests.storage.helpers import make_batch
+
+    synced: list[str] = []
+    real = os.fsync
+    monkeypatch.setattr(checkpoints.os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real(fd))
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    synced.clear()
+    log.append_as_leader(make_batch(2, timestamp=1_700_000_000_000), leader_epoch=3)
+    checkpoint = checkpoints.LeaderEpochCheckpointFile(tmp_path / "t-0" / "leader-epoch-checkpoint")
+    assert log.leader_epoch_cache.entries == [(3, 0)]
+    assert checkpoint.read() == []  # no file write, no disk sync on the append path
+    assert not [p for p in synced if "leader-epoch-checkpoint" in p]
+    log.flush()
+    assert checkpoint.read() == [(3, 0)]
+    assert [p for p in synced if "leader-epoch-checkpoint" in p]
+    synced.clear()
+    log.append_as_leader(make_batch(2, timestamp=1_700_000_000_000), leader_epoch=3)
+    log.flush()
+    assert not [p for p in synced if "leader-epoch-checkpoint" in p]  # unchanged: nothing to sync
+    log.close()
