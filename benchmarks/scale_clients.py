@@ -1,0 +1,267 @@
+"""Scale scenarios driven by confluent-kafka clients, run the same way against both brokers.
+
+* 1,000 partitions (100 topics x 10) against 6, one producer writing to all of them,
+  every record read back exactly once in per-partition order; a raw Metadata round trip
+  for all partitions, timed with pafka's own protocol code.
+* 1,000 idle connections (each after one ApiVersions round trip) next to 20 producers.
+* 50 consumer groups, one consumer each, reading the whole of one topic concurrently.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from bench_brokers import BenchBroker, ResourceMeter, median
+from scale_storage import create_topics, delete_topics, produce_records
+from scale_wire import METADATA, WireClient, api_versions_v0_frame
+
+PHASE_TIMEOUT_S = 300.0
+SEQUENCE = struct.Struct(">Q")
+
+
+def producer_config(bootstrap: str) -> dict[str, Any]:
+    """The suite's producer settings (kbench's): acks 1, linger 5 ms, 1 MB batches."""
+    return {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1000000,
+            "queue.buffering.max.messages": 1000000, "queue.buffering.max.kbytes": 1048576,
+            "message.timeout.ms": int(PHASE_TIMEOUT_S * 1000), "delivery.report.only.error": True}
+
+
+def consumer_config(bootstrap: str, group: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760,
+            "fetch.wait.max.ms": 100, "queued.min.messages": 1000000, "fetch.queue.backoff.ms": 5}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+# -- producing a sequence to many partitions and reading it back ------------------------------
+def produce_spread(bootstrap: str, partitions: list[tuple[str, int]], records: int, size: int) -> None:
+    """Record i goes to partitions[i % n] carrying its sequence number within that partition."""
+    errors: list[str] = []
+    producer = Producer(producer_config(bootstrap) | {"error_cb": lambda e: errors.append(str(e))})
+    count = len(partitions)
+    padding = b"x" * (size - SEQUENCE.size)
+    deadline = time.monotonic() + PHASE_TIMEOUT_S
+
+    def failed(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    for i in range(records):
+        topic, partition = partitions[i % count]
+        value = SEQUENCE.pack(i // count) + padding
+        while True:
+            try:
+                producer.produce(topic, value, partition=partition, on_delivery=failed)
+                break
+            except BufferError:
+                producer.poll(0.005)
+                if time.monotonic() > deadline:
+                    raise TimeoutError("producer queue stayed full")
+    left = producer.flush(max(1.0, deadline - time.monotonic()))
+    if left or any("Delivery" in e or "delivery" in e for e in errors):
+        raise RuntimeError(f"{left} records undelivered; errors: {errors[:3]}")
+
+
+def expected_counts(partitions: list[tuple[str, int]], records: int) -> dict[tuple[str, int], int]:
+    count = len(partitions)
+    return {tp: records // count + (1 if i < records % count else 0) for i, tp in enumerate(partitions)}
+
+
+def read_back(bootstrap: str, expected: dict[tuple[str, int], int]) -> bool:
+    """Every partition from offset 0: each record exactly once, sequence numbers in order."""
+    consumer = Consumer(consumer_config(bootstrap, "scale-verify-" + uuid.uuid4().hex))
+    consumer.assign([TopicPartition(t, p, 0) for t, p in expected])
+    following = {tp: 0 for tp in expected}
+    total, got, ok = sum(expected.values()), 0, True
+    deadline = time.monotonic() + PHASE_TIMEOUT_S
+    try:
+        while got < total and time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=10000, timeout=0.5):
+                if message.error() is not None:
+                    continue
+                tp = (message.topic(), message.partition())
+                if SEQUENCE.unpack_from(message.value())[0] != following[tp]:
+                    ok = False
+                following[tp] += 1
+                got += 1
+    finally:
+        consumer.close()
+    return ok and following == expected
+
+
+def run_partitions(broker: BenchBroker, topics: int, per_topic: int, records: int, metadata_repeats: int
+                   ) -> dict[str, Any]:
+    """Produce ``records`` of 100 B over topics x per_topic partitions; Metadata timing; verify."""
+    tag = uuid.uuid4().hex[:6]
+    names = [f"scale-parts-{tag}-{i:03d}" for i in range(topics)]
+    create_topics(broker.bootstrap, names, per_topic)
+    partitions = [(t, p) for t in names for p in range(per_topic)]
+    result: dict[str, Any] = {"partitions": len(partitions)}
+    with WireClient(broker.host, broker.port) as client:
+        client.negotiate()
+        result["metadata_version"] = client.versions[METADATA]
+        times, seen = [], 0
+        for i in range(metadata_repeats + 3):  # three warm-ups
+            started = time.perf_counter()
+            response = client.metadata(None)
+            elapsed = time.perf_counter() - started
+            if i >= 3:
+                times.append(elapsed)
+            seen = sum(len(t.partitions) for t in response.topics if t.name in set(names))
+        result |= {"metadata_ms_p50": median(times) * 1000, "metadata_ms_p99": percentile(times, 0.99) * 1000,
+                   "metadata_partitions_seen": seen}
+    with ResourceMeter(broker) as meter:
+        produce_spread(broker.bootstrap, partitions, records, 100)
+    result |= {"records": records, "produce_s": meter.wall_s, "records_per_s": records / meter.wall_s,
+               "cpu_s_per_million": meter.cpu_s / records * 1e6}
+    expected = expected_counts(partitions, records)
+    by_topic: dict[str, list[int]] = {}
+    for t, p in partitions:
+        by_topic.setdefault(t, []).append(p)
+    with WireClient(broker.host, broker.port) as client:
+        client.negotiate()
+        latest = client.latest_offsets(by_topic)
+    result["list_offsets_match"] = sum(1 for tp, n in expected.items() if latest.get(tp) == n)
+    result["read_back_ok"] = read_back(broker.bootstrap, expected)
+    delete_topics(broker.bootstrap, names)
+    return result
+
+
+# -- 1,000 idle connections ---------------------------------------------------------------------
+def open_idle_connections(broker: BenchBroker, count: int) -> list[socket.socket]:
+    """``count`` connections, each after one ApiVersions v0 round trip (sent all, then read)."""
+    sockets = [socket.create_connection((broker.host, broker.port), timeout=30) for _ in range(count)]
+    frame = api_versions_v0_frame()
+    for sock in sockets:
+        sock.sendall(frame)
+    for sock in sockets:
+        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+        _recv_exact(sock, size)
+    return sockets
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("broker closed an idle connection")
+        data += chunk
+    return data
+
+
+def run_active_producers(broker: BenchBroker, topic: str, producers: int, records_each: int) -> tuple[float, float]:
+    """``producers`` producers (one partition each) in lockstep; (records/s, broker CPU-s/M)."""
+    clients = [Producer(producer_config(broker.bootstrap)) for _ in range(producers)]
+    value = b"y" * 100
+    deadline = time.monotonic() + PHASE_TIMEOUT_S
+    with ResourceMeter(broker) as meter:
+        for _ in range(records_each):
+            for index, producer in enumerate(clients):
+                while True:
+                    try:
+                        producer.produce(topic, value, partition=index)
+                        break
+                    except BufferError:
+                        producer.poll(0.005)
+                        if time.monotonic() > deadline:
+                            raise TimeoutError("producer queue stayed full")
+        left = sum(p.flush(max(1.0, deadline - time.monotonic())) for p in clients)
+    if left:
+        raise RuntimeError(f"{left} records undelivered")
+    total = producers * records_each
+    return total / meter.wall_s, meter.cpu_s / total * 1e6
+
+
+def run_connections(broker: BenchBroker, topic: str, idle: int, producers: int, records_each: int
+                    ) -> dict[str, Any]:
+    without_rate, without_cpu = run_active_producers(broker, topic, producers, records_each)
+    time.sleep(1.0)
+    rss_before = broker.rss_mb()
+    sockets = open_idle_connections(broker, idle)
+    try:
+        time.sleep(1.0)
+        rss_idle = broker.rss_mb()
+        with_rate, with_cpu = run_active_producers(broker, topic, producers, records_each)
+        alive = sum(1 for s in sockets if _still_open(s))
+    finally:
+        for sock in sockets:
+            sock.close()
+    return {"rss_before_mb": rss_before, "rss_with_idle_mb": rss_idle, "idle_cost_mb": rss_idle - rss_before,
+            "records_per_s_without": without_rate, "records_per_s_with": with_rate,
+            "cpu_s_per_million_without": without_cpu, "cpu_s_per_million_with": with_cpu,
+            "idle_still_open": alive}
+
+
+def _still_open(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+# -- 50 consumer groups ---------------------------------------------------------------------------
+def consume_as_group(bootstrap: str, topic: str, group: str, expected: dict[int, int]) -> dict[str, Any]:
+    """One consumer in its own group: subscribe, read everything once and in order, commit, leave."""
+    assigned = threading.Event()
+    consumer = Consumer(consumer_config(bootstrap, group))
+    started = time.monotonic()
+    join_s: list[float] = []
+
+    def on_assign(c: Any, partitions: list[Any]) -> None:
+        join_s.append(time.monotonic() - started)
+        assigned.set()
+
+    consumer.subscribe([topic], on_assign=on_assign)
+    following = {p: 0 for p in expected}
+    got, ok, total = 0, True, sum(expected.values())
+    deadline = started + PHASE_TIMEOUT_S
+    try:
+        while got < total and time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=10000, timeout=0.5):
+                error = message.error()
+                if error is not None:
+                    ok = ok and error.code() == KafkaError._PARTITION_EOF
+                    continue
+                partition = message.partition()
+                if message.offset() != following[partition]:
+                    ok = False
+                following[partition] = message.offset() + 1
+                got += 1
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return {"join_s": join_s[0] if join_s else None, "read_s": time.monotonic() - started,
+            "ok": ok and following == expected}
+
+
+def run_groups(broker: BenchBroker, groups: int, partitions: int, per_partition: int, workers: int
+               ) -> dict[str, Any]:
+    topic = "scale-groups-" + uuid.uuid4().hex[:6]
+    create_topics(broker.bootstrap, [topic], partitions)
+    produce_records(broker.bootstrap, topic, partitions * per_partition, 100, partitions)
+    expected = {p: per_partition for p in range(partitions)}
+    names = [f"scale-group-{uuid.uuid4().hex[:6]}-{i}" for i in range(groups)]
+    with ResourceMeter(broker) as meter:
+        with ThreadPoolExecutor(workers) as pool:
+            results = list(pool.map(lambda g: consume_as_group(broker.bootstrap, topic, g, expected), names))
+    delete_topics(broker.bootstrap, [topic])
+    joins = [r["join_s"] for r in results if r["join_s"] is not None]
+    return {"groups": groups, "records_per_group": partitions * per_partition, "all_read_s": meter.wall_s,
+            "broker_cpu_s": meter.cpu_s, "join_s_p50": median(joins), "join_s_max": max(joins, default=None),
+            "read_s_max": max(r["read_s"] for r in results), "groups_ok": sum(1 for r in results if r["ok"])}
