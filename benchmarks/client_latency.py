@@ -137,8 +137,9 @@ def send_paced(producer: Producer, topic: str, s: Scenario, pad: bytes) -> tuple
             try:
                 produce(topic, pack(sent, clock()) + pad)
                 sent += 1
-            except BufferError:  # the broker fell behind the offered load
-                poll(0.001)
+            except BufferError:  # the broker fell behind the offered load: back-pressure,
+                poll(0.001)      # not a stall of this process
+                last = clock()
         poll(0.001)  # sleeps at most a tick and serves delivery reports as they come
     return sent, stalled_ns / 1e6
 
