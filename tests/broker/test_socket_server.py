@@ -163,3 +163,37 @@ def test_file_ranges_reach_the_client_in_order_whether_sendfiled_or_queued(tmp_p
     got, backlogs = asyncio.run(scenario())
     assert got == expected
     assert backlogs[0] > 0 and backlogs[1] == 0
+
+
+def test_a_request_behind_a_running_task_starts_after_that_task_has() -> None:
+    """Handlers that answer synchronously must not overtake an earlier request of the
+    same connection still running as a task: its first step (e.g. submitting to the
+    append thread) happens first, as when every handler was a task."""
+    started: list[int] = []
+
+    def dispatch(ctx: RequestContext):  # type: ignore[no-untyped-def]
+        correlation_id = ctx.request.correlation_id
+        if correlation_id == 1:
+            async def slow() -> ApiVersionsResponse:
+                started.append(1)
+                await asyncio.sleep(0.05)
+                return ApiVersionsResponse(error_code=0, throttle_time_ms=1)
+            return slow()
+        started.append(correlation_id)
+        return ApiVersionsResponse(error_code=0, throttle_time_ms=correlation_id)
+
+    async def scenario() -> list[int]:
+        server, port = await _serve(dispatch)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"".join(_api_versions_request(i) for i in (1, 2, 3)))
+            await writer.drain()
+            order = [(await _read_response(reader))[0] for _ in range(3)]
+            writer.close()
+            return order
+        finally:
+            server.stop_accepting()
+            await server.drain(1)
+
+    assert asyncio.run(scenario()) == [1, 2, 3]
+    assert started == [1, 2, 3]
