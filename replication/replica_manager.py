@@ -74,6 +74,9 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.partitions: dict[TopicPartition, Partition] = {}
+        #: The same partitions by topic, in index order: Metadata, DescribeTopicPartitions and
+        #: FindCoordinator list one topic's partitions without walking every partition hosted.
+        self._by_topic: dict[str, dict[int, Partition]] = {}
 
     # -- partition lifecycle ---------------------------------------------
     def make_leader(self, topic: str, partition_index: int, topic_id: uuid.UUID, replicas: list[int],
@@ -87,18 +90,23 @@ class ReplicaManager:
             # A single-replica leader owns everything in its log: committed.
             partition.maybe_increment_high_watermark()
             self.partitions[tp] = partition
+            by_index = self._by_topic.setdefault(topic, {})
+            out_of_order = bool(by_index) and partition_index < next(reversed(by_index))
+            by_index[partition_index] = partition
+            if out_of_order:
+                self._by_topic[topic] = dict(sorted(by_index.items()))
         return partition
 
     def delete_partitions(self, topic: str) -> None:
-        for tp in [tp for tp in self.partitions if tp[0] == topic]:
-            del self.partitions[tp]
-            self.log_manager.delete_log(*tp)
+        for index in list(self._by_topic.pop(topic, {})):
+            del self.partitions[(topic, index)]
+            self.log_manager.delete_log(topic, index)
 
     def get_partition(self, topic: str, partition_index: int) -> Partition | None:
         return self.partitions.get((topic, partition_index))
 
     def partitions_of(self, topic: str) -> list[Partition]:
-        return sorted((p for (t, _), p in self.partitions.items() if t == topic), key=lambda p: p.partition_index)
+        return list(self._by_topic.get(topic, {}).values())
 
     # -- append -----------------------------------------------------------
     def append_records(
