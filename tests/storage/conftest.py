@@ -21,3 +21,16 @@ def checked_tmp_path(tmp_path: Path):
     dirs = {p.parent for p in tmp_path.rglob("*.log")}
     for partition_dir in sorted(dirs):
         check_log_dir_with_kafka_python(partition_dir)
+
+
+@pytest.fixture
+def index_pwrites(monkeypatch) -> list[int]:
+    """File positions of the index entries written with pwrite (not through the mapping)."""
+    import os
+
+    import storage.abstract_index as abstract_index
+
+    written: list[int] = []
+    real = os.pwrite
+    monkeypatch.setattr(abstract_index.os, "pwrite", lambda fd, data, pos: written.append(pos) or real(fd, data, pos))
+    return written

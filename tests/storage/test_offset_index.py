@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -174,20 +173,16 @@ def test_sanity_check(tmp_path) -> None:
         OffsetIndex(path, 10).sanity_check(log_size=100)  # points past the log
 
 
-def test_entries_opening_a_page_of_a_preallocated_index_are_written_with_pwrite(tmp_path, monkeypatch) -> None:
+def test_entries_opening_a_page_of_a_preallocated_index_are_written_with_pwrite(tmp_path, index_pwrites) -> None:
     # A store through the mapping into a hole of the sparse file takes a block-allocating
     # write fault (~2 ms on ext4); pwrite allocates the block for a few microseconds.
-    import storage.abstract_index as abstract_index
+    from storage.abstract_index import PAGE_SIZE as page
 
-    written: list[int] = []
-    real = os.pwrite
-    monkeypatch.setattr(abstract_index.os, "pwrite", lambda fd, data, pos: written.append(pos) or real(fd, data, pos))
     path = tmp_path / "00000000000000000000.index"
     index = OffsetIndex(path, 0, max_index_size=10 << 20)
     for i in range(1, 1101):
         index.append(i * 3, i * 100)
-    page = abstract_index.PAGE_SIZE
-    assert written == [0, page, 2 * page]  # 1,100 entries of 8 bytes: three pages
+    assert index_pwrites == [0, page, 2 * page]  # 1,100 entries of 8 bytes: three pages
     assert [index.lookup(i * 3 + 1) for i in (1, 511, 512, 513, 1100)] == [
         (i * 3, i * 100) for i in (1, 511, 512, 513, 1100)]
     index.close()

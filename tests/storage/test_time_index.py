@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from storage.errors import CorruptIndexError
@@ -91,20 +89,16 @@ def test_sanity_check(tmp_path) -> None:
         TimeIndex(path, 0).sanity_check()
 
 
-def test_time_index_entries_straddling_a_page_are_written_with_pwrite(tmp_path, monkeypatch) -> None:
-    import storage.abstract_index as abstract_index
+def test_time_index_entries_straddling_a_page_are_written_with_pwrite(tmp_path, index_pwrites) -> None:
+    from storage.abstract_index import PAGE_SIZE as page
 
-    written: list[int] = []
-    real = os.pwrite
-    monkeypatch.setattr(abstract_index.os, "pwrite", lambda fd, data, pos: written.append(pos) or real(fd, data, pos))
     path = tmp_path / "00000000000000000000.timeindex"
     index = TimeIndex(path, 0, max_index_size=1 << 20)
     for i in range(1, 701):  # 12-byte entries: 8,400 bytes, crossing two page boundaries
         index.maybe_append(1000 + i, i)
-    page = abstract_index.PAGE_SIZE
-    assert written == [0] + [slot * 12 for slot in range(700) if (slot * 12) // page != (slot * 12 + 11) // page
+    assert index_pwrites == [0] + [slot * 12 for slot in range(700) if (slot * 12) // page != (slot * 12 + 11) // page
                              or (slot * 12) % page == 0][1:]
-    assert len(written) == 3
+    assert len(index_pwrites) == 3
     assert index.lookup(1000 + 342) == (1000 + 342, 342)
     index.close()
     reopened = TimeIndex(path, 0, max_index_size=1 << 20)
