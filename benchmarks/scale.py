@@ -57,11 +57,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def sizes(quick: bool) -> dict[str, Any]:
     if quick:
         return {"records": 100_000, "metadata_repeats": 20, "idle": 1000, "producers": 20, "records_each": 2_000,
-                "groups": 50, "group_partitions": 6, "per_partition": 2_000, "group_workers": 10,
+                "groups": 50, "group_partitions": 6, "per_partition": 2_000, "group_workers": 50,
                 "segment_records": 50_000, "segments": 40, "fetch_repeats": 10, "startup_gb": 0.2,
                 "write_timeout": 60.0}
     return {"records": 1_000_000, "metadata_repeats": 50, "idle": 1000, "producers": 20, "records_each": 10_000,
-            "groups": 50, "group_partitions": 6, "per_partition": 20_000, "group_workers": 10,
+            "groups": 50, "group_partitions": 6, "per_partition": 20_000, "group_workers": 50,
             "segment_records": 200_000, "segments": 200, "fetch_repeats": 30, "startup_gb": 5.0,
             "write_timeout": 180.0}
 
@@ -114,10 +114,12 @@ def scenario_partitions(pafka: BenchBroker, peer: BenchBroker, n: dict[str, Any]
     for name in ("pafka", "peer"):
         for parts in (6, 1000):
             m = out[f"{name}_{parts}"]
-            rows.append([name, parts, m["records_per_s"], m["cpu_s_per_million"], m["metadata_ms_p50"],
+            rows.append([name, parts, m["records_per_s"], m["cpu_s_per_million"], m["client_cpu_s_per_million"],
+                         m["metadata_ms_p50"],
                          m["metadata_ms_p99"], f"{fmt(m['list_offsets_match'], 0)}/{parts}", m["read_back_ok"]])
     print(f"\n### 1,000 partitions vs 6 ({n['records']:,} records of 100 B, one producer)\n")
-    print(table(["broker", "partitions", "records/s", "broker CPU-s / M", "Metadata p50 ms", "Metadata p99 ms",
+    print(table(["broker", "partitions", "records/s", "broker CPU-s / M", "client CPU-s / M", "Metadata p50 ms",
+                 "Metadata p99 ms",
                  "ListOffsets = count", "read back once, in order"], rows))
     print(f"\n1,000-partition throughput / 6-partition: pafka {fmt(out['pafka_1000_vs_6'], 3)}, "
           f"peer {fmt(out['peer_1000_vs_6'], 3)} (target for pafka >= 0.70); Metadata: all topics, "
