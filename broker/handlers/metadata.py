@@ -8,6 +8,7 @@ Creation fsyncs the metadata store, so it runs on the append thread.
 from __future__ import annotations
 
 import uuid
+import weakref
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import INTERNAL_TOPICS, AdminError, validate_topic_name
@@ -24,6 +25,7 @@ from protocol.messages.metadata import (
 
 if TYPE_CHECKING:
     from broker.kafka_server import KafkaServer
+    from replication.partition import Partition
     from broker.socket_server import RequestContext
 
 API_KEY = 3
@@ -43,24 +45,39 @@ def brokers(server: "KafkaServer", listener_name: str) -> list[MetadataResponseB
     return [MetadataResponseBroker(node_id=server.broker_id, host=host, port=port, rack=server.config.rack)]
 
 
+#: Each partition's entry as last answered, with the state it shows. Rebuilding the
+#: entries (four objects each) for every request was a third of a 1,000-partition
+#: Metadata and fed the cyclic collector's full passes (30-75 ms pauses, the p99).
+#: Entries are only read by the encoder, so responses may share them.
+_ENTRIES: "weakref.WeakKeyDictionary[Partition, tuple[tuple, MetadataResponsePartition]]" = (
+    weakref.WeakKeyDictionary())
+
+
+def partition_entry(partition: "Partition") -> MetadataResponsePartition:
+    state = (partition.leader_id, partition.leader_epoch, tuple(partition.replicas), tuple(partition.isr))
+    cached = _ENTRIES.get(partition)
+    if cached is not None and cached[0] == state:
+        return cached[1]
+    entry = MetadataResponsePartition(
+        error_code=ErrorCode.NO_ERROR,
+        partition_index=partition.partition_index,
+        leader_id=partition.leader_id,
+        leader_epoch=partition.leader_epoch,
+        replica_nodes=list(partition.replicas),
+        isr_nodes=list(partition.isr),
+        offline_replicas=[],
+    )
+    _ENTRIES[partition] = (state, entry)
+    return entry
+
+
 def topic_response(server: "KafkaServer", topic: TopicMetadata, include_ops: bool) -> MetadataResponseTopic:
-    partitions = []
-    for partition in server.replica_manager.partitions_of(topic.name):
-        partitions.append(MetadataResponsePartition(
-            error_code=ErrorCode.NO_ERROR,
-            partition_index=partition.partition_index,
-            leader_id=partition.leader_id,
-            leader_epoch=partition.leader_epoch,
-            replica_nodes=list(partition.replicas),
-            isr_nodes=list(partition.isr),
-            offline_replicas=[],
-        ))
     return MetadataResponseTopic(
         error_code=ErrorCode.NO_ERROR,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.name in INTERNAL_TOPICS,
-        partitions=partitions,
+        partitions=[partition_entry(p) for p in server.replica_manager.partitions_of(topic.name)],
         topic_authorized_operations=TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
     )
 
