@@ -157,8 +157,10 @@ def human(value: float | None, unit: str = "") -> str:
 def cell(result: dict, key: str, fmt: Callable[[float | None], str] = human) -> str:
     """``pafka / peer (ratio)`` for one key of a :func:`compare` result."""
     r = result["ratio"][key]
-    return f"{fmt(result['pafka'][key])} / {fmt(result['peer'][key])} (**{r:.2f}**)" if r is not None \
-        else f"{fmt(result['pafka'][key])} / {fmt(result['peer'][key])}"
+    pair = f"{fmt(result['pafka'][key])} / {fmt(result['peer'][key])}"
+    if r is None:
+        return pair
+    return f"{pair} (**{r:.2f}**)" if r >= 0.01 else f"{pair} (**<0.01**)"
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
