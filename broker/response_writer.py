@@ -51,18 +51,41 @@ class ResponseWriter:
         self._pending_bytes = 0
         self._watch_fd: int | None = None
         self._closed = False
+        self._close_when_drained = False
 
     @property
     def backlog(self) -> int:
         """Bytes written but not yet on the socket (ours in direct mode, plus the transport's)."""
         return self._pending_bytes + self._transport.get_write_buffer_size()
 
+    def prepare(self, chunks: list[Chunk]) -> list[Chunk]:
+        """One encoded frame ready to write: small file ranges read into memory.
+
+        Raises OSError, before anything of the frame is written, when a segment it
+        reads from was closed (deleted) since the response was built.
+        """
+        out: list[Chunk] = []
+        for chunk in chunks:
+            if isinstance(chunk, FileRange):
+                _check_open(chunk.file)
+                if chunk.length <= SMALL_RANGE:
+                    chunk = _pread_all(chunk)
+            out.append(chunk)
+        return out
+
     def write(self, chunks: list[Chunk]) -> None:
         """Queue one or more encoded frames; raises OSError when records cannot be read."""
         try:
-            self._write(chunks)
+            self._write(self.prepare(chunks))
         except ValueError as exc:  # a segment file closed under us (partition deleted)
             raise OSError(str(exc)) from exc
+
+    def close_when_sent(self) -> None:
+        """End the connection once everything queued has left (what was answered is delivered)."""
+        if self._pending:
+            self._close_when_drained = True
+        else:
+            self._transport.close()  # the transport sends its own buffer first
 
     def _write(self, chunks: list[Chunk]) -> None:
         if self._closed:
@@ -74,10 +97,6 @@ class ResponseWriter:
         for index, chunk in enumerate(chunks):
             if not isinstance(chunk, FileRange):
                 parts.append(chunk)
-                continue
-            _check_open(chunk.file)
-            if chunk.length <= SMALL_RANGE:
-                parts.append(_pread_all(chunk))
                 continue
             if parts:
                 self._transport.writelines(parts)
@@ -107,9 +126,6 @@ class ResponseWriter:
     # -- direct mode --------------------------------------------------------------------
     def _enqueue(self, chunks: list[Chunk], start: int) -> None:
         for chunk in chunks[start:]:
-            if isinstance(chunk, FileRange) and chunk.length <= SMALL_RANGE:
-                _check_open(chunk.file)
-                chunk = _pread_all(chunk)
             if isinstance(chunk, FileRange):
                 self._pending.append(FileRange(_OwnFd.of(chunk.file), chunk.offset, chunk.length))
                 self._pending_bytes += chunk.length
@@ -138,6 +154,9 @@ class ResponseWriter:
             return
         if drained:
             self._unwatch()
+            if self._close_when_drained:
+                self._transport.close()
+                return
         self._on_progress()
 
     def _send_pending(self) -> bool:

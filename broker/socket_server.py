@@ -221,24 +221,38 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _flush_ready(self) -> None:
         self._flush_scheduled = False
+        writer = self._writer
         chunks: list[Chunk] = []
+        unreadable: OSError | None = None
         while self._slots and self._slots[0].done and not self._closed:
             slot = self._slots.popleft()
             if slot.no_response:
                 continue
             try:
-                chunks += encode_response(slot.api_key, slot.api_version, slot.correlation_id, slot.response)
+                frame = encode_response(slot.api_key, slot.api_version, slot.correlation_id, slot.response)
             except ProtocolError:
                 log.exception("cannot encode the response to api %d v%d", slot.api_key, slot.api_version)
                 self.close()
                 return
-        if chunks and not self._closed:
-            assert self._writer is not None
+            assert writer is not None
             try:
-                self._writer.write(chunks)
+                chunks += writer.prepare(frame)
+            except OSError as exc:  # its segment is gone: answers before it still go out
+                unreadable = exc
+                break
+        if chunks and not self._closed:
+            assert writer is not None
+            try:
+                writer.write(chunks)
             except OSError as exc:
                 self._write_failed(exc)
                 return
+        if unreadable is not None:
+            log.error("cannot send records to %s: %s; closing the connection", self.peer, unreadable)
+            self._closed = True
+            assert writer is not None
+            writer.close_when_sent()
+            return
         self._update_reading()
 
     def _write_failed(self, exc: OSError) -> None:
