@@ -30,6 +30,21 @@ async def _serve(dispatch) -> tuple[SocketServer, int]:  # type: ignore[no-untyp
     return server, server.bound["PLAINTEXT"][1]
 
 
+async def _three_pipelined_requests(dispatch) -> list[int]:  # type: ignore[no-untyped-def]
+    """Send requests 1, 2, 3 in one write; the correlation ids of the answers, in arrival order."""
+    server, port = await _serve(dispatch)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"".join(_api_versions_request(i) for i in (1, 2, 3)))
+        await writer.drain()
+        order = [(await _read_response(reader))[0] for _ in range(3)]
+        writer.close()
+        return order
+    finally:
+        server.stop_accepting()
+        await server.drain(1)
+
+
 def test_responses_leave_in_request_order_even_when_handlers_finish_out_of_order() -> None:
     async def dispatch(ctx: RequestContext) -> ApiVersionsResponse:
         # The first request is slow, the later ones are instant.
@@ -37,20 +52,7 @@ def test_responses_leave_in_request_order_even_when_handlers_finish_out_of_order
             await asyncio.sleep(0.2)
         return ApiVersionsResponse(error_code=0, throttle_time_ms=ctx.request.correlation_id)
 
-    async def scenario() -> list[int]:
-        server, port = await _serve(dispatch)
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(b"".join(_api_versions_request(i) for i in (1, 2, 3)))
-            await writer.drain()
-            order = [(await _read_response(reader))[0] for _ in range(3)]
-            writer.close()
-            return order
-        finally:
-            server.stop_accepting()
-            await server.drain(1)
-
-    assert asyncio.run(scenario()) == [1, 2, 3]
+    assert asyncio.run(_three_pipelined_requests(dispatch)) == [1, 2, 3]
 
 
 def test_garbage_closes_only_that_connection() -> None:
@@ -182,18 +184,5 @@ def test_a_request_behind_a_running_task_starts_after_that_task_has() -> None:
         started.append(correlation_id)
         return ApiVersionsResponse(error_code=0, throttle_time_ms=correlation_id)
 
-    async def scenario() -> list[int]:
-        server, port = await _serve(dispatch)
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(b"".join(_api_versions_request(i) for i in (1, 2, 3)))
-            await writer.drain()
-            order = [(await _read_response(reader))[0] for _ in range(3)]
-            writer.close()
-            return order
-        finally:
-            server.stop_accepting()
-            await server.drain(1)
-
-    assert asyncio.run(scenario()) == [1, 2, 3]
+    assert asyncio.run(_three_pipelined_requests(dispatch)) == [1, 2, 3]
     assert started == [1, 2, 3]
