@@ -163,9 +163,27 @@ def cell(result: dict, key: str, fmt: Callable[[float | None], str] = human) -> 
     return f"{pair} (**{r:.2f}**)" if r >= 0.01 else f"{pair} (**<0.01**)"
 
 
+def compare_runs(runs: Sequence[dict], keys: Sequence[str]) -> dict[str, object]:
+    """:func:`compare` of one scenario's runs, split by the broker that ran them."""
+    return compare([r for r in runs if r["broker"] == "pafka"], [r for r in runs if r["broker"] == "peer"], keys)
+
+
+def runs_ok(result: dict) -> str:
+    """``passed/runs`` of pafka, then of the peer."""
+    return f"{result['pafka_ok']}/{result['pafka_runs']} · {result['peer_ok']}/{result['peer_runs']}"
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def results_table(header: Sequence[str], rows: Sequence[Sequence[str]], note: str,
+                  results: Sequence[dict]) -> str:
+    """The table, a note on how to read it, and one line per failed run."""
+    lines = [markdown_table(header, rows), "", note]
+    lines += [f"- FAILED {r['scenario']['name']}: {failure}" for r in results for failure in r["failures"]]
     return "\n".join(lines)
 
 

@@ -36,8 +36,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from bench_brokers import BenchBroker, ResourceMeter, alternate  # noqa: E402
 from client_common import (  # noqa: E402
-    OthersMeter, admin_for, broker_pair, cell, compare, create_topic, delete_topic, human, log,
-    markdown_table, percentile)
+    OthersMeter, admin_for, broker_pair, cell, compare_runs, create_topic, delete_topic, human, log,
+    percentile, results_table, runs_ok)
 
 STAMP = struct.Struct(">IQ")  # sequence number, send time in perf_counter nanoseconds
 WARMUP_SEQ = 0xFFFFFFFF
@@ -247,19 +247,14 @@ def table(results: list[dict]) -> str:
     for r in results:
         rows.append([r["scenario"]["name"], cell(r, "achieved_msgs_s"),
                      *(cell(r, k, ms) for k in KEYS[1:7]), cell(r, "cpu_s"),
-                     noise(r),
-                     f"{r['pafka_ok']}/{r['pafka_runs']} · {r['peer_ok']}/{r['peer_runs']}"])
+                     noise(r), runs_ok(r)])
     header = ["scenario", "acked msg/s", "produce p50 ms", "produce p99 ms", "produce p99.9 ms",
               "e2e p50 ms", "e2e p99 ms", "e2e p99.9 ms", "broker CPU-s",
               "client stalls, other jobs CPU-s", "runs ok"]
-    lines = [markdown_table(header, rows), "",
-             "Cells: pafka / peer (**pafka/peer**); medians of the runs that passed. Client stalls:"
-             " time the paced sender was kept from running (gaps over 3 ms); other jobs: CPU-s used"
-             " by neither broker nor client during the run (pafka / peer)."]
-    for r in results:
-        for failure in r["failures"]:
-            lines.append(f"- FAILED {r['scenario']['name']}: {failure}")
-    return "\n".join(lines)
+    return results_table(header, rows, "Cells: pafka / peer (**pafka/peer**); medians of the runs that"
+                         " passed. Client stalls: time the paced sender was kept from running (gaps over"
+                         " 3 ms); other jobs: CPU-s used by neither broker nor client during the run"
+                         " (pafka / peer).", results)
 
 
 def targets(results: list[dict]) -> dict[str, object]:
@@ -296,9 +291,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"e2e p50/p99={ms(run.get('e2e_p50_ms'))}/{ms(run.get('e2e_p99_ms'))} "
                     f"{run.get('error') or ''}")
                 runs.append(run)
-            summary = compare([r for r in runs if r["broker"] == "pafka"],
-                              [r for r in runs if r["broker"] == "peer"], KEYS)
-            results.append({"scenario": asdict(s), **summary, "runs": runs})
+            results.append({"scenario": asdict(s), **compare_runs(runs, KEYS), "runs": runs})
     checks = targets(results)
     print(f"## Client latency (confluent-kafka, 100 B, fetch.wait.max.ms={FETCH_WAIT_MAX_MS}), "
           f"{repeats} run(s) per broker\n")

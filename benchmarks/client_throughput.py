@@ -32,7 +32,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from bench_brokers import BenchBroker, ResourceMeter, alternate  # noqa: E402
 from client_common import (  # noqa: E402
-    OthersMeter, admin_for, broker_pair, cell, compare, create_topic, delete_topic, human, log, markdown_table)
+    OthersMeter, admin_for, broker_pair, cell, compare_runs, create_topic, delete_topic, human, log,
+    results_table, runs_ok)
 
 SEQ = struct.Struct(">I")  # every value starts with its sequence number in the run
 LARGE_MESSAGE_BYTES = 10 * 1024 * 1024  # topic max.message.bytes / client message.max.bytes for 1 MiB
@@ -248,31 +249,15 @@ def run_once(broker: BenchBroker, s: Scenario, values: list[bytes], timeout_s: f
     return result
 
 
-def summary(s: Scenario, runs: list[dict]) -> dict:
-    result = compare([r for r in runs if r["broker"] == "pafka"],
-                     [r for r in runs if r["broker"] == "peer"], KEYS)
-    return {"scenario": asdict(s), **result, "runs": runs}
-
-
 def table(results: list[dict]) -> str:
-    mb = lambda v: human(v)  # noqa: E731
-    rows = []
-    for r in results:
-        ok = f"{r['pafka_ok']}/{r['pafka_runs']} · {r['peer_ok']}/{r['peer_runs']}"
-        rows.append([r["scenario"]["name"], f"{r['scenario']['records']:,}",
-                     cell(r, "produce_msgs_s"), cell(r, "produce_MB_s", mb), cell(r, "consume_msgs_s"),
-                     cell(r, "consume_MB_s", mb), cell(r, "produce_cpu_s"), cell(r, "consume_cpu_s"),
-                     cell(r, "cpu_s_per_million"), cell(r, "peak_rss_mb"), cell(r, "other_cpu_s"), ok])
+    rows = [[r["scenario"]["name"], f"{r['scenario']['records']:,}", *(cell(r, key) for key in KEYS), runs_ok(r)]
+            for r in results]
     header = ["scenario", "records", "produce msg/s", "produce MB/s", "consume msg/s", "consume MB/s",
               "CPU-s produce", "CPU-s consume", "CPU-s per M records", "peak RSS MB", "other jobs CPU-s",
               "runs ok"]
-    lines = [markdown_table(header, rows), "",
-             "Cells: pafka / peer (**pafka/peer**); medians of the runs that passed verification."
-             " Other jobs CPU-s: CPU used by neither broker nor client during the run (noise)."]
-    for r in results:
-        for failure in r["failures"]:
-            lines.append(f"- FAILED {r['scenario']['name']}: {failure}")
-    return "\n".join(lines)
+    return results_table(header, rows, "Cells: pafka / peer (**pafka/peer**); medians of the runs that"
+                         " passed verification. Other jobs CPU-s: CPU used by neither broker nor client"
+                         " during the run (noise).", results)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -301,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"/{run.get('consume_cpu_s')} {run.get('error') or ''}")
                 runs.append(run)
             del values
-            results.append(summary(s, runs))
+            results.append({"scenario": asdict(s), **compare_runs(runs, KEYS), "runs": runs})
     print(f"## Client throughput (confluent-kafka), {repeats} run(s) per broker\n")
     print(table(results))
     print(json.dumps({"part": "client_throughput", "repeats": repeats, "quick": args.quick,
