@@ -126,6 +126,10 @@ class Log:
         self._timestamp_prefix_max: tuple | None = None
         self._dir_dirty = True
         self.closed = False
+        #: (log end offset, active segment, its size) as the last append left them,
+        #: set in one assignment: a read bounded by the log end (the HW, on a lone
+        #: broker) learns the byte position of its bound without an index lookup.
+        self._end_snapshot: tuple[int, LogSegment, int] | None = None
 
     @classmethod
     def open(cls, dir: Path | str, config: LogConfig | None = None, **kwargs) -> "Log":
@@ -259,6 +263,7 @@ class Log:
             segment = self.roll(first.base_offset, now)
         segment.append(buf, batches)
         self.log_end_offset = last.next_offset
+        self._end_snapshot = (last.next_offset, segment, segment.size)
 
     def _after_append(self, batches: Sequence[tuple[int, RecordBatchHeader]], markers: dict) -> None:
         state = self.producer_state
@@ -359,6 +364,7 @@ class Log:
         return found
 
     def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool) -> FetchDataInfo:
+        end_snapshot = self._end_snapshot
         end_offset = self.log_end_offset
         segments = self.segments
         if offset == end_offset or (max_offset is not None and offset >= max_offset and offset <= end_offset):
@@ -371,11 +377,14 @@ class Log:
         segment = segments.floor_segment(offset)
         max_segment = None if max_offset is None else segments.floor_segment(max_offset)
         while segment is not None:
-            max_position = None
+            max_position = bound_offset = None
             if max_segment is segment:
-                found = segment.translate_offset(max_offset)  # type: ignore[arg-type]
-                max_position = segment.size if found is None else found[0]
-            info = segment.read(offset, max_bytes, max_position, min_one_message)
+                if end_snapshot is not None and end_snapshot[1] is segment and end_snapshot[0] == max_offset:
+                    max_position, bound_offset = end_snapshot[2], max_offset
+                else:
+                    found = segment.translate_offset(max_offset)  # type: ignore[arg-type]
+                    max_position = segment.size if found is None else found[0]
+            info = segment.read(offset, max_bytes, max_position, min_one_message, bound_offset)
             if info is not None:
                 return info
             segment = segments.higher_segment(segment.base_offset)
@@ -428,6 +437,7 @@ class Log:
                 return True
             doomed = [s for s in self.segments.values() if s.base_offset > target_offset]
             self.remove_and_delete_segments(doomed, "truncation")
+            self._end_snapshot = None
             self.active_segment.truncate_to(target_offset)
             self.active_segment.resize_indexes(self.config.segment_index_bytes)
             self.log_end_offset = self.active_segment.read_next_offset()
@@ -439,6 +449,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         with self.lock:
+            self._end_snapshot = None
             self.remove_and_delete_segments(self.log_segments(), "truncate fully")
             self.segments.add(LogSegment.open(self.dir, new_offset, self.config, create=True))
             self._dir_dirty = True

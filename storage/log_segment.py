@@ -223,9 +223,14 @@ class LogSegment:
         return self.log.search_for_offset(offset, position)
 
     def read(
-        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
+        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False,
+        max_position_offset: int | None = None,
     ) -> FetchDataInfo | None:
-        """Whole batches from the one containing ``start_offset``; None past this segment."""
+        """Whole batches from the one containing ``start_offset``; None past this segment.
+
+        ``max_position_offset``, when given, is the offset of the batch that starts at
+        ``max_position``: a read reaching that bound then needs no walk over headers.
+        """
         found = self.translate_offset(start_offset)
         if found is None:
             return None
@@ -238,6 +243,9 @@ class LogSegment:
         if position >= limit or max_size < first_size:
             return FetchDataInfo(metadata, self.log.slice(position, 0))
         end = min(position + max_size, limit)
+        if end == limit and max_position_offset is not None and max_position == limit:
+            # Everything up to the bound fits, and the offset there is known.
+            return FetchDataInfo(metadata, self.log.slice(position, limit - position), max_position_offset)
         # Jump close to the byte limit via the index, then walk whole batches to it.
         hint = self.offset_index.lookup_by_position(end).position
         walk_from = hint if hint > position else position

@@ -1,0 +1,45 @@
+"""Reads bounded by the high watermark: the bound's position comes from the last append
+when the HW is the log end, from the index otherwise, and truncation forgets it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from protocol.record_batch import iter_batch_headers
+from storage.config import LogConfig
+from storage.log import FetchIsolation, Log
+from tests.storage.helpers import make_batch
+
+
+def _offsets(log: Log, offset: int) -> tuple[list[int], int | None]:
+    info = log.read(offset, 1 << 20, isolation=FetchIsolation.HIGH_WATERMARK)
+    if info.records is None:
+        return [], info.next_offset
+    data = info.records.read_bytes()
+    return [h.base_offset for _, h in iter_batch_headers(data)], info.next_offset
+
+
+def test_reads_stop_at_the_high_watermark_whether_or_not_it_is_the_log_end(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0", LogConfig(), had_clean_shutdown=True)
+    now = int(time.time() * 1000)
+    try:
+        for seed in range(3):
+            log.append_as_leader(make_batch(5, timestamp=now, seed=seed), 0)
+        log.update_high_watermark(log.log_end_offset)
+        assert _offsets(log, 0) == ([0, 5, 10], 15)
+        assert _offsets(log, 5) == ([5, 10], 15)
+
+        log.append_as_leader(make_batch(5, timestamp=now, seed=3), 0)  # beyond the HW until it moves
+        assert _offsets(log, 0) == ([0, 5, 10], 15)
+        log.update_high_watermark(log.log_end_offset)
+        assert _offsets(log, 10) == ([10, 15], 20)
+
+        log.truncate_to(10)  # a follower's truncation: the log end moves back
+        log.update_high_watermark(log.log_end_offset)
+        assert _offsets(log, 0) == ([0, 5], 10)
+        log.append_as_leader(make_batch(2, timestamp=now, seed=4), 0)
+        log.update_high_watermark(log.log_end_offset)
+        assert _offsets(log, 5) == ([5, 10], 12)
+    finally:
+        log.close()
