@@ -111,6 +111,9 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.recovery_scan_start = 0  # where the last recover() began scanning
         self._rolling_based_timestamp: int | None = None
+        #: (offset, position) where the last read ended: a consumer's next fetch
+        #: starts there, and finds its batch without an index lookup.
+        self._read_end: tuple[int, int] | None = None
         self._max_timestamp_and_offset: TimestampOffset | None = None
         self._next_offset: int | None = base_offset if self.log.size == 0 else None
 
@@ -231,9 +234,11 @@ class LogSegment:
         ``max_position_offset``, when given, is the offset of the batch that starts at
         ``max_position``: a read reaching that bound then needs no walk over headers.
         """
-        found = self.translate_offset(start_offset)
+        found = self._batch_at_read_end(start_offset)
         if found is None:
-            return None
+            found = self.translate_offset(start_offset)
+            if found is None:
+                return None
         position, header = found
         metadata = LogOffsetMetadata(start_offset, self.base_offset, position)
         limit = self.size if max_position is None else min(max_position, self.size)
@@ -245,6 +250,7 @@ class LogSegment:
         end = min(position + max_size, limit)
         if end == limit and max_position_offset is not None and max_position == limit:
             # Everything up to the bound fits, and the offset there is known.
+            self._read_end = (max_position_offset, limit)
             return FetchDataInfo(metadata, self.log.slice(position, limit - position), max_position_offset)
         # Jump close to the byte limit via the index, then walk whole batches to it.
         hint = self.offset_index.lookup_by_position(end).position
@@ -255,7 +261,19 @@ class LogSegment:
         elif next_offset is None:  # the batch at the index hint did not fit: it is the next one
             following = next(self.log.batch_headers(last_end), None)
             next_offset = following[1].base_offset if following else self.read_next_offset()
+        if next_offset is not None:
+            self._read_end = (next_offset, last_end)
         return FetchDataInfo(metadata, self.log.slice(position, last_end - position), next_offset)
+
+    def _batch_at_read_end(self, offset: int) -> tuple[int, RecordBatchHeader] | None:
+        """The batch holding ``offset`` if it starts where the last read ended (checked)."""
+        read_end = self._read_end
+        if read_end is None or read_end[0] != offset:
+            return None
+        found = next(self.log.batch_headers(read_end[1]), None)
+        if found is None or not found[1].base_offset <= offset <= found[1].last_offset:
+            return None
+        return found
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, RecordBatchHeader] | None:
         """(position, header) of the first batch with maxTimestamp >= ``timestamp``."""
@@ -291,6 +309,7 @@ class LogSegment:
         # Aborted transactions come back when the loader replays producer state.
         self.txn_index.reset()
         self.bytes_since_last_index_entry = 0
+        self._read_end = None
         resumed = self._walk_flushed(recovery_point, on_batch) if recovery_point > self.base_offset else None
         if resumed is None:
             self.offset_index.reset()
@@ -395,6 +414,7 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self._max_timestamp_and_offset = None
         self._next_offset = None
+        self._read_end = None
         return removed
 
     # --- lifecycle --------------------------------------------------------------------
