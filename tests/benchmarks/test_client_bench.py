@@ -14,6 +14,7 @@ sys.path.insert(0, str(BENCHMARKS))
 
 import bench_brokers  # noqa: E402
 import client_common  # noqa: E402
+import client_latency  # noqa: E402
 import client_throughput  # noqa: E402
 import suite  # noqa: E402
 
@@ -112,5 +113,20 @@ def test_throughput_run_against_pafka_verifies_every_record(tmp_path: Path) -> N
         assert run["produce_msgs_s"] > 0 and run["consume_msgs_s"] > 0
         assert run["produce_cpu_s"] >= 0 and run["peak_rss_mb"] > 0
         assert run["delete_error"] is None
+    finally:
+        broker.stop()
+
+
+@pytest.mark.slow
+def test_latency_run_against_pafka_sees_every_record_end_to_end(tmp_path: Path) -> None:
+    broker = bench_brokers.start_pafka(tmp_path / "data", log_path=tmp_path / "pafka.log")
+    try:
+        scenario = client_latency.Scenario("test", acks="1", rate=2000, seconds=1.0, max_records=2000)
+        run = client_latency.run_once(broker, scenario)
+        assert run["ok"], run.get("error")
+        assert (run["sent"], run["acked"], run["received"], run["missing"]) == (2000, 2000, 2000, 0)
+        assert 0 < run["produce_p50_ms"] <= run["produce_p99_ms"] <= run["produce_p999_ms"]
+        assert 0 < run["e2e_p50_ms"] <= run["e2e_p99_ms"]
+        assert run["client_stalled_ms"] is not None and run["delete_error"] is None
     finally:
         broker.stop()
