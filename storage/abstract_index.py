@@ -78,9 +78,22 @@ class AbstractIndex:
         """
         if self._mmap is None or slots == 0:
             return 0
-        if not self._is_zero_slot(fd, slots - 1):
-            return slots
-        lo, hi = 0, slots - 1  # the first slot of the zero tail lies in [lo, hi]
+        # Where the file's first hole starts (the preallocated tail is sparse): slots from
+        # there on are zero without reading them. Reading a hole fills the page cache with
+        # zero pages that later faults map in around the entries (fault-around): that was
+        # ~55 kB of RSS per partition after a crash.
+        try:
+            data_end = os.lseek(fd, 0, os.SEEK_HOLE)
+        except OSError:
+            data_end = slots * self.ENTRY_SIZE
+        searchable = min(slots, -(-data_end // self.ENTRY_SIZE))
+        if searchable == slots:
+            if not self._is_zero_slot(fd, slots - 1):
+                return slots
+            hi = slots - 1
+        else:
+            hi = searchable  # that slot starts in the hole
+        lo = 0  # the first slot of the zero tail lies in [lo, hi]
         while lo < hi:
             mid = (lo + hi) // 2
             if self._is_zero_slot(fd, mid):

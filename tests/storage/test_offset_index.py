@@ -188,3 +188,25 @@ def test_entries_opening_a_page_of_a_preallocated_index_are_written_with_pwrite(
     reopened = OffsetIndex(path, 0, max_index_size=10 << 20)
     assert reopened.entries == 1100 and reopened.lookup(1537) == (1536, 51200)
     reopened.close()
+
+
+def test_counting_a_crashed_index_reads_nothing_of_its_sparse_tail(tmp_path, probes) -> None:
+    # Reading holes of the preallocated file fills the page cache with zero pages that the
+    # first lookups then map in around the entries (fault-around, up to 64 kB a fault).
+    paths = []
+    for n in range(50):
+        path = tmp_path / f"{n:020d}.index"
+        index = OffsetIndex(path, n, max_index_size=10 << 20)
+        for i in range(1, 4):
+            index.append(n + i, 64 * i)
+        index.close_handler()  # a crash: still preallocated
+        paths.append(path)
+    probes.clear()
+    before = read_rss_file_kb()
+    reopened = [OffsetIndex(path, n, max_index_size=10 << 20) for n, path in enumerate(paths)]
+    assert all(index.lookup(n + 2) == (n + 2, 128) for n, index in enumerate(reopened))
+    grown_kb = read_rss_file_kb() - before
+    for index in reopened:
+        index.close()
+    assert all(slot * 8 < 4096 for slot in probes), "a slot in the file's hole was read"
+    assert grown_kb < 50 * 12, f"{grown_kb} kB of index pages mapped in by 50 reopened crashed indexes"
