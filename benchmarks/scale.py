@@ -36,7 +36,7 @@ from bench_brokers import (  # noqa: E402
     start_pafka,
     start_peer,
 )
-from scale_clients import run_connections, run_groups, run_partitions  # noqa: E402
+from scale_clients import fresh_idle_cost, run_connections, run_groups, run_partitions  # noqa: E402
 from scale_storage import create_topics, run_segments, run_startup  # noqa: E402
 
 SCENARIOS = ("partitions", "connections", "groups", "segments", "startup")
@@ -127,7 +127,25 @@ def scenario_partitions(pafka: BenchBroker, peer: BenchBroker, n: dict[str, Any]
     return out
 
 
-def scenario_connections(pafka: BenchBroker, peer: BenchBroker, n: dict[str, Any], repeats: int) -> dict[str, Any]:
+def fresh_connection_costs(root: Path, n: dict[str, Any], launcher: Path) -> dict[str, Any]:
+    """Idle connections' RSS on freshly started brokers (before anything else ran on them)."""
+    costs = {}
+    pafka = start_pafka(root / "fresh")
+    try:
+        costs["pafka"] = fresh_idle_cost(pafka, n["idle"])
+    finally:
+        pafka.stop()
+        shutil.rmtree(root / "fresh", ignore_errors=True)
+    peer = start_peer(launcher=launcher)
+    try:
+        costs["peer"] = fresh_idle_cost(peer, n["idle"])
+    finally:
+        peer.stop()
+    return costs
+
+
+def scenario_connections(pafka: BenchBroker, peer: BenchBroker, n: dict[str, Any], repeats: int,
+                         fresh: dict[str, Any]) -> dict[str, Any]:
     topic = "scale-connections"
     for broker in (pafka, peer):
         create_topics(broker.bootstrap, [topic], n["producers"])
@@ -137,14 +155,15 @@ def scenario_connections(pafka: BenchBroker, peer: BenchBroker, n: dict[str, Any
         runs[broker.name].append(run)
         print(f"  {broker.name}: idle cost {run['idle_cost_mb']:.1f} MB, {run['records_per_s_without']:,.0f} -> "
               f"{run['records_per_s_with']:,.0f} rec/s", flush=True)
-    out = {name: medians(r) for name, r in runs.items()}
-    rows = [[name, m["rss_before_mb"], m["rss_with_idle_mb"], m["idle_cost_mb"], m["records_per_s_without"],
-             m["records_per_s_with"], m["cpu_s_per_million_without"], m["cpu_s_per_million_with"],
-             f"{fmt(m['idle_still_open'], 0)}/{n['idle']}"] for name, m in out.items()]
+    out = {name: medians(r) | fresh[name] for name, r in runs.items()}
+    rows = [[name, m["fresh_rss_mb"], m["fresh_idle_cost_mb"], m["rss_before_mb"], m["idle_cost_mb"],
+             m["records_per_s_without"], m["records_per_s_with"], m["cpu_s_per_million_without"],
+             m["cpu_s_per_million_with"], f"{fmt(m['idle_still_open'], 0)}/{n['idle']}"] for name, m in out.items()]
     print(f"\n### {n['idle']:,} idle connections + {n['producers']} active producers "
           f"({n['records_each']:,} x 100 B each)\n")
-    print(table(["broker", "RSS MB before", "RSS MB with idle", "idle cost MB", "records/s without idle",
-                 "records/s with idle", "CPU-s/M without", "CPU-s/M with", "idle still open"], rows))
+    print(table(["broker", "fresh RSS MB", "idle cost MB (fresh)", "RSS MB after load", "idle cost MB (after load)",
+                 "records/s without idle", "records/s with idle", "CPU-s/M without", "CPU-s/M with",
+                 "idle still open"], rows))
     print("\nTarget for pafka: idle cost < 50 MB, producers' throughput unchanged.")
     return out
 
@@ -245,15 +264,18 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         client_scenarios = [s for s in wanted if s in ("partitions", "connections", "groups")]
+        fresh = fresh_connection_costs(root, n, args.peer_launcher) if "connections" in wanted else {}
         if client_scenarios:
             pafka = start_pafka(root / "pafka")
             peer = start_peer(launcher=args.peer_launcher)
             try:
                 for name in client_scenarios:
                     print(f"running {name} ...", flush=True)
-                    fn = {"partitions": scenario_partitions, "connections": scenario_connections,
-                          "groups": scenario_groups}[name]
-                    results[name] = fn(pafka, peer, n, args.repeats)
+                    if name == "connections":
+                        results[name] = scenario_connections(pafka, peer, n, args.repeats, fresh)
+                    else:
+                        fn = {"partitions": scenario_partitions, "groups": scenario_groups}[name]
+                        results[name] = fn(pafka, peer, n, args.repeats)
                     print(flush=True)
             finally:
                 peer.stop()

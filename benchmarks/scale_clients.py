@@ -241,6 +241,21 @@ def run_connections(broker: BenchBroker, topic: str, idle: int, producers: int, 
             "idle_still_open": alive}
 
 
+def fresh_idle_cost(broker: BenchBroker, idle: int) -> dict[str, float]:
+    """RSS of a just-started broker before and after ``idle`` connections: the cost with no
+    heap left over from earlier load to absorb it."""
+    time.sleep(1.0)
+    before = broker.rss_mb()
+    sockets = open_idle_connections(broker, idle)
+    try:
+        time.sleep(1.0)
+        after = broker.rss_mb()
+    finally:
+        for sock in sockets:
+            sock.close()
+    return {"fresh_rss_mb": before, "fresh_rss_with_idle_mb": after, "fresh_idle_cost_mb": after - before}
+
+
 def _still_open(sock: socket.socket) -> bool:
     sock.setblocking(False)
     try:
