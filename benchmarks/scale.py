@@ -56,9 +56,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def sizes(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"records": 100_000, "metadata_repeats": 20, "idle": 1000, "producers": 20, "records_each": 2_000,
-                "groups": 50, "group_partitions": 6, "per_partition": 2_000, "group_workers": 50,
-                "segment_records": 50_000, "segments": 40, "fetch_repeats": 10, "startup_gb": 0.2,
+        return {"records": 50_000, "metadata_repeats": 10, "idle": 1000, "producers": 20, "records_each": 1_000,
+                "groups": 10, "group_partitions": 6, "per_partition": 1_000, "group_workers": 10,
+                "segment_records": 20_000, "segments": 20, "fetch_repeats": 5, "startup_gb": 0.1,
                 "write_timeout": 60.0}
     return {"records": 1_000_000, "metadata_repeats": 50, "idle": 1000, "producers": 20, "records_each": 10_000,
             "groups": 50, "group_partitions": 6, "per_partition": 20_000, "group_workers": 50,
