@@ -148,14 +148,17 @@ def kafka_produce(broker: BenchBroker, stop: threading.Event) -> str:
     return f"{sent / (time.monotonic() - started):,.0f} records/s"
 
 
-def kafka_consume(broker: BenchBroker, stop: threading.Event) -> str:
+def kafka_consume(total: int) -> Callable[[BenchBroker, threading.Event], str]:
+    return lambda broker, stop: _kafka_consume(broker, stop, total)
+
+
+def _kafka_consume(broker: BenchBroker, stop: threading.Event, total: int) -> str:
     from confluent_kafka import Consumer, Producer
 
     _create_kafka_topic(broker, "profile-consume", 6)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": 1, "linger.ms": 5,
                          "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000,
                          "queue.buffering.max.kbytes": 2_097_152})
-    total = 2_000_000
     for _ in range(total):
         while True:
             try:
@@ -186,32 +189,38 @@ def _create_kafka_topic(broker: BenchBroker, topic: str, partitions: int) -> Non
     ceiling.create_topic(ceiling.Target(broker.host, broker.port), topic, partitions)
 
 
-LOADS: dict[str, Callable[[BenchBroker, threading.Event], str]] = {
-    "ceiling-produce-1MiB": ceiling_produce(1 << 20),
-    "ceiling-produce-16KiB": ceiling_produce(16 << 10),
-    "ceiling-fetch-1MiB": ceiling_fetch(1 << 20),
-    "ceiling-fetch-16KiB": ceiling_fetch(16 << 10),
-    "kafka-produce-100B-p6": kafka_produce,
-    "kafka-consume-100B-p6": kafka_consume,
-}
+def loads(quick: bool) -> dict[str, Callable[[BenchBroker, threading.Event], str]]:
+    return {
+        "ceiling-produce-1MiB": ceiling_produce(1 << 20),
+        "ceiling-produce-16KiB": ceiling_produce(16 << 10),
+        "ceiling-fetch-1MiB": ceiling_fetch(1 << 20),
+        "ceiling-fetch-16KiB": ceiling_fetch(16 << 10),
+        "kafka-produce-100B-p6": kafka_produce,
+        "kafka-consume-100B-p6": kafka_consume(200_000 if quick else 2_000_000),
+    }
+
+
+LOADS = loads(quick=False)
 #: Seconds a load gets to set itself up (topic, data to fetch) before sampling starts.
 WARMUP_S = {"ceiling-fetch-1MiB": 3.0, "ceiling-fetch-16KiB": 3.0, "kafka-consume-100B-p6": 12.0}
+QUICK_WARMUP_S = {"ceiling-fetch-1MiB": 2.0, "ceiling-fetch-16KiB": 2.0, "kafka-consume-100B-p6": 3.0}
 
 
-def run_profile(name: str, seconds: float, keep: Path | None) -> Profile:
+def run_profile(name: str, seconds: float, keep: Path | None, quick: bool = False) -> Profile:
+    load = loads(quick)[name]
     broker = start_pafka()
     stop, outcome = threading.Event(), {}
 
     def drive() -> None:
         try:
-            outcome["work"] = LOADS[name](broker, stop)
+            outcome["work"] = load(broker, stop)
         except BaseException as exc:  # reported below
             outcome["error"] = exc
 
     thread = threading.Thread(target=drive, daemon=True)
     try:
         thread.start()
-        time.sleep(WARMUP_S.get(name, 1.0))
+        time.sleep((QUICK_WARMUP_S if quick else WARMUP_S).get(name, 1.0))
         out = (keep or Path(tempfile.gettempdir())) / f"profile-{name}.txt"
         record(broker.pid, seconds, out)
         stop.set()
@@ -282,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         merged = None
         for _ in range(max(1, args.repeats)):
-            p = run_profile(name, seconds, args.keep)
+            p = run_profile(name, seconds, args.keep, args.quick)
             if merged is None:
                 merged = p
             else:
