@@ -38,6 +38,9 @@ _WRITEV_MAX = 64
 #: other bytes in one writev: a fetch answer for many partitions holding a few
 #: records each then costs one socket write instead of two per partition.
 SMALL_RANGE = 32 * 1024
+#: A connection closing after an error waits at most this long for its client to
+#: read what was already answered.
+CLOSE_AFTER_S = 30.0
 
 
 class ResponseWriter:
@@ -81,9 +84,11 @@ class ResponseWriter:
             raise OSError(str(exc)) from exc
 
     def close_when_sent(self) -> None:
-        """End the connection once everything queued has left (what was answered is delivered)."""
+        """End the connection once everything queued has left (what was answered is delivered),
+        or after CLOSE_AFTER_S if the client stops reading."""
         if self._pending:
             self._close_when_drained = True
+            asyncio.get_running_loop().call_later(CLOSE_AFTER_S, self._transport.close)
         else:
             self._transport.close()  # the transport sends its own buffer first
 
