@@ -60,6 +60,9 @@ class KafkaServer:
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
         self.producer_ids = ProducerIdManager(config.log_dirs[0])
         self.append_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-append")
+        # Kafka's kafka-scheduler: checkpoint files are written (two fsyncs each) off the
+        # append thread, so a produce never queues behind one (it read offsets, it mutates no log).
+        self.scheduler_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-scheduler")
         # Cleaning rewrites whole segments: its own thread, so appends never wait for it.
         self.log_cleaner = LogCleaner(
             dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
@@ -119,6 +122,7 @@ class KafkaServer:
             for log_ in self.log_manager.all_logs():
                 self.log_cleaner.abort_cleaning(log_)
         self.cleaner_executor.shutdown(wait=True)
+        self.scheduler_executor.shutdown(wait=True)
         self.append_executor.shutdown(wait=True)
         await asyncio.to_thread(self.log_manager.shutdown)
         log.info("[KafkaServer id=%d] shut down cleanly", self.broker_id)
@@ -152,9 +156,9 @@ class KafkaServer:
         if config.log_flush_scheduler_interval_ms < 2**62:
             self._every("log-flusher", config.log_flush_scheduler_interval_ms, self.log_manager.flush_dirty_logs)
         self._every("recovery-point-checkpoint", config.log_flush_offset_checkpoint_interval_ms,
-                    self.log_manager.checkpoint_log_recovery_offsets)
+                    self.log_manager.checkpoint_log_recovery_offsets, self.scheduler_executor)
         self._every("highwatermark-checkpoint", HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
-                    self.log_manager.checkpoint_high_watermarks)
+                    self.log_manager.checkpoint_high_watermarks, self.scheduler_executor)
         self._every("producer-expiration", config.producer_id_expiration_check_interval_ms,
                     self._remove_expired_producers)
         if self.log_cleaner is not None:
@@ -183,13 +187,18 @@ class KafkaServer:
             if log_.producer_state is not None:
                 log_.producer_state.remove_expired_producers(now)
 
-    def _every(self, name: str, interval_ms: int, duty: Callable[[], Any]) -> None:
+    def _every(self, name: str, interval_ms: int, duty: Callable[[], Any],
+               executor: concurrent.futures.Executor | None = None) -> None:
+        """Run ``duty`` every interval: on the append thread unless another executor is given."""
         async def loop() -> None:
             while True:
                 await asyncio.sleep(interval_ms / 1000)
                 try:
-                    # Same thread as appends: duties that mutate logs never race them.
-                    await self.run_append(duty)
+                    if executor is None:
+                        # Same thread as appends: duties that mutate logs never race them.
+                        await self.run_append(duty)
+                    else:
+                        await asyncio.get_running_loop().run_in_executor(executor, duty)
                 except asyncio.CancelledError:
                     raise
                 except Exception:

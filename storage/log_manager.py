@@ -84,6 +84,8 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._locks: dict[Path, int] = {}
         self._mutex = threading.RLock()
+        # checkpoint files are written from the scheduler, append and loop threads; one at a time
+        self._checkpoint_lock = threading.Lock()
         self.started = False
 
     # --- startup / shutdown -----------------------------------------------------------
@@ -256,13 +258,17 @@ class LogManager:
     # --- checkpoints ------------------------------------------------------------------------
     def _logs_by_dir(self) -> dict[Path, dict[TopicPartition, Log]]:
         grouped: dict[Path, dict[TopicPartition, Log]] = {dir: {} for dir in self.log_dirs}
-        for tp, opened in self.logs.items():
-            grouped[self._log_dir_of[tp]][tp] = opened
+        # a snapshot: checkpoints run on the scheduler thread while the loop may add logs
+        for tp, opened in list(self.logs.items()):
+            dir = self._log_dir_of.get(tp)
+            if dir is not None:  # None: deleted since the snapshot
+                grouped[dir][tp] = opened
         return grouped
 
     def _write_checkpoint(self, name: str, value: Callable[[Log], int]) -> None:
-        for dir, logs in self._logs_by_dir().items():
-            OffsetCheckpointFile(dir / name).write({tp: value(opened) for tp, opened in logs.items()})
+        with self._checkpoint_lock:
+            for dir, logs in self._logs_by_dir().items():
+                OffsetCheckpointFile(dir / name).write({tp: value(opened) for tp, opened in logs.items()})
 
     def checkpoint_log_recovery_offsets(self) -> None:
         self._write_checkpoint(RECOVERY_POINT_OFFSET_CHECKPOINT, lambda lg: lg.recovery_point)
