@@ -35,7 +35,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-import broker_ceiling as ceiling  # noqa: E402
+import ceiling_client as ceiling  # noqa: E402
 from bench_brokers import BenchBroker, remove_data, start_pafka  # noqa: E402
 
 PY_SPY = Path(sys.executable).parent / "py-spy"
