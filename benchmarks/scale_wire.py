@@ -102,10 +102,17 @@ class WireClient:
         return self.versions
 
     def metadata(self, topics: Sequence[str] | None = None) -> Message:
-        version = self.versions[METADATA]
+        return decode_response(METADATA, self.versions[METADATA], self.timed_metadata(topics)[0])[1]
+
+    def timed_metadata(self, topics: Sequence[str] | None = None) -> tuple[bytearray, float]:
+        """The response frame and the seconds from sending the request to its last byte
+        (decoding it, the client's work, is left out of the time)."""
         body = MetadataRequest(topics=None if topics is None else [MetadataRequestTopic(name=t) for t in topics],
                                allow_auto_topic_creation=False)
-        return self.request(METADATA, version, body)
+        started = time.perf_counter()
+        self.send(METADATA, self.versions[METADATA], body)
+        frame = self.receive_frame()
+        return frame, time.perf_counter() - started
 
     def produce_frame(self, topic: str, partition_batches: Iterable[tuple[int, bytes]], acks: int = 1,
                       correlation_id: int = 0) -> bytes:
