@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
@@ -26,6 +26,7 @@ from scale_storage import create_topics, delete_topics, produce_records
 from scale_wire import METADATA, WireClient, api_versions_v0_frame
 
 PHASE_TIMEOUT_S = 300.0
+T = TypeVar("T")
 SEQUENCE = struct.Struct(">Q")
 WARM_UP = (1 << 64) - 1  # the sequence number of each partition's untimed first record
 
@@ -221,20 +222,31 @@ def run_active_producers(broker: BenchBroker, topic: str, producers: int, record
     return total / meter.wall_s, meter.cpu_s / total * 1e6
 
 
-def run_connections(broker: BenchBroker, topic: str, idle: int, producers: int, records_each: int
-                    ) -> dict[str, Any]:
-    without_rate, without_cpu = run_active_producers(broker, topic, producers, records_each)
+def rss_around_idle_connections(broker: BenchBroker, idle: int, during: Callable[[list[socket.socket]], T]
+                                ) -> tuple[float, float, T]:
+    """The broker's settled RSS before and after opening ``idle`` connections, and what
+    ``during`` returns, run while they are open (they are closed afterwards)."""
     time.sleep(1.0)
-    rss_before = broker.rss_mb()
+    before = broker.rss_mb()
     sockets = open_idle_connections(broker, idle)
     try:
         time.sleep(1.0)
-        rss_idle = broker.rss_mb()
-        with_rate, with_cpu = run_active_producers(broker, topic, producers, records_each)
-        alive = sum(1 for s in sockets if _still_open(s))
+        after = broker.rss_mb()
+        return before, after, during(sockets)
     finally:
         for sock in sockets:
             sock.close()
+
+
+def run_connections(broker: BenchBroker, topic: str, idle: int, producers: int, records_each: int
+                    ) -> dict[str, Any]:
+    without_rate, without_cpu = run_active_producers(broker, topic, producers, records_each)
+
+    def active_phase(sockets: list[socket.socket]) -> tuple[float, float, int]:
+        rate, cpu = run_active_producers(broker, topic, producers, records_each)
+        return rate, cpu, sum(1 for s in sockets if _still_open(s))
+
+    rss_before, rss_idle, (with_rate, with_cpu, alive) = rss_around_idle_connections(broker, idle, active_phase)
     return {"rss_before_mb": rss_before, "rss_with_idle_mb": rss_idle, "idle_cost_mb": rss_idle - rss_before,
             "records_per_s_without": without_rate, "records_per_s_with": with_rate,
             "cpu_s_per_million_without": without_cpu, "cpu_s_per_million_with": with_cpu,
@@ -244,15 +256,7 @@ def run_connections(broker: BenchBroker, topic: str, idle: int, producers: int, 
 def fresh_idle_cost(broker: BenchBroker, idle: int) -> dict[str, float]:
     """RSS of a just-started broker before and after ``idle`` connections: the cost with no
     heap left over from earlier load to absorb it."""
-    time.sleep(1.0)
-    before = broker.rss_mb()
-    sockets = open_idle_connections(broker, idle)
-    try:
-        time.sleep(1.0)
-        after = broker.rss_mb()
-    finally:
-        for sock in sockets:
-            sock.close()
+    before, after, _ = rss_around_idle_connections(broker, idle, lambda sockets: None)
     return {"fresh_rss_mb": before, "fresh_rss_with_idle_mb": after, "fresh_idle_cost_mb": after - before}
 
 
