@@ -43,6 +43,8 @@ class FetchPurgatory:
                         del self._watchers[key]
 
     def notify(self, key: Hashable) -> None:
+        if not self._watchers:  # every appended partition notifies; usually nobody waits
+            return
         watchers = self._watchers.pop(key, None)
         if watchers:
             for waiter in watchers:

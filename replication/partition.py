@@ -80,18 +80,20 @@ class Partition:
         """The LSO: the HW, or the first offset of the oldest open transaction below it."""
         return self.log.last_stable_offset
 
-    def append_records_to_leader(self, records: bytearray | memoryview, origin: AppendOrigin) -> LogAppendInfo:
+    def append_records_to_leader(self, records: bytearray | memoryview, origin: AppendOrigin,
+                                 now: int | None = None) -> LogAppendInfo:
         """Append as leader and advance the HW (the ISR is this broker alone).
 
         Blocking (may fsync on roll or under flush.messages): the broker calls it
         from its append thread, never on the event loop.
         """
-        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin, now=now)
         self.maybe_increment_high_watermark()
         return info
 
     def maybe_increment_high_watermark(self) -> None:
-        if self.isr == [self.broker_id]:
+        isr = self.isr
+        if len(isr) == 1 and isr[0] == self.broker_id:
             self.log.update_high_watermark(self.log.log_end_offset)
 
     def read_records(self, fetch_offset: int, max_bytes: int, isolation_level: int,

@@ -73,9 +73,14 @@ def handle(ctx: "RequestContext", server: "KafkaServer", request: ProduceRequest
     responses: list[TopicProduceResponse] = []
     appends: list[Append] = []
     slots: list[PartitionProduceResponse] = []  # response entries awaiting an append result
+    bad_acks = acks not in (-1, 0, 1)
+    # Looked up once: this loop runs once per partition batch, 1,000 times a request
+    # when one producer writes to 1,000 partitions.
+    get_partition = server.replica_manager.get_partition
     for topic_data in request.topic_data:
-        topic_resp = TopicProduceResponse(name=topic_data.name, topic_id=topic_data.topic_id, partition_responses=[])
-        responses.append(topic_resp)
+        entries: list[PartitionProduceResponse] = []
+        responses.append(TopicProduceResponse(name=topic_data.name, topic_id=topic_data.topic_id,
+                                              partition_responses=entries))
         if by_topic_id:
             meta = server.metadata.by_id(topic_data.topic_id)
             name = meta.name if meta is not None else None
@@ -83,8 +88,8 @@ def handle(ctx: "RequestContext", server: "KafkaServer", request: ProduceRequest
         else:
             name, unknown = topic_data.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         for data in topic_data.partition_data:
-            partition = server.replica_manager.get_partition(name, data.index) if name is not None else None
-            if acks not in (-1, 0, 1):
+            partition = get_partition(name, data.index) if name is not None else None
+            if bad_acks:
                 entry = _partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS)
             elif partition is None:
                 entry = _partition_error(data.index, unknown)
@@ -97,7 +102,7 @@ def handle(ctx: "RequestContext", server: "KafkaServer", request: ProduceRequest
                 appends.append((partition, records))
                 entry = PartitionProduceResponse(index=data.index)
                 slots.append(entry)
-            topic_resp.partition_responses.append(entry)
+            entries.append(entry)
 
     if appends:
         results = None
@@ -122,13 +127,15 @@ async def _answer_after_thread(ctx: "RequestContext", server: "KafkaServer", pen
 
 def _fill_results(server: "KafkaServer", appends: list[Append], slots: list[PartitionProduceResponse],
                   results: list) -> None:
+    notify = server.fetch_purgatory.notify
     for (partition, _), entry, result in zip(appends, slots, results):
         entry.error_code = result.error_code
-        if result.info is not None:
-            entry.base_offset = result.info.first_offset
-            entry.log_append_time_ms = result.info.log_append_time
-            entry.log_start_offset = result.info.log_start_offset
-            server.fetch_purgatory.notify((partition.topic, partition.partition_index))
+        info = result.info
+        if info is not None:
+            entry.base_offset = info.first_offset
+            entry.log_append_time_ms = info.log_append_time
+            entry.log_start_offset = info.log_start_offset
+            notify((partition.topic, partition.partition_index))
         else:
             entry.base_offset, entry.log_append_time_ms, entry.log_start_offset = -1, -1, -1
             entry.error_message = result.error_message
