@@ -258,7 +258,8 @@ class Log:
     def _append(self, buf, batches: Sequence[tuple[int, RecordBatchHeader]], now: int) -> None:
         size = batches[-1][0] + batches[-1][1].size_in_bytes - batches[0][0]
         first, last = batches[0][1], batches[-1][1]
-        max_timestamp = max(h.max_timestamp for _, h in batches)
+        # A produce request carries one batch per partition: no generator for that case.
+        max_timestamp = last.max_timestamp if len(batches) == 1 else max(h.max_timestamp for _, h in batches)
         segment = self.active_segment
         if segment.should_roll(size, max_timestamp, last.last_offset, now, self.config):
             segment = self.roll(first.base_offset, now)
