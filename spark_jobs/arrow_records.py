@@ -21,20 +21,18 @@ the few records that have any. Malformed input raises ``CorruptRecordError``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from broker.client.fetch_decoder import AbortedTransaction, visible_batches
 from protocol import compression as _compression
 from protocol.buffers import Buffer
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import (
     BATCH_HEADER_SIZE,
-    CONTROL_FLAG,
     TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_FLAG,
     RecordBatchHeader,
-    iter_batch_headers,
     validate_batch,
 )
 from protocol.records import Header, decode_records
@@ -45,11 +43,6 @@ _PAD = bytes(16)
 _MAX_VARINT_BYTES = 10
 #: attributes + timestampDelta + offsetDelta + key length + value length + header count.
 _MIN_RECORD_BODY_SIZE = 6
-
-
-class AbortedTransaction(Protocol):
-    producer_id: int
-    first_offset: int
 
 
 @dataclass(slots=True)
@@ -88,28 +81,11 @@ def select_batches(
 ) -> tuple[_Selected, int]:
     """The batches holding records to show, and the offset to fetch next."""
     selected = _Selected([], [], [], [], [])
-    next_offset = fetch_offset
-    pending_aborts = sorted(aborted_transactions or (), key=lambda t: t.first_offset)
-    aborting: set[int] = set()
     view = memoryview(data)
-    for pos, header in iter_batch_headers(data):
-        if header.base_offset >= until_offset:
-            break
-        if header.last_offset < fetch_offset:
-            continue
-        next_offset = header.next_offset
-        if aborted_transactions is not None:
-            while pending_aborts and pending_aborts[0].first_offset <= header.last_offset:
-                aborting.add(pending_aborts.pop(0).producer_id)
-            if header.attributes & CONTROL_FLAG:
-                # The marker that ends an aborted transaction ends its range.
-                aborting.discard(header.producer_id)
-                continue
-            if header.attributes & TRANSACTIONAL_FLAG and header.producer_id in aborting:
-                continue
-        if header.attributes & CONTROL_FLAG or header.records_count == 0:
-            continue
-        _add_batch(selected, view, pos, header, verify_crc)
+    visible, next_offset = visible_batches(data, fetch_offset, aborted_transactions, until_offset)
+    for pos, header in visible:
+        if header.records_count:
+            _add_batch(selected, view, pos, header, verify_crc)
     return selected, next_offset
 
 

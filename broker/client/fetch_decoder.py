@@ -46,23 +46,26 @@ class AbortedTransaction(Protocol):
     first_offset: int
 
 
-def decode_fetched_records(
+def visible_batches(
     data: Buffer,
     fetch_offset: int,
     aborted_transactions: Sequence[AbortedTransaction] | None = None,
-    *,
-    verify_crc: bool = True,
-) -> tuple[list[FetchedBatch], int]:
-    """(batches with the records at or after ``fetch_offset``, the offset to fetch next).
+    until_offset: int | None = None,
+) -> tuple[list[tuple[int, RecordBatchHeader]], int]:
+    """(position and header of each batch holding records the application sees, the offset to fetch next).
 
-    ``aborted_transactions`` is given only for read_committed fetches.
-    CRCs are checked by default, as Kafka's consumer does (check.crcs=true).
+    Batches wholly before ``fetch_offset``, control batches and (when
+    ``aborted_transactions`` is given, i.e. read_committed) aborted batches are
+    left out; so is everything from ``until_offset`` on. The next offset moves
+    past the batches left out, so a fetch never asks for them again.
     """
-    batches: list[FetchedBatch] = []
+    visible: list[tuple[int, RecordBatchHeader]] = []
     next_offset = fetch_offset
     pending_aborts = sorted(aborted_transactions or (), key=lambda t: t.first_offset)
     aborting: set[int] = set()
     for pos, header in iter_batch_headers(data):
+        if until_offset is not None and header.base_offset >= until_offset:
+            break
         if header.last_offset < fetch_offset:
             continue
         next_offset = header.next_offset
@@ -77,6 +80,25 @@ def decode_fetched_records(
                 continue
         if header.attributes & CONTROL_FLAG:
             continue
+        visible.append((pos, header))
+    return visible, next_offset
+
+
+def decode_fetched_records(
+    data: Buffer,
+    fetch_offset: int,
+    aborted_transactions: Sequence[AbortedTransaction] | None = None,
+    *,
+    verify_crc: bool = True,
+) -> tuple[list[FetchedBatch], int]:
+    """(batches with the records at or after ``fetch_offset``, the offset to fetch next).
+
+    ``aborted_transactions`` is given only for read_committed fetches.
+    CRCs are checked by default, as Kafka's consumer does (check.crcs=true).
+    """
+    batches: list[FetchedBatch] = []
+    visible, next_offset = visible_batches(data, fetch_offset, aborted_transactions)
+    for pos, header in visible:
         _, batch_records = read_batch(data, pos, verify_crc=verify_crc)
         if header.base_offset < fetch_offset:
             batch_records = [r for r in batch_records if r.offset >= fetch_offset]
