@@ -49,6 +49,8 @@ BATCH_HEADER_SIZE = 61
 MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
+MAX_TIMESTAMP_OFFSET = 35
 PARTITION_LEADER_EPOCH_OFFSET = 12
 CURRENT_MAGIC = 2
 
@@ -78,6 +80,8 @@ _OFFSET_LENGTH = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
+#: lastOffsetDelta, (baseTimestamp skipped), maxTimestamp.
+_LAST_DELTA_MAX_TIMESTAMP = struct.Struct(">i8xq")
 
 
 class RecordBatchHeader(NamedTuple):
@@ -211,6 +215,12 @@ def validate_batch(buf: Buffer, pos: int = 0) -> RecordBatchHeader:
     return header
 
 
+def last_offset_delta_and_max_timestamp(buf: Buffer, pos: int = 0) -> tuple[int, int]:
+    """Two fields of a batch whose header was already checked, without building a
+    RecordBatchHeader: what a segment's roll test needs, once per partition batch."""
+    return _LAST_DELTA_MAX_TIMESTAMP.unpack_from(buf, pos + LAST_OFFSET_DELTA_OFFSET)
+
+
 def iter_batch_headers(buf: Buffer, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, RecordBatchHeader]]:
     """(position, header) of each whole batch in ``buf[pos:end]``; validates no CRC.
 
@@ -247,7 +257,7 @@ def patch_max_timestamp(buf: bytearray | memoryview, pos: int, size: int, timest
     else:
         attributes &= ~TIMESTAMP_TYPE_MASK
     struct.pack_into(">h", buf, pos + ATTRIBUTES_OFFSET, attributes)
-    _INT64.pack_into(buf, pos + 35, timestamp)
+    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
     _UINT32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
 
 

@@ -9,12 +9,12 @@ codes, so one bad partition never fails a whole request.
 from __future__ import annotations
 
 import logging
-import struct
 import uuid
 from dataclasses import dataclass
 from typing import Iterable
 
 from protocol.errors import ErrorCode, ProtocolError
+from protocol.record_batch import last_offset_delta_and_max_timestamp
 from replication.partition import LogReadResult, Partition
 from storage.errors import (
     InvalidRecordError,
@@ -36,11 +36,6 @@ from storage.producer_state import (
 )
 
 log = logging.getLogger(__name__)
-
-#: lastOffsetDelta, then maxTimestamp after the 8-byte baseTimestamp, in a v2 batch header:
-#: all the roll test needs, read without building a whole RecordBatchHeader.
-_LAST_OFFSET_DELTA_OFFSET = 23
-_ROLL_FIELDS = struct.Struct(">i8xq")
 
 TopicPartition = tuple[str, int]
 
@@ -163,7 +158,7 @@ class ReplicaManager:
                     return None
                 locked.append(log_.lock)
                 # Two header fields, not a full parse: the handler already checked this header.
-                last_offset_delta, max_timestamp = _ROLL_FIELDS.unpack_from(records, _LAST_OFFSET_DELTA_OFFSET)
+                last_offset_delta, max_timestamp = last_offset_delta_and_max_timestamp(records)
                 if log_.append_would_block(len(records), max_timestamp, last_offset_delta, now):
                     return None
             return self.append_records(entries, origin, now)

@@ -18,6 +18,7 @@ from protocol.record_batch import (
     build_batch_header,
     is_crc_valid,
     iter_batch_headers,
+    last_offset_delta_and_max_timestamp,
     parse_batch_header,
     patch_base_offset,
     patch_max_timestamp,
@@ -69,6 +70,7 @@ def test_header_fields_of_a_kafka_python_batch(codec: int) -> None:
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (11, 2, 30)
     assert header.last_sequence == theirs.last_sequence == 34
     assert header.records_count == theirs.records_count == 3
+    assert last_offset_delta_and_max_timestamp(built) == (theirs.last_offset_delta, theirs.max_timestamp)
 
 
 def test_crc_is_crc32c_of_attributes_to_end() -> None:
