@@ -41,23 +41,16 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, content: str | bytes, sync: bool = True) -> None:
+def write_atomically(path: Path, content: str | bytes) -> None:
     """Write ``<name>.tmp``, fsync it, rename it over ``path``, fsync the directory:
-    a crash leaves the old content or the new, never a mix (text is UTF-8).
-
-    ``sync=False`` skips both fsyncs: the rename still replaces the file whole for
-    readers and after a process crash, but a power loss may keep the old content;
-    for files the caller makes durable later (``sync=True``) or can rebuild.
-    """
+    a crash leaves the old content or the new, never a mix (text is UTF-8)."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
         f.write(content.encode("utf-8") if isinstance(content, str) else content)
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
-    if sync:
-        fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 class CheckpointFile:
@@ -67,9 +60,9 @@ class CheckpointFile:
         self.path = Path(path)
         self.version = version
 
-    def write_lines(self, lines: list[str], sync: bool = True) -> None:
+    def write_lines(self, lines: list[str]) -> None:
         body = f"{self.version}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
-        write_atomically(self.path, body, sync)
+        write_atomically(self.path, body)
 
     def read_lines(self) -> list[str]:
         """The entry lines; [] if the file does not exist. Malformed files raise."""
@@ -131,8 +124,8 @@ class OffsetCheckpointFile(CheckpointFile):
 class LeaderEpochCheckpointFile(CheckpointFile):
     """``epoch startOffset`` per line (the ``leader-epoch-checkpoint`` file)."""
 
-    def write(self, entries: Iterable[tuple[int, int]], sync: bool = True) -> None:
-        self.write_lines([f"{epoch} {start_offset}" for epoch, start_offset in entries], sync)
+    def write(self, entries: Iterable[tuple[int, int]]) -> None:
+        self.write_lines([f"{epoch} {start_offset}" for epoch, start_offset in entries])
 
     def read(self) -> list[tuple[int, int]]:
         return _parse_entries(self, lambda f: (int(f[0]), int(f[1])), 2)
