@@ -32,7 +32,7 @@ from broker.response_writer import ResponseWriter
 from protocol.api import API_VERSIONS_KEY, DecodedRequest, decode_request, encode_response
 from protocol.buffers import Chunk
 from protocol.errors import ProtocolError
-from protocol.framing import FrameDecoder
+from protocol.framing import SCRATCH_SIZE, FrameDecoder
 from protocol.primitives import Message, UnsupportedVersionError
 
 if TYPE_CHECKING:
@@ -317,7 +317,7 @@ class SocketServer:
         #: Every connection reads small requests into this one buffer (all run on
         #: one event loop, and nothing stays in it between reads): idle connections
         #: cost no receive buffer of their own.
-        self.receive_scratch = bytearray(256 * 1024)
+        self.receive_scratch = bytearray(SCRATCH_SIZE)
         self.connections: set[KafkaConnection] = set()
         self._servers: list[asyncio.base_events.Server] = []
         self.bound: dict[str, tuple[str, int]] = {}

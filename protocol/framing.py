@@ -28,6 +28,8 @@ DIRECT_FILL_MIN = 64 * 1024
 #: buffer: a client sending large requests likely sends another, whose bytes
 #: past its header should land in it directly rather than be copied.
 AFTER_LARGE_READ = 4096
+#: Size of the scratch buffer small frames are read through.
+SCRATCH_SIZE = 256 * 1024
 
 
 class FrameDecoder:
@@ -48,7 +50,7 @@ class FrameDecoder:
             return memoryview(frame)[self._filled :]
         self._direct = False
         if self._scratch is None:
-            self._scratch = bytearray(256 * 1024)
+            self._scratch = bytearray(SCRATCH_SIZE)
         if self._last_large and frame is None:
             return memoryview(self._scratch)[:AFTER_LARGE_READ]
         return memoryview(self._scratch)
