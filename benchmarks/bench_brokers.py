@@ -30,6 +30,8 @@ from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PEER_LAUNCHER = PROJECT_ROOT.parent / "shared" / "bench" / "peer.py"
+#: Where the peer launcher caches the peer's binary unless told otherwise.
+SHARED_PEER_CACHE = Path(os.environ.get("PEER_CACHE", Path.home() / ".cache" / "pafka-peer"))
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
@@ -94,6 +96,7 @@ class BenchBroker:
     data_dir: Path | None = None
     start_s: float = 0.0
     stop_command: Sequence[str] | None = None
+    peer_cache: Path | None = None
     overrides: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -117,7 +120,10 @@ class BenchBroker:
 
     def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
         if self.stop_command is not None:
-            subprocess.run(list(self.stop_command), check=False, timeout=STOP_TIMEOUT_S)
+            subprocess.run(list(self.stop_command), check=False, timeout=STOP_TIMEOUT_S,
+                           env=_peer_env(self.peer_cache))
+            if self.peer_cache is not None:
+                shutil.rmtree(self.peer_cache, ignore_errors=True)
             return
         if self.process is None or self.process.poll() is not None:
             return
@@ -175,18 +181,41 @@ def restart_pafka(broker: BenchBroker, sig: signal.Signals = signal.SIGTERM) -> 
     return start_pafka(broker.data_dir, host=broker.host, port=broker.port, overrides=broker.overrides)
 
 
+def private_peer_cache() -> Path:
+    """A cache dir of the peer launcher's own for one peer.
+
+    The launcher keeps one PID file per cache dir and ``stop`` kills whatever PID it
+    names, so two peers sharing a dir (two benchmarks on this machine) would stop each
+    other's. The binary is linked from the shared cache, so nothing is downloaded again.
+    """
+    cache = Path(tempfile.mkdtemp(prefix="pafka-peer-cache-"))
+    binary = SHARED_PEER_CACHE / "tansu"
+    if binary.exists():
+        (cache / "tansu").symlink_to(binary)
+    return cache
+
+
+def _peer_env(cache: Path | None) -> dict[str, str] | None:
+    return None if cache is None else {**os.environ, "PEER_CACHE": str(cache)}
+
+
 def start_peer(*, port: int | None = None, launcher: Path = DEFAULT_PEER_LAUNCHER) -> BenchBroker:
-    """Start the peer broker through its launcher script (a separate process)."""
+    """Start the peer broker through its launcher script (a separate process, its own cache dir)."""
     if not launcher.exists():
         raise FileNotFoundError(f"peer launcher not found: {launcher}")
     port = port or free_port()
+    cache = private_peer_cache()
     started = time.monotonic()
-    out = subprocess.run([sys.executable, str(launcher), "start", "--port", str(port)],
-                         capture_output=True, text=True, check=True, timeout=START_TIMEOUT_S)
-    pid = int(out.stdout.strip().splitlines()[-1])
-    wait_until_listening("127.0.0.1", port, None)
+    try:
+        out = subprocess.run([sys.executable, str(launcher), "start", "--port", str(port)], env=_peer_env(cache),
+                             capture_output=True, text=True, check=True, timeout=START_TIMEOUT_S)
+        pid = int(out.stdout.strip().splitlines()[-1])
+        wait_until_listening("127.0.0.1", port, None)
+    except BaseException:
+        shutil.rmtree(cache, ignore_errors=True)
+        raise
     return BenchBroker("peer", "127.0.0.1", port, pid, start_s=time.monotonic() - started,
-                       stop_command=[sys.executable, str(launcher), "stop"])
+                       stop_command=[sys.executable, str(launcher), "stop"], peer_cache=cache)
 
 
 def remove_data(broker: BenchBroker) -> None:

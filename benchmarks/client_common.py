@@ -24,24 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from bench_brokers import (  # noqa: E402
     DEFAULT_PEER_LAUNCHER, BenchBroker, median, ratio, start_pafka, start_peer)
 
-SHARED_PEER_CACHE = Path(os.environ.get("PEER_CACHE", Path.home() / ".cache" / "pafka-peer"))
 ADMIN_TIMEOUT_S = 30.0
-
-
-def private_peer_cache(root: Path) -> Path:
-    """Give the peer launcher a cache dir of our own.
-
-    The launcher keeps one PID file per cache dir and ``stop`` kills whatever PID it names,
-    so two benchmarks sharing the default dir would stop each other's peer. The binary is
-    linked from the shared cache so nothing is downloaded again.
-    """
-    cache = root / "peer-cache"
-    cache.mkdir(parents=True, exist_ok=True)
-    binary = SHARED_PEER_CACHE / "tansu"
-    if binary.exists() and not (cache / "tansu").exists():
-        (cache / "tansu").symlink_to(binary)
-    os.environ["PEER_CACHE"] = str(cache)
-    return cache
 
 
 @contextmanager
@@ -50,7 +33,6 @@ def broker_pair(overrides: Sequence[str] = ()) -> Iterator[tuple[BenchBroker, Be
     root = Path(tempfile.mkdtemp(prefix="pafka-client-bench-"))
     pafka = peer = None
     try:
-        private_peer_cache(root)
         pafka = start_pafka(root / "data", overrides=overrides, log_path=root / "pafka.log")
         peer = start_peer(launcher=DEFAULT_PEER_LAUNCHER)
         yield pafka, peer

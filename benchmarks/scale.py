@@ -250,14 +250,6 @@ def main(argv: list[str] | None = None) -> int:
     fd_soft, fd_hard = raise_fd_limit()
     root = args.data_root or Path(tempfile.mkdtemp(prefix="pafka-scale-"))
     root.mkdir(parents=True, exist_ok=True)
-    # The peer launcher keeps one PID file per cache dir: a private one, so runs by others
-    # on this machine never stop our peer (the binary is shared by a link).
-    shared_cache = Path(os.environ.get("PEER_CACHE", Path.home() / ".cache" / "pafka-peer"))
-    private_cache = root / "peer-cache"
-    private_cache.mkdir(exist_ok=True)
-    if (shared_cache / "tansu").exists() and not (private_cache / "tansu").exists():
-        os.symlink(shared_cache / "tansu", private_cache / "tansu")
-    os.environ["PEER_CACHE"] = str(private_cache)
     print(f"## Scale benchmarks ({'quick' if args.quick else 'full'}, repeats {args.repeats}, "
           f"open files limit {fd_soft}/{fd_hard}, load average {os.getloadavg()[0]:.2f})\n", flush=True)
     results: dict[str, Any] = {"quick": args.quick, "repeats": args.repeats, "sizes": n}
