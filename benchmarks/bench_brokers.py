@@ -257,5 +257,13 @@ def median(values: Sequence[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
+def percentile(sorted_values: Sequence[float], p: float) -> float | None:
+    """Nearest-rank percentile (``p`` in 0-100) of an already sorted sequence."""
+    if not sorted_values:
+        return None
+    rank = max(1, min(len(sorted_values), int(-(-p * len(sorted_values) // 100))))
+    return sorted_values[rank - 1]
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None

@@ -100,14 +100,6 @@ class OthersMeter:
         self.other_cpu_s = max(0.0, machine - own - (self.broker.cpu_seconds() - self._broker0))
 
 
-def percentile(sorted_values: Sequence[float], p: float) -> float | None:
-    """Nearest-rank percentile of an already sorted sequence."""
-    if not sorted_values:
-        return None
-    rank = max(1, min(len(sorted_values), int(-(-p * len(sorted_values) // 100))))
-    return sorted_values[rank - 1]
-
-
 def medians(runs: Sequence[dict], keys: Sequence[str]) -> dict[str, float | None]:
     """Median of each key over the runs that passed (``ok``); failed runs never count."""
     good = [run for run in runs if run.get("ok")]

@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
-from bench_brokers import BenchBroker, ResourceMeter, alternate  # noqa: E402
+from bench_brokers import BenchBroker, ResourceMeter, alternate, percentile  # noqa: E402
 from client_common import (  # noqa: E402
     OthersMeter, admin_for, broker_pair, cell, compare_runs, create_topic, delete_topic, human, log,
-    percentile, results_table, runs_ok)
+    results_table, runs_ok)
 
 STAMP = struct.Struct(">IQ")  # sequence number, send time in perf_counter nanoseconds
 WARMUP_SEQ = 0xFFFFFFFF

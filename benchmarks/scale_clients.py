@@ -20,7 +20,7 @@ from typing import Any, Callable, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from bench_brokers import BenchBroker, ResourceMeter, median
+from bench_brokers import BenchBroker, ResourceMeter, median, percentile
 from protocol.api import decode_response
 from scale_storage import create_topics, delete_topics, produce_records
 from scale_wire import METADATA, WireClient, api_versions_v0_frame
@@ -48,11 +48,6 @@ def own_cpu_seconds() -> float:
     """CPU seconds of this process, librdkafka's threads included: is the client the limit?"""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 # -- producing a sequence to many partitions and reading it back ------------------------------
@@ -157,7 +152,7 @@ def run_partitions(broker: BenchBroker, topics: int, per_topic: int, records: in
                 times.append(elapsed)
             response = decode_response(METADATA, client.versions[METADATA], frame)[1]
             seen = sum(len(t.partitions) for t in response.topics if t.name in set(names))
-        result |= {"metadata_ms_p50": median(times) * 1000, "metadata_ms_p99": percentile(times, 0.99) * 1000,
+        result |= {"metadata_ms_p50": median(times) * 1000, "metadata_ms_p99": percentile(sorted(times), 99) * 1000,
                    "metadata_partitions_seen": seen}
     meter, client_cpu = produce_spread(broker, partitions, records, 100)
     result |= {"records": records, "produce_s": meter.wall_s, "records_per_s": records / meter.wall_s,

@@ -65,10 +65,10 @@ def test_values_carry_their_sequence_and_size() -> None:
 
 def test_percentile_is_nearest_rank() -> None:
     values = list(range(1, 1001))
-    assert client_common.percentile(values, 50) == 500
-    assert client_common.percentile(values, 99) == 990
-    assert client_common.percentile(values, 99.9) == 999
-    assert client_common.percentile([], 50) is None
+    assert bench_brokers.percentile(values, 50) == 500
+    assert bench_brokers.percentile(values, 99) == 990
+    assert bench_brokers.percentile(values, 99.9) == 999
+    assert bench_brokers.percentile([], 50) is None
 
 
 def test_compare_leaves_failed_runs_out_of_the_medians() -> None:
