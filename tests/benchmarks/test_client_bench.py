@@ -16,6 +16,7 @@ import bench_brokers  # noqa: E402
 import client_common  # noqa: E402
 import client_latency  # noqa: E402
 import client_throughput  # noqa: E402
+import consume_only  # noqa: E402
 import suite  # noqa: E402
 
 
@@ -128,5 +129,33 @@ def test_latency_run_against_pafka_sees_every_record_end_to_end(tmp_path: Path) 
         assert 0 < run["produce_p50_ms"] <= run["produce_p99_ms"] <= run["produce_p999_ms"]
         assert 0 < run["e2e_p50_ms"] <= run["e2e_p99_ms"]
         assert run["client_stalled_ms"] is not None and run["delete_error"] is None
+    finally:
+        broker.stop()
+
+
+def test_thread_deltas_sum_librdkafka_broker_threads_as_the_fetcher_and_drop_idle_threads() -> None:
+    before = {"application#1": (1.0, 100, 10), "rdk:broker0#2": (0.5, 50, 5), "rdk:main#4": (0.1, 1, 1)}
+    after = {"application#1": (1.5, 160, 30), "rdk:broker0#2": (0.75, 80, 6),
+             "rdk:broker1#3": (0.25, 20, 2),  # started meanwhile: counted from zero
+             "rdk:main#4": (0.102, 1, 2)}  # under 5 ms of CPU: idle, left out
+    assert consume_only.thread_deltas(before, after) == {
+        "application": {"cpu_s": 0.5, "minflt": 60, "voluntary_switches": 20},
+        "fetcher": {"cpu_s": 0.5, "minflt": 50, "voluntary_switches": 3},
+    }
+
+
+@pytest.mark.slow
+def test_consume_only_child_reads_every_record_and_reports_its_threads(tmp_path: Path) -> None:
+    broker = bench_brokers.start_pafka(tmp_path / "data", log_path=tmp_path / "pafka.log")
+    try:
+        scenario = client_throughput.Scenario("test", records=20_000, size=100, partitions=3, acks="1")
+        topic = consume_only.fill(broker, scenario, client_throughput.build_values(scenario.records, scenario.size))
+        args = consume_only.parse_args(["--records", "20000", "--partitions", "3", "--repeats", "1",
+                                        "--timeout", "30"])
+        run = consume_only.consume_once(broker, topic, args)
+        assert run["received"] == 20_000 and run["msgs_s"] > 0
+        assert run["threads"]["application"]["cpu_s"] > 0 and run["threads"]["application"]["minflt"] > 0
+        assert run["fetch_responses"] >= 1 and run["fetched_MB"] >= 2.0  # 20,000 x 100 B at least
+        assert run["peak_rss_mb"] > 0 and run["touch_us_per_page"] > 0
     finally:
         broker.stop()
