@@ -63,8 +63,14 @@ def thread_counters() -> dict[str, tuple[float, int, int]]:
     return counters
 
 
+#: The two threads every report names; other threads are listed only when they were busy.
+REPORTED_THREADS = ("application", "fetcher")
+
+
 def thread_deltas(before: dict, after: dict) -> dict[str, dict[str, float]]:
-    """Per thread name (librdkafka's broker threads summed): what changed, busy threads only."""
+    """Per thread name (librdkafka's broker threads summed as the fetcher): what changed.
+
+    CPU time comes in clock ticks (10 ms), so a short run's thread may show none."""
     deltas: dict[str, dict[str, float]] = {}
     for key, values in after.items():
         name = key.split("#")[0]
@@ -73,7 +79,8 @@ def thread_deltas(before: dict, after: dict) -> dict[str, dict[str, float]]:
         slot = deltas.setdefault(name, dict.fromkeys(THREAD_KEYS, 0))
         for k, new, was in zip(THREAD_KEYS, values, old):
             slot[k] += new - was
-    return {name: {k: round(v, 3) for k, v in d.items()} for name, d in deltas.items() if d["cpu_s"] > 0.005}
+    return {name: {k: round(v, 3) for k, v in d.items()} for name, d in deltas.items()
+            if name in REPORTED_THREADS or d["cpu_s"] > 0.005}
 
 
 def touch_fresh_memory(megabytes: int) -> float:
@@ -158,7 +165,7 @@ def consume_once(broker: BenchBroker, topic: str, args: argparse.Namespace) -> d
 
 def summary(runs: list[dict]) -> dict:
     threads = {name: {k: median([r["threads"].get(name, {}).get(k) for r in runs]) for k in THREAD_KEYS}
-               for name in ("application", "fetcher")}
+               for name in REPORTED_THREADS}
     return {"msgs_s": median([r["msgs_s"] for r in runs]), "startup_s": median([r["startup_s"] for r in runs]),
             "fetch_responses": median([r["fetch_responses"] for r in runs]), "threads": threads,
             "peak_rss_mb": median([r["peak_rss_mb"] for r in runs]),
