@@ -23,7 +23,7 @@ import struct
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -154,37 +154,66 @@ def consume_phase(broker: BenchBroker, s: Scenario, topic: str, expected: int,
     """Read ``expected`` records; the clock runs from the first batch to the last, and the
     first batch's records are not counted in the rate (they arrived before the clock ran)."""
     consumer = Consumer(consumer_config(broker, s))
-    kept: list = []
-    first_at = last_at = None
-    first_len = 0
     with ResourceMeter(broker) as meter:
         started = time.perf_counter()
         if s.group:
             consumer.subscribe([topic])
         else:
             consumer.assign([TopicPartition(topic, p, 0) for p in range(s.partitions)])
-        deadline = time.monotonic() + timeout_s
-        consume = consumer.consume
-        # consume() waits for num_messages or the timeout, whichever comes first: ask for
-        # about 1 MB at a time and never more than is left, so no call waits past the last record
-        per_call = max(1, min(10_000, 1_000_000 // s.size))
-        while len(kept) < expected and time.monotonic() < deadline:
-            batch = consume(num_messages=min(per_call, expected - len(kept)), timeout=0.1)
-            if batch:
-                last_at = time.perf_counter()
-                if first_at is None:
-                    first_at, first_len = last_at, len(batch)
-                kept.extend(batch)
+        read = read_timed(consumer, expected, s.size, timeout_s)
     consumer.close()
-    timed = len(kept) - first_len
-    elapsed = (last_at - first_at) if first_at is not None and last_at > first_at else None
+    elapsed = read.elapsed
     figures = {
         "consume_s": elapsed, "consume_cpu_s": meter.cpu_s, "consume_rss_mb": meter.peak_rss_mb,
-        "consume_startup_s": (first_at - started) if first_at is not None else None,
-        "consume_msgs_s": timed / elapsed if elapsed else None,
-        "consume_MB_s": timed * s.size / elapsed / 1e6 if elapsed else None,
+        "consume_startup_s": read.startup_s(started),
+        "consume_msgs_s": read.timed / elapsed if elapsed else None,
+        "consume_MB_s": read.timed * s.size / elapsed / 1e6 if elapsed else None,
     }
-    return figures, kept
+    return figures, read.kept
+
+
+@dataclass
+class TimedRead:
+    """Records read by :func:`read_timed` and when the first and last batches came."""
+
+    kept: list = field(default_factory=list)
+    first_at: float | None = None
+    last_at: float | None = None
+    first_len: int = 0
+
+    @property
+    def timed(self) -> int:
+        """Records inside the clock: the first batch arrived before it ran."""
+        return len(self.kept) - self.first_len
+
+    @property
+    def elapsed(self) -> float | None:
+        """First batch to last; None when fewer than two batches came."""
+        if self.first_at is None or self.last_at <= self.first_at:
+            return None
+        return self.last_at - self.first_at
+
+    def startup_s(self, started: float) -> float | None:
+        return self.first_at - started if self.first_at is not None else None
+
+
+def read_timed(consumer: Consumer, expected: int, size: int, timeout_s: float) -> TimedRead:
+    """Read up to ``expected`` records of ``size`` bytes, noting when the first and last batches came."""
+    read = TimedRead()
+    kept = read.kept
+    deadline = time.monotonic() + timeout_s
+    consume = consumer.consume
+    # consume() waits for num_messages or the timeout, whichever comes first: ask for
+    # about 1 MB at a time and never more than is left, so no call waits past the last record
+    per_call = max(1, min(10_000, 1_000_000 // size))
+    while len(kept) < expected and time.monotonic() < deadline:
+        batch = consume(num_messages=min(per_call, expected - len(kept)), timeout=0.1)
+        if batch:
+            read.last_at = time.perf_counter()
+            if read.first_at is None:
+                read.first_at, read.first_len = read.last_at, len(batch)
+            kept.extend(batch)
+    return read
 
 
 def verify(messages: list, sent: int, size: int) -> dict:

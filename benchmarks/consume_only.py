@@ -34,21 +34,29 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
-from bench_brokers import BenchBroker, alternate, median, ratio  # noqa: E402
+from bench_brokers import CLOCK_TICKS, BenchBroker, alternate, median, proc_status_kb, ratio  # noqa: E402
 from client_common import admin_for, broker_pair, create_topic, log  # noqa: E402
-from client_throughput import Scenario, build_values, consumer_config, producer_config  # noqa: E402
+from client_throughput import (  # noqa: E402
+    Scenario,
+    build_values,
+    consumer_config,
+    produce_phase,
+    read_timed,
+)
 
 THREAD_KEYS = ("cpu_s", "minflt", "voluntary_switches")
+#: The two threads every report names; other threads are listed only when they were busy.
+REPORTED_THREADS = ("application", "fetcher")
 PAGE = mmap.PAGESIZE
+FILL_TIMEOUT_S = 120.0
 #: How much fresh memory a child touches to measure what a page fault costs.
 TOUCH_PROBE_MB = 16
 
 
 def thread_counters() -> dict[str, tuple[float, int, int]]:
     """CPU seconds, minor faults and voluntary switches of each thread of this process."""
-    tick = os.sysconf("SC_CLK_TCK")
     counters: dict[str, tuple[float, int, int]] = {}
     for tid in os.listdir("/proc/self/task"):
         try:
@@ -59,12 +67,8 @@ def thread_counters() -> dict[str, tuple[float, int, int]]:
         except OSError:  # the thread ended meanwhile
             continue
         switches = int(status.split("voluntary_ctxt_switches:")[1].split()[0])
-        counters[f"{name}#{tid}"] = ((int(stat[11]) + int(stat[12])) / tick, int(stat[7]), switches)
+        counters[f"{name}#{tid}"] = ((int(stat[11]) + int(stat[12])) / CLOCK_TICKS, int(stat[7]), switches)
     return counters
-
-
-#: The two threads every report names; other threads are listed only when they were busy.
-REPORTED_THREADS = ("application", "fetcher")
 
 
 def thread_deltas(before: dict, after: dict) -> dict[str, dict[str, float]]:
@@ -96,16 +100,11 @@ def touch_fresh_memory(megabytes: int) -> float:
     return elapsed / (size // PAGE) * 1e6
 
 
-def peak_rss_mb() -> float:
-    status = Path("/proc/self/status").read_text()
-    return int(status.split("VmHWM:")[1].split()[0]) / 1024
-
-
 def consume_child(args: argparse.Namespace) -> None:
     """One consumer in this fresh process; prints one JSON line."""
     gc.disable()  # as client_throughput: the loop makes millions of objects
     touch_us = touch_fresh_memory(TOUCH_PROBE_MB)
-    scenario = replace(Scenario("consume-only", args.records), partitions=args.partitions)
+    scenario = scenario_of(args)
     stats: dict[str, str] = {}
     host, port = args.bootstrap.rsplit(":", 1)
     config = consumer_config(BenchBroker("child", host, int(port), pid=0), scenario)
@@ -115,25 +114,15 @@ def consume_child(args: argparse.Namespace) -> None:
     consumer.assign([TopicPartition(args.topic, p, 0) for p in range(args.partitions)])
     time.sleep(args.prequeue_s)
     before, started = thread_counters(), time.perf_counter()
-    kept: list = []
-    first_at = last_at = None
-    first_len = 0
-    deadline = time.monotonic() + args.timeout
-    while len(kept) < args.records and time.monotonic() < deadline:
-        batch = consumer.consume(num_messages=min(10_000, args.records - len(kept)), timeout=0.1)
-        if batch:
-            last_at = time.perf_counter()
-            if first_at is None:
-                first_at, first_len = last_at, len(batch)
-            kept.extend(batch)
+    read = read_timed(consumer, args.records, scenario.size, args.timeout)
     threads = thread_deltas(before, thread_counters())
     consumer.poll(0.5)  # one more statistics callback, after the last response
     brokers = [b for b in json.loads(stats.get("last", "{}")).get("brokers", {}).values() if b["nodeid"] >= 0]
-    elapsed = (last_at - first_at) if first_at is not None and last_at > first_at else None
+    elapsed = read.elapsed
     print(json.dumps({
-        "received": len(kept), "msgs_s": (len(kept) - first_len) / elapsed if elapsed else None,
-        "startup_s": (first_at - started) if first_at is not None else None, "threads": threads,
-        "peak_rss_mb": round(peak_rss_mb(), 1), "touch_us_per_page": round(touch_us, 2),
+        "received": len(read.kept), "msgs_s": read.timed / elapsed if elapsed else None,
+        "startup_s": read.startup_s(started), "threads": threads,
+        "peak_rss_mb": round(proc_status_kb(os.getpid(), "VmHWM") / 1024, 1), "touch_us_per_page": round(touch_us, 2),
         "fetch_responses": sum(b["rx"] for b in brokers), "fetched_MB": sum(b["rxbytes"] for b in brokers) / 1e6}))
     os._exit(0)  # skip freeing a million messages
 
@@ -141,16 +130,10 @@ def consume_child(args: argparse.Namespace) -> None:
 def fill(broker: BenchBroker, scenario: Scenario, values: list[bytes]) -> str:
     topic = "consume-only-" + uuid.uuid4().hex[:8]
     create_topic(admin_for(broker), topic, scenario.partitions)
-    producer = Producer(producer_config(broker, scenario, lambda err, _msg: None))
-    for value in values:
-        while True:
-            try:
-                producer.produce(topic, value)
-                break
-            except BufferError:
-                producer.poll(0.005)
-    if producer.flush(120):
-        raise RuntimeError(f"{broker.name}: records left unflushed")
+    produced = produce_phase(broker, scenario, topic, values, FILL_TIMEOUT_S)
+    if produced["acked"] != len(values):
+        raise RuntimeError(f"{broker.name}: {produced['acked']} of {len(values)} records acknowledged, "
+                           f"first error: {produced['first_produce_error']}")
     return topic
 
 
@@ -173,6 +156,10 @@ def summary(runs: list[dict]) -> dict:
             "complete": all(r["received"] == runs[0]["received"] for r in runs)}
 
 
+def scenario_of(args: argparse.Namespace) -> Scenario:
+    return replace(Scenario("consume-only", args.records), partitions=args.partitions)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -192,7 +179,7 @@ def main() -> None:
     if args.child:
         consume_child(args)
         return
-    scenario = replace(Scenario("consume-only", args.records), partitions=args.partitions)
+    scenario = scenario_of(args)
     values = build_values(args.records, scenario.size)
     with broker_pair() as (pafka, peer):
         topics = {b.name: fill(b, scenario, values) for b in (pafka, peer)}
