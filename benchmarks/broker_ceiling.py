@@ -8,6 +8,10 @@ connection, as fast as the broker answers:
 * produce: one RecordBatch v2 of 1 MiB (or 16 KiB) per ProduceRequest, built
   once before the clock (random, incompressible values, no producer id), with
   acks=1 and acks=all; only the 4-byte correlation id is patched per send;
+* produce spread over 1,000 partitions: each ProduceRequest carries one 3 KiB
+  batch for every partition of a 1,000-partition topic, on one connection, as
+  a producer writing to many partitions sends them; here requests/s x 1,000 is
+  the partition batches per second the broker appends;
 * fetch: the data is produced first (untimed), then read back with pipelined
   FetchRequests whose ``max_bytes`` covers several batches; every response is
   checked (error code, whole batches starting at the requested offset, CRC32C
@@ -62,6 +66,7 @@ from ceiling_client import (  # noqa: E402
     delete_topic,
     fetch_partitions,
     produce_partitions,
+    produce_spread,
     records_per_batch,
 )
 
@@ -73,9 +78,12 @@ class Load:
     batch_bytes: int
     acks: int = 1
     #: Data per partition: produce sends this much; fetch produces it (untimed)
-    #: and then reads it back ``passes`` times.
+    #: and then reads it back ``passes`` times. With ``spread``: all partitions' data.
     data_bytes: int = 512 * MIB
     passes: int = 1
+    #: Produce only: partitions of one topic that every request carries a batch for,
+    #: on one connection (a producer writing to many partitions); 0 = one per connection.
+    spread: int = 0
 
 
 def standard_loads(quick: bool) -> list[Load]:
@@ -86,6 +94,9 @@ def standard_loads(quick: bool) -> list[Load]:
         Load("produce-1MiB-acksall", "produce", MIB, -1, big),
         Load("produce-16KiB-acks1", "produce", 16 << 10, 1, small),
         Load("produce-16KiB-acksall", "produce", 16 << 10, -1, small),
+        # What librdkafka sends when one producer writes to 1,000 partitions (about 30
+        # records of 100 B per partition batch): the broker's cost per partition batch.
+        Load("produce-1000p-3KiB", "produce", 3 << 10, 1, small, spread=1000),
         Load("fetch-1MiB", "fetch", MIB, 1, fetched, passes),
         Load("fetch-16KiB", "fetch", 16 << 10, 1, fetched, passes),
     ]
@@ -122,9 +133,16 @@ def settle_page_cache() -> None:
 def run_load(broker: BenchBroker, target: Target, load: Load, run: int, *, connections: int, in_flight: int,
              fetch_bytes: int, batch: bytearray) -> RunResult:
     topic = f"ceiling-{load.name}-{run}".lower()
-    create_topic(target, topic, connections)
+    create_topic(target, topic, load.spread or connections)
     count = max(1, load.data_bytes // load.batch_bytes)
     try:
+        if load.spread:
+            count = max(1, count // load.spread)
+            settle_page_cache()
+            with ResourceMeter(broker) as meter:
+                requests = produce_spread(target, topic, batch, load.acks, count, load.spread, in_flight)
+            return RunResult(broker.name, load.name, meter.wall_s, requests * load.spread * len(batch), requests,
+                             meter.cpu_s, meter.peak_rss_mb)
         if load.kind == "produce":
             settle_page_cache()
             with ResourceMeter(broker) as meter:
@@ -154,14 +172,16 @@ def machine_ceiling(load: Load, batch: bytearray, fetch_bytes: int) -> RunResult
     workdir = Path(tempfile.mkdtemp(prefix="pafka-ceiling-machine-"))
     path, count = workdir / "data.bin", max(1, load.data_bytes // load.batch_bytes)
     fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_TRUNC)
+    files = [fd] + [os.open(workdir / f"data-{i}.bin", os.O_CREAT | os.O_RDWR) for i in range(1, load.spread)]
     try:
-        if load.kind == "produce":
+        if load.kind == "produce":  # batch i to file i mod n, as a spread load's requests do
             settle_page_cache()
+            n, size = len(files), len(batch)
             started = time.perf_counter()
             for i in range(count):
-                os.pwrite(fd, batch, i * len(batch))
+                os.pwrite(files[i % n], batch, i // n * size)
             wall = time.perf_counter() - started
-            return RunResult("machine", load.name, wall, count * len(batch), count, 0.0, None)
+            return RunResult("machine", load.name, wall, count * size, count // n, 0.0, None)
         for i in range(count):
             os.pwrite(fd, batch, i * len(batch))
         settle_page_cache()
@@ -169,7 +189,8 @@ def machine_ceiling(load: Load, batch: bytearray, fetch_bytes: int) -> RunResult
         wall, sends = _sendfile_to_loopback(fd, size, load.passes, fetch_bytes)
         return RunResult("machine", load.name, wall, size * load.passes, sends, 0.0, None)
     finally:
-        os.close(fd)
+        for opened in files:
+            os.close(opened)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -71,9 +71,11 @@ def records_per_batch(batch_bytes: int) -> int:
     return max(1, batch_bytes // (16 << 10)) if batch_bytes >= MIB else max(1, batch_bytes // 1024)
 
 
-def produce_frame(topic: str, partition: int, batch: bytearray, acks: int, version: int) -> bytearray:
-    body = ProduceRequest(acks=acks, timeout_ms=30_000, topic_data=[
-        TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=partition, records=batch)])])
+def produce_frame(topic: str, partition: int | range, batch: bytearray, acks: int, version: int) -> bytearray:
+    """One ProduceRequest: ``batch`` for ``partition``, or for each partition of a range."""
+    indexes = partition if isinstance(partition, range) else [partition]
+    body = ProduceRequest(acks=acks, timeout_ms=30_000, topic_data=[TopicProduceData(name=topic, partition_data=[
+        PartitionProduceData(index=index, records=batch) for index in indexes])])
     return bytearray(join_chunks(encode_request(PRODUCE, version, 0, CLIENT_ID, body)))
 
 
@@ -220,6 +222,19 @@ def delete_topic(target: Target, topic: str) -> None:
 # -- the two loads -------------------------------------------------------------------
 
 
+def _produce_check(version: int, partitions: int) -> Callable[[int, memoryview], None]:
+    """A pipeline's answer check: every one of ``partitions`` answered, none with an error."""
+    def check(_: int, response: memoryview) -> None:
+        _, body = decode_response(PRODUCE, version, response)
+        answered = [part for topic_response in body.responses for part in topic_response.partition_responses]
+        if len(answered) != partitions:
+            raise RuntimeError(f"produce answered {len(answered)} of {partitions} partitions")
+        for part in answered:
+            if part.error_code != ErrorCode.NO_ERROR:
+                raise RuntimeError(f"produce failed: {ErrorCode(part.error_code).name} {part.error_message}")
+    return check
+
+
 def produce_partitions(target: Target, topic: str, batch: bytearray, acks: int, count: int,
                        connections: int, in_flight: int) -> int:
     """Send ``count`` copies of ``batch`` to each partition (one per connection); requests sent."""
@@ -227,13 +242,7 @@ def produce_partitions(target: Target, topic: str, batch: bytearray, acks: int, 
     frames_per_conn = [[produce_frame(topic, p, batch, acks, version)] * count for p in range(connections)]
     sockets = [open_socket(target.host, target.port) for _ in range(connections)]
     deadline = time.monotonic() + RUN_DEADLINE_S
-
-    def check(_: int, response: memoryview) -> None:
-        _, body = decode_response(PRODUCE, version, response)
-        for topic_response in body.responses:
-            for part in topic_response.partition_responses:
-                if part.error_code != ErrorCode.NO_ERROR:
-                    raise RuntimeError(f"produce failed: {ErrorCode(part.error_code).name} {part.error_message}")
+    check = _produce_check(version, 1)
 
     try:
         run_threads([lambda s=s, f=f: pipeline(s, f, in_flight, check, deadline)
@@ -242,6 +251,22 @@ def produce_partitions(target: Target, topic: str, batch: bytearray, acks: int, 
         for sock in sockets:
             sock.close()
     return count * connections
+
+
+def produce_spread(target: Target, topic: str, batch: bytearray, acks: int, count: int, partitions: int,
+                   in_flight: int) -> int:
+    """Send ``count`` requests on one connection, each carrying ``batch`` for every one of
+    ``partitions`` partitions (what a producer writing to many partitions sends); requests sent."""
+    version = target.produce_version
+    frames = [produce_frame(topic, range(partitions), batch, acks, version)] * count
+    deadline = time.monotonic() + RUN_DEADLINE_S
+    check = _produce_check(version, partitions)
+    sock = open_socket(target.host, target.port)
+    try:
+        pipeline(sock, frames, in_flight, check, deadline)
+    finally:
+        sock.close()
+    return count
 
 
 @dataclass

@@ -8,7 +8,10 @@ and by *inclusive* samples (anywhere on the stack, once per sample). Loads:
 * the ceiling client's pipelined Produce of 1 MiB and 16 KiB batches (acks=1)
   and pipelined Fetch of 1 MiB and 16 KiB batches (``broker_ceiling.py``);
 * confluent-kafka producing 100 B records to 6 partitions (acks=1, linger 5 ms)
-  and a consumer reading them back.
+  and a consumer reading them back;
+* the scale benchmark's producer spreading 100 B records over 1,000 partitions
+  (100 topics x 10, ``scale_clients.produce_spread``), where every partition
+  batch carries a few records and the broker's cost per batch is what counts.
 
 Samples are of the broker's busy threads only (py-spy drops idle ones), so
 "% of samples" is the share of the broker's own work; "% busy" is samples over
@@ -185,6 +188,22 @@ def _kafka_consume(broker: BenchBroker, stop: threading.Event, total: int) -> st
     return f"{consumed / (time.monotonic() - started):,.0f} records/s"
 
 
+def kafka_produce_1000_partitions(broker: BenchBroker, stop: threading.Event) -> str:
+    from scale_clients import produce_spread
+    from scale_storage import create_topics
+
+    names = [f"profile-p1000-{i:03d}" for i in range(100)]
+    create_topics(broker.bootstrap, names, 10)
+    partitions = [(t, p) for t in names for p in range(10)]
+    sent, busy_s = 0, 0.0
+    for _ in range(100):  # rounds of 1M records until sampling ends
+        if stop.is_set():
+            break
+        meter, _ = produce_spread(broker, partitions, 1_000_000, 100)
+        sent, busy_s = sent + 1_000_000, busy_s + meter.wall_s
+    return f"{sent / busy_s:,.0f} records/s" if busy_s else "?"
+
+
 def _create_kafka_topic(broker: BenchBroker, topic: str, partitions: int) -> None:
     ceiling.create_topic(ceiling.Target(broker.host, broker.port), topic, partitions)
 
@@ -197,13 +216,16 @@ def loads(quick: bool) -> dict[str, Callable[[BenchBroker, threading.Event], str
         "ceiling-fetch-16KiB": ceiling_fetch(16 << 10),
         "kafka-produce-100B-p6": kafka_produce,
         "kafka-consume-100B-p6": kafka_consume(200_000 if quick else 2_000_000),
+        "kafka-produce-100B-p1000": kafka_produce_1000_partitions,
     }
 
 
 LOADS = loads(quick=False)
 #: Seconds a load gets to set itself up (topic, data to fetch) before sampling starts.
-WARMUP_S = {"ceiling-fetch-1MiB": 3.0, "ceiling-fetch-16KiB": 3.0, "kafka-consume-100B-p6": 12.0}
-QUICK_WARMUP_S = {"ceiling-fetch-1MiB": 2.0, "ceiling-fetch-16KiB": 2.0, "kafka-consume-100B-p6": 3.0}
+WARMUP_S = {"ceiling-fetch-1MiB": 3.0, "ceiling-fetch-16KiB": 3.0, "kafka-consume-100B-p6": 12.0,
+            "kafka-produce-100B-p1000": 3.0}
+QUICK_WARMUP_S = {"ceiling-fetch-1MiB": 2.0, "ceiling-fetch-16KiB": 2.0, "kafka-consume-100B-p6": 3.0,
+                  "kafka-produce-100B-p1000": 3.0}
 
 
 def run_profile(name: str, seconds: float, keep: Path | None, quick: bool = False) -> Profile:

@@ -8,6 +8,7 @@ Environment variables ``PAFKA_<PROPERTY>`` sit between the two.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -19,6 +20,8 @@ from broker.config import load_broker_config
 log = logging.getLogger("broker")
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+#: Allocations (of containers) between two young-generation collections; CPython's default is 700.
+GC_YOUNG_THRESHOLD = 10_000
 
 
 def _configure_logging() -> None:
@@ -31,6 +34,7 @@ async def run_broker(config_file: str | None, overrides: tuple[str, ...]) -> Non
     config = load_broker_config(config_file, overrides)
     server = KafkaServer(config)
     await server.startup()
+    _tune_cyclic_collector()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -40,6 +44,22 @@ async def run_broker(config_file: str | None, overrides: tuple[str, ...]) -> Non
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: sys.exit(1))
     await server.shutdown()
+
+
+def _tune_cyclic_collector() -> None:
+    """Keep the cyclic garbage collector off the request path.
+
+    What start-up built (codec modules, logs, indexes, groups) lives as long as the
+    broker: ``gc.freeze`` takes it out of every later collection. A request allocates
+    thousands of short-lived containers (a produce to 1,000 partitions decodes and
+    answers one object per partition), and with the default threshold a collection ran
+    every few hundred of them, each walking objects the request still used; that was
+    14% of the broker's CPU producing to 1,000 partitions (docs/benchmarks.md).
+    Reference counting frees these objects; only cycles wait for the collector.
+    """
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
 
 def _run(coro_factory) -> None:  # type: ignore[no-untyped-def]

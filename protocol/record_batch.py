@@ -77,6 +77,7 @@ NO_TIMESTAMP = -1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _OFFSET_LENGTH = struct.Struct(">qi")
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
@@ -239,6 +240,13 @@ def iter_batch_headers(buf: Buffer, pos: int = 0, end: int | None = None) -> Ite
 def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Assign the batch's offsets; baseOffset is outside the CRC, so no re-checksum."""
     _INT64.pack_into(buf, pos, base_offset)
+
+
+def patch_base_offset_and_epoch(buf: bytearray | memoryview, pos: int, base_offset: int, batch_length: int,
+                                epoch: int) -> None:
+    """Both leader stamps in one pack: baseOffset and partitionLeaderEpoch, with the
+    batchLength between them written back unchanged; none is covered by the CRC."""
+    _OFFSET_LENGTH_EPOCH.pack_into(buf, pos, base_offset, batch_length, epoch)
 
 
 def patch_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:

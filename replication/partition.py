@@ -35,6 +35,8 @@ class LogReadResult:
 
 
 class Partition:
+
+    __slots__ = ('topic', 'partition_index', 'topic_id', 'log', 'broker_id', 'replicas', 'isr', 'leader_epoch', 'leader_id', 'partition_epoch', '__weakref__')
     def __init__(
         self,
         topic: str,
@@ -81,13 +83,13 @@ class Partition:
         return self.log.last_stable_offset
 
     def append_records_to_leader(self, records: bytearray | memoryview, origin: AppendOrigin,
-                                 now: int | None = None) -> LogAppendInfo:
+                                 now: int | None = None, roll_checked: bool = False) -> LogAppendInfo:
         """Append as leader and advance the HW (the ISR is this broker alone).
 
         Blocking (may fsync on roll or under flush.messages): the broker calls it
         from its append thread, never on the event loop.
         """
-        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin, now=now)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin, now, roll_checked)
         self.maybe_increment_high_watermark()
         return info
 

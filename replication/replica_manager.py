@@ -115,15 +115,18 @@ class ReplicaManager:
         entries: Iterable[tuple[Partition, bytearray | memoryview]],
         origin: AppendOrigin = AppendOrigin.CLIENT,
         now: int | None = None,
+        roll_checked: bool = False,
     ) -> list[PartitionAppendResult]:
         """Append each partition's batches; one result per entry, in order (blocking).
 
         ``now`` (ms), when given, is the append time of every entry; else each log reads the clock.
+        ``roll_checked``: every log is locked by the caller, who found that none must roll
+        for its entry (see ``try_append_without_blocking``).
         """
         results = []
         for partition, records in entries:
             try:
-                info = partition.append_records_to_leader(records, origin, now)
+                info = partition.append_records_to_leader(records, origin, now, roll_checked)
                 results.append(PartitionAppendResult(ErrorCode.NO_ERROR, info))
             except (StorageError, ProtocolError) as exc:
                 code = error_code_for(exc)
@@ -161,7 +164,7 @@ class ReplicaManager:
                 last_offset_delta, max_timestamp = last_offset_delta_and_max_timestamp(records)
                 if log_.append_would_block(len(records), max_timestamp, last_offset_delta, now):
                     return None
-            return self.append_records(entries, origin, now)
+            return self.append_records(entries, origin, now, roll_checked=True)
         finally:
             for lock in locked:
                 lock.release()

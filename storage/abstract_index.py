@@ -20,6 +20,8 @@ PAGE_SIZE = mmap.PAGESIZE
 
 
 class AbstractIndex:
+
+    __slots__ = ('path', 'base_offset', 'max_index_size', 'writable', '_mmap', '_entries', '_length', '_max_entries', 'lock',)
     ENTRY_SIZE = 0  # set by subclasses
 
     def __init__(self, path: Path | str, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
@@ -30,6 +32,8 @@ class AbstractIndex:
         self._mmap: mmap.mmap | None = None
         self._entries = 0
         self._length = 0
+        #: _length // ENTRY_SIZE, kept beside it: the full test runs on every append.
+        self._max_entries = 0
         # Readers may look up while the appender's thread trims or remaps the
         # index on a roll; lookups and remaps hold this lock (as Kafka's index lock).
         self.lock = threading.RLock()
@@ -45,12 +49,16 @@ class AbstractIndex:
             if new and self.writable and self.max_index_size > 0:
                 length = self._round(self.max_index_size)
                 os.ftruncate(fd, length)
-            self._length = length
+            self._set_length(length)
             self._map(fd)
             # A crash can leave a preallocated tail of zero entries; they are not entries.
             self._entries = 0 if new else self._count_entries(fd, self._length // self.ENTRY_SIZE)
         finally:
             os.close(fd)
+
+    def _set_length(self, length: int) -> None:
+        self._length = length
+        self._max_entries = length // self.ENTRY_SIZE
 
     def _round(self, size: int) -> int:
         return size - size % self.ENTRY_SIZE
@@ -118,7 +126,7 @@ class AbstractIndex:
             fd = os.open(self.path, os.O_RDWR)
             try:
                 os.ftruncate(fd, rounded)
-                self._length = rounded
+                self._set_length(rounded)
                 self._map(fd)
             finally:
                 os.close(fd)
@@ -177,14 +185,14 @@ class AbstractIndex:
 
     @property
     def max_entries(self) -> int:
-        return self._length // self.ENTRY_SIZE
+        return self._max_entries
 
     @property
     def size_in_bytes(self) -> int:
         return self._entries * self.ENTRY_SIZE
 
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries
+        return self._entries >= self._max_entries
 
     def _write_slot(self, position: int, entry: bytes) -> None:
         """Put an encoded entry at ``position``.
@@ -205,7 +213,7 @@ class AbstractIndex:
             self._mmap[position : position + len(entry)] = entry  # type: ignore[index]
 
     def _ensure_room(self) -> None:
-        if self._entries >= self.max_entries:
+        if self._entries >= self._max_entries:
             raise CorruptIndexError(f"index {self.path} is full ({self._entries} entries)")
 
     def relative_offset(self, offset: int) -> int:

@@ -283,6 +283,8 @@ class ProducerStateManager:
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """Transactions whose marker is below the HW are stable."""
+        if not self.unreplicated_txns:  # called after every append: no copy when there is nothing
+            return
         for first_offset, txn in list(self.unreplicated_txns.items()):
             if txn.last_offset is not None and txn.last_offset < high_watermark:
                 del self.unreplicated_txns[first_offset]

@@ -26,6 +26,8 @@ class TimestampOffset(NamedTuple):
 
 
 class TimeIndex(AbstractIndex):
+
+    __slots__ = ('_last_entry',)
     ENTRY_SIZE = 12
 
     def __init__(self, path, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
@@ -56,7 +58,7 @@ class TimeIndex(AbstractIndex):
 
     def is_full(self) -> bool:
         # One slot stays free for the entry written when the segment rolls.
-        return self._entries >= self.max_entries - 1
+        return self._entries >= self._max_entries - 1
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append (timestamp, offset) if the timestamp is a new maximum."""

@@ -90,3 +90,14 @@ def test_a_quick_ceiling_run_against_pafka_verifies_and_reports(capsys: pytest.C
     assert rows["produce-16KiB-acks1"]["mb_s"] > 0 and rows["fetch-16KiB"]["retries"] == 0
     fetched = [r for r in figures["runs"] if r["load"] == "fetch-16KiB"][0]
     assert fetched["bytes"] == 2 * (8 << 20)  # 8 MiB per pass (quick 32 MiB x 0.25), two passes, each batch once
+
+
+def test_a_quick_spread_produce_appends_one_batch_to_each_of_1000_partitions(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Every request's answer must list all 1,000 partitions without error, or the run fails.
+    assert ceiling.main(["--quick", "--repeats", "1", "--brokers", "pafka", "--no-machine",
+                         "--loads", "produce-1000p-3KiB", "--data-scale", "0.5"]) == 0
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    (run,) = figures["runs"]
+    assert run["requests"] == (8 << 20) // (3 << 10) // 1000 == 2  # quick 16 MiB x 0.5, 1,000 batches each
+    assert run["bytes"] == run["requests"] * 1000 * (3 << 10)

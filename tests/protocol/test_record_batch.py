@@ -22,6 +22,7 @@ from protocol.record_batch import (
     parse_batch_header,
     patch_base_offset,
     patch_max_timestamp,
+    patch_base_offset_and_epoch,
     patch_partition_leader_epoch,
     peek_offset_and_length,
     validate_batch,
@@ -71,6 +72,19 @@ def test_header_fields_of_a_kafka_python_batch(codec: int) -> None:
     assert header.last_sequence == theirs.last_sequence == 34
     assert header.records_count == theirs.records_count == 3
     assert last_offset_delta_and_max_timestamp(built) == (theirs.last_offset_delta, theirs.max_timestamp)
+
+
+def test_offset_and_epoch_in_one_patch_equal_the_two_patches() -> None:
+    """The leader's single pack leaves the bytes exactly as the two separate patches do."""
+    one = _kafka_python_batch(compression.NONE, producer_id=11, producer_epoch=2, base_sequence=30)
+    two = bytearray(one)
+    length = validate_batch(one).batch_length
+    patch_base_offset_and_epoch(one, 0, 1 << 40, length, 9)
+    patch_base_offset(two, 0, 1 << 40)
+    patch_partition_leader_epoch(two, 0, 9)
+    assert one == two
+    header = validate_batch(one)  # the CRC still holds
+    assert (header.base_offset, header.batch_length, header.partition_leader_epoch) == (1 << 40, length, 9)
 
 
 def test_crc_is_crc32c_of_attributes_to_end() -> None:
