@@ -53,8 +53,9 @@ def _tune_cyclic_collector() -> None:
     broker: ``gc.freeze`` takes it out of every later collection. A request allocates
     thousands of short-lived containers (a produce to 1,000 partitions decodes and
     answers one object per partition), and with the default threshold a collection ran
-    every few hundred of them, each walking objects the request still used; that was
-    14% of the broker's CPU producing to 1,000 partitions (docs/benchmarks.md).
+    every ~140 partitions, each walking objects the request still used: about 13% of the
+    broker's CPU appending to 1,000 partitions (docs/benchmarks.md, "1,000-partition
+    produce, second pass").
     Reference counting frees these objects; only cycles wait for the collector.
     """
     gc.freeze()
