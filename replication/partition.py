@@ -35,8 +35,11 @@ class LogReadResult:
 
 
 class Partition:
+    __slots__ = (
+        'topic', 'partition_index', 'topic_id', 'log', 'broker_id', 'replicas', 'isr', 'leader_epoch',
+        'leader_id', 'partition_epoch', '__weakref__',
+    )
 
-    __slots__ = ('topic', 'partition_index', 'topic_id', 'log', 'broker_id', 'replicas', 'isr', 'leader_epoch', 'leader_id', 'partition_epoch', '__weakref__')
     def __init__(
         self,
         topic: str,

@@ -20,8 +20,11 @@ PAGE_SIZE = mmap.PAGESIZE
 
 
 class AbstractIndex:
+    __slots__ = (
+        'path', 'base_offset', 'max_index_size', 'writable', '_mmap', '_entries', '_length',
+        '_max_entries', 'lock',
+    )
 
-    __slots__ = ('path', 'base_offset', 'max_index_size', 'writable', '_mmap', '_entries', '_length', '_max_entries', 'lock',)
     ENTRY_SIZE = 0  # set by subclasses
 
     def __init__(self, path: Path | str, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
@@ -52,7 +55,7 @@ class AbstractIndex:
             self._set_length(length)
             self._map(fd)
             # A crash can leave a preallocated tail of zero entries; they are not entries.
-            self._entries = 0 if new else self._count_entries(fd, self._length // self.ENTRY_SIZE)
+            self._entries = 0 if new else self._count_entries(fd, self._max_entries)
         finally:
             os.close(fd)
 

@@ -41,8 +41,8 @@ class FileSlice:
 
 
 class FileRecords:
+    __slots__ = ('path', 'fd', '_size', 'closed')
 
-    __slots__ = ('path', 'fd', '_size', 'closed',)
     def __init__(self, path: Path | str, create: bool = False) -> None:
         self.path = Path(path)
         flags = os.O_RDWR | (os.O_CREAT if create else 0)

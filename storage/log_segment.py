@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from protocol.errors import CorruptRecordError, ProtocolError
-from protocol.record_batch import LOG_OVERHEAD, RecordBatchHeader, iter_batch_headers
+from protocol.record_batch import RecordBatchHeader, iter_batch_headers
 from storage.config import LogConfig
 from storage.file_records import FileRecords, FileSlice
 from storage.offset_index import OffsetIndex
@@ -88,8 +88,13 @@ class FetchDataInfo:
 
 
 class LogSegment:
+    __slots__ = (
+        'dir', 'base_offset', 'index_interval_bytes', 'max_index_size', 'rolling_jitter_ms', 'log',
+        'offset_index', 'time_index', 'txn_index', 'created_ms', 'bytes_since_last_index_entry',
+        'recovery_scan_start', '_rolling_based_timestamp', '_read_end', '_max_timestamp_and_offset',
+        '_next_offset',
+    )
 
-    __slots__ = ('dir', 'base_offset', 'index_interval_bytes', 'max_index_size', 'rolling_jitter_ms', 'log', 'offset_index', 'time_index', 'txn_index', 'created_ms', 'bytes_since_last_index_entry', 'recovery_scan_start', '_rolling_based_timestamp', '_read_end', '_max_timestamp_and_offset', '_next_offset',)
     def __init__(
         self,
         dir: Path,
@@ -197,8 +202,7 @@ class LogSegment:
         """
         if not batches:
             return
-        # Once per partition batch of every produce: header fields are read once, and
-        # the index test is inline (an index entry is due about once per 4 KiB).
+        # Once per partition batch of every produce: header fields are read once.
         records = self.log
         physical_position = records.size
         last = batches[-1][1]
@@ -209,34 +213,22 @@ class LogSegment:
             raise CorruptRecordError(f"offset {last_offset} does not fit segment {self.base_offset}")
         records.append(buf)
         max_so_far = self.max_timestamp_and_offset_so_far
-        since_index = self.bytes_since_last_index_entry
         for pos, header in batches:
             if header.max_timestamp > max_so_far.timestamp:
-                max_so_far = TimestampOffset(header.max_timestamp, header.base_offset + header.last_offset_delta)
-            if since_index > self.index_interval_bytes and self._index(header, physical_position + pos, max_so_far):
-                since_index = 0
-            since_index += header.batch_length + LOG_OVERHEAD
-        self.bytes_since_last_index_entry = since_index
+                max_so_far = TimestampOffset(header.max_timestamp, header.last_offset)
+            self._maybe_index(header, physical_position + pos, max_so_far)
         self._max_timestamp_and_offset = max_so_far
         self._next_offset = last_offset + 1
 
     def _maybe_index(self, header: RecordBatchHeader, position: int, max_so_far: TimestampOffset) -> None:
-        """Recovery's index step, batch by batch (``append`` keeps the same count in a local)."""
-        if self.bytes_since_last_index_entry > self.index_interval_bytes and self._index(header, position, max_so_far):
+        # Runs after the bytes are written, so it must not fail: a full index (only
+        # possible within one many-batch append) just skips the entry; reads scan on.
+        if (self.bytes_since_last_index_entry > self.index_interval_bytes
+                and not self.offset_index.is_full() and not self.time_index.is_full()):
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(max_so_far.timestamp, max_so_far.offset)
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += header.size_in_bytes
-
-    def _index(self, header: RecordBatchHeader, position: int, max_so_far: TimestampOffset) -> bool:
-        """Index the batch at ``position``; False when an index is full.
-
-        Runs after the bytes are written, so it must not fail: a full index (only
-        possible within one many-batch append) just skips the entry; reads scan on.
-        """
-        if self.offset_index.is_full() or self.time_index.is_full():
-            return False
-        self.offset_index.append(header.last_offset, position)
-        self.time_index.maybe_append(max_so_far.timestamp, max_so_far.offset)
-        return True
 
     def append_batches(self, buf: bytes | bytearray | memoryview) -> None:
         """Append whole batches whose offsets are already set (the cleaner's path)."""

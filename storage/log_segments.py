@@ -13,8 +13,8 @@ from storage.log_segment import LogSegment
 
 
 class LogSegments:
+    __slots__ = ('_bases', '_segments')
 
-    __slots__ = ('_bases', '_segments',)
     def __init__(self) -> None:
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []

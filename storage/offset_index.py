@@ -24,8 +24,8 @@ class OffsetPosition(NamedTuple):
 
 
 class OffsetIndex(AbstractIndex):
-
     __slots__ = ('_last_offset',)
+
     ENTRY_SIZE = 8
 
     def __init__(self, path, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:

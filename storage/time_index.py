@@ -26,8 +26,8 @@ class TimestampOffset(NamedTuple):
 
 
 class TimeIndex(AbstractIndex):
-
     __slots__ = ('_last_entry',)
+
     ENTRY_SIZE = 12
 
     def __init__(self, path, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
