@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from broker.client.connection import BrokerConnection  # noqa: E402
+from client.connection import BrokerConnection  # noqa: E402
 from protocol.api import decode_response, encode_request  # noqa: E402
 from protocol.buffers import join_chunks  # noqa: E402
 from protocol.errors import ErrorCode  # noqa: E402

@@ -27,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from protocol.records import Record, build_batch  # noqa: E402
-from storage.cleaner import aborted_transactions, build_offset_map  # noqa: E402
-from storage.config import LogConfig  # noqa: E402
+from storage.compaction import aborted_transactions, build_offset_map  # noqa: E402
+from storage.log_config import LogConfig  # noqa: E402
 from storage.log import Log  # noqa: E402
 from storage.log_cleaner import LogCleaner  # noqa: E402
 from storage.offset_map import OffsetMap  # noqa: E402

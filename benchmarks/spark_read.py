@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
-from broker.client import AdminClient, KafkaClient, ProducerRecord, TopicPartition  # noqa: E402
+from client import AdminClient, KafkaClient, ProducerRecord, TopicPartition  # noqa: E402
 from spark_jobs.kafka_fetch import FetchSettings, arrow_schema, read_range  # noqa: E402
 from tests.broker_harness import BrokerProcess  # noqa: E402
 

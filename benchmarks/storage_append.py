@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from protocol.records import Record, build_batch  # noqa: E402
-from storage.config import LogConfig  # noqa: E402
+from storage.log_config import LogConfig  # noqa: E402
 from storage.log import Log  # noqa: E402
 
 BATCH_BYTES = 16 * 1024

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from storage_append import make_16k_batch  # noqa: E402
-from storage.config import LogConfig  # noqa: E402
+from storage.log_config import LogConfig  # noqa: E402
 from storage.log import Log  # noqa: E402
 from storage.offset_index import OffsetIndex  # noqa: E402
 from storage.time_index import TimeIndex  # noqa: E402

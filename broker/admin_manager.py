@@ -12,12 +12,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
-from broker.broker_configs import DynamicBrokerConfig
-from broker.config_def import ConfigValueError
+from broker.config.dynamic_broker_config import DynamicBrokerConfig
+from broker.config.config_def import ConfigValueError
 from broker.metadata_store import TopicMetadata
-from broker.topic_configs import known_topic_configs, validate_topic_overrides
+from broker.config.topic_config import known_topic_configs, validate_topic_overrides
 from protocol.errors import ErrorCode
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 
 if TYPE_CHECKING:
     from broker.kafka_server import KafkaServer

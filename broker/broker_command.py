@@ -15,7 +15,7 @@ import sys
 
 import click
 
-from broker.config import load_broker_config
+from broker.config.broker_config import load_broker_config
 
 log = logging.getLogger("broker")
 

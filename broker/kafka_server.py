@@ -23,7 +23,7 @@ import time
 from typing import Any, Awaitable, Callable
 
 from broker.admin_manager import AdminManager
-from broker.config import BrokerConfig
+from broker.config.broker_config import BrokerConfig
 from broker.delayed_fetch import FetchPurgatory
 from broker.fetch_session import FetchSessionCache
 from broker.kafka_apis import KafkaApis
@@ -32,7 +32,7 @@ from broker.producer_id_manager import ProducerIdManager
 from broker.socket_server import SocketServer
 from coordinator.group.group_coordinator import build_group_coordinator
 from replication.replica_manager import ReplicaManager
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.log_cleaner import LogCleaner
 from storage.log_manager import LogManager
 

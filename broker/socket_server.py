@@ -36,7 +36,7 @@ from protocol.framing import SCRATCH_SIZE, FrameDecoder
 from protocol.primitives import Message, UnsupportedVersionError
 
 if TYPE_CHECKING:
-    from broker.config import Listener
+    from broker.config.broker_config import Listener
 
 log = logging.getLogger(__name__)
 

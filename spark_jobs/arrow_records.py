@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from broker.client.fetch_decoder import AbortedTransaction, visible_batches
+from client.fetch_decoder import AbortedTransaction, visible_batches
 from protocol import compression as _compression
 from protocol.buffers import Buffer
 from protocol.errors import CorruptRecordError

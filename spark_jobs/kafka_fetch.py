@@ -21,7 +21,7 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 
-from broker.client import (
+from client import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
     KafkaClient,
@@ -30,7 +30,7 @@ from broker.client import (
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
 )
-from broker.client.errors import check_error
+from client.errors import check_error
 from protocol.buffers import Buffer
 from protocol.messages import fetch as _fetch
 from protocol.primitives import UUID_ZERO

@@ -182,7 +182,7 @@ def end_marker(entries: Sequence[AccessLogEntry]) -> AccessLogEntry:
 
 def ensure_topic(bootstrap: str, topic: str = ACCESS_LOG_TOPIC, partitions: int = ACCESS_LOG_PARTITIONS) -> None:
     """Create ``topic`` with ``partitions`` partitions unless it exists already."""
-    from broker.client import AdminClient, KafkaClient, TopicAlreadyExistsError
+    from client import AdminClient, KafkaClient, TopicAlreadyExistsError
 
     with KafkaClient(bootstrap) as client:
         try:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from broker.client import KafkaClient, TopicPartition
+from client import KafkaClient, TopicPartition
 from spark_jobs.kafka_fetch import FetchSettings, read_range
 from spark_jobs.offsets import LATEST, PartitionOffsets, list_offsets, resolve_spec
 

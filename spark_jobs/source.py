@@ -31,7 +31,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from broker.client import READ_COMMITTED, READ_UNCOMMITTED, TopicPartition
+from client import READ_COMMITTED, READ_UNCOMMITTED, TopicPartition
 from spark_jobs.kafka_fetch import FetchSettings
 from spark_jobs.offsets import OffsetSpec, parse_assign, parse_offset_spec
 

@@ -27,7 +27,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from broker.client import (
+from client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     KafkaClient,

@@ -1,4 +1,4 @@
-"""Log: one partition's log (Kafka's UnifiedLog + LocalLog) over its LogSegments.
+"""Log: one partition's log (Kafka's UnifiedLog + LocalLog) over its SegmentList.
 
 Threading: the storage layer is synchronous. Mutations (append, roll, flush,
 truncation, retention, segment replacement) hold ``self.lock``; reads take no
@@ -29,7 +29,7 @@ from protocol.record_batch import (
     patch_max_timestamp,
 )
 from storage.checkpoints import fsync_dir
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from storage.leader_epoch_checkpoint import LeaderEpochFileCache
 from storage.log_append import AppendOrigin, LogAppendInfo, ProducerStateHook, analyze_and_validate
@@ -42,7 +42,7 @@ from storage.log_offsets import (
     TimestampAndOffset,
     fetch_offset_by_timestamp,
 )
-from storage.log_segments import LogSegments
+from storage.segment_list import SegmentList
 from storage.transaction_index import AbortedTxn
 
 __all__ = [
@@ -110,7 +110,7 @@ class Log:
         self,
         dir: Path,
         config: LogConfig,
-        segments: LogSegments,
+        segments: SegmentList,
         log_start_offset: int,
         recovery_point: int,
         log_end_offset: int,

@@ -19,7 +19,7 @@ from protocol.record_batch import (
     validate_batch,
 )
 from protocol.records import iter_records
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.errors import InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError, RecordTooLargeError
 from storage.producer_state import AppendOrigin, EndTxnMarker
 

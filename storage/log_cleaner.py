@@ -3,7 +3,7 @@
 Kafka's LogCleaner + LogCleanerManager, synchronous: the broker calls
 ``LogCleaner.clean_once(logs)`` from a background thread (one pass over the
 filthiest log) and can force ``clean_log(log)``. The record-level work is in
-``storage.cleaner``.
+``storage.compaction``.
 
 Selection (``cleanable_logs`` / ``grab_filthiest_log``), as Kafka:
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from storage.cleaner import (
+from storage.compaction import (
     BatchFilter,
     CleanedTransactionMetadata,
     CleanerStats,
@@ -46,7 +46,7 @@ from storage.cleaner import (
 )
 from storage.log import Log
 from storage.log_segment import LogSegment
-from storage.log_segments import overlapping as segments_overlapping
+from storage.segment_list import overlapping as segments_overlapping
 from storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, DEFAULT_LOAD_FACTOR, OffsetMap
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 

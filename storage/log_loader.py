@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 from protocol.record_batch import RecordBatchHeader
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.errors import CorruptIndexError
 from storage.leader_epoch_checkpoint import LeaderEpochFileCache
 from storage.log import Log, random_segment_jitter
@@ -40,7 +40,7 @@ from storage.log_segment import (
     offset_index_file,
     time_index_file,
 )
-from storage.log_segments import LogSegments
+from storage.segment_list import SegmentList
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +106,9 @@ def complete_swaps(dir: Path, swaps: list[Path], config: LogConfig) -> set[int]:
     return {offset_from_file_name(swap.name) for swap in swaps}
 
 
-def load_segments(dir: Path, config: LogConfig) -> tuple[LogSegments, set[int]]:
+def load_segments(dir: Path, config: LogConfig) -> tuple[SegmentList, set[int]]:
     """Open every segment; returns them and the base offsets whose indexes were rebuilt."""
-    segments = LogSegments()
+    segments = SegmentList()
     rebuilt: set[int] = set()
     names = sorted(p.name for p in dir.iterdir() if p.is_file() and _is_segment_file(p.name))
     logs = {offset_from_file_name(n) for n in names if n.endswith(LOG_FILE_SUFFIX)}
@@ -131,7 +131,7 @@ def load_segments(dir: Path, config: LogConfig) -> tuple[LogSegments, set[int]]:
     return segments, rebuilt
 
 
-def recover_log(dir: Path, segments: LogSegments, recovery_point: int, epoch_cache: LeaderEpochFileCache, rebuilt: set[int]) -> None:
+def recover_log(dir: Path, segments: SegmentList, recovery_point: int, epoch_cache: LeaderEpochFileCache, rebuilt: set[int]) -> None:
     """Scan every segment past the recovery point; cut at the first invalid batch."""
     def on_batch(header: RecordBatchHeader) -> None:
         epoch_cache.assign(header.partition_leader_epoch, header.base_offset)

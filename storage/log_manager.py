@@ -38,7 +38,7 @@ from storage.checkpoints import (
     fsync_dir,
     write_atomically,
 )
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.errors import KafkaStorageError
 from storage.log import Log, parse_topic_partition
 from storage.log_retention import delete_old_segments

@@ -60,7 +60,7 @@ def fetch_offset_by_timestamp(log: "Log", timestamp: int) -> TimestampAndOffset 
 def _first_segment_reaching(log: "Log", segments: list[LogSegment], timestamp: int) -> int:
     """Index of the first segment whose largest timestamp may be >= ``timestamp``.
 
-    ``segments`` is LogSegments' internal list, replaced (never changed in
+    ``segments`` is SegmentList' internal list, replaced (never changed in
     place) on every roll or deletion, so it keys the cached running maximum of
     the inactive segments' largest timestamps.
     """

@@ -16,7 +16,7 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 
 from protocol.errors import CorruptRecordError, ProtocolError
 from protocol.record_batch import RecordBatchHeader, iter_batch_headers
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.file_records import FileRecords, FileSlice
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset

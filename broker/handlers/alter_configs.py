@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.config_admin_manager import (
+from broker.config.config_admin_manager import (
     alter_broker,
     alter_topic,
     alter_resources,
     unsupported_resource,
 )
-from broker.config_def import ConfigResourceType
+from broker.config.config_def import ConfigResourceType
 from protocol.messages.alter_configs import (
     AlterConfigsRequest,
     AlterConfigsResource,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
-from broker.topic_configs import topic_config_entries
+from broker.config.topic_config import topic_config_entries
 from protocol.errors import ErrorCode
 from protocol.messages.create_topics import (
     CreatableTopic,

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.config_admin_manager import (
+from broker.config.config_admin_manager import (
     ConfigOp,
     alter_resources,
     incremental_alter_broker,
     incremental_alter_topic,
     unsupported_resource,
 )
-from broker.config_def import ConfigResourceType
+from broker.config.config_def import ConfigResourceType
 from protocol.messages.incremental_alter_configs import (
     AlterConfigsResource,
     AlterConfigsResourceResponse,

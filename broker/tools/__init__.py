@@ -1,1 +1,1 @@
-"""pafka's command-line tools built on its own client (``broker.client``)."""
+"""pafka's command-line tools built on its own client (``client``)."""

@@ -23,7 +23,7 @@ from typing import BinaryIO, Mapping
 
 import click
 
-from broker.client import (
+from client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     READ_COMMITTED,

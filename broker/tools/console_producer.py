@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 
 import click
 
-from broker.client import (
+from client import (
     KafkaApiError,
     KafkaClient,
     KafkaClientError,
@@ -30,7 +30,7 @@ from broker.client import (
     TopicPartition,
     partition_for_key,
 )
-from broker.client.errors import api_error
+from client.errors import api_error
 from broker.tools.common import fail, parse_properties
 from broker.tools.line_reader import LineFormat, LineFormatError
 from protocol import compression as _compression

@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 
 import click
 
-from broker.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, KafkaClient, KafkaClientError, TopicPartition
-from broker.client.groups import GroupAdmin, GroupDescription
+from client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, KafkaClient, KafkaClientError, TopicPartition
+from client.groups import GroupAdmin, GroupDescription
 from broker.tools.common import fail
 
 _RESET_SPECS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from broker.client import ProducerRecord
+from client import ProducerRecord
 from broker.tools.common import parse_bool
 
 

@@ -15,7 +15,7 @@ from uuid import UUID
 
 import click
 
-from broker.client import (
+from client import (
     AdminClient,
     AlterConfigOp,
     ConfigResourceType,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import broker.kafka_server as kafka_server_module
-from broker.config import load_broker_config
+from broker.config.broker_config import load_broker_config
 from broker.kafka_server import KafkaServer
 from tests.broker_harness import free_loopback_port
 

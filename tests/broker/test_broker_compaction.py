@@ -2,7 +2,7 @@
 
 import time
 
-from broker.client import AdminClient, KafkaClient, NewTopic, ProducerRecord
+from client import AdminClient, KafkaClient, NewTopic, ProducerRecord
 from tests.broker_harness import BrokerProcess
 
 

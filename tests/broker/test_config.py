@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from broker.config import BrokerConfig, Listener, load_broker_config, parse_properties
+from broker.config.broker_config import BrokerConfig, Listener, load_broker_config, parse_properties
 
 
 def test_defaults_are_kafkas() -> None:

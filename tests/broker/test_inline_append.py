@@ -11,7 +11,7 @@ from protocol.errors import ErrorCode
 from protocol.record_batch import parse_batch_header
 from replication.partition import Partition
 from replication.replica_manager import ReplicaManager
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.log import Log
 from tests.storage.helpers import make_batch
 

@@ -9,7 +9,7 @@ import socket
 import struct
 import time
 
-from broker.client import AdminClient, KafkaClient, NewTopic
+from client import AdminClient, KafkaClient, NewTopic
 from protocol.api import decode_response, encode_request
 from protocol.buffers import join_chunks
 from protocol.errors import ErrorCode

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.client import AdminClient, KafkaClient, NewTopic
+from client import AdminClient, KafkaClient, NewTopic
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData

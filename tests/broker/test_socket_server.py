@@ -4,7 +4,7 @@ import asyncio
 import socket
 import struct
 
-from broker.config import Listener
+from broker.config.broker_config import Listener
 from broker.socket_server import RequestContext, SocketServer
 from protocol.api import decode_response, encode_request
 from protocol.buffers import join_chunks

@@ -19,14 +19,14 @@ class Produced:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from broker.client import AdminClient, KafkaClient
+    from client import AdminClient, KafkaClient
 
     with KafkaClient(bootstrap) as client:
         AdminClient(client).create_topic(topic, partitions)
 
 
 def add_partitions(bootstrap: str, topic: str, total: int) -> None:
-    from broker.client import AdminClient, KafkaClient
+    from client import AdminClient, KafkaClient
 
     with KafkaClient(bootstrap) as client:
         AdminClient(client).create_partitions({topic: total})

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.client.partitioner import partition_for_key
+from client.partitioner import partition_for_key
 from tests.spark.kafka_data import create_topic
 
 HEADERS = "array<struct<key string, value binary>>"

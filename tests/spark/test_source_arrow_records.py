@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.client.fetch_decoder import decode_fetched_records
+from client.fetch_decoder import decode_fetched_records
 from protocol import compression
 from protocol.errors import CorruptRecordError
 from protocol.records import Record, build_batch

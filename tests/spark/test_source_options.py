@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client import READ_COMMITTED, TopicPartition
+from client import READ_COMMITTED, TopicPartition
 from spark_jobs.offsets import offsets_from_json, offsets_to_json
 from spark_jobs.source import PafkaDataSource, SourceOptions, kafka_schema
 from spark_jobs.stream_reader import rate_limit

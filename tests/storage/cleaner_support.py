@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from protocol.record_batch import RecordBatchHeader, iter_batch_headers
 from protocol.records import Record, build_batch, read_batch
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.log import Log
 
 KEYS = 10_000

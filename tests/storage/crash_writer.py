@@ -15,7 +15,7 @@ import random
 import sys
 
 from protocol.records import Record, build_batch
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 
 RECORDS = 4

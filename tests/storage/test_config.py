@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from broker.config import BrokerConfig
-from storage.config import LONG_MAX, LogConfig
+from broker.config.broker_config import BrokerConfig
+from storage.log_config import LONG_MAX, LogConfig
 
 
 def test_kafka_defaults() -> None:

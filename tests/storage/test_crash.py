@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from protocol.record_batch import iter_batch_headers, patch_base_offset, patch_partition_leader_epoch, validate_batch
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from tests.storage import crash_writer
 from tests.storage.helpers import check_log_dir_with_kafka_python

@@ -7,7 +7,7 @@ import struct
 from click.testing import CliRunner
 
 from broker.cli import main
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.log import Log
 from tests.storage.helpers import make_batch
 

@@ -10,7 +10,7 @@ import pytest
 from protocol.errors import CorruptRecordError, ErrorCode
 from protocol.record_batch import build_batch_header, iter_batch_headers, parse_batch_header, patch_base_offset, validate_batch
 from protocol.records import iter_records
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.errors import (
     InvalidRecordError,
     InvalidTimestampError,

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.errors import KafkaStorageError
 from storage.log_manager import LogManager
 from tests.storage.helpers import make_batch

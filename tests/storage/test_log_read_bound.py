@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from protocol.record_batch import iter_batch_headers
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.log import FetchIsolation, Log
 from tests.storage.helpers import make_batch
 

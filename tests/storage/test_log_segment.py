@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from protocol.record_batch import iter_batch_headers, patch_base_offset
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.log_segment import LogSegment
 from tests.storage.helpers import make_batch
 

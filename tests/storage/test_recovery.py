@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from protocol.record_batch import iter_batch_headers
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.log import Log
 from storage.log_segment import LogSegment
 from tests.storage.helpers import check_log_dir_with_kafka_python, make_batch

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.errors import OffsetOutOfRangeError
 from storage.log import Log
 from storage.log_retention import delete_old_segments

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from broker.cli import main
 from protocol.control_records import build_end_txn_marker_batch
 from protocol.record_batch import iter_batch_headers
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 from storage.log import FetchIsolation, Log
 from storage.log_append import AppendOrigin
 from storage.transaction_index import AbortedTxn, TransactionIndex

@@ -11,7 +11,7 @@ from typing import Callable
 
 import pytest
 
-from broker.client import (
+from client import (
     AdminClient,
     AlterConfigOp,
     ConfigResourceType,

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from broker.cli import main
-from broker.client import KafkaClient, partition_for_key
+from client import KafkaClient, partition_for_key
 from broker.tools.console_producer import CODECS
 from tests.broker_harness import BrokerProcess
 

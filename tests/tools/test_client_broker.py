@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client import (
+from client import (
     KafkaConnectionError,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,

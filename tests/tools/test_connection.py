@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client import (
+from client import (
     BrokerConnection,
     CorrelationIdMismatchError,
     KafkaConnectionError,
     NoCompatibleVersionError,
     parse_bootstrap_servers,
 )
-from broker.client.connection import BrokerAddress
+from client.connection import BrokerAddress
 from protocol.api import APIS, encode_response
 from protocol.buffers import join_chunks
 from protocol.errors import ErrorCode

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from broker.client.fetch_decoder import CREATE_TIME, LOG_APPEND_TIME, decode_fetched_records
+from client.fetch_decoder import CREATE_TIME, LOG_APPEND_TIME, decode_fetched_records
 from protocol import compression
 from protocol.control_records import build_end_txn_marker_batch
 from protocol.errors import CorruptRecordError

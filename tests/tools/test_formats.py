@@ -8,8 +8,8 @@ from uuid import UUID
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from broker.client import murmur2, partition_for_key
-from broker.client.metadata import PartitionMetadata, TopicMetadata
+from client import murmur2, partition_for_key
+from client.metadata import PartitionMetadata, TopicMetadata
 from broker.tools.console_consumer import MessageFormat
 from broker.tools.line_reader import LineFormat, LineFormatError
 from broker.tools.topics_command import format_topic_description, kafka_uuid

@@ -22,8 +22,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from broker.config import BrokerConfig
-from broker.config_def import (
+from broker.config.broker_config import BrokerConfig
+from broker.config.config_def import (
     ConfigKey,
     ConfigSource,
     ConfigType,
@@ -35,9 +35,9 @@ from broker.config_def import (
     list_of,
     one_of,
 )
-from broker.topic_configs import COMPRESSION_TYPES, MIN_SEGMENT_BYTES, ConfigEntry, ConfigSynonym
+from broker.config.topic_config import COMPRESSION_TYPES, MIN_SEGMENT_BYTES, ConfigEntry, ConfigSynonym
 from storage.checkpoints import write_atomically
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 
 if TYPE_CHECKING:
     from broker.kafka_server import KafkaServer

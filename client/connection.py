@@ -21,7 +21,7 @@ from protocol.framing import FrameDecoder
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.primitives import Message
 
-from broker.client.errors import (
+from client.errors import (
     CorrelationIdMismatchError,
     KafkaConnectionError,
     NoCompatibleVersionError,

@@ -6,7 +6,7 @@
 - :class:`AdminClient`: topics, partitions and configs.
 """
 
-from broker.client.admin import (
+from client.admin import (
     AdminClient,
     AlterConfigOp,
     ConfigEntry,
@@ -15,7 +15,7 @@ from broker.client.admin import (
     CreatedTopic,
     NewTopic,
 )
-from broker.client.client import (
+from client.client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -27,9 +27,9 @@ from broker.client.client import (
     ProduceResult,
     ProducerRecord,
 )
-from broker.client.connection import BrokerAddress, BrokerConnection, parse_bootstrap_servers
-from broker.client.fetch_decoder import CREATE_TIME, LOG_APPEND_TIME, FetchedBatch
-from broker.client.errors import (
+from client.connection import BrokerAddress, BrokerConnection, parse_bootstrap_servers
+from client.fetch_decoder import CREATE_TIME, LOG_APPEND_TIME, FetchedBatch
+from client.errors import (
     CorrelationIdMismatchError,
     InvalidConfigError,
     InvalidPartitionsError,
@@ -42,8 +42,8 @@ from broker.client.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from broker.client.metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
-from broker.client.partitioner import murmur2, partition_for_key
+from client.metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
+from client.partitioner import murmur2, partition_for_key
 
 __all__ = [
     "AdminClient",

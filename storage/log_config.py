@@ -101,7 +101,7 @@ class LogConfig(BaseModel):
         """Topic defaults from a broker config object exposing Kafka's ``log.*`` settings.
 
         Duck-typed so storage/ does not import broker/: any object with the
-        attributes of ``broker.config.BrokerConfig`` works.
+        attributes of ``broker.config.broker_config.BrokerConfig`` works.
         """
         mapping = {
             "segment.bytes": getattr(broker, "log_segment_bytes", None),

@@ -5,7 +5,7 @@ key's type (``config_type``, v3+) and documentation, and AlterConfigs /
 IncrementalAlterConfigs must refuse a bad value with Kafka's own wording
 (``Invalid value abc for configuration retention.ms: Not a number of type
 LONG``) before anything is stored. This module holds that vocabulary; the topic
-and broker tables live in ``broker.topic_configs`` and ``broker.broker_configs``.
+and broker tables live in ``broker.config.topic_config`` and ``broker.config.dynamic_broker_config``.
 """
 
 from __future__ import annotations

@@ -26,15 +26,15 @@ from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, Me
 from protocol.primitives import UUID_ZERO
 from protocol.records import Header, Record, build_batch
 
-from broker.client.connection import (
+from client.connection import (
     DEFAULT_CLIENT_ID,
     BrokerAddress,
     BrokerConnection,
     parse_bootstrap_servers,
 )
-from broker.client.errors import KafkaApiError, KafkaConnectionError, api_error, check_error
-from broker.client.fetch_decoder import FetchedBatch, decode_fetched_records
-from broker.client.metadata import ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
+from client.errors import KafkaApiError, KafkaConnectionError, api_error, check_error
+from client.fetch_decoder import FetchedBatch, decode_fetched_records
+from client.metadata import ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
 
 __all__ = ["FetchResult", "KafkaClient", "OffsetAndTimestamp", "ProduceResult", "ProducerRecord"]
 

@@ -1,4 +1,4 @@
-"""LogSegments: a partition's segments ordered by base offset.
+"""SegmentList: a partition's segments ordered by base offset.
 
 Updates replace the list (copy-on-write), so readers that grabbed it keep a
 consistent view while an appender rolls or retention deletes segments.
@@ -12,7 +12,7 @@ from typing import Iterator, Sequence
 from storage.log_segment import LogSegment
 
 
-class LogSegments:
+class SegmentList:
     __slots__ = ('_bases', '_segments')
 
     def __init__(self) -> None:

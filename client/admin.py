@@ -20,9 +20,9 @@ from protocol.messages import describe_configs as _dc
 from protocol.messages import incremental_alter_configs as _iac
 from protocol.primitives import UUID_ZERO
 
-from broker.client.client import KafkaClient
-from broker.client.connection import BrokerConnection
-from broker.client.errors import check_error
+from client.client import KafkaClient
+from client.connection import BrokerConnection
+from client.errors import check_error
 
 __all__ = [
     "AdminClient",

@@ -6,7 +6,7 @@ and (unless ``validate_only``) make it durable and live:
 * TOPIC: the topic's overrides in the metadata store, applied to its open logs
   at once; unknown names and bad values answer INVALID_CONFIG.
 * BROKER ("<id>" for this broker, "" for the cluster default): the dynamic
-  broker configs (``broker.broker_configs``); read-only configs and bad values
+  broker configs (``broker.config.dynamic_broker_config``); read-only configs and bad values
   answer INVALID_REQUEST, as Kafka does (KAFKA-13609).
 
 Every function here runs on the append thread: it writes and fsyncs files.
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from broker.admin_manager import AdminError, validate_topic_configs
-from broker.broker_configs import DYNAMIC_BROKER_CONFIG_KEYS, BrokerConfigError, validate_dynamic_configs
-from broker.config_def import AlterConfigOp, ConfigResourceType, ConfigType, apply_list_op, format_value
-from broker.topic_configs import TOPIC_CONFIG_KEYS
+from broker.config.dynamic_broker_config import DYNAMIC_BROKER_CONFIG_KEYS, BrokerConfigError, validate_dynamic_configs
+from broker.config.config_def import AlterConfigOp, ConfigResourceType, ConfigType, apply_list_op, format_value
+from broker.config.topic_config import TOPIC_CONFIG_KEYS
 from protocol.errors import ErrorCode
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 
 if TYPE_CHECKING:
     from broker.kafka_server import KafkaServer

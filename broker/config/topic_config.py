@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from pydantic import ValidationError
 
-from broker.config_def import (
+from broker.config.config_def import (
     ConfigKey,
     ConfigSource,
     ConfigType,
@@ -27,7 +27,7 @@ from broker.config_def import (
     list_of,
     one_of,
 )
-from storage.config import LogConfig
+from storage.log_config import LogConfig
 
 if TYPE_CHECKING:
     from broker.kafka_server import KafkaServer

@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from broker.client.client import KafkaClient
-from broker.client.connection import BrokerConnection
-from broker.client.errors import KafkaApiError, api_error, check_error
-from broker.client.metadata import TopicPartition
+from client.client import KafkaClient
+from client.connection import BrokerConnection
+from client.errors import KafkaApiError, api_error, check_error
+from client.metadata import TopicPartition
 from coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE, ConsumerProtocolError, assigned_partitions
 from protocol.errors import ErrorCode
 from protocol.messages import delete_groups as _dg
