@@ -3,18 +3,11 @@
 - :class:`BrokerConnection`: one blocking connection, ApiVersions negotiation,
   generated request/response messages, optional pipelining.
 - :class:`KafkaClient`: metadata, leaders, Produce, Fetch, ListOffsets.
-- :class:`AdminClient`: topics, partitions and configs.
+- :class:`AdminClient`: topics, partitions and configs (the resource types,
+  sources and operations it takes are ``protocol.config_types``' enums).
 """
 
-from client.admin import (
-    AdminClient,
-    AlterConfigOp,
-    ConfigEntry,
-    ConfigResourceType,
-    ConfigSource,
-    CreatedTopic,
-    NewTopic,
-)
+from client.admin import AdminClient, ConfigEntry, CreatedTopic, NewTopic
 from client.client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -47,14 +40,11 @@ from client.partitioner import murmur2, partition_for_key
 
 __all__ = [
     "AdminClient",
-    "AlterConfigOp",
     "BrokerAddress",
     "BrokerConnection",
     "BrokerMetadata",
     "ClusterMetadata",
     "ConfigEntry",
-    "ConfigResourceType",
-    "ConfigSource",
     "CorrelationIdMismatchError",
     "CreatedTopic",
     "EARLIEST_TIMESTAMP",

@@ -8,11 +8,11 @@ typed error of the first resource that failed.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 from uuid import UUID
 
+from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigSource
 from protocol.messages import create_partitions as _cp
 from protocol.messages import create_topics as _ct
 from protocol.messages import delete_topics as _dt
@@ -24,42 +24,7 @@ from client.client import KafkaClient
 from client.connection import BrokerConnection
 from client.errors import check_error
 
-__all__ = [
-    "AdminClient",
-    "AlterConfigOp",
-    "ConfigEntry",
-    "ConfigResourceType",
-    "ConfigSource",
-    "CreatedTopic",
-    "NewTopic",
-]
-
-DELETE_TOPICS_KEY = 20
-
-
-class ConfigResourceType(enum.IntEnum):
-    TOPIC = 2
-    BROKER = 4
-    BROKER_LOGGER = 8
-
-
-class ConfigSource(enum.IntEnum):
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
-    GROUP_CONFIG = 8
-
-
-class AlterConfigOp(enum.IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
+__all__ = ["AdminClient", "ConfigEntry", "CreatedTopic", "NewTopic"]
 
 
 @dataclass(slots=True)
@@ -150,7 +115,7 @@ class AdminClient:
     def delete_topics(self, names: Iterable[str]) -> None:
         names = list(names)
         conn = self.client.controller_connection()
-        version = conn.version_for(DELETE_TOPICS_KEY)
+        version = conn.version_for(_dt.API_KEY)
         if version >= 6:
             request = _dt.DeleteTopicsRequest(
                 topics=[_dt.DeleteTopicState(name=n, topic_id=UUID_ZERO) for n in names], timeout_ms=self.timeout_ms

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from broker.admin_manager import AdminError, validate_topic_configs
 from broker.config.dynamic_broker_config import DYNAMIC_BROKER_CONFIG_KEYS, BrokerConfigError, validate_dynamic_configs
-from broker.config.config_def import AlterConfigOp, ConfigResourceType, ConfigType, apply_list_op, format_value
+from broker.config.config_def import apply_list_op, format_value
 from broker.config.topic_config import TOPIC_CONFIG_KEYS
+from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigType
 from protocol.errors import ErrorCode
 from storage.log_config import LogConfig
 

@@ -5,60 +5,19 @@ key's type (``config_type``, v3+) and documentation, and AlterConfigs /
 IncrementalAlterConfigs must refuse a bad value with Kafka's own wording
 (``Invalid value abc for configuration retention.ms: Not a number of type
 LONG``) before anything is stored. This module holds that vocabulary; the topic
-and broker tables live in ``broker.config.topic_config`` and ``broker.config.dynamic_broker_config``.
+and broker tables live in ``broker.config.topic_config`` and ``broker.config.dynamic_broker_config``,
+and the wire enums (``ConfigType``, ``ConfigSource``...) in ``protocol.config_types``.
 """
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from protocol.config_types import AlterConfigOp, ConfigType
+
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
-
-
-class ConfigType(enum.IntEnum):
-    """DescribeConfigsResourceResult.config_type (wire values of ConfigEntry.ConfigType)."""
-
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
-
-
-class ConfigSource(enum.IntEnum):
-    """Wire values of ConfigEntry.ConfigSource."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-
-
-class ConfigResourceType(enum.IntEnum):
-    UNKNOWN = 0
-    TOPIC = 2
-    GROUP = 3
-    BROKER = 4
-    BROKER_LOGGER = 8
-    CLIENT_METRICS = 16
-
-
-class AlterConfigOp(enum.IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
 
 
 class ConfigValueError(ValueError):

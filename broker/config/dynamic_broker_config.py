@@ -25,8 +25,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 from broker.config.broker_config import BrokerConfig
 from broker.config.config_def import (
     ConfigKey,
-    ConfigSource,
-    ConfigType,
     ConfigValueError,
     at_least,
     between,
@@ -36,6 +34,7 @@ from broker.config.config_def import (
     one_of,
 )
 from broker.config.topic_config import COMPRESSION_TYPES, MIN_SEGMENT_BYTES, ConfigEntry, ConfigSynonym
+from protocol.config_types import ConfigSource, ConfigType
 from storage.checkpoints import write_atomically
 from storage.log_config import LogConfig
 

@@ -18,8 +18,6 @@ from pydantic import ValidationError
 
 from broker.config.config_def import (
     ConfigKey,
-    ConfigSource,
-    ConfigType,
     ConfigValueError,
     at_least,
     between,
@@ -27,6 +25,7 @@ from broker.config.config_def import (
     list_of,
     one_of,
 )
+from protocol.config_types import ConfigSource, ConfigType
 from storage.log_config import LogConfig
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from broker.config.config_admin_manager import (
     alter_resources,
     unsupported_resource,
 )
-from broker.config.config_def import ConfigResourceType
+from protocol.config_types import ConfigResourceType
 from protocol.messages.alter_configs import (
     AlterConfigsRequest,
     AlterConfigsResource,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker.config.config_admin_manager import ConfigChangeError, check_broker_resource
-from broker.config.config_def import ConfigResourceType
 from broker.config.topic_config import ConfigEntry, topic_config_entries
+from protocol.config_types import ConfigResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.describe_configs import (
     DescribeConfigsRequest,

@@ -16,7 +16,7 @@ from broker.config.config_admin_manager import (
     incremental_alter_topic,
     unsupported_resource,
 )
-from broker.config.config_def import ConfigResourceType
+from protocol.config_types import ConfigResourceType
 from protocol.messages.incremental_alter_configs import (
     AlterConfigsResource,
     AlterConfigsResourceResponse,

@@ -17,9 +17,6 @@ import click
 
 from client import (
     AdminClient,
-    AlterConfigOp,
-    ConfigResourceType,
-    ConfigSource,
     KafkaClient,
     KafkaClientError,
     NoCompatibleVersionError,
@@ -28,6 +25,7 @@ from client import (
     UnknownTopicOrPartitionError,
 )
 from broker.tools.common import fail, parse_properties
+from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigSource
 from protocol.errors import ErrorCode
 
 _ACTIONS = ("create", "list", "describe", "alter", "delete")

@@ -13,15 +13,13 @@ import pytest
 
 from client import (
     AdminClient,
-    AlterConfigOp,
-    ConfigResourceType,
-    ConfigSource,
     InvalidConfigError,
     InvalidPartitionsError,
     KafkaClient,
     UnknownTopicOrPartitionError,
 )
 from protocol.api import DecodedRequest
+from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigSource
 from protocol.errors import ErrorCode
 from protocol.messages import create_partitions as cp
 from protocol.messages import delete_topics as dt
