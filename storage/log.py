@@ -17,7 +17,7 @@ import dataclasses
 import enum
 import functools
 import logging
-import random
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -32,7 +32,7 @@ from storage.checkpoints import fsync_dir
 from storage.log_config import LogConfig
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from storage.leader_epoch_checkpoint import LeaderEpochFileCache
-from storage.log_append import AppendOrigin, LogAppendInfo, ProducerStateHook, analyze_and_validate
+from storage.log_append import AppendOrigin, LogAppendInfo, analyze_and_validate
 from storage.log_segment import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment
 from storage.log_offsets import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -42,6 +42,7 @@ from storage.log_offsets import (
     TimestampAndOffset,
     fetch_offset_by_timestamp,
 )
+from storage.producer_state import ProducerStateManager
 from storage.segment_list import SegmentList
 from storage.transaction_index import AbortedTxn
 
@@ -82,11 +83,6 @@ def storage_errors(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def random_segment_jitter(config: LogConfig) -> int:
-    """``segment.jitter.ms``: spread time-based rolls of many partitions, as Kafka does."""
-    return random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
-
-
 def parse_topic_partition(dir_name: str) -> tuple[str, int]:
     """``my-topic-3`` → ("my-topic", 3); topics may contain dashes, partitions cannot."""
     topic, sep, partition = dir_name.rpartition("-")
@@ -115,7 +111,7 @@ class Log:
         recovery_point: int,
         log_end_offset: int,
         leader_epoch_cache: LeaderEpochFileCache,
-        producer_state: ProducerStateHook | None = None,
+        producer_state: ProducerStateManager | None = None,
     ) -> None:
         self.dir = Path(dir)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
@@ -290,7 +286,7 @@ class Log:
                 if completed is not None and completed.is_aborted:
                     self.active_segment.update_txn_index(
                         completed.producer_id, completed.first_offset, completed.last_offset,
-                        last_stable_offset_after(state, completed),
+                        state.last_stable_offset(completed),
                     )
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
@@ -309,7 +305,7 @@ class Log:
                 self.producer_state.take_snapshot(new_offset)
             segment = LogSegment.open(
                 self.dir, new_offset, self.config, create=True,
-                now_ms=now_ms() if now is None else now, rolling_jitter_ms=random_segment_jitter(self.config),
+                now_ms=now_ms() if now is None else now, rolling_jitter_ms=self.config.random_segment_jitter(),
             )
             self.segments.add(segment)
             self._dir_dirty = True
@@ -563,14 +559,6 @@ class Log:
 
     def delete(self) -> None:
         """Remove the whole partition directory (topic deletion)."""
-        import shutil
-
         with self.lock:
             self.close_without_flush()
             shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def last_stable_offset_after(state, completed) -> int:
-    """The LSO once ``completed`` has its marker: the next undecided transaction's start, if any."""
-    undecided = state.first_undecided_offset()
-    return undecided if undecided is not None else completed.last_offset + 1

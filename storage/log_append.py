@@ -7,8 +7,9 @@ marker. Offsets are assigned by the Log after these checks pass.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
+from protocol.control_records import parse_end_txn_marker
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import (
     BATCH_HEADER_SIZE,
@@ -18,24 +19,12 @@ from protocol.record_batch import (
     peek_offset_and_length,
     validate_batch,
 )
-from protocol.records import iter_records
+from protocol.records import iter_records, read_batch
 from storage.log_config import LogConfig
 from storage.errors import InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError, RecordTooLargeError
-from storage.producer_state import AppendOrigin, EndTxnMarker
+from storage.producer_state import AppendOrigin, EndTxnMarker, OutOfOrderSequenceError, ProducerStateManager
 
-__all__ = ["AppendOrigin", "LogAppendInfo", "ProducerStateHook", "analyze_and_validate", "empty_append_info"]
-
-
-class ProducerStateHook(Protocol):
-    """The part of storage.producer_state.ProducerStateManager the Log calls."""
-
-    def find_duplicate_batch(self, header: RecordBatchHeader): ...
-    def validate_append(self, header: RecordBatchHeader, *, origin: AppendOrigin = ..., marker=None) -> None: ...
-    def update(self, header: RecordBatchHeader, first_offset: int | None = None, *, marker=None): ...
-    def take_snapshot(self, next_offset: int | None = None): ...
-    def on_high_watermark_updated(self, high_watermark: int) -> None: ...
-    def on_log_start_offset_incremented(self, log_start_offset: int) -> None: ...
-    def truncate_fully_and_start_at(self, offset: int) -> None: ...
+__all__ = ["AppendOrigin", "LogAppendInfo", "analyze_and_validate", "empty_append_info", "end_txn_marker"]
 
 
 class LogAppendInfo(NamedTuple):
@@ -63,7 +52,7 @@ class AnalyzedAppend:
     batches: list[tuple[int, RecordBatchHeader]] = field(default_factory=list)
     valid_bytes: int = 0
     #: batch index → end-transaction marker, for control batches.
-    markers: dict[int, EndTxnMarker] = field(default_factory=dict)
+    markers: dict[int, EndTxnMarker | None] = field(default_factory=dict)
     duplicate: object | None = None  # producer_state.BatchMetadata
 
     def to_append_info(self, log_start_offset: int, log_append_time: int = -1) -> LogAppendInfo:
@@ -94,7 +83,7 @@ def analyze_and_validate(
     config: LogConfig,
     origin: AppendOrigin,
     now: int,
-    producer_state: ProducerStateHook | None,
+    producer_state: ProducerStateManager | None,
     assign_offsets: bool,
 ) -> AnalyzedAppend:
     """Check every whole batch of ``buf``; a trailing partial batch is ignored, as Kafka does."""
@@ -112,7 +101,7 @@ def analyze_and_validate(
             raise InvalidRecordError(f"out of order offsets: batch at {header.base_offset} follows "
                                      f"{result.batches[-1][1].last_offset}")
         if header.is_control:
-            result.markers[len(result.batches)] = _end_txn_marker(buf, pos)
+            result.markers[len(result.batches)] = end_txn_marker(buf, pos)
         result.batches.append((pos, header))
         pos += header.size_in_bytes
     if pos == 0 and end > 0:
@@ -159,10 +148,8 @@ def _check_batch(header: RecordBatchHeader, config: LogConfig, origin: AppendOri
                 raise InvalidTimestampError(f"timestamp {ts} is out of the accepted range around {now}")
 
 
-def _end_txn_marker(buf, pos: int) -> EndTxnMarker | None:
-    from protocol.control_records import parse_end_txn_marker
-    from protocol.records import read_batch
-
+def end_txn_marker(buf, pos: int) -> EndTxnMarker | None:
+    """The end-transaction marker of the control batch at ``pos``; None for another control type."""
     _, records = read_batch(buf, pos)
     if not records:
         return None
@@ -173,7 +160,7 @@ def _end_txn_marker(buf, pos: int) -> EndTxnMarker | None:
     return EndTxnMarker(int(marker.control_type), marker.coordinator_epoch)
 
 
-def _check_producer_state(result: AnalyzedAppend, producer_state: ProducerStateHook, origin: AppendOrigin):
+def _check_producer_state(result: AnalyzedAppend, producer_state: ProducerStateManager, origin: AppendOrigin):
     """Duplicate detection and epoch/sequence rules, before anything is written.
 
     The state is only updated after the write, so several batches of one
@@ -196,8 +183,6 @@ def _check_producer_state(result: AnalyzedAppend, producer_state: ProducerStateH
             header.producer_epoch != prior.producer_epoch
             or header.base_sequence != (prior.last_sequence + 1) % 0x80000000
         ):
-            from storage.producer_state import OutOfOrderSequenceError
-
             raise OutOfOrderSequenceError(
                 f"batch of producer {pid} with sequence {header.base_sequence} does not follow "
                 f"{prior.last_sequence} in the same append"

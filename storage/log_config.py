@@ -8,6 +8,7 @@ overrides.
 
 from __future__ import annotations
 
+import random
 from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -89,6 +90,10 @@ class LogConfig(BaseModel):
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    def random_segment_jitter(self) -> int:
+        """``segment.jitter.ms``: spread time-based rolls of many partitions, as Kafka does."""
+        return random.randrange(self.segment_jitter_ms) if self.segment_jitter_ms > 0 else 0
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> "LogConfig":
         """A copy with topic-level overrides (dotted names) applied."""

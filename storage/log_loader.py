@@ -25,7 +25,7 @@ from protocol.record_batch import RecordBatchHeader
 from storage.log_config import LogConfig
 from storage.errors import CorruptIndexError
 from storage.leader_epoch_checkpoint import LeaderEpochFileCache
-from storage.log import Log, random_segment_jitter
+from storage.log import Log
 from storage.log_segment import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -40,6 +40,8 @@ from storage.log_segment import (
     offset_index_file,
     time_index_file,
 )
+from storage.log_append import end_txn_marker
+from storage.producer_state import ProducerStateManager
 from storage.segment_list import SegmentList
 
 log = logging.getLogger(__name__)
@@ -194,13 +196,11 @@ def load_log(
     active = segments.last_segment
     assert active is not None
     active.resize_indexes(config.segment_index_bytes)
-    active.rolling_jitter_ms = random_segment_jitter(config)
+    active.rolling_jitter_ms = config.random_segment_jitter()
     epoch_cache.truncate_from_end(log_end_offset)
     epoch_cache.truncate_from_start(log_start_offset)
     recovery_point = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
     if producer_state is True:
-        from storage.producer_state import ProducerStateManager
-
         producer_state = ProducerStateManager(dir)
     result = Log(dir, config, segments, log_start_offset, recovery_point, log_end_offset, epoch_cache,
                  producer_state)  # type: ignore[arg-type]
@@ -219,35 +219,31 @@ def rebuild_producer_state(target: Log, recovered: set[int] | frozenset[int] = f
     reset by a recovery: the replay then starts at or before the first of them
     and re-records the aborted transactions whose markers they hold.
     """
-    from storage.log import last_stable_offset_after
-
     state = target.producer_state
     if state is None:
         return
-    replay_from = state.truncate_and_reload(target.log_start_offset, target.log_end_offset)  # type: ignore[attr-defined]
+    replay_from = state.truncate_and_reload(target.log_start_offset, target.log_end_offset)
     if recovered and min(recovered) < replay_from:
-        replay_from = state.load(target.log_start_offset, min(recovered))  # type: ignore[attr-defined]
+        replay_from = state.load(target.log_start_offset, min(recovered))
     markers: dict = {}
     for header in _headers_from(target, replay_from, markers):
-        if header.next_offset <= state.map_end_offset:  # type: ignore[attr-defined]
+        if header.next_offset <= state.map_end_offset:
             continue
         completed = state.update(header, marker=markers.get(header.base_offset))
         if completed is not None and completed.is_aborted:
             segment = target.segments.floor_segment(header.base_offset)
             if segment is not None and segment.base_offset in recovered:
                 segment.update_txn_index(completed.producer_id, completed.first_offset, completed.last_offset,
-                                         last_stable_offset_after(state, completed))
+                                         state.last_stable_offset(completed))
 
 
 def _headers_from(target: Log, offset: int, markers: dict) -> Iterator[RecordBatchHeader]:
-    from storage.log_append import _end_txn_marker
-
     for segment in target.segments.segments_from(offset):
         for position, header in segment.batches():
             if header.next_offset <= offset:
                 continue
             if header.is_control:
-                marker = _end_txn_marker(segment.read_batch(position, header), 0)
+                marker = end_txn_marker(segment.read_batch(position, header), 0)
                 if marker is not None:
                     markers[header.base_offset] = marker
             yield header

@@ -157,6 +157,11 @@ class ProducerStateManager:
         candidates = [min(txns) for txns in (self.ongoing_txns, self.unreplicated_txns) if txns]
         return min(candidates) if candidates else None
 
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` has its marker: the next undecided transaction's start, if any."""
+        undecided = self.first_undecided_offset()
+        return undecided if undecided is not None else completed.last_offset + 1
+
     # -------------------------------------------------------- validation
 
     def validate_append(
