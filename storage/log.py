@@ -7,8 +7,9 @@ end offset read once. The broker runs these calls in a worker thread where
 they could block its event loop (a roll fsyncs the old segment synchronously,
 unlike Kafka's asynchronous roll flush).
 
-Loading and crash recovery live in ``storage.log_loader``; ``Log.open`` is
-the entry point.
+``Log.open`` is the way in: it loads (and if needed recovers) the directory
+through ``storage.log_loader``, which knows segments, not Logs, and builds the
+Log on what the loader returns.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from storage.log_config import LogConfig
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from storage.leader_epoch_checkpoint import LeaderEpochFileCache
 from storage.log_append import AppendOrigin, LogAppendInfo, analyze_and_validate
+from storage.log_loader import load_log, rebuild_producer_state
 from storage.log_segment import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment
 from storage.log_offsets import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -137,11 +139,28 @@ class Log:
         self._end_snapshot: tuple[int, LogSegment, int] | None = None
 
     @classmethod
-    def open(cls, dir: Path | str, config: LogConfig | None = None, **kwargs) -> "Log":
-        """Load (and if needed recover) the log in ``dir``; see ``log_loader.load_log``."""
-        from storage.log_loader import load_log
+    def open(
+        cls,
+        dir: Path | str,
+        config: LogConfig | None = None,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        had_clean_shutdown: bool = False,
+        producer_state: ProducerStateManager | bool | None = None,
+    ) -> Log:
+        """Load (and if needed recover) the log in ``dir``; see ``log_loader.load_log``.
 
-        return load_log(Path(dir), config or LogConfig(), **kwargs)
+        ``producer_state``: a ProducerStateManager to attach (or True to create
+        one in ``dir``); None leaves the Log without producer state.
+        """
+        dir, config = Path(dir), config or LogConfig()
+        loaded = load_log(dir, config, log_start_offset, recovery_point, had_clean_shutdown, producer_state)
+        opened = cls(dir, config, loaded.segments, loaded.log_start_offset, loaded.recovery_point,
+                     loaded.log_end_offset, loaded.leader_epoch_cache, loaded.producer_state)
+        # After the producer state's replay: transactions decided below the HW are stable again.
+        opened.update_high_watermark(loaded.high_watermark)
+        return opened
 
     # --- state ------------------------------------------------------------------------
     @property
@@ -438,8 +457,6 @@ class Log:
     @storage_errors
     def truncate_to(self, target_offset: int) -> bool:
         """Follower truncation: remove every batch at or after ``target_offset``."""
-        from storage.log_loader import rebuild_producer_state
-
         with self.lock:
             if target_offset < 0:
                 raise ValueError("cannot truncate to a negative offset")
@@ -457,7 +474,8 @@ class Log:
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             self.high_watermark = min(self.high_watermark, self.log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-            rebuild_producer_state(self)
+            if self.producer_state is not None:
+                rebuild_producer_state(self.producer_state, self.segments, self.log_start_offset, self.log_end_offset)
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:

@@ -12,20 +12,26 @@ Kafka's LogLoader semantics:
 * Without the clean-shutdown marker, every segment from the one holding the
   recovery point on is scanned batch by batch (length, magic, CRC32C); the
   first bad batch truncates its segment and every later segment is deleted.
+
+The loader works on a directory's parts, not on a Log: ``load_log`` returns a
+``LoadedLog`` (segments, offsets, leader epoch cache, producer state) and
+``Log.open``, one level up, builds the Log on it. ``rebuild_producer_state``
+replays producer state from the segments, on load and after a truncation.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from protocol.record_batch import RecordBatchHeader
-from storage.log_config import LogConfig
 from storage.errors import CorruptIndexError
 from storage.leader_epoch_checkpoint import LeaderEpochFileCache
-from storage.log import Log
+from storage.log_append import end_txn_marker
+from storage.log_config import LogConfig
 from storage.log_segment import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -40,8 +46,7 @@ from storage.log_segment import (
     offset_index_file,
     time_index_file,
 )
-from storage.log_append import end_txn_marker
-from storage.producer_state import ProducerStateManager
+from storage.producer_state import EndTxnMarker, ProducerStateManager
 from storage.segment_list import SegmentList
 
 log = logging.getLogger(__name__)
@@ -157,18 +162,34 @@ def recover_log(dir: Path, segments: SegmentList, recovery_point: int, epoch_cac
             break
 
 
+@dataclass(frozen=True)
+class LoadedLog:
+    """A partition directory as loading leaves it: what ``Log.open`` builds the Log on
+    (Kafka's LoadedLogOffsets, with the segments, epoch cache and producer state)."""
+
+    segments: SegmentList
+    log_start_offset: int
+    recovery_point: int
+    log_end_offset: int
+    #: Where the HW starts: the log end after a clean shutdown, else the log start offset
+    #: (the broker then sets it from its replication-offset-checkpoint).
+    high_watermark: int
+    leader_epoch_cache: LeaderEpochFileCache
+    producer_state: ProducerStateManager | None
+
+
 def load_log(
     dir: Path,
     config: LogConfig,
     log_start_offset: int = 0,
     recovery_point: int = 0,
     had_clean_shutdown: bool = False,
-    producer_state: object | None = None,
-) -> Log:
-    """Open the partition log in ``dir`` (created if missing).
+    producer_state: ProducerStateManager | bool | None = None,
+) -> LoadedLog:
+    """Load the partition directory ``dir`` (created if missing), recovering it if needed.
 
-    ``producer_state``: a ProducerStateManager to attach (or True to create
-    one in ``dir``); None leaves the Log without producer state.
+    ``producer_state``: a ProducerStateManager to rebuild (or True to create
+    one in ``dir``); None or False loads no producer state.
     """
     dir.mkdir(parents=True, exist_ok=True)
     swapped = complete_swaps(dir, remove_temp_files_and_collect_swaps(dir), config)
@@ -202,43 +223,47 @@ def load_log(
     recovery_point = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
     if producer_state is True:
         producer_state = ProducerStateManager(dir)
-    result = Log(dir, config, segments, log_start_offset, recovery_point, log_end_offset, epoch_cache,
-                 producer_state)  # type: ignore[arg-type]
-    rebuild_producer_state(result, {base for base in rebuilt if segments.get(base) is not None})
-    # After the replay: transactions decided below the HW are stable again.
-    result.update_high_watermark(log_end_offset if had_clean_shutdown else log_start_offset)
+    state = producer_state if isinstance(producer_state, ProducerStateManager) else None
+    if state is not None:
+        recovered = {base for base in rebuilt if segments.get(base) is not None}
+        rebuild_producer_state(state, segments, log_start_offset, log_end_offset, recovered)
     log.info("%s: loaded %d segment(s), logStartOffset=%d, logEndOffset=%d",
              dir.name, len(segments), log_start_offset, log_end_offset)
-    return result
+    return LoadedLog(segments, log_start_offset, recovery_point, log_end_offset,
+                     log_end_offset if had_clean_shutdown else log_start_offset, epoch_cache, state)
 
 
-def rebuild_producer_state(target: Log, recovered: set[int] | frozenset[int] = frozenset()) -> None:
+def rebuild_producer_state(
+    state: ProducerStateManager,
+    segments: SegmentList,
+    log_start_offset: int,
+    log_end_offset: int,
+    recovered: set[int] | frozenset[int] = frozenset(),
+) -> None:
     """Reload the newest producer snapshot and replay the batch headers after it.
 
-    ``recovered`` are the base offsets of segments whose transaction index was
-    reset by a recovery: the replay then starts at or before the first of them
-    and re-records the aborted transactions whose markers they hold.
+    Run on load and after a truncation (``Log.truncate_to``). ``recovered`` are
+    the base offsets of segments whose transaction index was reset by a
+    recovery: the replay then starts at or before the first of them and
+    re-records the aborted transactions whose markers they hold.
     """
-    state = target.producer_state
-    if state is None:
-        return
-    replay_from = state.truncate_and_reload(target.log_start_offset, target.log_end_offset)
+    replay_from = state.truncate_and_reload(log_start_offset, log_end_offset)
     if recovered and min(recovered) < replay_from:
-        replay_from = state.load(target.log_start_offset, min(recovered))
-    markers: dict = {}
-    for header in _headers_from(target, replay_from, markers):
+        replay_from = state.load(log_start_offset, min(recovered))
+    markers: dict[int, EndTxnMarker] = {}
+    for header in _headers_from(segments, replay_from, markers):
         if header.next_offset <= state.map_end_offset:
             continue
         completed = state.update(header, marker=markers.get(header.base_offset))
         if completed is not None and completed.is_aborted:
-            segment = target.segments.floor_segment(header.base_offset)
+            segment = segments.floor_segment(header.base_offset)
             if segment is not None and segment.base_offset in recovered:
                 segment.update_txn_index(completed.producer_id, completed.first_offset, completed.last_offset,
                                          state.last_stable_offset(completed))
 
 
-def _headers_from(target: Log, offset: int, markers: dict) -> Iterator[RecordBatchHeader]:
-    for segment in target.segments.segments_from(offset):
+def _headers_from(segments: SegmentList, offset: int, markers: dict[int, EndTxnMarker]) -> Iterator[RecordBatchHeader]:
+    for segment in segments.segments_from(offset):
         for position, header in segment.batches():
             if header.next_offset <= offset:
                 continue
