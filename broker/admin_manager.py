@@ -10,23 +10,23 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
-from broker.config.dynamic_broker_config import DynamicBrokerConfig
 from broker.config.config_def import ConfigValueError
-from broker.metadata_store import TopicMetadata
+from broker.config.dynamic_broker_config import DynamicBrokerConfig
 from broker.config.topic_config import known_topic_configs, validate_topic_overrides
+from broker.metadata_store import MetadataStore, TopicMetadata
+from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from protocol.errors import ErrorCode
+from replication.replica_manager import ReplicaManager
+from storage.log_cleaner import LogCleaner
 from storage.log_config import LogConfig
-
-if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 class AdminError(Exception):
@@ -72,21 +72,30 @@ class TopicCreation:
 
 
 class AdminManager:
-    def __init__(self, server: "KafkaServer") -> None:
-        self.server = server
-        # Loaded before the logs are: dynamic log defaults apply from the first read.
-        self.broker_configs = DynamicBrokerConfig(server)
+    def __init__(self, broker_id: int, metadata: MetadataStore, dynamic_config: DynamicBrokerConfig,
+                 log_manager: LogManager, replica_manager: ReplicaManager, log_cleaner: LogCleaner | None) -> None:
+        self.broker_id = broker_id
+        self.metadata = metadata
+        self.dynamic_config = dynamic_config
+        self.log_manager = log_manager
+        self.replica_manager = replica_manager
+        self.log_cleaner = log_cleaner
+
+    def host_topic(self, topic: TopicMetadata) -> None:
+        """Lead every partition of the topic here (blocking: creates logs)."""
+        for index, replicas in sorted(topic.partitions.items()):
+            self.replica_manager.make_leader(topic.name, index, topic.topic_id, replicas)
 
     @property
     def live_brokers(self) -> list[int]:
-        return [self.server.broker_id]
+        return [self.broker_id]
 
     def plan_topic(self, name: str, num_partitions: int, replication_factor: int,
                    configs: Mapping[str, str | None], assignments: Mapping[int, list[int]] | None = None) -> TopicCreation:
         """Validate a creation; -1 partitions or RF means the broker default (KIP-464)."""
-        config = self.server.config
+        config = self.dynamic_config.config
         validate_topic_name(name)
-        if name in self.server.metadata:
+        if name in self.metadata:
             raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if assignments:
             if num_partitions != -1 or replication_factor != -1:
@@ -112,29 +121,29 @@ class AdminManager:
                 f"The target replication factor of {replication_factor} cannot be reached because only "
                 f"{len(self.live_brokers)} broker(s) are registered.",
             )
-        overrides = validate_topic_configs(self.server.default_log_config, configs)
+        overrides = validate_topic_configs(self.dynamic_config.default_log_config, configs)
         return TopicCreation(name, num_partitions, replication_factor, overrides)
 
     def create_topic(self, plan: TopicCreation) -> TopicMetadata:
         brokers = self.live_brokers
         partitions = {p: [brokers[(p + r) % len(brokers)] for r in range(plan.replication_factor)]
                       for p in range(plan.num_partitions)}
-        topic = self.server.metadata.create_topic(plan.name, partitions, plan.configs)
+        topic = self.metadata.create_topic(plan.name, partitions, plan.configs)
         if plan.configs:
-            self.server.log_manager.update_topic_config(plan.name, plan.configs)
-        self.server.host_topic(topic)
+            self.log_manager.update_topic_config(plan.name, plan.configs)
+        self.host_topic(topic)
         log.info("[KafkaServer id=%d] created topic %s with %d partition(s), id %s",
-                 self.server.broker_id, plan.name, plan.num_partitions, topic.topic_id)
+                 self.broker_id, plan.name, plan.num_partitions, topic.topic_id)
         return topic
 
     def auto_create_topic(self, name: str) -> TopicMetadata:
         """Metadata-triggered creation with the broker's defaults (internal topics: their own)."""
-        config = self.server.config
+        config = self.dynamic_config.config
         partitions, configs = config.num_partitions, {}
-        if name == "__consumer_offsets":
+        if name == GROUP_METADATA_TOPIC_NAME:
             partitions = config.offsets_topic_num_partitions
             configs = {"cleanup.policy": "compact", "segment.bytes": str(config.offsets_topic_segment_bytes)}
-        elif name == "__transaction_state":
+        elif name == TRANSACTION_STATE_TOPIC_NAME:
             partitions = config.transaction_state_log_num_partitions
             configs = {"cleanup.policy": "compact"}
         rf = min(config.default_replication_factor, len(self.live_brokers))
@@ -147,32 +156,32 @@ class AdminManager:
         names, which start-up never hosts, and a topic recreated under the same
         name gets a new id, no overrides and empty logs.
         """
-        topic = self.server.metadata.get(name)
+        topic = self.metadata.get(name)
         if topic is None:
             raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-        if not self.server.config.delete_topic_enable:
+        if not self.dynamic_config.config.delete_topic_enable:
             raise AdminError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-        logs = [p.log for p in self.server.replica_manager.partitions_of(name)]
-        cleaner = getattr(self.server, "log_cleaner", None)
+        logs = [p.log for p in self.replica_manager.partitions_of(name)]
+        cleaner = self.log_cleaner
         for log_ in logs if cleaner is not None else ():
             cleaner.abort_cleaning(log_)  # a pass on these logs stops at its next batch
         try:
-            self.server.metadata.delete_topic(name)
-            self.server.replica_manager.delete_partitions(name)
-            self.server.log_manager.update_topic_config(name, {})
+            self.metadata.delete_topic(name)
+            self.replica_manager.delete_partitions(name)
+            self.log_manager.update_topic_config(name, {})
         finally:
             # A topic recreated under this name reuses the dir names: it must start
             # with no cleaner checkpoint and be cleanable again.
             for log_ in logs if cleaner is not None else ():
                 cleaner.remove_checkpoint(log_)
                 cleaner.resume_cleaning(log_)
-        log.info("[KafkaServer id=%d] deleted topic %s (id %s)", self.server.broker_id, name, topic.topic_id)
+        log.info("[KafkaServer id=%d] deleted topic %s (id %s)", self.broker_id, name, topic.topic_id)
         return topic
 
     def plan_partitions(self, name: str, total: int,
                         assignments: list[list[int]] | None = None) -> dict[int, list[int]]:
         """Validate a partition increase (Kafka's messages); returns the new partitions' replicas."""
-        topic = self.server.metadata.get(name)
+        topic = self.metadata.get(name)
         if topic is None:
             raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         current = topic.partition_count
@@ -212,11 +221,11 @@ class AdminManager:
         new = self.plan_partitions(name, total, assignments)
         if validate_only:
             return
-        self.server.host_topic(self.server.metadata.add_partitions(name, new))
-        log.info("[KafkaServer id=%d] topic %s now has %d partition(s)", self.server.broker_id, name, total)
+        self.host_topic(self.metadata.add_partitions(name, new))
+        log.info("[KafkaServer id=%d] topic %s now has %d partition(s)", self.broker_id, name, total)
 
     def set_topic_configs(self, name: str, overrides: dict[str, str]) -> None:
         """Replace a topic's overrides: durable first, then applied to its open logs (append thread)."""
-        self.server.metadata.set_topic_configs(name, overrides)
-        self.server.log_manager.update_topic_config(name, overrides)
-        log.info("[KafkaServer id=%d] topic %s configs now %s", self.server.broker_id, name, overrides)
+        self.metadata.set_topic_configs(name, overrides)
+        self.log_manager.update_topic_config(name, overrides)
+        log.info("[KafkaServer id=%d] topic %s configs now %s", self.broker_id, name, overrides)

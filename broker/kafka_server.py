@@ -5,13 +5,12 @@ metadata store lists, then opens the listeners: a client that can connect can
 use every partition. Shutdown reverses it: stop accepting, answer what is in
 flight, flush, write checkpoints and the clean-shutdown marker.
 
-Threads: storage is synchronous. Appends that may fsync (a roll, or
-``flush.messages``) run on one append thread, so the event loop never waits
-for a disk sync; an append that cannot block (no roll, no flush due, its log
-not locked by another thread) is made on the loop itself when the append thread
-has nothing queued, which keeps appends to a partition in arrival order and
-saves two thread hand-offs per produce request. Reads run on the loop, since
-log reads take no lock.
+Threads: storage is synchronous. The server creates the append thread and
+hands it to the replica manager, which decides where each append runs (see
+``replication.append_thread``); background duties that mutate logs run on the
+same thread, checkpoints on the scheduler thread, cleaning on its own.
+Request handlers get :class:`~broker.broker_services.BrokerServices`, never
+the server itself.
 """
 
 from __future__ import annotations
@@ -23,17 +22,19 @@ import time
 from typing import Any, Awaitable, Callable
 
 from broker.admin_manager import AdminManager
+from broker.broker_services import BrokerServices
 from broker.config.broker_config import BrokerConfig
-from broker.delayed_fetch import FetchPurgatory
+from broker.config.dynamic_broker_config import DynamicBrokerConfig
+from broker.coordinator_wiring import build_group_coordinator, follow_leadership
 from broker.fetch_session import FetchSessionCache
 from broker.kafka_apis import KafkaApis
-from broker.metadata_store import MetadataStore, TopicMetadata
+from broker.metadata_store import MetadataStore
 from broker.producer_id_manager import ProducerIdManager
 from broker.socket_server import SocketServer
-from coordinator.group.group_coordinator import build_group_coordinator
+from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
-from storage.log_config import LogConfig
 from storage.log_cleaner import LogCleaner
+from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -45,21 +46,22 @@ SHUTDOWN_DRAIN_SECONDS = 5.0
 
 class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
-        self.config = config
         # broker.id -1 asks for a generated id; a lone broker takes 0.
         self.broker_id = config.node_id if config.node_id >= 0 else 0
         self.metadata = MetadataStore(config.log_dirs[0])
-        self.default_log_config = LogConfig.from_broker_defaults(config)
         self.log_manager = LogManager(
             config.log_dirs,
-            default_config=self.default_log_config,
+            default_config=LogConfig.from_broker_defaults(config),
             topic_configs={t.name: t.configs for t in self.metadata},
             broker_id=self.broker_id,
             cluster_id=self.metadata.cluster_id,
         )
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
+        # Loaded before the logs are: dynamic log defaults apply from the first read.
+        self.dynamic_config = DynamicBrokerConfig(config, self.broker_id, self.log_manager)
+        self.append_thread = AppendThread(
+            concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-append"))
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.append_thread)
         self.producer_ids = ProducerIdManager(config.log_dirs[0])
-        self.append_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-append")
         # Kafka's kafka-scheduler: checkpoint files are written (two fsyncs each) off the
         # append thread, so a produce never queues behind one (it read offsets, it mutates no log).
         self.scheduler_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-scheduler")
@@ -70,18 +72,27 @@ class KafkaServer:
             producer_id_expiration_ms=config.producer_id_expiration_ms,
         ) if config.log_cleaner_enable else None
         self.cleaner_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-log-cleaner")
-        self.fetch_purgatory = FetchPurgatory()
-        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
-        self.admin = AdminManager(self)
-        self.group_coordinator = build_group_coordinator(self)
-        self.apis = KafkaApis(self)
+        self.admin = AdminManager(self.broker_id, self.metadata, self.dynamic_config, self.log_manager,
+                                  self.replica_manager, self.log_cleaner)
+        self.group_coordinator = build_group_coordinator(self.config, self.broker_id, self.replica_manager)
         self.socket_server = SocketServer(
-            self.apis.dispatch, self.apis.unsupported_api_versions_response, config.socket_request_max_bytes
-        )
+            _not_serving_yet, KafkaApis.unsupported_api_versions_response, config.socket_request_max_bytes)
+        self.services = BrokerServices(
+            broker_id=self.broker_id, metadata=self.metadata, dynamic_config=self.dynamic_config,
+            replica_manager=self.replica_manager, group_coordinator=self.group_coordinator, admin=self.admin,
+            producer_ids=self.producer_ids,
+            fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
+            append_thread=self.append_thread, socket_server=self.socket_server)
+        # The socket server is one of the services and KafkaApis needs them all: routed once both exist.
+        self.socket_server.dispatch = KafkaApis(self.services).dispatch
         self._tasks: list[asyncio.Task[None]] = []
-        self._append_backlog = 0
         self._stopped = asyncio.Event()
         self.started_at = 0.0
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The current configuration: static properties with the dynamic broker configs on top."""
+        return self.dynamic_config.config
 
     @property
     def cluster_id(self) -> str:
@@ -93,25 +104,22 @@ class KafkaServer:
         await asyncio.to_thread(self.log_manager.startup)  # creates and locks the log dirs
         await asyncio.to_thread(self.metadata.save)  # fixes the cluster id on first start
         for topic in self.metadata:
-            self.host_topic(topic)
+            self.admin.host_topic(topic)
         self.group_coordinator.startup()  # loads groups from the __consumer_offsets partitions led here
+        follow_leadership(self.group_coordinator, self.replica_manager)  # partitions created or deleted later
         await self.socket_server.start(self.config.listeners)
         self._start_background_tasks()
         self.started_at = time.time()
         log.info("[KafkaServer id=%d] started in %.0f ms (cluster id %s)",
                  self.broker_id, (time.monotonic() - started) * 1000, self.cluster_id)
 
-    def host_topic(self, topic: TopicMetadata) -> None:
-        for index, replicas in sorted(topic.partitions.items()):
-            self.replica_manager.make_leader(topic.name, index, topic.topic_id, replicas)
-
     async def shutdown(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
         self.socket_server.stop_accepting()
         await self.group_coordinator.shutdown()  # answers parked joins/syncs, cancels its timers
-        # Parked long polls are answered now with what they have, so draining
-        # waits only for real work, not for fetch.wait.max.ms.
-        self.fetch_purgatory.shutdown()
+        # Parked long polls (and acks=all produces) are answered now with what they
+        # have, so draining waits only for real work, not for fetch.wait.max.ms.
+        self.replica_manager.shutdown()
         await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
         for task in self._tasks:
             task.cancel()
@@ -123,29 +131,13 @@ class KafkaServer:
                 self.log_cleaner.abort_cleaning(log_)
         self.cleaner_executor.shutdown(wait=True)
         self.scheduler_executor.shutdown(wait=True)
-        self.append_executor.shutdown(wait=True)
+        self.append_thread.shutdown()
         await asyncio.to_thread(self.log_manager.shutdown)
         log.info("[KafkaServer id=%d] shut down cleanly", self.broker_id)
         self._stopped.set()
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
-
-    # -- threads ----------------------------------------------------------
-    def run_append(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any]":
-        future = asyncio.get_running_loop().run_in_executor(self.append_executor, fn, *args)
-        self._append_backlog += 1
-        future.add_done_callback(self._append_finished)
-        return future
-
-    def _append_finished(self, _: "asyncio.Future[Any]") -> None:
-        self._append_backlog -= 1
-
-    @property
-    def append_thread_idle(self) -> bool:
-        """Nothing queued on the append thread: an append made on the loop now
-        cannot overtake an earlier one to the same partition."""
-        return self._append_backlog == 0
 
     # -- background duties (owned here, cancelled at shutdown) ------------
     def _start_background_tasks(self) -> None:
@@ -196,7 +188,7 @@ class KafkaServer:
                 try:
                     if executor is None:
                         # Same thread as appends: duties that mutate logs never race them.
-                        await self.run_append(duty)
+                        await self.append_thread.run(duty)
                     else:
                         await asyncio.get_running_loop().run_in_executor(executor, duty)
                 except asyncio.CancelledError:
@@ -212,3 +204,7 @@ class KafkaServer:
         task.set_name(name)
         self._tasks.append(task)
         task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+
+def _not_serving_yet(_: object) -> None:
+    raise RuntimeError("a request arrived before the broker's APIs were routed")

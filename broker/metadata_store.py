@@ -111,6 +111,11 @@ class MetadataStore:
     def get(self, name: str) -> TopicMetadata | None:
         return self.topics.get(name)
 
+    def configs_of(self, name: str) -> dict[str, str]:
+        """A topic's config overrides ({} for an unknown topic)."""
+        meta = self.topics.get(name)
+        return meta.configs if meta is not None else {}
+
     def by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
         for topic in self.topics.values():
             if topic.topic_id == topic_id:

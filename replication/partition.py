@@ -5,6 +5,9 @@ today: the leader's side. With a single broker the ISR is the leader alone, so
 an append is committed (the high watermark moves) as soon as it is in the log;
 ``acks=all`` then means exactly what it means in Kafka with one in-sync replica.
 The follower side (fetchers, ISR shrink/expand) builds on the same object.
+
+Only the replica manager calls into a Partition; everything else goes through
+:class:`replication.replica_manager.ReplicaManager`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from storage.log import FetchIsolation, Log
+from protocol.errors import ErrorCode
+from protocol.record_batch import last_offset_delta_and_max_timestamp
+from storage.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchIsolation, Log
 from storage.log_append import AppendOrigin, LogAppendInfo
 from storage.log_segment import FetchDataInfo
 
@@ -23,21 +28,41 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
 
+class NotEnoughReplicasError(Exception):
+    """acks=all with fewer in-sync replicas than min.insync.replicas: NOT_ENOUGH_REPLICAS."""
+
+
+#: ListOffsets' KIP-1005 timestamp: no tiered storage, so nothing was ever uploaded.
+LATEST_TIERED_TIMESTAMP = -5
+
+
 @dataclass(frozen=True, slots=True)
 class LogReadResult:
-    """What a fetch of one partition found, with the offsets the response reports."""
+    """What a fetch of one partition found, with the offsets the response reports.
 
-    info: FetchDataInfo
+    ``info`` is None when the read failed (``error_code`` says why); the offsets
+    are then the partition's current ones, or -1 when it is not hosted here.
+    """
+
+    error_code: int
+    info: FetchDataInfo | None
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
     log_end_offset: int
 
 
+def read_error(error_code: int, partition: Partition | None) -> LogReadResult:
+    if partition is None:
+        return LogReadResult(error_code, None, -1, -1, -1, -1)
+    return LogReadResult(error_code, None, partition.high_watermark, partition.last_stable_offset,
+                         partition.log_start_offset, partition.log_end_offset)
+
+
 class Partition:
     __slots__ = (
-        'topic', 'partition_index', 'topic_id', 'log', 'broker_id', 'replicas', 'isr', 'leader_epoch',
-        'leader_id', 'partition_epoch', '__weakref__',
+        '__weakref__', 'broker_id', 'isr', 'leader_epoch', 'leader_id', 'log', 'partition_epoch', 'partition_index',
+        'replicas', 'topic', 'topic_id',
     )
 
     def __init__(
@@ -85,38 +110,100 @@ class Partition:
         """The LSO: the HW, or the first offset of the oldest open transaction below it."""
         return self.log.last_stable_offset
 
+    def leader_epoch_error(self, current_leader_epoch: int) -> ErrorCode | None:
+        """Kafka's epoch fencing (KIP-320): a request naming another epoch than ours is refused."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return None
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+
+    # -- append -------------------------------------------------------------------
+    def check_enough_replicas(self, required_acks: int) -> None:
+        """acks=all needs at least min.insync.replicas in the ISR (Kafka checks before writing)."""
+        if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"The size of the current ISR {self.isr} is insufficient to satisfy the min.isr requirement of "
+                f"{self.log.config.min_insync_replicas} for partition {self.topic}-{self.partition_index}")
+
     def append_records_to_leader(self, records: bytearray | memoryview, origin: AppendOrigin,
-                                 now: int | None = None, roll_checked: bool = False) -> LogAppendInfo:
+                                 now: int | None = None) -> LogAppendInfo:
         """Append as leader and advance the HW (the ISR is this broker alone).
 
-        Blocking (may fsync on roll or under flush.messages): the broker calls it
-        from its append thread, never on the event loop.
+        Blocking (may fsync on roll or under flush.messages): the replica manager
+        calls it on the append thread, never on the event loop.
         """
-        info = self.log.append_as_leader(records, self.leader_epoch, origin, now, roll_checked)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin, now)
         self.maybe_increment_high_watermark()
         return info
 
-    def maybe_increment_high_watermark(self) -> None:
+    def try_append_records_to_leader(self, records: bytearray | memoryview, origin: AppendOrigin,
+                                     now: int) -> LogAppendInfo | None:
+        """Append now if that cannot block (log not locked by another thread, no roll,
+        no flush due); else None and nothing is written. ``records`` is one validated batch."""
+        log_ = self.log
+        if not log_.lock.acquire(blocking=False):
+            return None
+        try:
+            # Two header fields, not a full parse: the request's decoder checked this header.
+            last_offset_delta, max_timestamp = last_offset_delta_and_max_timestamp(records)
+            if log_.append_would_block(len(records), max_timestamp, last_offset_delta, now):
+                return None
+            info = log_.append_as_leader(records, self.leader_epoch, origin, now, roll_checked=True)
+        finally:
+            log_.lock.release()
+        self.maybe_increment_high_watermark()
+        return info
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """Move the HW to the smallest log end offset in the ISR; True when it moved."""
         isr = self.isr
         if len(isr) == 1 and isr[0] == self.broker_id:
-            self.log.update_high_watermark(self.log.log_end_offset)
+            log_ = self.log
+            before = log_.high_watermark
+            return log_.update_high_watermark(log_.log_end_offset) != before
+        return False
 
+    # -- read -----------------------------------------------------------------------
     def read_records(self, fetch_offset: int, max_bytes: int, isolation_level: int,
                      min_one_message: bool, fetch_only_committed: bool = True) -> LogReadResult:
         """Read for a consumer (up to the HW or LSO) or a follower (up to the log end).
 
         Offsets are sampled before the read so the response never reports a high
-        watermark below the data it carries.
+        watermark below the data it carries. Raises OffsetOutOfRangeError.
         """
-        hw = self.log.high_watermark
-        lso = self.log.last_stable_offset
-        log_start = self.log.log_start_offset
-        leo = self.log.log_end_offset
+        log_ = self.log
+        hw = log_.high_watermark
+        lso = log_.last_stable_offset
+        log_start = log_.log_start_offset
+        leo = log_.log_end_offset
         if not fetch_only_committed:
             isolation = FetchIsolation.LOG_END
         elif isolation_level == READ_COMMITTED:
             isolation = FetchIsolation.TXN_COMMITTED  # also collects the aborted transactions
         else:
             isolation = FetchIsolation.HIGH_WATERMARK
-        info = self.log.read(fetch_offset, max_bytes, min_one_message=min_one_message, isolation=isolation)
-        return LogReadResult(info, hw, lso, log_start, leo)
+        info = log_.read(fetch_offset, max_bytes, min_one_message=min_one_message, isolation=isolation)
+        return LogReadResult(ErrorCode.NO_ERROR, info, hw, lso, log_start, leo)
+
+    def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int,
+                                   from_replica: bool) -> tuple[int, int, int]:
+        """ListOffsets: (timestamp, offset, leader epoch), or (-1, -1, -1) when nothing qualifies."""
+        log_ = self.log
+        if from_replica:
+            last_fetchable = log_.log_end_offset
+        elif isolation_level == READ_COMMITTED:
+            last_fetchable = log_.last_stable_offset
+        else:
+            last_fetchable = log_.high_watermark
+        if timestamp == LATEST_TIMESTAMP:
+            epoch = log_.leader_epoch_cache.epoch_for_offset(last_fetchable)
+            return -1, last_fetchable, -1 if epoch is None else epoch
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return -1, -1, -1
+        found = log_.fetch_offset_by_timestamp(timestamp)
+        if found is None:
+            return -1, -1, -1
+        if timestamp not in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP) and found.offset >= last_fetchable:
+            return -1, -1, -1
+        return found.timestamp, found.offset, -1 if found.leader_epoch is None else found.leader_epoch

@@ -1,21 +1,43 @@
-"""ReplicaManager: the partitions this broker hosts, and appends/reads across them.
+"""ReplicaManager: the only way into the partitions this broker hosts.
 
-Synchronous, like the storage it drives: the broker calls ``append_records``
-from its append thread and ``read`` from the event loop (log reads take no lock
-and never block on a flush). Errors come back per partition as Kafka error
-codes, so one bad partition never fails a whole request.
+As in Kafka, every write and read of partition data goes through here:
+``append_records`` (produce, the group coordinator, later followers and
+transaction markers) and ``fetch_messages`` (consumers, later followers), plus
+ListOffsets, DeleteRecords and DescribeProducers lookups. It owns:
+
+* where an append runs: on the event loop when it cannot block and the append
+  thread has nothing queued (no thread hand-off, and the socket server can send
+  the answers to every request of one read in one write), else on the append
+  thread the broker hands in, in arrival order;
+* the fetch purgatory (long polls woken by every append, whoever appended) and
+  the produce purgatory (``acks=-1`` waits for the high watermark);
+* leader-epoch fencing of fetches and offset lookups.
+
+Both entry points answer synchronously when they can (a list of per-partition
+results) and otherwise return an awaitable of the same list, so the common
+produce and fetch never create a task. Errors come back per partition as Kafka
+error codes, so one bad partition never fails a whole request.
+
+Threads: call from the event loop. Blocking work (appends that may fsync,
+DeleteRecords) runs on the append thread; reads take no lock.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import time
 import uuid
-from dataclasses import dataclass
-from typing import Iterable
+from collections.abc import Awaitable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
 
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.record_batch import last_offset_delta_and_max_timestamp
-from replication.partition import LogReadResult, Partition
+from replication.append_thread import AppendThread
+from replication.delayed_fetch import FetchPurgatory
+from replication.delayed_produce import ProducePurgatory
+from replication.partition import LogReadResult, NotEnoughReplicasError, Partition, read_error
 from storage.errors import (
     InvalidRecordError,
     InvalidTimestampError,
@@ -34,10 +56,14 @@ from storage.producer_state import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from storage.producer_state_entry import ProducerStateEntry
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+Records = bytearray | memoryview
+#: Told a partition index whose leadership arrived or left (on whichever thread changed it).
+LeadershipCallback = Callable[[int], None]
 
 # Storage exceptions → the error code Kafka answers with for the same condition.
 _APPEND_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
@@ -51,6 +77,7 @@ _APPEND_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (TransactionCoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
     (OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
     (KafkaStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
+    (NotEnoughReplicasError, ErrorCode.NOT_ENOUGH_REPLICAS),
 )
 
 
@@ -70,19 +97,85 @@ class PartitionAppendResult:
     error_message: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    """The request-wide part of a fetch (Kafka's FetchParams)."""
+
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class FetchPartition(Protocol):
+    """One partition of a fetch: what the replica manager reads of it."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def fetch_offset(self) -> int: ...
+    @property
+    def max_bytes(self) -> int: ...
+    @property
+    def current_leader_epoch(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResult:
+    error_code: int
+    timestamp: int = -1
+    offset: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class LogDirPartition:
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+
+
+@dataclass(slots=True)
+class LogDirDescription:
+    path: str
+    error_code: int = ErrorCode.NO_ERROR
+    total_bytes: int = -1
+    usable_bytes: int = -1
+    partitions: list[LogDirPartition] = field(default_factory=list)
+
+
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager) -> None:
+    def __init__(self, broker_id: int, log_manager: LogManager, append_thread: AppendThread) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
+        self.append_thread = append_thread
         self.partitions: dict[TopicPartition, Partition] = {}
         #: The same partitions by topic, in index order: Metadata, DescribeTopicPartitions and
         #: FindCoordinator list one topic's partitions without walking every partition hosted.
         self._by_topic: dict[str, dict[int, Partition]] = {}
+        self.fetch_purgatory = FetchPurgatory()
+        self.produce_purgatory = ProducePurgatory(self._high_watermark_of)
+        #: topic → (on election, on resignation): coordinators load and unload their partitions.
+        self._leadership_listeners: dict[str, tuple[LeadershipCallback, LeadershipCallback]] = {}
+
+    def add_leadership_listener(self, topic: str, on_election: LeadershipCallback,
+                                on_resignation: LeadershipCallback) -> None:
+        """Be told when this broker starts or stops leading a partition of ``topic``
+        (from the thread that made the change: hop to the event loop yourself)."""
+        self._leadership_listeners[topic] = (on_election, on_resignation)
 
     # -- partition lifecycle ---------------------------------------------
     def make_leader(self, topic: str, partition_index: int, topic_id: uuid.UUID, replicas: list[int],
                     leader_epoch: int = 0) -> Partition:
-        """Host a partition as its leader, creating its log if needed."""
+        """Host a partition as its leader, creating its log if needed (blocking: may create files)."""
         tp = (topic, partition_index)
         partition = self.partitions.get(tp)
         if partition is None:
@@ -96,12 +189,18 @@ class ReplicaManager:
             by_index[partition_index] = partition
             if out_of_order:
                 self._by_topic[topic] = dict(sorted(by_index.items()))
+            listener = self._leadership_listeners.get(topic)
+            if listener is not None:
+                listener[0](partition_index)
         return partition
 
     def delete_partitions(self, topic: str) -> None:
+        listener = self._leadership_listeners.get(topic)
         for index in list(self._by_topic.pop(topic, {})):
             del self.partitions[(topic, index)]
             self.log_manager.delete_log(topic, index)
+            if listener is not None:
+                listener[1](index)
 
     def get_partition(self, topic: str, partition_index: int) -> Partition | None:
         return self.partitions.get((topic, partition_index))
@@ -109,32 +208,95 @@ class ReplicaManager:
     def partitions_of(self, topic: str) -> list[Partition]:
         return list(self._by_topic.get(topic, {}).values())
 
+    def _high_watermark_of(self, tp: TopicPartition) -> int | None:
+        partition = self.partitions.get(tp)
+        return None if partition is None else partition.high_watermark
+
+    def shutdown(self) -> None:
+        """Answer parked fetches and produces now, so shutdown does not wait them out."""
+        self.fetch_purgatory.shutdown()
+        self.produce_purgatory.shutdown()
+
     # -- append -----------------------------------------------------------
     def append_records(
         self,
-        entries: Iterable[tuple[Partition, bytearray | memoryview]],
+        entries: Sequence[tuple[TopicPartition, Records]],
+        required_acks: int,
+        timeout_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
-        now: int | None = None,
-        roll_checked: bool = False,
-    ) -> list[PartitionAppendResult]:
-        """Append each partition's batches; one result per entry, in order (blocking).
+    ) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
+        """Append one batch per entry as leader; one result per entry, in order.
 
-        ``now`` (ms), when given, is the append time of every entry; else each log reads the clock.
-        ``roll_checked``: every log is locked by the caller, who found that none must roll
-        for its entry (see ``try_append_without_blocking``).
+        Each batch was checked by the request's decoder (one v2 batch, header
+        sane); its offsets are patched in place. With ``required_acks=-1`` the
+        answer waits until the high watermark passes each append, at most
+        ``timeout_ms``. Answers synchronously when every append could be made on
+        the loop and is acknowledged; else returns an awaitable.
         """
-        results = []
-        for partition, records in entries:
+        now = now_ms()  # one clock read per request: with 1,000 partitions a request carries 1,000 batches
+        results: list[PartitionAppendResult | None] = [None] * len(entries)
+        appends: list[tuple[int, Partition, Records]] = []
+        partitions = self.partitions
+        for i, (tp, records) in enumerate(entries):
+            partition = partitions.get(tp)
+            if partition is None or not partition.is_leader:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if partition is None else ErrorCode.NOT_LEADER_OR_FOLLOWER
+                results[i] = PartitionAppendResult(code, None, None)
+                continue
+            if required_acks == -1:
+                try:
+                    partition.check_enough_replicas(required_acks)
+                except NotEnoughReplicasError as exc:
+                    results[i] = PartitionAppendResult(ErrorCode.NOT_ENOUGH_REPLICAS, None, str(exc))
+                    continue
+            if type(records) is memoryview and records.readonly:  # offsets are patched in place
+                records = bytearray(records)
+            appends.append((i, partition, records))
+
+        leftover = appends
+        if appends and self.append_thread.idle:
+            leftover = self._append_on_loop(appends, results, origin, now)
+        if leftover:
+            # Queued now, not when a task first runs: a later request handled
+            # synchronously must see the append thread busy and queue behind it.
+            pending = self.append_thread.run(self._append_blocking, leftover, origin, now)
+            return self._complete_after_thread(pending, entries, leftover, results, required_acks, timeout_ms)
+        return self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
+
+    def _append_on_loop(self, appends: list[tuple[int, Partition, Records]],
+                        results: list[PartitionAppendResult | None], origin: AppendOrigin,
+                        now: int) -> list[tuple[int, Partition, Records]]:
+        """Append what cannot block, in order, until one would; the rest is returned for the thread.
+
+        Stopping at the first that would block keeps a partition's appends in
+        arrival order: everything after it, and every later request, queues on
+        the append thread behind it.
+        """
+        notify = self.fetch_purgatory.notify
+        for n, (i, partition, records) in enumerate(appends):
             try:
-                info = partition.append_records_to_leader(records, origin, now, roll_checked)
-                results.append(PartitionAppendResult(ErrorCode.NO_ERROR, info))
+                info = partition.try_append_records_to_leader(records, origin, now)
             except (StorageError, ProtocolError) as exc:
-                code = error_code_for(exc)
-                log.debug("append to %s failed: %s", partition, exc)
-                results.append(PartitionAppendResult(code, None, str(exc)))
+                results[i] = self._append_failed(partition, exc)
+                continue
+            if info is None:
+                return appends[n:]
+            results[i] = PartitionAppendResult(ErrorCode.NO_ERROR, info)
+            notify((partition.topic, partition.partition_index))
+        return []
+
+    def _append_blocking(self, appends: list[tuple[int, Partition, Records]], origin: AppendOrigin,
+                         now: int) -> list[PartitionAppendResult]:
+        """Append thread: one result per append, in order."""
+        results = []
+        for _, partition, records in appends:
+            try:
+                info = partition.append_records_to_leader(records, origin, now)
+                results.append(PartitionAppendResult(ErrorCode.NO_ERROR, info))
+            except (StorageError, ProtocolError, NotEnoughReplicasError) as exc:
+                results.append(self._append_failed(partition, exc))
             except Exception as exc:
-                tp = (partition.topic, partition.partition_index)
-                if self.partitions.get(tp) is not partition:
+                if self.partitions.get((partition.topic, partition.partition_index)) is not partition:
                     # Deleted (or replaced) between the request's lookup and this append.
                     results.append(PartitionAppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, str(exc)))
                     continue
@@ -142,35 +304,213 @@ class ReplicaManager:
                 results.append(PartitionAppendResult(ErrorCode.KAFKA_STORAGE_ERROR, None, str(exc)))
         return results
 
-    def try_append_without_blocking(
-        self, entries: list[tuple[Partition, bytearray | memoryview]], origin: AppendOrigin = AppendOrigin.CLIENT,
-    ) -> list[PartitionAppendResult] | None:
-        """Append now if no log involved is locked by another thread and none would
-        fsync (roll or flush.messages); None when the append must go to a thread.
-
-        Each entry is one validated batch (its header is read for the roll test).
-        """
-        # One clock read for the request, not two per partition batch: with 1,000
-        # partitions a request carries 1,000 batches.
-        now = now_ms()
-        locked = []
-        try:
-            for partition, records in entries:
-                log_ = partition.log
-                if not log_.lock.acquire(blocking=False):
-                    return None
-                locked.append(log_.lock)
-                # Two header fields, not a full parse: the handler already checked this header.
-                last_offset_delta, max_timestamp = last_offset_delta_and_max_timestamp(records)
-                if log_.append_would_block(len(records), max_timestamp, last_offset_delta, now):
-                    return None
-            return self.append_records(entries, origin, now, roll_checked=True)
-        finally:
-            for lock in locked:
-                lock.release()
-
-    # -- read -------------------------------------------------------------
     @staticmethod
-    def read(partition: Partition, fetch_offset: int, max_bytes: int, isolation_level: int,
-             min_one_message: bool, fetch_only_committed: bool = True) -> LogReadResult:
-        return partition.read_records(fetch_offset, max_bytes, isolation_level, min_one_message, fetch_only_committed)
+    def _append_failed(partition: Partition, exc: BaseException) -> PartitionAppendResult:
+        log.debug("append to %s failed: %s", partition, exc)
+        return PartitionAppendResult(error_code_for(exc), None, str(exc))
+
+    async def _complete_after_thread(self, pending: Awaitable[list[PartitionAppendResult]],
+                                     entries: Sequence[tuple[TopicPartition, Records]],
+                                     appended: list[tuple[int, Partition, Records]],
+                                     results: list[PartitionAppendResult | None], required_acks: int,
+                                     timeout_ms: int) -> list[PartitionAppendResult]:
+        done = await pending
+        notify = self.fetch_purgatory.notify
+        for (i, partition, _), result in zip(appended, done):
+            results[i] = result
+            if result.info is not None:
+                notify((partition.topic, partition.partition_index))
+        acknowledged = self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
+        return acknowledged if isinstance(acknowledged, list) else await acknowledged
+
+    def _acknowledged(self, entries: Sequence[tuple[TopicPartition, Records]],
+                      results: list[PartitionAppendResult], required_acks: int,
+                      timeout_ms: int) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
+        """acks 0/1: the results now. acks=-1: once each high watermark passes its append."""
+        if required_acks != -1:
+            return results
+        required: dict[TopicPartition, int] = {}
+        partitions = self.partitions
+        for (tp, _), result in zip(entries, results):
+            info = result.info
+            if info is None:
+                continue
+            partition = partitions.get(tp)
+            if partition is not None and partition.high_watermark <= info.last_offset:
+                required[tp] = info.last_offset + 1
+        if not required:
+            return results
+        return self._wait_for_high_watermark(entries, results, required, timeout_ms)
+
+    async def _wait_for_high_watermark(self, entries: Sequence[tuple[TopicPartition, Records]],
+                                       results: list[PartitionAppendResult], required: dict[TopicPartition, int],
+                                       timeout_ms: int) -> list[PartitionAppendResult]:
+        short = await self.produce_purgatory.wait(required, max(timeout_ms, 0) / 1000)
+        for (tp, _), result in zip(entries, results):
+            if tp in short:
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+                result.info = None
+        return results
+
+    def on_high_watermark_advanced(self, tp: TopicPartition) -> None:
+        """A partition's high watermark moved (a follower caught up): complete what waits on it."""
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.notify(tp)
+
+    # -- fetch ------------------------------------------------------------
+    def fetch_messages(self, params: FetchParams, partitions: Sequence[FetchPartition]
+                       ) -> list[LogReadResult] | Awaitable[list[LogReadResult]]:
+        """Read every partition; one result per partition, in order.
+
+        Answers at once when the first read finds ``min_bytes``, an error, or the
+        wait is zero; else returns an awaitable that long-polls in the fetch
+        purgatory until an append to one of the partitions or ``max_wait_ms``.
+        """
+        deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
+        results, total, any_error = self._read_from_log(params, partitions)
+        if total >= params.min_bytes or any_error or deadline <= time.monotonic() or not partitions:
+            return results
+        return self._delayed_fetch(params, partitions, deadline)
+
+    async def _delayed_fetch(self, params: FetchParams, partitions: Sequence[FetchPartition],
+                             deadline: float) -> list[LogReadResult]:
+        """Wait in the purgatory until an append to one of the partitions, or the deadline.
+
+        Reads again first: appends may have landed since the first read, and the
+        read and the registration in the purgatory must have no await between
+        them, or a notify could fall in the gap and the fetch sleep out its wait.
+        """
+        keys = [(p.topic, p.partition) for p in partitions]
+        while True:
+            results, total, any_error = self._read_from_log(params, partitions)
+            remaining = deadline - time.monotonic()
+            if total >= params.min_bytes or any_error or remaining <= 0:
+                return results
+            if not await self.fetch_purgatory.wait(keys, remaining):
+                return self._read_from_log(params, partitions)[0]
+
+    def _read_from_log(self, params: FetchParams, partitions: Sequence[FetchPartition]
+                       ) -> tuple[list[LogReadResult], int, bool]:
+        """Read every partition once: (results, total bytes, any error)."""
+        results: list[LogReadResult] = []
+        total, any_error = 0, False
+        max_bytes = params.max_bytes
+        fetch_only_committed = not params.is_from_follower
+        isolation = params.isolation_level
+        hosted = self.partitions
+        for wanted in partitions:
+            partition = hosted.get((wanted.topic, wanted.partition))
+            if partition is None:
+                results.append(read_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None))
+                any_error = True
+                continue
+            fenced = partition.leader_epoch_error(wanted.current_leader_epoch)
+            if fenced is not None:
+                results.append(read_error(fenced, partition))
+                any_error = True
+                continue
+            limit = min(wanted.max_bytes, max(max_bytes - total, 0))
+            try:
+                result = partition.read_records(wanted.fetch_offset, limit, isolation,
+                                                min_one_message=total == 0, fetch_only_committed=fetch_only_committed)
+            except OffsetOutOfRangeError:
+                results.append(read_error(ErrorCode.OFFSET_OUT_OF_RANGE, partition))
+                any_error = True
+                continue
+            total += result.info.size  # type: ignore[union-attr]  # a successful read has info
+            results.append(result)
+        return results, total, any_error
+
+    def read_log(self, tp: TopicPartition, fetch_offset: int, max_bytes: int) -> LogReadResult:
+        """Read whole batches up to the log end (a coordinator loading its partition; blocking-safe)."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return read_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+        try:
+            return partition.read_records(fetch_offset, max_bytes, 0, min_one_message=True,
+                                          fetch_only_committed=False)
+        except OffsetOutOfRangeError:
+            return read_error(ErrorCode.OFFSET_OUT_OF_RANGE, partition)
+
+    # -- offsets, records and producers -------------------------------------
+    def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int, isolation_level: int,
+                                   current_leader_epoch: int, from_replica: bool) -> ListOffsetsResult:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return ListOffsetsResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        fenced = partition.leader_epoch_error(current_leader_epoch)
+        if fenced is not None:
+            return ListOffsetsResult(fenced)
+        found_timestamp, offset, epoch = partition.fetch_offset_for_timestamp(timestamp, isolation_level,
+                                                                              from_replica)
+        return ListOffsetsResult(ErrorCode.NO_ERROR, found_timestamp, offset, epoch)
+
+    def delete_records(self, offsets: dict[TopicPartition, int]) -> Awaitable[dict[TopicPartition, tuple[int, int]]]:
+        """DeleteRecords: move each log start offset up; (error, low watermark) per partition.
+
+        -1 means the high watermark. Runs on the append thread (it may delete
+        segments and writes the log-start-offset checkpoint).
+        """
+        return self.append_thread.run(self._delete_records_blocking, offsets)
+
+    def _delete_records_blocking(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
+        results = {tp: self._delete_records_of(tp, offset) for tp, offset in offsets.items()}
+        if any(code == ErrorCode.NO_ERROR for code, _ in results.values()):
+            self.log_manager.checkpoint_log_start_offsets()
+        return results
+
+    def _delete_records_of(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+        log_ = partition.log
+        if not log_.config.delete:
+            return ErrorCode.POLICY_VIOLATION, -1
+        if offset == -1:
+            offset = partition.high_watermark
+        if offset < 0 or offset > partition.high_watermark:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+        try:
+            return ErrorCode.NO_ERROR, log_.delete_records(offset)
+        except OffsetOutOfRangeError:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+        except OSError as exc:
+            log.error("[ReplicaManager broker=%d] DeleteRecords on %s-%d failed: %s", self.broker_id, *tp, exc)
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1
+
+    def active_producer_state(self, tp: TopicPartition) -> tuple[int, dict[int, ProducerStateEntry]]:
+        """DescribeProducers: (error, the partition's active producers by id)."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, {}
+        state = partition.log.producer_state
+        return ErrorCode.NO_ERROR, dict(state.active_producers) if state is not None else {}
+
+    def describe_log_dirs(self, wanted: dict[str, set[int]] | None) -> list[LogDirDescription]:
+        """DescribeLogDirs: each log dir with the partitions (all, or ``wanted``) it holds."""
+        hosted = sorted(self.partitions.values(), key=lambda p: (p.topic, p.partition_index))
+        described = []
+        for log_dir in self.log_manager.log_dirs:
+            path = Path(log_dir).resolve()
+            description = LogDirDescription(str(path))
+            for partition in _in_dir(hosted, path, wanted):
+                description.partitions.append(LogDirPartition(
+                    partition.topic, partition.partition_index, partition.log.size,
+                    max(0, partition.log_end_offset - partition.high_watermark)))
+            try:
+                stats = os.statvfs(path)
+                description.total_bytes = stats.f_blocks * stats.f_frsize
+                description.usable_bytes = stats.f_bavail * stats.f_frsize
+            except OSError as exc:
+                log.error("[ReplicaManager broker=%d] cannot stat log dir %s: %s", self.broker_id, path, exc)
+                description.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            described.append(description)
+        return described
+
+
+def _in_dir(hosted: Iterable[Partition], path: Path, wanted: dict[str, set[int]] | None) -> Iterable[Partition]:
+    for partition in hosted:
+        if wanted is not None and partition.partition_index not in wanted.get(partition.topic, ()):
+            continue
+        if partition.log.dir.parent.resolve() == path:
+            yield partition

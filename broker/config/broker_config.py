@@ -130,6 +130,7 @@ class BrokerConfig(BaseModel):
     offsets_topic_segment_bytes: int = _prop(104857600, "offsets.topic.segment.bytes")
     offsets_retention_minutes: int = _prop(10080, "offsets.retention.minutes")
     offsets_retention_check_interval_ms: int = _prop(600000, "offsets.retention.check.interval.ms")
+    offsets_commit_timeout_ms: int = _prop(5000, "offsets.commit.timeout.ms")
     offset_metadata_max_bytes: int = _prop(4096, "offset.metadata.max.bytes")
 
     # Producers and transactions.

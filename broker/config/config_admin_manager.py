@@ -26,7 +26,7 @@ from protocol.errors import ErrorCode
 from storage.log_config import LogConfig
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ class ConfigChangeError(Exception):
         self.message = message
 
 
-def check_broker_resource(server: "KafkaServer", resource_name: str) -> None:
+def check_broker_resource(broker: "BrokerServices", resource_name: str) -> None:
     """Only this broker's id or "" (the cluster default) name a broker resource here."""
     if resource_name == "":
         return
@@ -52,9 +52,9 @@ def check_broker_resource(server: "KafkaServer", resource_name: str) -> None:
     except ValueError:
         raise ConfigChangeError(ErrorCode.INVALID_REQUEST,
                                 f"Broker id must be an integer, but it is: {resource_name}") from None
-    if broker_id != server.broker_id:
+    if broker_id != broker.broker_id:
         raise ConfigChangeError(ErrorCode.INVALID_REQUEST,
-                                f"Unexpected broker id, expected {server.broker_id} or empty string, "
+                                f"Unexpected broker id, expected {broker.broker_id} or empty string, "
                                 f"but received {resource_name}")
 
 
@@ -97,47 +97,47 @@ def _apply_ops(current: Mapping[str, str], ops: Iterable[ConfigOp], types: Mappi
 
 
 # -- topics -------------------------------------------------------------------------------
-def _existing_topic(server: "KafkaServer", name: str):
-    topic = server.metadata.get(name)
+def _existing_topic(broker: "BrokerServices", name: str):
+    topic = broker.metadata.get(name)
     if topic is None:
         raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     return topic
 
 
-def _set_topic(server: "KafkaServer", name: str, configs: Mapping[str, str | None], validate_only: bool) -> None:
+def _set_topic(broker: "BrokerServices", name: str, configs: Mapping[str, str | None], validate_only: bool) -> None:
     nulls = sorted(k for k, v in configs.items() if v is None)
     if nulls:
         raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: "
                                                           f"{','.join(nulls)}")
     try:
-        overrides = validate_topic_configs(server.default_log_config, configs)
+        overrides = validate_topic_configs(broker.default_log_config, configs)
     except AdminError as exc:
         raise ConfigChangeError(exc.error_code, exc.message) from None
     if not validate_only:
-        server.admin.set_topic_configs(name, overrides)
+        broker.admin.set_topic_configs(name, overrides)
 
 
-def alter_topic(server: "KafkaServer", name: str, configs: list[tuple[str, str | None]], validate_only: bool) -> None:
+def alter_topic(broker: "BrokerServices", name: str, configs: list[tuple[str, str | None]], validate_only: bool) -> None:
     """AlterConfigs: the given configs become the topic's whole set of overrides."""
-    _existing_topic(server, name)
+    _existing_topic(broker, name)
     _check_no_duplicates(n for n, _ in configs)
-    _set_topic(server, name, dict(configs), validate_only)
+    _set_topic(broker, name, dict(configs), validate_only)
 
 
-def incremental_alter_topic(server: "KafkaServer", name: str, ops: list[ConfigOp], validate_only: bool) -> None:
-    topic = _existing_topic(server, name)
+def incremental_alter_topic(broker: "BrokerServices", name: str, ops: list[ConfigOp], validate_only: bool) -> None:
+    topic = _existing_topic(broker, name)
     _check_no_duplicates(op.name for op in ops)
     unknown = [op.name for op in ops if op.name not in TOPIC_CONFIG_KEYS]
     if unknown:
         raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {unknown[0]}")
     types = {n: k.type for n, k in TOPIC_CONFIG_KEYS.items()}
-    _set_topic(server, name, _apply_ops(topic.configs, ops, types, _topic_list_default), validate_only)
+    _set_topic(broker, name, _apply_ops(topic.configs, ops, types, _topic_list_default), validate_only)
 
 
 # -- the broker -----------------------------------------------------------------------------
-def _set_broker(server: "KafkaServer", resource_name: str, configs: Mapping[str, str | None],
+def _set_broker(broker: "BrokerServices", resource_name: str, configs: Mapping[str, str | None],
                 validate_only: bool) -> None:
-    dynamic = server.admin.broker_configs
+    dynamic = broker.dynamic_config
     try:
         validated = validate_dynamic_configs(configs, per_broker=resource_name != "")
         if validate_only:
@@ -148,25 +148,25 @@ def _set_broker(server: "KafkaServer", resource_name: str, configs: Mapping[str,
         raise ConfigChangeError(ErrorCode.INVALID_REQUEST, str(exc)) from None
 
 
-def alter_broker(server: "KafkaServer", resource_name: str, configs: list[tuple[str, str | None]],
+def alter_broker(broker: "BrokerServices", resource_name: str, configs: list[tuple[str, str | None]],
                  validate_only: bool) -> None:
-    check_broker_resource(server, resource_name)
+    check_broker_resource(broker, resource_name)
     _check_no_duplicates(n for n, _ in configs)
-    _set_broker(server, resource_name, dict(configs), validate_only)
+    _set_broker(broker, resource_name, dict(configs), validate_only)
 
 
-def incremental_alter_broker(server: "KafkaServer", resource_name: str, ops: list[ConfigOp],
+def incremental_alter_broker(broker: "BrokerServices", resource_name: str, ops: list[ConfigOp],
                              validate_only: bool) -> None:
-    check_broker_resource(server, resource_name)
+    check_broker_resource(broker, resource_name)
     _check_no_duplicates(op.name for op in ops)
     types = {n: k.type for n, k in DYNAMIC_BROKER_CONFIG_KEYS.items()}
-    current = server.admin.broker_configs.current(resource_name)
+    current = broker.dynamic_config.current(resource_name)
 
     def list_default(name: str) -> list[str]:
-        value = server.admin.broker_configs.kafka_defaults().get(name)
+        value = broker.dynamic_config.kafka_defaults().get(name)
         return list(value) if isinstance(value, list) else []
 
-    _set_broker(server, resource_name, _apply_ops(current, ops, types, list_default), validate_only)
+    _set_broker(broker, resource_name, _apply_ops(current, ops, types, list_default), validate_only)
 
 
 # -- per resource ------------------------------------------------------------------------------

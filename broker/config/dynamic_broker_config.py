@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from broker.config.broker_config import BrokerConfig
 from broker.config.config_def import (
@@ -37,9 +37,8 @@ from broker.config.topic_config import COMPRESSION_TYPES, MIN_SEGMENT_BYTES, Con
 from protocol.config_types import ConfigSource, ConfigType
 from storage.checkpoints import write_atomically
 from storage.log_config import LogConfig
+from storage.log_manager import LogManager
 
-if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +125,8 @@ _DOCS: dict[str, str] = {
     "offsets.topic.segment.bytes": "The offsets topic segment bytes.",
     "offsets.retention.minutes": "How long committed offsets of an empty group are kept.",
     "offsets.retention.check.interval.ms": "Frequency at which to check for stale offsets.",
+    "offsets.commit.timeout.ms": "Offset commit will be delayed until all replicas for the offsets topic receive "
+                                 "the commit or this timeout is reached (ms).",
     "offset.metadata.max.bytes": "The maximum size for a metadata entry associated with an offset commit.",
     "producer.id.expiration.ms": "How long a producer id is kept without any write from it.",
     "transaction.state.log.num.partitions": "The number of partitions for the transaction topic.",
@@ -195,14 +196,24 @@ def validate_dynamic_configs(configs: Mapping[str, str | None], per_broker: bool
 
 
 class DynamicBrokerConfig:
-    """The dynamic broker configs of this broker and the cluster default, durable in the data dir."""
+    """The dynamic broker configs of this broker and the cluster default, durable in the data dir.
 
-    def __init__(self, server: "KafkaServer") -> None:
-        self.server = server
-        self.static_config: BrokerConfig = server.config
-        self.path = Path(server.config.log_dirs[0]) / FILE_NAME
+    Owns the broker's current configuration (Kafka's DynamicBrokerConfig):
+    ``config`` is the static properties with the dynamic values on top, and
+    ``default_log_config`` the topic defaults derived from it. Both are
+    replaced, never mutated, when a dynamic value changes; read them here each
+    time rather than keeping a copy.
+    """
+
+    def __init__(self, static_config: BrokerConfig, broker_id: int, log_manager: LogManager) -> None:
+        self.static_config = static_config
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.path = Path(static_config.log_dirs[0]) / FILE_NAME
         self.per_broker: dict[str, str] = {}
         self.cluster_default: dict[str, str] = {}
+        self.config = static_config
+        self.default_log_config = log_config_for(static_config)
         self._load()
         self._apply()
 
@@ -213,14 +224,14 @@ class DynamicBrokerConfig:
         doc = json.loads(self.path.read_text())
         if doc.get("version") != FORMAT_VERSION:
             raise ValueError(f"{self.path}: unsupported format {doc.get('version')!r}")
-        self.per_broker = dict(doc.get("brokers", {}).get(str(self.server.broker_id), {}))
+        self.per_broker = dict(doc.get("brokers", {}).get(str(self.broker_id), {}))
         self.cluster_default = dict(doc.get("default", {}))
         log.info("[KafkaServer id=%d] dynamic broker configs: %s, cluster default: %s",
-                 self.server.broker_id, self.per_broker, self.cluster_default)
+                 self.broker_id, self.per_broker, self.cluster_default)
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"version": FORMAT_VERSION, "brokers": {str(self.server.broker_id): dict(sorted(self.per_broker.items()))},
+        doc = {"version": FORMAT_VERSION, "brokers": {str(self.broker_id): dict(sorted(self.per_broker.items()))},
                "default": dict(sorted(self.cluster_default.items()))}
         write_atomically(self.path, json.dumps(doc, indent=1) + "\n")
 
@@ -245,11 +256,10 @@ class DynamicBrokerConfig:
 
     def _apply(self) -> None:
         """Make the current dynamic values the broker's: its config, topic defaults, open logs."""
-        server = self.server
-        server.config = self.effective_config(self.per_broker, self.cluster_default)
-        server.default_log_config = log_config_for(server.config)
-        log_manager = server.log_manager
-        log_manager.default_config = server.default_log_config
+        self.config = self.effective_config(self.per_broker, self.cluster_default)
+        self.default_log_config = log_config_for(self.config)
+        log_manager = self.log_manager
+        log_manager.default_config = self.default_log_config
         for (topic, _), opened in list(log_manager.logs.items()):
             opened.config = log_manager.config_for(topic)
 
@@ -269,7 +279,7 @@ class DynamicBrokerConfig:
         self._save()
         self._apply()
         log.info("[KafkaServer id=%d] dynamic configs of broker resource %r now %s",
-                 self.server.broker_id, resource_name, dict(configs))
+                 self.broker_id, resource_name, dict(configs))
 
     def current(self, resource_name: str) -> dict[str, str]:
         return dict(self.cluster_default if resource_name == "" else self.per_broker)
@@ -300,7 +310,7 @@ class DynamicBrokerConfig:
         per_broker = resource_name != ""
         if per_broker:
             names = sorted(_FIELD_OF)
-            values = {n: getattr(self.server.config, _FIELD_OF[n]) for n in names}
+            values = {n: getattr(self.config, _FIELD_OF[n]) for n in names}
         else:
             names = sorted(self.cluster_default)
             values = {n: DYNAMIC_BROKER_CONFIG_KEYS[n].parse(self.cluster_default[n]) for n in names}

@@ -12,7 +12,7 @@ properties, or has a Kafka default — the same chain ``include_synonyms`` lists
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from pydantic import ValidationError
 
@@ -28,8 +28,6 @@ from broker.config.config_def import (
 from protocol.config_types import ConfigSource, ConfigType
 from storage.log_config import LogConfig
 
-if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
 
 # Kept under their old names: CreateTopics and Metadata use them.
 DYNAMIC_TOPIC_CONFIG = int(ConfigSource.DYNAMIC_TOPIC_CONFIG)
@@ -159,10 +157,21 @@ def _check_log_config(defaults: LogConfig, typed: Mapping[str, Any], name: str, 
         raise ConfigValueError(name, shown, str(exc.errors()[0].get("msg", exc))) from None
 
 
-def broker_synonyms(server: "KafkaServer", topic_config: str, sensitive: bool = False) -> list[ConfigSynonym]:
+class BrokerConfigLayers(Protocol):
+    """Where a broker-side value comes from (``DynamicBrokerConfig`` is the implementation)."""
+
+    per_broker: dict[str, str]
+    cluster_default: dict[str, str]
+    default_log_config: LogConfig
+
+    def static_props(self) -> dict[str, Any]: ...
+
+    def kafka_defaults(self) -> dict[str, Any]: ...
+
+
+def broker_synonyms(dynamic: BrokerConfigLayers, topic_config: str, sensitive: bool = False) -> list[ConfigSynonym]:
     """The broker-side chain behind a topic config, most specific source first."""
     chain = TOPIC_CONFIG_SYNONYMS.get(topic_config, ())
-    dynamic = server.admin.broker_configs
     found: list[ConfigSynonym] = []
     for source, values in (
         (ConfigSource.DYNAMIC_BROKER_CONFIG, dynamic.per_broker),
@@ -176,17 +185,15 @@ def broker_synonyms(server: "KafkaServer", topic_config: str, sensitive: bool = 
     return found
 
 
-def topic_config_entries(server: "KafkaServer", topic: str, include_synonyms: bool = False,
+def topic_config_entries(dynamic: BrokerConfigLayers, overrides: Mapping[str, str], include_synonyms: bool = False,
                          include_documentation: bool = False) -> list[ConfigEntry]:
-    """Every topic config with its effective value and source (sorted by name)."""
-    meta = server.metadata.get(topic)
-    overrides = meta.configs if meta is not None else {}
-    effective = server.default_log_config.with_overrides(overrides).model_dump(by_alias=True)
+    """Every config of a topic with these overrides: effective value and source (sorted by name)."""
+    effective = dynamic.default_log_config.with_overrides(overrides).model_dump(by_alias=True)
     entries = []
     for name in sorted(TOPIC_CONFIG_KEYS):
         key = TOPIC_CONFIG_KEYS[name]
         value = format_value(effective.get(name))
-        chain = broker_synonyms(server, name)
+        chain = broker_synonyms(dynamic, name)
         if name in overrides:
             chain.insert(0, ConfigSynonym(name, value, DYNAMIC_TOPIC_CONFIG))
         source = chain[0].source if chain else DEFAULT_CONFIG

@@ -24,7 +24,7 @@ from protocol.messages.alter_configs import (
 )
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 33
@@ -32,21 +32,21 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-def _alter_one(server: "KafkaServer", resource: AlterConfigsResource, validate_only: bool) -> None:
+def _alter_one(broker: "BrokerServices", resource: AlterConfigsResource, validate_only: bool) -> None:
     configs = [(c.name, c.value) for c in resource.configs]
     if resource.resource_type == ConfigResourceType.TOPIC:
-        alter_topic(server, resource.resource_name, configs, validate_only)
+        alter_topic(broker, resource.resource_name, configs, validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER:
-        alter_broker(server, resource.resource_name, configs, validate_only)
+        alter_broker(broker, resource.resource_name, configs, validate_only)
     else:
         raise unsupported_resource(resource.resource_type)
 
 
-def _alter_all(server: "KafkaServer", request: AlterConfigsRequest) -> list[AlterConfigsResourceResponse]:
-    return alter_resources(request.resources, lambda r: _alter_one(server, r, request.validate_only),
+def _alter_all(broker: "BrokerServices", request: AlterConfigsRequest) -> list[AlterConfigsResourceResponse]:
+    return alter_resources(request.resources, lambda r: _alter_one(broker, r, request.validate_only),
                            AlterConfigsResourceResponse)
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer", request: AlterConfigsRequest) -> AlterConfigsResponse:
-    responses = await server.run_append(_alter_all, server, request)
+async def handle(ctx: "RequestContext", broker: "BrokerServices", request: AlterConfigsRequest) -> AlterConfigsResponse:
+    responses = await broker.append_thread.run(_alter_all, broker, request)
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)

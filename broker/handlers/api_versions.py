@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker import handlers  # the package object: its MODULES exist once discovery ends
 from protocol.errors import ErrorCode
 from protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 18
@@ -21,10 +22,19 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-def build_response(server: "KafkaServer", error_code: int = ErrorCode.NO_ERROR) -> ApiVersionsResponse:
+def advertised_versions() -> list[tuple[int, int, int]]:
+    """(api key, min, max) of every handler module, in key order: a version is
+    advertised exactly when a handler serves it."""
+    return sorted(
+        (module.API_KEY, getattr(module, "ADVERTISED_MIN_VERSION", module.MIN_VERSION), module.MAX_VERSION)
+        for module in handlers.MODULES
+    )
+
+
+def build_response(error_code: int = ErrorCode.NO_ERROR) -> ApiVersionsResponse:
     return ApiVersionsResponse(
         error_code=error_code,
-        api_keys=[ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in server.apis.advertised_versions()],
+        api_keys=[ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in advertised_versions()],
         throttle_time_ms=0,
     )
 
@@ -34,9 +44,9 @@ def _valid_client_software(text: str) -> bool:
     return bool(text) and text[0].isalnum() and text[-1].isalnum() and all(c.isalnum() or c in ".-" for c in text)
 
 
-def handle(ctx: "RequestContext", server: "KafkaServer", request: ApiVersionsRequest) -> ApiVersionsResponse:
+def handle(ctx: "RequestContext", broker: "BrokerServices", request: ApiVersionsRequest) -> ApiVersionsResponse:
     if ctx.api_version >= 3 and not (
         _valid_client_software(request.client_software_name) and _valid_client_software(request.client_software_version)
     ):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
-    return build_response(server)
+    return build_response()

@@ -20,7 +20,7 @@ from protocol.messages.create_partitions import (
 )
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 37
@@ -28,17 +28,17 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-def _create_one(server: "KafkaServer", topic: CreatePartitionsTopic, validate_only: bool) -> CreatePartitionsTopicResult:
+def _create_one(broker: "BrokerServices", topic: CreatePartitionsTopic, validate_only: bool) -> CreatePartitionsTopicResult:
     result = CreatePartitionsTopicResult(name=topic.name, error_code=ErrorCode.NO_ERROR, error_message=None)
     assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
     try:
-        server.admin.create_partitions(topic.name, topic.count, validate_only, assignments)
+        broker.admin.create_partitions(topic.name, topic.count, validate_only, assignments)
     except AdminError as exc:
         result.error_code, result.error_message = exc.error_code, exc.message
     return result
 
 
-def _create_all(server: "KafkaServer", request: CreatePartitionsRequest) -> list[CreatePartitionsTopicResult]:
+def _create_all(broker: "BrokerServices", request: CreatePartitionsRequest) -> list[CreatePartitionsTopicResult]:
     names = [t.name for t in request.topics]
     results = []
     for topic in request.topics:
@@ -46,11 +46,11 @@ def _create_all(server: "KafkaServer", request: CreatePartitionsRequest) -> list
             results.append(CreatePartitionsTopicResult(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
                                                        error_message="Duplicate topic name."))
             continue
-        results.append(_create_one(server, topic, request.validate_only))
+        results.append(_create_one(broker, topic, request.validate_only))
     return results
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer",
+async def handle(ctx: "RequestContext", broker: "BrokerServices",
                  request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-    results = await server.run_append(_create_all, server, request)
+    results = await broker.append_thread.run(_create_all, broker, request)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

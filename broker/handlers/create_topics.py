@@ -20,7 +20,7 @@ from protocol.messages.create_topics import (
 )
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 19
@@ -28,10 +28,10 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 
-def _create_one(server: "KafkaServer", topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
+def _create_one(broker: "BrokerServices", topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
     result = CreatableTopicResult(name=topic.name, error_code=ErrorCode.NO_ERROR)
     try:
-        plan = server.admin.plan_topic(
+        plan = broker.admin.plan_topic(
             topic.name, topic.num_partitions, topic.replication_factor,
             {c.name: c.value for c in topic.configs},
             {a.partition_index: list(a.broker_ids) for a in topic.assignments},
@@ -41,17 +41,17 @@ def _create_one(server: "KafkaServer", topic: CreatableTopic, validate_only: boo
         result.num_partitions = result.replication_factor = -1
         return result
     if not validate_only:
-        result.topic_id = server.admin.create_topic(plan).topic_id
+        result.topic_id = broker.admin.create_topic(plan).topic_id
     result.num_partitions, result.replication_factor = plan.num_partitions, plan.replication_factor
     result.configs = [
         CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                               is_sensitive=e.sensitive)
-        for e in topic_config_entries(server, topic.name)
+        for e in topic_config_entries(broker.dynamic_config, broker.metadata.configs_of(topic.name))
     ] if not validate_only else []
     return result
 
 
-def _create_all(server: "KafkaServer", request: CreateTopicsRequest) -> list[CreatableTopicResult]:
+def _create_all(broker: "BrokerServices", request: CreateTopicsRequest) -> list[CreatableTopicResult]:
     names = [t.name for t in request.topics]
     results = []
     for topic in request.topics:
@@ -60,10 +60,10 @@ def _create_all(server: "KafkaServer", request: CreateTopicsRequest) -> list[Cre
                 name=topic.name, error_code=ErrorCode.INVALID_REQUEST, num_partitions=-1, replication_factor=-1,
                 error_message="Create topics request from client contains duplicate topic names."))
             continue
-        results.append(_create_one(server, topic, request.validate_only))
+        results.append(_create_one(broker, topic, request.validate_only))
     return results
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer", request: CreateTopicsRequest) -> CreateTopicsResponse:
-    results = await server.run_append(_create_all, server, request)
+async def handle(ctx: "RequestContext", broker: "BrokerServices", request: CreateTopicsRequest) -> CreateTopicsResponse:
+    results = await broker.append_thread.run(_create_all, broker, request)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

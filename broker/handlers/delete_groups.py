@@ -9,7 +9,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.delete_groups import DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 42
@@ -17,7 +17,7 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer", request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+async def handle(ctx: "RequestContext", broker: "BrokerServices", request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     future: asyncio.Future[dict[str, ErrorCode]] = asyncio.get_running_loop().create_future()
 
     def done(result: dict[str, ErrorCode]) -> None:
@@ -25,7 +25,7 @@ async def handle(ctx: "RequestContext", server: "KafkaServer", request: DeleteGr
             future.set_result(result)
 
     names = list(dict.fromkeys(request.groups_names))
-    server.group_coordinator.handle_delete_groups(names, done)
+    broker.group_coordinator.handle_delete_groups(names, done)
     errors = await future
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         DeletableGroupResult(group_id=g, error_code=errors[g]) for g in names])

@@ -16,7 +16,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 20
@@ -29,18 +29,18 @@ def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str
     return DeletableTopicResult(name=name, topic_id=topic_id, error_code=code, error_message=message)
 
 
-def _delete_one(server: "KafkaServer", name: str | None, topic_id: uuid.UUID, version: int) -> DeletableTopicResult:
+def _delete_one(broker: "BrokerServices", name: str | None, topic_id: uuid.UUID, version: int) -> DeletableTopicResult:
     if name is not None and topic_id != ZERO_UUID:
         return _result(name, topic_id, ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.")
     if name is None:
         if topic_id == ZERO_UUID:
             return _result(None, topic_id, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.")
-        topic = server.metadata.by_id(topic_id)
+        topic = broker.metadata.by_id(topic_id)
         if topic is None:
             return _result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
         name = topic.name
     try:
-        deleted = server.admin.delete_topic(name)
+        deleted = broker.admin.delete_topic(name)
     except AdminError as exc:
         code = exc.error_code
         if code == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
@@ -49,7 +49,7 @@ def _delete_one(server: "KafkaServer", name: str | None, topic_id: uuid.UUID, ve
     return _result(name, deleted.topic_id, ErrorCode.NO_ERROR, None)
 
 
-def _delete_all(server: "KafkaServer", wanted: list[tuple[str | None, uuid.UUID]],
+def _delete_all(broker: "BrokerServices", wanted: list[tuple[str | None, uuid.UUID]],
                 version: int) -> list[DeletableTopicResult]:
     results = []
     names = [n for n, _ in wanted if n is not None]
@@ -60,20 +60,20 @@ def _delete_all(server: "KafkaServer", wanted: list[tuple[str | None, uuid.UUID]
         elif name is None and ids.count(topic_id) > 1:
             results.append(_result(None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
         else:
-            results.append(_delete_one(server, name, topic_id, version))
+            results.append(_delete_one(broker, name, topic_id, version))
     return results
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer", request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+async def handle(ctx: "RequestContext", broker: "BrokerServices", request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     version = ctx.api_version
     if version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
-    results = await server.run_append(_delete_all, server, wanted, version)
+    results = await broker.append_thread.run(_delete_all, broker, wanted, version)
     deleted = {r.name for r in results if r.error_code == ErrorCode.NO_ERROR and r.name}
     if deleted:
         # Committed offsets on a deleted topic go too (tombstones), so a topic
         # re-created under the same name starts without stale positions.
-        server.group_coordinator.handle_deleted_topics(deleted)
+        broker.group_coordinator.handle_deleted_topics(deleted)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -18,7 +18,7 @@ from protocol.messages.describe_cluster import (
 )
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 60
@@ -29,12 +29,12 @@ ENDPOINT_TYPE_BROKER = 1
 ENDPOINT_TYPE_CONTROLLER = 2
 
 
-def handle(ctx: "RequestContext", server: "KafkaServer", request: DescribeClusterRequest) -> DescribeClusterResponse:
+def handle(ctx: "RequestContext", broker: "BrokerServices", request: DescribeClusterRequest) -> DescribeClusterResponse:
     version = ctx.api_version
     endpoint_type = request.endpoint_type if version >= 1 else ENDPOINT_TYPE_BROKER
     response = DescribeClusterResponse(
         throttle_time_ms=0, error_code=ErrorCode.NO_ERROR, error_message=None, endpoint_type=endpoint_type,
-        cluster_id=server.cluster_id, controller_id=server.broker_id, brokers=[],
+        cluster_id=broker.cluster_id, controller_id=broker.broker_id, brokers=[],
         cluster_authorized_operations=(CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
                                        else AUTHORIZED_OPERATIONS_OMITTED),
     )
@@ -49,6 +49,6 @@ def handle(ctx: "RequestContext", server: "KafkaServer", request: DescribeCluste
         return response
     response.brokers = [
         DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
-        for b in brokers(server, ctx.listener_name)
+        for b in brokers(broker, ctx.listener_name)
     ]
     return response

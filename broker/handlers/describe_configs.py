@@ -24,7 +24,7 @@ from protocol.messages.describe_configs import (
 )
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 32
@@ -32,15 +32,16 @@ MIN_VERSION = 1
 MAX_VERSION = 4
 
 
-def _entries(server: "KafkaServer", resource: DescribeConfigsResource, synonyms: bool, docs: bool) -> list[ConfigEntry]:
+def _entries(broker: "BrokerServices", resource: DescribeConfigsResource, synonyms: bool, docs: bool) -> list[ConfigEntry]:
     if resource.resource_type == ConfigResourceType.TOPIC:
-        if resource.resource_name not in server.metadata:
+        if resource.resource_name not in broker.metadata:
             raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                     f"The topic '{resource.resource_name}' does not exist.")
-        return topic_config_entries(server, resource.resource_name, synonyms, docs)
+        return topic_config_entries(broker.dynamic_config, broker.metadata.configs_of(resource.resource_name),
+                                    synonyms, docs)
     if resource.resource_type == ConfigResourceType.BROKER:
-        check_broker_resource(server, resource.resource_name)
-        return server.admin.broker_configs.entries(resource.resource_name, synonyms, docs)
+        check_broker_resource(broker, resource.resource_name)
+        return broker.dynamic_config.entries(resource.resource_name, synonyms, docs)
     try:
         kind = ConfigResourceType(resource.resource_type).name
     except ValueError:
@@ -58,13 +59,13 @@ def _result_entry(entry: ConfigEntry, version: int) -> DescribeConfigsResourceRe
     )
 
 
-def describe(server: "KafkaServer", resource: DescribeConfigsResource, synonyms: bool, docs: bool,
+def describe(broker: "BrokerServices", resource: DescribeConfigsResource, synonyms: bool, docs: bool,
              version: int) -> DescribeConfigsResult:
     result = DescribeConfigsResult(error_code=ErrorCode.NO_ERROR, error_message=None,
                                    resource_type=resource.resource_type, resource_name=resource.resource_name,
                                    configs=[])
     try:
-        entries = _entries(server, resource, synonyms, docs)
+        entries = _entries(broker, resource, synonyms, docs)
     except ConfigChangeError as exc:
         result.error_code, result.error_message = exc.error_code, exc.message
         return result
@@ -73,8 +74,8 @@ def describe(server: "KafkaServer", resource: DescribeConfigsResource, synonyms:
     return result
 
 
-def handle(ctx: "RequestContext", server: "KafkaServer", request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+def handle(ctx: "RequestContext", broker: "BrokerServices", request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     version = ctx.api_version
     docs = bool(request.include_documentation) and version >= 3
-    results = [describe(server, r, bool(request.include_synonyms), docs, version) for r in request.resources]
+    results = [describe(broker, r, bool(request.include_synonyms), docs, version) for r in request.resources]
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)

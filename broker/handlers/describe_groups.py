@@ -18,7 +18,7 @@ from protocol.messages.describe_groups import (
 )
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 15
@@ -29,9 +29,9 @@ MAX_VERSION = 6
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 
 
-def _describe(version: int, server: "KafkaServer", group_id: str, include_ops: bool) -> DescribedGroup:
+def _describe(version: int, broker: "BrokerServices", group_id: str, include_ops: bool) -> DescribedGroup:
     ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
-    error, summary = server.group_coordinator.handle_describe_group(group_id)
+    error, summary = broker.group_coordinator.handle_describe_group(group_id)
     if error != ErrorCode.NO_ERROR:
         return DescribedGroup(error_code=error, group_id=group_id, authorized_operations=ops)
     if summary is None:
@@ -48,7 +48,7 @@ def _describe(version: int, server: "KafkaServer", group_id: str, include_ops: b
                  for m in summary.members])
 
 
-def handle(ctx: "RequestContext", server: "KafkaServer", request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+def handle(ctx: "RequestContext", broker: "BrokerServices", request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     include_ops = ctx.api_version >= 3 and request.include_authorized_operations
     return DescribeGroupsResponse(throttle_time_ms=0, groups=[
-        _describe(ctx.api_version, server, group_id, include_ops) for group_id in request.groups])
+        _describe(ctx.api_version, broker, group_id, include_ops) for group_id in request.groups])

@@ -8,9 +8,7 @@ from statvfs of the directory's volume.
 from __future__ import annotations
 
 import logging
-import os
 from collections import defaultdict
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
@@ -22,8 +20,10 @@ from protocol.messages.describe_log_dirs import (
     DescribeLogDirsTopic,
 )
 
+from replication.replica_manager import LogDirDescription
+
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 log = logging.getLogger(__name__)
@@ -42,31 +42,17 @@ def _wanted(request: DescribeLogDirsRequest) -> dict[str, set[int]] | None:
     return wanted
 
 
-def _dir_result(server: "KafkaServer", log_dir: Path, wanted: dict[str, set[int]] | None) -> DescribeLogDirsResult:
+def _dir_result(described: LogDirDescription) -> DescribeLogDirsResult:
     by_topic: dict[str, list[DescribeLogDirsPartition]] = defaultdict(list)
-    hosted = list(server.replica_manager.partitions.values())  # a snapshot: the append thread may add some
-    for partition in sorted(hosted, key=lambda p: (p.topic, p.partition_index)):
-        if wanted is not None and partition.partition_index not in wanted.get(partition.topic, ()):
-            continue
-        if partition.log.dir.parent.resolve() != log_dir.resolve():
-            continue
-        by_topic[partition.topic].append(DescribeLogDirsPartition(
-            partition_index=partition.partition_index, partition_size=partition.log.size,
-            offset_lag=max(0, partition.log_end_offset - partition.high_watermark), is_future_key=False))
-    result = DescribeLogDirsResult(error_code=ErrorCode.NO_ERROR, log_dir=str(log_dir.resolve()),
-                                   topics=[DescribeLogDirsTopic(name=t, partitions=p) for t, p in by_topic.items()],
-                                   total_bytes=-1, usable_bytes=-1, is_cordoned=False)
-    try:
-        stats = os.statvfs(log_dir)
-        result.total_bytes = stats.f_blocks * stats.f_frsize
-        result.usable_bytes = stats.f_bavail * stats.f_frsize
-    except OSError as exc:
-        log.error("[KafkaServer id=%d] cannot stat log dir %s: %s", server.broker_id, log_dir, exc)
-        result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-    return result
+    for p in described.partitions:
+        by_topic[p.topic].append(DescribeLogDirsPartition(partition_index=p.partition, partition_size=p.size,
+                                                          offset_lag=p.offset_lag, is_future_key=False))
+    return DescribeLogDirsResult(error_code=described.error_code, log_dir=described.path,
+                                 topics=[DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+                                 total_bytes=described.total_bytes, usable_bytes=described.usable_bytes,
+                                 is_cordoned=False)
 
 
-def handle(ctx: "RequestContext", server: "KafkaServer", request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
-    wanted = _wanted(request)
-    results = [_dir_result(server, Path(d), wanted) for d in server.log_manager.log_dirs]
+def handle(ctx: "RequestContext", broker: "BrokerServices", request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    results = [_dir_result(d) for d in broker.replica_manager.describe_log_dirs(_wanted(request))]
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.NO_ERROR, results=results)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode
 from protocol.messages.describe_producers import (
     DescribeProducersRequest,
     DescribeProducersResponse,
@@ -14,7 +13,7 @@ from protocol.messages.describe_producers import (
 )
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 61
@@ -22,15 +21,10 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-def _producers(server: "KafkaServer", topic: str, index: int) -> PartitionResponse:
-    partition = server.replica_manager.get_partition(topic, index)
-    if partition is None:
-        return PartitionResponse(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 error_message=None, active_producers=[])
-    state = partition.log.producer_state
-    entries = state.active_producers if state is not None else {}
+def _producers(broker: "BrokerServices", topic: str, index: int) -> PartitionResponse:
+    code, entries = broker.replica_manager.active_producer_state((topic, index))
     return PartitionResponse(
-        partition_index=index, error_code=ErrorCode.NO_ERROR, error_message=None,
+        partition_index=index, error_code=code, error_message=None,
         active_producers=[
             ProducerState(
                 producer_id=pid, producer_epoch=entry.producer_epoch, last_sequence=entry.last_seq,
@@ -42,9 +36,9 @@ def _producers(server: "KafkaServer", topic: str, index: int) -> PartitionRespon
     )
 
 
-def handle(ctx: "RequestContext", server: "KafkaServer", request: DescribeProducersRequest) -> DescribeProducersResponse:
+def handle(ctx: "RequestContext", broker: "BrokerServices", request: DescribeProducersRequest) -> DescribeProducersResponse:
     return DescribeProducersResponse(
         throttle_time_ms=0,
-        topics=[TopicResponse(name=t.name, partitions=[_producers(server, t.name, i) for i in t.partition_indexes])
+        topics=[TopicResponse(name=t.name, partitions=[_producers(broker, t.name, i) for i in t.partition_indexes])
                 for t in request.topics],
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from broker.admin_manager import INTERNAL_TOPICS
+from coordinator.common.internal_topics import INTERNAL_TOPICS
 from broker.authorized_operations import TOPIC_OPERATIONS
 from broker.metadata_store import TopicMetadata
 from protocol.errors import ErrorCode
@@ -25,7 +25,7 @@ from protocol.messages.describe_topic_partitions import (
 )
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 75
@@ -41,10 +41,10 @@ def _error_topic(name: str, code: ErrorCode) -> DescribeTopicPartitionsResponseT
                                                 partitions=[], topic_authorized_operations=TOPIC_OPERATIONS)
 
 
-def _partitions(server: "KafkaServer", topic: TopicMetadata, start: int,
+def _partitions(broker: "BrokerServices", topic: TopicMetadata, start: int,
                 limit: int) -> list[DescribeTopicPartitionsResponsePartition]:
     found = []
-    for partition in server.replica_manager.partitions_of(topic.name):
+    for partition in broker.replica_manager.partitions_of(topic.name):
         if partition.partition_index < start:
             continue
         if len(found) == limit:
@@ -57,9 +57,9 @@ def _partitions(server: "KafkaServer", topic: TopicMetadata, start: int,
     return found
 
 
-def handle(ctx: "RequestContext", server: "KafkaServer",
+def handle(ctx: "RequestContext", broker: "BrokerServices",
            request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
-    requested = sorted({t.name for t in request.topics}) if request.topics else sorted(t.name for t in server.metadata)
+    requested = sorted({t.name for t in request.topics}) if request.topics else sorted(t.name for t in broker.metadata)
     cursor = request.cursor
     if cursor is not None:
         if request.topics and cursor.topic_name not in requested:
@@ -71,7 +71,7 @@ def handle(ctx: "RequestContext", server: "KafkaServer",
     topics: list[DescribeTopicPartitionsResponseTopic] = []
     next_cursor = None
     for i, name in enumerate(requested):
-        topic = server.metadata.get(name)
+        topic = broker.metadata.get(name)
         if topic is None:
             topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             continue
@@ -79,7 +79,7 @@ def handle(ctx: "RequestContext", server: "KafkaServer",
             next_cursor = Cursor(topic_name=name, partition_index=0)
             break
         start = cursor.partition_index if cursor is not None and i == 0 and name == cursor.topic_name else 0
-        partitions = _partitions(server, topic, start, remaining)
+        partitions = _partitions(broker, topic, start, remaining)
         remaining -= len(partitions)
         topics.append(DescribeTopicPartitionsResponseTopic(
             error_code=ErrorCode.NO_ERROR, name=name, topic_id=topic.topic_id, is_internal=name in INTERNAL_TOPICS,

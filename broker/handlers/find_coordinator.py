@@ -14,12 +14,12 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
-from coordinator.group.coordinator_log import GROUP_METADATA_TOPIC_NAME
+from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 log = logging.getLogger(__name__)
@@ -32,12 +32,12 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
-def coordinator_endpoint(server: "KafkaServer", listener_name: str) -> tuple[str, int]:
-    advertised = server.config.effective_advertised_listeners
+def coordinator_endpoint(broker: "BrokerServices", listener_name: str) -> tuple[str, int]:
+    advertised = broker.config.effective_advertised_listeners
     endpoint = next((l for l in advertised if l.name == listener_name), advertised[0])
     host, port = endpoint.host, endpoint.port
     if port == 0:  # an ephemeral listener: advertise the bound port
-        host, port = server.socket_server.bound.get(endpoint.name, (host, port))
+        host, port = broker.socket_server.bound.get(endpoint.name, (host, port))
     return host, port
 
 
@@ -45,47 +45,47 @@ def _barrier() -> None:
     """Runs on the append thread after whatever was queued there before it."""
 
 
-async def ensure_offsets_topic(server: "KafkaServer") -> ErrorCode:
-    topic = server.metadata.get(GROUP_METADATA_TOPIC_NAME)
+async def ensure_offsets_topic(broker: "BrokerServices") -> ErrorCode:
+    topic = broker.metadata.get(GROUP_METADATA_TOPIC_NAME)
     if topic is not None:
-        if len(server.replica_manager.partitions_of(GROUP_METADATA_TOPIC_NAME)) < topic.partition_count:
+        if len(broker.replica_manager.partitions_of(GROUP_METADATA_TOPIC_NAME)) < topic.partition_count:
             # Listed but not hosted yet: a creation is running on the append thread.
-            await server.run_append(_barrier)
+            await broker.append_thread.run(_barrier)
         return ErrorCode.NO_ERROR
     try:
-        await server.run_append(server.admin.auto_create_topic, GROUP_METADATA_TOPIC_NAME)
+        await broker.append_thread.run(broker.admin.auto_create_topic, GROUP_METADATA_TOPIC_NAME)
     except AdminError as exc:
         if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:  # a concurrent request created it: fine
-            log.warning("[KafkaServer id=%d] cannot create %s: %s", server.broker_id, GROUP_METADATA_TOPIC_NAME,
+            log.warning("[KafkaServer id=%d] cannot create %s: %s", broker.broker_id, GROUP_METADATA_TOPIC_NAME,
                         exc.message)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
     return ErrorCode.NO_ERROR
 
 
-def _find(server: "KafkaServer", key: str, key_type: int, listener: str) -> Coordinator:
+def _find(broker: "BrokerServices", key: str, key_type: int, listener: str) -> Coordinator:
     if key_type == TRANSACTION_KEY_TYPE:
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                            error_message="The transaction coordinator is not available.")
     if key_type != GROUP_KEY_TYPE:
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"Unknown coordinator type {key_type} in request")
-    coordinator = server.group_coordinator
+    coordinator = broker.group_coordinator
     partition = coordinator.manager.partition_for(key)
-    if not coordinator.log.is_local_leader(partition):
+    if not coordinator.coordinator_log.is_local_leader(partition):
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                            error_message="The coordinator is not available.")
-    host, port = coordinator_endpoint(server, listener)
-    return Coordinator(key=key, node_id=server.broker_id, host=host, port=port, error_code=ErrorCode.NO_ERROR,
+    host, port = coordinator_endpoint(broker, listener)
+    return Coordinator(key=key, node_id=broker.broker_id, host=host, port=port, error_code=ErrorCode.NO_ERROR,
                        error_message=None)
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer",
+async def handle(ctx: "RequestContext", broker: "BrokerServices",
                  request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     version = ctx.api_version
     key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
     keys = request.coordinator_keys if version >= 4 else [request.key]
     if key_type == GROUP_KEY_TYPE and keys:
-        error = await ensure_offsets_topic(server)
+        error = await ensure_offsets_topic(broker)
     else:
         error = ErrorCode.NO_ERROR
     results = []
@@ -94,7 +94,7 @@ async def handle(ctx: "RequestContext", server: "KafkaServer",
             results.append(Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error,
                                        error_message="The coordinator is not available."))
         else:
-            results.append(_find(server, key, key_type, ctx.listener_name))
+            results.append(_find(broker, key, key_type, ctx.listener_name))
     if version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=results)
     one = results[0]

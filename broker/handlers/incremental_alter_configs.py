@@ -25,7 +25,7 @@ from protocol.messages.incremental_alter_configs import (
 )
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 44
@@ -33,22 +33,22 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-def _alter_one(server: "KafkaServer", resource: AlterConfigsResource, validate_only: bool) -> None:
+def _alter_one(broker: "BrokerServices", resource: AlterConfigsResource, validate_only: bool) -> None:
     ops = [ConfigOp(c.name, c.config_operation, c.value) for c in resource.configs]
     if resource.resource_type == ConfigResourceType.TOPIC:
-        incremental_alter_topic(server, resource.resource_name, ops, validate_only)
+        incremental_alter_topic(broker, resource.resource_name, ops, validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER:
-        incremental_alter_broker(server, resource.resource_name, ops, validate_only)
+        incremental_alter_broker(broker, resource.resource_name, ops, validate_only)
     else:
         raise unsupported_resource(resource.resource_type)
 
 
-def _alter_all(server: "KafkaServer", request: IncrementalAlterConfigsRequest) -> list[AlterConfigsResourceResponse]:
-    return alter_resources(request.resources, lambda r: _alter_one(server, r, request.validate_only),
+def _alter_all(broker: "BrokerServices", request: IncrementalAlterConfigsRequest) -> list[AlterConfigsResourceResponse]:
+    return alter_resources(request.resources, lambda r: _alter_one(broker, r, request.validate_only),
                            AlterConfigsResourceResponse)
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer",
+async def handle(ctx: "RequestContext", broker: "BrokerServices",
                  request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    responses = await server.run_append(_alter_all, server, request)
+    responses = await broker.append_thread.run(_alter_all, broker, request)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -15,7 +15,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 22
@@ -23,10 +23,10 @@ MIN_VERSION = 0
 MAX_VERSION = 5  # v6 (KIP-939 two-phase commit) is transactional-only
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer", request: InitProducerIdRequest) -> InitProducerIdResponse:
+async def handle(ctx: "RequestContext", broker: "BrokerServices", request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                       producer_id=-1, producer_epoch=-1)
-    producer_id = await server.run_append(server.producer_ids.generate_producer_id)
+    producer_id = await broker.append_thread.run(broker.producer_ids.generate_producer_id)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NO_ERROR,
                                   producer_id=producer_id, producer_epoch=0)

@@ -14,7 +14,7 @@ from coordinator.group.group_metadata import JoinGroupResult
 from protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 11
@@ -40,7 +40,7 @@ def build_response(version: int, result: JoinGroupResult) -> JoinGroupResponse:
                  for m, i, md in result.members])
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer", request: JoinGroupRequest) -> JoinGroupResponse:
+async def handle(ctx: "RequestContext", broker: "BrokerServices", request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
     future: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
 
@@ -48,7 +48,7 @@ async def handle(ctx: "RequestContext", server: "KafkaServer", request: JoinGrou
         if not future.done():
             future.set_result(result)
 
-    server.group_coordinator.handle_join_group(
+    broker.group_coordinator.handle_join_group(
         request.group_id, request.member_id, request.group_instance_id if version >= 5 else None,
         require_known_member_id=version >= 4, support_skip_assignment=version >= 9,
         client_id=ctx.client_id or "", client_host=client_host(ctx),

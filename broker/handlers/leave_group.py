@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 13
@@ -15,13 +15,13 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def handle(ctx: "RequestContext", server: "KafkaServer", request: LeaveGroupRequest) -> LeaveGroupResponse:
+def handle(ctx: "RequestContext", broker: "BrokerServices", request: LeaveGroupRequest) -> LeaveGroupResponse:
     if ctx.api_version < 3:
-        error, errors = server.group_coordinator.handle_leave_group(request.group_id, [(request.member_id, None)])
+        error, errors = broker.group_coordinator.handle_leave_group(request.group_id, [(request.member_id, None)])
         # v0-v2 carry one member; its error is the response's.
         return LeaveGroupResponse(throttle_time_ms=0, error_code=error if error else errors[0])
     members = [(m.member_id, m.group_instance_id) for m in request.members]
-    error, errors = server.group_coordinator.handle_leave_group(request.group_id, members)
+    error, errors = broker.group_coordinator.handle_leave_group(request.group_id, members)
     return LeaveGroupResponse(
         throttle_time_ms=0, error_code=error,
         members=[] if error else [MemberResponse(member_id=m, group_instance_id=i, error_code=e)

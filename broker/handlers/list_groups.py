@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 16
@@ -18,11 +18,11 @@ MAX_VERSION = 5
 CLASSIC_GROUP_TYPE = "classic"
 
 
-def handle(ctx: "RequestContext", server: "KafkaServer", request: ListGroupsRequest) -> ListGroupsResponse:
+def handle(ctx: "RequestContext", broker: "BrokerServices", request: ListGroupsRequest) -> ListGroupsResponse:
     version = ctx.api_version
     states = set(request.states_filter) if version >= 4 else set()
     types = {t.lower() for t in request.types_filter} if version >= 5 else set()
-    error, groups = server.group_coordinator.handle_list_groups(states)
+    error, groups = broker.group_coordinator.handle_list_groups(states)
     if types and CLASSIC_GROUP_TYPE not in types:
         groups = []
     return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[

@@ -11,7 +11,8 @@ import uuid
 import weakref
 from typing import TYPE_CHECKING
 
-from broker.admin_manager import INTERNAL_TOPICS, AdminError, validate_topic_name
+from broker.admin_manager import AdminError, validate_topic_name
+from coordinator.common.internal_topics import INTERNAL_TOPICS
 from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from broker.metadata_store import TopicMetadata
 from protocol.errors import ErrorCode
@@ -24,7 +25,7 @@ from protocol.messages.metadata import (
 )
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from replication.partition import Partition
     from broker.socket_server import RequestContext
 
@@ -35,14 +36,14 @@ MAX_VERSION = 13
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def brokers(server: "KafkaServer", listener_name: str) -> list[MetadataResponseBroker]:
+def brokers(broker: "BrokerServices", listener_name: str) -> list[MetadataResponseBroker]:
     """This broker's advertised endpoint for the listener the client used."""
-    advertised = server.config.effective_advertised_listeners
+    advertised = broker.config.effective_advertised_listeners
     endpoint = next((l for l in advertised if l.name == listener_name), advertised[0])
     host, port = endpoint.host, endpoint.port
     if port == 0:  # listening on an ephemeral port: advertise the bound one
-        host, port = server.socket_server.bound.get(endpoint.name, (host, port))
-    return [MetadataResponseBroker(node_id=server.broker_id, host=host, port=port, rack=server.config.rack)]
+        host, port = broker.socket_server.bound.get(endpoint.name, (host, port))
+    return [MetadataResponseBroker(node_id=broker.broker_id, host=host, port=port, rack=broker.config.rack)]
 
 
 #: Each partition's entry as last answered, with the state it shows. Rebuilding the
@@ -71,13 +72,13 @@ def partition_entry(partition: "Partition") -> MetadataResponsePartition:
     return entry
 
 
-def topic_response(server: "KafkaServer", topic: TopicMetadata, include_ops: bool) -> MetadataResponseTopic:
+def topic_response(broker: "BrokerServices", topic: TopicMetadata, include_ops: bool) -> MetadataResponseTopic:
     return MetadataResponseTopic(
         error_code=ErrorCode.NO_ERROR,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.name in INTERNAL_TOPICS,
-        partitions=[partition_entry(p) for p in server.replica_manager.partitions_of(topic.name)],
+        partitions=[partition_entry(p) for p in broker.replica_manager.partitions_of(topic.name)],
         topic_authorized_operations=TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
     )
 
@@ -87,37 +88,37 @@ def error_topic(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_UU
                                  topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer", request: MetadataRequest) -> MetadataResponse:
+async def handle(ctx: "RequestContext", broker: "BrokerServices", request: MetadataRequest) -> MetadataResponse:
     version = ctx.api_version
     include_ops = bool(request.include_topic_authorized_operations)
     topics: list[MetadataResponseTopic] = []
     if request.topics is None or (version == 0 and not request.topics):
-        topics = [topic_response(server, t, include_ops) for t in server.metadata]
+        topics = [topic_response(broker, t, include_ops) for t in broker.metadata]
     else:
-        allow_create = server.config.auto_create_topics_enable and (version < 4 or request.allow_auto_topic_creation)
+        allow_create = broker.config.auto_create_topics_enable and (version < 4 or request.allow_auto_topic_creation)
         for wanted in request.topics:
-            topics.append(await _describe(server, wanted.name, wanted.topic_id, allow_create, include_ops))
+            topics.append(await _describe(broker, wanted.name, wanted.topic_id, allow_create, include_ops))
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=brokers(server, ctx.listener_name),
-        cluster_id=server.cluster_id,
-        controller_id=server.broker_id,
+        brokers=brokers(broker, ctx.listener_name),
+        cluster_id=broker.cluster_id,
+        controller_id=broker.broker_id,
         topics=topics,
         cluster_authorized_operations=(CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
                                        else AUTHORIZED_OPERATIONS_OMITTED),
     )
 
 
-async def _describe(server: "KafkaServer", name: str | None, topic_id: uuid.UUID, allow_create: bool,
+async def _describe(broker: "BrokerServices", name: str | None, topic_id: uuid.UUID, allow_create: bool,
                     include_ops: bool) -> MetadataResponseTopic:
     if name is None:
-        by_id = server.metadata.by_id(topic_id)
+        by_id = broker.metadata.by_id(topic_id)
         if by_id is None:
             return error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
-        return topic_response(server, by_id, include_ops)
-    topic = server.metadata.get(name)
+        return topic_response(broker, by_id, include_ops)
+    topic = broker.metadata.get(name)
     if topic is not None:
-        return topic_response(server, topic, include_ops)
+        return topic_response(broker, topic, include_ops)
     try:
         validate_topic_name(name)
     except AdminError:
@@ -125,9 +126,9 @@ async def _describe(server: "KafkaServer", name: str | None, topic_id: uuid.UUID
     if not allow_create:
         return error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
     try:
-        created = await server.run_append(server.admin.auto_create_topic, name)
+        created = await broker.append_thread.run(broker.admin.auto_create_topic, name)
     except AdminError as exc:
-        if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and (existing := server.metadata.get(name)):
-            return topic_response(server, existing, include_ops)  # a concurrent request created it
+        if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and (existing := broker.metadata.get(name)):
+            return topic_response(broker, existing, include_ops)  # a concurrent request created it
         return error_topic(exc.error_code, name)
-    return topic_response(server, created, include_ops)
+    return topic_response(broker, created, include_ops)

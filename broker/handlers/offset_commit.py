@@ -20,7 +20,7 @@ from protocol.messages.offset_commit import (
 )
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 8
@@ -30,9 +30,9 @@ MAX_VERSION = 10
 DEFAULT_RETENTION_TIME = -1
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer", request: OffsetCommitRequest) -> OffsetCommitResponse:
+async def handle(ctx: "RequestContext", broker: "BrokerServices", request: OffsetCommitRequest) -> OffsetCommitResponse:
     version = ctx.api_version
-    coordinator = server.group_coordinator
+    coordinator = broker.group_coordinator
     now = coordinator.scheduler.now_ms()
     retention = request.retention_time_ms if version <= 4 else DEFAULT_RETENTION_TIME
     expire = now + retention if retention != DEFAULT_RETENTION_TIME else -1
@@ -40,7 +40,7 @@ async def handle(ctx: "RequestContext", server: "KafkaServer", request: OffsetCo
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     names: list[tuple[object, str | None]] = []  # (request topic, resolved name)
     for topic in request.topics:
-        meta = server.metadata.by_id(topic.topic_id) if version >= 10 else server.metadata.get(topic.name)
+        meta = broker.metadata.by_id(topic.topic_id) if version >= 10 else broker.metadata.get(topic.name)
         name = meta.name if meta is not None else (None if version >= 10 else topic.name)
         names.append((topic, name))
         unknown = ErrorCode.UNKNOWN_TOPIC_ID if version >= 10 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

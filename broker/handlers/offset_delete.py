@@ -15,7 +15,7 @@ from protocol.messages.offset_delete import (
 )
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 47
@@ -23,11 +23,11 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer", request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+async def handle(ctx: "RequestContext", broker: "BrokerServices", request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     errors: dict[TopicPartition, ErrorCode] = {}
     partitions: list[TopicPartition] = []
     for topic in request.topics:
-        meta = server.metadata.get(topic.name)
+        meta = broker.metadata.get(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             if meta is None or not 0 <= p.partition_index < meta.partition_count:
@@ -41,7 +41,7 @@ async def handle(ctx: "RequestContext", server: "KafkaServer", request: OffsetDe
         if not future.done():
             future.set_result((error, result))
 
-    server.group_coordinator.handle_delete_offsets(request.group_id, partitions, done)
+    broker.group_coordinator.handle_delete_offsets(request.group_id, partitions, done)
     error, result = await future
     if error != ErrorCode.NO_ERROR:
         return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])

@@ -22,7 +22,7 @@ from protocol.messages.offset_fetch import (
 from protocol.primitives import UUID_ZERO
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 9
@@ -32,13 +32,13 @@ MAX_VERSION = 10
 NO_METADATA = ""
 
 
-def _fetch_group(server: "KafkaServer", group_id: str, require_stable: bool,
+def _fetch_group(broker: "BrokerServices", group_id: str, require_stable: bool,
                  wanted: list[tuple[str, list[int]]] | None
                  ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]]:
     partitions: list[TopicPartition] | None = None
     if wanted is not None:
         partitions = [(t, p) for t, indexes in wanted for p in indexes]
-    error, offsets = server.group_coordinator.handle_fetch_offsets(group_id, require_stable, partitions)
+    error, offsets = broker.group_coordinator.handle_fetch_offsets(group_id, require_stable, partitions)
     if error != ErrorCode.NO_ERROR:
         return error, []
     by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
@@ -57,9 +57,9 @@ def _values(om: OffsetAndMetadata | None) -> dict:
     return {"committed_offset": om.offset, "committed_leader_epoch": om.leader_epoch, "metadata": om.metadata}
 
 
-def _handle_single(version: int, server: "KafkaServer", request: OffsetFetchRequest) -> OffsetFetchResponse:
+def _handle_single(version: int, broker: "BrokerServices", request: OffsetFetchRequest) -> OffsetFetchResponse:
     wanted = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
-    error, topics = _fetch_group(server, request.group_id, request.require_stable if version >= 7 else False, wanted)
+    error, topics = _fetch_group(broker, request.group_id, request.require_stable if version >= 7 else False, wanted)
     if error != ErrorCode.NO_ERROR and version < 2:
         # v1 has no top-level error: every requested partition carries it.
         return OffsetFetchResponse(throttle_time_ms=0, topics=[
@@ -74,7 +74,7 @@ def _handle_single(version: int, server: "KafkaServer", request: OffsetFetchRequ
         for name, parts in topics])
 
 
-def _handle_batched(version: int, server: "KafkaServer", request: OffsetFetchRequest) -> OffsetFetchResponse:
+def _handle_batched(version: int, broker: "BrokerServices", request: OffsetFetchRequest) -> OffsetFetchResponse:
     by_id = version >= 10
     groups = []
     for group in request.groups:
@@ -85,16 +85,16 @@ def _handle_batched(version: int, server: "KafkaServer", request: OffsetFetchReq
             for t in group.topics:
                 name = t.name
                 if by_id:
-                    meta = server.metadata.by_id(t.topic_id)
+                    meta = broker.metadata.by_id(t.topic_id)
                     if meta is None:
                         unknown_ids.append((t.topic_id, list(t.partition_indexes)))
                         continue
                     name = meta.name
                 wanted.append((name, list(t.partition_indexes)))
-        error, topics = _fetch_group(server, group.group_id, request.require_stable, wanted)
+        error, topics = _fetch_group(broker, group.group_id, request.require_stable, wanted)
         response_topics = []
         for name, parts in topics:
-            meta = server.metadata.get(name) if by_id else None
+            meta = broker.metadata.get(name) if by_id else None
             if by_id and meta is None:
                 continue  # a deleted topic has no id to report
             response_topics.append(OffsetFetchResponseTopics(
@@ -110,7 +110,7 @@ def _handle_batched(version: int, server: "KafkaServer", request: OffsetFetchReq
     return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
 
 
-def handle(ctx: "RequestContext", server: "KafkaServer", request: OffsetFetchRequest) -> OffsetFetchResponse:
+def handle(ctx: "RequestContext", broker: "BrokerServices", request: OffsetFetchRequest) -> OffsetFetchResponse:
     if ctx.api_version >= 8:
-        return _handle_batched(ctx.api_version, server, request)
-    return _handle_single(ctx.api_version, server, request)
+        return _handle_batched(ctx.api_version, broker, request)
+    return _handle_single(ctx.api_version, broker, request)

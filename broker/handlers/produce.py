@@ -2,12 +2,12 @@
 
 The records are never parsed: each partition's batch has its header checked
 and CRC32C verified, its base offset and leader epoch patched in place, and is
-written with one call (see ``storage.log.Log.append_as_leader``). Appends run
-on the event loop when they cannot block, else on the append thread (see
-``broker.kafka_server``); the response is sent once they are in the log (acks=1)
-or in the ISR, which for a lone broker is the same moment (acks=-1). An append
-made on the loop answers at once, without a task: the socket server then sends
-the answers to every request of one read in one write.
+written with one call (see ``storage.log.Log.append_as_leader``). The handler
+decodes and checks the request, makes one ``ReplicaManager.append_records`` call
+(which picks the event loop or the append thread, and waits for the ISR when
+acks=-1) and encodes its results. An append made on the loop answers at once,
+without a task: the socket server then sends the answers to every request of
+one read in one write.
 
 acks=0 gets no response; on an error Kafka closes the connection instead, so
 the producer notices, and so do we.
@@ -26,11 +26,11 @@ from protocol.messages.produce import (
     TopicProduceResponse,
 )
 from protocol.record_batch import parse_batch_header
-from replication.partition import Partition
+from replication.replica_manager import PartitionAppendResult, TopicPartition
 from storage.log_append import AppendOrigin
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 log = logging.getLogger(__name__)
@@ -63,80 +63,66 @@ def _partition_error(index: int, code: int, message: str | None = None) -> Parti
                                     log_start_offset=-1, error_message=message)
 
 
-Append = tuple[Partition, "memoryview | bytearray"]
-
-
-def handle(ctx: "RequestContext", server: "KafkaServer", request: ProduceRequest
+def handle(ctx: "RequestContext", broker: "BrokerServices", request: ProduceRequest
            ) -> ProduceResponse | None | Awaitable[ProduceResponse | None]:
+    """Decode → ``ReplicaManager.append_records`` → encode; answers at once when the append did."""
     by_topic_id = ctx.api_version >= 13
     acks = request.acks
     responses: list[TopicProduceResponse] = []
-    appends: list[Append] = []
+    appends: list[tuple[TopicPartition, memoryview | bytearray]] = []
     slots: list[PartitionProduceResponse] = []  # response entries awaiting an append result
     bad_acks = acks not in (-1, 0, 1)
-    # Looked up once: this loop runs once per partition batch, 1,000 times a request
-    # when one producer writes to 1,000 partitions.
-    get_partition = server.replica_manager.get_partition
     for topic_data in request.topic_data:
         entries: list[PartitionProduceResponse] = []
         responses.append(TopicProduceResponse(name=topic_data.name, topic_id=topic_data.topic_id,
                                               partition_responses=entries))
         if by_topic_id:
-            meta = server.metadata.by_id(topic_data.topic_id)
+            meta = broker.metadata.by_id(topic_data.topic_id)
             name = meta.name if meta is not None else None
-            unknown = ErrorCode.UNKNOWN_TOPIC_ID
         else:
-            name, unknown = topic_data.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            name = topic_data.name
         for data in topic_data.partition_data:
-            partition = get_partition(name, data.index) if name is not None else None
             if bad_acks:
                 entry = _partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS)
-            elif partition is None:
-                entry = _partition_error(data.index, unknown)
+            elif name is None:
+                entry = _partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID)
             elif (problem := _check_one_batch(data.records)) is not None:
                 entry = _partition_error(data.index, ErrorCode.INVALID_RECORD, problem)
             else:
-                records = data.records
-                if records.readonly:  # offsets are patched in place
-                    records = bytearray(records)
-                appends.append((partition, records))
+                appends.append(((name, data.index), data.records))  # type: ignore[arg-type]  # checked above
                 entry = PartitionProduceResponse(index=data.index)
                 slots.append(entry)
             entries.append(entry)
 
     if appends:
-        results = None
-        if server.append_thread_idle:
-            results = server.replica_manager.try_append_without_blocking(appends, AppendOrigin.CLIENT)
-        if results is None:
-            # Submitted now, not when a task first runs: a later request handled
-            # synchronously must see the append thread busy and queue behind it.
-            pending = server.run_append(server.replica_manager.append_records, appends, AppendOrigin.CLIENT)
-            return _answer_after_thread(ctx, server, pending, acks, responses, appends, slots)
-        _fill_results(server, appends, slots, results)
+        results = broker.replica_manager.append_records(appends, acks, request.timeout_ms, AppendOrigin.CLIENT)
+        if not isinstance(results, list):
+            return _answer_later(ctx, results, acks, responses, slots, by_topic_id)
+        _fill_results(slots, results, by_topic_id)
     return _response(ctx, acks, responses)
 
 
-async def _answer_after_thread(ctx: "RequestContext", server: "KafkaServer", pending: Awaitable[list],
-                               acks: int, responses: list[TopicProduceResponse], appends: list[Append],
-                               slots: list[PartitionProduceResponse]) -> ProduceResponse | None:
-    results = await pending
-    _fill_results(server, appends, slots, results)
+async def _answer_later(ctx: "RequestContext", pending: Awaitable[list[PartitionAppendResult]], acks: int,
+                        responses: list[TopicProduceResponse], slots: list[PartitionProduceResponse],
+                        by_topic_id: bool) -> ProduceResponse | None:
+    _fill_results(slots, await pending, by_topic_id)
     return _response(ctx, acks, responses)
 
 
-def _fill_results(server: "KafkaServer", appends: list[Append], slots: list[PartitionProduceResponse],
-                  results: list) -> None:
-    notify = server.fetch_purgatory.notify
-    for (partition, _), entry, result in zip(appends, slots, results):
-        entry.error_code = result.error_code
+def _fill_results(slots: list[PartitionProduceResponse], results: list[PartitionAppendResult],
+                  by_topic_id: bool) -> None:
+    for entry, result in zip(slots, results):
         info = result.info
         if info is not None:
+            entry.error_code = result.error_code
             entry.base_offset = info.first_offset
             entry.log_append_time_ms = info.log_append_time
             entry.log_start_offset = info.log_start_offset
-            notify((partition.topic, partition.partition_index))
         else:
+            code = result.error_code
+            if by_topic_id and code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                code = ErrorCode.UNKNOWN_TOPIC_ID  # v13+ names topics by id
+            entry.error_code = code
             entry.base_offset, entry.log_append_time_ms, entry.log_start_offset = -1, -1, -1
             entry.error_message = result.error_message
 

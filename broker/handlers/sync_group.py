@@ -9,7 +9,7 @@ from coordinator.group.group_metadata import SyncGroupResult
 from protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
 if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+    from broker.broker_services import BrokerServices
     from broker.socket_server import RequestContext
 
 API_KEY = 14
@@ -17,7 +17,7 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-async def handle(ctx: "RequestContext", server: "KafkaServer", request: SyncGroupRequest) -> SyncGroupResponse:
+async def handle(ctx: "RequestContext", broker: "BrokerServices", request: SyncGroupRequest) -> SyncGroupResponse:
     version = ctx.api_version
     future: asyncio.Future[SyncGroupResult] = asyncio.get_running_loop().create_future()
 
@@ -25,7 +25,7 @@ async def handle(ctx: "RequestContext", server: "KafkaServer", request: SyncGrou
         if not future.done():
             future.set_result(result)
 
-    server.group_coordinator.handle_sync_group(
+    broker.group_coordinator.handle_sync_group(
         request.group_id, request.generation_id, request.member_id,
         request.protocol_type if version >= 5 else None, request.protocol_name if version >= 5 else None,
         request.group_instance_id if version >= 3 else None,

@@ -5,27 +5,28 @@ Combines the membership protocol (``group_membership``), committed offsets
 ``GroupMetadataManager``, and owns the lifecycle: loading the groups of the
 ``__consumer_offsets`` partitions this broker leads (requests for them get
 COORDINATOR_LOAD_IN_PROGRESS meanwhile), the periodic offset expiry
-(``offsets.retention.check.interval.ms``), and cancelling every timer and the
-load at shutdown.
+(``offsets.retention.check.interval.ms``), the load/unload calls when
+leadership of a partition arrives or leaves (``on_election`` /
+``on_resignation``), and cancelling every timer and the load at shutdown. It
+stands on coordinator/common's interfaces only; the broker wires it
+(``broker.coordinator_wiring``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
-from coordinator.group.coordinator_log import GROUP_METADATA_TOPIC_NAME, CoordinatorLog, ReplicaCoordinatorLog
+from coordinator.common.coordinator_log import CoordinatorLog
+from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from coordinator.group.group_admin import GroupAdmin
 from coordinator.group.group_membership import GroupConfig, GroupMembership
 from coordinator.group.group_metadata import GroupMetadata, JoinGroupResult, SyncGroupResult
 from coordinator.group.group_metadata_manager import GroupMetadataManager
 from coordinator.group.group_offsets import GroupOffsets
-from coordinator.group.scheduler import AsyncioScheduler, Scheduler, Timer
+from coordinator.common.scheduler import Scheduler, Timer
 from protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
 
 log = logging.getLogger(__name__)
 
@@ -40,17 +41,17 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         manager.request_load = self._load_in_background
 
     @property
-    def log(self) -> CoordinatorLog:
-        return self.manager.log
+    def coordinator_log(self) -> CoordinatorLog:
+        return self.manager.coordinator_log
 
     # -- loading ---------------------------------------------------------------------
     def local_partitions(self) -> list[int]:
-        return [p for p in range(self.log.num_partitions) if self.log.is_local_leader(p)]
+        return [p for p in range(self.coordinator_log.num_partitions) if self.coordinator_log.is_local_leader(p)]
 
     def load_partition(self, partition: int) -> None:
         """Synchronous load (tests, and the tail of a background load)."""
         self.manager.begin_loading([partition])
-        self._apply_loaded(partition, list(self.log.read_records(partition)))
+        self._apply_loaded(partition, list(self.coordinator_log.read_records(partition)))
 
     def _apply_loaded(self, partition: int, records: list[tuple[int, bytes | None, bytes | None]]) -> None:
         for group in self.manager.complete_loading(partition, iter(records)):
@@ -62,7 +63,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
 
         async def load() -> None:
             for partition in partitions:
-                records = await asyncio.to_thread(lambda p=partition: list(self.log.read_records(p)))
+                records = await asyncio.to_thread(lambda p=partition: list(self.coordinator_log.read_records(p)))
                 self._apply_loaded(partition, records)
 
         task = asyncio.get_running_loop().create_task(load(), name="group-metadata-load")
@@ -79,7 +80,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
     def startup(self, load_partitions: Iterable[int] | None = None) -> None:
         """Start loading every local partition that holds data; schedule offset expiry."""
         partitions = self.local_partitions() if load_partitions is None else list(load_partitions)
-        empty = [p for p in partitions if self.log.log_end_offset(p) == 0]
+        empty = [p for p in partitions if self.coordinator_log.log_end_offset(p) == 0]
         self.manager.owned_partitions.update(empty)
         to_load = [p for p in partitions if p not in empty]
         if to_load:
@@ -106,6 +107,21 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         if self.active:
             self._expiry_timer = self.scheduler.schedule(self.offsets_retention_check_interval_ms, run)
 
+    # -- leadership of __consumer_offsets partitions (Kafka's onElection / onResignation) -----
+    def on_election(self, partition: int) -> None:
+        """This broker now leads ``partition``: load its groups (in the background if it holds data)."""
+        if not self.active or partition in self.manager.owned_partitions:
+            return
+        if self.coordinator_log.log_end_offset(partition) == 0:
+            self.manager.owned_partitions.add(partition)
+        else:
+            self._load_in_background([partition])
+
+    def on_resignation(self, partition: int) -> None:
+        """Leadership of ``partition`` left (or the topic is gone): its groups are no longer ours."""
+        for group in self.manager.remove_groups_for_partition(partition):
+            self.on_group_unloaded(group)
+
     def on_group_unloaded(self, group: GroupMetadata) -> None:
         """Answer the group's parked requests: its members must find the coordinator again."""
         for member in list(group.members.values()):
@@ -123,20 +139,3 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         await asyncio.gather(*self._load_tasks, return_exceptions=True)
         self.scheduler.shutdown()
         log.info("[GroupCoordinator %d]: shut down", self.broker_id)
-
-
-def build_group_coordinator(server: "KafkaServer") -> GroupCoordinator:
-    """The broker's coordinator: its config, its replicas of __consumer_offsets, the event loop's timers."""
-    config = server.config
-    scheduler = AsyncioScheduler()
-    manager = GroupMetadataManager(
-        server.broker_id, ReplicaCoordinatorLog(server), scheduler,
-        offset_metadata_max_bytes=config.offset_metadata_max_bytes,
-        offsets_retention_ms=config.offsets_retention_minutes * 60_000)
-    group_config = GroupConfig(
-        group_min_session_timeout_ms=config.group_min_session_timeout_ms,
-        group_max_session_timeout_ms=config.group_max_session_timeout_ms,
-        group_max_size=config.group_max_size,
-        group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms)
-    return GroupCoordinator(server.broker_id, group_config, manager, scheduler,
-                            config.offsets_retention_check_interval_ms)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable, Iterator
 
-from coordinator.group.coordinator_log import CoordinatorLog, KeyValues
+from coordinator.common.coordinator_log import CoordinatorLog, KeyValues
 from coordinator.group.group_metadata import (
     CommitRecordMetadataAndOffset,
     GroupMetadata,
@@ -39,7 +39,7 @@ from coordinator.group.record_formats import (
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
-from coordinator.group.scheduler import Scheduler
+from coordinator.common.scheduler import Scheduler
 from protocol.errors import CorruptRecordError, ErrorCode
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ class GroupMetadataManager:
     def __init__(self, broker_id: int, log_: CoordinatorLog, scheduler: Scheduler, *,
                  offset_metadata_max_bytes: int = 4096, offsets_retention_ms: int = 7 * 24 * 3600 * 1000) -> None:
         self.broker_id = broker_id
-        self.log = log_
+        self.coordinator_log = log_
         self.scheduler = scheduler
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
         self.offsets_retention_ms = offsets_retention_ms
@@ -103,15 +103,15 @@ class GroupMetadataManager:
 
     # -- ownership ---------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.log.num_partitions)
+        return partition_for(group_id, self.coordinator_log.num_partitions)
 
     def _check_partition(self, partition: int) -> None:
         """Adopt a partition that became local after start-up (created by first use)."""
         if partition in self.owned_partitions or partition in self.loading_partitions:
             return
-        if not self.log.is_local_leader(partition):
+        if not self.coordinator_log.is_local_leader(partition):
             return
-        if self.log.log_end_offset(partition) == 0 or self.request_load is None:
+        if self.coordinator_log.log_end_offset(partition) == 0 or self.request_load is None:
             self.owned_partitions.add(partition)
         else:
             self.begin_loading([partition])
@@ -166,7 +166,7 @@ class GroupMetadataManager:
                             "(generation %d): %s", self.broker_id, group.group_id, group.generation_id, error.name)
             callback(_STORE_GROUP_ERRORS.get(error, error))
 
-        self.log.append(self.partition_for(group.group_id), [(key, value)], self.scheduler.now_ms(), done)
+        self.coordinator_log.append(self.partition_for(group.group_id), [(key, value)], self.scheduler.now_ms(), done)
 
     # -- offsets --------------------------------------------------------------------
     def valid_metadata(self, metadata: str | None) -> bool:
@@ -208,7 +208,7 @@ class GroupMetadataManager:
                 errors[tp] = mapped
             callback(errors)
 
-        self.log.append(self.partition_for(group.group_id), records, self.scheduler.now_ms(), done)
+        self.coordinator_log.append(self.partition_for(group.group_id), records, self.scheduler.now_ms(), done)
 
     def get_offsets(self, group_id: str, partitions: list[TopicPartition] | None
                     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -273,7 +273,7 @@ class GroupMetadataManager:
                 callback(removed_total)
 
         for partition, records in by_partition.items():
-            self.log.append(partition, records, self.scheduler.now_ms(), one_done)
+            self.coordinator_log.append(partition, records, self.scheduler.now_ms(), one_done)
 
     def expire_offsets(self, callback: Callable[[int], None] | None = None) -> None:
         now = self.scheduler.now_ms()
@@ -282,6 +282,15 @@ class GroupMetadataManager:
         self.cleanup_group_metadata(groups, lambda g: g.remove_expired_offsets(now, retention), callback)
 
     # -- loading -----------------------------------------------------------------------
+    def remove_groups_for_partition(self, partition: int) -> list[GroupMetadata]:
+        """Leadership of ``partition`` left: forget it and its groups (Kafka's removeGroupsForPartition)."""
+        self.owned_partitions.discard(partition)
+        self.loading_partitions.discard(partition)
+        removed = [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]
+        for group in removed:
+            del self.groups[group.group_id]
+        return removed
+
     def begin_loading(self, partitions: Iterable[int]) -> None:
         for p in partitions:
             self.owned_partitions.discard(p)

@@ -31,7 +31,7 @@ from coordinator.group.group_metadata import (
     SyncGroupResult,
 )
 from coordinator.group.group_metadata_manager import GroupMetadataManager
-from coordinator.group.scheduler import Scheduler, Timer
+from coordinator.common.scheduler import Scheduler, Timer
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

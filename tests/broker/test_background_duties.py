@@ -11,14 +11,14 @@ import pytest
 import broker.kafka_server as kafka_server_module
 from broker.config.broker_config import load_broker_config
 from broker.kafka_server import KafkaServer
-from tests.broker_harness import free_loopback_port
+from testing.sockets import free_port
 
 
 def test_high_watermark_checkpoint_leaves_the_append_thread_free(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kafka_server_module, "HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS", 10)
     config = load_broker_config(overrides=[f"log.dirs={tmp_path / 'data'}",
-                                           f"listeners=PLAINTEXT://127.0.0.1:{free_loopback_port()}"],
+                                           f"listeners=PLAINTEXT://127.0.0.1:{free_port()}"],
                                 environ={})
 
     async def scenario() -> tuple[str, bool]:
@@ -38,8 +38,8 @@ def test_high_watermark_checkpoint_leaves_the_append_thread_free(tmp_path: Path,
         try:
             assert await asyncio.to_thread(started.wait, 5), "no high watermark checkpoint ran"
             # While the checkpoint is stuck, the append thread still takes work at once.
-            idle = server.append_thread_idle
-            ran = await asyncio.wait_for(server.run_append(threading.current_thread), 2)
+            idle = server.append_thread.idle
+            ran = await asyncio.wait_for(server.append_thread.run(threading.current_thread), 2)
             release.set()
             return seen["thread"], idle and ran.name.startswith("pafka-append")
         finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import threading
 import time
 import uuid
@@ -10,9 +12,11 @@ from pathlib import Path
 from protocol.errors import ErrorCode
 from protocol.record_batch import parse_batch_header
 from replication.partition import Partition
+from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
+from storage.log_append import AppendOrigin
 from storage.log_config import LogConfig
-from storage.log import Log
+from storage.log import Log, now_ms
 from tests.storage.helpers import make_batch
 
 
@@ -57,7 +61,6 @@ def test_an_append_that_rolls_the_segment_is_blocking(tmp_path: Path) -> None:
 
 def test_a_log_locked_by_another_thread_is_appended_from_a_thread(tmp_path: Path) -> None:
     log = _log(tmp_path)
-    manager = ReplicaManager(0, None)  # type: ignore[arg-type]  # no log manager needed here
     partition = Partition("t", 0, uuid.uuid4(), log, 0, [0])
     held, release = threading.Event(), threading.Event()
 
@@ -70,12 +73,55 @@ def test_a_log_locked_by_another_thread_is_appended_from_a_thread(tmp_path: Path
     holder.start()
     try:
         held.wait(5)
-        assert manager.try_append_without_blocking([(partition, make_batch(2))]) is None
+        assert partition.try_append_records_to_leader(make_batch(2), AppendOrigin.CLIENT, now_ms()) is None
         assert log.log_end_offset == 0
     finally:
         release.set()
         holder.join()
-    results = manager.try_append_without_blocking([(partition, make_batch(2))])
-    assert results is not None and results[0].error_code == ErrorCode.NO_ERROR
-    assert log.log_end_offset == 2
+    info = partition.try_append_records_to_leader(make_batch(2), AppendOrigin.CLIENT, now_ms())
+    assert info is not None and info.first_offset == 0
+    assert log.log_end_offset == 2 and partition.high_watermark == 2
+    log.close()
+
+
+def test_replica_manager_answers_at_once_on_the_loop_and_later_from_the_thread(tmp_path: Path) -> None:
+    """append_records: a list when every append was made on the loop; an awaitable when one
+    had to go to the append thread (its log locked elsewhere), completed once it is written."""
+    log = _log(tmp_path)
+
+    async def scenario() -> None:
+        executor = concurrent.futures.ThreadPoolExecutor(1)
+        manager = ReplicaManager(0, None, AppendThread(executor))  # type: ignore[arg-type]  # no log manager
+        partition = Partition("t", 0, uuid.uuid4(), log, 0, [0])
+        manager.partitions[("t", 0)] = partition
+        now = manager.append_records([(("t", 0), make_batch(2))], 1, 1000)
+        assert isinstance(now, list) and now[0].error_code == ErrorCode.NO_ERROR and now[0].info is not None
+        assert now[0].info.first_offset == 0
+        unknown = manager.append_records([(("u", 0), make_batch(1))], 1, 1000)
+        assert isinstance(unknown, list) and unknown[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:  # another thread (the cleaner, say) holds the log's lock
+            with log.lock:
+                held.set()
+                release.wait(5)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            held.wait(5)
+            later = manager.append_records([(("t", 0), make_batch(3))], -1, 1000)
+            assert not isinstance(later, list)
+            # Queued behind it: a second request may not overtake on the loop.
+            queued = manager.append_records([(("t", 0), make_batch(1))], 1, 1000)
+            assert not isinstance(queued, list)
+        finally:
+            release.set()
+            holder.join()
+        first, second = await later, await queued  # type: ignore[misc]
+        assert [r.info.first_offset for r in first + second if r.info] == [2, 5]
+        assert log.log_end_offset == 6
+        executor.shutdown()
+
+    asyncio.run(scenario())
     log.close()

@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from coordinator.group.consumer_protocol import encode_subscription
-from coordinator.group.coordinator_log import AppendCallback, KeyValues
+from coordinator.common.coordinator_log import AppendCallback, KeyValues
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig
 from coordinator.group.group_metadata import JoinGroupResult, SyncGroupResult
 from coordinator.group.group_metadata_manager import GroupMetadataManager
-from coordinator.group.scheduler import ManualScheduler
+from coordinator.common.scheduler import ManualScheduler
 from protocol.errors import ErrorCode
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from coordinator.group.group_membership import NEW_MEMBER_JOIN_TIMEOUT_MS
 from coordinator.group.group_metadata import GroupState
-from coordinator.group.scheduler import ManualScheduler
+from coordinator.common.scheduler import ManualScheduler
 from protocol.errors import ErrorCode
 from tests.coordinator.fakes import PROTOCOLS, join, join_new, make_coordinator, sync
 

@@ -10,7 +10,7 @@ from coordinator.group.record_formats import (
     decode_key,
     decode_offset_commit_value,
 )
-from coordinator.group.scheduler import ManualScheduler
+from coordinator.common.scheduler import ManualScheduler
 from protocol.errors import ErrorCode
 from tests.coordinator.fakes import MemoryCoordinatorLog, Outcome, join, join_new, make_coordinator, sync
 

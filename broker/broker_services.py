@@ -1,0 +1,53 @@
+"""BrokerServices: the components a request handler may call, and nothing else.
+
+Handlers (``broker.handlers``) and the config helpers take this, not the
+server: it names what they depend on, and it imports no module that imports
+handlers, so the broker's modules form no import loop. ``KafkaServer`` builds
+it at start-up; the server's lifecycle (threads, background duties, shutdown)
+stays out of reach of a handler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.admin_manager import AdminManager
+from broker.config.broker_config import BrokerConfig
+from broker.config.dynamic_broker_config import DynamicBrokerConfig
+from broker.fetch_session import FetchSessionCache
+from broker.metadata_store import MetadataStore
+from broker.producer_id_manager import ProducerIdManager
+from broker.socket_server import SocketServer
+from coordinator.group.group_coordinator import GroupCoordinator
+from replication.append_thread import AppendThread
+from replication.replica_manager import ReplicaManager
+from storage.log_config import LogConfig
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    broker_id: int
+    metadata: MetadataStore
+    dynamic_config: DynamicBrokerConfig
+    replica_manager: ReplicaManager
+    group_coordinator: GroupCoordinator
+    admin: AdminManager
+    producer_ids: ProducerIdManager
+    fetch_sessions: FetchSessionCache
+    #: Admin changes that write files (topics, configs, producer-id blocks) run here,
+    #: in order with appends.
+    append_thread: AppendThread
+    socket_server: SocketServer
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's current configuration (static properties with dynamic values on top)."""
+        return self.dynamic_config.config
+
+    @property
+    def default_log_config(self) -> LogConfig:
+        return self.dynamic_config.default_log_config
+
+    @property
+    def cluster_id(self) -> str:
+        return self.metadata.cluster_id

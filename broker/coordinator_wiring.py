@@ -1,0 +1,49 @@
+"""Wiring the coordinators to this broker: their config values, internal topic, timers.
+
+A coordinator (coordinator/) gets narrow interfaces, never the server: a
+:class:`~coordinator.common.coordinator_log.ReplicaCoordinatorLog` over the
+replica manager, an :class:`~coordinator.common.scheduler.AsyncioScheduler`,
+the values of its configs, and load/unload calls as leadership of its
+partitions arrives or leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.config.broker_config import BrokerConfig
+from coordinator.common.coordinator_log import ReplicaCoordinatorLog
+from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
+from coordinator.common.scheduler import AsyncioScheduler
+from coordinator.group.group_coordinator import GroupCoordinator
+from coordinator.group.group_membership import GroupConfig
+from coordinator.group.group_metadata_manager import GroupMetadataManager
+from replication.replica_manager import ReplicaManager
+
+
+def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager) -> GroupCoordinator:
+    """The broker's group coordinator over its replicas of __consumer_offsets and the event loop's timers."""
+    scheduler = AsyncioScheduler()
+    partitions = ReplicaCoordinatorLog(GROUP_METADATA_TOPIC_NAME, config.offsets_topic_num_partitions,
+                                       replica_manager, config.offsets_commit_timeout_ms)
+    manager = GroupMetadataManager(
+        broker_id, partitions, scheduler,
+        offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+        offsets_retention_ms=config.offsets_retention_minutes * 60_000)
+    group_config = GroupConfig(
+        group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+        group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+        group_max_size=config.group_max_size,
+        group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms)
+    return GroupCoordinator(broker_id, group_config, manager, scheduler, config.offsets_retention_check_interval_ms)
+
+
+def follow_leadership(coordinator: GroupCoordinator, replica_manager: ReplicaManager) -> None:
+    """Load and unload the coordinator's partitions as this broker gains or loses their
+    leadership. Leadership changes on the append thread (topic creation and deletion
+    run there); the coordinator lives on the event loop, so each call hops to it."""
+    loop = asyncio.get_running_loop()
+    replica_manager.add_leadership_listener(
+        GROUP_METADATA_TOPIC_NAME,
+        lambda partition: loop.call_soon_threadsafe(coordinator.on_election, partition),
+        lambda partition: loop.call_soon_threadsafe(coordinator.on_resignation, partition))

@@ -1,0 +1,123 @@
+"""ReplicaManager as the one way into partition data: delayed produce, fetches woken by any append."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import uuid
+from pathlib import Path
+
+from protocol.errors import ErrorCode
+from replication.append_thread import AppendThread
+from replication.partition import Partition
+from replication.replica_manager import FetchParams, ReplicaManager
+from storage.log import Log
+from storage.log_append import AppendOrigin
+from storage.log_config import LogConfig
+from tests.storage.helpers import make_batch
+
+
+class _Wanted:
+    """One partition of a fetch (the broker passes its session's CachedPartition)."""
+
+    def __init__(self, topic: str, partition: int, fetch_offset: int, current_leader_epoch: int = -1) -> None:
+        self.topic, self.partition, self.fetch_offset = topic, partition, fetch_offset
+        self.max_bytes, self.current_leader_epoch = 1 << 20, current_leader_epoch
+
+
+def _manager(tmp_path: Path, isr: list[int]) -> tuple[ReplicaManager, Partition, concurrent.futures.Executor]:
+    log = Log.open(tmp_path / "t-0", LogConfig(), had_clean_shutdown=True)
+    executor = concurrent.futures.ThreadPoolExecutor(1)
+    manager = ReplicaManager(0, None, AppendThread(executor))  # type: ignore[arg-type]  # no log manager
+    partition = Partition("t", 0, uuid.uuid4(), log, 0, isr)
+    partition.isr = list(isr)  # a follower in the ISR: the high watermark waits for it
+    manager.partitions[("t", 0)] = partition
+    return manager, partition, executor
+
+
+def test_acks_all_waits_for_the_high_watermark(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager, partition, executor = _manager(tmp_path, [0, 1])
+        pending = manager.append_records([(("t", 0), make_batch(3))], -1, 5000)
+        assert not isinstance(pending, list)  # the follower has not fetched it yet
+        task = asyncio.ensure_future(pending)  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        partition.log.update_high_watermark(2)  # the follower has 2 of the 3 records
+        manager.on_high_watermark_advanced(("t", 0))
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        partition.log.update_high_watermark(3)
+        manager.on_high_watermark_advanced(("t", 0))
+        results = await asyncio.wait_for(task, 1)
+        assert results[0].error_code == ErrorCode.NO_ERROR and results[0].info is not None
+        # acks=1 does not wait for the follower.
+        now = manager.append_records([(("t", 0), make_batch(1))], 1, 5000)
+        assert isinstance(now, list) and now[0].info is not None and now[0].info.first_offset == 3
+        executor.shutdown()
+        partition.log.close()
+
+    asyncio.run(scenario())
+
+
+def test_acks_all_times_out_with_request_timed_out(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager, partition, executor = _manager(tmp_path, [0, 1])
+        pending = manager.append_records([(("t", 0), make_batch(2))], -1, 100)
+        results = await asyncio.wait_for(pending, 2)  # type: ignore[arg-type]
+        assert results[0].error_code == ErrorCode.REQUEST_TIMED_OUT
+        executor.shutdown()
+        partition.log.close()
+
+    asyncio.run(scenario())
+
+
+def test_acks_all_below_min_insync_replicas_is_refused(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager, partition, executor = _manager(tmp_path, [0])
+        partition.log.config = LogConfig.model_validate({"min.insync.replicas": 2})
+        refused = manager.append_records([(("t", 0), make_batch(1))], -1, 1000)
+        assert isinstance(refused, list) and refused[0].error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert partition.log_end_offset == 0
+        executor.shutdown()
+        partition.log.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_parked_fetch_wakes_on_a_coordinator_append(tmp_path: Path) -> None:
+    """Whoever appends (a client, a coordinator, later a follower), parked fetches wake."""
+    async def scenario() -> None:
+        manager, partition, executor = _manager(tmp_path, [0])
+        params = FetchParams(replica_id=-1, max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20, isolation_level=0)
+        parked = manager.fetch_messages(params, [_Wanted("t", 0, 0)])
+        assert not isinstance(parked, list)
+        task = asyncio.ensure_future(parked)  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        appended = manager.append_records([(("t", 0), make_batch(2))], -1, 1000, AppendOrigin.COORDINATOR)
+        assert isinstance(appended, list)
+        results = await asyncio.wait_for(task, 2)
+        assert loop.time() - started < 1  # woken, not timed out
+        assert results[0].error_code == ErrorCode.NO_ERROR and results[0].info is not None
+        assert results[0].info.size > 0 and results[0].high_watermark == 2
+        executor.shutdown()
+        partition.log.close()
+
+    asyncio.run(scenario())
+
+
+def test_fetch_is_fenced_by_leader_epoch(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager, partition, executor = _manager(tmp_path, [0])
+        partition.leader_epoch = 5
+        params = FetchParams(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0)
+        results = manager.fetch_messages(params, [_Wanted("t", 0, 0, 4), _Wanted("t", 0, 0, 6), _Wanted("x", 0, 0)])
+        assert isinstance(results, list)
+        assert [r.error_code for r in results] == [ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                                                   ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        executor.shutdown()
+        partition.log.close()
+
+    asyncio.run(scenario())
