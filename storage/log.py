@@ -42,7 +42,8 @@ from storage.log_offsets import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     TimestampAndOffset,
-    fetch_offset_by_timestamp,
+    TimestampSearch,
+    offset_of_max_timestamp,
 )
 from storage.producer_state import ProducerStateManager
 from storage.segment_list import SegmentList
@@ -100,7 +101,7 @@ class Log:
     __slots__ = (
         'dir', 'topic', 'partition', 'config', 'segments', 'log_start_offset', 'recovery_point',
         'log_end_offset', 'high_watermark', 'leader_epoch_cache', 'producer_state', 'lock',
-        'last_flush_ms', 'pending_deletes', '_timestamp_prefix_max', '_dir_dirty', 'closed',
+        'last_flush_ms', 'pending_deletes', '_timestamp_search', '_dir_dirty', 'closed',
         '_end_snapshot',
     )
 
@@ -130,7 +131,7 @@ class Log:
         self.lock = threading.RLock()
         self.last_flush_ms = now_ms()
         self.pending_deletes: list[tuple[int, LogSegment]] = []
-        self._timestamp_prefix_max: tuple | None = None
+        self._timestamp_search = TimestampSearch()
         self._dir_dirty = True
         self.closed = False
         #: (log end offset, active segment, its size) as the last append left them,
@@ -424,8 +425,16 @@ class Log:
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, or a time
-        (the first record whose timestamp is >= it); see ``storage.log_offsets``."""
-        return fetch_offset_by_timestamp(self, timestamp)
+        (the first record whose timestamp is >= it, found by ``storage.log_offsets``)."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            start = self.log_start_offset
+            return TimestampAndOffset(-1, start, self.leader_epoch_cache.epoch_for_offset(start))
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self.log_end_offset, self.leader_epoch_cache.latest_epoch)
+        segments = self.segments.values()  # copy-on-write: safe to iterate
+        if timestamp == MAX_TIMESTAMP:
+            return offset_of_max_timestamp(segments, self.log_start_offset)
+        return self._timestamp_search.offset_for(segments, self.log_start_offset, timestamp)
 
     # --- log start offset, truncation -------------------------------------------------------
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str = "") -> bool:

@@ -1,4 +1,9 @@
-"""ListOffsets lookups on a Log: earliest, latest, max timestamp, or by time.
+"""ListOffsets lookups over a log's segments: by time, and the largest timestamp.
+
+This module sits below ``storage.log``: it is given the segments and the log
+start offset, never the Log. ``Log.fetch_offset_by_timestamp`` answers the
+special timestamps that are offsets the log keeps (earliest, latest) and asks
+here for the rest.
 
 By time, as Kafka: the first segment whose largest timestamp reaches the
 target (a binary search over the running maximum of the segments' largest
@@ -11,14 +16,10 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from protocol.record_batch import RecordBatchHeader
 from protocol.records import iter_records
 from storage.log_segment import LogSegment
-
-if TYPE_CHECKING:
-    from storage.log import Log
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -35,46 +36,48 @@ class TimestampAndOffset:
     leader_epoch: int | None
 
 
-def fetch_offset_by_timestamp(log: "Log", timestamp: int) -> TimestampAndOffset | None:
-    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-        start = log.log_start_offset
-        return TimestampAndOffset(-1, start, log.leader_epoch_cache.epoch_for_offset(start))
-    if timestamp == LATEST_TIMESTAMP:
-        return TimestampAndOffset(-1, log.log_end_offset, log.leader_epoch_cache.latest_epoch)
-    segments = log.segments.values()  # copy-on-write: safe to iterate
-    if timestamp == MAX_TIMESTAMP:
-        return _offset_of_max_timestamp(log, segments)
-    for segment in segments[_first_segment_reaching(log, segments, timestamp):]:
-        if segment.max_timestamp_so_far < timestamp:
-            continue
-        found = segment.find_offset_by_timestamp(timestamp, log.log_start_offset)
-        if found is None:
-            continue
-        position, header = found
-        for record in iter_records(segment.read_batch(position, header)):
-            if record.timestamp >= timestamp and record.offset >= log.log_start_offset:
-                return TimestampAndOffset(record.timestamp, record.offset, _epoch_of(header))
-    return None
+class TimestampSearch:
+    """The first record at or after a time in one log's segments; one per Log.
 
-
-def _first_segment_reaching(log: "Log", segments: list[LogSegment], timestamp: int) -> int:
-    """Index of the first segment whose largest timestamp may be >= ``timestamp``.
-
-    ``segments`` is SegmentList' internal list, replaced (never changed in
-    place) on every roll or deletion, so it keys the cached running maximum of
-    the inactive segments' largest timestamps.
+    Keeps the running maximum of the inactive segments' largest timestamps,
+    keyed by SegmentList's internal list: that list is replaced (never changed
+    in place) on every roll or deletion, so a new list means a stale maximum.
+    Both are kept in one tuple, replaced in one assignment: lookups take no lock.
     """
-    cache = log._timestamp_prefix_max
-    if cache is None or cache[0] is not segments:
-        running, prefix = -1, []
-        for segment in segments[:-1]:
-            running = max(running, segment.max_timestamp_so_far)
-            prefix.append(running)
-        cache = log._timestamp_prefix_max = (segments, prefix)
-    return bisect.bisect_left(cache[1], timestamp)
+
+    __slots__ = ("_prefix_max",)
+
+    def __init__(self) -> None:
+        self._prefix_max: tuple[list[LogSegment], list[int]] | None = None
+
+    def offset_for(self, segments: list[LogSegment], log_start_offset: int, timestamp: int) -> TimestampAndOffset | None:
+        """The first record at or above ``log_start_offset`` whose timestamp is >= ``timestamp``."""
+        for segment in segments[self._first_segment_reaching(segments, timestamp):]:
+            if segment.max_timestamp_so_far < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, log_start_offset)
+            if found is None:
+                continue
+            position, header = found
+            for record in iter_records(segment.read_batch(position, header)):
+                if record.timestamp >= timestamp and record.offset >= log_start_offset:
+                    return TimestampAndOffset(record.timestamp, record.offset, _epoch_of(header))
+        return None
+
+    def _first_segment_reaching(self, segments: list[LogSegment], timestamp: int) -> int:
+        """Index of the first segment whose largest timestamp may be >= ``timestamp``."""
+        cache = self._prefix_max
+        if cache is None or cache[0] is not segments:
+            running, prefix = -1, []
+            for segment in segments[:-1]:
+                running = max(running, segment.max_timestamp_so_far)
+                prefix.append(running)
+            cache = self._prefix_max = (segments, prefix)
+        return bisect.bisect_left(cache[1], timestamp)
 
 
-def _offset_of_max_timestamp(log: "Log", segments: list[LogSegment]) -> TimestampAndOffset | None:
+def offset_of_max_timestamp(segments: list[LogSegment], log_start_offset: int) -> TimestampAndOffset | None:
+    """The record with the largest timestamp (the first of them), as ListOffsets' MAX_TIMESTAMP."""
     best = None
     for segment in segments:
         ts = segment.max_timestamp_so_far
@@ -82,7 +85,7 @@ def _offset_of_max_timestamp(log: "Log", segments: list[LogSegment]) -> Timestam
             best = segment
     if best is None:
         return None
-    found = best.find_offset_by_timestamp(best.max_timestamp_so_far, log.log_start_offset)
+    found = best.find_offset_by_timestamp(best.max_timestamp_so_far, log_start_offset)
     if found is None:
         return None
     position, header = found
