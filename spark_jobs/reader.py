@@ -9,7 +9,7 @@ travel to the executors, which fetch them in ``spark_jobs.kafka_fetch``.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -17,9 +17,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from client import KafkaClient, TopicPartition
 from spark_jobs.kafka_fetch import FetchSettings, read_range
 from spark_jobs.offsets import LATEST, PartitionOffsets, list_offsets, resolve_spec
-
-if TYPE_CHECKING:
-    from spark_jobs.source import SourceOptions
+from spark_jobs.source_options import SourceOptions
 
 
 class OffsetRangePartition(InputPartition):
@@ -36,7 +34,7 @@ class OffsetRangePartition(InputPartition):
         return f"OffsetRangePartition({self.topic}-{self.partition} [{self.from_offset}, {self.until_offset}))"
 
 
-def discover_partitions(client: KafkaClient, options: "SourceOptions") -> list[TopicPartition]:
+def discover_partitions(client: KafkaClient, options: SourceOptions) -> list[TopicPartition]:
     """The topic-partitions the query reads right now (subscribe, subscribePattern or assign)."""
     if options.assign:
         return list(options.assign)
@@ -72,7 +70,7 @@ def read_partition(settings: FetchSettings, partition: InputPartition) -> Iterat
 class PafkaBatchReader(DataSourceReader):
     """``spark.read.format("pafka")``: the records between startingOffsets and endingOffsets."""
 
-    def __init__(self, options: "SourceOptions") -> None:
+    def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.settings = options.fetch_settings()
 

@@ -16,7 +16,7 @@ earliest offset, as Spark's Kafka source does.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -45,9 +45,7 @@ from spark_jobs.offsets import (
     resolve_spec,
 )
 from spark_jobs.reader import discover_partitions, offset_ranges, read_partition
-
-if TYPE_CHECKING:
-    from spark_jobs.source import SourceOptions
+from spark_jobs.source_options import SourceOptions
 
 T = TypeVar("T")
 #: Planning calls survive a broker restart or leader move of up to about this long.
@@ -77,7 +75,7 @@ def rate_limit(start: PartitionOffsets, latest: PartitionOffsets, max_rows: int)
 
 
 class PafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: "SourceOptions") -> None:
+    def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.settings = options.fetch_settings()
         self._client: KafkaClient | None = None

@@ -6,7 +6,8 @@ import pytest
 
 from client import READ_COMMITTED, TopicPartition
 from spark_jobs.offsets import offsets_from_json, offsets_to_json
-from spark_jobs.source import PafkaDataSource, SourceOptions, kafka_schema
+from spark_jobs.source import PafkaDataSource, kafka_schema
+from spark_jobs.source_options import SourceOptions
 from spark_jobs.stream_reader import rate_limit
 
 T0, T1, T2 = (TopicPartition("t", p) for p in range(3))
