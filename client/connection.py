@@ -1,11 +1,13 @@
 """One blocking connection to one Kafka broker.
 
 The connection negotiates API versions on connect (ApiVersions, then the
-highest version both sides support for each API) and exchanges generated
-message objects: ``request(MetadataRequest(...))`` returns a
-``MetadataResponse``. Requests may be pipelined with :meth:`send` /
+highest version both sides support for each API, see ``client.node_api_versions``)
+and exchanges generated message objects: ``request(MetadataRequest(...))``
+returns a ``MetadataResponse``. Requests may be pipelined with :meth:`send` /
 :meth:`receive`; Kafka answers in request order on one connection, so every
-response's correlation id must match the oldest request in flight.
+response's correlation id must match the oldest request in flight
+(``client.in_flight_requests``). The asyncio twin for broker-to-broker
+traffic is ``client.async_connection``.
 """
 
 from __future__ import annotations
@@ -14,25 +16,19 @@ import collections
 import socket
 from dataclasses import dataclass
 
-from protocol.api import API_VERSIONS_KEY, APIS, ApiSpec, decode_response, encode_request
+from protocol.api import ApiSpec
 from protocol.buffers import join_chunks
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import ProtocolError
 from protocol.framing import FrameDecoder
-from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.primitives import Message
 
-from client.errors import (
-    CorrelationIdMismatchError,
-    KafkaConnectionError,
-    NoCompatibleVersionError,
-    check_error,
-)
+from client.errors import CorrelationIdMismatchError, KafkaConnectionError
+from client.in_flight_requests import InFlightRequests, request_spec
+from client.node_api_versions import ApiVersionsNegotiation, NodeApiVersions, api_versions_request
 
 __all__ = ["BrokerAddress", "BrokerConnection", "parse_bootstrap_servers"]
 
 DEFAULT_CLIENT_ID = "pafka-client"
-CLIENT_SOFTWARE_NAME = "pafka-client"
-CLIENT_SOFTWARE_VERSION = "0.1.0"
 #: Refuse responses larger than this: a garbled size prefix must not make the
 #: client allocate gigabytes.
 MAX_RESPONSE_SIZE = 512 * 1024 * 1024
@@ -68,13 +64,6 @@ def parse_bootstrap_servers(servers: str) -> list[BrokerAddress]:
     return addresses
 
 
-@dataclass(frozen=True, slots=True)
-class _InFlight:
-    correlation_id: int
-    spec: ApiSpec
-    version: int
-
-
 class BrokerConnection:
     """A blocking socket to one broker, speaking pafka's protocol codecs.
 
@@ -96,13 +85,10 @@ class BrokerConnection:
         self.client_id = client_id
         self.timeout = timeout
         self.node_id = node_id
-        #: The broker's (min, max) version for each API key it advertises.
-        self.broker_versions: dict[int, tuple[int, int]] = {}
-        #: The version this connection uses for each API both sides support.
-        self.api_versions: dict[int, int] = {}
+        #: What the broker supports and the version used for each API (set on connect).
+        self.versions = NodeApiVersions()
         self._sock: socket.socket | None = None
-        self._next_correlation_id = 0
-        self._in_flight: collections.deque[_InFlight] = collections.deque()
+        self._in_flight = InFlightRequests(client_id, self.address)
         self._frames: collections.deque[memoryview] = collections.deque()
         self._decoder = FrameDecoder(MAX_RESPONSE_SIZE)
         self._recv_buf = bytearray(_RECV_SIZE)
@@ -153,69 +139,25 @@ class BrokerConnection:
     # ------------------------------------------------------------ versions
 
     def _negotiate_versions(self) -> None:
-        """ApiVersions at our highest version, falling back as KIP-511 describes.
+        """ApiVersions at our highest version, asked again lower if the broker does not know it."""
+        negotiation = ApiVersionsNegotiation(self.address)
+        while negotiation.result is None:
+            negotiation.received(self.request(api_versions_request(), version=negotiation.version))
+        self.versions = negotiation.result
 
-        A broker that does not know our ApiVersions version answers with
-        UNSUPPORTED_VERSION in a v0 body listing its own range; we retry at the
-        highest version both sides have.
-        """
-        spec = APIS[API_VERSIONS_KEY]
-        version = spec.versions.stop - 1
-        for _ in range(2):
-            response = self._api_versions_round_trip(spec, version)
-            if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
-                theirs = {k.api_key: k.max_version for k in response.api_keys}
-                fallback = min(theirs.get(API_VERSIONS_KEY, 0), spec.versions.stop - 1)
-                if fallback >= version:
-                    break
-                version = fallback
-                continue
-            check_error(response.error_code, api_name="ApiVersions")
-            self._choose_versions(response)
-            return
-        raise KafkaConnectionError(f"{self.address}: ApiVersions negotiation failed")
+    @property
+    def broker_versions(self) -> dict[int, tuple[int, int]]:
+        """The broker's (min, max) version for each API key it advertises."""
+        return self.versions.broker_versions
 
-    def _api_versions_round_trip(self, spec: ApiSpec, version: int) -> ApiVersionsResponse:
-        request = ApiVersionsRequest(
-            client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=CLIENT_SOFTWARE_VERSION
-        )
-        correlation_id = self._write(spec, version, request)
-        frame = self._read_frame()
-        try:
-            got, body = decode_response(spec.api_key, version, frame)
-        except ProtocolError:
-            # The UNSUPPORTED_VERSION fallback reply is always encoded as v0.
-            got, body = decode_response(spec.api_key, 0, frame)
-        if got != correlation_id:
-            self.close()
-            raise CorrelationIdMismatchError(f"{self.address}: expected correlation id {correlation_id}, got {got}")
-        assert isinstance(body, ApiVersionsResponse)
-        return body
-
-    def _choose_versions(self, response: ApiVersionsResponse) -> None:
-        self.broker_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-        chosen = {}
-        for api_key, (low, high) in self.broker_versions.items():
-            spec = APIS.get(api_key)
-            if spec is None:
-                continue
-            top = min(high, spec.versions.stop - 1)
-            if top >= max(low, spec.versions.start):
-                chosen[api_key] = top
-        self.api_versions = chosen
+    @property
+    def api_versions(self) -> dict[int, int]:
+        """The version this connection uses for each API both sides support."""
+        return self.versions.api_versions
 
     def version_for(self, api_key: int, *, max_version: int | None = None) -> int:
         """The version to use for ``api_key`` (capped at ``max_version``)."""
-        version = self.api_versions.get(api_key)
-        spec = APIS[api_key]
-        if version is None:
-            raise NoCompatibleVersionError(spec.name, self.broker_versions.get(api_key), spec.versions)
-        if max_version is not None and max_version < version:
-            low = max(self.broker_versions[api_key][0], spec.versions.start)
-            if max_version < low:
-                raise NoCompatibleVersionError(spec.name, self.broker_versions.get(api_key), spec.versions)
-            version = max_version
-        return version
+        return self.versions.version_for(api_key, max_version=max_version)
 
     # ------------------------------------------------------------ requests
 
@@ -247,36 +189,22 @@ class BrokerConnection:
         ``expect_response=False`` is only for requests the broker never answers
         (Produce with acks=0).
         """
-        api_key = getattr(type(body), "API_KEY", None)
-        spec = APIS.get(api_key) if api_key is not None else None
-        if spec is None or spec.request is not type(body):
-            raise TypeError(f"{type(body).__name__} is not a request message")
+        spec = request_spec(body)
         if version is None:
             version = self.version_for(spec.api_key)
-        correlation_id = self._write(spec, version, body)
-        if expect_response:
-            self._in_flight.append(_InFlight(correlation_id, spec, version))
-        return correlation_id
+        return self._write(spec, version, body, expect_response)
 
     def receive(self, *, timeout: float | None = None) -> tuple[int, Message]:
         """The response to the oldest request in flight: (correlation id, body)."""
         if not self._in_flight:
             raise RuntimeError("no request in flight")
-        expected = self._in_flight[0]
         frame = self._read_frame(timeout)
         try:
-            correlation_id, body = decode_response(expected.spec.api_key, expected.version, frame)
-        except ProtocolError:
+            request, body = self._in_flight.complete(frame)
+        except (ProtocolError, CorrelationIdMismatchError):
             self.close()
             raise
-        if correlation_id != expected.correlation_id:
-            self.close()
-            raise CorrelationIdMismatchError(
-                f"{self.address}: {expected.spec.name} response has correlation id {correlation_id}, "
-                f"expected {expected.correlation_id}"
-            )
-        self._in_flight.popleft()
-        return correlation_id, body
+        return request.correlation_id, body
 
     @property
     def in_flight(self) -> int:
@@ -289,18 +217,16 @@ class BrokerConnection:
             raise KafkaConnectionError(f"{self.address}: not connected")
         return self._sock
 
-    def _write(self, spec: ApiSpec, version: int, body: Message) -> int:
+    def _write(self, spec: ApiSpec, version: int, body: Message, expect_response: bool) -> int:
         sock = self._require_socket()
-        correlation_id = self._next_correlation_id
-        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
-        frame = join_chunks(encode_request(spec.api_key, version, correlation_id, self.client_id, body))
+        request, chunks = self._in_flight.add(spec, version, body, expect_response=expect_response)
         try:
             sock.settimeout(self.timeout)
-            sock.sendall(frame)
+            sock.sendall(join_chunks(chunks))
         except OSError as exc:
             self.close()
             raise KafkaConnectionError(f"{self.address}: send failed: {exc}") from exc
-        return correlation_id
+        return request.correlation_id
 
     def _read_frame(self, timeout: float | None = None) -> memoryview:
         """The next response frame (without its size prefix)."""
