@@ -30,12 +30,11 @@ from protocol.record_batch import (
     patch_max_timestamp,
 )
 from storage.checkpoints import fsync_dir
-from storage.log_config import LogConfig
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from storage.leader_epoch_checkpoint import LeaderEpochFileCache
 from storage.log_append import AppendOrigin, LogAppendInfo, analyze_and_validate
+from storage.log_config import LogConfig
 from storage.log_loader import load_log, rebuild_producer_state
-from storage.log_segment import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment
 from storage.log_offsets import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -44,6 +43,21 @@ from storage.log_offsets import (
     TimestampAndOffset,
     TimestampSearch,
     offset_of_max_timestamp,
+)
+from storage.log_retention import (
+    RetentionBreach,
+    deletable_segments,
+    log_start_offset_breach,
+    retention_ms_breach,
+    retention_size_breach,
+)
+from storage.log_segment import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
+    FetchDataInfo,
+    LogOffsetMetadata,
+    LogSegment,
 )
 from storage.producer_state import ProducerStateManager
 from storage.segment_list import SegmentList
@@ -457,10 +471,8 @@ class Log:
     @storage_errors
     def delete_records(self, offset: int, now: int | None = None) -> int:
         """DeleteRecords: move the log start offset and drop the segments below it."""
-        from storage.log_retention import delete_log_start_offset_breached_segments
-
         self.maybe_increment_log_start_offset(offset, "client delete records request")
-        delete_log_start_offset_breached_segments(self, now)
+        self._delete_segments_breaching(log_start_offset_breach(self.log_start_offset), now)
         return self.log_start_offset
 
     @storage_errors
@@ -498,6 +510,37 @@ class Log:
             self.leader_epoch_cache.clear_and_flush()
             if self.producer_state is not None:
                 self.producer_state.truncate_fully_and_start_at(new_offset)
+
+    # --- retention ------------------------------------------------------------------------
+    def delete_old_segments(self, now: int | None = None) -> int:
+        """One retention pass (Kafka's deleteOldSegments): by time and size where
+        ``cleanup.policy`` has delete, then below the log start offset; returns the number
+        of segments deleted. The rules are ``storage.log_retention``'s."""
+        now = now_ms() if now is None else now
+        deleted = 0
+        if self.config.delete:
+            deleted += self._delete_segments_breaching(retention_ms_breach(self.config, now), now)
+            deleted += self._delete_segments_breaching(retention_size_breach(self.config, self.size), now)
+        return deleted + self._delete_segments_breaching(log_start_offset_breach(self.log_start_offset), now)
+
+    def _delete_segments_breaching(self, breach: RetentionBreach | None, now: int | None) -> int:
+        if breach is None:
+            return 0
+        with self.lock:
+            doomed = deletable_segments(self.segments.values(), self.high_watermark, self.log_end_offset,
+                                        breach.predicate)
+            if not doomed:
+                return 0
+            if len(doomed) == len(self.segments):
+                self.roll(now=now)  # never delete the active segment: roll past it first
+            self.remove_and_delete_segments(doomed, breach.reason, now)
+            first = self.segments.values()[0]
+            if first.base_offset > self.log_start_offset:
+                self.maybe_increment_log_start_offset(first.base_offset, breach.reason)
+            if self.producer_state is not None:
+                self.producer_state.delete_snapshots_before(first.base_offset)
+            log.info("%s: deleted %d segment(s) (%s)", self.name, len(doomed), breach.reason)
+            return len(doomed)
 
     # --- segment deletion and replacement --------------------------------------------------
     def remove_and_delete_segments(self, segments: Sequence[LogSegment], reason: str, now: int | None = None) -> None:

@@ -20,8 +20,8 @@ from protocol.record_batch import (
     validate_batch,
 )
 from protocol.records import iter_records, read_batch
-from storage.log_config import LogConfig
 from storage.errors import InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError, RecordTooLargeError
+from storage.log_config import LogConfig
 from storage.producer_state import AppendOrigin, EndTxnMarker, OutOfOrderSequenceError, ProducerStateManager
 
 __all__ = ["AppendOrigin", "LogAppendInfo", "analyze_and_validate", "empty_append_info", "end_txn_marker"]

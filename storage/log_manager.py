@@ -38,10 +38,9 @@ from storage.checkpoints import (
     fsync_dir,
     write_atomically,
 )
-from storage.log_config import LogConfig
 from storage.errors import KafkaStorageError
 from storage.log import Log, parse_topic_partition
-from storage.log_retention import delete_old_segments
+from storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +286,7 @@ class LogManager:
     # --- background passes ----------------------------------------------------------------------
     def cleanup_logs(self, now: int | None = None) -> int:
         """Retention over every log; returns the number of segments deleted."""
-        deleted = sum(delete_old_segments(opened, now) for opened in self.all_logs())
+        deleted = sum(opened.delete_old_segments(now) for opened in self.all_logs())
         if deleted:
             self.checkpoint_log_start_offsets()
         return deleted

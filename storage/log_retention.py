@@ -1,6 +1,11 @@
-"""Retention: deleting old segments by time, size and log start offset (Kafka's deleteOldSegments).
+"""Retention: which segments may go by time, size and log start offset (Kafka's deleteOldSegments rules).
 
-A segment is deletable only when all of it is below the high watermark. The
+This module sits below ``storage.log``: it decides over the segments and
+offsets it is given, never a Log. ``Log.delete_old_segments`` (the retention
+pass LogManager runs) and ``Log.delete_records`` act on its answers.
+
+A segment is deletable only when all of it is below the high watermark, and
+only from the oldest segment on: the scan stops at the first that is kept. The
 active segment is never deleted: when everything has expired, the log rolls
 first so the expired data lives in an inactive segment. Deleted segments are
 renamed ``.deleted`` and removed after ``file.delete.delay.ms``.
@@ -8,93 +13,71 @@ renamed ``.deleted`` and removed after ``file.delete.delay.ms``.
 
 from __future__ import annotations
 
-import logging
-from typing import Callable
+from typing import Callable, NamedTuple, Sequence
 
-from storage.log import Log, now_ms
+from storage.log_config import LogConfig
 from storage.log_segment import LogSegment
 
-log = logging.getLogger(__name__)
-
+#: Whether a segment may go, given the segment after it (None for the last one).
 Predicate = Callable[[LogSegment, "LogSegment | None"], bool]
 
 
-def delete_old_segments(target: Log, now: int | None = None) -> int:
-    """One retention pass; returns the number of segments deleted."""
-    now = now_ms() if now is None else now
-    if target.config.delete:
-        return (
-            delete_retention_ms_breached_segments(target, now)
-            + delete_retention_size_breached_segments(target, now)
-            + delete_log_start_offset_breached_segments(target, now)
-        )
-    return delete_log_start_offset_breached_segments(target, now)
+class RetentionBreach(NamedTuple):
+    """One retention rule, as it stands now: which segments breach it, and the reason logged."""
+
+    predicate: Predicate
+    reason: str
 
 
-def delete_retention_ms_breached_segments(target: Log, now: int | None = None) -> int:
-    retention_ms = target.config.retention_ms
+def retention_ms_breach(config: LogConfig, now: int) -> RetentionBreach | None:
+    """``retention.ms``: segments whose largest timestamp is older than it; None when unlimited."""
+    retention_ms = config.retention_ms
     if retention_ms < 0:
-        return 0
-    now = now_ms() if now is None else now
+        return None
 
     def breached(segment: LogSegment, _next: LogSegment | None) -> bool:
         return now - segment.largest_timestamp > retention_ms
 
-    return _delete_old_segments(target, breached, f"retention time {retention_ms}ms breach", now)
+    return RetentionBreach(breached, f"retention time {retention_ms}ms breach")
 
 
-def delete_retention_size_breached_segments(target: Log, now: int | None = None) -> int:
-    retention_bytes = target.config.retention_bytes
-    if retention_bytes < 0:
-        return 0
-    excess = [target.size - retention_bytes]
-    if excess[0] < 0:
-        return 0
+def retention_size_breach(config: LogConfig, log_size: int) -> RetentionBreach | None:
+    """``retention.bytes``: the oldest segments while the log is over it; None when it is not."""
+    retention_bytes = config.retention_bytes
+    if retention_bytes < 0 or log_size < retention_bytes:
+        return None
+    excess = log_size - retention_bytes
 
     def breached(segment: LogSegment, _next: LogSegment | None) -> bool:
-        if excess[0] - segment.size >= 0:
-            excess[0] -= segment.size
+        nonlocal excess
+        if excess - segment.size >= 0:
+            excess -= segment.size
             return True
         return False
 
-    return _delete_old_segments(target, breached, f"retention size {retention_bytes} bytes breach", now)
+    return RetentionBreach(breached, f"retention size {retention_bytes} bytes breach")
 
 
-def delete_log_start_offset_breached_segments(target: Log, now: int | None = None) -> int:
-    def breached(segment: LogSegment, next_segment: LogSegment | None) -> bool:
-        return next_segment is not None and next_segment.base_offset <= target.log_start_offset
+def log_start_offset_breach(log_start_offset: int) -> RetentionBreach:
+    """Segments wholly below the log start offset (moved by DeleteRecords or retention)."""
 
-    return _delete_old_segments(target, breached, f"log start offset {target.log_start_offset} breach", now)
+    def breached(_segment: LogSegment, next_segment: LogSegment | None) -> bool:
+        return next_segment is not None and next_segment.base_offset <= log_start_offset
+
+    return RetentionBreach(breached, f"log start offset {log_start_offset} breach")
 
 
-def deletable_segments(target: Log, predicate: Predicate) -> list[LogSegment]:
-    segments = target.log_segments()
+def deletable_segments(
+    segments: Sequence[LogSegment], high_watermark: int, log_end_offset: int, predicate: Predicate
+) -> list[LogSegment]:
+    """The oldest ``segments`` (ordered) that lie below the high watermark and satisfy ``predicate``."""
     deletable = []
     for i, segment in enumerate(segments):
         next_segment = segments[i + 1] if i + 1 < len(segments) else None
-        upper_bound = next_segment.base_offset if next_segment is not None else target.log_end_offset
+        upper_bound = next_segment.base_offset if next_segment is not None else log_end_offset
         last_and_empty = next_segment is None and segment.size == 0
-        if target.high_watermark >= upper_bound and not last_and_empty and predicate(segment, next_segment):
+        if high_watermark >= upper_bound and not last_and_empty and predicate(segment, next_segment):
             deletable.append(segment)
         else:
             break
     return deletable
-
-
-def _delete_old_segments(target: Log, predicate: Predicate, reason: str, now: int | None) -> int:
-    with target.lock:
-        doomed = deletable_segments(target, predicate)
-        if not doomed:
-            return 0
-        if len(doomed) == len(target.segments):
-            target.roll(now=now)  # never delete the active segment: roll past it first
-        target.remove_and_delete_segments(doomed, reason, now)
-        first = target.segments.first_segment
-        assert first is not None
-        if first.base_offset > target.log_start_offset:
-            target.maybe_increment_log_start_offset(first.base_offset, reason)
-        state = target.producer_state
-        if state is not None and hasattr(state, "delete_snapshots_before"):
-            state.delete_snapshots_before(first.base_offset)
-        log.info("%s: deleted %d segment(s) (%s)", target.name, len(doomed), reason)
-        return len(doomed)

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from storage.log_config import LogConfig
 from storage.errors import OffsetOutOfRangeError
 from storage.log import Log
-from storage.log_retention import delete_old_segments
+from storage.log_config import LogConfig
 from tests.storage.helpers import make_batch
 
 NOW = 1_700_000_000_000
@@ -34,7 +33,7 @@ def test_time_retention_judges_each_segments_largest_timestamp(checked_tmp_path)
     _fill(log, [30, 29, 28, 27, 26, 25, 24, 1, 5, 5, 5, 5])
     bases = [s.base_offset for s in log.segments]
     assert bases[:3] == [0, 4, 8]
-    assert delete_old_segments(log, now=NOW) == 1
+    assert log.delete_old_segments(now=NOW) == 1
     assert [s.base_offset for s in log.segments] == bases[1:]
     assert log.log_start_offset == 4
     with pytest.raises(OffsetOutOfRangeError):
@@ -53,7 +52,7 @@ def test_everything_expired_rolls_first_and_keeps_an_empty_active_segment(checke
     log = _log(checked_tmp_path, retention_ms=HOUR)
     _fill(log, [9, 8, 7, 6, 5, 4])
     end = log.log_end_offset
-    assert delete_old_segments(log, now=NOW) == 2
+    assert log.delete_old_segments(now=NOW) == 2
     assert [s.base_offset for s in log.segments] == [end]
     assert log.active_segment.size == 0 and log.log_start_offset == end == log.log_end_offset
     assert log.append_as_leader(make_batch(1, timestamp=NOW), 0, now=NOW).first_offset == end
@@ -64,7 +63,7 @@ def test_nothing_above_the_high_watermark_is_deleted(checked_tmp_path) -> None:
     log = _log(checked_tmp_path, retention_ms=HOUR)
     _fill(log, [9, 9, 9, 9, 9, 9, 9, 9, 9])
     log.update_high_watermark(5)
-    assert delete_old_segments(log, now=NOW) == 1  # only segment [0, 4) lies below the HW
+    assert log.delete_old_segments(now=NOW) == 1  # only segment [0, 4) lies below the HW
     assert log.log_start_offset == 4
     log.close()
 
@@ -80,7 +79,7 @@ def test_size_retention(checked_tmp_path) -> None:
         remaining -= sizes[expected]
         expected += 1
     assert expected >= 1
-    assert delete_old_segments(log, now=NOW) == expected
+    assert log.delete_old_segments(now=NOW) == expected
     assert log.size == remaining >= 1500
     assert log.size - log.segments.values()[0].size < 1500
     log.close()
@@ -98,12 +97,12 @@ def test_delete_records_moves_the_log_start_offset(checked_tmp_path) -> None:
     with pytest.raises(OffsetOutOfRangeError):
         log.delete_records(log.log_end_offset + 1)
     assert log.fetch_offset_by_timestamp(-2).offset == 6
-    assert delete_old_segments(log, now=NOW) == 0  # retention.ms=-1: nothing else goes
+    assert log.delete_old_segments(now=NOW) == 0  # retention.ms=-1: nothing else goes
     log.close()
 
 
 def test_compact_only_logs_are_not_deleted_by_time(checked_tmp_path) -> None:
     log = _log(checked_tmp_path, retention_ms=HOUR, cleanup_policy="compact")
     _fill(log, [9] * 10)
-    assert delete_old_segments(log, now=NOW) == 0
+    assert log.delete_old_segments(now=NOW) == 0
     log.close()
