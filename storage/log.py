@@ -9,7 +9,11 @@ unlike Kafka's asynchronous roll flush).
 
 ``Log.open`` is the way in: it loads (and if needed recovers) the directory
 through ``storage.log_loader``, which knows segments, not Logs, and builds the
-Log on what the loader returns.
+Log on what the loader returns. The modules a Log leans on sit below it and are
+handed its parts: ``log_append`` (checks before a write), ``log_offsets``
+(ListOffsets searches), ``log_retention`` (which segments may go; the Log's
+``delete_old_segments`` deletes them). ``log_cleaner`` and ``log_manager``
+work on whole Logs from above.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from protocol.record_batch import (
 )
 from storage.checkpoints import fsync_dir
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
-from storage.leader_epoch_checkpoint import LeaderEpochFileCache
+from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_append import AppendOrigin, LogAppendInfo, analyze_and_validate
 from storage.log_config import LogConfig
 from storage.log_loader import load_log, rebuild_producer_state
@@ -415,7 +419,7 @@ class Log:
         end_offset = self.log_end_offset
         segments = self.segments
         if offset == end_offset or (max_offset is not None and offset >= max_offset and offset <= end_offset):
-            active = segments.last_segment
+            active: LogSegment = segments.last_segment  # type: ignore[assignment]  # a log always has one
             return FetchDataInfo(LogOffsetMetadata(offset, active.base_offset, active.size), None)
         if offset > end_offset or offset < self.log_start_offset:
             raise OffsetOutOfRangeError(

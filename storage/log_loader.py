@@ -29,7 +29,7 @@ from typing import Iterator
 
 from protocol.record_batch import RecordBatchHeader
 from storage.errors import CorruptIndexError
-from storage.leader_epoch_checkpoint import LeaderEpochFileCache
+from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_append import end_txn_marker
 from storage.log_config import LogConfig
 from storage.log_segment import (

@@ -6,7 +6,7 @@ import pytest
 
 from storage.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
 from storage.errors import KafkaStorageError
-from storage.leader_epoch_checkpoint import LeaderEpochFileCache
+from storage.leader_epoch_cache import LeaderEpochFileCache
 
 
 def test_offset_checkpoint_format_and_round_trip(tmp_path) -> None:
