@@ -51,6 +51,7 @@ import enum
 import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
 
 from protocol.record_batch import (
@@ -63,6 +64,7 @@ from protocol.record_batch import (
 )
 from protocol.control_records import parse_control_key
 from protocol.records import Record, build_batch, read_batch
+from storage.log_config import LogConfig
 from storage.log_segment import CLEANED_FILE_SUFFIX, LogSegment
 from storage.offset_map import OffsetMap
 from storage.producer_state import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, ProducerStateManager
@@ -78,8 +80,8 @@ WRITE_CHUNK_BYTES = 1 << 20
 class CleanerLog(Protocol):
     """What the cleaner needs from a Log (storage.log.Log provides it)."""
 
-    dir: os.PathLike[str]
-    config: object
+    dir: Path
+    config: LogConfig
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]: ...
 
@@ -428,11 +430,11 @@ def clean_segments(
     """Rewrite ``group`` into one cleaned segment and swap it into ``log``."""
     config = log.config
     base_offset = group[0].base_offset
-    cleaned = LogSegment.open(log.dir, base_offset, config, file_suffix=CLEANED_FILE_SUFFIX, create=True)  # type: ignore[arg-type]
+    cleaned = LogSegment.open(log.dir, base_offset, config, file_suffix=CLEANED_FILE_SUFFIX, create=True)
     try:
         if cleaned.size or cleaned.txn_index.entries:  # a leftover of an interrupted pass: start over
             cleaned.delete_if_exists()
-            cleaned = LogSegment.open(log.dir, base_offset, config, file_suffix=CLEANED_FILE_SUFFIX, create=True)  # type: ignore[arg-type]
+            cleaned = LogSegment.open(log.dir, base_offset, config, file_suffix=CLEANED_FILE_SUFFIX, create=True)
         batch_filter.transactions.cleaned_index = cleaned.txn_index
         pending = bytearray()
         for segment in group:

@@ -17,8 +17,10 @@ from typing import Callable
 import click
 
 from protocol.compression import codec_name
+from protocol.control_records import parse_end_txn_marker
 from protocol.errors import ProtocolError
 from protocol.record_batch import RecordBatchHeader, is_crc_valid
+from protocol.records import iter_records
 from storage.errors import CorruptIndexError
 from storage.file_records import FileRecords
 from storage.offset_index import OffsetIndex
@@ -50,9 +52,6 @@ def _show(data: bytes) -> str:
 
 
 def _record_lines(batch: bytes, header: RecordBatchHeader, print_data: bool) -> list[str]:
-    from protocol.control_records import parse_end_txn_marker
-    from protocol.records import iter_records
-
     lines = []
     for index, record in enumerate(iter_records(batch)):
         sequence = -1 if header.base_sequence < 0 else (header.base_sequence + index) % 0x80000000

@@ -22,7 +22,13 @@ from protocol.record_batch import (
 from protocol.records import iter_records, read_batch
 from storage.errors import InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError, RecordTooLargeError
 from storage.log_config import LogConfig
-from storage.producer_state import AppendOrigin, EndTxnMarker, OutOfOrderSequenceError, ProducerStateManager
+from storage.producer_state import (
+    AppendOrigin,
+    BatchMetadata,
+    EndTxnMarker,
+    OutOfOrderSequenceError,
+    ProducerStateManager,
+)
 
 __all__ = ["AppendOrigin", "LogAppendInfo", "analyze_and_validate", "empty_append_info", "end_txn_marker"]
 
@@ -53,7 +59,7 @@ class AnalyzedAppend:
     valid_bytes: int = 0
     #: batch index → end-transaction marker, for control batches.
     markers: dict[int, EndTxnMarker | None] = field(default_factory=dict)
-    duplicate: object | None = None  # producer_state.BatchMetadata
+    duplicate: BatchMetadata | None = None
 
     def to_append_info(self, log_start_offset: int, log_append_time: int = -1) -> LogAppendInfo:
         if self.duplicate is not None:

@@ -338,7 +338,7 @@ class ProducerStateManager:
     # -------------------------------------------------------- snapshots
 
     def snapshot_offsets(self) -> list[int]:
-        offsets = []
+        offsets: list[int] = []
         if not self.directory.is_dir():
             return offsets
         for name in os.listdir(self.directory):
