@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 from typing import Iterable, Mapping, Union
 
-from client import KafkaClient, TopicPartition
-from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED
+from client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED, KafkaClient, TopicPartition
 
 #: The per-partition placeholders of Spark's offset JSON.
 EARLIEST = -2

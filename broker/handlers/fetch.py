@@ -35,8 +35,7 @@ from protocol.messages.fetch import (
     FetchResponse,
     PartitionData,
 )
-from protocol.request_constants import READ_COMMITTED
-from replication.partition import LogReadResult
+from replication.partition import READ_COMMITTED, LogReadResult
 from replication.replica_manager import FetchParams
 
 if TYPE_CHECKING:

@@ -24,6 +24,10 @@ from typing import BinaryIO, Mapping
 import click
 
 from client import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
     FetchedBatch,
     KafkaClient,
     KafkaClientError,
@@ -33,7 +37,6 @@ from client import (
 )
 from broker.tools.common import fail, parse_bool, parse_properties
 from protocol.records import Record
-from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
 
 _MAX_WAIT_MS = 500
 _RECONNECT_BACKOFF_S = 0.5

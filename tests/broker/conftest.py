@@ -8,13 +8,13 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[BrokerProcess]:
     """A fresh broker per test module; a module may override this fixture with its own settings."""
-    with BrokerProcess.started() as running:
+    with BrokerProcess() as running:
         yield running
 
 

@@ -8,7 +8,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.describe_cluster import DescribeClusterRequest
 from protocol.messages.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
 from protocol.messages.describe_topic_partitions import Cursor, DescribeTopicPartitionsRequest, TopicRequest
-from tests.broker_harness import send_request
+from testing.sockets import send_request
 
 
 # -- DescribeCluster ----------------------------------------------------------------------------
@@ -54,7 +54,7 @@ def test_describe_log_dirs(broker, admin):
     (per_broker,) = result
     (log_dir,) = per_broker["log_dirs"]
     assert log_dir["error_code"] == 0
-    assert log_dir["log_dir"] == str(broker.log_dir.resolve())
+    assert log_dir["log_dir"] == str(broker.data_dir.resolve())
     assert 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"]
     sizes = {(t["name"], p["partition_index"]): (p["partition_size"], p["offset_lag"], p["is_future_key"])
              for t in log_dir["topics"] for p in t["partitions"]}

@@ -15,7 +15,8 @@ from protocol.messages.incremental_alter_configs import (
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
 )
-from tests.broker_harness import BrokerProcess, send_request
+from testing.broker_process import BrokerProcess
+from testing.sockets import send_request
 
 TOPIC, BROKER = ConfigResourceType.TOPIC, ConfigResourceType.BROKER
 
@@ -23,7 +24,7 @@ TOPIC, BROKER = ConfigResourceType.TOPIC, ConfigResourceType.BROKER
 @pytest.fixture(scope="module")
 def broker():
     # One static setting, so STATIC_BROKER_CONFIG shows up in the chains.
-    with BrokerProcess.started("log.retention.hours=24") as running:
+    with BrokerProcess("log.retention.hours=24") as running:
         yield running
 
 
@@ -142,7 +143,7 @@ def test_describe_broker(broker, admin):
     entries = describe_broker(admin, include_synonyms=True)
     log_dirs = entries["log.dirs"]
     assert (log_dirs["value"], log_dirs["config_source"], log_dirs["read_only"]) == (
-        str(broker.log_dir), "STATIC_BROKER_CONFIG", True)
+        str(broker.data_dir), "STATIC_BROKER_CONFIG", True)
     hours = entries["log.retention.hours"]
     assert (hours["value"], hours["config_source"], hours["read_only"]) == ("24", "STATIC_BROKER_CONFIG", False)
     # Unset with a null default: the entry is there with no value.
@@ -331,7 +332,7 @@ def test_broker_config_applies_to_open_logs(broker, admin, cadmin):
 
 # -- durability ----------------------------------------------------------------------------------
 def test_configs_survive_restart():
-    with BrokerProcess.started() as broker:
+    with BrokerProcess() as broker:
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
             admin.create_topics({"kept": {"num_partitions": 1, "configs": {"retention.ms": "1000"}}})

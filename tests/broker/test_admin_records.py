@@ -15,7 +15,8 @@ from kafka.errors import OffsetOutOfRangeError, PolicyViolationError
 
 from protocol.errors import ErrorCode
 from protocol.messages.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
-from tests.broker_harness import BrokerProcess, send_request
+from testing.broker_process import BrokerProcess
+from testing.sockets import send_request
 
 
 def produce(broker: BrokerProcess, topic: str, count: int, size: int = 10) -> None:
@@ -126,12 +127,12 @@ def test_delete_records_with_confluent(broker, admin):
 
 def test_deleted_segments_and_restart():
     """Whole segments below the new start offset go, and the low watermark survives a restart."""
-    with BrokerProcess.started() as broker:
+    with BrokerProcess() as broker:
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
             admin.create_topics({"dr-r": {"num_partitions": 1, "configs": {"segment.bytes": str(1024 * 1024)}}})
             produce(broker, "dr-r", 6, size=400_000)  # 2 records per 1 MiB segment: 3 segments
-            part_dir = Path(broker.log_dir) / "dr-r-0"
+            part_dir = Path(broker.data_dir) / "dr-r-0"
             logs = sorted(p.name for p in part_dir.glob("*.log"))
             assert len(logs) == 3, logs
             admin.delete_records({TopicPartition("dr-r", 0): 5})

@@ -21,11 +21,12 @@ from kafka.errors import (
 
 from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
-from tests.broker_harness import BrokerProcess, send_request
+from testing.broker_process import BrokerProcess
+from testing.sockets import send_request
 
 
 def _partition_dirs(broker: BrokerProcess, topic: str) -> list[str]:
-    return sorted(p.name for p in Path(broker.log_dir).iterdir() if p.is_dir() and p.name.rsplit("-", 1)[0] == topic)
+    return sorted(p.name for p in Path(broker.data_dir).iterdir() if p.is_dir() and p.name.rsplit("-", 1)[0] == topic)
 
 
 def _produce(broker: BrokerProcess, topic: str, count: int, partition: int = 0) -> None:
@@ -57,7 +58,7 @@ def test_delete_topic_by_name_removes_dirs_and_metadata(broker, admin):
     result = admin.delete_topics(["del-a"])
     assert [t["error_code"] for t in result["topics"]] == [0]
     assert _partition_dirs(broker, "del-a") == []
-    assert not [p for p in Path(broker.log_dir).iterdir() if p.name.endswith("-delete")]
+    assert not [p for p in Path(broker.data_dir).iterdir() if p.name.endswith("-delete")]
     assert "del-a" not in admin.list_topics()
 
     # Recreated under the same name: a new id, empty logs, no old overrides.
@@ -121,7 +122,7 @@ def test_delete_topics_with_confluent(broker, cadmin):
 
 
 def test_topic_deletion_disabled():
-    with BrokerProcess.started("delete.topic.enable=false") as broker:
+    with BrokerProcess("delete.topic.enable=false") as broker:
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
             admin.create_topics({"kept": {"num_partitions": 1}})
@@ -136,7 +137,7 @@ def test_topic_deletion_disabled():
 
 
 def test_deleted_topic_stays_deleted_after_restart():
-    with BrokerProcess.started() as broker:
+    with BrokerProcess() as broker:
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
             admin.create_topics({"gone": {"num_partitions": 2}, "stays": {"num_partitions": 1}})
@@ -208,7 +209,7 @@ def test_create_partitions_with_confluent(broker, cadmin):
 
 def test_deleting_a_cleaned_topic_forgets_its_cleaner_checkpoint():
     """A recreated topic must not inherit the old one's cleaned offset (same dir names)."""
-    with BrokerProcess.started("log.cleaner.backoff.ms=50") as broker:
+    with BrokerProcess("log.cleaner.backoff.ms=50") as broker:
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
             admin.create_topics({"cleaned": {"num_partitions": 1, "configs": {
@@ -217,7 +218,7 @@ def test_deleting_a_cleaned_topic_forgets_its_cleaner_checkpoint():
             for i in range(30):
                 producer.produce("cleaned", key=b"k%d" % (i % 3), value=b"x" * 100_000, partition=0)
             assert producer.flush(10) == 0
-            checkpoint = Path(broker.log_dir) / "cleaner-offset-checkpoint"
+            checkpoint = Path(broker.data_dir) / "cleaner-offset-checkpoint"
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline:
                 if checkpoint.exists() and "cleaned 0 " in checkpoint.read_text():

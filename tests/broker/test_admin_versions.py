@@ -22,7 +22,8 @@ from protocol.messages import incremental_alter_configs as iac
 from protocol.messages.api_versions import ApiVersionsRequest
 from protocol.messages.describe_cluster import DescribeClusterRequest
 from protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest, TopicRequest
-from tests.broker_harness import BrokerProcess, send_request
+from testing.broker_process import BrokerProcess
+from testing.sockets import send_request
 
 ADMIN_APIS = {20: (1, 6), 21: (0, 2), 32: (1, 4), 33: (0, 2), 35: (1, 5), 37: (0, 3), 44: (0, 1), 60: (0, 2),
               75: (0, 0)}
@@ -30,7 +31,7 @@ ADMIN_APIS = {20: (1, 6), 21: (0, 2), 32: (1, 4), 33: (0, 2), 35: (1, 5), 37: (0
 
 @pytest.fixture(scope="module")
 def broker():
-    with BrokerProcess.started() as running:
+    with BrokerProcess() as running:
         yield running
 
 

@@ -3,11 +3,11 @@
 import time
 
 from client import AdminClient, KafkaClient, NewTopic, ProducerRecord
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 
 
 def test_broker_keeps_the_latest_value_per_key_of_a_compacted_topic() -> None:
-    with BrokerProcess.started("log.cleaner.backoff.ms=100") as broker:
+    with BrokerProcess("log.cleaner.backoff.ms=100") as broker:
         client = KafkaClient(broker.bootstrap)
         try:
             client.connect()

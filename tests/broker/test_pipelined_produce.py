@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import socket
-import struct
 import time
 
 from client import AdminClient, KafkaClient, NewTopic
@@ -17,24 +16,12 @@ from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from protocol.record_batch import iter_batch_headers, validate_batch
 from protocol.records import Record, build_batch, iter_records
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
+from testing.sockets import read_frame
 
 TOPIC = "pipelined"
 BATCHES = 300  # of ~20 KiB: six 1 MiB segments
 IN_FLIGHT = 16
-
-
-def _read_frame(sock: socket.socket) -> bytes:
-    def exactly(n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = sock.recv(n - len(out))
-            assert chunk, "broker closed the connection"
-            out += chunk
-        return bytes(out)
-
-    (size,) = struct.unpack(">i", exactly(4))
-    return exactly(size)
 
 
 def _pipeline(sock: socket.socket, api_key: int, version: int, bodies: list) -> list:  # type: ignore[type-arg]
@@ -43,7 +30,7 @@ def _pipeline(sock: socket.socket, api_key: int, version: int, bodies: list) -> 
         while sent < len(bodies) and sent - len(responses) < IN_FLIGHT:
             sock.sendall(join_chunks(encode_request(api_key, version, sent, "test", bodies[sent])))
             sent += 1
-        correlation_id, body = decode_response(api_key, version, _read_frame(sock))
+        correlation_id, body = decode_response(api_key, version, read_frame(sock))
         assert correlation_id == len(responses)
         responses.append(body)
     return responses
@@ -51,7 +38,7 @@ def _pipeline(sock: socket.socket, api_key: int, version: int, bodies: list) -> 
 
 def test_pipelined_produce_then_fetch_keeps_order_across_rolls() -> None:
     # Small segments: every ~50 batches an append rolls (and goes to the append thread).
-    with BrokerProcess.started() as broker:
+    with BrokerProcess() as broker:
         with KafkaClient(broker.bootstrap) as client:
             AdminClient(client).create_topics([NewTopic(TOPIC, 1, 1, {"segment.bytes": str(1 << 20)})])
         now = int(time.time() * 1000)

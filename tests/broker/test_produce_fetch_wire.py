@@ -7,7 +7,8 @@ from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from protocol.records import Record, build_batch
-from tests.broker_harness import BrokerProcess, send_request
+from testing.broker_process import BrokerProcess
+from testing.sockets import send_request
 
 
 def _create(broker: BrokerProcess, topic: str, partitions: int) -> None:

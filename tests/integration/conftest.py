@@ -1,4 +1,4 @@
-"""Fixtures for the integration tests: real ``pafka broker`` processes (tests/broker_harness.py)."""
+"""Fixtures for the integration tests: real ``pafka broker`` processes (testing/broker_process.py)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from typing import Iterator
 
 import pytest
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="module")
 def module_broker() -> Iterator[BrokerProcess]:
     """One broker shared by a module's tests (each test uses its own topics)."""
-    with BrokerProcess.started() as process:
+    with BrokerProcess() as process:
         yield process
         # Shown only when a test of the module failed: the broker's side of the story.
         print(process.log_text()[-6000:])

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 #: How librdkafka, kafka-python and aiokafka word UNKNOWN_MEMBER_ID in their logs (lower-cased).
@@ -42,13 +42,6 @@ def admin_client(broker: BrokerProcess) -> Any:
     if broker not in _ADMINS:
         _ADMINS[broker] = AdminClient({"bootstrap.servers": broker.bootstrap})
     return _ADMINS[broker]
-
-
-def create_topic(broker: BrokerProcess, topic: str, partitions: int) -> None:
-    from confluent_kafka.admin import NewTopic
-
-    admin = admin_client(broker)
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
 
 
 @dataclass

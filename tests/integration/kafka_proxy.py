@@ -18,31 +18,18 @@ import struct
 import threading
 from typing import Callable
 
+from testing.sockets import read_frame
+
 PRODUCE_KEY = 0
 
 
 def _read_frame(sock: socket.socket) -> bytes | None:
     """One size-prefixed frame, prefix included; None when the peer is gone."""
-    header = _recv_exact(sock, 4)
-    if header is None:
+    try:
+        body = read_frame(sock)
+    except OSError:  # closed, reset, or shut down by the other pump
         return None
-    (size,) = struct.unpack(">i", header)
-    body = _recv_exact(sock, size)
-    return None if body is None else header + body
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
-    parts: list[bytes] = []
-    while n:
-        try:
-            chunk = sock.recv(min(n, 1 << 20))
-        except OSError:
-            return None
-        if not chunk:
-            return None
-        parts.append(chunk)
-        n -= len(chunk)
-    return b"".join(parts)
+    return struct.pack(">i", len(body)) + body
 
 
 class _Link:

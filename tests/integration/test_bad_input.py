@@ -18,7 +18,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 from tests.integration.clients import ConfluentDriver
 from tests.integration.wire import API_VERSIONS_KEY, encode_request, parse_api_versions_v0, read_response
 
@@ -88,7 +88,7 @@ class SteadyProducer:
 
 @pytest.fixture
 def busy_broker() -> Iterator[tuple[BrokerProcess, SteadyProducer]]:
-    with BrokerProcess.started() as broker:
+    with BrokerProcess() as broker:
         ConfluentDriver().create_topic(broker.bootstrap, "steady", 1)
         steady = SteadyProducer(broker.bootstrap)
         thread = threading.Thread(target=steady.run, name="steady-producer")

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 from tests.integration.clients import DRIVERS
 from tests.integration.records import check_consumed, make_records
 

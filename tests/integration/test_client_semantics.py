@@ -12,15 +12,9 @@ from __future__ import annotations
 
 import time
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
+from testing.topics import create_topic
 from tests.integration.clients import CONSUME_DEADLINE_S
-
-
-def _create(bootstrap: str, topic: str, config: dict[str, str]) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(timeout=30)
 
 
 def _delivery_errors(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]],
@@ -38,7 +32,7 @@ def _delivery_errors(bootstrap: str, topic: str, records: list[tuple[bytes | Non
 def test_log_append_time_replaces_the_producers_timestamp(module_broker: BrokerProcess) -> None:
     from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicPartition
 
-    _create(module_broker.bootstrap, "append-time", {"message.timestamp.type": "LogAppendTime"})
+    create_topic(module_broker.bootstrap, "append-time", 1, {"message.timestamp.type": "LogAppendTime"})
     producer = Producer({"bootstrap.servers": module_broker.bootstrap, "compression.type": "zstd"})
     before = int(time.time() * 1000)
     for i in range(50):
@@ -62,7 +56,7 @@ def test_log_append_time_replaces_the_producers_timestamp(module_broker: BrokerP
 def test_compacted_topic_refuses_keyless_records(module_broker: BrokerProcess) -> None:
     from confluent_kafka import KafkaError
 
-    _create(module_broker.bootstrap, "compacted", {"cleanup.policy": "compact"})
+    create_topic(module_broker.bootstrap, "compacted", 1, {"cleanup.policy": "compact"})
     outcomes = _delivery_errors(module_broker.bootstrap, "compacted", [(b"k", b"kept"), (None, b"no key")],
                                 **{"linger.ms": 0, "max.in.flight": 1, "batch.num.messages": 1})
     assert outcomes[0] is None
@@ -72,7 +66,7 @@ def test_compacted_topic_refuses_keyless_records(module_broker: BrokerProcess) -
 def test_topic_max_message_bytes(module_broker: BrokerProcess) -> None:
     from confluent_kafka import KafkaError
 
-    _create(module_broker.bootstrap, "small-records", {"max.message.bytes": "2000"})
+    create_topic(module_broker.bootstrap, "small-records", 1, {"max.message.bytes": "2000"})
     outcomes = _delivery_errors(module_broker.bootstrap, "small-records", [(b"k", b"x" * 100), (b"k", b"y" * 5000)],
                                 **{"linger.ms": 0, "max.in.flight": 1, "batch.num.messages": 1})
     assert outcomes[0] is None

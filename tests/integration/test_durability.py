@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 from tests.integration.clients import ConfluentDriver
 
 TOPIC = "durable"
@@ -63,7 +63,7 @@ def test_sigkill_while_producing_loses_no_acknowledged_record(flush: str) -> Non
     # A SIGKILL leaves the page cache intact, so even without fsyncs nothing
     # acknowledged may be lost; the fsync setting matters for power loss.
     overrides = ["log.flush.interval.messages=1"] if flush == "every-message" else []
-    with BrokerProcess.started(*overrides) as broker:
+    with BrokerProcess(*overrides) as broker:
         ConfluentDriver().create_topic(broker.bootstrap, TOPIC, PARTITIONS)
         producer, acked, on_delivery = _acked_producer(broker.bootstrap)
         seq = _produce_until(producer, on_delivery, acked, KILL_AFTER_ACKS, 0)
@@ -86,7 +86,7 @@ def test_sigkill_while_producing_loses_no_acknowledged_record(flush: str) -> Non
 
 def test_sigterm_and_restart_lose_nothing() -> None:
     records = 20000
-    with BrokerProcess.started() as broker:
+    with BrokerProcess() as broker:
         ConfluentDriver().create_topic(broker.bootstrap, TOPIC, PARTITIONS)
         producer, acked, on_delivery = _acked_producer(broker.bootstrap)
         for seq in range(records):
@@ -106,7 +106,7 @@ def test_sigterm_and_restart_lose_nothing() -> None:
 @pytest.mark.slow
 def test_repeated_sigkills_while_producing() -> None:
     """Kill, restart, keep producing, three times over: every acknowledgement holds."""
-    with BrokerProcess.started("log.flush.interval.messages=1", "log.segment.bytes=200000") as broker:
+    with BrokerProcess("log.flush.interval.messages=1", "log.segment.bytes=200000") as broker:
         ConfluentDriver().create_topic(broker.bootstrap, TOPIC, PARTITIONS)
         producer, acked, on_delivery = _acked_producer(broker.bootstrap)
         seq = 0

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.broker_harness import BrokerProcess
-from tests.integration.group_helpers import REPO, create_topic
+from testing.broker_process import BrokerProcess
+from testing.topics import create_topic
+from tests.integration.group_helpers import REPO
 
 TOPIC = "cli-topic"
 PER_PARTITION = {0: 10, 1: 25, 2: 7}
@@ -36,8 +37,8 @@ def table(output: str) -> list[dict[str, str]]:
 def broker() -> Any:
     from confluent_kafka import Producer
 
-    with BrokerProcess.started("group.initial.rebalance.delay.ms=0") as process:
-        create_topic(process, TOPIC, len(PER_PARTITION))
+    with BrokerProcess("group.initial.rebalance.delay.ms=0") as process:
+        create_topic(process.bootstrap, TOPIC, len(PER_PARTITION))
         producer = Producer({"bootstrap.servers": process.bootstrap})
         for partition, count in PER_PARTITION.items():
             for i in range(count):

@@ -17,8 +17,10 @@ from protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
-from tests.broker_harness import BrokerProcess, send_request
-from tests.integration.group_helpers import create_topic, wait_until
+from testing.broker_process import BrokerProcess
+from testing.sockets import send_request
+from testing.topics import create_topic
+from tests.integration.group_helpers import wait_until
 
 TOPIC = "wide"
 PARTITIONS = 100
@@ -47,15 +49,15 @@ def _fetch(broker: BrokerProcess, group: str) -> dict[int, tuple[int, str]]:
 
 
 def _segments(broker: BrokerProcess, partition: int) -> list[Path]:
-    return sorted((broker.log_dir / f"__consumer_offsets-{partition}").glob("*.log"))
+    return sorted((broker.data_dir / f"__consumer_offsets-{partition}").glob("*.log"))
 
 
 @pytest.mark.slow
 def test_compacted_offsets_topic_rebuilds_the_latest_state(tmp_path: Path) -> None:
     overrides = ("offsets.topic.segment.bytes=1048576", "log.cleaner.backoff.ms=100",
                  "log.flush.interval.messages=1")
-    with BrokerProcess.started(*overrides) as broker:
-        create_topic(broker, TOPIC, PARTITIONS)
+    with BrokerProcess(*overrides) as broker:
+        create_topic(broker.bootstrap, TOPIC, PARTITIONS)
         # Two groups on the same __consumer_offsets partition: one kept, one deleted.
         kept = "compacted-group"
         deleted = next(f"doomed-{i}" for i in range(1000)

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
+from testing.topics import create_topic
 from tests.integration.group_helpers import (
     BackgroundProducer,
     check_committed_exactly_once,
     committed_offsets,
-    create_topic,
     stable_assignment,
     start_member,
     wait_until,
@@ -34,8 +34,8 @@ SESSION_TIMEOUT_MS = 3000
 @pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python", "aiokafka"])
 def test_members_share_partitions_through_join_leave_and_kill(client: str, tmp_path: Path) -> None:
     group, topic = f"group-{client}", f"topic-{client}"
-    with BrokerProcess.started("group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000") as broker:
-        create_topic(broker, topic, PARTITIONS)
+    with BrokerProcess("group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000") as broker:
+        create_topic(broker.bootstrap, topic, PARTITIONS)
         producer = BackgroundProducer(broker, topic, PARTITIONS).start()
         members = [start_member(broker, tmp_path, client, f"m{i}", group, topic, SESSION_TIMEOUT_MS)
                    for i in range(3)]

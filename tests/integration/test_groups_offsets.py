@@ -17,16 +17,18 @@ from protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
-from tests.broker_harness import BrokerProcess, send_request
-from tests.integration.group_helpers import admin_client, create_topic
+from testing.broker_process import BrokerProcess
+from testing.sockets import send_request
+from testing.topics import create_topic
+from tests.integration.group_helpers import admin_client
 
 TOPIC = "offsets-topic"
 
 
 @pytest.fixture
 def broker() -> Any:
-    with BrokerProcess.started("group.initial.rebalance.delay.ms=0", "log.flush.interval.messages=1") as process:
-        create_topic(process, TOPIC, 3)
+    with BrokerProcess("group.initial.rebalance.delay.ms=0", "log.flush.interval.messages=1") as process:
+        create_topic(process.bootstrap, TOPIC, 3)
         yield process
 
 
@@ -179,14 +181,14 @@ def test_metadata_beyond_offset_metadata_max_bytes_is_refused(broker: BrokerProc
 def test_deleting_a_topic_removes_its_committed_offsets(broker: BrokerProcess) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
-    create_topic(broker, "short-lived", 1)
+    create_topic(broker.bootstrap, "short-lived", 1)
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "outlived",
                          "enable.auto.commit": False})
     try:
         consumer.commit(offsets=[TopicPartition("short-lived", 0, 7)], asynchronous=False)
         assert consumer.committed([TopicPartition("short-lived", 0)], timeout=10)[0].offset == 7
         admin_client(broker).delete_topics(["short-lived"])["short-lived"].result(30)
-        create_topic(broker, "short-lived", 1)
+        create_topic(broker.bootstrap, "short-lived", 1)
         # The re-created topic must not inherit the old position.
         assert consumer.committed([TopicPartition("short-lived", 0)], timeout=10)[0].offset < 0
     finally:

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.broker_harness import BrokerProcess
-from tests.integration.group_helpers import create_topic, describe_group, wait_until
+from testing.broker_process import BrokerProcess
+from testing.topics import create_topic
+from tests.integration.group_helpers import describe_group, wait_until
 from tests.integration.threaded_consumer import ThreadedConsumer
 
 PARTITIONS = 6
@@ -33,13 +34,13 @@ def settled(broker: BrokerProcess, group: str, consumers: list[ThreadedConsumer]
 
 @pytest.fixture
 def broker() -> Any:
-    with BrokerProcess.started("group.initial.rebalance.delay.ms=0") as process:
+    with BrokerProcess("group.initial.rebalance.delay.ms=0") as process:
         yield process
 
 
 def test_lone_consumer_owns_its_partitions_within_500_ms(broker: BrokerProcess) -> None:
     """Delay 0: first on a fresh broker (__consumer_offsets is created on the way), then a new group."""
-    create_topic(broker, "latency", PARTITIONS)
+    create_topic(broker.bootstrap, "latency", PARTITIONS)
     for group in ("latency-first", "latency-second"):
         consumer = ThreadedConsumer(broker.bootstrap, group, ["latency"], group).start()
         try:
@@ -55,7 +56,7 @@ def test_lone_consumer_owns_its_partitions_within_500_ms(broker: BrokerProcess) 
 @pytest.mark.parametrize("assignor", ["range", "roundrobin"])
 def test_eager_assignors_split_partitions_as_the_assignor_says(broker: BrokerProcess, assignor: str) -> None:
     topic, group = f"eager-{assignor}", f"eager-{assignor}"
-    create_topic(broker, topic, PARTITIONS)
+    create_topic(broker.bootstrap, topic, PARTITIONS)
     config = {"partition.assignment.strategy": assignor}
     consumers = [ThreadedConsumer(broker.bootstrap, group, [topic], f"c{i}", config) for i in range(2)]
     try:
@@ -77,7 +78,7 @@ def test_eager_assignors_split_partitions_as_the_assignor_says(broker: BrokerPro
 
 def test_cooperative_sticky_revokes_only_partitions_that_move(broker: BrokerProcess) -> None:
     topic, group = "coop", "coop-group"
-    create_topic(broker, topic, PARTITIONS)
+    create_topic(broker.bootstrap, topic, PARTITIONS)
     config = {"partition.assignment.strategy": "cooperative-sticky"}
     consumers = [ThreadedConsumer(broker.bootstrap, group, [topic], f"c{i}", config) for i in range(3)]
     try:
@@ -104,7 +105,7 @@ def test_cooperative_sticky_revokes_only_partitions_that_move(broker: BrokerProc
 
 def test_static_member_restart_gets_its_partitions_back_without_rebalance(broker: BrokerProcess) -> None:
     topic, group = "static", "static-group"
-    create_topic(broker, topic, PARTITIONS)
+    create_topic(broker.bootstrap, topic, PARTITIONS)
     static = {"group.instance.id": "instance-a", "session.timeout.ms": 10000}
     a = ThreadedConsumer(broker.bootstrap, group, [topic], "a", static).start()
     b = ThreadedConsumer(broker.bootstrap, group, [topic], "b", {"group.instance.id": "instance-b"}).start()
@@ -132,8 +133,8 @@ def test_two_groups_in_a_chain_rebalance_concurrently_without_unknown_member(bro
     """Group "relay" reads A and writes B; group "sink" reads B. Members of both join at once."""
     from confluent_kafka import Producer
 
-    create_topic(broker, "chain-a", PARTITIONS)
-    create_topic(broker, "chain-b", PARTITIONS)
+    create_topic(broker.bootstrap, "chain-a", PARTITIONS)
+    create_topic(broker.bootstrap, "chain-b", PARTITIONS)
     total = 3000
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
     for i in range(total):

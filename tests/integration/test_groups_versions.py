@@ -37,16 +37,17 @@ from protocol.messages import offset_commit as oc
 from protocol.messages import offset_delete as od
 from protocol.messages import offset_fetch as of
 from protocol.messages import sync_group as sg
-from tests.broker_harness import BrokerProcess, send_request
-from tests.integration.group_helpers import create_topic
+from testing.broker_process import BrokerProcess
+from testing.sockets import send_request
+from testing.topics import create_topic
 
 TOPIC = "versions"
 
 
 @pytest.fixture(scope="module")
 def broker() -> Any:
-    with BrokerProcess.started("group.initial.rebalance.delay.ms=0") as process:
-        create_topic(process, TOPIC, 2)
+    with BrokerProcess("group.initial.rebalance.delay.ms=0") as process:
+        create_topic(process.bootstrap, TOPIC, 2)
         yield process
 
 

@@ -17,7 +17,8 @@ from typing import Iterator
 
 import pytest
 
-from tests.broker_harness import BrokerProcess, send_request
+from testing.broker_process import BrokerProcess
+from testing.sockets import send_request
 from tests.integration.clients import ConfluentDriver
 from tests.integration.kafka_proxy import KafkaProxy
 from tests.integration.records import Consumed
@@ -234,7 +235,7 @@ def _aiokafka_idempotent(bootstrap: str, count: int) -> None:
 def test_other_clients_idempotent_producers(client: str) -> None:
     """InitProducerId and sequenced produce as kafka-python and aiokafka speak them."""
     produce = {"kafka-python": _kafka_python_idempotent, "aiokafka": _aiokafka_idempotent}[client]
-    with BrokerProcess.started() as broker:
+    with BrokerProcess() as broker:
         _create_topic(broker.bootstrap)
         produce(broker.bootstrap, 3000)
         consumed = ConfluentDriver().consume(broker.bootstrap, TOPIC, PARTITIONS, expected=None)

@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
+from testing.topics import create_topic
 
 TOPIC = "large"
 RECORDS = 12
@@ -31,11 +32,9 @@ def _value(seq: int) -> bytes:
 @pytest.fixture(scope="module")
 def large_topic() -> BrokerProcess:
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
 
-    with BrokerProcess.started(f"message.max.bytes={LIMIT}", f"socket.request.max.bytes={50 << 20}") as broker:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(timeout=30)
+    with BrokerProcess(f"message.max.bytes={LIMIT}", f"socket.request.max.bytes={50 << 20}") as broker:
+        create_topic(broker.bootstrap, TOPIC, 1)
         producer = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": int(LIMIT),
                              "linger.ms": 0, "batch.num.messages": 1})
         for seq in range(RECORDS):

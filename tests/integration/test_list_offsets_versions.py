@@ -12,7 +12,8 @@ import pytest
 
 from broker.handlers import list_offsets
 from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from tests.broker_harness import BrokerProcess, send_request
+from testing.broker_process import BrokerProcess
+from testing.sockets import send_request
 
 EARLIEST, LATEST = -2, -1
 

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 from tests.integration.clients import DRIVERS, ConfluentDriver
 from tests.integration.records import Consumed
 
@@ -50,7 +50,7 @@ def _produce_in_bursts(bootstrap: str, errors: list[str]) -> None:
 
 @pytest.mark.slow
 def test_three_clients_consume_while_one_produces() -> None:
-    with BrokerProcess.started() as broker:
+    with BrokerProcess() as broker:
         ConfluentDriver().create_topic(broker.bootstrap, TOPIC, PARTITIONS)
         results: dict[str, list[Consumed] | BaseException] = {}
 

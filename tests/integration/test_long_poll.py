@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 from tests.integration.clients import ConfluentDriver
 
 TOPIC = "long-poll"

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from tests.broker_harness import BrokerProcess, send_request
+from testing.broker_process import BrokerProcess
+from testing.sockets import send_request
 
 METADATA_KEY = 3
 INVALID_TOPIC_EXCEPTION = 17
@@ -27,7 +28,7 @@ def _topics(bootstrap: str) -> dict[str, int]:
 def test_a_producer_creates_its_topic_with_num_partitions() -> None:
     from confluent_kafka import Producer
 
-    with BrokerProcess.started("num.partitions=4") as broker:
+    with BrokerProcess("num.partitions=4") as broker:
         producer = Producer({"bootstrap.servers": broker.bootstrap})
         producer.produce("made-by-producer", value=b"v")
         assert producer.flush(15) == 0
@@ -37,7 +38,7 @@ def test_a_producer_creates_its_topic_with_num_partitions() -> None:
 def test_a_consumer_does_not_create_topics() -> None:
     from confluent_kafka import Consumer, TopicPartition
 
-    with BrokerProcess.started() as broker:
+    with BrokerProcess() as broker:
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "pafka-tests-unused"})
         try:
             consumer.assign([TopicPartition("wanted-by-consumer", 0, 0)])
@@ -53,7 +54,7 @@ def test_broker_setting_wins_over_the_client() -> None:
     from kafka import KafkaProducer
     from kafka.errors import KafkaTimeoutError
 
-    with BrokerProcess.started("auto.create.topics.enable=false") as broker:
+    with BrokerProcess("auto.create.topics.enable=false") as broker:
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap, max_block_ms=1500)
         try:
             with pytest.raises(KafkaTimeoutError):

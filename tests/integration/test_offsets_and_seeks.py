@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 from tests.integration.clients import ConfluentDriver
 
 TOPIC = "timed"

@@ -16,7 +16,7 @@ import time
 from protocol.api import decode_response, encode_request
 from protocol.buffers import join_chunks
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 from tests.integration.clients import ConfluentDriver
 from tests.integration.wire import read_response
 
@@ -36,7 +36,7 @@ def test_response_queued_behind_a_long_poll_when_its_topic_is_deleted() -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
 
-    with BrokerProcess.started() as broker:
+    with BrokerProcess() as broker:
         driver = ConfluentDriver()
         driver.create_topic(broker.bootstrap, "idle", 1)
         driver.create_topic(broker.bootstrap, "doomed", 1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 from tests.integration.clients import ConfluentDriver
 
 SHUTDOWN_LIMIT_S = 3.0  # below the 5 s drain bound, which a parked fetch must not use up
@@ -21,7 +21,7 @@ def test_sigterm_during_long_polls_and_produce_is_prompt_and_clean() -> None:
     from confluent_kafka import Producer
     from kafka import KafkaConsumer, TopicPartition
 
-    with BrokerProcess.started() as broker:
+    with BrokerProcess() as broker:
         ConfluentDriver().create_topic(broker.bootstrap, "quiet", 1)
         ConfluentDriver().create_topic(broker.bootstrap, "busy", 1)
         tp = TopicPartition("quiet", 0)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 from tests.integration.wire import api_versions_v0
 
 LIMIT_S = 1.0
@@ -25,7 +25,7 @@ ATTEMPTS = 3
 def _time_to_first_api_versions() -> float:
     broker = BrokerProcess()
     try:
-        assert not broker.log_dir.exists() or not any(broker.log_dir.iterdir())
+        assert not broker.data_dir.exists() or not any(broker.data_dir.iterdir())
         started = time.monotonic()
         broker.start()  # returns as soon as the listener accepts connections
         reply = api_versions_v0(broker.host, broker.port)

@@ -21,7 +21,8 @@ from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from protocol.records import Record, build_batch, iter_records
 from protocol.record_batch import iter_batch_headers
-from tests.broker_harness import BrokerProcess, send_request
+from testing.broker_process import BrokerProcess
+from testing.sockets import send_request
 from tests.integration.clients import ConfluentDriver
 
 TOPIC = "sweep"

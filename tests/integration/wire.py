@@ -6,6 +6,8 @@ import socket
 import struct
 from dataclasses import dataclass
 
+from testing.sockets import ConnectionClosed, read_frame
+
 API_VERSIONS_KEY = 18
 
 
@@ -17,26 +19,12 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, body: by
     return struct.pack(">i", len(payload)) + payload
 
 
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    """n bytes, or fewer if the peer closed the connection first."""
-    chunks: list[bytes] = []
-    while n > 0:
-        chunk = sock.recv(n)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
 def read_response(sock: socket.socket) -> bytes | None:
     """One response frame (without its size), or None if the connection closed."""
-    size_bytes = recv_exact(sock, 4)
-    if len(size_bytes) < 4:
+    try:
+        return bytes(read_frame(sock))
+    except ConnectionClosed:
         return None
-    (size,) = struct.unpack(">i", size_bytes)
-    frame = recv_exact(sock, size)
-    return frame if len(frame) == size else None
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,13 @@ import pytest
 
 import pyspark  # the spark extra: pip install -e '.[test,spark]'
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="session")
 def spark_broker() -> Iterator[BrokerProcess]:
     """One broker for all Spark tests (each test creates its own topics)."""
-    with BrokerProcess.started() as process:
+    with BrokerProcess() as process:
         yield process
 
 

@@ -1,4 +1,4 @@
-"""Topic set-up and producing for the Spark tests (confluent-kafka, an independent client)."""
+"""Producing for the Spark tests (confluent-kafka, an independent client); topics come from testing.topics."""
 
 from __future__ import annotations
 
@@ -16,13 +16,6 @@ class Produced:
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
     timestamp_ms: int
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from client import AdminClient, KafkaClient
-
-    with KafkaClient(bootstrap) as client:
-        AdminClient(client).create_topic(topic, partitions)
 
 
 def add_partitions(bootstrap: str, topic: str, total: int) -> None:

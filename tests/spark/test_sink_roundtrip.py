@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from client.partitioner import partition_for_key
-from tests.spark.kafka_data import create_topic
+from testing.topics import create_topic
 
 HEADERS = "array<struct<key string, value binary>>"
 CONSUME_TIMEOUT_S = 30.0

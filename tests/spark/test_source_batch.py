@@ -8,7 +8,8 @@ import re
 import pytest
 from pyspark.sql import functions as F
 
-from tests.spark.kafka_data import Produced, create_topic, produce
+from testing.topics import create_topic
+from tests.spark.kafka_data import Produced, produce
 
 BASE_TS = 1_700_000_000_000
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from client import TopicPartition
-from protocol.request_constants import READ_COMMITTED
+from client import READ_COMMITTED, TopicPartition
 from spark_jobs.offsets import offsets_from_json, offsets_to_json
 from spark_jobs.source import PafkaDataSource, kafka_schema
 from spark_jobs.source_options import SourceOptions

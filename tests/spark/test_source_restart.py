@@ -7,7 +7,8 @@ import time
 import pyarrow as pa
 import pytest
 
-from tests.spark.kafka_data import create_topic, produce
+from testing.topics import create_topic
+from tests.spark.kafka_data import produce
 
 RECORDS = 200_000
 PARTITIONS = 3

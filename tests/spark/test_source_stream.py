@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import time
 
-from tests.spark.kafka_data import add_partitions, create_topic, produce
+from testing.topics import create_topic
+from tests.spark.kafka_data import add_partitions, produce
 
 BASE_TS = 1_700_000_000_000
 

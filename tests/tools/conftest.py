@@ -1,4 +1,4 @@
-"""Fixtures for the tools tests: one real broker per test module (see tests/broker_harness.py)."""
+"""Fixtures for the tools tests: one real broker per test module (see testing/broker_process.py)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from typing import Iterator
 
 import pytest
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="module")
 def broker_process() -> Iterator[BrokerProcess]:
     """One pafka broker per test module, on a free loopback port."""
-    with BrokerProcess.started() as broker:
+    with BrokerProcess() as broker:
         yield broker

@@ -8,7 +8,6 @@ so the client is exercised against exact wire bytes without a full broker.
 from __future__ import annotations
 
 import socket
-import struct
 import threading
 from typing import Callable
 
@@ -16,6 +15,7 @@ from protocol.api import DecodedRequest, decode_request, encode_response
 from protocol.buffers import join_chunks
 from protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
 from protocol.primitives import Message
+from testing.sockets import read_frame
 
 Handler = Callable[[DecodedRequest], "Message | bytes | None"]
 
@@ -69,11 +69,9 @@ class FakeBroker:
 
     def _serve_connection(self, conn: socket.socket) -> None:
         while True:
-            size_bytes = _recv_exact(conn, 4)
-            if size_bytes is None:
-                return
-            frame = _recv_exact(conn, struct.unpack(">i", size_bytes)[0])
-            if frame is None:
+            try:
+                frame = read_frame(conn)
+            except OSError:  # the client hung up (or the test closed us)
                 return
             request = decode_request(frame)
             self.requests.append(request)
@@ -86,16 +84,3 @@ class FakeBroker:
                 conn.sendall(
                     join_chunks(encode_response(request.api_key, request.api_version, request.correlation_id, reply))
                 )
-
-
-def _recv_exact(conn: socket.socket, size: int) -> bytes | None:
-    data = bytearray()
-    while len(data) < size:
-        try:
-            chunk = conn.recv(size - len(data))
-        except OSError:
-            return None
-        if not chunk:
-            return None
-        data += chunk
-    return bytes(data)

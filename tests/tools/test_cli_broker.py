@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from broker.cli import main
 from client import KafkaClient, partition_for_key
 from broker.tools.console_producer import CODECS
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 
 @dataclass
 class Ran:

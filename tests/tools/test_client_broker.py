@@ -19,7 +19,7 @@ from client import (
 from protocol import compression
 from protocol.errors import ErrorCode
 
-from tests.broker_harness import BrokerProcess
+from testing.broker_process import BrokerProcess
 
 
 @pytest.fixture
@@ -135,7 +135,7 @@ def test_partition_errors_are_typed(client: KafkaClient) -> None:
 
 
 def test_client_reconnects_after_a_broker_restart() -> None:
-    with BrokerProcess.started() as broker:
+    with BrokerProcess() as broker:
         with KafkaClient(broker.bootstrap, timeout=10) as client:
             AdminClient(client).create_topic("survivor", 1, 1)
             client.produce("survivor", 0, [ProducerRecord(b"before")])
