@@ -1,19 +1,17 @@
-"""pafka's own synchronous Kafka client (used by the CLI tools and benchmarks).
+"""pafka's own Kafka client: blocking for the CLI tools, spark_jobs and benchmarks; asyncio for the broker.
 
 - :class:`BrokerConnection`: one blocking connection, ApiVersions negotiation,
   generated request/response messages, optional pipelining.
+- :class:`AsyncBrokerConnection`: the same on asyncio, for broker-to-broker
+  requests and replica fetchers: pipelined requests, per-request timeouts.
 - :class:`KafkaClient`: metadata, leaders, Produce, Fetch, ListOffsets.
 - :class:`AdminClient`: topics, partitions and configs (the resource types,
   sources and operations it takes are ``protocol.config_types``' enums).
 """
 
 from client.admin import AdminClient, ConfigEntry, CreatedTopic, NewTopic
+from client.async_connection import AsyncBrokerConnection
 from client.client import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    READ_COMMITTED,
-    READ_UNCOMMITTED,
     FetchResult,
     KafkaClient,
     OffsetAndTimestamp,
@@ -29,6 +27,7 @@ from client.errors import (
     KafkaApiError,
     KafkaClientError,
     KafkaConnectionError,
+    KafkaTimeoutError,
     NoCompatibleVersionError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
@@ -38,8 +37,12 @@ from client.errors import (
 from client.metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
 from client.partitioner import murmur2, partition_for_key
 
+# Until tests/tools/test_client_broker.py imports them from protocol.request_constants.
+from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+
 __all__ = [
     "AdminClient",
+    "AsyncBrokerConnection",
     "BrokerAddress",
     "BrokerConnection",
     "BrokerMetadata",
@@ -47,7 +50,6 @@ __all__ = [
     "ConfigEntry",
     "CorrelationIdMismatchError",
     "CreatedTopic",
-    "EARLIEST_TIMESTAMP",
     "FetchResult",
     "FetchedBatch",
     "CREATE_TIME",
@@ -58,8 +60,7 @@ __all__ = [
     "KafkaClient",
     "KafkaClientError",
     "KafkaConnectionError",
-    "LATEST_TIMESTAMP",
-    "MAX_TIMESTAMP",
+    "KafkaTimeoutError",
     "NewTopic",
     "NoCompatibleVersionError",
     "NotLeaderOrFollowerError",
@@ -68,8 +69,6 @@ __all__ = [
     "PartitionMetadata",
     "ProduceResult",
     "ProducerRecord",
-    "READ_COMMITTED",
-    "READ_UNCOMMITTED",
     "TopicAlreadyExistsError",
     "TopicMetadata",
     "TopicPartition",

@@ -21,10 +21,12 @@ from protocol import compression as _compression
 from protocol.errors import ErrorCode
 from protocol.messages import fetch as _fetch
 from protocol.messages import list_offsets as _list_offsets
+from protocol.messages import metadata as _metadata
 from protocol.messages import produce as _produce
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from protocol.primitives import UUID_ZERO
 from protocol.records import Header, Record, build_batch
+from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
 
 from client.connection import (
     DEFAULT_CLIENT_ID,
@@ -38,21 +40,9 @@ from client.metadata import ClusterMetadata, PartitionMetadata, TopicMetadata, T
 
 __all__ = ["FetchResult", "KafkaClient", "OffsetAndTimestamp", "ProduceResult", "ProducerRecord"]
 
-PRODUCE_KEY = 0
-FETCH_KEY = 1
-LIST_OFFSETS_KEY = 2
-METADATA_KEY = 3
 # The first versions that name topics by id only (KIP-516).
 _PRODUCE_TOPIC_ID_VERSION = 13
 _FETCH_TOPIC_ID_VERSION = 13
-
-#: ListOffsets' special timestamps (Kafka's ListOffsetsRequest constants).
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
 
 
 @dataclass(slots=True)
@@ -219,13 +209,13 @@ class KafkaClient:
             topics=None if topics is None else [MetadataRequestTopic(name=name) for name in topics],
             allow_auto_topic_creation=allow_auto_topic_creation,
         )
-        version = conn.version_for(METADATA_KEY)
+        version = conn.version_for(_metadata.API_KEY)
         if version == 0:
             # v0 has no null topic list: an empty one means "all topics".
             if request.topics is None:
                 request.topics = []
             elif not request.topics:
-                version = conn.version_for(METADATA_KEY, max_version=1)
+                version = conn.version_for(_metadata.API_KEY, max_version=1)
         response = conn.request(request, version=version)
         assert isinstance(response, MetadataResponse)
         fresh = ClusterMetadata.from_response(response)
@@ -341,7 +331,7 @@ class KafkaClient:
         with _abandon_on_error(sent):
             for leader, tps in groups.items():
                 conn = self.connection(leader)
-                version = self._version_with_ids(conn, PRODUCE_KEY, _PRODUCE_TOPIC_ID_VERSION, {tp.topic for tp in tps})
+                version = self._version_with_ids(conn, _produce.API_KEY, _PRODUCE_TOPIC_ID_VERSION, {tp.topic for tp in tps})
                 request = self._produce_request(tps, batches, version, acks, timeout_ms, transactional_id)
                 conn.send(request, version=version, expect_response=acks != 0)
                 if acks != 0:
@@ -448,9 +438,14 @@ class KafkaClient:
         with _abandon_on_error(sent):
             for leader, tps in groups.items():
                 conn = self.connection(leader)
-                version = self._version_with_ids(conn, FETCH_KEY, _FETCH_TOPIC_ID_VERSION, {tp.topic for tp in tps})
-                request = self._fetch_request(
-                    tps, offsets, version, max_wait_ms, min_bytes, max_bytes, partition_max_bytes, isolation_level
+                request, version = self.fetch_request(
+                    conn,
+                    {tp: offsets[tp] for tp in tps},
+                    max_wait_ms=max_wait_ms,
+                    min_bytes=min_bytes,
+                    max_bytes=max_bytes,
+                    partition_max_bytes=partition_max_bytes,
+                    isolation_level=isolation_level,
                 )
                 conn.send(request, version=version)
                 sent.append(conn)
@@ -461,19 +456,26 @@ class KafkaClient:
                 results.update(self._fetch_results(response, offsets, isolation_level))
         return results
 
-    def _fetch_request(
+    def fetch_request(
         self,
-        tps: list[TopicPartition],
+        conn: BrokerConnection,
         offsets: Mapping[TopicPartition, int],
-        version: int,
+        *,
         max_wait_ms: int,
         min_bytes: int,
         max_bytes: int,
         partition_max_bytes: int,
         isolation_level: int,
-    ) -> _fetch.FetchRequest:
+    ) -> tuple[_fetch.FetchRequest, int]:
+        """A sessionless Fetch of ``offsets`` from ``conn``'s broker, and the version to send it at.
+
+        The version is the highest both sides support, below the topic-id
+        versions when a topic has no id. For callers that read the response
+        themselves (the Spark source decodes records column-wise).
+        """
+        version = self._version_with_ids(conn, _fetch.API_KEY, _FETCH_TOPIC_ID_VERSION, {tp.topic for tp in offsets})
         by_topic: dict[str, list[_fetch.FetchPartition]] = defaultdict(list)
-        for tp in tps:
+        for tp in offsets:
             by_topic[tp.topic].append(
                 _fetch.FetchPartition(
                     partition=tp.partition,
@@ -492,7 +494,7 @@ class KafkaClient:
                 topics.append(_fetch.FetchTopic(topic=topic, partitions=partitions))
         # Session id 0 with epoch -1 (FINAL_EPOCH) is a full fetch that opens no
         # KIP-227 session: every request names all its partitions.
-        return _fetch.FetchRequest(
+        request = _fetch.FetchRequest(
             replica_id=-1,
             max_wait_ms=max_wait_ms,
             min_bytes=min_bytes,
@@ -504,6 +506,7 @@ class KafkaClient:
             forgotten_topics_data=[],
             rack_id="",
         )
+        return request, version
 
     def _fetch_results(
         self, response: _fetch.FetchResponse, offsets: Mapping[TopicPartition, int], isolation_level: int

@@ -19,6 +19,10 @@ class KafkaConnectionError(KafkaClientError):
     """The connection failed, timed out or was closed; in-flight requests are lost."""
 
 
+class KafkaTimeoutError(KafkaConnectionError):
+    """A request got no response in time; its connection is closed (responses come in order)."""
+
+
 class CorrelationIdMismatchError(KafkaConnectionError):
     """A response answered another request than the oldest in flight.
 

@@ -24,12 +24,12 @@ from protocol.messages import find_coordinator as _fc
 from protocol.messages import list_groups as _lg
 from protocol.messages import offset_commit as _oc
 from protocol.messages import offset_fetch as _of
+from protocol.request_constants import CoordinatorType
 
 __all__ = ["GroupAdmin", "GroupDescription", "GroupListing", "MemberDescription", "OffsetAndMetadata"]
 
 _RETRIABLE = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR)
 _RETRY_BACKOFF_S = 0.1
-FIND_COORDINATOR_KEY = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,9 +75,9 @@ class GroupAdmin:
         deadline = time.monotonic() + self.timeout
         while True:
             conn = self.client.bootstrap_connection()
-            version = conn.version_for(FIND_COORDINATOR_KEY)
-            request = (_fc.FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id]) if version >= 4
-                       else _fc.FindCoordinatorRequest(key=group_id, key_type=0))
+            version = conn.version_for(_fc.API_KEY)
+            request = (_fc.FindCoordinatorRequest(key_type=CoordinatorType.GROUP, coordinator_keys=[group_id])
+                       if version >= 4 else _fc.FindCoordinatorRequest(key=group_id, key_type=CoordinatorType.GROUP))
             response = conn.request(request, version=version)
             assert isinstance(response, _fc.FindCoordinatorResponse)
             if response.coordinators:

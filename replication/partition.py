@@ -18,22 +18,22 @@ from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
 from protocol.record_batch import last_offset_delta_and_max_timestamp
-from storage.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchIsolation, Log
+from protocol.request_constants import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    READ_COMMITTED,
+)
+from storage.log import FetchIsolation, Log
 from storage.log_append import AppendOrigin, LogAppendInfo
 from storage.log_segment import FetchDataInfo
 
 log = logging.getLogger(__name__)
 
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
-
 
 class NotEnoughReplicasError(Exception):
     """acks=all with fewer in-sync replicas than min.insync.replicas: NOT_ENOUGH_REPLICAS."""
-
-
-#: ListOffsets' KIP-1005 timestamp: no tiered storage, so nothing was ever uploaded.
-LATEST_TIERED_TIMESTAMP = -5
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,14 +35,12 @@ from protocol.record_batch import (
     RecordBatchHeader,
     validate_batch,
 )
-from protocol.records import Header, decode_records
+from protocol.records import MIN_RECORD_BODY_SIZE, Header, decode_records
 
 #: Zero bytes after the records so a varint read past a truncated record stays
 #: inside the array; the bound checks then reject the record.
 _PAD = bytes(16)
 _MAX_VARINT_BYTES = 10
-#: attributes + timestampDelta + offsetDelta + key length + value length + header count.
-_MIN_RECORD_BODY_SIZE = 6
 
 
 @dataclass(slots=True)
@@ -209,7 +207,7 @@ def _decode(
     starts = np.array(record_starts, dtype=np.int64)
     length, body = _varints(arr, starts)
     ends = body + length
-    if (length < _MIN_RECORD_BODY_SIZE).any():
+    if (length < MIN_RECORD_BODY_SIZE).any():
         raise CorruptRecordError(f"invalid record length {int(length.min())}")
     pos = body + 1  # attributes: unused by Kafka
     timestamp_delta, pos = _varints(arr, pos)

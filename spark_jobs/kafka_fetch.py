@@ -22,23 +22,19 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 
 from client import (
-    READ_COMMITTED,
-    READ_UNCOMMITTED,
     KafkaClient,
     KafkaClientError,
     KafkaConnectionError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    TopicPartition,
 )
 from client.errors import check_error
 from protocol.buffers import Buffer
 from protocol.messages import fetch as _fetch
-from protocol.primitives import UUID_ZERO
+from protocol.request_constants import READ_COMMITTED, READ_UNCOMMITTED
 from spark_jobs.arrow_records import RecordColumns, decode_columns
 
-FETCH_KEY = 1
-#: The first Fetch version that names topics by id only (KIP-516).
-_FETCH_TOPIC_ID_VERSION = 13
 _FETCH_ATTEMPTS = 5
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
@@ -127,22 +123,10 @@ class _RawFetch:
 def _fetch_raw(client: KafkaClient, settings: FetchSettings, topic: str, partition: int, offset: int) -> _RawFetch:
     """One Fetch of one partition, its records left as the broker sent them (decoded column-wise later)."""
     conn = client.leader_connection(topic, partition)
-    version = conn.version_for(FETCH_KEY)
-    topic_id = client.topic_metadata(topic).topic_id
-    if version >= _FETCH_TOPIC_ID_VERSION and topic_id == UUID_ZERO:
-        version = conn.version_for(FETCH_KEY, max_version=_FETCH_TOPIC_ID_VERSION - 1)
-    fetch_partition = _fetch.FetchPartition(partition=partition, current_leader_epoch=-1, fetch_offset=offset,
-                                            last_fetched_epoch=-1, log_start_offset=-1,
-                                            partition_max_bytes=settings.partition_max_bytes)
-    if version >= _FETCH_TOPIC_ID_VERSION:
-        fetch_topic = _fetch.FetchTopic(topic_id=topic_id, partitions=[fetch_partition])
-    else:
-        fetch_topic = _fetch.FetchTopic(topic=topic, partitions=[fetch_partition])
-    # Session 0, epoch -1: a full fetch that opens no KIP-227 session.
-    request = _fetch.FetchRequest(replica_id=-1, max_wait_ms=settings.max_wait_ms, min_bytes=1,
-                                  max_bytes=settings.partition_max_bytes, isolation_level=settings.isolation_level,
-                                  session_id=0, session_epoch=-1, topics=[fetch_topic], forgotten_topics_data=[],
-                                  rack_id="")
+    request, version = client.fetch_request(
+        conn, {TopicPartition(topic, partition): offset}, max_wait_ms=settings.max_wait_ms, min_bytes=1,
+        max_bytes=settings.partition_max_bytes, partition_max_bytes=settings.partition_max_bytes,
+        isolation_level=settings.isolation_level)
     response = conn.request(request, version=version)
     assert isinstance(response, _fetch.FetchResponse)
     check_error(response.error_code, api_name="Fetch")

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from typing import Iterable, Mapping, Union
 
-from client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED, KafkaClient, TopicPartition
+from client import KafkaClient, TopicPartition
+from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED
 
 #: The per-partition placeholders of Spark's offset JSON.
 EARLIEST = -2

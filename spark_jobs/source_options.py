@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from client import READ_COMMITTED, READ_UNCOMMITTED, TopicPartition
+from client import TopicPartition
+from protocol.request_constants import READ_COMMITTED, READ_UNCOMMITTED
 from spark_jobs.kafka_fetch import FetchSettings
 from spark_jobs.offsets import OffsetSpec, parse_assign, parse_offset_spec
 

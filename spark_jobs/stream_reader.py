@@ -28,13 +28,12 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from client import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
     KafkaClient,
     KafkaConnectionError,
     NotLeaderOrFollowerError,
     TopicPartition,
 )
+from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from spark_jobs.kafka_fetch import DataLossError
 from spark_jobs.offsets import (
     EARLIEST,

@@ -19,12 +19,8 @@ from dataclasses import dataclass
 
 from protocol.record_batch import RecordBatchHeader
 from protocol.records import iter_records
+from protocol.request_constants import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from storage.log_segment import LogSegment
-
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ from protocol.messages.fetch import (
     FetchResponse,
     PartitionData,
 )
-from replication.partition import READ_COMMITTED, LogReadResult
+from protocol.request_constants import READ_COMMITTED
+from replication.partition import LogReadResult
 from replication.replica_manager import FetchParams
 
 if TYPE_CHECKING:

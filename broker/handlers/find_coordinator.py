@@ -17,6 +17,7 @@ from broker.admin_manager import AdminError
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
+from protocol.request_constants import CoordinatorType
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
@@ -28,8 +29,6 @@ API_KEY = 10
 MIN_VERSION = 0
 MAX_VERSION = 5  # v6 only adds share-group keys (KIP-932)
 
-GROUP_KEY_TYPE = 0
-TRANSACTION_KEY_TYPE = 1
 
 
 def coordinator_endpoint(broker: "BrokerServices", listener_name: str) -> tuple[str, int]:
@@ -63,10 +62,10 @@ async def ensure_offsets_topic(broker: "BrokerServices") -> ErrorCode:
 
 
 def _find(broker: "BrokerServices", key: str, key_type: int, listener: str) -> Coordinator:
-    if key_type == TRANSACTION_KEY_TYPE:
+    if key_type == CoordinatorType.TRANSACTION:
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                            error_message="The transaction coordinator is not available.")
-    if key_type != GROUP_KEY_TYPE:
+    if key_type != CoordinatorType.GROUP:
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"Unknown coordinator type {key_type} in request")
     coordinator = broker.group_coordinator
@@ -82,9 +81,9 @@ def _find(broker: "BrokerServices", key: str, key_type: int, listener: str) -> C
 async def handle(ctx: "RequestContext", broker: "BrokerServices",
                  request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     version = ctx.api_version
-    key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
+    key_type = request.key_type if version >= 1 else CoordinatorType.GROUP
     keys = request.coordinator_keys if version >= 4 else [request.key]
-    if key_type == GROUP_KEY_TYPE and keys:
+    if key_type == CoordinatorType.GROUP and keys:
         error = await ensure_offsets_topic(broker)
     else:
         error = ErrorCode.NO_ERROR

@@ -24,10 +24,6 @@ from typing import BinaryIO, Mapping
 import click
 
 from client import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    READ_COMMITTED,
-    READ_UNCOMMITTED,
     FetchedBatch,
     KafkaClient,
     KafkaClientError,
@@ -37,6 +33,7 @@ from client import (
 )
 from broker.tools.common import fail, parse_bool, parse_properties
 from protocol.records import Record
+from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
 
 _MAX_WAIT_MS = 500
 _RECONNECT_BACKOFF_S = 0.5

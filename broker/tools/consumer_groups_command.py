@@ -18,9 +18,10 @@ from datetime import datetime, timezone
 
 import click
 
-from client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, KafkaClient, KafkaClientError, TopicPartition
+from client import KafkaClient, KafkaClientError, TopicPartition
 from client.groups import GroupAdmin, GroupDescription
 from broker.tools.common import fail
+from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 _RESET_SPECS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from client import READ_COMMITTED, TopicPartition
+from client import TopicPartition
+from protocol.request_constants import READ_COMMITTED
 from spark_jobs.offsets import offsets_from_json, offsets_to_json
 from spark_jobs.source import PafkaDataSource, kafka_schema
 from spark_jobs.source_options import SourceOptions

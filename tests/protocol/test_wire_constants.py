@@ -1,20 +1,28 @@
-"""The config APIs' enums carry Kafka's wire values, member for member.
+"""protocol's named wire values are Kafka's, member for member.
 
-Checked twice: against the values of Kafka's own Java enums (ConfigResource.Type,
-DescribeConfigsResponse.ConfigSource / ConfigType, AlterConfigOp.OpType), and
-against two independent client implementations (kafka-python and librdkafka
-through confluent-kafka), so a typo in either table shows up.
+Checked twice: against the values of Kafka's own Java enums and constants
+(ConfigResource.Type, DescribeConfigsResponse.ConfigSource / ConfigType,
+AlterConfigOp.OpType, IsolationLevel, ListOffsetsRequest's timestamps,
+FindCoordinatorRequest.CoordinatorType), and against two independent client
+implementations (kafka-python and librdkafka through confluent-kafka), so a
+typo in either table shows up.
 """
 
 from __future__ import annotations
 
 import enum
 
+import confluent_kafka
 import confluent_kafka.admin as confluent_admin
 import kafka.admin as kafka_python_admin
 import pytest
+from kafka.protocol.consumer.offsets import IsolationLevel as KafkaPythonIsolationLevel
+from kafka.protocol.consumer.offsets import OffsetSpec as KafkaPythonOffsetSpec
+from kafka.protocol.metadata.find_coordinator import CoordinatorType as KafkaPythonCoordinatorType
 
+from protocol import request_constants
 from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType
+from protocol.request_constants import CoordinatorType
 
 KAFKA_VALUES: dict[type[enum.IntEnum], dict[str, int]] = {
     ConfigResourceType: {
@@ -30,6 +38,13 @@ KAFKA_VALUES: dict[type[enum.IntEnum], dict[str, int]] = {
         "CLASS": 8, "PASSWORD": 9,
     },
     AlterConfigOp: {"SET": 0, "DELETE": 1, "APPEND": 2, "SUBTRACT": 3},
+    CoordinatorType: {"GROUP": 0, "TRANSACTION": 1, "SHARE": 2},
+}
+
+KAFKA_REQUEST_CONSTANTS = {
+    "READ_UNCOMMITTED": 0, "READ_COMMITTED": 1,
+    "LATEST_TIMESTAMP": -1, "EARLIEST_TIMESTAMP": -2, "MAX_TIMESTAMP": -3, "EARLIEST_LOCAL_TIMESTAMP": -4,
+    "LATEST_TIERED_TIMESTAMP": -5, "EARLIEST_PENDING_UPLOAD_TIMESTAMP": -6,
 }
 
 
@@ -49,6 +64,7 @@ _KAFKA_PYTHON_NAMES = {"DYNAMIC_CLIENT_METRICS_CONFIG": "CLIENT_METRICS_CONFIG",
         (ConfigSource, kafka_python_admin.ConfigSourceType),
         (ConfigType, kafka_python_admin.ConfigType),
         (AlterConfigOp, kafka_python_admin.AlterConfigOp),
+        (CoordinatorType, KafkaPythonCoordinatorType),
     ],
     ids=lambda e: e.__name__,
 )
@@ -62,3 +78,18 @@ def test_librdkafka_agrees_where_it_has_the_member() -> None:
                for m in confluent_admin.ConfigSource}
     assert sources and all(ConfigSource[name].value == value for name, value in sources.items())
     assert {m.name: m.value for m in confluent_admin.AlterConfigOpType} == {m.name: m.value for m in AlterConfigOp}
+
+
+def test_request_constants_are_kafkas() -> None:
+    ours = {name: getattr(request_constants, name) for name in request_constants.__all__ if name.isupper()}
+    assert ours == KAFKA_REQUEST_CONSTANTS
+
+
+def test_request_constants_agree_with_kafka_python_and_librdkafka() -> None:
+    for level in KafkaPythonIsolationLevel:
+        assert getattr(request_constants, level.name) == level.value
+    for level in confluent_kafka.IsolationLevel:
+        assert getattr(request_constants, level.name) == level.value
+    # kafka-python's OffsetSpec stops at -5 (it has no EARLIEST_PENDING_UPLOAD yet).
+    for spec in KafkaPythonOffsetSpec:
+        assert getattr(request_constants, f"{spec.name.removesuffix('_TIMESTAMP')}_TIMESTAMP") == spec.value
