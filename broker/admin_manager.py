@@ -163,8 +163,9 @@ class AdminManager:
             raise AdminError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         logs = [p.log for p in self.replica_manager.partitions_of(name)]
         cleaner = self.log_cleaner
-        for log_ in logs if cleaner is not None else ():
-            cleaner.abort_cleaning(log_)  # a pass on these logs stops at its next batch
+        if cleaner is not None:
+            for log_ in logs:
+                cleaner.abort_cleaning(log_)  # a pass on these logs stops at its next batch
         try:
             self.metadata.delete_topic(name)
             self.replica_manager.delete_partitions(name)
@@ -172,9 +173,10 @@ class AdminManager:
         finally:
             # A topic recreated under this name reuses the dir names: it must start
             # with no cleaner checkpoint and be cleanable again.
-            for log_ in logs if cleaner is not None else ():
-                cleaner.remove_checkpoint(log_)
-                cleaner.resume_cleaning(log_)
+            if cleaner is not None:
+                for log_ in logs:
+                    cleaner.remove_checkpoint(log_)
+                    cleaner.resume_cleaning(log_)
         log.info("[KafkaServer id=%d] deleted topic %s (id %s)", self.broker_id, name, topic.topic_id)
         return topic
 

@@ -43,7 +43,11 @@ def follow_leadership(coordinator: GroupCoordinator, replica_manager: ReplicaMan
     leadership. Leadership changes on the append thread (topic creation and deletion
     run there); the coordinator lives on the event loop, so each call hops to it."""
     loop = asyncio.get_running_loop()
-    replica_manager.add_leadership_listener(
-        GROUP_METADATA_TOPIC_NAME,
-        lambda partition: loop.call_soon_threadsafe(coordinator.on_election, partition),
-        lambda partition: loop.call_soon_threadsafe(coordinator.on_resignation, partition))
+
+    def elected(partition: int) -> None:
+        loop.call_soon_threadsafe(coordinator.on_election, partition)
+
+    def resigned(partition: int) -> None:
+        loop.call_soon_threadsafe(coordinator.on_resignation, partition)
+
+    replica_manager.add_leadership_listener(GROUP_METADATA_TOPIC_NAME, elected, resigned)

@@ -19,7 +19,7 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 from broker.admin_manager import AdminManager
 from broker.broker_services import BrokerServices
@@ -197,13 +197,6 @@ class KafkaServer:
                     log.exception("[KafkaServer id=%d] background task %s failed", self.broker_id, name)
 
         self._tasks.append(asyncio.create_task(loop(), name=name))
-
-    def schedule(self, coro: Awaitable[Any], name: str) -> None:
-        """Run a one-off task that shutdown will cancel."""
-        task = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self._tasks.append(task)
-        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
 
 
 def _not_serving_yet(_: object) -> None:

@@ -69,7 +69,7 @@ def assigned_partitions(assignment: bytes) -> list[tuple[str, int]]:
         return []
     r = _Reader(assignment)
     r.int16()
-    out = []
+    out: list[tuple[str, int]] = []
     for _ in range(r.count()):
         topic = r.string()
         out.extend((topic, r.int32()) for _ in range(r.count()))

@@ -31,7 +31,7 @@ from protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 
-class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
+class GroupCoordinator(GroupOffsets, GroupAdmin, GroupMembership):
     def __init__(self, broker_id: int, config: GroupConfig, manager: GroupMetadataManager, scheduler: Scheduler,
                  offsets_retention_check_interval_ms: int = 600_000) -> None:
         super().__init__(broker_id, config, manager, scheduler)
@@ -57,13 +57,16 @@ class GroupCoordinator(GroupMembership, GroupOffsets, GroupAdmin):
         for group in self.manager.complete_loading(partition, iter(records)):
             self.on_group_loaded(group)
 
+    def _read_partition(self, partition: int) -> list[tuple[int, bytes | None, bytes | None]]:
+        return list(self.coordinator_log.read_records(partition))
+
     def _load_in_background(self, partitions: list[int]) -> None:
         """Read the partitions off the event loop, then rebuild their groups on it."""
         self.manager.begin_loading(partitions)
 
         async def load() -> None:
             for partition in partitions:
-                records = await asyncio.to_thread(lambda p=partition: list(self.coordinator_log.read_records(p)))
+                records = await asyncio.to_thread(self._read_partition, partition)
                 self._apply_loaded(partition, records)
 
         task = asyncio.get_running_loop().create_task(load(), name="group-metadata-load")

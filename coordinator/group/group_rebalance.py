@@ -68,6 +68,10 @@ class GroupRebalance:
         self._syncs: dict[str, Timer] = {}
         self._heartbeats: dict[tuple[str, str], Timer] = {}
 
+    def _join_result(self, group: GroupMetadata, member: MemberMetadata) -> JoinGroupResult:
+        """The JoinGroup answer for one member of a stable group (the membership protocol defines it)."""
+        raise NotImplementedError
+
     def _log(self, message: str, *args: object) -> None:
         log.info("[GroupCoordinator %d]: " + message, self.broker_id, *args)
 

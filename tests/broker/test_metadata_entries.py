@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import uuid
 
 from broker.handlers.metadata import partition_entry
+from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
 from storage.log_manager import LogManager
 
@@ -12,7 +14,8 @@ from storage.log_manager import LogManager
 def test_a_partition_entry_is_reused_until_leadership_or_isr_changes(tmp_path) -> None:
     logs = LogManager([tmp_path])
     logs.startup()
-    partition = ReplicaManager(0, logs).make_leader("t", 3, uuid.uuid4(), [0, 1])
+    thread = AppendThread(concurrent.futures.ThreadPoolExecutor(1))
+    partition = ReplicaManager(0, logs, thread).make_leader("t", 3, uuid.uuid4(), [0, 1])
     first = partition_entry(partition)
     assert (first.partition_index, first.leader_id, first.leader_epoch) == (3, 0, 0)
     assert (first.replica_nodes, first.isr_nodes, first.offline_replicas) == ([0, 1], [0], [])
@@ -24,4 +27,5 @@ def test_a_partition_entry_is_reused_until_leadership_or_isr_changes(tmp_path) -
     grown = partition_entry(partition)
     assert grown.isr_nodes == [0, 1] and bumped.isr_nodes == [0]
     assert partition_entry(partition) is grown
+    thread.shutdown()
     logs.shutdown()
