@@ -37,9 +37,6 @@ from client.errors import (
 from client.metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
 from client.partitioner import murmur2, partition_for_key
 
-# Until tests/tools/test_client_broker.py imports them from protocol.request_constants.
-from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-
 __all__ = [
     "AdminClient",
     "AsyncBrokerConnection",

@@ -6,8 +6,6 @@ import pytest
 
 from client import (
     KafkaConnectionError,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
     AdminClient,
     KafkaApiError,
     KafkaClient,
@@ -18,6 +16,7 @@ from client import (
 )
 from protocol import compression
 from protocol.errors import ErrorCode
+from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 from testing.broker_process import BrokerProcess
 
