@@ -28,15 +28,14 @@ import socket
 from dataclasses import dataclass
 from typing import cast
 
-from protocol.api import ApiSpec
-from protocol.errors import ProtocolError
-from protocol.framing import FrameDecoder
-from protocol.primitives import Message
-
 from client.connection import DEFAULT_CLIENT_ID, MAX_RESPONSE_SIZE, BrokerAddress
 from client.errors import CorrelationIdMismatchError, KafkaConnectionError, KafkaTimeoutError
 from client.in_flight_requests import InFlightRequest, InFlightRequests, request_spec
 from client.node_api_versions import ApiVersionsNegotiation, NodeApiVersions, api_versions_request
+from protocol.api import ApiSpec
+from protocol.errors import ProtocolError
+from protocol.framing import FrameDecoder
+from protocol.primitives import Message
 
 __all__ = ["AsyncBrokerConnection"]
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass
 
+from client.errors import CorrelationIdMismatchError
 from protocol.api import API_VERSIONS_KEY, APIS, ApiSpec, decode_response, encode_request
 from protocol.buffers import Chunk
 from protocol.errors import ProtocolError
 from protocol.primitives import Message
-
-from client.errors import CorrelationIdMismatchError
 
 __all__ = ["InFlightRequest", "InFlightRequests", "request_spec"]
 

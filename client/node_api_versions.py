@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from client.errors import KafkaConnectionError, NoCompatibleVersionError, check_error
 from protocol.api import API_VERSIONS_KEY, APIS
 from protocol.errors import ErrorCode
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.primitives import Message
-
-from client.errors import KafkaConnectionError, NoCompatibleVersionError, check_error
 
 __all__ = [
     "CLIENT_SOFTWARE_NAME",

@@ -13,8 +13,8 @@ which is why they live below all three.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from client import TopicPartition
 from protocol.request_constants import READ_COMMITTED, READ_UNCOMMITTED
@@ -60,7 +60,7 @@ class SourceOptions:
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, raw: Mapping[str, str], *, streaming: bool) -> "SourceOptions":
+    def parse(cls, raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
         options = lower_keys(raw)
         bootstrap = options.get("kafka.bootstrap.servers")
         if not bootstrap:
