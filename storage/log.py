@@ -26,28 +26,22 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
+from protocol.buffers import Buffer
 from protocol.record_batch import (
     RecordBatchHeader,
     patch_base_offset_and_epoch,
     patch_max_timestamp,
 )
+from protocol.request_constants import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from storage.checkpoints import fsync_dir
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_append import AppendOrigin, LogAppendInfo, analyze_and_validate
 from storage.log_config import LogConfig
 from storage.log_loader import load_log, rebuild_producer_state
-from storage.log_offsets import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    TimestampAndOffset,
-    TimestampSearch,
-    offset_of_max_timestamp,
-)
+from storage.log_offsets import TimestampAndOffset, TimestampSearch, offset_of_max_timestamp
 from storage.log_retention import (
     RetentionBreach,
     deletable_segments,
@@ -63,14 +57,11 @@ from storage.log_segment import (
     LogOffsetMetadata,
     LogSegment,
 )
-from storage.producer_state import ProducerStateManager
+from storage.producer_state import EndTxnMarker, ProducerStateManager
 from storage.segment_list import SegmentList
 from storage.transaction_index import AbortedTxn
 
-__all__ = [
-    "EARLIEST_LOCAL_TIMESTAMP", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP",
-    "FetchIsolation", "Log", "TimestampAndOffset", "parse_topic_partition",
-]
+__all__ = ["FetchIsolation", "Log", "TimestampAndOffset", "parse_topic_partition"]
 
 log = logging.getLogger(__name__)
 
@@ -87,14 +78,14 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-F = TypeVar("F", bound=Callable)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def storage_errors(method: F) -> F:
     """An OSError under a log call (disk full, I/O error) becomes KAFKA_STORAGE_ERROR for clients."""
 
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: Log, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except OSError as exc:
@@ -303,7 +294,7 @@ class Log:
             max_timestamp = now
         return self.active_segment.should_roll(size, max_timestamp, last_offset, now, config)
 
-    def _append(self, buf, batches: Sequence[tuple[int, RecordBatchHeader]], now: int,
+    def _append(self, buf: Buffer, batches: Sequence[tuple[int, RecordBatchHeader]], now: int,
                 roll_checked: bool = False) -> None:
         size = batches[-1][0] + batches[-1][1].size_in_bytes - batches[0][0]
         first, last = batches[0][1], batches[-1][1]
@@ -316,7 +307,9 @@ class Log:
         self.log_end_offset = last.next_offset
         self._end_snapshot = (last.next_offset, segment, segment.size)
 
-    def _after_append(self, batches: Sequence[tuple[int, RecordBatchHeader]], markers: dict) -> None:
+    def _after_append(
+        self, batches: Sequence[tuple[int, RecordBatchHeader]], markers: dict[int, EndTxnMarker | None]
+    ) -> None:
         state = self.producer_state
         if state is not None:
             for index, (_, header) in enumerate(batches):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from protocol.buffers import Buffer
 from protocol.control_records import parse_end_txn_marker
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import (
@@ -85,7 +86,7 @@ class AnalyzedAppend:
 
 
 def analyze_and_validate(
-    buf,
+    buf: Buffer,
     config: LogConfig,
     origin: AppendOrigin,
     now: int,
@@ -120,7 +121,7 @@ def analyze_and_validate(
     return result
 
 
-def _check_keys(buf, pos: int, header: RecordBatchHeader) -> None:
+def _check_keys(buf: Buffer, pos: int, header: RecordBatchHeader) -> None:
     """Kafka's LogValidator: a compacted topic refuses records without a key.
 
     The one place the leader's append looks inside a batch, and only for
@@ -154,7 +155,7 @@ def _check_batch(header: RecordBatchHeader, config: LogConfig, origin: AppendOri
                 raise InvalidTimestampError(f"timestamp {ts} is out of the accepted range around {now}")
 
 
-def end_txn_marker(buf, pos: int) -> EndTxnMarker | None:
+def end_txn_marker(buf: Buffer, pos: int) -> EndTxnMarker | None:
     """The end-transaction marker of the control batch at ``pos``; None for another control type."""
     _, records = read_batch(buf, pos)
     if not records:
@@ -166,7 +167,9 @@ def end_txn_marker(buf, pos: int) -> EndTxnMarker | None:
     return EndTxnMarker(int(marker.control_type), marker.coordinator_epoch)
 
 
-def _check_producer_state(result: AnalyzedAppend, producer_state: ProducerStateManager, origin: AppendOrigin):
+def _check_producer_state(
+    result: AnalyzedAppend, producer_state: ProducerStateManager, origin: AppendOrigin
+) -> BatchMetadata | None:
     """Duplicate detection and epoch/sequence rules, before anything is written.
 
     The state is only updated after the write, so several batches of one

@@ -71,7 +71,7 @@ def last_records_of_active_producers(
     if psm is None:
         return None
     with log_.lock:  # appends mutate the producer map
-        return last_records_of(psm, now_ms, expiration_ms)  # type: ignore[arg-type]
+        return last_records_of(psm, now_ms, expiration_ms)
 
 
 # ---------------------------------------------------------------- selection

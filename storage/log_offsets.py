@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from protocol.record_batch import RecordBatchHeader
 from protocol.records import iter_records
-from protocol.request_constants import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from storage.log_segment import LogSegment
 
 

@@ -13,7 +13,8 @@ renamed ``.deleted`` and removed after ``file.delete.delay.ms``.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from storage.log_config import LogConfig
 from storage.log_segment import LogSegment

@@ -12,7 +12,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from protocol.errors import CorruptRecordError, ProtocolError
 from protocol.record_batch import RecordBatchHeader, iter_batch_headers
@@ -125,7 +125,7 @@ class LogSegment:
         self._next_offset: int | None = base_offset if self.log.size == 0 else None
 
     @classmethod
-    def open(cls, dir: Path, base_offset: int, config: LogConfig, file_suffix: str = "", **kwargs) -> "LogSegment":
+    def open(cls, dir: Path, base_offset: int, config: LogConfig, file_suffix: str = "", **kwargs: Any) -> LogSegment:
         return cls(dir, base_offset, config, file_suffix=file_suffix, **kwargs)
 
     # --- properties -------------------------------------------------------------------

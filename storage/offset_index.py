@@ -10,6 +10,7 @@ starts at or after ``lookup(o).position``.
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 from typing import NamedTuple
 
 from storage.abstract_index import AbstractIndex
@@ -28,15 +29,15 @@ class OffsetIndex(AbstractIndex):
 
     ENTRY_SIZE = 8
 
-    def __init__(self, path, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
+    def __init__(self, path: Path | str, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
         super().__init__(path, base_offset, max_index_size, writable)
         self._last_offset = self._read_last_offset()
 
     def _relative(self, slot: int) -> int:
-        return _ENTRY.unpack_from(self._mmap, slot * 8)[0]  # type: ignore[arg-type]
+        return _ENTRY.unpack_from(self._mmap, slot * 8)[0]  # type: ignore[arg-type,no-any-return]
 
     def _position(self, slot: int) -> int:
-        return _ENTRY.unpack_from(self._mmap, slot * 8)[1]  # type: ignore[arg-type]
+        return _ENTRY.unpack_from(self._mmap, slot * 8)[1]  # type: ignore[arg-type,no-any-return]
 
     def entry(self, slot: int) -> OffsetPosition:
         with self.lock:

@@ -11,6 +11,7 @@ that timestamp, as in Kafka.
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 from typing import NamedTuple
 
 from storage.abstract_index import AbstractIndex
@@ -30,15 +31,15 @@ class TimeIndex(AbstractIndex):
 
     ENTRY_SIZE = 12
 
-    def __init__(self, path, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
+    def __init__(self, path: Path | str, base_offset: int, max_index_size: int = -1, writable: bool = True) -> None:
         super().__init__(path, base_offset, max_index_size, writable)
         self._last_entry = self._read_last_entry()
 
     def _timestamp(self, slot: int) -> int:
-        return _ENTRY.unpack_from(self._mmap, slot * 12)[0]  # type: ignore[arg-type]
+        return _ENTRY.unpack_from(self._mmap, slot * 12)[0]  # type: ignore[arg-type,no-any-return]
 
     def _relative(self, slot: int) -> int:
-        return _ENTRY.unpack_from(self._mmap, slot * 12)[1]  # type: ignore[arg-type]
+        return _ENTRY.unpack_from(self._mmap, slot * 12)[1]  # type: ignore[arg-type,no-any-return]
 
     def entry(self, slot: int) -> TimestampOffset:
         with self.lock:

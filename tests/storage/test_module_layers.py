@@ -38,7 +38,7 @@ def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
     def visit(module: str) -> list[str] | None:
         if module in stack:
-            return stack[stack.index(module):] + [module]
+            return [*stack[stack.index(module):], module]
         if module in done:
             return None
         stack.append(module)
