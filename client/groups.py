@@ -16,7 +16,7 @@ from client.client import KafkaClient
 from client.connection import BrokerConnection
 from client.errors import KafkaApiError, api_error, check_error
 from client.metadata import TopicPartition
-from coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE, ConsumerProtocolError, assigned_partitions
+from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, ConsumerProtocolError, assigned_partitions
 from protocol.errors import ErrorCode
 from protocol.messages import delete_groups as _dg
 from protocol.messages import describe_groups as _desc

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from coordinator.group.consumer_protocol import (
+from protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     ConsumerProtocolError,
     subscribed_topics,

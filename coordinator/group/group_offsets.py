@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from coordinator.group.group_metadata import (
     UNKNOWN_MEMBER_ID,
     GroupMetadata,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from coordinator.group.consumer_protocol import encode_subscription
+from protocol.consumer_protocol import encode_subscription
 from coordinator.common.coordinator_log import AppendCallback, KeyValues
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig

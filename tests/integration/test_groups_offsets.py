@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.group.consumer_protocol import encode_assignment, encode_subscription
+from protocol.consumer_protocol import encode_assignment, encode_subscription
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol

@@ -24,7 +24,7 @@ from broker.handlers import (
     offset_fetch,
     sync_group,
 )
-from coordinator.group.consumer_protocol import encode_assignment, encode_subscription
+from protocol.consumer_protocol import encode_assignment, encode_subscription
 from protocol.errors import ErrorCode
 from protocol.messages import delete_groups as dg
 from protocol.messages import describe_groups as dsc

@@ -1,6 +1,7 @@
-"""The "consumer" protocol type's embedded formats, read-only.
+"""The "consumer" protocol type's embedded formats (Kafka's ConsumerProtocol), read-only.
 
-The coordinator never interprets a group's protocol metadata to run the
+Wire formats carried inside JoinGroup/SyncGroup, shared by the group
+coordinator and pafka's client. The coordinator never interprets a group's protocol metadata to run the
 protocol (assignment happens in the clients), but Kafka reads two things from
 groups of protocol type ``consumer``: the topics members subscribe to (offset
 expiry and OffsetDelete's GROUP_SUBSCRIBED_TO_TOPIC), and the assignment
