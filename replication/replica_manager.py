@@ -445,17 +445,17 @@ class ReplicaManager:
                                                                               from_replica)
         return ListOffsetsResult(ErrorCode.NO_ERROR, found_timestamp, offset, epoch)
 
-    def delete_records(self, offsets: dict[TopicPartition, int]) -> Awaitable[dict[TopicPartition, tuple[int, int]]]:
-        """DeleteRecords: move each log start offset up; (error, low watermark) per partition.
+    def delete_records(self, offsets: Sequence[tuple[TopicPartition, int]]) -> Awaitable[list[tuple[int, int]]]:
+        """DeleteRecords: move each log start offset up; (error, low watermark) per entry, in order.
 
         -1 means the high watermark. Runs on the append thread (it may delete
         segments and writes the log-start-offset checkpoint).
         """
         return self.append_thread.run(self._delete_records_blocking, offsets)
 
-    def _delete_records_blocking(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
-        results = {tp: self._delete_records_of(tp, offset) for tp, offset in offsets.items()}
-        if any(code == ErrorCode.NO_ERROR for code, _ in results.values()):
+    def _delete_records_blocking(self, offsets: Sequence[tuple[TopicPartition, int]]) -> list[tuple[int, int]]:
+        results = [self._delete_records_of(tp, offset) for tp, offset in offsets]
+        if any(code == ErrorCode.NO_ERROR for code, _ in results):
             self.log_manager.checkpoint_log_start_offsets()
         return results
 

@@ -34,13 +34,13 @@ HIGH_WATERMARK = -1
 
 async def handle(ctx: "RequestContext", broker: "BrokerServices", request: DeleteRecordsRequest
                  ) -> DeleteRecordsResponse:
-    offsets = {(topic.name, p.partition_index): p.offset for topic in request.topics for p in topic.partitions}
-    results = await broker.replica_manager.delete_records(offsets)
+    offsets = [((topic.name, p.partition_index), p.offset) for topic in request.topics for p in topic.partitions]
+    results = iter(await broker.replica_manager.delete_records(offsets))
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            code, low_watermark = results[(topic.name, p.partition_index)]
+            code, low_watermark = next(results)
             partitions.append(DeleteRecordsPartitionResult(partition_index=p.partition_index,
                                                            low_watermark=low_watermark, error_code=code))
         topics.append(DeleteRecordsTopicResult(name=topic.name, partitions=partitions))
