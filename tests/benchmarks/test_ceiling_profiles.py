@@ -4,20 +4,15 @@ profile folding; plus one quick ceiling run against a real pafka."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-import broker_ceiling as ceiling  # noqa: E402
-import profiles  # noqa: E402
-from protocol.api import encode_response  # noqa: E402
-from protocol.buffers import join_chunks  # noqa: E402
-from protocol.messages.fetch import FetchableTopicResponse, FetchResponse, PartitionData  # noqa: E402
-from protocol.record_batch import patch_base_offset  # noqa: E402
+from benchmarks.suite import broker_ceiling as ceiling
+from benchmarks.suite import profiles
+from protocol.api import encode_response
+from protocol.buffers import join_chunks
+from protocol.messages.fetch import FetchableTopicResponse, FetchResponse, PartitionData
+from protocol.record_batch import patch_base_offset
 
 VERSION = 12
 

@@ -4,20 +4,11 @@ real throughput run against a pafka broker (the peer is not needed for that)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-import bench_brokers  # noqa: E402
-import client_common  # noqa: E402
-import client_latency  # noqa: E402
-import client_throughput  # noqa: E402
-import consume_only  # noqa: E402
-import suite  # noqa: E402
+from benchmarks.suite import bench_brokers, client_common, client_latency, client_throughput, consume_only, suite
 
 
 class FakeMessage:

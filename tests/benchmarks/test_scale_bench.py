@@ -4,17 +4,10 @@ scans exactly the unflushed bytes."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-import scale_clients  # noqa: E402
-import scale_storage  # noqa: E402
-from bench_brokers import start_pafka  # noqa: E402
+from benchmarks.suite import scale_clients, scale_storage
+from benchmarks.suite.bench_brokers import start_pafka
 
 
 def test_expected_counts_spread_the_remainder_over_the_first_partitions() -> None:

@@ -9,7 +9,6 @@ drives pafka and the peer.
 from __future__ import annotations
 
 import socket
-import struct
 import time
 from collections.abc import Iterable, Sequence
 
@@ -21,10 +20,10 @@ from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from protocol.primitives import Message
 from protocol.records import Record, build_batch
+from testing.sockets import read_frame
 
 API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS = 18, 3, 0, 1, 2
 LATEST_TIMESTAMP = -1
-_SIZE = struct.Struct(">i")
 
 
 def record_batch(records: int, value_size: int) -> bytearray:
@@ -69,8 +68,7 @@ class WireClient:
         self.sock.sendall(frame)
 
     def receive_frame(self) -> bytearray:
-        size = _SIZE.unpack(self._recv_exact(4))[0]
-        return self._recv_exact(size)
+        return read_frame(self.sock)
 
     def receive(self, api_key: int, version: int) -> Message:
         return decode_response(api_key, version, self.receive_frame())[1]
@@ -78,16 +76,6 @@ class WireClient:
     def request(self, api_key: int, version: int, body: Message) -> Message:
         self.send(api_key, version, body)
         return self.receive(api_key, version)
-
-    def _recv_exact(self, n: int) -> bytearray:
-        buf = bytearray(n)
-        view, got = memoryview(buf), 0
-        while got < n:
-            read = self.sock.recv_into(view[got:], n - got)
-            if read == 0:
-                raise ConnectionError("broker closed the connection")
-            got += read
-        return buf
 
     # -- APIs ---------------------------------------------------------------
     def negotiate(self) -> dict[int, int]:

@@ -13,7 +13,7 @@ kio 0.6.5 reads with its Rust extension and writes with Python into a BytesIO
 (which copies the records). Each figure is the best of ``--repeat`` timing runs
 of ``--number`` calls, in microseconds per call.
 
-    .venv/bin/python benchmarks/protocol_codecs.py
+    .venv/bin/python benchmarks/micro/protocol_codecs.py
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import io
 import timeit
 from typing import Callable
 
+from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.schema.fetch.v12 import response as kio_fetch
 from kio.schema.produce.v9 import request as kio_produce_req
 from kio.schema.produce.v9 import response as kio_produce_resp
-from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from protocol.api import decode_request, encode_request, encode_response

@@ -1,6 +1,6 @@
 """Recovery time of an unflushed 1 GiB segment (no clean-shutdown marker).
 
-    .venv/bin/python benchmarks/storage_recovery.py [--mib 1024] [--drop-cache]
+    .venv/bin/python benchmarks/micro/storage_recovery.py [--mib 1024] [--drop-cache]
 
 Writes one segment of 16 KiB batches, closes it as a crash would (no flush,
 no marker), then times ``Log.open(..., recovery_point=0)``: every batch is
@@ -20,12 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if not __package__:  # run as a file: imports start at the repository root, not this folder
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from storage_append import make_16k_batch  # noqa: E402
-from storage.log_config import LogConfig  # noqa: E402
+from benchmarks.micro.storage_append import make_16k_batch  # noqa: E402
 from storage.log import Log  # noqa: E402
+from storage.log_config import LogConfig  # noqa: E402
 
 
 def main() -> None:

@@ -20,10 +20,12 @@ from typing import Any, Callable, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from bench_brokers import BenchBroker, ResourceMeter, median, percentile
+from benchmarks.suite.bench_brokers import BenchBroker, ResourceMeter, median, percentile
+from benchmarks.suite.scale_storage import TOPICS_TIMEOUT_S, delete_topics, produce_records
+from benchmarks.suite.scale_wire import METADATA, WireClient, api_versions_v0_frame
 from protocol.api import decode_response
-from scale_storage import create_topics, delete_topics, produce_records
-from scale_wire import METADATA, WireClient, api_versions_v0_frame
+from testing.sockets import read_frame
+from testing.topics import create_topic, create_topics
 
 PHASE_TIMEOUT_S = 300.0
 T = TypeVar("T")
@@ -139,7 +141,7 @@ def run_partitions(broker: BenchBroker, topics: int, per_topic: int, records: in
     """Produce ``records`` of 100 B over topics x per_topic partitions; Metadata timing; verify."""
     tag = uuid.uuid4().hex[:6]
     names = [f"scale-parts-{tag}-{i:03d}" for i in range(topics)]
-    create_topics(broker.bootstrap, names, per_topic)
+    create_topics(broker.bootstrap, names, per_topic, timeout_s=TOPICS_TIMEOUT_S)
     partitions = [(t, p) for t in names for p in range(per_topic)]
     result: dict[str, Any] = {"partitions": len(partitions)}
     with WireClient(broker.host, broker.port) as client:
@@ -179,19 +181,8 @@ def open_idle_connections(broker: BenchBroker, count: int) -> list[socket.socket
     for sock in sockets:
         sock.sendall(frame)
     for sock in sockets:
-        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-        _recv_exact(sock, size)
+        read_frame(sock)
     return sockets
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("broker closed an idle connection")
-        data += chunk
-    return data
 
 
 def run_active_producers(broker: BenchBroker, topic: str, producers: int, records_each: int) -> tuple[float, float]:
@@ -303,7 +294,7 @@ def consume_as_group(bootstrap: str, topic: str, group: str, expected: dict[int,
 def run_groups(broker: BenchBroker, groups: int, partitions: int, per_partition: int, workers: int
                ) -> dict[str, Any]:
     topic = "scale-groups-" + uuid.uuid4().hex[:6]
-    create_topics(broker.bootstrap, [topic], partitions)
+    create_topic(broker.bootstrap, topic, partitions, timeout_s=TOPICS_TIMEOUT_S)
     produce_records(broker.bootstrap, topic, partitions * per_partition, 100, partitions)
     expected = {p: per_partition for p in range(partitions)}
     names = [f"scale-group-{uuid.uuid4().hex[:6]}-{i}" for i in range(groups)]

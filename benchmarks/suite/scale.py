@@ -1,8 +1,8 @@
 """Scale benchmarks (issue 7): costs that must stay flat as partitions, connections,
 consumer groups, segments and data grow; start-up time and RSS.
 
-    python benchmarks/scale.py --quick            # development, about a minute or two
-    flock /tmp/pafka-bench.lock python benchmarks/scale.py --repeats 3
+    python benchmarks/suite/scale.py --quick            # development, about a minute or two
+    flock /tmp/pafka-bench.lock python benchmarks/suite/scale.py --repeats 3
 
 Client scenarios (1,000 partitions, idle connections, consumer groups) run against pafka
 and the peer alternately (A B A B ...), medians of ``--repeats``. The segment and start-up
@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if not __package__:  # run as a file: imports start at the repository root, not this folder
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from bench_brokers import (  # noqa: E402
+from benchmarks.suite.bench_brokers import (  # noqa: E402
     DEFAULT_PEER_LAUNCHER,
     BenchBroker,
     alternate,
@@ -36,8 +36,9 @@ from bench_brokers import (  # noqa: E402
     start_pafka,
     start_peer,
 )
-from scale_clients import fresh_idle_cost, run_connections, run_groups, run_partitions  # noqa: E402
-from scale_storage import create_topics, run_segments, run_startup  # noqa: E402
+from benchmarks.suite.scale_clients import fresh_idle_cost, run_connections, run_groups, run_partitions  # noqa: E402
+from benchmarks.suite.scale_storage import TOPICS_TIMEOUT_S, run_segments, run_startup  # noqa: E402
+from testing.topics import create_topic  # noqa: E402
 
 SCENARIOS = ("partitions", "connections", "groups", "segments", "startup")
 FD_NEEDED = 4096
@@ -148,7 +149,7 @@ def scenario_connections(pafka: BenchBroker, peer: BenchBroker, n: dict[str, Any
                          fresh: dict[str, Any]) -> dict[str, Any]:
     topic = "scale-connections"
     for broker in (pafka, peer):
-        create_topics(broker.bootstrap, [topic], n["producers"])
+        create_topic(broker.bootstrap, topic, n["producers"], timeout_s=TOPICS_TIMEOUT_S)
     runs: dict[str, list[dict[str, Any]]] = {"pafka": [], "peer": []}
     for broker in alternate(pafka, peer, repeats):
         run = run_connections(broker, topic, n["idle"], n["producers"], n["records_each"])

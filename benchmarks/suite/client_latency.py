@@ -1,6 +1,6 @@
 """Produce and end-to-end latency of pafka against the peer broker (confluent-kafka client).
 
-    python benchmarks/client_latency.py [--quick] [--repeats 3]
+    python benchmarks/suite/client_latency.py [--quick] [--repeats 3]
 
 Four scenarios, each against pafka and the peer alternately (A B A B A B), fresh
 one-partition topic per run, 100 B records:
@@ -30,14 +30,25 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if not __package__:  # run as a file: imports start at the repository root, not this folder
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
-from bench_brokers import BenchBroker, ResourceMeter, alternate, percentile  # noqa: E402
-from client_common import (  # noqa: E402
-    OthersMeter, admin_for, broker_pair, cell, compare_runs, create_topic, delete_topic, human, log,
-    results_table, runs_ok)
+from benchmarks.suite.bench_brokers import BenchBroker, ResourceMeter, alternate, percentile  # noqa: E402
+from benchmarks.suite.client_common import (  # noqa: E402
+    OthersMeter,
+    admin_for,
+    broker_pair,
+    cell,
+    compare_runs,
+    delete_topic,
+    human,
+    log,
+    results_table,
+    runs_ok,
+)
+from testing.topics import create_topic  # noqa: E402
 
 STAMP = struct.Struct(">IQ")  # sequence number, send time in perf_counter nanoseconds
 WARMUP_SEQ = 0xFFFFFFFF
@@ -177,7 +188,7 @@ def run_once(broker: BenchBroker, s: Scenario) -> dict:
     result: dict = {"broker": broker.name, "topic": topic}
     receiver = None
     try:
-        create_topic(admin, topic, 1)
+        create_topic(broker.bootstrap, topic, 1)
         produce_ns: list[int] = []
         failures: list[str] = []
 

@@ -17,7 +17,7 @@ Samples are of the broker's busy threads only (py-spy drops idle ones), so
 "% of samples" is the share of the broker's own work; "% busy" is samples over
 the load's seconds × rate, a rough share of one core.
 
-    python benchmarks/profiles.py [--quick] [--seconds 10] [--loads ceiling-produce-1MiB,...] [--keep DIR]
+    python benchmarks/suite/profiles.py [--quick] [--seconds 10] [--loads ceiling-produce-1MiB,...] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -35,11 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+if not __package__:  # run as a file: imports start at the repository root, not this folder
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-import ceiling_client as ceiling  # noqa: E402
-from bench_brokers import BenchBroker, remove_data, start_pafka  # noqa: E402
+from benchmarks.suite import ceiling_client as ceiling  # noqa: E402
+from benchmarks.suite.bench_brokers import BenchBroker, remove_data, start_pafka  # noqa: E402
+from testing.topics import create_topic, create_topics  # noqa: E402
 
 PY_SPY = Path(sys.executable).parent / "py-spy"
 RATE_HZ = 100
@@ -98,7 +99,7 @@ def record(pid: int, seconds: float, out: Path) -> None:
 def ceiling_produce(batch_bytes: int) -> Callable[[BenchBroker, threading.Event], str]:
     def load(broker: BenchBroker, stop: threading.Event) -> str:
         target = ceiling.Target.negotiate(broker.host, broker.port)
-        ceiling.create_topic(target, "profile-produce", 1)
+        create_topic(broker.bootstrap, "profile-produce", 1, ceiling.TOPIC_CONFIGS)
         batch = ceiling.build_sized_batch(batch_bytes, ceiling.records_per_batch(batch_bytes))
         per_round = max(1, (64 << 20) // batch_bytes)
         sent, started = 0, time.monotonic()
@@ -114,7 +115,7 @@ def ceiling_produce(batch_bytes: int) -> Callable[[BenchBroker, threading.Event]
 def ceiling_fetch(batch_bytes: int) -> Callable[[BenchBroker, threading.Event], str]:
     def load(broker: BenchBroker, stop: threading.Event) -> str:
         target = ceiling.Target.negotiate(broker.host, broker.port)
-        ceiling.create_topic(target, "profile-fetch", 1)
+        create_topic(broker.bootstrap, "profile-fetch", 1, ceiling.TOPIC_CONFIGS)
         batch = ceiling.build_sized_batch(batch_bytes, ceiling.records_per_batch(batch_bytes))
         count = (128 << 20) // batch_bytes
         ceiling.produce_partitions(target, "profile-fetch", batch, 1, count, 1, 8)
@@ -133,7 +134,7 @@ def ceiling_fetch(batch_bytes: int) -> Callable[[BenchBroker, threading.Event], 
 def kafka_produce(broker: BenchBroker, stop: threading.Event) -> str:
     from confluent_kafka import Producer
 
-    _create_kafka_topic(broker, "profile-kafka", 6)
+    create_topic(broker.bootstrap, "profile-kafka", 6, ceiling.TOPIC_CONFIGS)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": 1, "linger.ms": 5,
                          "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
                          "queue.buffering.max.kbytes": 1_048_576, "partitioner": "consistent_random"})
@@ -158,7 +159,7 @@ def kafka_consume(total: int) -> Callable[[BenchBroker, threading.Event], str]:
 def _kafka_consume(broker: BenchBroker, stop: threading.Event, total: int) -> str:
     from confluent_kafka import Consumer, Producer
 
-    _create_kafka_topic(broker, "profile-consume", 6)
+    create_topic(broker.bootstrap, "profile-consume", 6, ceiling.TOPIC_CONFIGS)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": 1, "linger.ms": 5,
                          "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000,
                          "queue.buffering.max.kbytes": 2_097_152})
@@ -189,11 +190,10 @@ def _kafka_consume(broker: BenchBroker, stop: threading.Event, total: int) -> st
 
 
 def kafka_produce_1000_partitions(broker: BenchBroker, stop: threading.Event) -> str:
-    from scale_clients import produce_spread
-    from scale_storage import create_topics
+    from benchmarks.suite.scale_clients import produce_spread
 
     names = [f"profile-p1000-{i:03d}" for i in range(100)]
-    create_topics(broker.bootstrap, names, 10)
+    create_topics(broker.bootstrap, names, 10, timeout_s=120)
     partitions = [(t, p) for t in names for p in range(10)]
     sent, busy_s = 0, 0.0
     for _ in range(100):  # rounds of 1M records until sampling ends
@@ -202,10 +202,6 @@ def kafka_produce_1000_partitions(broker: BenchBroker, stop: threading.Event) ->
         meter, _ = produce_spread(broker, partitions, 1_000_000, 100)
         sent, busy_s = sent + 1_000_000, busy_s + meter.wall_s
     return f"{sent / busy_s:,.0f} records/s" if busy_s else "?"
-
-
-def _create_kafka_topic(broker: BenchBroker, topic: str, partitions: int) -> None:
-    ceiling.create_topic(ceiling.Target(broker.host, broker.port), topic, partitions)
 
 
 def loads(quick: bool) -> dict[str, Callable[[BenchBroker, threading.Event], str]]:

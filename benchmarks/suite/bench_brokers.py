@@ -2,9 +2,10 @@
 
 Every suite scenario runs against pafka and against the peer broker (Tansu, started by
 the launcher script beside the project, ``../shared/bench/peer.py``, run as a separate
-process; nothing is imported from it). A :class:`BenchBroker` knows its bootstrap address
-and PID, so a :class:`ResourceMeter` can read its CPU seconds and peak RSS from ``/proc``
-around one measured phase.
+process; nothing is imported from it). pafka is started by the launcher the tests use,
+``testing.broker_process``, with bytecode allowed. A :class:`BenchBroker` knows its
+bootstrap address and PID, so a :class:`ResourceMeter` can read its CPU seconds and peak
+RSS from ``/proc`` around one measured phase.
 
     with start_pafka(data_dir) as pafka, start_peer() as peer:
         for broker in alternate(pafka, peer, repeats=3):
@@ -18,44 +19,25 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PEER_LAUNCHER = PROJECT_ROOT.parent / "shared" / "bench" / "peer.py"
+from testing.broker_process import REPO_ROOT, BrokerProcess
+from testing.sockets import free_port, wait_until_listening
+
+DEFAULT_PEER_LAUNCHER = REPO_ROOT.parent / "shared" / "bench" / "peer.py"
 #: Where the peer launcher caches the peer's binary unless told otherwise.
 SHARED_PEER_CACHE = Path(os.environ.get("PEER_CACHE", Path.home() / ".cache" / "pafka-peer"))
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+#: A 1,000-partition restart after SIGKILL recovers every active segment: more than a test's bound.
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 60.0
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def wait_until_listening(host: str, port: int, process: subprocess.Popen | None,
-                         timeout: float = START_TIMEOUT_S) -> float:
-    """Seconds until ``host:port`` accepts a connection; raises if the process dies first."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"broker exited with {process.returncode} before listening")
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return time.monotonic() - started
-        except OSError:
-            time.sleep(0.005)
-    raise RuntimeError(f"nothing listening on {host}:{port} after {timeout}s")
 
 
 def proc_cpu_seconds(pid: int) -> float:
@@ -86,22 +68,29 @@ def reset_peak_rss(pid: int) -> bool:
 
 @dataclass
 class BenchBroker:
-    """A running broker the suite drives: its name, address, PID and how to stop it."""
+    """A running broker the suite drives: its name, address, PID and how to stop it.
+
+    pafka is a :class:`testing.broker_process.BrokerProcess` (``launcher``); the peer is
+    stopped through its launcher script (``stop_command``); a broker found by its port
+    (``broker_ceiling.py --bootstrap``) is only metered, never stopped.
+    """
 
     name: str
     host: str
     port: int
     pid: int
-    process: subprocess.Popen | None = None
-    data_dir: Path | None = None
+    launcher: BrokerProcess | None = None
     start_s: float = 0.0
     stop_command: Sequence[str] | None = None
     peer_cache: Path | None = None
-    overrides: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def data_dir(self) -> Path | None:
+        return self.launcher.data_dir if self.launcher is not None else None
 
     def cpu_seconds(self) -> float:
         return proc_cpu_seconds(self.pid)
@@ -110,8 +99,8 @@ class BenchBroker:
         return proc_status_kb(self.pid, "VmRSS") / 1024
 
     def alive(self) -> bool:
-        if self.process is not None:
-            return self.process.poll() is None
+        if self.launcher is not None:
+            return self.launcher.running
         try:
             os.kill(self.pid, 0)
             return True
@@ -125,29 +114,14 @@ class BenchBroker:
             if self.peer_cache is not None:
                 shutil.rmtree(self.peer_cache, ignore_errors=True)
             return
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.kill(self.process.pid, sig)
-        try:
-            self.process.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=STOP_TIMEOUT_S)
+        if self.launcher is not None:
+            self.launcher.stop(sig)
 
     def __enter__(self) -> "BenchBroker":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def pafka_command(data_dir: Path, host: str, port: int, overrides: Sequence[str] = ()) -> list[str]:
-    args = [sys.executable, "-m", "broker.cli", "broker",
-            "--override", f"log.dirs={data_dir}",
-            "--override", f"listeners=PLAINTEXT://{host}:{port}"]
-    for item in overrides:
-        args += ["--override", item]
-    return args
 
 
 def _pafka_env() -> dict[str, str]:
@@ -158,27 +132,31 @@ def _pafka_env() -> dict[str, str]:
     return env
 
 
+def _running_pafka(launcher: BrokerProcess) -> BenchBroker:
+    assert launcher.pid is not None
+    return BenchBroker("pafka", launcher.host, launcher.port, launcher.pid, launcher, launcher.start_s)
+
+
 def start_pafka(data_dir: Path | None = None, *, host: str = "127.0.0.1", port: int | None = None,
                 overrides: Sequence[str] = (), log_path: Path | None = None) -> BenchBroker:
-    """Start ``pafka broker`` on ``data_dir`` (a fresh temp dir if None); returns once listening."""
-    if data_dir is None:
-        data_dir = Path(tempfile.mkdtemp(prefix="pafka-bench-"))
-    port = port or free_port(host)
-    log = open(log_path or data_dir.parent / f"{data_dir.name}.log", "ab")
+    """Start ``pafka broker`` on ``data_dir`` (a temp dir of its own if None, removed by
+    :func:`remove_data`); returns once listening. Output goes to ``log_path`` (default:
+    ``<data_dir>.log`` beside the data dir, or ``broker.log`` in the temp dir)."""
+    launcher = BrokerProcess(*overrides, data_dir=data_dir, host=host, port=port, log_path=log_path,
+                             env=_pafka_env(), start_timeout_s=START_TIMEOUT_S, stop_timeout_s=STOP_TIMEOUT_S)
     try:
-        process = subprocess.Popen(pafka_command(data_dir, host, port, overrides), stdout=log,
-                                   stderr=subprocess.STDOUT, cwd=PROJECT_ROOT, env=_pafka_env())
-    finally:
-        log.close()
-    start_s = wait_until_listening(host, port, process)
-    return BenchBroker("pafka", host, port, process.pid, process, data_dir, start_s,
-                       overrides=tuple(overrides))
+        launcher.start()
+    except BaseException:
+        launcher.cleanup()
+        raise
+    return _running_pafka(launcher)
 
 
 def restart_pafka(broker: BenchBroker, sig: signal.Signals = signal.SIGTERM) -> BenchBroker:
     """Stop ``broker`` with ``sig`` and start it again on the same data dir and port."""
-    broker.stop(sig)
-    return start_pafka(broker.data_dir, host=broker.host, port=broker.port, overrides=broker.overrides)
+    assert broker.launcher is not None, "only a pafka started here can be restarted"
+    broker.launcher.restart(sig)
+    return _running_pafka(broker.launcher)
 
 
 def private_peer_cache() -> Path:
@@ -210,7 +188,7 @@ def start_peer(*, port: int | None = None, launcher: Path = DEFAULT_PEER_LAUNCHE
         out = subprocess.run([sys.executable, str(launcher), "start", "--port", str(port)], env=_peer_env(cache),
                              capture_output=True, text=True, check=True, timeout=START_TIMEOUT_S)
         pid = int(out.stdout.strip().splitlines()[-1])
-        wait_until_listening("127.0.0.1", port, None)
+        wait_until_listening("127.0.0.1", port, None, START_TIMEOUT_S)
     except BaseException:
         shutil.rmtree(cache, ignore_errors=True)
         raise
@@ -219,8 +197,9 @@ def start_peer(*, port: int | None = None, launcher: Path = DEFAULT_PEER_LAUNCHE
 
 
 def remove_data(broker: BenchBroker) -> None:
-    if broker.data_dir is not None:
-        shutil.rmtree(broker.data_dir, ignore_errors=True)
+    """Stop a pafka started without a data dir of the caller's and remove its temp dir."""
+    if broker.launcher is not None:
+        broker.launcher.cleanup()
 
 
 class ResourceMeter:

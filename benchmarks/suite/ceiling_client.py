@@ -16,31 +16,26 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from client.connection import BrokerConnection  # noqa: E402
-from protocol.api import decode_response, encode_request  # noqa: E402
-from protocol.buffers import join_chunks  # noqa: E402
-from protocol.errors import ErrorCode  # noqa: E402
-from protocol.messages.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest  # noqa: E402
-from protocol.messages.delete_topics import DeleteTopicsRequest  # noqa: E402
-from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic  # noqa: E402
-from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic  # noqa: E402
-from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData  # noqa: E402
-from protocol.record_batch import iter_batch_headers, validate_batch  # noqa: E402
-from protocol.records import Record, build_batch  # noqa: E402
+from client.connection import BrokerConnection
+from protocol.api import decode_response, encode_request
+from protocol.buffers import join_chunks
+from protocol.errors import ErrorCode
+from protocol.messages.delete_topics import DeleteTopicsRequest
+from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from protocol.record_batch import iter_batch_headers, validate_batch
+from protocol.records import Record, build_batch
+from testing.sockets import read_exactly_into
 
 PRODUCE, FETCH = 0, 1
 #: Highest versions the ceiling client uses: topics by name (Fetch v13+ and
 #: Produce v13 address topics by id), the same on both brokers.
 MAX_PRODUCE_VERSION, MAX_FETCH_VERSION = 11, 12
 CLIENT_ID = "pafka-ceiling"
-TOPIC_MAX_MESSAGE_BYTES = 2 << 20
+#: The topics' configs: room for the 1 MiB batches on both brokers.
+TOPIC_CONFIGS = {"max.message.bytes": str(2 << 20)}
 MIB = 1 << 20
 _CORRELATION = struct.Struct(">i")
 _SIZE = struct.Struct(">i")
@@ -93,15 +88,6 @@ def set_correlation_id(frame: bytearray, correlation_id: int) -> None:
 # -- the pipelined wire loop ---------------------------------------------------------
 
 
-def recv_exact(sock: socket.socket, view: memoryview) -> None:
-    got, want = 0, len(view)
-    while got < want:
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            raise ConnectionError("broker closed the connection")
-        got += n
-
-
 class ResponseReader:
     """Size-prefixed response frames into one reused buffer (valid until the next read)."""
 
@@ -111,12 +97,12 @@ class ResponseReader:
         self.size = bytearray(4)
 
     def next_frame(self) -> memoryview:
-        recv_exact(self.sock, memoryview(self.size))
+        read_exactly_into(self.sock, memoryview(self.size))
         (size,) = _SIZE.unpack(self.size)
         if size > len(self.buf):
             self.buf = bytearray(size)
         view = memoryview(self.buf)[:size]
-        recv_exact(self.sock, view)
+        read_exactly_into(self.sock, view)
         return view
 
 
@@ -185,29 +171,15 @@ class Target:
     produce_version: int = 0
     fetch_version: int = 0
 
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
     @classmethod
     def negotiate(cls, host: str, port: int) -> "Target":
         with BrokerConnection(host, port, client_id=CLIENT_ID) as conn:
             return cls(host, port, conn.version_for(PRODUCE, max_version=MAX_PRODUCE_VERSION),
                        conn.version_for(FETCH, max_version=MAX_FETCH_VERSION))
-
-
-def create_topic(target: Target, topic: str, partitions: int) -> None:
-    with BrokerConnection(target.host, target.port, client_id=CLIENT_ID) as conn:
-        configs = [CreatableTopicConfig(name="max.message.bytes", value=str(TOPIC_MAX_MESSAGE_BYTES))]
-        response = conn.request(CreateTopicsRequest(timeout_ms=30_000, topics=[CreatableTopic(
-            name=topic, num_partitions=partitions, replication_factor=1, configs=configs)]))
-        code = response.topics[0].error_code
-        if code != ErrorCode.NO_ERROR:
-            raise RuntimeError(f"CreateTopics {topic}: {ErrorCode(code).name} {response.topics[0].error_message}")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # bounded wait until every partition has a leader
-            meta = conn.request(MetadataRequest(topics=[MetadataRequestTopic(name=topic)]))
-            parts = [p for t in meta.topics if t.name == topic for p in t.partitions]
-            if len(parts) == partitions and all(p.leader_id >= 0 for p in parts):
-                return
-            time.sleep(0.05)
-        raise TimeoutError(f"{topic} has no leaders after 30 s")
 
 
 def delete_topic(target: Target, topic: str) -> None:

@@ -1,6 +1,6 @@
 """Record batch build/decode throughput: protocol.records against kafka-python's codec.
 
-Run: .venv/bin/python benchmarks/bench_record_batches.py [--seconds 0.5]
+Run: .venv/bin/python benchmarks/micro/bench_record_batches.py [--seconds 0.5]
 
 Each case builds or decodes one 1,000-record batch repeatedly for about the
 given time (per case) and prints records per second. kafka-python 3.0.12

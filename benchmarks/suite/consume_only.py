@@ -1,6 +1,6 @@
 """Where a confluent-kafka consumer spends its time, against pafka and the peer (not a test).
 
-    python benchmarks/consume_only.py [--records 1000000] [--partitions 6] [--repeats 3]
+    python benchmarks/suite/consume_only.py [--records 1000000] [--partitions 6] [--repeats 3]
                                       [--prequeue-s 0] [--client-config '{"fetch.max.bytes": 4194304}']
 
 Both brokers get the same records once (client_throughput's values and producer settings);
@@ -32,19 +32,21 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if not __package__:  # run as a file: imports start at the repository root, not this folder
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
-from bench_brokers import CLOCK_TICKS, BenchBroker, alternate, median, proc_status_kb, ratio  # noqa: E402
-from client_common import admin_for, broker_pair, create_topic, log  # noqa: E402
-from client_throughput import (  # noqa: E402
+from benchmarks.suite.bench_brokers import CLOCK_TICKS, BenchBroker, alternate, median, proc_status_kb, ratio  # noqa: E402
+from benchmarks.suite.client_common import broker_pair, log  # noqa: E402
+from benchmarks.suite.client_throughput import (  # noqa: E402
     Scenario,
     build_values,
     consumer_config,
     produce_phase,
     read_timed,
 )
+from testing.topics import create_topic  # noqa: E402
 
 THREAD_KEYS = ("cpu_s", "minflt", "voluntary_switches")
 #: The two threads every report names; other threads are listed only when they were busy.
@@ -129,7 +131,7 @@ def consume_child(args: argparse.Namespace) -> None:
 
 def fill(broker: BenchBroker, scenario: Scenario, values: list[bytes]) -> str:
     topic = "consume-only-" + uuid.uuid4().hex[:8]
-    create_topic(admin_for(broker), topic, scenario.partitions)
+    create_topic(broker.bootstrap, topic, scenario.partitions)
     produced = produce_phase(broker, scenario, topic, values, FILL_TIMEOUT_S)
     if produced["acked"] != len(values):
         raise RuntimeError(f"{broker.name}: {produced['acked']} of {len(values)} records acknowledged, "

@@ -1,6 +1,6 @@
 """Client throughput of pafka against the peer broker, with the confluent-kafka client.
 
-    python benchmarks/client_throughput.py [--quick] [--repeats 3] [--only base,size-1KiB]
+    python benchmarks/suite/client_throughput.py [--quick] [--repeats 3] [--only base,size-1KiB]
 
 Each scenario produces N records as fast as the client can (delivery reports only on
 error), then consumes them back from the start (assign(), or subscribe() in a fresh group
@@ -26,14 +26,25 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if not __package__:  # run as a file: imports start at the repository root, not this folder
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
-from bench_brokers import BenchBroker, ResourceMeter, alternate  # noqa: E402
-from client_common import (  # noqa: E402
-    OthersMeter, admin_for, broker_pair, cell, compare_runs, create_topic, delete_topic, human, log,
-    results_table, runs_ok)
+from benchmarks.suite.bench_brokers import BenchBroker, ResourceMeter, alternate  # noqa: E402
+from benchmarks.suite.client_common import (  # noqa: E402
+    OthersMeter,
+    admin_for,
+    broker_pair,
+    cell,
+    compare_runs,
+    delete_topic,
+    human,
+    log,
+    results_table,
+    runs_ok,
+)
+from testing.topics import create_topic  # noqa: E402
 
 SEQ = struct.Struct(">I")  # every value starts with its sequence number in the run
 LARGE_MESSAGE_BYTES = 10 * 1024 * 1024  # topic max.message.bytes / client message.max.bytes for 1 MiB
@@ -252,7 +263,7 @@ def run_once(broker: BenchBroker, s: Scenario, values: list[bytes], timeout_s: f
     result: dict = {"broker": broker.name, "topic": topic}
     try:
         config = {"max.message.bytes": str(LARGE_MESSAGE_BYTES)} if s.size >= 1024 * 1024 else None
-        create_topic(admin, topic, s.partitions, config)
+        create_topic(broker.bootstrap, topic, s.partitions, config)
         with OthersMeter(broker) as others:
             result.update(produce_phase(broker, s, topic, values, timeout_s))
             consumed, messages = consume_phase(broker, s, topic, result["acked"], timeout_s)

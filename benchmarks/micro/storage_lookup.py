@@ -1,6 +1,6 @@
 """Offset and timestamp lookup cost as a log grows from 1 to 1,000 segments.
 
-    .venv/bin/python benchmarks/storage_lookup.py [--segments 1000] [--segment-kib 128]
+    .venv/bin/python benchmarks/micro/storage_lookup.py [--segments 1000] [--segment-kib 128]
 
 A lookup is ``Log.read(offset, 1)`` (find the segment by binary search over base
 offsets, the index entry by binary search over the mmapped ``.index``, then
@@ -19,11 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if not __package__:  # run as a file: imports start at the repository root, not this folder
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from protocol.records import Record, build_batch  # noqa: E402
-from storage.log_config import LogConfig  # noqa: E402
 from storage.log import Log  # noqa: E402
+from storage.log_config import LogConfig  # noqa: E402
 
 T0 = 1_700_000_000_000
 RECORDS_PER_BATCH = 4

@@ -23,7 +23,7 @@ Each load runs against pafka and the peer broker alternately (medians of
 Broker CPU seconds cover the timed phase only. Before each timed phase the
 page cache's dirty pages are written back (``sync``), for both brokers alike.
 
-    python benchmarks/broker_ceiling.py [--quick] [--repeats 3] [--loads produce-1MiB-acks1,...]
+    python benchmarks/suite/broker_ceiling.py [--quick] [--repeats 3] [--loads produce-1MiB-acks1,...]
         [--connections N --data-scale F] [--brokers pafka,peer] [--no-machine]
 """
 
@@ -42,10 +42,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+if not __package__:  # run as a file: imports start at the repository root, not this folder
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from bench_brokers import (  # noqa: E402
+from benchmarks.suite.bench_brokers import (  # noqa: E402
     BenchBroker,
     ResourceMeter,
     alternate,
@@ -55,20 +55,21 @@ from bench_brokers import (  # noqa: E402
     start_pafka,
     start_peer,
 )
-from ceiling_client import (  # noqa: E402
+from benchmarks.suite.ceiling_client import (  # noqa: E402
     MIB,
     RUN_DEADLINE_S,
     SOCKET_TIMEOUT_S,
+    TOPIC_CONFIGS,
     FetchPlan,
     Target,
     build_sized_batch,
-    create_topic,
     delete_topic,
     fetch_partitions,
     produce_partitions,
     produce_spread,
     records_per_batch,
 )
+from testing.topics import create_topic  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ def settle_page_cache() -> None:
 def run_load(broker: BenchBroker, target: Target, load: Load, run: int, *, connections: int, in_flight: int,
              fetch_bytes: int, batch: bytearray) -> RunResult:
     topic = f"ceiling-{load.name}-{run}".lower()
-    create_topic(target, topic, load.spread or connections)
+    create_topic(target.bootstrap, topic, load.spread or connections, TOPIC_CONFIGS)
     count = max(1, load.data_bytes // load.batch_bytes)
     try:
         if load.spread:

@@ -1,6 +1,6 @@
 """Append throughput of 16 KiB batches, fsync only on segment roll (in-process).
 
-    .venv/bin/python benchmarks/storage_append.py [--total-mib 2048] [--segment-mib 256]
+    .venv/bin/python benchmarks/micro/storage_append.py [--total-mib 2048] [--segment-mib 256]
 
 Each append validates the batch header and CRC32C, patches the base offset and
 leader epoch in place, writes with one pwrite and updates the indexes. For
@@ -18,11 +18,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if not __package__:  # run as a file: imports start at the repository root, not this folder
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from protocol.records import Record, build_batch  # noqa: E402
-from storage.log_config import LogConfig  # noqa: E402
 from storage.log import Log  # noqa: E402
+from storage.log_config import LogConfig  # noqa: E402
 
 BATCH_BYTES = 16 * 1024
 

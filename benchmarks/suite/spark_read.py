@@ -1,6 +1,6 @@
 """Rows per second from pafka into Spark through the ``pafka`` data source (local[2]).
 
-    .venv/bin/python benchmarks/spark_read.py [--records 1000000] [--value-bytes 100] [--partitions 2] [--runs 5]
+    .venv/bin/python benchmarks/suite/spark_read.py [--records 1000000] [--value-bytes 100] [--partitions 2] [--runs 5]
 
 Starts a real ``pafka broker`` (temp dir, loopback port), produces the records
 with pafka's client, then measures:
@@ -29,23 +29,24 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if not __package__:  # run as a file: imports start at the repository root, not this folder
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
-from client import AdminClient, KafkaClient, ProducerRecord, TopicPartition  # noqa: E402
+from client import KafkaClient, ProducerRecord, TopicPartition  # noqa: E402
 from spark_jobs.kafka_fetch import FetchSettings, arrow_schema, read_range  # noqa: E402
-from tests.broker_harness import BrokerProcess  # noqa: E402
+from testing.broker_process import BrokerProcess  # noqa: E402
+from testing.topics import create_topics  # noqa: E402
 
 TOPIC = "spark-read-bench"
 EMPTY_TOPIC = "spark-read-bench-empty"
 
 
 def produce(bootstrap: str, records: int, value_bytes: int, partitions: int) -> None:
+    create_topics(bootstrap, [TOPIC, EMPTY_TOPIC], partitions)
     with KafkaClient(bootstrap) as client:
-        AdminClient(client).create_topic(TOPIC, partitions)
-        AdminClient(client).create_topic(EMPTY_TOPIC, partitions)
         value = os.urandom(value_bytes // 2).hex().encode()[:value_bytes]
         per_batch = 4000
         done = 0
@@ -69,7 +70,8 @@ def end_offsets(bootstrap: str, partitions: int) -> dict[int, int]:
 def confluent_read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
                          batch_rows: int = 20_000) -> Iterator[pa.RecordBatch]:
     """The same Arrow batches as ``read_range``, consumed with confluent-kafka."""
-    from confluent_kafka import Consumer, TopicPartition as CTopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pafka-spark-bench",
                          "enable.auto.commit": False, "fetch.wait.max.ms": 10,
@@ -186,7 +188,7 @@ def main() -> None:
     parser.add_argument("--skip-spark", action="store_true", help="only the fetch figures")
     args = parser.parse_args()
 
-    with BrokerProcess.started() as broker:
+    with BrokerProcess() as broker:
         started = time.perf_counter()
         produce(broker.bootstrap, args.records, args.value_bytes, args.partitions)
         print(f"produced {args.records:,} records of {args.value_bytes} bytes into {args.partitions} partitions "

@@ -1,6 +1,6 @@
 """Open time of a partition log with many segments, after a clean and an unclean shutdown.
 
-    .venv/bin/python benchmarks/storage_open.py [--segments 100] [--segment-kib 1024] [--runs 7]
+    .venv/bin/python benchmarks/micro/storage_open.py [--segments 100] [--segment-kib 1024] [--runs 7]
 
 Writes ``--segments`` rolled segments of 16 KiB batches (default
 ``segment.index.bytes``: the active segment's indexes are preallocated to
@@ -30,12 +30,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if not __package__:  # run as a file: imports start at the repository root, not this folder
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from storage_append import make_16k_batch  # noqa: E402
-from storage.log_config import LogConfig  # noqa: E402
+from benchmarks.micro.storage_append import make_16k_batch  # noqa: E402
 from storage.log import Log  # noqa: E402
+from storage.log_config import LogConfig  # noqa: E402
 from storage.offset_index import OffsetIndex  # noqa: E402
 from storage.time_index import TimeIndex  # noqa: E402
 

@@ -1,9 +1,9 @@
 """The benchmark suite in one command: each part runs as its own process, in order.
 
-    python benchmarks/suite.py [--quick] [--repeats N] [--only PART,...] [--json-out FILE]
+    python benchmarks/suite/suite.py [--quick] [--repeats N] [--only PART,...] [--json-out FILE]
 
 Parts: client_throughput, client_latency, broker_ceiling, scale, profiles (each
-``benchmarks/PART.py``). A part's markdown is printed as it comes; the JSON object on its
+``benchmarks/suite/PART.py``). A part's markdown is printed as it comes; the JSON object on its
 last line is collected into one object keyed by part (``--json-out``). A part whose file
 does not exist is reported as missing, and a part that fails does not stop the others.
 """
@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: Where each part runs, as it would by hand.
+REPO_ROOT = HERE.parents[1]
 PARTS = ["client_throughput", "client_latency", "broker_ceiling", "scale", "profiles"]
 PART_TIMEOUT_S = 3600.0
 
@@ -44,7 +46,7 @@ def run_part(part: str, quick: bool, repeats: int | None) -> dict:
     started = time.monotonic()
     lines: list[str] = []
     # stream stdout so a long part shows its tables as they come; stderr goes straight through
-    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=HERE.parent) as process:
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT) as process:
         assert process.stdout is not None
         for line in process.stdout:
             lines.append(line.rstrip("\n"))

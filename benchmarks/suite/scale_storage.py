@@ -14,23 +14,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
-from bench_brokers import BenchBroker, ResourceMeter, median, start_pafka
-from scale_wire import WireClient, pipelined_produce, record_batch
+from benchmarks.suite.bench_brokers import BenchBroker, ResourceMeter, median, restart_pafka, start_pafka
+from benchmarks.suite.scale_wire import WireClient, pipelined_produce, record_batch
+from testing.topics import create_topic, create_topics
 
 MIB = 1 << 20
 SEGMENT_BYTES = MIB
 PHASE_TIMEOUT_S = 300.0
-
-
-def create_topics(bootstrap: str, names: list[str], partitions: int,
-                  configs: dict[str, str] | None = None) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(n, partitions, 1, config=configs or {}) for n in names],
-                                  operation_timeout=60)
-    for future in futures.values():
-        future.result(120)
+#: Bound on topic creation in the scale scenarios (100 topics of 10 partitions in one request).
+TOPICS_TIMEOUT_S = 120.0
 
 
 def delete_topics(bootstrap: str, names: list[str]) -> None:
@@ -121,7 +115,7 @@ def run_segments(broker: BenchBroker, records: int, target_segments: int, fetch_
                  tag: str) -> dict[str, Any]:
     """Produce cost in the first segments vs after ``target_segments``; fetch at three places."""
     topic = f"scale-segments-{tag}"
-    create_topics(broker.bootstrap, [topic], 1, {"segment.bytes": str(SEGMENT_BYTES)})
+    create_topic(broker.bootstrap, topic, 1, {"segment.bytes": str(SEGMENT_BYTES)}, timeout_s=TOPICS_TIMEOUT_S)
     phases = []
     with ResourceMeter(broker) as meter:
         produce_records(broker.bootstrap, topic, records, 100, 1)
@@ -185,12 +179,12 @@ def first_requests(broker: BenchBroker, topic: str) -> None:
 
 def timed_restart(broker: BenchBroker, sig: signal.Signals, topic: str) -> tuple[BenchBroker, dict[str, Any]]:
     """Stop with ``sig``, start again: seconds to listening, to a first Metadata + Fetch; RSS."""
-    assert broker.data_dir is not None
-    log_path = broker.data_dir.parent / f"{broker.data_dir.name}.log"
+    assert broker.launcher is not None
+    log_path = broker.launcher.log_path
     since = log_path.stat().st_size if log_path.exists() else 0
     broker.stop(sig)
     started = time.monotonic()
-    restarted = start_pafka(broker.data_dir, host=broker.host, port=broker.port, overrides=broker.overrides)
+    restarted = restart_pafka(broker, sig)  # already stopped: only the start is timed
     listening_s = time.monotonic() - started
     first_requests(restarted, topic)
     first_s = time.monotonic() - started
@@ -211,7 +205,7 @@ def run_startup(data_root: Path, total_bytes: int, topics: int, partitions: int,
     time.sleep(1.0)
     result["fresh_idle_rss_mb"] = broker.rss_mb()
     try:
-        create_topics(broker.bootstrap, names, partitions)
+        create_topics(broker.bootstrap, names, partitions, timeout_s=TOPICS_TIMEOUT_S)
         started = time.monotonic()
         written = write_volume(broker, names, partitions, total_bytes, started + write_timeout)
         result |= {"written_bytes": written, "write_s": time.monotonic() - started}

@@ -16,13 +16,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
-from confluent_kafka import KafkaException  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-
-from bench_brokers import (  # noqa: E402
-    DEFAULT_PEER_LAUNCHER, BenchBroker, median, ratio, start_pafka, start_peer)
+from benchmarks.suite.bench_brokers import DEFAULT_PEER_LAUNCHER, BenchBroker, median, ratio, start_pafka, start_peer
 
 ADMIN_TIMEOUT_S = 30.0
 
@@ -46,21 +43,6 @@ def broker_pair(overrides: Sequence[str] = ()) -> Iterator[tuple[BenchBroker, Be
 
 def admin_for(broker: BenchBroker) -> AdminClient:
     return AdminClient({"bootstrap.servers": broker.bootstrap})
-
-
-def create_topic(admin: AdminClient, topic: str, partitions: int,
-                 config: dict[str, str] | None = None) -> None:
-    """Create ``topic`` and wait until its metadata lists every partition (bounded)."""
-    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})],
-                                  operation_timeout=ADMIN_TIMEOUT_S, request_timeout=ADMIN_TIMEOUT_S)
-    futures[topic].result(ADMIN_TIMEOUT_S)
-    deadline = time.monotonic() + ADMIN_TIMEOUT_S
-    while time.monotonic() < deadline:
-        described = admin.list_topics(topic=topic, timeout=ADMIN_TIMEOUT_S).topics.get(topic)
-        if described is not None and described.error is None and len(described.partitions) == partitions:
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"topic {topic} not in metadata with {partitions} partitions")
 
 
 def delete_topic(admin: AdminClient, topic: str) -> str | None:

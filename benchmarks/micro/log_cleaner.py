@@ -1,6 +1,6 @@
 """Log cleaner throughput: one compaction pass over a freshly written log (in-process).
 
-    .venv/bin/python benchmarks/log_cleaner.py [--records 500000] [--keys 50000] [--codec 0]
+    .venv/bin/python benchmarks/micro/log_cleaner.py [--records 500000] [--keys 50000] [--codec 0]
 
 Writes ``--records`` records (8-byte keys drawn at random from ``--keys``,
 100-byte values, batches of 100 records, 1 in 10 a tombstone) into a log with
@@ -24,13 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if not __package__:  # run as a file: imports start at the repository root, not this folder
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from protocol.records import Record, build_batch  # noqa: E402
 from storage.compaction import aborted_transactions, build_offset_map  # noqa: E402
-from storage.log_config import LogConfig  # noqa: E402
 from storage.log import Log  # noqa: E402
 from storage.log_cleaner import LogCleaner  # noqa: E402
+from storage.log_config import LogConfig  # noqa: E402
 from storage.offset_map import OffsetMap  # noqa: E402
 
 NOW = 1_700_000_000_000
