@@ -27,12 +27,12 @@ from pathlib import Path
 if not __package__:  # run as a file: imports start at the repository root, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from protocol.records import Record, build_batch  # noqa: E402
-from storage.compaction import aborted_transactions, build_offset_map  # noqa: E402
-from storage.log import Log  # noqa: E402
-from storage.log_cleaner import LogCleaner  # noqa: E402
-from storage.log_config import LogConfig  # noqa: E402
-from storage.offset_map import OffsetMap  # noqa: E402
+from protocol.records import Record, build_batch
+from storage.compaction import aborted_transactions, build_offset_map
+from storage.log import Log
+from storage.log_cleaner import LogCleaner
+from storage.log_config import LogConfig
+from storage.offset_map import OffsetMap
 
 NOW = 1_700_000_000_000
 

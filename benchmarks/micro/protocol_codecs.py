@@ -22,7 +22,7 @@ import argparse
 import datetime
 import io
 import timeit
-from typing import Callable
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.schema.fetch.v12 import response as kio_fetch

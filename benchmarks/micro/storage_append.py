@@ -21,9 +21,9 @@ from pathlib import Path
 if not __package__:  # run as a file: imports start at the repository root, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from protocol.records import Record, build_batch  # noqa: E402
-from storage.log import Log  # noqa: E402
-from storage.log_config import LogConfig  # noqa: E402
+from protocol.records import Record, build_batch
+from storage.log import Log
+from storage.log_config import LogConfig
 
 BATCH_BYTES = 16 * 1024
 

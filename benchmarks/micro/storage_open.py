@@ -27,17 +27,17 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 if not __package__:  # run as a file: imports start at the repository root, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from benchmarks.micro.storage_append import make_16k_batch  # noqa: E402
-from storage.log import Log  # noqa: E402
-from storage.log_config import LogConfig  # noqa: E402
-from storage.offset_index import OffsetIndex  # noqa: E402
-from storage.time_index import TimeIndex  # noqa: E402
+from benchmarks.micro.storage_append import make_16k_batch
+from storage.log import Log
+from storage.log_config import LogConfig
+from storage.offset_index import OffsetIndex
+from storage.time_index import TimeIndex
 
 
 def timed(runs: int, action: Callable[[], object], after: Callable[[object], None] = lambda _: None) -> list[float]:

@@ -23,9 +23,9 @@ from pathlib import Path
 if not __package__:  # run as a file: imports start at the repository root, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from benchmarks.micro.storage_append import make_16k_batch  # noqa: E402
-from storage.log import Log  # noqa: E402
-from storage.log_config import LogConfig  # noqa: E402
+from benchmarks.micro.storage_append import make_16k_batch
+from storage.log import Log
+from storage.log_config import LogConfig
 
 
 def main() -> None:

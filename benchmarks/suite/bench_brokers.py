@@ -117,7 +117,7 @@ class BenchBroker:
         if self.launcher is not None:
             self.launcher.stop(sig)
 
-    def __enter__(self) -> "BenchBroker":
+    def __enter__(self) -> BenchBroker:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -211,7 +211,7 @@ class ResourceMeter:
         self.wall_s = 0.0
         self.peak_rss_mb: float | None = None
 
-    def __enter__(self) -> "ResourceMeter":
+    def __enter__(self) -> ResourceMeter:
         self._peak_reset = reset_peak_rss(self.broker.pid)
         self._cpu0 = self.broker.cpu_seconds()
         self._t0 = time.perf_counter()

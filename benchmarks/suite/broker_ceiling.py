@@ -45,7 +45,7 @@ from pathlib import Path
 if not __package__:  # run as a file: imports start at the repository root, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from benchmarks.suite.bench_brokers import (  # noqa: E402
+from benchmarks.suite.bench_brokers import (
     BenchBroker,
     ResourceMeter,
     alternate,
@@ -55,7 +55,7 @@ from benchmarks.suite.bench_brokers import (  # noqa: E402
     start_pafka,
     start_peer,
 )
-from benchmarks.suite.ceiling_client import (  # noqa: E402
+from benchmarks.suite.ceiling_client import (
     MIB,
     RUN_DEADLINE_S,
     SOCKET_TIMEOUT_S,
@@ -69,7 +69,7 @@ from benchmarks.suite.ceiling_client import (  # noqa: E402
     produce_spread,
     records_per_batch,
 )
-from testing.topics import create_topic  # noqa: E402
+from testing.topics import create_topic
 
 
 @dataclass(frozen=True)
@@ -336,8 +336,8 @@ def _start(names: list[str], bootstrap: str | None) -> list[BenchBroker]:
         return [BenchBroker("broker", host, int(port), pid=_pid_listening(int(port)))]
     brokers: list[BenchBroker] = []
     try:
-        for name in names:
-            brokers.append(start_pafka() if name == "pafka" else start_peer())
+        for name in names:  # one at a time: those started before a failing start are stopped below
+            brokers.append(start_pafka() if name == "pafka" else start_peer())  # noqa: PERF401
     except BaseException:
         for broker in brokers:
             broker.stop()

@@ -15,8 +15,8 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from client.connection import BrokerConnection
 from protocol.api import decode_response, encode_request
@@ -176,7 +176,7 @@ class Target:
         return f"{self.host}:{self.port}"
 
     @classmethod
-    def negotiate(cls, host: str, port: int) -> "Target":
+    def negotiate(cls, host: str, port: int) -> Target:
         with BrokerConnection(host, port, client_id=CLIENT_ID) as conn:
             return cls(host, port, conn.version_for(PRODUCE, max_version=MAX_PRODUCE_VERSION),
                        conn.version_for(FETCH, max_version=MAX_FETCH_VERSION))
@@ -218,7 +218,7 @@ def produce_partitions(target: Target, topic: str, batch: bytearray, acks: int, 
 
     try:
         run_threads([lambda s=s, f=f: pipeline(s, f, in_flight, check, deadline)
-                     for s, f in zip(sockets, frames_per_conn)])
+                     for s, f in zip(sockets, frames_per_conn, strict=True)])
     finally:
         for sock in sockets:
             sock.close()
@@ -313,13 +313,13 @@ def fetch_partitions(target: Target, topic: str, plans: list[FetchPlan], passes:
                     retries += len(starts)
                 frames = [fetch_frame(topic, plan.partition, s * plan.records_per_batch, max_bytes, version)
                           for s in starts]
-                pipeline(sock, frames, in_flight, lambda i, r: plan.check(starts[i], r, version), deadline)
+                pipeline(sock, frames, in_flight, lambda i, r, starts=starts: plan.check(starts[i], r, version), deadline)
                 plan.requests += len(frames)
             if plan.missing_starts():
                 raise RuntimeError(f"partition {plan.partition}: batches still missing after 8 rounds")
 
     try:
-        run_threads([lambda s=s, p=p: read_partition(s, p) for s, p in zip(sockets, plans)])
+        run_threads([lambda s=s, p=p: read_partition(s, p) for s, p in zip(sockets, plans, strict=True)])
     finally:
         for sock in sockets:
             sock.close()

@@ -71,7 +71,7 @@ class OthersMeter:
         self.broker = broker
         self.other_cpu_s = 0.0
 
-    def __enter__(self) -> "OthersMeter":
+    def __enter__(self) -> OthersMeter:
         self._machine0, self._own0 = machine_busy_s(), time.process_time()
         self._broker0 = self.broker.cpu_seconds()
         return self

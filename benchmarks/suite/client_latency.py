@@ -33,10 +33,10 @@ from pathlib import Path
 if not __package__:  # run as a file: imports start at the repository root, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition
 
-from benchmarks.suite.bench_brokers import BenchBroker, ResourceMeter, alternate, percentile  # noqa: E402
-from benchmarks.suite.client_common import (  # noqa: E402
+from benchmarks.suite.bench_brokers import BenchBroker, ResourceMeter, alternate, percentile
+from benchmarks.suite.client_common import (
     OthersMeter,
     admin_for,
     broker_pair,
@@ -48,7 +48,7 @@ from benchmarks.suite.client_common import (  # noqa: E402
     results_table,
     runs_ok,
 )
-from testing.topics import create_topic  # noqa: E402
+from testing.topics import create_topic
 
 STAMP = struct.Struct(">IQ")  # sequence number, send time in perf_counter nanoseconds
 WARMUP_SEQ = 0xFFFFFFFF
@@ -99,7 +99,7 @@ class ReceiveThread(threading.Thread):
             if first is None:
                 continue
             # everything already queued behind it arrived no later than now
-            batch = [first] + consume(num_messages=10_000, timeout=0)
+            batch = [first, *consume(num_messages=10_000, timeout=0)]
             now = time.perf_counter_ns()
             for m in batch:
                 if m.error() is not None:
@@ -254,11 +254,8 @@ def noise(r: dict) -> str:
 
 
 def table(results: list[dict]) -> str:
-    rows = []
-    for r in results:
-        rows.append([r["scenario"]["name"], cell(r, "achieved_msgs_s"),
-                     *(cell(r, k, ms) for k in KEYS[1:7]), cell(r, "cpu_s"),
-                     noise(r), runs_ok(r)])
+    rows = [[r["scenario"]["name"], cell(r, "achieved_msgs_s"), *(cell(r, k, ms) for k in KEYS[1:7]),
+             cell(r, "cpu_s"), noise(r), runs_ok(r)] for r in results]
     header = ["scenario", "acked msg/s", "produce p50 ms", "produce p99 ms", "produce p99.9 ms",
               "e2e p50 ms", "e2e p99 ms", "e2e p99.9 ms", "broker CPU-s",
               "client stalls, other jobs CPU-s", "runs ok"]

@@ -29,10 +29,10 @@ from pathlib import Path
 if not __package__:  # run as a file: imports start at the repository root, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition
 
-from benchmarks.suite.bench_brokers import BenchBroker, ResourceMeter, alternate  # noqa: E402
-from benchmarks.suite.client_common import (  # noqa: E402
+from benchmarks.suite.bench_brokers import BenchBroker, ResourceMeter, alternate
+from benchmarks.suite.client_common import (
     OthersMeter,
     admin_for,
     broker_pair,
@@ -44,7 +44,7 @@ from benchmarks.suite.client_common import (  # noqa: E402
     results_table,
     runs_ok,
 )
-from testing.topics import create_topic  # noqa: E402
+from testing.topics import create_topic
 
 SEQ = struct.Struct(">I")  # every value starts with its sequence number in the run
 LARGE_MESSAGE_BYTES = 10 * 1024 * 1024  # topic max.message.bytes / client message.max.bytes for 1 MiB

@@ -35,18 +35,18 @@ from pathlib import Path
 if not __package__:  # run as a file: imports start at the repository root, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from confluent_kafka import Consumer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, TopicPartition
 
-from benchmarks.suite.bench_brokers import CLOCK_TICKS, BenchBroker, alternate, median, proc_status_kb, ratio  # noqa: E402
-from benchmarks.suite.client_common import broker_pair, log  # noqa: E402
-from benchmarks.suite.client_throughput import (  # noqa: E402
+from benchmarks.suite.bench_brokers import CLOCK_TICKS, BenchBroker, alternate, median, proc_status_kb, ratio
+from benchmarks.suite.client_common import broker_pair, log
+from benchmarks.suite.client_throughput import (
     Scenario,
     build_values,
     consumer_config,
     produce_phase,
     read_timed,
 )
-from testing.topics import create_topic  # noqa: E402
+from testing.topics import create_topic
 
 THREAD_KEYS = ("cpu_s", "minflt", "voluntary_switches")
 #: The two threads every report names; other threads are listed only when they were busy.
@@ -83,7 +83,7 @@ def thread_deltas(before: dict, after: dict) -> dict[str, dict[str, float]]:
         name = "fetcher" if name.startswith("rdk:broker") else name
         old = before.get(key, (0.0, 0, 0))
         slot = deltas.setdefault(name, dict.fromkeys(THREAD_KEYS, 0))
-        for k, new, was in zip(THREAD_KEYS, values, old):
+        for k, new, was in zip(THREAD_KEYS, values, old, strict=True):
             slot[k] += new - was
     return {name: {k: round(v, 3) for k, v in d.items()} for name, d in deltas.items()
             if name in REPORTED_THREADS or d["cpu_s"] > 0.005}

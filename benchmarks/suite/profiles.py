@@ -31,16 +31,16 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 if not __package__:  # run as a file: imports start at the repository root, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from benchmarks.suite import ceiling_client as ceiling  # noqa: E402
-from benchmarks.suite.bench_brokers import BenchBroker, remove_data, start_pafka  # noqa: E402
-from testing.topics import create_topic, create_topics  # noqa: E402
+from benchmarks.suite import ceiling_client as ceiling
+from benchmarks.suite.bench_brokers import BenchBroker, remove_data, start_pafka
+from testing.topics import create_topic, create_topics
 
 PY_SPY = Path(sys.executable).parent / "py-spy"
 RATE_HZ = 100

@@ -27,7 +27,7 @@ from typing import Any
 if not __package__:  # run as a file: imports start at the repository root, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from benchmarks.suite.bench_brokers import (  # noqa: E402
+from benchmarks.suite.bench_brokers import (
     DEFAULT_PEER_LAUNCHER,
     BenchBroker,
     alternate,
@@ -36,9 +36,9 @@ from benchmarks.suite.bench_brokers import (  # noqa: E402
     start_pafka,
     start_peer,
 )
-from benchmarks.suite.scale_clients import fresh_idle_cost, run_connections, run_groups, run_partitions  # noqa: E402
-from benchmarks.suite.scale_storage import TOPICS_TIMEOUT_S, run_segments, run_startup  # noqa: E402
-from testing.topics import create_topic  # noqa: E402
+from benchmarks.suite.scale_clients import fresh_idle_cost, run_connections, run_groups, run_partitions
+from benchmarks.suite.scale_storage import TOPICS_TIMEOUT_S, run_segments, run_startup
+from testing.topics import create_topic
 
 SCENARIOS = ("partitions", "connections", "groups", "segments", "startup")
 FD_NEEDED = 4096

@@ -15,8 +15,9 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
@@ -80,7 +81,7 @@ def produce_spread(broker: BenchBroker, partitions: list[tuple[str, int]], recor
             except BufferError:
                 producer.poll(0.005)
                 if time.monotonic() > deadline:
-                    raise TimeoutError("producer queue stayed full")
+                    raise TimeoutError("producer queue stayed full") from None
 
     warm_up = SEQUENCE.pack(WARM_UP) + padding
     for topic, partition in partitions:
@@ -112,7 +113,7 @@ def read_back(bootstrap: str, expected: dict[tuple[str, int], int]) -> bool:
     """Every partition from offset 0: each record exactly once, sequence numbers in order."""
     consumer = Consumer(consumer_config(bootstrap, "scale-verify-" + uuid.uuid4().hex))
     consumer.assign([TopicPartition(t, p, 0) for t, p in expected])
-    following = {tp: 0 for tp in expected}
+    following = dict.fromkeys(expected, 0)
     warmed: set[tuple[str, int]] = set()
     total, got, ok = sum(expected.values()), 0, True
     deadline = time.monotonic() + PHASE_TIMEOUT_S
@@ -200,7 +201,7 @@ def run_active_producers(broker: BenchBroker, topic: str, producers: int, record
                     except BufferError:
                         producer.poll(0.005)
                         if time.monotonic() > deadline:
-                            raise TimeoutError("producer queue stayed full")
+                            raise TimeoutError("producer queue stayed full") from None
         left = sum(p.flush(max(1.0, deadline - time.monotonic())) for p in clients)
     if left:
         raise RuntimeError(f"{left} records undelivered")
@@ -269,7 +270,7 @@ def consume_as_group(bootstrap: str, topic: str, group: str, expected: dict[int,
         assigned.set()
 
     consumer.subscribe([topic], on_assign=on_assign)
-    following = {p: 0 for p in expected}
+    following = dict.fromkeys(expected, 0)
     got, ok, total = 0, True, sum(expected.values())
     deadline = started + PHASE_TIMEOUT_S
     try:
@@ -296,7 +297,7 @@ def run_groups(broker: BenchBroker, groups: int, partitions: int, per_partition:
     topic = "scale-groups-" + uuid.uuid4().hex[:6]
     create_topic(broker.bootstrap, topic, partitions, timeout_s=TOPICS_TIMEOUT_S)
     produce_records(broker.bootstrap, topic, partitions * per_partition, 100, partitions)
-    expected = {p: per_partition for p in range(partitions)}
+    expected = dict.fromkeys(range(partitions), per_partition)
     names = [f"scale-group-{uuid.uuid4().hex[:6]}-{i}" for i in range(groups)]
     with ResourceMeter(broker) as meter:
         with ThreadPoolExecutor(workers) as pool:

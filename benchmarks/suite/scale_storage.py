@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
@@ -58,7 +59,7 @@ def produce_records(bootstrap: str, topic: str, count: int, size: int, partition
             except BufferError:
                 producer.poll(0.005)
                 if time.monotonic() > deadline:
-                    raise TimeoutError("producer queue stayed full")
+                    raise TimeoutError("producer queue stayed full") from None
         if i % 10000 == 0:
             producer.poll(0)
     producer.flush(max(1.0, deadline - time.monotonic()))

@@ -26,19 +26,19 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 if not __package__:  # run as a file: imports start at the repository root, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from client import KafkaClient, ProducerRecord, TopicPartition  # noqa: E402
-from spark_jobs.kafka_fetch import FetchSettings, arrow_schema, read_range  # noqa: E402
-from testing.broker_process import BrokerProcess  # noqa: E402
-from testing.topics import create_topics  # noqa: E402
+from client import KafkaClient, ProducerRecord, TopicPartition
+from spark_jobs.kafka_fetch import FetchSettings, arrow_schema, read_range
+from testing.broker_process import BrokerProcess
+from testing.topics import create_topics
 
 TOPIC = "spark-read-bench"
 EMPTY_TOPIC = "spark-read-bench-empty"

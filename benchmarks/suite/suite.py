@@ -48,8 +48,7 @@ def run_part(part: str, quick: bool, repeats: int | None) -> dict:
     # stream stdout so a long part shows its tables as they come; stderr goes straight through
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT) as process:
         assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line.rstrip("\n"))
+        lines.extend(line.rstrip("\n") for line in process.stdout)
         try:
             returncode = process.wait(timeout=PART_TIMEOUT_S)
         except subprocess.TimeoutExpired:

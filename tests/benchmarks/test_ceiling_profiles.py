@@ -55,7 +55,7 @@ def test_fetch_plan_refuses_wrong_offsets_corrupt_batches_and_errors() -> None:
         plan.check(1, _fetch_answer([_batch_at(batch, 0)]), VERSION)
     corrupt = _batch_at(batch, 0)
     corrupt[-1] ^= 0xFF
-    with pytest.raises(Exception, match="(?i)crc"):
+    with pytest.raises(Exception, match=r"(?i)crc"):
         plan.check(0, _fetch_answer([corrupt]), VERSION)
     with pytest.raises(RuntimeError, match="fetch failed"):
         plan.check(0, _fetch_answer([], error_code=1), VERSION)
@@ -64,8 +64,8 @@ def test_fetch_plan_refuses_wrong_offsets_corrupt_batches_and_errors() -> None:
 def test_profiles_fold_self_and_inclusive_by_function() -> None:
     raw = [
         "main (broker/cli.py);run (asyncio/runners.py);append (storage/file_records.py) 30",
-        "main (broker/cli.py);run (asyncio/runners.py);handle (broker/handlers/produce.py);"
-        "append (storage/file_records.py) 10",
+        ("main (broker/cli.py);run (asyncio/runners.py);handle (broker/handlers/produce.py);"
+         "append (storage/file_records.py) 10"),
         "main (broker/cli.py);run (asyncio/runners.py) 5",
     ]
     total, self_counts, inclusive = profiles.fold(raw)
@@ -83,7 +83,7 @@ def test_a_quick_ceiling_run_against_pafka_verifies_and_reports(capsys: pytest.C
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     rows = {row["load"]: row["pafka"] for row in figures["rows"]}
     assert rows["produce-16KiB-acks1"]["mb_s"] > 0 and rows["fetch-16KiB"]["retries"] == 0
-    fetched = [r for r in figures["runs"] if r["load"] == "fetch-16KiB"][0]
+    fetched = next(r for r in figures["runs"] if r["load"] == "fetch-16KiB")
     assert fetched["bytes"] == 2 * (8 << 20)  # 8 MiB per pass (quick 32 MiB x 0.25), two passes, each batch once
 
 
