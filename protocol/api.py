@@ -35,8 +35,8 @@ from protocol.primitives import (
     Decoder,
     Encoder,
     Message,
-    _new,
     UnsupportedVersionError,
+    _new,
     decode_exact,
     run_encoder,
 )
@@ -244,8 +244,7 @@ def decode_request(frame: Buffer) -> DecodedRequest:
         )
     api_key, version, correlation_id, client_id_size = _REQUEST_PREFIX.unpack_from(buf, 0)
     spec = APIS.get(api_key)
-    decoder = spec.request_decoders.get(version) if spec is not None else None
-    if decoder is None:
+    if spec is None or (decoder := spec.request_decoders.get(version)) is None:
         raise _unsupported(buf, api_key, version, correlation_id)
     try:
         # The header is parsed inline rather than by the generated decoder:
@@ -348,7 +347,7 @@ def decode_response(api_key: int, api_version: int, frame: Buffer) -> tuple[int,
         raise ProtocolError("response frame shorter than its header", api_key=api_key, api_version=api_version)
     (correlation_id,) = _INT32.unpack_from(buf, 0)
     try:
-        header, pos = ResponseHeader._DECODERS[spec.response_header_version(api_version)](buf, 0)
+        _header, pos = ResponseHeader._DECODERS[spec.response_header_version(api_version)](buf, 0)
         body = decode_exact(spec.response_decoders[api_version], buf, pos, spec.response.__name__, api_key, api_version)
     except ProtocolError as exc:
         exc.api_key, exc.api_version, exc.correlation_id = api_key, api_version, correlation_id

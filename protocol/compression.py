@@ -39,13 +39,12 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Callable, Union
+from collections.abc import Callable
 
 import cramjam
 
+from protocol.buffers import Buffer
 from protocol.errors import CorruptRecordError
-
-Buffer = Union[bytes, bytearray, memoryview]
 
 NONE = 0
 GZIP = 1
@@ -317,7 +316,7 @@ def _walk_frames(
         raise CorruptRecordError(f"truncated {codec_name(codec)} skippable frame")
 
 
-def _checked_output(codec: int, out: Buffer, max_size: int) -> bytes:
+def _checked_output(codec: int, out: cramjam.Buffer, max_size: int) -> bytes:
     if len(out) > max_size:  # the bound should already have refused this
         raise _too_large(codec, len(out), max_size)
     return bytes(out)

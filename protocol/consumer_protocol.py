@@ -38,10 +38,12 @@ class _Reader:
         return chunk
 
     def int16(self) -> int:
-        return _I16.unpack(self.take(2))[0]
+        value: int = _I16.unpack(self.take(2))[0]
+        return value
 
     def int32(self) -> int:
-        return _I32.unpack(self.take(4))[0]
+        value: int = _I32.unpack(self.take(4))[0]
+        return value
 
     def string(self) -> str:
         n = self.int16()

@@ -9,11 +9,13 @@ record data must stay a separate, uncopied chunk.
 
 from __future__ import annotations
 
+import enum
 import struct
-from typing import Any, Callable, ClassVar, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Final, TypeVar
 from uuid import UUID
 
-from protocol.buffers import Buffer, Chunk, FileRange, RecordsData, join_chunks, records_length
+from protocol.buffers import Buffer, Chunk, FileRange, RecordsData, RecordsPart, join_chunks, records_length
 from protocol.errors import ErrorCode, ProtocolError
 
 UUID_ZERO = UUID(int=0)
@@ -43,16 +45,22 @@ INLINE_RECORDS_LIMIT = 1024
 _INT32 = struct.Struct(">i")
 
 
-class _Unset:
-    """Marks a constructor argument not given, for fields with mutable defaults."""
+class _Unset(enum.Enum):
+    """Marks a constructor argument not given, for fields with mutable defaults.
 
-    __slots__ = ()
+    A one-member enum rather than a plain sentinel object: a type checker
+    narrows ``value is UNSET`` to ``_Unset`` and the ``else`` branch to the
+    field's own type, so the generated constructors type-check as written and
+    the attributes keep their declared types.
+    """
+
+    UNSET = 0
 
     def __repr__(self) -> str:
         return "UNSET"
 
 
-UNSET: _Unset = _Unset()
+UNSET: Final = _Unset.UNSET
 
 
 def read_uvarint_tail(buf: memoryview, pos: int, first: int) -> tuple[int, int]:
@@ -119,25 +127,35 @@ def truncated(what: str) -> ProtocolError:
     return ProtocolError(f"{what} runs past the end of the frame")
 
 
-def put_records(b: bytearray, chunks: list, records: RecordsData, compact: bool) -> bytearray:
+def put_records(b: bytearray, chunks: list[Chunk], records: RecordsData, compact: bool) -> bytearray:
     """Write a non-null records field: its length, then the data as chunks.
 
     Returns the bytearray the caller continues to append to (a new one when the
     data went out as separate chunks).
     """
+    # Exact-class tests first: they are the common cases and cheaper than
+    # isinstance. A type checker does not narrow on ``__class__``, so each of
+    # these branches rebinds the value once under the type its test proved.
     cls = records.__class__
+    inline: Buffer = b""
+    parts: Sequence[RecordsPart] | None
     if cls is memoryview:
+        view: memoryview = records  # type: ignore[assignment]  # proved by the class test
         # Chunks are byte-format views, so that len() of any chunk is its size.
-        if records.itemsize != 1:  # type: ignore[union-attr]
-            records = records.cast("B")  # type: ignore[union-attr]
-        size = records.nbytes  # type: ignore[union-attr]
-        parts = None if size < INLINE_RECORDS_LIMIT else (records,)
+        if view.itemsize != 1:
+            view = view.cast("B")
+        size = view.nbytes
+        inline = view
+        parts = None if size < INLINE_RECORDS_LIMIT else (view,)
     elif cls is bytes or cls is bytearray:
-        size = len(records)  # type: ignore[arg-type]
-        parts = None if size < INLINE_RECORDS_LIMIT else (records,)
+        data: bytes | bytearray = records  # type: ignore[assignment]  # proved by the class test
+        size = len(data)
+        inline = data
+        parts = None if size < INLINE_RECORDS_LIMIT else (data,)
     elif cls is FileRange:
-        size = records.length  # type: ignore[union-attr]
-        parts = (records,)
+        file_range: FileRange = records  # type: ignore[assignment]  # proved by the class test
+        size = file_range.length
+        parts = (file_range,)
     elif isinstance(records, (list, tuple)):
         parts = [p.cast("B") if isinstance(p, memoryview) and p.itemsize != 1 else p for p in records]
         size = records_length(parts)
@@ -155,12 +173,11 @@ def put_records(b: bytearray, chunks: list, records: RecordsData, compact: bool)
     else:
         b += _INT32.pack(size)
     if parts is None:
-        b += records  # type: ignore[operator]
+        b += inline
         return b
     if b:
         chunks.append(b)
-    for part in parts:
-        chunks.append(part)
+    chunks.extend(parts)
     return bytearray()
 
 
@@ -174,7 +191,7 @@ class UnsupportedVersionError(ProtocolError):
 
 
 Decoder = Callable[[memoryview, int], tuple[Any, int]]
-Encoder = Callable[[Any, bytearray, list], bytearray]
+Encoder = Callable[[Any, bytearray, list[Chunk]], bytearray]
 M = TypeVar("M", bound="Message")
 
 
@@ -222,7 +239,8 @@ class Message(Struct_):
         buf = data if isinstance(data, memoryview) else memoryview(data)
         if buf.itemsize != 1 or buf.ndim != 1:
             buf = buf.cast("B")
-        return decode_exact(decoder, buf, 0, cls.__name__, cls.API_KEY, version)
+        message: M = decode_exact(decoder, buf, 0, cls.__name__, cls.API_KEY, version)
+        return message
 
 
 def decode_exact(decoder: Decoder, buf: memoryview, pos: int, what: str, api_key: int | None, version: int) -> Any:
@@ -244,7 +262,7 @@ def decode_exact(decoder: Decoder, buf: memoryview, pos: int, what: str, api_key
     return obj
 
 
-def run_encoder(encoder: Encoder, obj: Any, b: bytearray, chunks: list, api_key: int | None, version: int) -> bytearray:
+def run_encoder(encoder: Encoder, obj: Any, b: bytearray, chunks: list[Chunk], api_key: int | None, version: int) -> bytearray:
     """Run a generated encoder, reporting bad field values as ProtocolError."""
     try:
         return encoder(obj, b, chunks)

@@ -35,13 +35,13 @@ magic with an InvalidRecordException, which maps to INVALID_RECORD (87).
 from __future__ import annotations
 
 import struct
-from typing import Iterator, NamedTuple, Union
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from crc32c import crc32c
 
+from protocol.buffers import Buffer
 from protocol.errors import CorruptRecordError, ErrorCode, UnsupportedRecordFormatError
-
-Buffer = Union[bytes, bytearray, memoryview]
 
 #: baseOffset + batchLength: the part of a batch not counted in batchLength.
 LOG_OVERHEAD = 12

@@ -27,10 +27,11 @@ UTF-8 (librdkafka sends raw bytes) survives a decode/encode round trip intact.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence, Union
 
 from protocol import compression as _compression
+from protocol.buffers import Buffer
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import (
     BATCH_HEADER_SIZE,
@@ -51,8 +52,7 @@ from protocol.record_batch import (
     validate_batch,
 )
 
-Buffer = Union[bytes, bytearray, memoryview]
-Header = tuple[str, Union[bytes, None]]
+Header = tuple[str, bytes | None]
 
 #: attributes + timestampDelta + offsetDelta + key length + value length +
 #: header count, each at its one-byte minimum.

@@ -30,12 +30,19 @@ def default_expr(field: FieldSpec, fresh: bool) -> str:
     """Python source for a field's default; ``fresh`` builds new mutable values."""
     value = parse_default(field)
     if value == "STRUCT":
+        assert field.struct is not None  # parse_default says STRUCT only for struct fields
         return f"{field.struct.name}()" if fresh else f"_DEFAULT_{field.struct.name}"
     if value == "UUID_ZERO":
         return "UUID_ZERO"
     if isinstance(value, list):
         return "[]"
     return repr(value)
+
+
+def _tag(field: FieldSpec) -> int:
+    """A tagged field's tag, the order tagged fields go on the wire in."""
+    assert field.tag is not None  # Kafka's schemas give every tagged field a tag
+    return field.tag
 
 
 class ModuleEmitter:
@@ -112,9 +119,7 @@ class ModuleEmitter:
         width = sum(PRIMITIVE_WIDTHS[f.type] for f in run)
         targets = ", ".join(f"f_{f.attr}" for f in run) + ("," if len(run) == 1 else "")
         out = [f"    {targets} = {self.fmt(codes)}.unpack_from(buf, pos)", f"    pos += {width}"]
-        for f in run:
-            if f.type == "uuid":
-                out.append(f"    f_{f.attr} = UUID_ZERO if f_{f.attr} == ZERO16 else UUID(bytes=f_{f.attr})")
+        out += [f"    f_{f.attr} = UUID_ZERO if f_{f.attr} == ZERO16 else UUID(bytes=f_{f.attr})" for f in run if f.type == "uuid"]
         return out
 
     def _read_length(self, var: str, compact: bool, legacy_code: str, ind: str) -> list[str]:
@@ -218,7 +223,7 @@ class ModuleEmitter:
             "                raise truncated('tagged field')",
         ]
         keyword = "if"
-        for f in sorted(tagged, key=lambda f: f.tag):
+        for f in sorted(tagged, key=_tag):
             out.append(f"            {keyword} tag == {f.tag}:")
             out += self._read_field(f, version, True, children, "                ")
             out += [
@@ -372,10 +377,12 @@ class ModuleEmitter:
         """
         if parse_default(f) != "STRUCT" or not f.nullable.empty:
             return [f"    {target} = o.{f.attr} != {default_expr(f, fresh=False)}"]
+        assert f.struct is not None  # parse_default says STRUCT only for struct fields
         var = self.temp("d")
         checks = []
         for sub in f.struct.fields:
             if parse_default(sub) == "STRUCT":
+                assert sub.struct is not None
                 self.struct_defaults.add(sub.struct.name)
             checks.append(f"{var}.{sub.attr} != {default_expr(sub, fresh=False)}")
         return [f"    {var} = o.{f.attr}", f"    {target} = {' or '.join(checks) or 'False'}"]
@@ -383,7 +390,7 @@ class ModuleEmitter:
     def _write_tagged(self, tagged: list[FieldSpec], version: int, children: dict[int, str]) -> list[str]:
         if not tagged:
             return ["    b.append(0)"]
-        ordered = sorted(tagged, key=lambda f: f.tag)
+        ordered = sorted(tagged, key=_tag)
         out = []
         for f in ordered:
             out += self._not_default(f, f"t{f.tag}")

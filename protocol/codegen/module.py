@@ -44,7 +44,7 @@ from protocol.primitives import (
 '''
 
 
-def _signature(struct: StructSpec) -> tuple:
+def _signature(struct: StructSpec) -> tuple[object, ...]:
     return tuple(
         (
             f.name,
@@ -81,7 +81,7 @@ def unify_structs(messages: list[MessageSpec]) -> list[StructSpec]:
         _walk(message.struct, seen)
         per_message.append(seen)
     by_name: dict[str, list[tuple[MessageSpec, StructSpec]]] = {}
-    for message, seen in zip(messages, per_message):
+    for message, seen in zip(messages, per_message, strict=True):
         for struct in seen.values():
             by_name.setdefault(struct.schema_name, []).append((message, struct))
     replace: dict[int, StructSpec] = {}
@@ -157,7 +157,7 @@ def emit_class(struct: StructSpec, message: MessageSpec | None) -> str:
                 extra.append(f"tag {f.tag} in {_versions_text(f.tagged)}")
             if f.ignorable:
                 extra.append("ignorable")
-            detail = ", ".join([f.name, _versions_text(f.versions)] + extra)
+            detail = ", ".join([f.name, _versions_text(f.versions), *extra])
             doc.append(f"    {f.attr} ({detail}): {f.about}".rstrip())
     base = "(Message)" if message else "(Struct_)"
     lines = [f"class {struct.name}{base}:"]
@@ -170,6 +170,11 @@ def emit_class(struct: StructSpec, message: MessageSpec | None) -> str:
         lines.append(f"    FLEXIBLE_MIN_VERSION = {flex}")
     slots = "".join(f"{f.attr!r}, " for f in fields)
     lines.append(f"    __slots__ = ({slots.rstrip(', ')}{',' if len(fields) == 1 else ''})")
+    # Bare annotations beside the slots declare each attribute's own type (a
+    # constructor parameter's type includes _Unset; the attribute's never does).
+    # They cost nothing per object: no class attribute is created, and under
+    # ``from __future__ import annotations`` they stay unevaluated strings.
+    lines += [f"    {f.attr}: {_type_hint(f)}" for f in fields]
     lines.append("")
     params = []
     for f in fields:

@@ -140,7 +140,8 @@ def kafka_python_schema_dir() -> Path:
 
 
 def load_json(path: Path) -> dict[str, Any]:
-    return json.loads(strip_comments(path.read_text(encoding="utf-8")))
+    schema: dict[str, Any] = json.loads(strip_comments(path.read_text(encoding="utf-8")))
+    return schema
 
 
 def schema_files() -> dict[str, Path]:

@@ -49,6 +49,10 @@ class AddOffsetsToTxnRequest(Message):
     VALID_VERSIONS = range(0, 5)
     FLEXIBLE_MIN_VERSION = 3
     __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'group_id')
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
 
     def __init__(self, *, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, group_id: str = '') -> None:
         self.transactional_id = transactional_id
@@ -79,6 +83,8 @@ class AddOffsetsToTxnResponse(Message):
     VALID_VERSIONS = range(0, 5)
     FLEXIBLE_MIN_VERSION = 3
     __slots__ = ('throttle_time_ms', 'error_code')
+    throttle_time_ms: int
+    error_code: int
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0) -> None:
         self.throttle_time_ms = throttle_time_ms

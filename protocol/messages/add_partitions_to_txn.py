@@ -49,6 +49,11 @@ class AddPartitionsToTxnTransaction(Struct_):
     """
 
     __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics')
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    verify_only: bool
+    topics: list[AddPartitionsToTxnTopic]
 
     def __init__(self, *, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, verify_only: bool = False, topics: list[AddPartitionsToTxnTopic] | _Unset = UNSET) -> None:
         self.transactional_id = transactional_id
@@ -77,6 +82,8 @@ class AddPartitionsToTxnTopic(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[int]
 
     def __init__(self, *, name: str = '', partitions: list[int] | _Unset = UNSET) -> None:
         self.name = name
@@ -102,6 +109,8 @@ class AddPartitionsToTxnResult(Struct_):
     """
 
     __slots__ = ('transactional_id', 'topic_results')
+    transactional_id: str
+    topic_results: list[AddPartitionsToTxnTopicResult]
 
     def __init__(self, *, transactional_id: str = '', topic_results: list[AddPartitionsToTxnTopicResult] | _Unset = UNSET) -> None:
         self.transactional_id = transactional_id
@@ -127,6 +136,8 @@ class AddPartitionsToTxnTopicResult(Struct_):
     """
 
     __slots__ = ('name', 'results_by_partition')
+    name: str
+    results_by_partition: list[AddPartitionsToTxnPartitionResult]
 
     def __init__(self, *, name: str = '', results_by_partition: list[AddPartitionsToTxnPartitionResult] | _Unset = UNSET) -> None:
         self.name = name
@@ -152,6 +163,8 @@ class AddPartitionsToTxnPartitionResult(Struct_):
     """
 
     __slots__ = ('partition_index', 'partition_error_code')
+    partition_index: int
+    partition_error_code: int
 
     def __init__(self, *, partition_index: int = 0, partition_error_code: int = 0) -> None:
         self.partition_index = partition_index
@@ -183,6 +196,11 @@ class AddPartitionsToTxnRequest(Message):
     VALID_VERSIONS = range(0, 6)
     FLEXIBLE_MIN_VERSION = 3
     __slots__ = ('transactions', 'v3_and_below_transactional_id', 'v3_and_below_producer_id', 'v3_and_below_producer_epoch', 'v3_and_below_topics')
+    transactions: list[AddPartitionsToTxnTransaction]
+    v3_and_below_transactional_id: str
+    v3_and_below_producer_id: int
+    v3_and_below_producer_epoch: int
+    v3_and_below_topics: list[AddPartitionsToTxnTopic]
 
     def __init__(self, *, transactions: list[AddPartitionsToTxnTransaction] | _Unset = UNSET, v3_and_below_transactional_id: str = '', v3_and_below_producer_id: int = 0, v3_and_below_producer_epoch: int = 0, v3_and_below_topics: list[AddPartitionsToTxnTopic] | _Unset = UNSET) -> None:
         self.transactions = [] if transactions is UNSET else transactions
@@ -216,6 +234,10 @@ class AddPartitionsToTxnResponse(Message):
     VALID_VERSIONS = range(0, 6)
     FLEXIBLE_MIN_VERSION = 3
     __slots__ = ('throttle_time_ms', 'error_code', 'results_by_transaction', 'results_by_topic_v3_and_below')
+    throttle_time_ms: int
+    error_code: int
+    results_by_transaction: list[AddPartitionsToTxnResult]
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, results_by_transaction: list[AddPartitionsToTxnResult] | _Unset = UNSET, results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

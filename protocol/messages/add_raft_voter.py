@@ -46,6 +46,9 @@ class Listener(Struct_):
     """
 
     __slots__ = ('name', 'host', 'port')
+    name: str
+    host: str
+    port: int
 
     def __init__(self, *, name: str = '', host: str = '', port: int = 0) -> None:
         self.name = name
@@ -79,6 +82,12 @@ class AddRaftVoterRequest(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'ack_when_committed')
+    cluster_id: str | None
+    timeout_ms: int
+    voter_id: int
+    voter_directory_id: UUID
+    listeners: list[Listener]
+    ack_when_committed: bool
 
     def __init__(self, *, cluster_id: str | None = '', timeout_ms: int = 0, voter_id: int = 0, voter_directory_id: UUID = UUID_ZERO, listeners: list[Listener] | _Unset = UNSET, ack_when_committed: bool = True) -> None:
         self.cluster_id = cluster_id
@@ -112,6 +121,9 @@ class AddRaftVoterResponse(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -45,6 +45,8 @@ class AlterClientQuotasRequestEntryData(Struct_):
     """
 
     __slots__ = ('entity', 'ops')
+    entity: list[EntityData]
+    ops: list[OpData]
 
     def __init__(self, *, entity: list[EntityData] | _Unset = UNSET, ops: list[OpData] | _Unset = UNSET) -> None:
         self.entity = [] if entity is UNSET else entity
@@ -70,6 +72,8 @@ class EntityData(Struct_):
     """
 
     __slots__ = ('entity_type', 'entity_name')
+    entity_type: str
+    entity_name: str | None
 
     def __init__(self, *, entity_type: str = '', entity_name: str | None = '') -> None:
         self.entity_type = entity_type
@@ -96,6 +100,9 @@ class OpData(Struct_):
     """
 
     __slots__ = ('key', 'value', 'remove')
+    key: str
+    value: float
+    remove: bool
 
     def __init__(self, *, key: str = '', value: float = 0.0, remove: bool = False) -> None:
         self.key = key
@@ -123,6 +130,9 @@ class AlterClientQuotasResponseEntryData(Struct_):
     """
 
     __slots__ = ('error_code', 'error_message', 'entity')
+    error_code: int
+    error_message: str | None
+    entity: list[EntityData]
 
     def __init__(self, *, error_code: int = 0, error_message: str | None = '', entity: list[EntityData] | _Unset = UNSET) -> None:
         self.error_code = error_code
@@ -152,6 +162,8 @@ class AlterClientQuotasRequest(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 1
     __slots__ = ('entries', 'validate_only')
+    entries: list[AlterClientQuotasRequestEntryData]
+    validate_only: bool
 
     def __init__(self, *, entries: list[AlterClientQuotasRequestEntryData] | _Unset = UNSET, validate_only: bool = False) -> None:
         self.entries = [] if entries is UNSET else entries
@@ -180,6 +192,8 @@ class AlterClientQuotasResponse(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 1
     __slots__ = ('throttle_time_ms', 'entries')
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponseEntryData]
 
     def __init__(self, *, throttle_time_ms: int = 0, entries: list[AlterClientQuotasResponseEntryData] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -46,6 +46,9 @@ class AlterConfigsResource(Struct_):
     """
 
     __slots__ = ('resource_type', 'resource_name', 'configs')
+    resource_type: int
+    resource_name: str
+    configs: list[AlterableConfig]
 
     def __init__(self, *, resource_type: int = 0, resource_name: str = '', configs: list[AlterableConfig] | _Unset = UNSET) -> None:
         self.resource_type = resource_type
@@ -72,6 +75,8 @@ class AlterableConfig(Struct_):
     """
 
     __slots__ = ('name', 'value')
+    name: str
+    value: str | None
 
     def __init__(self, *, name: str = '', value: str | None = '') -> None:
         self.name = name
@@ -99,6 +104,10 @@ class AlterConfigsResourceResponse(Struct_):
     """
 
     __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name')
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
 
     def __init__(self, *, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '') -> None:
         self.error_code = error_code
@@ -129,6 +138,8 @@ class AlterConfigsRequest(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('resources', 'validate_only')
+    resources: list[AlterConfigsResource]
+    validate_only: bool
 
     def __init__(self, *, resources: list[AlterConfigsResource] | _Unset = UNSET, validate_only: bool = False) -> None:
         self.resources = [] if resources is UNSET else resources
@@ -157,6 +168,8 @@ class AlterConfigsResponse(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'responses')
+    throttle_time_ms: int
+    responses: list[AlterConfigsResourceResponse]
 
     def __init__(self, *, throttle_time_ms: int = 0, responses: list[AlterConfigsResourceResponse] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

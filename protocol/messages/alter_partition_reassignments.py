@@ -45,6 +45,8 @@ class ReassignableTopic(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[ReassignablePartition]
 
     def __init__(self, *, name: str = '', partitions: list[ReassignablePartition] | _Unset = UNSET) -> None:
         self.name = name
@@ -70,6 +72,8 @@ class ReassignablePartition(Struct_):
     """
 
     __slots__ = ('partition_index', 'replicas')
+    partition_index: int
+    replicas: list[int] | None
 
     def __init__(self, *, partition_index: int = 0, replicas: list[int] | None = None) -> None:
         self.partition_index = partition_index
@@ -95,6 +99,8 @@ class ReassignableTopicResponse(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[ReassignablePartitionResponse]
 
     def __init__(self, *, name: str = '', partitions: list[ReassignablePartitionResponse] | _Unset = UNSET) -> None:
         self.name = name
@@ -121,6 +127,9 @@ class ReassignablePartitionResponse(Struct_):
     """
 
     __slots__ = ('partition_index', 'error_code', 'error_message')
+    partition_index: int
+    error_code: int
+    error_message: str | None
 
     def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = '') -> None:
         self.partition_index = partition_index
@@ -151,6 +160,9 @@ class AlterPartitionReassignmentsRequest(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('timeout_ms', 'allow_replication_factor_change', 'topics')
+    timeout_ms: int
+    allow_replication_factor_change: bool
+    topics: list[ReassignableTopic]
 
     def __init__(self, *, timeout_ms: int = 60000, allow_replication_factor_change: bool = True, topics: list[ReassignableTopic] | _Unset = UNSET) -> None:
         self.timeout_ms = timeout_ms
@@ -183,6 +195,11 @@ class AlterPartitionReassignmentsResponse(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'allow_replication_factor_change', 'error_code', 'error_message', 'responses')
+    throttle_time_ms: int
+    allow_replication_factor_change: bool
+    error_code: int
+    error_message: str | None
+    responses: list[ReassignableTopicResponse]
 
     def __init__(self, *, throttle_time_ms: int = 0, allow_replication_factor_change: bool = True, error_code: int = 0, error_message: str | None = '', responses: list[ReassignableTopicResponse] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

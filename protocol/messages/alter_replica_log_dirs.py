@@ -44,6 +44,8 @@ class AlterReplicaLogDir(Struct_):
     """
 
     __slots__ = ('path', 'topics')
+    path: str
+    topics: list[AlterReplicaLogDirTopic]
 
     def __init__(self, *, path: str = '', topics: list[AlterReplicaLogDirTopic] | _Unset = UNSET) -> None:
         self.path = path
@@ -69,6 +71,8 @@ class AlterReplicaLogDirTopic(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[int]
 
     def __init__(self, *, name: str = '', partitions: list[int] | _Unset = UNSET) -> None:
         self.name = name
@@ -94,6 +98,8 @@ class AlterReplicaLogDirTopicResult(Struct_):
     """
 
     __slots__ = ('topic_name', 'partitions')
+    topic_name: str
+    partitions: list[AlterReplicaLogDirPartitionResult]
 
     def __init__(self, *, topic_name: str = '', partitions: list[AlterReplicaLogDirPartitionResult] | _Unset = UNSET) -> None:
         self.topic_name = topic_name
@@ -119,6 +125,8 @@ class AlterReplicaLogDirPartitionResult(Struct_):
     """
 
     __slots__ = ('partition_index', 'error_code')
+    partition_index: int
+    error_code: int
 
     def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
         self.partition_index = partition_index
@@ -146,6 +154,7 @@ class AlterReplicaLogDirsRequest(Message):
     VALID_VERSIONS = range(1, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('dirs',)
+    dirs: list[AlterReplicaLogDir]
 
     def __init__(self, *, dirs: list[AlterReplicaLogDir] | _Unset = UNSET) -> None:
         self.dirs = [] if dirs is UNSET else dirs
@@ -173,6 +182,8 @@ class AlterReplicaLogDirsResponse(Message):
     VALID_VERSIONS = range(1, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'results')
+    throttle_time_ms: int
+    results: list[AlterReplicaLogDirTopicResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, results: list[AlterReplicaLogDirTopicResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

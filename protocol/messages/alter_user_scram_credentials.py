@@ -45,6 +45,8 @@ class ScramCredentialDeletion(Struct_):
     """
 
     __slots__ = ('name', 'mechanism')
+    name: str
+    mechanism: int
 
     def __init__(self, *, name: str = '', mechanism: int = 0) -> None:
         self.name = name
@@ -73,6 +75,11 @@ class ScramCredentialUpsertion(Struct_):
     """
 
     __slots__ = ('name', 'mechanism', 'iterations', 'salt', 'salted_password')
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
 
     def __init__(self, *, name: str = '', mechanism: int = 0, iterations: int = 0, salt: bytes = b'', salted_password: bytes = b'') -> None:
         self.name = name
@@ -102,6 +109,9 @@ class AlterUserScramCredentialsResult(Struct_):
     """
 
     __slots__ = ('user', 'error_code', 'error_message')
+    user: str
+    error_code: int
+    error_message: str | None
 
     def __init__(self, *, user: str = '', error_code: int = 0, error_message: str | None = '') -> None:
         self.user = user
@@ -131,6 +141,8 @@ class AlterUserScramCredentialsRequest(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('deletions', 'upsertions')
+    deletions: list[ScramCredentialDeletion]
+    upsertions: list[ScramCredentialUpsertion]
 
     def __init__(self, *, deletions: list[ScramCredentialDeletion] | _Unset = UNSET, upsertions: list[ScramCredentialUpsertion] | _Unset = UNSET) -> None:
         self.deletions = [] if deletions is UNSET else deletions
@@ -159,6 +171,8 @@ class AlterUserScramCredentialsResponse(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'results')
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, results: list[AlterUserScramCredentialsResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

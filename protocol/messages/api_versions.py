@@ -48,6 +48,9 @@ class ApiVersion(Struct_):
     """
 
     __slots__ = ('api_key', 'min_version', 'max_version')
+    api_key: int
+    min_version: int
+    max_version: int
 
     def __init__(self, *, api_key: int = 0, min_version: int = 0, max_version: int = 0) -> None:
         self.api_key = api_key
@@ -75,6 +78,9 @@ class SupportedFeatureKey(Struct_):
     """
 
     __slots__ = ('name', 'min_version', 'max_version')
+    name: str
+    min_version: int
+    max_version: int
 
     def __init__(self, *, name: str = '', min_version: int = 0, max_version: int = 0) -> None:
         self.name = name
@@ -102,6 +108,9 @@ class FinalizedFeatureKey(Struct_):
     """
 
     __slots__ = ('name', 'max_version_level', 'min_version_level')
+    name: str
+    max_version_level: int
+    min_version_level: int
 
     def __init__(self, *, name: str = '', max_version_level: int = 0, min_version_level: int = 0) -> None:
         self.name = name
@@ -131,6 +140,8 @@ class ApiVersionsRequest(Message):
     VALID_VERSIONS = range(0, 5)
     FLEXIBLE_MIN_VERSION = 3
     __slots__ = ('client_software_name', 'client_software_version')
+    client_software_name: str
+    client_software_version: str
 
     def __init__(self, *, client_software_name: str = '', client_software_version: str = '') -> None:
         self.client_software_name = client_software_name
@@ -164,6 +175,13 @@ class ApiVersionsResponse(Message):
     VALID_VERSIONS = range(0, 5)
     FLEXIBLE_MIN_VERSION = 3
     __slots__ = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready')
+    error_code: int
+    api_keys: list[ApiVersion]
+    throttle_time_ms: int
+    supported_features: list[SupportedFeatureKey]
+    finalized_features_epoch: int
+    finalized_features: list[FinalizedFeatureKey]
+    zk_migration_ready: bool
 
     def __init__(self, *, error_code: int = 0, api_keys: list[ApiVersion] | _Unset = UNSET, throttle_time_ms: int = 0, supported_features: list[SupportedFeatureKey] | _Unset = UNSET, finalized_features_epoch: int = -1, finalized_features: list[FinalizedFeatureKey] | _Unset = UNSET, zk_migration_ready: bool = False) -> None:
         self.error_code = error_code

@@ -54,6 +54,15 @@ class DescribedGroup(Struct_):
     """
 
     __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations')
+    error_code: int
+    error_message: str | None
+    group_id: str
+    group_state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: list[Member]
+    authorized_operations: int
 
     def __init__(self, *, error_code: int = 0, error_message: str | None = None, group_id: str = '', group_state: str = '', group_epoch: int = 0, assignment_epoch: int = 0, assignor_name: str = '', members: list[Member] | _Unset = UNSET, authorized_operations: int = -2147483648) -> None:
         self.error_code = error_code
@@ -95,6 +104,17 @@ class Member(Struct_):
     """
 
     __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type')
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    assignment: Assignment
+    target_assignment: Assignment
+    member_type: int
 
     def __init__(self, *, member_id: str = '', instance_id: str | None = None, rack_id: str | None = None, member_epoch: int = 0, client_id: str = '', client_host: str = '', subscribed_topic_names: list[str] | _Unset = UNSET, subscribed_topic_regex: str | None = None, assignment: Assignment | _Unset = UNSET, target_assignment: Assignment | _Unset = UNSET, member_type: int = -1) -> None:
         self.member_id = member_id
@@ -128,6 +148,7 @@ class Assignment(Struct_):
     """
 
     __slots__ = ('topic_partitions',)
+    topic_partitions: list[TopicPartitions]
 
     def __init__(self, *, topic_partitions: list[TopicPartitions] | _Unset = UNSET) -> None:
         self.topic_partitions = [] if topic_partitions is UNSET else topic_partitions
@@ -153,6 +174,9 @@ class TopicPartitions(Struct_):
     """
 
     __slots__ = ('topic_id', 'topic_name', 'partitions')
+    topic_id: UUID
+    topic_name: str
+    partitions: list[int]
 
     def __init__(self, *, topic_id: UUID = UUID_ZERO, topic_name: str = '', partitions: list[int] | _Unset = UNSET) -> None:
         self.topic_id = topic_id
@@ -182,6 +206,8 @@ class ConsumerGroupDescribeRequest(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('group_ids', 'include_authorized_operations')
+    group_ids: list[str]
+    include_authorized_operations: bool
 
     def __init__(self, *, group_ids: list[str] | _Unset = UNSET, include_authorized_operations: bool = False) -> None:
         self.group_ids = [] if group_ids is UNSET else group_ids
@@ -210,6 +236,8 @@ class ConsumerGroupDescribeResponse(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'groups')
+    throttle_time_ms: int
+    groups: list[DescribedGroup]
 
     def __init__(self, *, throttle_time_ms: int = 0, groups: list[DescribedGroup] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -45,6 +45,8 @@ class TopicPartitions(Struct_):
     """
 
     __slots__ = ('topic_id', 'partitions')
+    topic_id: UUID
+    partitions: list[int]
 
     def __init__(self, *, topic_id: UUID = UUID_ZERO, partitions: list[int] | _Unset = UNSET) -> None:
         self.topic_id = topic_id
@@ -69,6 +71,7 @@ class Assignment(Struct_):
     """
 
     __slots__ = ('topic_partitions',)
+    topic_partitions: list[TopicPartitions]
 
     def __init__(self, *, topic_partitions: list[TopicPartitions] | _Unset = UNSET) -> None:
         self.topic_partitions = [] if topic_partitions is UNSET else topic_partitions
@@ -104,6 +107,16 @@ class ConsumerGroupHeartbeatRequest(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('group_id', 'member_id', 'member_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'topic_partitions')
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: list[str] | None
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    topic_partitions: list[TopicPartitions] | None
 
     def __init__(self, *, group_id: str = '', member_id: str = '', member_epoch: int = 0, instance_id: str | None = None, rack_id: str | None = None, rebalance_timeout_ms: int = -1, subscribed_topic_names: list[str] | None = None, subscribed_topic_regex: str | None = None, server_assignor: str | None = None, topic_partitions: list[TopicPartitions] | None = None) -> None:
         self.group_id = group_id
@@ -145,6 +158,13 @@ class ConsumerGroupHeartbeatResponse(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: Assignment | None
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, member_id: str | None = None, member_epoch: int = 0, heartbeat_interval_ms: int = 0, assignment: Assignment | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -50,6 +50,13 @@ class AclCreation(Struct_):
     """
 
     __slots__ = ('resource_type', 'resource_name', 'resource_pattern_type', 'principal', 'host', 'operation', 'permission_type')
+    resource_type: int
+    resource_name: str
+    resource_pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
 
     def __init__(self, *, resource_type: int = 0, resource_name: str = '', resource_pattern_type: int = 3, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0) -> None:
         self.resource_type = resource_type
@@ -80,6 +87,8 @@ class AclCreationResult(Struct_):
     """
 
     __slots__ = ('error_code', 'error_message')
+    error_code: int
+    error_message: str | None
 
     def __init__(self, *, error_code: int = 0, error_message: str | None = '') -> None:
         self.error_code = error_code
@@ -107,6 +116,7 @@ class CreateAclsRequest(Message):
     VALID_VERSIONS = range(1, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('creations',)
+    creations: list[AclCreation]
 
     def __init__(self, *, creations: list[AclCreation] | _Unset = UNSET) -> None:
         self.creations = [] if creations is UNSET else creations
@@ -134,6 +144,8 @@ class CreateAclsResponse(Message):
     VALID_VERSIONS = range(1, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'results')
+    throttle_time_ms: int
+    results: list[AclCreationResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, results: list[AclCreationResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -45,6 +45,8 @@ class CreatableRenewers(Struct_):
     """
 
     __slots__ = ('principal_type', 'principal_name')
+    principal_type: str
+    principal_name: str
 
     def __init__(self, *, principal_type: str = '', principal_name: str = '') -> None:
         self.principal_type = principal_type
@@ -75,6 +77,10 @@ class CreateDelegationTokenRequest(Message):
     VALID_VERSIONS = range(1, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('owner_principal_type', 'owner_principal_name', 'renewers', 'max_lifetime_ms')
+    owner_principal_type: str | None
+    owner_principal_name: str | None
+    renewers: list[CreatableRenewers]
+    max_lifetime_ms: int
 
     def __init__(self, *, owner_principal_type: str | None = None, owner_principal_name: str | None = None, renewers: list[CreatableRenewers] | _Unset = UNSET, max_lifetime_ms: int = 0) -> None:
         self.owner_principal_type = owner_principal_type
@@ -114,6 +120,17 @@ class CreateDelegationTokenResponse(Message):
     VALID_VERSIONS = range(1, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('error_code', 'principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp_ms', 'expiry_timestamp_ms', 'max_timestamp_ms', 'token_id', 'hmac', 'throttle_time_ms')
+    error_code: int
+    principal_type: str
+    principal_name: str
+    token_requester_principal_type: str
+    token_requester_principal_name: str
+    issue_timestamp_ms: int
+    expiry_timestamp_ms: int
+    max_timestamp_ms: int
+    token_id: str
+    hmac: bytes
+    throttle_time_ms: int
 
     def __init__(self, *, error_code: int = 0, principal_type: str = '', principal_name: str = '', token_requester_principal_type: str = '', token_requester_principal_name: str = '', issue_timestamp_ms: int = 0, expiry_timestamp_ms: int = 0, max_timestamp_ms: int = 0, token_id: str = '', hmac: bytes = b'', throttle_time_ms: int = 0) -> None:
         self.error_code = error_code

@@ -45,6 +45,9 @@ class CreatePartitionsTopic(Struct_):
     """
 
     __slots__ = ('name', 'count', 'assignments')
+    name: str
+    count: int
+    assignments: list[CreatePartitionsAssignment] | None
 
     def __init__(self, *, name: str = '', count: int = 0, assignments: list[CreatePartitionsAssignment] | None | _Unset = UNSET) -> None:
         self.name = name
@@ -70,6 +73,7 @@ class CreatePartitionsAssignment(Struct_):
     """
 
     __slots__ = ('broker_ids',)
+    broker_ids: list[int]
 
     def __init__(self, *, broker_ids: list[int] | _Unset = UNSET) -> None:
         self.broker_ids = [] if broker_ids is UNSET else broker_ids
@@ -95,6 +99,9 @@ class CreatePartitionsTopicResult(Struct_):
     """
 
     __slots__ = ('name', 'error_code', 'error_message')
+    name: str
+    error_code: int
+    error_message: str | None
 
     def __init__(self, *, name: str = '', error_code: int = 0, error_message: str | None = None) -> None:
         self.name = name
@@ -125,6 +132,9 @@ class CreatePartitionsRequest(Message):
     VALID_VERSIONS = range(0, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('topics', 'timeout_ms', 'validate_only')
+    topics: list[CreatePartitionsTopic]
+    timeout_ms: int
+    validate_only: bool
 
     def __init__(self, *, topics: list[CreatePartitionsTopic] | _Unset = UNSET, timeout_ms: int = 0, validate_only: bool = False) -> None:
         self.topics = [] if topics is UNSET else topics
@@ -154,6 +164,8 @@ class CreatePartitionsResponse(Message):
     VALID_VERSIONS = range(0, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'results')
+    throttle_time_ms: int
+    results: list[CreatePartitionsTopicResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, results: list[CreatePartitionsTopicResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -50,6 +50,11 @@ class CreatableTopic(Struct_):
     """
 
     __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs')
+    name: str
+    num_partitions: int
+    replication_factor: int
+    assignments: list[CreatableReplicaAssignment]
+    configs: list[CreatableTopicConfig]
 
     def __init__(self, *, name: str = '', num_partitions: int = 0, replication_factor: int = 0, assignments: list[CreatableReplicaAssignment] | _Unset = UNSET, configs: list[CreatableTopicConfig] | _Unset = UNSET) -> None:
         self.name = name
@@ -78,6 +83,8 @@ class CreatableReplicaAssignment(Struct_):
     """
 
     __slots__ = ('partition_index', 'broker_ids')
+    partition_index: int
+    broker_ids: list[int]
 
     def __init__(self, *, partition_index: int = 0, broker_ids: list[int] | _Unset = UNSET) -> None:
         self.partition_index = partition_index
@@ -103,6 +110,8 @@ class CreatableTopicConfig(Struct_):
     """
 
     __slots__ = ('name', 'value')
+    name: str
+    value: str | None
 
     def __init__(self, *, name: str = '', value: str | None = '') -> None:
         self.name = name
@@ -134,6 +143,14 @@ class CreatableTopicResult(Struct_):
     """
 
     __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'topic_config_error_code', 'num_partitions', 'replication_factor', 'configs')
+    name: str
+    topic_id: UUID
+    error_code: int
+    error_message: str | None
+    topic_config_error_code: int
+    num_partitions: int
+    replication_factor: int
+    configs: list[CreatableTopicConfigs] | None
 
     def __init__(self, *, name: str = '', topic_id: UUID = UUID_ZERO, error_code: int = 0, error_message: str | None = '', topic_config_error_code: int = 0, num_partitions: int = -1, replication_factor: int = -1, configs: list[CreatableTopicConfigs] | None | _Unset = UNSET) -> None:
         self.name = name
@@ -168,6 +185,11 @@ class CreatableTopicConfigs(Struct_):
     """
 
     __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive')
+    name: str
+    value: str | None
+    read_only: bool
+    config_source: int
+    is_sensitive: bool
 
     def __init__(self, *, name: str = '', value: str | None = '', read_only: bool = False, config_source: int = -1, is_sensitive: bool = False) -> None:
         self.name = name
@@ -200,6 +222,9 @@ class CreateTopicsRequest(Message):
     VALID_VERSIONS = range(2, 8)
     FLEXIBLE_MIN_VERSION = 5
     __slots__ = ('topics', 'timeout_ms', 'validate_only')
+    topics: list[CreatableTopic]
+    timeout_ms: int
+    validate_only: bool
 
     def __init__(self, *, topics: list[CreatableTopic] | _Unset = UNSET, timeout_ms: int = 60000, validate_only: bool = False) -> None:
         self.topics = [] if topics is UNSET else topics
@@ -229,6 +254,8 @@ class CreateTopicsResponse(Message):
     VALID_VERSIONS = range(2, 8)
     FLEXIBLE_MIN_VERSION = 5
     __slots__ = ('throttle_time_ms', 'topics')
+    throttle_time_ms: int
+    topics: list[CreatableTopicResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, topics: list[CreatableTopicResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -50,6 +50,13 @@ class DeleteAclsFilter(Struct_):
     """
 
     __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
 
     def __init__(self, *, resource_type_filter: int = 0, resource_name_filter: str | None = '', pattern_type_filter: int = 3, principal_filter: str | None = '', host_filter: str | None = '', operation: int = 0, permission_type: int = 0) -> None:
         self.resource_type_filter = resource_type_filter
@@ -81,6 +88,9 @@ class DeleteAclsFilterResult(Struct_):
     """
 
     __slots__ = ('error_code', 'error_message', 'matching_acls')
+    error_code: int
+    error_message: str | None
+    matching_acls: list[DeleteAclsMatchingAcl]
 
     def __init__(self, *, error_code: int = 0, error_message: str | None = '', matching_acls: list[DeleteAclsMatchingAcl] | _Unset = UNSET) -> None:
         self.error_code = error_code
@@ -114,6 +124,15 @@ class DeleteAclsMatchingAcl(Struct_):
     """
 
     __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type')
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
 
     def __init__(self, *, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '', pattern_type: int = 3, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0) -> None:
         self.error_code = error_code
@@ -148,6 +167,7 @@ class DeleteAclsRequest(Message):
     VALID_VERSIONS = range(1, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('filters',)
+    filters: list[DeleteAclsFilter]
 
     def __init__(self, *, filters: list[DeleteAclsFilter] | _Unset = UNSET) -> None:
         self.filters = [] if filters is UNSET else filters
@@ -175,6 +195,8 @@ class DeleteAclsResponse(Message):
     VALID_VERSIONS = range(1, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'filter_results')
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsFilterResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, filter_results: list[DeleteAclsFilterResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

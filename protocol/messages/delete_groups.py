@@ -43,6 +43,8 @@ class DeletableGroupResult(Struct_):
     """
 
     __slots__ = ('group_id', 'error_code')
+    group_id: str
+    error_code: int
 
     def __init__(self, *, group_id: str = '', error_code: int = 0) -> None:
         self.group_id = group_id
@@ -70,6 +72,7 @@ class DeleteGroupsRequest(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('groups_names',)
+    groups_names: list[str]
 
     def __init__(self, *, groups_names: list[str] | _Unset = UNSET) -> None:
         self.groups_names = [] if groups_names is UNSET else groups_names
@@ -97,6 +100,8 @@ class DeleteGroupsResponse(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'results')
+    throttle_time_ms: int
+    results: list[DeletableGroupResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, results: list[DeletableGroupResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

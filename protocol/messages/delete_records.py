@@ -45,6 +45,8 @@ class DeleteRecordsTopic(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[DeleteRecordsPartition]
 
     def __init__(self, *, name: str = '', partitions: list[DeleteRecordsPartition] | _Unset = UNSET) -> None:
         self.name = name
@@ -70,6 +72,8 @@ class DeleteRecordsPartition(Struct_):
     """
 
     __slots__ = ('partition_index', 'offset')
+    partition_index: int
+    offset: int
 
     def __init__(self, *, partition_index: int = 0, offset: int = 0) -> None:
         self.partition_index = partition_index
@@ -95,6 +99,8 @@ class DeleteRecordsTopicResult(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[DeleteRecordsPartitionResult]
 
     def __init__(self, *, name: str = '', partitions: list[DeleteRecordsPartitionResult] | _Unset = UNSET) -> None:
         self.name = name
@@ -121,6 +127,9 @@ class DeleteRecordsPartitionResult(Struct_):
     """
 
     __slots__ = ('partition_index', 'low_watermark', 'error_code')
+    partition_index: int
+    low_watermark: int
+    error_code: int
 
     def __init__(self, *, partition_index: int = 0, low_watermark: int = 0, error_code: int = 0) -> None:
         self.partition_index = partition_index
@@ -150,6 +159,8 @@ class DeleteRecordsRequest(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('topics', 'timeout_ms')
+    topics: list[DeleteRecordsTopic]
+    timeout_ms: int
 
     def __init__(self, *, topics: list[DeleteRecordsTopic] | _Unset = UNSET, timeout_ms: int = 0) -> None:
         self.topics = [] if topics is UNSET else topics
@@ -178,6 +189,8 @@ class DeleteRecordsResponse(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'topics')
+    throttle_time_ms: int
+    topics: list[DeleteRecordsTopicResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, topics: list[DeleteRecordsTopicResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

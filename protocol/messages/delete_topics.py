@@ -45,6 +45,8 @@ class DeleteTopicState(Struct_):
     """
 
     __slots__ = ('name', 'topic_id')
+    name: str | None
+    topic_id: UUID
 
     def __init__(self, *, name: str | None = None, topic_id: UUID = UUID_ZERO) -> None:
         self.name = name
@@ -72,6 +74,10 @@ class DeletableTopicResult(Struct_):
     """
 
     __slots__ = ('name', 'topic_id', 'error_code', 'error_message')
+    name: str | None
+    topic_id: UUID
+    error_code: int
+    error_message: str | None
 
     def __init__(self, *, name: str | None = '', topic_id: UUID = UUID_ZERO, error_code: int = 0, error_message: str | None = None) -> None:
         self.name = name
@@ -103,6 +109,9 @@ class DeleteTopicsRequest(Message):
     VALID_VERSIONS = range(1, 7)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('topics', 'topic_names', 'timeout_ms')
+    topics: list[DeleteTopicState]
+    topic_names: list[str]
+    timeout_ms: int
 
     def __init__(self, *, topics: list[DeleteTopicState] | _Unset = UNSET, topic_names: list[str] | _Unset = UNSET, timeout_ms: int = 0) -> None:
         self.topics = [] if topics is UNSET else topics
@@ -132,6 +141,8 @@ class DeleteTopicsResponse(Message):
     VALID_VERSIONS = range(1, 7)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('throttle_time_ms', 'responses')
+    throttle_time_ms: int
+    responses: list[DeletableTopicResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, responses: list[DeletableTopicResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -48,6 +48,10 @@ class DescribeAclsResource(Struct_):
     """
 
     __slots__ = ('resource_type', 'resource_name', 'pattern_type', 'acls')
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    acls: list[AclDescription]
 
     def __init__(self, *, resource_type: int = 0, resource_name: str = '', pattern_type: int = 3, acls: list[AclDescription] | _Unset = UNSET) -> None:
         self.resource_type = resource_type
@@ -77,6 +81,10 @@ class AclDescription(Struct_):
     """
 
     __slots__ = ('principal', 'host', 'operation', 'permission_type')
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
 
     def __init__(self, *, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0) -> None:
         self.principal = principal
@@ -112,6 +120,13 @@ class DescribeAclsRequest(Message):
     VALID_VERSIONS = range(1, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
 
     def __init__(self, *, resource_type_filter: int = 0, resource_name_filter: str | None = '', pattern_type_filter: int = 3, principal_filter: str | None = '', host_filter: str | None = '', operation: int = 0, permission_type: int = 0) -> None:
         self.resource_type_filter = resource_type_filter
@@ -147,6 +162,10 @@ class DescribeAclsResponse(Message):
     VALID_VERSIONS = range(1, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'resources')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResource]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', resources: list[DescribeAclsResource] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -48,6 +48,9 @@ class ComponentData(Struct_):
     """
 
     __slots__ = ('entity_type', 'match_type', 'match')
+    entity_type: str
+    match_type: int
+    match: str | None
 
     def __init__(self, *, entity_type: str = '', match_type: int = 0, match: str | None = '') -> None:
         self.entity_type = entity_type
@@ -74,6 +77,8 @@ class EntryData(Struct_):
     """
 
     __slots__ = ('entity', 'values')
+    entity: list[EntityData]
+    values: list[ValueData]
 
     def __init__(self, *, entity: list[EntityData] | _Unset = UNSET, values: list[ValueData] | _Unset = UNSET) -> None:
         self.entity = [] if entity is UNSET else entity
@@ -99,6 +104,8 @@ class EntityData(Struct_):
     """
 
     __slots__ = ('entity_type', 'entity_name')
+    entity_type: str
+    entity_name: str | None
 
     def __init__(self, *, entity_type: str = '', entity_name: str | None = '') -> None:
         self.entity_type = entity_type
@@ -124,6 +131,8 @@ class ValueData(Struct_):
     """
 
     __slots__ = ('key', 'value')
+    key: str
+    value: float
 
     def __init__(self, *, key: str = '', value: float = 0.0) -> None:
         self.key = key
@@ -152,6 +161,8 @@ class DescribeClientQuotasRequest(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 1
     __slots__ = ('components', 'strict')
+    components: list[ComponentData]
+    strict: bool
 
     def __init__(self, *, components: list[ComponentData] | _Unset = UNSET, strict: bool = False) -> None:
         self.components = [] if components is UNSET else components
@@ -182,6 +193,10 @@ class DescribeClientQuotasResponse(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 1
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'entries')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[EntryData] | None
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', entries: list[EntryData] | None | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -50,6 +50,11 @@ class DescribeClusterBroker(Struct_):
     """
 
     __slots__ = ('broker_id', 'host', 'port', 'rack', 'is_fenced')
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+    is_fenced: bool
 
     def __init__(self, *, broker_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, is_fenced: bool = False) -> None:
         self.broker_id = broker_id
@@ -82,6 +87,9 @@ class DescribeClusterRequest(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers')
+    include_cluster_authorized_operations: bool
+    endpoint_type: int
+    include_fenced_brokers: bool
 
     def __init__(self, *, include_cluster_authorized_operations: bool = False, endpoint_type: int = 1, include_fenced_brokers: bool = False) -> None:
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
@@ -117,6 +125,14 @@ class DescribeClusterResponse(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    endpoint_type: int
+    cluster_id: str
+    controller_id: int
+    brokers: list[DescribeClusterBroker]
+    cluster_authorized_operations: int
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, endpoint_type: int = 1, cluster_id: str = '', controller_id: int = -1, brokers: list[DescribeClusterBroker] | _Unset = UNSET, cluster_authorized_operations: int = -2147483648) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -48,6 +48,9 @@ class DescribeConfigsResource(Struct_):
     """
 
     __slots__ = ('resource_type', 'resource_name', 'configuration_keys')
+    resource_type: int
+    resource_name: str
+    configuration_keys: list[str] | None
 
     def __init__(self, *, resource_type: int = 0, resource_name: str = '', configuration_keys: list[str] | None | _Unset = UNSET) -> None:
         self.resource_type = resource_type
@@ -77,6 +80,11 @@ class DescribeConfigsResult(Struct_):
     """
 
     __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'configs')
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    configs: list[DescribeConfigsResourceResult]
 
     def __init__(self, *, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '', configs: list[DescribeConfigsResourceResult] | _Unset = UNSET) -> None:
         self.error_code = error_code
@@ -112,6 +120,15 @@ class DescribeConfigsResourceResult(Struct_):
     """
 
     __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_default', 'is_sensitive', 'synonyms', 'config_type', 'documentation')
+    name: str
+    value: str | None
+    read_only: bool
+    config_source: int
+    is_default: bool
+    is_sensitive: bool
+    synonyms: list[DescribeConfigsSynonym]
+    config_type: int
+    documentation: str | None
 
     def __init__(self, *, name: str = '', value: str | None = '', read_only: bool = False, config_source: int = -1, is_default: bool = False, is_sensitive: bool = False, synonyms: list[DescribeConfigsSynonym] | _Unset = UNSET, config_type: int = 0, documentation: str | None = '') -> None:
         self.name = name
@@ -145,6 +162,9 @@ class DescribeConfigsSynonym(Struct_):
     """
 
     __slots__ = ('name', 'value', 'source')
+    name: str
+    value: str | None
+    source: int
 
     def __init__(self, *, name: str = '', value: str | None = '', source: int = 0) -> None:
         self.name = name
@@ -175,6 +195,9 @@ class DescribeConfigsRequest(Message):
     VALID_VERSIONS = range(1, 5)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('resources', 'include_synonyms', 'include_documentation')
+    resources: list[DescribeConfigsResource]
+    include_synonyms: bool
+    include_documentation: bool
 
     def __init__(self, *, resources: list[DescribeConfigsResource] | _Unset = UNSET, include_synonyms: bool = False, include_documentation: bool = False) -> None:
         self.resources = [] if resources is UNSET else resources
@@ -204,6 +227,8 @@ class DescribeConfigsResponse(Message):
     VALID_VERSIONS = range(1, 5)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('throttle_time_ms', 'results')
+    throttle_time_ms: int
+    results: list[DescribeConfigsResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, results: list[DescribeConfigsResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

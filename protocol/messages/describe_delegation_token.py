@@ -44,6 +44,8 @@ class DescribeDelegationTokenOwner(Struct_):
     """
 
     __slots__ = ('principal_type', 'principal_name')
+    principal_type: str
+    principal_name: str
 
     def __init__(self, *, principal_type: str = '', principal_name: str = '') -> None:
         self.principal_type = principal_type
@@ -77,6 +79,16 @@ class DescribedDelegationToken(Struct_):
     """
 
     __slots__ = ('principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp', 'expiry_timestamp', 'max_timestamp', 'token_id', 'hmac', 'renewers')
+    principal_type: str
+    principal_name: str
+    token_requester_principal_type: str
+    token_requester_principal_name: str
+    issue_timestamp: int
+    expiry_timestamp: int
+    max_timestamp: int
+    token_id: str
+    hmac: bytes
+    renewers: list[DescribedDelegationTokenRenewer]
 
     def __init__(self, *, principal_type: str = '', principal_name: str = '', token_requester_principal_type: str = '', token_requester_principal_name: str = '', issue_timestamp: int = 0, expiry_timestamp: int = 0, max_timestamp: int = 0, token_id: str = '', hmac: bytes = b'', renewers: list[DescribedDelegationTokenRenewer] | _Unset = UNSET) -> None:
         self.principal_type = principal_type
@@ -110,6 +122,8 @@ class DescribedDelegationTokenRenewer(Struct_):
     """
 
     __slots__ = ('principal_type', 'principal_name')
+    principal_type: str
+    principal_name: str
 
     def __init__(self, *, principal_type: str = '', principal_name: str = '') -> None:
         self.principal_type = principal_type
@@ -137,6 +151,7 @@ class DescribeDelegationTokenRequest(Message):
     VALID_VERSIONS = range(1, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('owners',)
+    owners: list[DescribeDelegationTokenOwner] | None
 
     def __init__(self, *, owners: list[DescribeDelegationTokenOwner] | None | _Unset = UNSET) -> None:
         self.owners = [] if owners is UNSET else owners
@@ -165,6 +180,9 @@ class DescribeDelegationTokenResponse(Message):
     VALID_VERSIONS = range(1, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('error_code', 'tokens', 'throttle_time_ms')
+    error_code: int
+    tokens: list[DescribedDelegationToken]
+    throttle_time_ms: int
 
     def __init__(self, *, error_code: int = 0, tokens: list[DescribedDelegationToken] | _Unset = UNSET, throttle_time_ms: int = 0) -> None:
         self.error_code = error_code

@@ -50,6 +50,14 @@ class DescribedGroup(Struct_):
     """
 
     __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations')
+    error_code: int
+    error_message: str | None
+    group_id: str
+    group_state: str
+    protocol_type: str
+    protocol_data: str
+    members: list[DescribedGroupMember]
+    authorized_operations: int
 
     def __init__(self, *, error_code: int = 0, error_message: str | None = None, group_id: str = '', group_state: str = '', protocol_type: str = '', protocol_data: str = '', members: list[DescribedGroupMember] | _Unset = UNSET, authorized_operations: int = -2147483648) -> None:
         self.error_code = error_code
@@ -85,6 +93,12 @@ class DescribedGroupMember(Struct_):
     """
 
     __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment')
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    member_metadata: bytes
+    member_assignment: bytes
 
     def __init__(self, *, member_id: str = '', group_instance_id: str | None = None, client_id: str = '', client_host: str = '', member_metadata: bytes = b'', member_assignment: bytes = b'') -> None:
         self.member_id = member_id
@@ -117,6 +131,8 @@ class DescribeGroupsRequest(Message):
     VALID_VERSIONS = range(0, 7)
     FLEXIBLE_MIN_VERSION = 5
     __slots__ = ('groups', 'include_authorized_operations')
+    groups: list[str]
+    include_authorized_operations: bool
 
     def __init__(self, *, groups: list[str] | _Unset = UNSET, include_authorized_operations: bool = False) -> None:
         self.groups = [] if groups is UNSET else groups
@@ -145,6 +161,8 @@ class DescribeGroupsResponse(Message):
     VALID_VERSIONS = range(0, 7)
     FLEXIBLE_MIN_VERSION = 5
     __slots__ = ('throttle_time_ms', 'groups')
+    throttle_time_ms: int
+    groups: list[DescribedGroup]
 
     def __init__(self, *, throttle_time_ms: int = 0, groups: list[DescribedGroup] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -47,6 +47,8 @@ class DescribableLogDirTopic(Struct_):
     """
 
     __slots__ = ('topic', 'partitions')
+    topic: str
+    partitions: list[int]
 
     def __init__(self, *, topic: str = '', partitions: list[int] | _Unset = UNSET) -> None:
         self.topic = topic
@@ -76,6 +78,12 @@ class DescribeLogDirsResult(Struct_):
     """
 
     __slots__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', 'is_cordoned')
+    error_code: int
+    log_dir: str
+    topics: list[DescribeLogDirsTopic]
+    total_bytes: int
+    usable_bytes: int
+    is_cordoned: bool
 
     def __init__(self, *, error_code: int = 0, log_dir: str = '', topics: list[DescribeLogDirsTopic] | _Unset = UNSET, total_bytes: int = -1, usable_bytes: int = -1, is_cordoned: bool = False) -> None:
         self.error_code = error_code
@@ -105,6 +113,8 @@ class DescribeLogDirsTopic(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[DescribeLogDirsPartition]
 
     def __init__(self, *, name: str = '', partitions: list[DescribeLogDirsPartition] | _Unset = UNSET) -> None:
         self.name = name
@@ -132,6 +142,10 @@ class DescribeLogDirsPartition(Struct_):
     """
 
     __slots__ = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key')
+    partition_index: int
+    partition_size: int
+    offset_lag: int
+    is_future_key: bool
 
     def __init__(self, *, partition_index: int = 0, partition_size: int = 0, offset_lag: int = 0, is_future_key: bool = False) -> None:
         self.partition_index = partition_index
@@ -161,6 +175,7 @@ class DescribeLogDirsRequest(Message):
     VALID_VERSIONS = range(1, 6)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('topics',)
+    topics: list[DescribableLogDirTopic] | None
 
     def __init__(self, *, topics: list[DescribableLogDirTopic] | None | _Unset = UNSET) -> None:
         self.topics = [] if topics is UNSET else topics
@@ -189,6 +204,9 @@ class DescribeLogDirsResponse(Message):
     VALID_VERSIONS = range(1, 6)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'error_code', 'results')
+    throttle_time_ms: int
+    error_code: int
+    results: list[DescribeLogDirsResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, results: list[DescribeLogDirsResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

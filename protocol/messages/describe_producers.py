@@ -44,6 +44,8 @@ class TopicRequest(Struct_):
     """
 
     __slots__ = ('name', 'partition_indexes')
+    name: str
+    partition_indexes: list[int]
 
     def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = UNSET) -> None:
         self.name = name
@@ -69,6 +71,8 @@ class TopicResponse(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[PartitionResponse]
 
     def __init__(self, *, name: str = '', partitions: list[PartitionResponse] | _Unset = UNSET) -> None:
         self.name = name
@@ -96,6 +100,10 @@ class PartitionResponse(Struct_):
     """
 
     __slots__ = ('partition_index', 'error_code', 'error_message', 'active_producers')
+    partition_index: int
+    error_code: int
+    error_message: str | None
+    active_producers: list[ProducerState]
 
     def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = None, active_producers: list[ProducerState] | _Unset = UNSET) -> None:
         self.partition_index = partition_index
@@ -127,6 +135,12 @@ class ProducerState(Struct_):
     """
 
     __slots__ = ('producer_id', 'producer_epoch', 'last_sequence', 'last_timestamp', 'coordinator_epoch', 'current_txn_start_offset')
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
 
     def __init__(self, *, producer_id: int = 0, producer_epoch: int = 0, last_sequence: int = -1, last_timestamp: int = -1, coordinator_epoch: int = 0, current_txn_start_offset: int = -1) -> None:
         self.producer_id = producer_id
@@ -158,6 +172,7 @@ class DescribeProducersRequest(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('topics',)
+    topics: list[TopicRequest]
 
     def __init__(self, *, topics: list[TopicRequest] | _Unset = UNSET) -> None:
         self.topics = [] if topics is UNSET else topics
@@ -185,6 +200,8 @@ class DescribeProducersResponse(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'topics')
+    throttle_time_ms: int
+    topics: list[TopicResponse]
 
     def __init__(self, *, throttle_time_ms: int = 0, topics: list[TopicResponse] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -50,6 +50,8 @@ class DescribeQuorumRequestTopicData(Struct_):
     """
 
     __slots__ = ('topic_name', 'partitions')
+    topic_name: str
+    partitions: list[DescribeQuorumRequestPartitionData]
 
     def __init__(self, *, topic_name: str = '', partitions: list[DescribeQuorumRequestPartitionData] | _Unset = UNSET) -> None:
         self.topic_name = topic_name
@@ -74,6 +76,7 @@ class DescribeQuorumRequestPartitionData(Struct_):
     """
 
     __slots__ = ('partition_index',)
+    partition_index: int
 
     def __init__(self, *, partition_index: int = 0) -> None:
         self.partition_index = partition_index
@@ -98,6 +101,8 @@ class DescribeQuorumResponseTopicData(Struct_):
     """
 
     __slots__ = ('topic_name', 'partitions')
+    topic_name: str
+    partitions: list[DescribeQuorumResponsePartitionData]
 
     def __init__(self, *, topic_name: str = '', partitions: list[DescribeQuorumResponsePartitionData] | _Unset = UNSET) -> None:
         self.topic_name = topic_name
@@ -129,6 +134,14 @@ class DescribeQuorumResponsePartitionData(Struct_):
     """
 
     __slots__ = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers')
+    partition_index: int
+    error_code: int
+    error_message: str | None
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    current_voters: list[ReplicaState]
+    observers: list[ReplicaState]
 
     def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = '', leader_id: int = 0, leader_epoch: int = 0, high_watermark: int = 0, current_voters: list[ReplicaState] | _Unset = UNSET, observers: list[ReplicaState] | _Unset = UNSET) -> None:
         self.partition_index = partition_index
@@ -163,6 +176,11 @@ class ReplicaState(Struct_):
     """
 
     __slots__ = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp')
+    replica_id: int
+    replica_directory_id: UUID
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
 
     def __init__(self, *, replica_id: int = 0, replica_directory_id: UUID = UUID_ZERO, log_end_offset: int = 0, last_fetch_timestamp: int = -1, last_caught_up_timestamp: int = -1) -> None:
         self.replica_id = replica_id
@@ -191,6 +209,8 @@ class Node(Struct_):
     """
 
     __slots__ = ('node_id', 'listeners')
+    node_id: int
+    listeners: list[Listener]
 
     def __init__(self, *, node_id: int = 0, listeners: list[Listener] | _Unset = UNSET) -> None:
         self.node_id = node_id
@@ -217,6 +237,9 @@ class Listener(Struct_):
     """
 
     __slots__ = ('name', 'host', 'port')
+    name: str
+    host: str
+    port: int
 
     def __init__(self, *, name: str = '', host: str = '', port: int = 0) -> None:
         self.name = name
@@ -245,6 +268,7 @@ class DescribeQuorumRequest(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('topics',)
+    topics: list[DescribeQuorumRequestTopicData]
 
     def __init__(self, *, topics: list[DescribeQuorumRequestTopicData] | _Unset = UNSET) -> None:
         self.topics = [] if topics is UNSET else topics
@@ -274,6 +298,10 @@ class DescribeQuorumResponse(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('error_code', 'error_message', 'topics', 'nodes')
+    error_code: int
+    error_message: str | None
+    topics: list[DescribeQuorumResponseTopicData]
+    nodes: list[Node]
 
     def __init__(self, *, error_code: int = 0, error_message: str | None = '', topics: list[DescribeQuorumResponseTopicData] | _Unset = UNSET, nodes: list[Node] | _Unset = UNSET) -> None:
         self.error_code = error_code

@@ -44,6 +44,7 @@ class TopicRequest(Struct_):
     """
 
     __slots__ = ('name',)
+    name: str
 
     def __init__(self, *, name: str = '') -> None:
         self.name = name
@@ -68,6 +69,8 @@ class Cursor(Struct_):
     """
 
     __slots__ = ('topic_name', 'partition_index')
+    topic_name: str
+    partition_index: int
 
     def __init__(self, *, topic_name: str = '', partition_index: int = 0) -> None:
         self.topic_name = topic_name
@@ -97,6 +100,12 @@ class DescribeTopicPartitionsResponseTopic(Struct_):
     """
 
     __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations')
+    error_code: int
+    name: str | None
+    topic_id: UUID
+    is_internal: bool
+    partitions: list[DescribeTopicPartitionsResponsePartition]
+    topic_authorized_operations: int
 
     def __init__(self, *, error_code: int = 0, name: str | None = '', topic_id: UUID = UUID_ZERO, is_internal: bool = False, partitions: list[DescribeTopicPartitionsResponsePartition] | _Unset = UNSET, topic_authorized_operations: int = -2147483648) -> None:
         self.error_code = error_code
@@ -133,6 +142,15 @@ class DescribeTopicPartitionsResponsePartition(Struct_):
     """
 
     __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'eligible_leader_replicas', 'last_known_elr', 'offline_replicas')
+    error_code: int
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    replica_nodes: list[int]
+    isr_nodes: list[int]
+    eligible_leader_replicas: list[int] | None
+    last_known_elr: list[int] | None
+    offline_replicas: list[int]
 
     def __init__(self, *, error_code: int = 0, partition_index: int = 0, leader_id: int = 0, leader_epoch: int = -1, replica_nodes: list[int] | _Unset = UNSET, isr_nodes: list[int] | _Unset = UNSET, eligible_leader_replicas: list[int] | None = None, last_known_elr: list[int] | None = None, offline_replicas: list[int] | _Unset = UNSET) -> None:
         self.error_code = error_code
@@ -169,6 +187,9 @@ class DescribeTopicPartitionsRequest(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('topics', 'response_partition_limit', 'cursor')
+    topics: list[TopicRequest]
+    response_partition_limit: int
+    cursor: Cursor | None
 
     def __init__(self, *, topics: list[TopicRequest] | _Unset = UNSET, response_partition_limit: int = 2000, cursor: Cursor | None = None) -> None:
         self.topics = [] if topics is UNSET else topics
@@ -199,6 +220,9 @@ class DescribeTopicPartitionsResponse(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'topics', 'next_cursor')
+    throttle_time_ms: int
+    topics: list[DescribeTopicPartitionsResponseTopic]
+    next_cursor: Cursor | None
 
     def __init__(self, *, throttle_time_ms: int = 0, topics: list[DescribeTopicPartitionsResponseTopic] | _Unset = UNSET, next_cursor: Cursor | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms

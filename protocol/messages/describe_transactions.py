@@ -50,6 +50,14 @@ class TransactionState(Struct_):
     """
 
     __slots__ = ('error_code', 'transactional_id', 'transaction_state', 'transaction_timeout_ms', 'transaction_start_time_ms', 'producer_id', 'producer_epoch', 'topics')
+    error_code: int
+    transactional_id: str
+    transaction_state: str
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int
+    producer_id: int
+    producer_epoch: int
+    topics: list[TopicData]
 
     def __init__(self, *, error_code: int = 0, transactional_id: str = '', transaction_state: str = '', transaction_timeout_ms: int = 0, transaction_start_time_ms: int = 0, producer_id: int = 0, producer_epoch: int = 0, topics: list[TopicData] | _Unset = UNSET) -> None:
         self.error_code = error_code
@@ -81,6 +89,8 @@ class TopicData(Struct_):
     """
 
     __slots__ = ('topic', 'partitions')
+    topic: str
+    partitions: list[int]
 
     def __init__(self, *, topic: str = '', partitions: list[int] | _Unset = UNSET) -> None:
         self.topic = topic
@@ -108,6 +118,7 @@ class DescribeTransactionsRequest(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('transactional_ids',)
+    transactional_ids: list[str]
 
     def __init__(self, *, transactional_ids: list[str] | _Unset = UNSET) -> None:
         self.transactional_ids = [] if transactional_ids is UNSET else transactional_ids
@@ -135,6 +146,8 @@ class DescribeTransactionsResponse(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'transaction_states')
+    throttle_time_ms: int
+    transaction_states: list[TransactionState]
 
     def __init__(self, *, throttle_time_ms: int = 0, transaction_states: list[TransactionState] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -43,6 +43,7 @@ class UserName(Struct_):
     """
 
     __slots__ = ('name',)
+    name: str
 
     def __init__(self, *, name: str = '') -> None:
         self.name = name
@@ -69,6 +70,10 @@ class DescribeUserScramCredentialsResult(Struct_):
     """
 
     __slots__ = ('user', 'error_code', 'error_message', 'credential_infos')
+    user: str
+    error_code: int
+    error_message: str | None
+    credential_infos: list[CredentialInfo]
 
     def __init__(self, *, user: str = '', error_code: int = 0, error_message: str | None = '', credential_infos: list[CredentialInfo] | _Unset = UNSET) -> None:
         self.user = user
@@ -96,6 +101,8 @@ class CredentialInfo(Struct_):
     """
 
     __slots__ = ('mechanism', 'iterations')
+    mechanism: int
+    iterations: int
 
     def __init__(self, *, mechanism: int = 0, iterations: int = 0) -> None:
         self.mechanism = mechanism
@@ -123,6 +130,7 @@ class DescribeUserScramCredentialsRequest(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('users',)
+    users: list[UserName] | None
 
     def __init__(self, *, users: list[UserName] | None | _Unset = UNSET) -> None:
         self.users = [] if users is UNSET else users
@@ -152,6 +160,10 @@ class DescribeUserScramCredentialsResponse(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'results')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', results: list[DescribeUserScramCredentialsResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

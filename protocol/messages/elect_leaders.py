@@ -45,6 +45,8 @@ class TopicPartitions(Struct_):
     """
 
     __slots__ = ('topic', 'partitions')
+    topic: str
+    partitions: list[int]
 
     def __init__(self, *, topic: str = '', partitions: list[int] | _Unset = UNSET) -> None:
         self.topic = topic
@@ -70,6 +72,8 @@ class ReplicaElectionResult(Struct_):
     """
 
     __slots__ = ('topic', 'partition_result')
+    topic: str
+    partition_result: list[PartitionResult]
 
     def __init__(self, *, topic: str = '', partition_result: list[PartitionResult] | _Unset = UNSET) -> None:
         self.topic = topic
@@ -96,6 +100,9 @@ class PartitionResult(Struct_):
     """
 
     __slots__ = ('partition_id', 'error_code', 'error_message')
+    partition_id: int
+    error_code: int
+    error_message: str | None
 
     def __init__(self, *, partition_id: int = 0, error_code: int = 0, error_message: str | None = '') -> None:
         self.partition_id = partition_id
@@ -126,6 +133,9 @@ class ElectLeadersRequest(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('election_type', 'topic_partitions', 'timeout_ms')
+    election_type: int
+    topic_partitions: list[TopicPartitions] | None
+    timeout_ms: int
 
     def __init__(self, *, election_type: int = 0, topic_partitions: list[TopicPartitions] | None | _Unset = UNSET, timeout_ms: int = 60000) -> None:
         self.election_type = election_type
@@ -156,6 +166,9 @@ class ElectLeadersResponse(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'error_code', 'replica_election_results')
+    throttle_time_ms: int
+    error_code: int
+    replica_election_results: list[ReplicaElectionResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, replica_election_results: list[ReplicaElectionResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -50,6 +50,10 @@ class EndTxnRequest(Message):
     VALID_VERSIONS = range(0, 6)
     FLEXIBLE_MIN_VERSION = 3
     __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'committed')
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
 
     def __init__(self, *, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, committed: bool = False) -> None:
         self.transactional_id = transactional_id
@@ -82,6 +86,10 @@ class EndTxnResponse(Message):
     VALID_VERSIONS = range(0, 6)
     FLEXIBLE_MIN_VERSION = 3
     __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch')
+    throttle_time_ms: int
+    error_code: int
+    producer_id: int
+    producer_epoch: int
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, producer_id: int = -1, producer_epoch: int = -1) -> None:
         self.throttle_time_ms = throttle_time_ms

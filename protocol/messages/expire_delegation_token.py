@@ -47,6 +47,8 @@ class ExpireDelegationTokenRequest(Message):
     VALID_VERSIONS = range(1, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('hmac', 'expiry_time_period_ms')
+    hmac: bytes
+    expiry_time_period_ms: int
 
     def __init__(self, *, hmac: bytes = b'', expiry_time_period_ms: int = 0) -> None:
         self.hmac = hmac
@@ -76,6 +78,9 @@ class ExpireDelegationTokenResponse(Message):
     VALID_VERSIONS = range(1, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms')
+    error_code: int
+    expiry_timestamp_ms: int
+    throttle_time_ms: int
 
     def __init__(self, *, error_code: int = 0, expiry_timestamp_ms: int = 0, throttle_time_ms: int = 0) -> None:
         self.error_code = error_code

@@ -59,6 +59,8 @@ class ReplicaState(Struct_):
     """
 
     __slots__ = ('replica_id', 'replica_epoch')
+    replica_id: int
+    replica_epoch: int
 
     def __init__(self, *, replica_id: int = -1, replica_epoch: int = -1) -> None:
         self.replica_id = replica_id
@@ -85,6 +87,9 @@ class FetchTopic(Struct_):
     """
 
     __slots__ = ('topic', 'topic_id', 'partitions')
+    topic: str
+    topic_id: UUID
+    partitions: list[FetchPartition]
 
     def __init__(self, *, topic: str = '', topic_id: UUID = UUID_ZERO, partitions: list[FetchPartition] | _Unset = UNSET) -> None:
         self.topic = topic
@@ -117,6 +122,14 @@ class FetchPartition(Struct_):
     """
 
     __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'high_watermark')
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+    replica_directory_id: UUID
+    high_watermark: int
 
     def __init__(self, *, partition: int = 0, current_leader_epoch: int = -1, fetch_offset: int = 0, last_fetched_epoch: int = -1, log_start_offset: int = -1, partition_max_bytes: int = 0, replica_directory_id: UUID = UUID_ZERO, high_watermark: int = 9223372036854775807) -> None:
         self.partition = partition
@@ -149,6 +162,9 @@ class ForgottenTopic(Struct_):
     """
 
     __slots__ = ('topic', 'topic_id', 'partitions')
+    topic: str
+    topic_id: UUID
+    partitions: list[int]
 
     def __init__(self, *, topic: str = '', topic_id: UUID = UUID_ZERO, partitions: list[int] | _Unset = UNSET) -> None:
         self.topic = topic
@@ -176,6 +192,9 @@ class FetchableTopicResponse(Struct_):
     """
 
     __slots__ = ('topic', 'topic_id', 'partitions')
+    topic: str
+    topic_id: UUID
+    partitions: list[PartitionData]
 
     def __init__(self, *, topic: str = '', topic_id: UUID = UUID_ZERO, partitions: list[PartitionData] | _Unset = UNSET) -> None:
         self.topic = topic
@@ -211,6 +230,17 @@ class PartitionData(Struct_):
     """
 
     __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'diverging_epoch', 'current_leader', 'snapshot_id', 'aborted_transactions', 'preferred_read_replica', 'records')
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    diverging_epoch: EpochEndOffset
+    current_leader: LeaderIdAndEpoch
+    snapshot_id: SnapshotId
+    aborted_transactions: list[AbortedTransaction] | None
+    preferred_read_replica: int
+    records: RecordsData | None
 
     def __init__(self, *, partition_index: int = 0, error_code: int = 0, high_watermark: int = 0, last_stable_offset: int = -1, log_start_offset: int = -1, diverging_epoch: EpochEndOffset | _Unset = UNSET, current_leader: LeaderIdAndEpoch | _Unset = UNSET, snapshot_id: SnapshotId | _Unset = UNSET, aborted_transactions: list[AbortedTransaction] | None | _Unset = UNSET, preferred_read_replica: int = -1, records: RecordsData | None = None) -> None:
         self.partition_index = partition_index
@@ -245,6 +275,8 @@ class EpochEndOffset(Struct_):
     """
 
     __slots__ = ('epoch', 'end_offset')
+    epoch: int
+    end_offset: int
 
     def __init__(self, *, epoch: int = -1, end_offset: int = -1) -> None:
         self.epoch = epoch
@@ -270,6 +302,8 @@ class LeaderIdAndEpoch(Struct_):
     """
 
     __slots__ = ('leader_id', 'leader_epoch')
+    leader_id: int
+    leader_epoch: int
 
     def __init__(self, *, leader_id: int = -1, leader_epoch: int = -1) -> None:
         self.leader_id = leader_id
@@ -295,6 +329,8 @@ class SnapshotId(Struct_):
     """
 
     __slots__ = ('end_offset', 'epoch')
+    end_offset: int
+    epoch: int
 
     def __init__(self, *, end_offset: int = -1, epoch: int = -1) -> None:
         self.end_offset = end_offset
@@ -320,6 +356,8 @@ class AbortedTransaction(Struct_):
     """
 
     __slots__ = ('producer_id', 'first_offset')
+    producer_id: int
+    first_offset: int
 
     def __init__(self, *, producer_id: int = 0, first_offset: int = 0) -> None:
         self.producer_id = producer_id
@@ -347,6 +385,10 @@ class NodeEndpoint(Struct_):
     """
 
     __slots__ = ('node_id', 'host', 'port', 'rack')
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
 
     def __init__(self, *, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None) -> None:
         self.node_id = node_id
@@ -387,6 +429,18 @@ class FetchRequest(Message):
     VALID_VERSIONS = range(4, 19)
     FLEXIBLE_MIN_VERSION = 12
     __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id')
+    cluster_id: str | None
+    replica_id: int
+    replica_state: ReplicaState
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    session_id: int
+    session_epoch: int
+    topics: list[FetchTopic]
+    forgotten_topics_data: list[ForgottenTopic]
+    rack_id: str
 
     def __init__(self, *, cluster_id: str | None = None, replica_id: int = -1, replica_state: ReplicaState | _Unset = UNSET, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 2147483647, isolation_level: int = 0, session_id: int = 0, session_epoch: int = -1, topics: list[FetchTopic] | _Unset = UNSET, forgotten_topics_data: list[ForgottenTopic] | _Unset = UNSET, rack_id: str = '') -> None:
         self.cluster_id = cluster_id
@@ -428,6 +482,11 @@ class FetchResponse(Message):
     VALID_VERSIONS = range(4, 19)
     FLEXIBLE_MIN_VERSION = 12
     __slots__ = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints')
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    responses: list[FetchableTopicResponse]
+    node_endpoints: list[NodeEndpoint]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, session_id: int = 0, responses: list[FetchableTopicResponse] | _Unset = UNSET, node_endpoints: list[NodeEndpoint] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -50,6 +50,12 @@ class Coordinator(Struct_):
     """
 
     __slots__ = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message')
+    key: str
+    node_id: int
+    host: str
+    port: int
+    error_code: int
+    error_message: str | None
 
     def __init__(self, *, key: str = '', node_id: int = 0, host: str = '', port: int = 0, error_code: int = 0, error_message: str | None = '') -> None:
         self.key = key
@@ -83,6 +89,9 @@ class FindCoordinatorRequest(Message):
     VALID_VERSIONS = range(0, 7)
     FLEXIBLE_MIN_VERSION = 3
     __slots__ = ('key', 'key_type', 'coordinator_keys')
+    key: str
+    key_type: int
+    coordinator_keys: list[str]
 
     def __init__(self, *, key: str = '', key_type: int = 0, coordinator_keys: list[str] | _Unset = UNSET) -> None:
         self.key = key
@@ -117,6 +126,13 @@ class FindCoordinatorResponse(Message):
     VALID_VERSIONS = range(0, 7)
     FLEXIBLE_MIN_VERSION = 3
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'node_id', 'host', 'port', 'coordinators')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    node_id: int
+    host: str
+    port: int
+    coordinators: list[Coordinator]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', node_id: int = 0, host: str = '', port: int = 0, coordinators: list[Coordinator] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -46,6 +46,7 @@ class GetTelemetrySubscriptionsRequest(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('client_instance_id',)
+    client_instance_id: UUID
 
     def __init__(self, *, client_instance_id: UUID = UUID_ZERO) -> None:
         self.client_instance_id = client_instance_id
@@ -80,6 +81,15 @@ class GetTelemetrySubscriptionsResponse(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'error_code', 'client_instance_id', 'subscription_id', 'accepted_compression_types', 'push_interval_ms', 'telemetry_max_bytes', 'delta_temporality', 'requested_metrics')
+    throttle_time_ms: int
+    error_code: int
+    client_instance_id: UUID
+    subscription_id: int
+    accepted_compression_types: list[int]
+    push_interval_ms: int
+    telemetry_max_bytes: int
+    delta_temporality: bool
+    requested_metrics: list[str]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, client_instance_id: UUID = UUID_ZERO, subscription_id: int = 0, accepted_compression_types: list[int] | _Unset = UNSET, push_interval_ms: int = 0, telemetry_max_bytes: int = 0, delta_temporality: bool = False, requested_metrics: list[str] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -49,6 +49,10 @@ class HeartbeatRequest(Message):
     VALID_VERSIONS = range(0, 5)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id')
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
 
     def __init__(self, *, group_id: str = '', generation_id: int = 0, member_id: str = '', group_instance_id: str | None = None) -> None:
         self.group_id = group_id
@@ -79,6 +83,8 @@ class HeartbeatResponse(Message):
     VALID_VERSIONS = range(0, 5)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('throttle_time_ms', 'error_code')
+    throttle_time_ms: int
+    error_code: int
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0) -> None:
         self.throttle_time_ms = throttle_time_ms

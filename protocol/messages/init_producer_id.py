@@ -54,6 +54,12 @@ class InitProducerIdRequest(Message):
     VALID_VERSIONS = range(0, 7)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'enable2_pc', 'keep_prepared_txn')
+    transactional_id: str | None
+    transaction_timeout_ms: int
+    producer_id: int
+    producer_epoch: int
+    enable2_pc: bool
+    keep_prepared_txn: bool
 
     def __init__(self, *, transactional_id: str | None = '', transaction_timeout_ms: int = 0, producer_id: int = -1, producer_epoch: int = -1, enable2_pc: bool = False, keep_prepared_txn: bool = False) -> None:
         self.transactional_id = transactional_id
@@ -90,6 +96,12 @@ class InitProducerIdResponse(Message):
     VALID_VERSIONS = range(0, 7)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'ongoing_txn_producer_id', 'ongoing_txn_producer_epoch')
+    throttle_time_ms: int
+    error_code: int
+    producer_id: int
+    producer_epoch: int
+    ongoing_txn_producer_id: int
+    ongoing_txn_producer_epoch: int
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, producer_id: int = -1, producer_epoch: int = 0, ongoing_txn_producer_id: int = -1, ongoing_txn_producer_epoch: int = -1) -> None:
         self.throttle_time_ms = throttle_time_ms

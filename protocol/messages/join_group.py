@@ -47,6 +47,8 @@ class JoinGroupRequestProtocol(Struct_):
     """
 
     __slots__ = ('name', 'metadata')
+    name: str
+    metadata: bytes
 
     def __init__(self, *, name: str = '', metadata: bytes = b'') -> None:
         self.name = name
@@ -73,6 +75,9 @@ class JoinGroupResponseMember(Struct_):
     """
 
     __slots__ = ('member_id', 'group_instance_id', 'metadata')
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
 
     def __init__(self, *, member_id: str = '', group_instance_id: str | None = None, metadata: bytes = b'') -> None:
         self.member_id = member_id
@@ -108,6 +113,14 @@ class JoinGroupRequest(Message):
     VALID_VERSIONS = range(0, 10)
     FLEXIBLE_MIN_VERSION = 6
     __slots__ = ('group_id', 'session_timeout_ms', 'rebalance_timeout_ms', 'member_id', 'group_instance_id', 'protocol_type', 'protocols', 'reason')
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str
+    protocols: list[JoinGroupRequestProtocol]
+    reason: str | None
 
     def __init__(self, *, group_id: str = '', session_timeout_ms: int = 0, rebalance_timeout_ms: int = -1, member_id: str = '', group_instance_id: str | None = None, protocol_type: str = '', protocols: list[JoinGroupRequestProtocol] | _Unset = UNSET, reason: str | None = None) -> None:
         self.group_id = group_id
@@ -149,6 +162,15 @@ class JoinGroupResponse(Message):
     VALID_VERSIONS = range(0, 10)
     FLEXIBLE_MIN_VERSION = 6
     __slots__ = ('throttle_time_ms', 'error_code', 'generation_id', 'protocol_type', 'protocol_name', 'leader', 'skip_assignment', 'member_id', 'members')
+    throttle_time_ms: int
+    error_code: int
+    generation_id: int
+    protocol_type: str | None
+    protocol_name: str | None
+    leader: str
+    skip_assignment: bool
+    member_id: str
+    members: list[JoinGroupResponseMember]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, generation_id: int = -1, protocol_type: str | None = None, protocol_name: str | None = '', leader: str = '', skip_assignment: bool = False, member_id: str = '', members: list[JoinGroupResponseMember] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

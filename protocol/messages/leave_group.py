@@ -45,6 +45,9 @@ class MemberIdentity(Struct_):
     """
 
     __slots__ = ('member_id', 'group_instance_id', 'reason')
+    member_id: str
+    group_instance_id: str | None
+    reason: str | None
 
     def __init__(self, *, member_id: str = '', group_instance_id: str | None = None, reason: str | None = None) -> None:
         self.member_id = member_id
@@ -72,6 +75,9 @@ class MemberResponse(Struct_):
     """
 
     __slots__ = ('member_id', 'group_instance_id', 'error_code')
+    member_id: str
+    group_instance_id: str | None
+    error_code: int
 
     def __init__(self, *, member_id: str = '', group_instance_id: str | None = '', error_code: int = 0) -> None:
         self.member_id = member_id
@@ -102,6 +108,9 @@ class LeaveGroupRequest(Message):
     VALID_VERSIONS = range(0, 6)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('group_id', 'member_id', 'members')
+    group_id: str
+    member_id: str
+    members: list[MemberIdentity]
 
     def __init__(self, *, group_id: str = '', member_id: str = '', members: list[MemberIdentity] | _Unset = UNSET) -> None:
         self.group_id = group_id
@@ -132,6 +141,9 @@ class LeaveGroupResponse(Message):
     VALID_VERSIONS = range(0, 6)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('throttle_time_ms', 'error_code', 'members')
+    throttle_time_ms: int
+    error_code: int
+    members: list[MemberResponse]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, members: list[MemberResponse] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -43,6 +43,8 @@ class ConfigResource(Struct_):
     """
 
     __slots__ = ('resource_name', 'resource_type')
+    resource_name: str
+    resource_type: int
 
     def __init__(self, *, resource_name: str = '', resource_type: int = 16) -> None:
         self.resource_name = resource_name
@@ -70,6 +72,7 @@ class ListConfigResourcesRequest(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('resource_types',)
+    resource_types: list[int]
 
     def __init__(self, *, resource_types: list[int] | _Unset = UNSET) -> None:
         self.resource_types = [] if resource_types is UNSET else resource_types
@@ -98,6 +101,9 @@ class ListConfigResourcesResponse(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'error_code', 'config_resources')
+    throttle_time_ms: int
+    error_code: int
+    config_resources: list[ConfigResource]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, config_resources: list[ConfigResource] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

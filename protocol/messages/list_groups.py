@@ -46,6 +46,10 @@ class ListedGroup(Struct_):
     """
 
     __slots__ = ('group_id', 'protocol_type', 'group_state', 'group_type')
+    group_id: str
+    protocol_type: str
+    group_state: str
+    group_type: str
 
     def __init__(self, *, group_id: str = '', protocol_type: str = '', group_state: str = '', group_type: str = '') -> None:
         self.group_id = group_id
@@ -76,6 +80,8 @@ class ListGroupsRequest(Message):
     VALID_VERSIONS = range(0, 6)
     FLEXIBLE_MIN_VERSION = 3
     __slots__ = ('states_filter', 'types_filter')
+    states_filter: list[str]
+    types_filter: list[str]
 
     def __init__(self, *, states_filter: list[str] | _Unset = UNSET, types_filter: list[str] | _Unset = UNSET) -> None:
         self.states_filter = [] if states_filter is UNSET else states_filter
@@ -105,6 +111,9 @@ class ListGroupsResponse(Message):
     VALID_VERSIONS = range(0, 6)
     FLEXIBLE_MIN_VERSION = 3
     __slots__ = ('throttle_time_ms', 'error_code', 'groups')
+    throttle_time_ms: int
+    error_code: int
+    groups: list[ListedGroup]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, groups: list[ListedGroup] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -48,6 +48,8 @@ class ListOffsetsTopic(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[ListOffsetsPartition]
 
     def __init__(self, *, name: str = '', partitions: list[ListOffsetsPartition] | _Unset = UNSET) -> None:
         self.name = name
@@ -75,6 +77,10 @@ class ListOffsetsPartition(Struct_):
     """
 
     __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets')
+    partition_index: int
+    current_leader_epoch: int
+    timestamp: int
+    max_num_offsets: int
 
     def __init__(self, *, partition_index: int = 0, current_leader_epoch: int = -1, timestamp: int = 0, max_num_offsets: int = 1) -> None:
         self.partition_index = partition_index
@@ -102,6 +108,8 @@ class ListOffsetsTopicResponse(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[ListOffsetsPartitionResponse]
 
     def __init__(self, *, name: str = '', partitions: list[ListOffsetsPartitionResponse] | _Unset = UNSET) -> None:
         self.name = name
@@ -131,6 +139,12 @@ class ListOffsetsPartitionResponse(Struct_):
     """
 
     __slots__ = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch')
+    partition_index: int
+    error_code: int
+    old_style_offsets: list[int]
+    timestamp: int
+    offset: int
+    leader_epoch: int
 
     def __init__(self, *, partition_index: int = 0, error_code: int = 0, old_style_offsets: list[int] | _Unset = UNSET, timestamp: int = -1, offset: int = -1, leader_epoch: int = -1) -> None:
         self.partition_index = partition_index
@@ -165,6 +179,10 @@ class ListOffsetsRequest(Message):
     VALID_VERSIONS = range(1, 12)
     FLEXIBLE_MIN_VERSION = 6
     __slots__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms')
+    replica_id: int
+    isolation_level: int
+    topics: list[ListOffsetsTopic]
+    timeout_ms: int
 
     def __init__(self, *, replica_id: int = 0, isolation_level: int = 0, topics: list[ListOffsetsTopic] | _Unset = UNSET, timeout_ms: int = 0) -> None:
         self.replica_id = replica_id
@@ -195,6 +213,8 @@ class ListOffsetsResponse(Message):
     VALID_VERSIONS = range(1, 12)
     FLEXIBLE_MIN_VERSION = 6
     __slots__ = ('throttle_time_ms', 'topics')
+    throttle_time_ms: int
+    topics: list[ListOffsetsTopicResponse]
 
     def __init__(self, *, throttle_time_ms: int = 0, topics: list[ListOffsetsTopicResponse] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

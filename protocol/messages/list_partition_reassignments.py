@@ -43,6 +43,8 @@ class ListPartitionReassignmentsTopics(Struct_):
     """
 
     __slots__ = ('name', 'partition_indexes')
+    name: str
+    partition_indexes: list[int]
 
     def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = UNSET) -> None:
         self.name = name
@@ -68,6 +70,8 @@ class OngoingTopicReassignment(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[OngoingPartitionReassignment]
 
     def __init__(self, *, name: str = '', partitions: list[OngoingPartitionReassignment] | _Unset = UNSET) -> None:
         self.name = name
@@ -95,6 +99,10 @@ class OngoingPartitionReassignment(Struct_):
     """
 
     __slots__ = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas')
+    partition_index: int
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
 
     def __init__(self, *, partition_index: int = 0, replicas: list[int] | _Unset = UNSET, adding_replicas: list[int] | _Unset = UNSET, removing_replicas: list[int] | _Unset = UNSET) -> None:
         self.partition_index = partition_index
@@ -125,6 +133,8 @@ class ListPartitionReassignmentsRequest(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('timeout_ms', 'topics')
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsTopics] | None
 
     def __init__(self, *, timeout_ms: int = 60000, topics: list[ListPartitionReassignmentsTopics] | None = None) -> None:
         self.timeout_ms = timeout_ms
@@ -155,6 +165,10 @@ class ListPartitionReassignmentsResponse(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'topics')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: list[OngoingTopicReassignment]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', topics: list[OngoingTopicReassignment] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -44,6 +44,9 @@ class TransactionState(Struct_):
     """
 
     __slots__ = ('transactional_id', 'producer_id', 'transaction_state')
+    transactional_id: str
+    producer_id: int
+    transaction_state: str
 
     def __init__(self, *, transactional_id: str = '', producer_id: int = 0, transaction_state: str = '') -> None:
         self.transactional_id = transactional_id
@@ -75,6 +78,10 @@ class ListTransactionsRequest(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('state_filters', 'producer_id_filters', 'duration_filter', 'transactional_id_pattern')
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+    transactional_id_pattern: str | None
 
     def __init__(self, *, state_filters: list[str] | _Unset = UNSET, producer_id_filters: list[int] | _Unset = UNSET, duration_filter: int = -1, transactional_id_pattern: str | None = None) -> None:
         self.state_filters = [] if state_filters is UNSET else state_filters
@@ -107,6 +114,10 @@ class ListTransactionsResponse(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'error_code', 'unknown_state_filters', 'transaction_states')
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[TransactionState]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, unknown_state_filters: list[str] | _Unset = UNSET, transaction_states: list[TransactionState] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

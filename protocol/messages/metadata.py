@@ -50,6 +50,8 @@ class MetadataRequestTopic(Struct_):
     """
 
     __slots__ = ('topic_id', 'name')
+    topic_id: UUID
+    name: str | None
 
     def __init__(self, *, topic_id: UUID = UUID_ZERO, name: str | None = '') -> None:
         self.topic_id = topic_id
@@ -77,6 +79,10 @@ class MetadataResponseBroker(Struct_):
     """
 
     __slots__ = ('node_id', 'host', 'port', 'rack')
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
 
     def __init__(self, *, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None) -> None:
         self.node_id = node_id
@@ -108,6 +114,12 @@ class MetadataResponseTopic(Struct_):
     """
 
     __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations')
+    error_code: int
+    name: str | None
+    topic_id: UUID
+    is_internal: bool
+    partitions: list[MetadataResponsePartition]
+    topic_authorized_operations: int
 
     def __init__(self, *, error_code: int = 0, name: str | None = '', topic_id: UUID = UUID_ZERO, is_internal: bool = False, partitions: list[MetadataResponsePartition] | _Unset = UNSET, topic_authorized_operations: int = -2147483648) -> None:
         self.error_code = error_code
@@ -142,6 +154,13 @@ class MetadataResponsePartition(Struct_):
     """
 
     __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas')
+    error_code: int
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    replica_nodes: list[int]
+    isr_nodes: list[int]
+    offline_replicas: list[int]
 
     def __init__(self, *, error_code: int = 0, partition_index: int = 0, leader_id: int = 0, leader_epoch: int = -1, replica_nodes: list[int] | _Unset = UNSET, isr_nodes: list[int] | _Unset = UNSET, offline_replicas: list[int] | _Unset = UNSET) -> None:
         self.error_code = error_code
@@ -177,6 +196,10 @@ class MetadataRequest(Message):
     VALID_VERSIONS = range(0, 14)
     FLEXIBLE_MIN_VERSION = 9
     __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations')
+    topics: list[MetadataRequestTopic] | None
+    allow_auto_topic_creation: bool
+    include_cluster_authorized_operations: bool
+    include_topic_authorized_operations: bool
 
     def __init__(self, *, topics: list[MetadataRequestTopic] | None | _Unset = UNSET, allow_auto_topic_creation: bool = True, include_cluster_authorized_operations: bool = False, include_topic_authorized_operations: bool = False) -> None:
         self.topics = [] if topics is UNSET else topics
@@ -212,6 +235,13 @@ class MetadataResponse(Message):
     VALID_VERSIONS = range(0, 14)
     FLEXIBLE_MIN_VERSION = 9
     __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'error_code')
+    throttle_time_ms: int
+    brokers: list[MetadataResponseBroker]
+    cluster_id: str | None
+    controller_id: int
+    topics: list[MetadataResponseTopic]
+    cluster_authorized_operations: int
+    error_code: int
 
     def __init__(self, *, throttle_time_ms: int = 0, brokers: list[MetadataResponseBroker] | _Unset = UNSET, cluster_id: str | None = None, controller_id: int = -1, topics: list[MetadataResponseTopic] | _Unset = UNSET, cluster_authorized_operations: int = -2147483648, error_code: int = 0) -> None:
         self.throttle_time_ms = throttle_time_ms

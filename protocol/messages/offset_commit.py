@@ -49,6 +49,9 @@ class OffsetCommitRequestTopic(Struct_):
     """
 
     __slots__ = ('name', 'topic_id', 'partitions')
+    name: str
+    topic_id: UUID
+    partitions: list[OffsetCommitRequestPartition]
 
     def __init__(self, *, name: str = '', topic_id: UUID = UUID_ZERO, partitions: list[OffsetCommitRequestPartition] | _Unset = UNSET) -> None:
         self.name = name
@@ -78,6 +81,11 @@ class OffsetCommitRequestPartition(Struct_):
     """
 
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata')
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    commit_timestamp: int
+    committed_metadata: str | None
 
     def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, commit_timestamp: int = -1, committed_metadata: str | None = '') -> None:
         self.partition_index = partition_index
@@ -107,6 +115,9 @@ class OffsetCommitResponseTopic(Struct_):
     """
 
     __slots__ = ('name', 'topic_id', 'partitions')
+    name: str
+    topic_id: UUID
+    partitions: list[OffsetCommitResponsePartition]
 
     def __init__(self, *, name: str = '', topic_id: UUID = UUID_ZERO, partitions: list[OffsetCommitResponsePartition] | _Unset = UNSET) -> None:
         self.name = name
@@ -133,6 +144,8 @@ class OffsetCommitResponsePartition(Struct_):
     """
 
     __slots__ = ('partition_index', 'error_code')
+    partition_index: int
+    error_code: int
 
     def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
         self.partition_index = partition_index
@@ -165,6 +178,12 @@ class OffsetCommitRequest(Message):
     VALID_VERSIONS = range(2, 11)
     FLEXIBLE_MIN_VERSION = 8
     __slots__ = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'retention_time_ms', 'topics')
+    group_id: str
+    generation_id_or_member_epoch: int
+    member_id: str
+    group_instance_id: str | None
+    retention_time_ms: int
+    topics: list[OffsetCommitRequestTopic]
 
     def __init__(self, *, group_id: str = '', generation_id_or_member_epoch: int = -1, member_id: str = '', group_instance_id: str | None = None, retention_time_ms: int = -1, topics: list[OffsetCommitRequestTopic] | _Unset = UNSET) -> None:
         self.group_id = group_id
@@ -197,6 +216,8 @@ class OffsetCommitResponse(Message):
     VALID_VERSIONS = range(2, 11)
     FLEXIBLE_MIN_VERSION = 8
     __slots__ = ('throttle_time_ms', 'topics')
+    throttle_time_ms: int
+    topics: list[OffsetCommitResponseTopic]
 
     def __init__(self, *, throttle_time_ms: int = 0, topics: list[OffsetCommitResponseTopic] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

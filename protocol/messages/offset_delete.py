@@ -45,6 +45,8 @@ class OffsetDeleteRequestTopic(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[OffsetDeleteRequestPartition]
 
     def __init__(self, *, name: str = '', partitions: list[OffsetDeleteRequestPartition] | _Unset = UNSET) -> None:
         self.name = name
@@ -69,6 +71,7 @@ class OffsetDeleteRequestPartition(Struct_):
     """
 
     __slots__ = ('partition_index',)
+    partition_index: int
 
     def __init__(self, *, partition_index: int = 0) -> None:
         self.partition_index = partition_index
@@ -93,6 +96,8 @@ class OffsetDeleteResponseTopic(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[OffsetDeleteResponsePartition]
 
     def __init__(self, *, name: str = '', partitions: list[OffsetDeleteResponsePartition] | _Unset = UNSET) -> None:
         self.name = name
@@ -118,6 +123,8 @@ class OffsetDeleteResponsePartition(Struct_):
     """
 
     __slots__ = ('partition_index', 'error_code')
+    partition_index: int
+    error_code: int
 
     def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
         self.partition_index = partition_index
@@ -146,6 +153,8 @@ class OffsetDeleteRequest(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = None
     __slots__ = ('group_id', 'topics')
+    group_id: str
+    topics: list[OffsetDeleteRequestTopic]
 
     def __init__(self, *, group_id: str = '', topics: list[OffsetDeleteRequestTopic] | _Unset = UNSET) -> None:
         self.group_id = group_id
@@ -175,6 +184,9 @@ class OffsetDeleteResponse(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = None
     __slots__ = ('error_code', 'throttle_time_ms', 'topics')
+    error_code: int
+    throttle_time_ms: int
+    topics: list[OffsetDeleteResponseTopic]
 
     def __init__(self, *, error_code: int = 0, throttle_time_ms: int = 0, topics: list[OffsetDeleteResponseTopic] | _Unset = UNSET) -> None:
         self.error_code = error_code

@@ -47,6 +47,8 @@ class OffsetFetchRequestTopic(Struct_):
     """
 
     __slots__ = ('name', 'partition_indexes')
+    name: str
+    partition_indexes: list[int]
 
     def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = UNSET) -> None:
         self.name = name
@@ -74,6 +76,10 @@ class OffsetFetchRequestGroup(Struct_):
     """
 
     __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics')
+    group_id: str
+    member_id: str | None
+    member_epoch: int
+    topics: list[OffsetFetchRequestTopics] | None
 
     def __init__(self, *, group_id: str = '', member_id: str | None = None, member_epoch: int = -1, topics: list[OffsetFetchRequestTopics] | None | _Unset = UNSET) -> None:
         self.group_id = group_id
@@ -102,6 +108,9 @@ class OffsetFetchRequestTopics(Struct_):
     """
 
     __slots__ = ('name', 'topic_id', 'partition_indexes')
+    name: str
+    topic_id: UUID
+    partition_indexes: list[int]
 
     def __init__(self, *, name: str = '', topic_id: UUID = UUID_ZERO, partition_indexes: list[int] | _Unset = UNSET) -> None:
         self.name = name
@@ -128,6 +137,8 @@ class OffsetFetchResponseTopic(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[OffsetFetchResponsePartition]
 
     def __init__(self, *, name: str = '', partitions: list[OffsetFetchResponsePartition] | _Unset = UNSET) -> None:
         self.name = name
@@ -156,6 +167,11 @@ class OffsetFetchResponsePartition(Struct_):
     """
 
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    metadata: str | None
+    error_code: int
 
     def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, metadata: str | None = '', error_code: int = 0) -> None:
         self.partition_index = partition_index
@@ -185,6 +201,9 @@ class OffsetFetchResponseGroup(Struct_):
     """
 
     __slots__ = ('group_id', 'topics', 'error_code')
+    group_id: str
+    topics: list[OffsetFetchResponseTopics]
+    error_code: int
 
     def __init__(self, *, group_id: str = '', topics: list[OffsetFetchResponseTopics] | _Unset = UNSET, error_code: int = 0) -> None:
         self.group_id = group_id
@@ -212,6 +231,9 @@ class OffsetFetchResponseTopics(Struct_):
     """
 
     __slots__ = ('name', 'topic_id', 'partitions')
+    name: str
+    topic_id: UUID
+    partitions: list[OffsetFetchResponsePartitions]
 
     def __init__(self, *, name: str = '', topic_id: UUID = UUID_ZERO, partitions: list[OffsetFetchResponsePartitions] | _Unset = UNSET) -> None:
         self.name = name
@@ -241,6 +263,11 @@ class OffsetFetchResponsePartitions(Struct_):
     """
 
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    metadata: str | None
+    error_code: int
 
     def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, metadata: str | None = '', error_code: int = 0) -> None:
         self.partition_index = partition_index
@@ -274,6 +301,10 @@ class OffsetFetchRequest(Message):
     VALID_VERSIONS = range(1, 11)
     FLEXIBLE_MIN_VERSION = 6
     __slots__ = ('group_id', 'topics', 'groups', 'require_stable')
+    group_id: str
+    topics: list[OffsetFetchRequestTopic] | None
+    groups: list[OffsetFetchRequestGroup]
+    require_stable: bool
 
     def __init__(self, *, group_id: str = '', topics: list[OffsetFetchRequestTopic] | None | _Unset = UNSET, groups: list[OffsetFetchRequestGroup] | _Unset = UNSET, require_stable: bool = False) -> None:
         self.group_id = group_id
@@ -306,6 +337,10 @@ class OffsetFetchResponse(Message):
     VALID_VERSIONS = range(1, 11)
     FLEXIBLE_MIN_VERSION = 6
     __slots__ = ('throttle_time_ms', 'topics', 'error_code', 'groups')
+    throttle_time_ms: int
+    topics: list[OffsetFetchResponseTopic]
+    error_code: int
+    groups: list[OffsetFetchResponseGroup]
 
     def __init__(self, *, throttle_time_ms: int = 0, topics: list[OffsetFetchResponseTopic] | _Unset = UNSET, error_code: int = 0, groups: list[OffsetFetchResponseGroup] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

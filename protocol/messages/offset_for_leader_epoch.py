@@ -45,6 +45,8 @@ class OffsetForLeaderTopic(Struct_):
     """
 
     __slots__ = ('topic', 'partitions')
+    topic: str
+    partitions: list[OffsetForLeaderPartition]
 
     def __init__(self, *, topic: str = '', partitions: list[OffsetForLeaderPartition] | _Unset = UNSET) -> None:
         self.topic = topic
@@ -71,6 +73,9 @@ class OffsetForLeaderPartition(Struct_):
     """
 
     __slots__ = ('partition', 'current_leader_epoch', 'leader_epoch')
+    partition: int
+    current_leader_epoch: int
+    leader_epoch: int
 
     def __init__(self, *, partition: int = 0, current_leader_epoch: int = -1, leader_epoch: int = 0) -> None:
         self.partition = partition
@@ -97,6 +102,8 @@ class OffsetForLeaderTopicResult(Struct_):
     """
 
     __slots__ = ('topic', 'partitions')
+    topic: str
+    partitions: list[EpochEndOffset]
 
     def __init__(self, *, topic: str = '', partitions: list[EpochEndOffset] | _Unset = UNSET) -> None:
         self.topic = topic
@@ -124,6 +131,10 @@ class EpochEndOffset(Struct_):
     """
 
     __slots__ = ('error_code', 'partition', 'leader_epoch', 'end_offset')
+    error_code: int
+    partition: int
+    leader_epoch: int
+    end_offset: int
 
     def __init__(self, *, error_code: int = 0, partition: int = 0, leader_epoch: int = -1, end_offset: int = -1) -> None:
         self.error_code = error_code
@@ -154,6 +165,8 @@ class OffsetForLeaderEpochRequest(Message):
     VALID_VERSIONS = range(2, 5)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('replica_id', 'topics')
+    replica_id: int
+    topics: list[OffsetForLeaderTopic]
 
     def __init__(self, *, replica_id: int = -2, topics: list[OffsetForLeaderTopic] | _Unset = UNSET) -> None:
         self.replica_id = replica_id
@@ -182,6 +195,8 @@ class OffsetForLeaderEpochResponse(Message):
     VALID_VERSIONS = range(2, 5)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('throttle_time_ms', 'topics')
+    throttle_time_ms: int
+    topics: list[OffsetForLeaderTopicResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, topics: list[OffsetForLeaderTopicResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -49,6 +49,9 @@ class TopicProduceData(Struct_):
     """
 
     __slots__ = ('name', 'topic_id', 'partition_data')
+    name: str
+    topic_id: UUID
+    partition_data: list[PartitionProduceData]
 
     def __init__(self, *, name: str = '', topic_id: UUID = UUID_ZERO, partition_data: list[PartitionProduceData] | _Unset = UNSET) -> None:
         self.name = name
@@ -75,6 +78,8 @@ class PartitionProduceData(Struct_):
     """
 
     __slots__ = ('index', 'records')
+    index: int
+    records: RecordsData | None
 
     def __init__(self, *, index: int = 0, records: RecordsData | None = None) -> None:
         self.index = index
@@ -101,6 +106,9 @@ class TopicProduceResponse(Struct_):
     """
 
     __slots__ = ('name', 'topic_id', 'partition_responses')
+    name: str
+    topic_id: UUID
+    partition_responses: list[PartitionProduceResponse]
 
     def __init__(self, *, name: str = '', topic_id: UUID = UUID_ZERO, partition_responses: list[PartitionProduceResponse] | _Unset = UNSET) -> None:
         self.name = name
@@ -133,6 +141,14 @@ class PartitionProduceResponse(Struct_):
     """
 
     __slots__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader')
+    index: int
+    error_code: int
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    record_errors: list[BatchIndexAndErrorMessage]
+    error_message: str | None
+    current_leader: LeaderIdAndEpoch
 
     def __init__(self, *, index: int = 0, error_code: int = 0, base_offset: int = 0, log_append_time_ms: int = -1, log_start_offset: int = -1, record_errors: list[BatchIndexAndErrorMessage] | _Unset = UNSET, error_message: str | None = None, current_leader: LeaderIdAndEpoch | _Unset = UNSET) -> None:
         self.index = index
@@ -164,6 +180,8 @@ class BatchIndexAndErrorMessage(Struct_):
     """
 
     __slots__ = ('batch_index', 'batch_index_error_message')
+    batch_index: int
+    batch_index_error_message: str | None
 
     def __init__(self, *, batch_index: int = 0, batch_index_error_message: str | None = None) -> None:
         self.batch_index = batch_index
@@ -189,6 +207,8 @@ class LeaderIdAndEpoch(Struct_):
     """
 
     __slots__ = ('leader_id', 'leader_epoch')
+    leader_id: int
+    leader_epoch: int
 
     def __init__(self, *, leader_id: int = -1, leader_epoch: int = -1) -> None:
         self.leader_id = leader_id
@@ -216,6 +236,10 @@ class NodeEndpoint(Struct_):
     """
 
     __slots__ = ('node_id', 'host', 'port', 'rack')
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
 
     def __init__(self, *, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None) -> None:
         self.node_id = node_id
@@ -248,6 +272,10 @@ class ProduceRequest(Message):
     VALID_VERSIONS = range(3, 14)
     FLEXIBLE_MIN_VERSION = 9
     __slots__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data')
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list[TopicProduceData]
 
     def __init__(self, *, transactional_id: str | None = None, acks: int = 0, timeout_ms: int = 0, topic_data: list[TopicProduceData] | _Unset = UNSET) -> None:
         self.transactional_id = transactional_id
@@ -279,6 +307,9 @@ class ProduceResponse(Message):
     VALID_VERSIONS = range(3, 14)
     FLEXIBLE_MIN_VERSION = 9
     __slots__ = ('responses', 'throttle_time_ms', 'node_endpoints')
+    responses: list[TopicProduceResponse]
+    throttle_time_ms: int
+    node_endpoints: list[NodeEndpoint]
 
     def __init__(self, *, responses: list[TopicProduceResponse] | _Unset = UNSET, throttle_time_ms: int = 0, node_endpoints: list[NodeEndpoint] | _Unset = UNSET) -> None:
         self.responses = [] if responses is UNSET else responses

@@ -49,6 +49,11 @@ class PushTelemetryRequest(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('client_instance_id', 'subscription_id', 'terminating', 'compression_type', 'metrics')
+    client_instance_id: UUID
+    subscription_id: int
+    terminating: bool
+    compression_type: int
+    metrics: bytes
 
     def __init__(self, *, client_instance_id: UUID = UUID_ZERO, subscription_id: int = 0, terminating: bool = False, compression_type: int = 0, metrics: bytes = b'') -> None:
         self.client_instance_id = client_instance_id
@@ -80,6 +85,8 @@ class PushTelemetryResponse(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'error_code')
+    throttle_time_ms: int
+    error_code: int
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0) -> None:
         self.throttle_time_ms = throttle_time_ms

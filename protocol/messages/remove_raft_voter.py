@@ -47,6 +47,9 @@ class RemoveRaftVoterRequest(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('cluster_id', 'voter_id', 'voter_directory_id')
+    cluster_id: str | None
+    voter_id: int
+    voter_directory_id: UUID
 
     def __init__(self, *, cluster_id: str | None = '', voter_id: int = 0, voter_directory_id: UUID = UUID_ZERO) -> None:
         self.cluster_id = cluster_id
@@ -77,6 +80,9 @@ class RemoveRaftVoterResponse(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -48,6 +48,10 @@ class RequestHeader(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('request_api_key', 'request_api_version', 'correlation_id', 'client_id')
+    request_api_key: int
+    request_api_version: int
+    correlation_id: int
+    client_id: str | None
 
     def __init__(self, *, request_api_key: int = 0, request_api_version: int = 0, correlation_id: int = 0, client_id: str | None = '') -> None:
         self.request_api_key = request_api_key

@@ -44,6 +44,7 @@ class ResponseHeader(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = 1
     __slots__ = ('correlation_id',)
+    correlation_id: int
 
     def __init__(self, *, correlation_id: int = 0) -> None:
         self.correlation_id = correlation_id

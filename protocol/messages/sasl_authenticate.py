@@ -46,6 +46,7 @@ class SaslAuthenticateRequest(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('auth_bytes',)
+    auth_bytes: bytes
 
     def __init__(self, *, auth_bytes: bytes = b'') -> None:
         self.auth_bytes = auth_bytes
@@ -75,6 +76,10 @@ class SaslAuthenticateResponse(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('error_code', 'error_message', 'auth_bytes', 'session_lifetime_ms')
+    error_code: int
+    error_message: str | None
+    auth_bytes: bytes
+    session_lifetime_ms: int
 
     def __init__(self, *, error_code: int = 0, error_message: str | None = '', auth_bytes: bytes = b'', session_lifetime_ms: int = 0) -> None:
         self.error_code = error_code

@@ -45,6 +45,7 @@ class SaslHandshakeRequest(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = None
     __slots__ = ('mechanism',)
+    mechanism: str
 
     def __init__(self, *, mechanism: str = '') -> None:
         self.mechanism = mechanism
@@ -72,6 +73,8 @@ class SaslHandshakeResponse(Message):
     VALID_VERSIONS = range(0, 2)
     FLEXIBLE_MIN_VERSION = None
     __slots__ = ('error_code', 'mechanisms')
+    error_code: int
+    mechanisms: list[str]
 
     def __init__(self, *, error_code: int = 0, mechanisms: list[str] | _Unset = UNSET) -> None:
         self.error_code = error_code

@@ -44,6 +44,8 @@ class SyncGroupRequestAssignment(Struct_):
     """
 
     __slots__ = ('member_id', 'assignment')
+    member_id: str
+    assignment: bytes
 
     def __init__(self, *, member_id: str = '', assignment: bytes = b'') -> None:
         self.member_id = member_id
@@ -77,6 +79,13 @@ class SyncGroupRequest(Message):
     VALID_VERSIONS = range(0, 6)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id', 'protocol_type', 'protocol_name', 'assignments')
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str | None
+    protocol_name: str | None
+    assignments: list[SyncGroupRequestAssignment]
 
     def __init__(self, *, group_id: str = '', generation_id: int = 0, member_id: str = '', group_instance_id: str | None = None, protocol_type: str | None = None, protocol_name: str | None = None, assignments: list[SyncGroupRequestAssignment] | _Unset = UNSET) -> None:
         self.group_id = group_id
@@ -113,6 +122,11 @@ class SyncGroupResponse(Message):
     VALID_VERSIONS = range(0, 6)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('throttle_time_ms', 'error_code', 'protocol_type', 'protocol_name', 'assignment')
+    throttle_time_ms: int
+    error_code: int
+    protocol_type: str | None
+    protocol_name: str | None
+    assignment: bytes
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, protocol_type: str | None = None, protocol_name: str | None = None, assignment: bytes = b'') -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -48,6 +48,8 @@ class TxnOffsetCommitRequestTopic(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[TxnOffsetCommitRequestPartition]
 
     def __init__(self, *, name: str = '', partitions: list[TxnOffsetCommitRequestPartition] | _Unset = UNSET) -> None:
         self.name = name
@@ -75,6 +77,10 @@ class TxnOffsetCommitRequestPartition(Struct_):
     """
 
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata')
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    committed_metadata: str | None
 
     def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, committed_metadata: str | None = '') -> None:
         self.partition_index = partition_index
@@ -102,6 +108,8 @@ class TxnOffsetCommitResponseTopic(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[TxnOffsetCommitResponsePartition]
 
     def __init__(self, *, name: str = '', partitions: list[TxnOffsetCommitResponsePartition] | _Unset = UNSET) -> None:
         self.name = name
@@ -127,6 +135,8 @@ class TxnOffsetCommitResponsePartition(Struct_):
     """
 
     __slots__ = ('partition_index', 'error_code')
+    partition_index: int
+    error_code: int
 
     def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
         self.partition_index = partition_index
@@ -161,6 +171,14 @@ class TxnOffsetCommitRequest(Message):
     VALID_VERSIONS = range(0, 6)
     FLEXIBLE_MIN_VERSION = 3
     __slots__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics')
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    topics: list[TxnOffsetCommitRequestTopic]
 
     def __init__(self, *, transactional_id: str = '', group_id: str = '', producer_id: int = 0, producer_epoch: int = 0, generation_id: int = -1, member_id: str = '', group_instance_id: str | None = None, topics: list[TxnOffsetCommitRequestTopic] | _Unset = UNSET) -> None:
         self.transactional_id = transactional_id
@@ -195,6 +213,8 @@ class TxnOffsetCommitResponse(Message):
     VALID_VERSIONS = range(0, 6)
     FLEXIBLE_MIN_VERSION = 3
     __slots__ = ('throttle_time_ms', 'topics')
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponseTopic]
 
     def __init__(self, *, throttle_time_ms: int = 0, topics: list[TxnOffsetCommitResponseTopic] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -45,6 +45,7 @@ class UnregisterBrokerRequest(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('broker_id',)
+    broker_id: int
 
     def __init__(self, *, broker_id: int = 0) -> None:
         self.broker_id = broker_id
@@ -73,6 +74,9 @@ class UnregisterBrokerResponse(Message):
     VALID_VERSIONS = range(0, 1)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms

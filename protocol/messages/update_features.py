@@ -49,6 +49,10 @@ class FeatureUpdateKey(Struct_):
     """
 
     __slots__ = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type')
+    feature: str
+    max_version_level: int
+    allow_downgrade: bool
+    upgrade_type: int
 
     def __init__(self, *, feature: str = '', max_version_level: int = 0, allow_downgrade: bool = False, upgrade_type: int = 1) -> None:
         self.feature = feature
@@ -77,6 +81,9 @@ class UpdatableFeatureResult(Struct_):
     """
 
     __slots__ = ('feature', 'error_code', 'error_message')
+    feature: str
+    error_code: int
+    error_message: str | None
 
     def __init__(self, *, feature: str = '', error_code: int = 0, error_message: str | None = '') -> None:
         self.feature = feature
@@ -107,6 +114,9 @@ class UpdateFeaturesRequest(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('timeout_ms', 'feature_updates', 'validate_only')
+    timeout_ms: int
+    feature_updates: list[FeatureUpdateKey]
+    validate_only: bool
 
     def __init__(self, *, timeout_ms: int = 60000, feature_updates: list[FeatureUpdateKey] | _Unset = UNSET, validate_only: bool = False) -> None:
         self.timeout_ms = timeout_ms
@@ -138,6 +148,10 @@ class UpdateFeaturesResponse(Message):
     VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'results')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[UpdatableFeatureResult]
 
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', results: list[UpdatableFeatureResult] | _Unset = UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms

@@ -50,6 +50,12 @@ class WritableTxnMarker(Struct_):
     """
 
     __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'transaction_version')
+    producer_id: int
+    producer_epoch: int
+    transaction_result: bool
+    topics: list[WritableTxnMarkerTopic]
+    coordinator_epoch: int
+    transaction_version: int
 
     def __init__(self, *, producer_id: int = 0, producer_epoch: int = 0, transaction_result: bool = False, topics: list[WritableTxnMarkerTopic] | _Unset = UNSET, coordinator_epoch: int = 0, transaction_version: int = 0) -> None:
         self.producer_id = producer_id
@@ -79,6 +85,8 @@ class WritableTxnMarkerTopic(Struct_):
     """
 
     __slots__ = ('name', 'partition_indexes')
+    name: str
+    partition_indexes: list[int]
 
     def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = UNSET) -> None:
         self.name = name
@@ -104,6 +112,8 @@ class WritableTxnMarkerResult(Struct_):
     """
 
     __slots__ = ('producer_id', 'topics')
+    producer_id: int
+    topics: list[WritableTxnMarkerTopicResult]
 
     def __init__(self, *, producer_id: int = 0, topics: list[WritableTxnMarkerTopicResult] | _Unset = UNSET) -> None:
         self.producer_id = producer_id
@@ -129,6 +139,8 @@ class WritableTxnMarkerTopicResult(Struct_):
     """
 
     __slots__ = ('name', 'partitions')
+    name: str
+    partitions: list[WritableTxnMarkerPartitionResult]
 
     def __init__(self, *, name: str = '', partitions: list[WritableTxnMarkerPartitionResult] | _Unset = UNSET) -> None:
         self.name = name
@@ -154,6 +166,8 @@ class WritableTxnMarkerPartitionResult(Struct_):
     """
 
     __slots__ = ('partition_index', 'error_code')
+    partition_index: int
+    error_code: int
 
     def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
         self.partition_index = partition_index
@@ -181,6 +195,7 @@ class WriteTxnMarkersRequest(Message):
     VALID_VERSIONS = range(1, 3)
     FLEXIBLE_MIN_VERSION = 1
     __slots__ = ('markers',)
+    markers: list[WritableTxnMarker]
 
     def __init__(self, *, markers: list[WritableTxnMarker] | _Unset = UNSET) -> None:
         self.markers = [] if markers is UNSET else markers
@@ -207,6 +222,7 @@ class WriteTxnMarkersResponse(Message):
     VALID_VERSIONS = range(1, 3)
     FLEXIBLE_MIN_VERSION = 1
     __slots__ = ('markers',)
+    markers: list[WritableTxnMarkerResult]
 
     def __init__(self, *, markers: list[WritableTxnMarkerResult] | _Unset = UNSET) -> None:
         self.markers = [] if markers is UNSET else markers
