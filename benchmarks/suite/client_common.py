@@ -41,13 +41,11 @@ def broker_pair(overrides: Sequence[str] = ()) -> Iterator[tuple[BenchBroker, Be
         shutil.rmtree(root, ignore_errors=True)
 
 
-def admin_for(broker: BenchBroker) -> AdminClient:
-    return AdminClient({"bootstrap.servers": broker.bootstrap})
-
-
-def delete_topic(admin: AdminClient, topic: str) -> str | None:
+def delete_topic(broker: BenchBroker, topic: str) -> str | None:
     """Delete a finished run's topic so neither broker carries earlier runs' data; returns
-    the error text if the broker refused (reported, not raised: the figures are taken)."""
+    the error text if the broker refused (reported, not raised: the figures are taken).
+    The admin client exists only for this, so its threads never run in a timed phase."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     try:
         admin.delete_topics([topic], operation_timeout=ADMIN_TIMEOUT_S,
                             request_timeout=ADMIN_TIMEOUT_S)[topic].result(ADMIN_TIMEOUT_S)

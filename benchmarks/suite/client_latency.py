@@ -36,18 +36,7 @@ if not __package__:  # run as a file: imports start at the repository root, not 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks.suite.bench_brokers import BenchBroker, ResourceMeter, alternate, percentile
-from benchmarks.suite.client_common import (
-    OthersMeter,
-    admin_for,
-    broker_pair,
-    cell,
-    compare_runs,
-    delete_topic,
-    human,
-    log,
-    results_table,
-    runs_ok,
-)
+from benchmarks.suite.client_common import OthersMeter, broker_pair, cell, compare_runs, delete_topic, human, log, results_table, runs_ok
 from testing.topics import create_topic
 
 STAMP = struct.Struct(">IQ")  # sequence number, send time in perf_counter nanoseconds
@@ -184,7 +173,6 @@ def quantiles_ms(values_ns: list[int], prefix: str) -> dict[str, float | None]:
 
 def run_once(broker: BenchBroker, s: Scenario) -> dict:
     topic = "lat-" + uuid.uuid4().hex[:12]
-    admin = admin_for(broker)
     result: dict = {"broker": broker.name, "topic": topic}
     receiver = None
     try:
@@ -240,7 +228,7 @@ def run_once(broker: BenchBroker, s: Scenario) -> dict:
             receiver.stop.set()
             receiver.join(10)
         gc.collect()
-        result["delete_error"] = delete_topic(admin, topic)
+        result["delete_error"] = delete_topic(broker, topic)
     return result
 
 

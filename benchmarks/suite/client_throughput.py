@@ -32,18 +32,7 @@ if not __package__:  # run as a file: imports start at the repository root, not 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks.suite.bench_brokers import BenchBroker, ResourceMeter, alternate
-from benchmarks.suite.client_common import (
-    OthersMeter,
-    admin_for,
-    broker_pair,
-    cell,
-    compare_runs,
-    delete_topic,
-    human,
-    log,
-    results_table,
-    runs_ok,
-)
+from benchmarks.suite.client_common import OthersMeter, broker_pair, cell, compare_runs, delete_topic, human, log, results_table, runs_ok
 from testing.topics import create_topic
 
 SEQ = struct.Struct(">I")  # every value starts with its sequence number in the run
@@ -259,7 +248,6 @@ def verify(messages: list, sent: int, size: int) -> dict:
 
 def run_once(broker: BenchBroker, s: Scenario, values: list[bytes], timeout_s: float) -> dict:
     topic = "tp-" + uuid.uuid4().hex[:12]
-    admin = admin_for(broker)
     result: dict = {"broker": broker.name, "topic": topic}
     try:
         config = {"max.message.bytes": str(LARGE_MESSAGE_BYTES)} if s.size >= 1024 * 1024 else None
@@ -285,7 +273,7 @@ def run_once(broker: BenchBroker, s: Scenario, values: list[bytes], timeout_s: f
         result.update(ok=False, error=f"{broker.name}: {type(exc).__name__}: {exc}")
     finally:
         gc.collect()
-        result["delete_error"] = delete_topic(admin, topic)
+        result["delete_error"] = delete_topic(broker, topic)
     return result
 
 
