@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import struct
 
+from protocol.readable import Readable
+
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 _I16 = struct.Struct(">h")
@@ -25,57 +27,27 @@ class ConsumerProtocolError(ValueError):
     pass
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ConsumerProtocolError("truncated consumer protocol data")
-        chunk = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return chunk
-
-    def int16(self) -> int:
-        value: int = _I16.unpack(self.take(2))[0]
-        return value
-
-    def int32(self) -> int:
-        value: int = _I32.unpack(self.take(4))[0]
-        return value
-
-    def string(self) -> str:
-        n = self.int16()
-        try:
-            return self.take(n).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConsumerProtocolError(str(exc)) from None
-
-    def count(self) -> int:
-        n = self.int32()
-        if n < 0 or n > len(self.data):
-            raise ConsumerProtocolError(f"invalid array length {n}")
-        return n
+def _reader(data: bytes) -> Readable:
+    return Readable(data, ConsumerProtocolError, "consumer protocol data")
 
 
 def subscribed_topics(subscription: bytes) -> set[str]:
     """The topics of a ConsumerProtocolSubscription (any version)."""
-    r = _Reader(subscription)
+    r = _reader(subscription)
     r.int16()
-    return {r.string() for _ in range(r.count())}
+    return {r.string() for _ in range(r.array_length())}
 
 
 def assigned_partitions(assignment: bytes) -> list[tuple[str, int]]:
     """The (topic, partition) pairs of a ConsumerProtocolAssignment; empty bytes → none."""
     if not assignment:
         return []
-    r = _Reader(assignment)
+    r = _reader(assignment)
     r.int16()
     out: list[tuple[str, int]] = []
-    for _ in range(r.count()):
+    for _ in range(r.array_length()):
         topic = r.string()
-        out.extend((topic, r.int32()) for _ in range(r.count()))
+        out.extend((topic, r.int32()) for _ in range(r.array_length()))
     return out
 
 

@@ -23,6 +23,7 @@ import struct
 from dataclasses import dataclass, field
 
 from protocol.errors import CorruptRecordError
+from protocol.readable import Readable
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -161,89 +162,17 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
 
 # ----------------------------------------------------------------- reading
 
-class _Reader:
-    """Non-flexible and flexible (compact, tagged) field decoding with bounds checks."""
-
-    def __init__(self, data: bytes, flexible: bool = False) -> None:
-        self.data = data
-        self.pos = 0
-        self.flexible = flexible
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise CorruptRecordError("__consumer_offsets record is truncated")
-        chunk = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return chunk
-
-    def int16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def int32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def int64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            byte = self._take(1)[0]
-            result |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise CorruptRecordError("varint too long")
-
-    def _length(self, wide: bool) -> int:
-        if self.flexible:
-            return self.uvarint() - 1
-        return self.int32() if wide else self.int16()
-
-    def string(self, nullable: bool = False) -> str | None:
-        n = self._length(False)
-        if n < 0:
-            if nullable:
-                return None
-            raise CorruptRecordError("null in a non-nullable string")
-        try:
-            return self._take(n).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CorruptRecordError(f"string is not UTF-8: {exc}") from None
-
-    def required_string(self) -> str:
-        s = self.string()
-        assert s is not None
-        return s
-
-    def bytes_(self) -> bytes:
-        n = self._length(True)
-        if n < 0:
-            raise CorruptRecordError("null in a non-nullable bytes field")
-        return self._take(n)
-
-    def array_length(self) -> int:
-        n = self._length(True)
-        if n < 0 or n > len(self.data):
-            raise CorruptRecordError(f"invalid array length {n}")
-        return n
-
-    def skip_tagged_fields(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())
+def _reader(data: bytes, flexible: bool = False) -> Readable:
+    return Readable(data, CorruptRecordError, "__consumer_offsets record", flexible)
 
 
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
-    r = _Reader(data)
+    r = _reader(data)
     version = r.int16()
     if version in (0, 1):
-        return OffsetCommitKey(r.required_string(), r.required_string(), r.int32())
+        return OffsetCommitKey(r.string(), r.string(), r.int32())
     if version == 2:
-        return GroupMetadataKey(r.required_string())
+        return GroupMetadataKey(r.string())
     raise CorruptRecordError(f"unknown __consumer_offsets key version {version}")
 
 
@@ -251,11 +180,11 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
     version = _I16.unpack_from(data)[0] if len(data) >= 2 else -1
     if not 0 <= version <= 4:
         raise CorruptRecordError(f"unknown OffsetCommitValue version {version}")
-    r = _Reader(data, flexible=version >= 4)
+    r = _reader(data, flexible=version >= 4)
     r.pos = 2
     offset = r.int64()
     leader_epoch = r.int32() if version >= 3 else -1
-    metadata = r.required_string()
+    metadata = r.string()
     commit_timestamp = r.int64()
     expire_timestamp = r.int64() if version == 1 else -1
     r.skip_tagged_fields()
@@ -266,19 +195,19 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     version = _I16.unpack_from(data)[0] if len(data) >= 2 else -1
     if not 0 <= version <= 4:
         raise CorruptRecordError(f"unknown GroupMetadataValue version {version}")
-    r = _Reader(data, flexible=version >= 4)
+    r = _reader(data, flexible=version >= 4)
     r.pos = 2
-    protocol_type = r.required_string()
+    protocol_type = r.string()
     generation = r.int32()
-    protocol = r.string(nullable=True)
-    leader = r.string(nullable=True)
+    protocol = r.nullable_string()
+    leader = r.nullable_string()
     current_state_timestamp = r.int64() if version >= 2 else -1
     members = []
     for _ in range(r.array_length()):
-        member_id = r.required_string()
-        instance_id = r.string(nullable=True) if version >= 3 else None
-        client_id = r.required_string()
-        client_host = r.required_string()
+        member_id = r.string()
+        instance_id = r.nullable_string() if version >= 3 else None
+        client_id = r.string()
+        client_host = r.string()
         rebalance_timeout = r.int32() if version >= 1 else -1
         session_timeout = r.int32()
         subscription = r.bytes_()
