@@ -50,10 +50,12 @@ from __future__ import annotations
 import enum
 import logging
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Protocol
 
+from protocol.control_records import parse_control_key
 from protocol.record_batch import (
     CONTROL_FLAG,
     NO_PRODUCER_ID,
@@ -62,7 +64,6 @@ from protocol.record_batch import (
     RecordBatchHeader,
     build_batch_header,
 )
-from protocol.control_records import parse_control_key
 from protocol.records import Record, build_batch, read_batch
 from storage.log_config import LogConfig
 from storage.log_segment import CLEANED_FILE_SUFFIX, LogSegment

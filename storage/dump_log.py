@@ -11,8 +11,8 @@ at a batch start ("Mismatches in ..."), as Kafka's tool reports them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import click
 
@@ -209,7 +209,7 @@ def dump_file(path: Path, echo: Echo, deep: bool = False, print_data: bool = Fal
 
 
 @click.command("dump-log")
-@click.option("--files", "files", multiple=True, required=True, 
+@click.option("--files", "files", multiple=True, required=True,
               help="Comma-separated or repeated list of .log/.index/.timeindex files to dump.")
 @click.option("--print-data-log", is_flag=True, help="Print the records' keys and payloads (implies --deep-iteration).")
 @click.option("--deep-iteration", is_flag=True, help="Print every record, not just batch headers.")

@@ -8,9 +8,9 @@ read in chunks with pread so scans over a file do not copy whole batches.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from protocol.errors import CorruptRecordError, ProtocolError
 from protocol.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatchHeader, parse_batch_header, validate_batch
@@ -24,7 +24,7 @@ SCAN_CHUNK = 8 * 1024 * 1024
 class FileSlice:
     """A byte range of a ``.log`` file holding whole batches."""
 
-    file: "FileRecords"
+    file: FileRecords
     position: int
     size: int
 
@@ -41,7 +41,7 @@ class FileSlice:
 
 
 class FileRecords:
-    __slots__ = ('path', 'fd', '_size', 'closed')
+    __slots__ = ('_size', 'closed', 'fd', 'path')
 
     def __init__(self, path: Path | str, create: bool = False) -> None:
         self.path = Path(path)

@@ -28,9 +28,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 from storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from storage.compaction import (
@@ -46,9 +46,9 @@ from storage.compaction import (
 )
 from storage.log import Log
 from storage.log_segment import LogSegment
-from storage.segment_list import overlapping as segments_overlapping
 from storage.offset_map import DEFAULT_DEDUPE_BUFFER_SIZE, DEFAULT_LOAD_FACTOR, OffsetMap
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from storage.segment_list import overlapping as segments_overlapping
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,8 @@ overrides.
 from __future__ import annotations
 
 import random
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -95,14 +96,14 @@ class LogConfig(BaseModel):
         """``segment.jitter.ms``: spread time-based rolls of many partitions, as Kafka does."""
         return random.randrange(self.segment_jitter_ms) if self.segment_jitter_ms > 0 else 0
 
-    def with_overrides(self, overrides: Mapping[str, Any]) -> "LogConfig":
+    def with_overrides(self, overrides: Mapping[str, Any]) -> LogConfig:
         """A copy with topic-level overrides (dotted names) applied."""
         values = self.model_dump(by_alias=True)
         values.update(overrides)
         return LogConfig.model_validate(values)
 
     @classmethod
-    def from_broker_defaults(cls, broker: Any, overrides: Mapping[str, Any] | None = None) -> "LogConfig":
+    def from_broker_defaults(cls, broker: Any, overrides: Mapping[str, Any] | None = None) -> LogConfig:
         """Topic defaults from a broker config object exposing Kafka's ``log.*`` settings.
 
         Duck-typed so storage/ does not import broker/: any object with the

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from protocol.record_batch import RecordBatchHeader
 from storage.errors import CorruptIndexError
@@ -66,7 +66,7 @@ def remove_temp_files_and_collect_swaps(dir: Path) -> list[Path]:
         name = path.name
         if not path.is_file():
             continue
-        if name.endswith(DELETED_FILE_SUFFIX) or name.endswith(CLEANED_FILE_SUFFIX) or name.endswith(".tmp"):
+        if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, ".tmp")):
             log.info("%s: deleting stray temporary file %s", dir.name, name)
             path.unlink()
         elif name.endswith(SWAP_FILE_SUFFIX) and _is_segment_file(name):

@@ -27,8 +27,8 @@ import os
 import shutil
 import threading
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
 from storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -231,7 +231,7 @@ class LogManager:
 
     def _next_log_dir(self) -> Path:
         """The log dir holding the fewest partitions, as Kafka picks."""
-        counts = {dir: 0 for dir in self.log_dirs}
+        counts = dict.fromkeys(self.log_dirs, 0)
         for dir in self._log_dir_of.values():
             counts[dir] += 1
         return min(self.log_dirs, key=lambda d: counts[d])

@@ -44,8 +44,8 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from crc32c import crc32c
 
@@ -54,6 +54,7 @@ from protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, RecordBatch
 from storage.checkpoints import write_atomically
 from storage.errors import StorageError
 from storage.producer_state_entry import (
+    _INT32_MAX,
     CONTROL_TYPE_ABORT,
     CONTROL_TYPE_COMMIT,
     NUM_BATCHES_TO_RETAIN,
@@ -70,7 +71,6 @@ from storage.producer_state_entry import (
     TxnMetadata,
     in_sequence,
 )
-from storage.producer_state_entry import _INT32_MAX
 
 __all__ = [
     "CONTROL_TYPE_ABORT", "CONTROL_TYPE_COMMIT", "AppendOrigin", "BatchMetadata", "CompletedTxn",

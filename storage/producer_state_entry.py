@@ -167,7 +167,7 @@ class ProducerStateEntry:
                 return meta
         return None
 
-    def copy(self) -> "ProducerStateEntry":
+    def copy(self) -> ProducerStateEntry:
         return ProducerStateEntry(
             self.producer_id, self.producer_epoch, self.coordinator_epoch, self.last_timestamp,
             self.current_txn_first_offset, deque(self.batch_metadata, maxlen=NUM_BATCHES_TO_RETAIN),

@@ -7,7 +7,7 @@ consistent view while an appender rolls or retention deletes segments.
 from __future__ import annotations
 
 import bisect
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from storage.log_segment import LogSegment
 
