@@ -13,26 +13,27 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
 class AppendThread:
-    __slots__ = ('_executor', '_backlog')
+    __slots__ = ('_backlog', '_executor')
 
     def __init__(self, executor: concurrent.futures.Executor) -> None:
         self._executor = executor
         self._backlog = 0
 
-    def run(self, fn: Callable[..., T], *args: Any) -> "asyncio.Future[T]":
+    def run(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """Queue ``fn(*args)`` now (not when a task first runs); await the future for its result."""
         future = asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
         self._backlog += 1
         future.add_done_callback(self._finished)
         return future
 
-    def _finished(self, _: "asyncio.Future[Any]") -> None:
+    def _finished(self, _: asyncio.Future[Any]) -> None:
         self._backlog -= 1
 
     @property

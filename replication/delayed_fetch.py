@@ -13,12 +13,12 @@ registration there is no await.
 from __future__ import annotations
 
 import asyncio
-from typing import Hashable, Iterable
+from collections.abc import Hashable, Iterable
 
 
 class FetchPurgatory:
     def __init__(self) -> None:
-        self._watchers: dict[Hashable, set["asyncio.Future[None]"]] = {}
+        self._watchers: dict[Hashable, set[asyncio.Future[None]]] = {}
         self._closed = False
 
     async def wait(self, keys: Iterable[Hashable], timeout: float) -> bool:
@@ -32,7 +32,7 @@ class FetchPurgatory:
         try:
             await asyncio.wait_for(waiter, timeout)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         finally:
             for key in keys:

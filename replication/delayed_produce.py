@@ -14,13 +14,13 @@ replica manager's check of the high watermark and the registration).
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 TopicPartition = tuple[str, int]
 
 
 class DelayedProduce:
-    __slots__ = ('required', 'future')
+    __slots__ = ('future', 'required')
 
     def __init__(self, required: dict[TopicPartition, int]) -> None:
         #: Partition → the high watermark that acknowledges the append (its last offset + 1).
@@ -42,7 +42,7 @@ class ProducePurgatory:
             self._watchers.setdefault(tp, []).append(delayed)
         try:
             await asyncio.wait_for(asyncio.shield(delayed.future), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             for tp in required:

@@ -28,10 +28,10 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from protocol.errors import ErrorCode, ProtocolError
 from replication.append_thread import AppendThread
@@ -316,7 +316,7 @@ class ReplicaManager:
                                      timeout_ms: int) -> list[PartitionAppendResult]:
         done = await pending
         notify = self.fetch_purgatory.notify
-        for (i, partition, _), result in zip(appended, done):
+        for (i, partition, _), result in zip(appended, done, strict=True):
             results[i] = result
             if result.info is not None:
                 notify((partition.topic, partition.partition_index))
@@ -331,7 +331,7 @@ class ReplicaManager:
             return results
         required: dict[TopicPartition, int] = {}
         partitions = self.partitions
-        for (tp, _), result in zip(entries, results):
+        for (tp, _), result in zip(entries, results, strict=True):
             info = result.info
             if info is None:
                 continue
@@ -346,7 +346,7 @@ class ReplicaManager:
                                        results: list[PartitionAppendResult], required: dict[TopicPartition, int],
                                        timeout_ms: int) -> list[PartitionAppendResult]:
         short = await self.produce_purgatory.wait(required, max(timeout_ms, 0) / 1000)
-        for (tp, _), result in zip(entries, results):
+        for (tp, _), result in zip(entries, results, strict=True):
             if tp in short:
                 result.error_code = ErrorCode.REQUEST_TIMED_OUT
                 result.info = None
