@@ -19,7 +19,6 @@ from client.client import (
     ProducerRecord,
 )
 from client.connection import BrokerAddress, BrokerConnection, parse_bootstrap_servers
-from client.fetch_decoder import CREATE_TIME, LOG_APPEND_TIME, FetchedBatch
 from client.errors import (
     CorrelationIdMismatchError,
     InvalidConfigError,
@@ -34,10 +33,13 @@ from client.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from client.fetch_decoder import CREATE_TIME, LOG_APPEND_TIME, FetchedBatch
 from client.metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
 from client.partitioner import murmur2, partition_for_key
 
 __all__ = [
+    "CREATE_TIME",
+    "LOG_APPEND_TIME",
     "AdminClient",
     "AsyncBrokerConnection",
     "BrokerAddress",
@@ -49,8 +51,6 @@ __all__ = [
     "CreatedTopic",
     "FetchResult",
     "FetchedBatch",
-    "CREATE_TIME",
-    "LOG_APPEND_TIME",
     "InvalidConfigError",
     "InvalidPartitionsError",
     "KafkaApiError",
@@ -71,5 +71,6 @@ __all__ = [
     "TopicPartition",
     "UnknownTopicOrPartitionError",
     "murmur2",
+    "parse_bootstrap_servers",
     "partition_for_key",
 ]

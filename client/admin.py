@@ -8,10 +8,13 @@ typed error of the first resource that failed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 from uuid import UUID
 
+from client.client import KafkaClient
+from client.connection import BrokerConnection
+from client.errors import check_error
 from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigSource
 from protocol.messages import create_partitions as _cp
 from protocol.messages import create_topics as _ct
@@ -19,10 +22,6 @@ from protocol.messages import delete_topics as _dt
 from protocol.messages import describe_configs as _dc
 from protocol.messages import incremental_alter_configs as _iac
 from protocol.primitives import UUID_ZERO
-
-from client.client import KafkaClient
-from client.connection import BrokerConnection
-from client.errors import check_error
 
 __all__ = ["AdminClient", "ConfigEntry", "CreatedTopic", "NewTopic"]
 

@@ -13,20 +13,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, Sequence
 from uuid import UUID
-
-from protocol import compression as _compression
-from protocol.errors import ErrorCode
-from protocol.messages import fetch as _fetch
-from protocol.messages import list_offsets as _list_offsets
-from protocol.messages import metadata as _metadata
-from protocol.messages import produce as _produce
-from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
-from protocol.primitives import UUID_ZERO
-from protocol.records import Header, Record, build_batch
-from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
 
 from client.connection import (
     DEFAULT_CLIENT_ID,
@@ -37,6 +26,16 @@ from client.connection import (
 from client.errors import KafkaApiError, KafkaConnectionError, api_error, check_error
 from client.fetch_decoder import FetchedBatch, decode_fetched_records
 from client.metadata import ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
+from protocol import compression as _compression
+from protocol.errors import ErrorCode
+from protocol.messages import fetch as _fetch
+from protocol.messages import list_offsets as _list_offsets
+from protocol.messages import metadata as _metadata
+from protocol.messages import produce as _produce
+from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from protocol.primitives import UUID_ZERO
+from protocol.records import Header, Record, build_batch
+from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
 
 __all__ = ["FetchResult", "KafkaClient", "OffsetAndTimestamp", "ProduceResult", "ProducerRecord"]
 
@@ -524,7 +523,9 @@ class KafkaClient:
                     result.error = api_error(p.error_code, api_name="Fetch", topic=topic, partition=p.partition_index)
                 elif p.records is not None:
                     aborted = p.aborted_transactions if isolation_level == READ_COMMITTED else None
-                    result.batches, result.next_offset = decode_fetched_records(p.records, fetch_offset, aborted)
+                    # A decoded response's records are a memoryview of its frame; the field's type is what encoders accept.
+                    result.batches, result.next_offset = decode_fetched_records(
+                        p.records, fetch_offset, aborted)  # type: ignore[arg-type]
                 results[tp] = result
         return results
 

@@ -16,15 +16,14 @@ import collections
 import socket
 from dataclasses import dataclass
 
+from client.errors import CorrelationIdMismatchError, KafkaConnectionError
+from client.in_flight_requests import InFlightRequests, request_spec
+from client.node_api_versions import ApiVersionsNegotiation, NodeApiVersions, api_versions_request
 from protocol.api import ApiSpec
 from protocol.buffers import join_chunks
 from protocol.errors import ProtocolError
 from protocol.framing import FrameDecoder
 from protocol.primitives import Message
-
-from client.errors import CorrelationIdMismatchError, KafkaConnectionError
-from client.in_flight_requests import InFlightRequests, request_spec
-from client.node_api_versions import ApiVersionsNegotiation, NodeApiVersions, api_versions_request
 
 __all__ = ["BrokerAddress", "BrokerConnection", "parse_bootstrap_servers"]
 

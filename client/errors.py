@@ -136,7 +136,7 @@ class InvalidPartitionsError(KafkaApiError):
     pass
 
 
-_ERROR_CLASSES: dict[ErrorCode, type[KafkaApiError]] = {
+_ERROR_CLASSES: dict[int, type[KafkaApiError]] = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: UnknownTopicOrPartitionError,
     ErrorCode.TOPIC_ALREADY_EXISTS: TopicAlreadyExistsError,
     ErrorCode.NOT_LEADER_OR_FOLLOWER: NotLeaderOrFollowerError,
@@ -155,7 +155,7 @@ def api_error(
     message: str | None = None,
 ) -> KafkaApiError:
     """The most specific KafkaApiError for ``error_code``."""
-    cls = _ERROR_CLASSES.get(error_code, KafkaApiError)  # type: ignore[call-overload]
+    cls = _ERROR_CLASSES.get(error_code, KafkaApiError)
     return cls(error_code, api_name=api_name, topic=topic, partition=partition, message=message)
 
 

@@ -11,8 +11,9 @@ response's aborted-transaction list.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from protocol.buffers import Buffer
 from protocol.record_batch import (

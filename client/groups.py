@@ -9,8 +9,8 @@ broker accepts only for a group without members, as Kafka's tool requires.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from client.client import KafkaClient
 from client.connection import BrokerConnection
@@ -108,7 +108,7 @@ class GroupAdmin:
     def list_groups(self, states: Iterable[str] = ()) -> list[GroupListing]:
         """Groups of every broker (each lists those it coordinates)."""
         cluster = self.client.refresh_metadata([])
-        wanted = [s for s in states]
+        wanted = list(states)
         out: list[GroupListing] = []
         for node_id in sorted(cluster.brokers):
             deadline = time.monotonic() + self.timeout
