@@ -15,7 +15,8 @@ import heapq
 import itertools
 import logging
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class Scheduler(Protocol):
 class _AsyncioTimer:
     __slots__ = ("_handle", "_owner")
 
-    def __init__(self, owner: "AsyncioScheduler") -> None:
+    def __init__(self, owner: AsyncioScheduler) -> None:
         self._owner = owner
         self._handle: asyncio.TimerHandle | None = None
 
@@ -80,7 +81,7 @@ class AsyncioScheduler:
 
 
 class _ManualTimer:
-    __slots__ = ("deadline", "callback", "cancelled")
+    __slots__ = ("callback", "cancelled", "deadline")
 
     def __init__(self, deadline: int, callback: Callable[[], None]) -> None:
         self.deadline = deadline

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from coordinator.group.group_metadata import NO_PROTOCOL, GroupMetadata, GroupState
 from protocol.errors import ErrorCode

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Iterable
+from collections.abc import Iterable
 
 from coordinator.common.coordinator_log import CoordinatorLog
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
+from coordinator.common.scheduler import Scheduler, Timer
 from coordinator.group.group_admin import GroupAdmin
 from coordinator.group.group_membership import GroupConfig, GroupMembership
 from coordinator.group.group_metadata import GroupMetadata, JoinGroupResult, SyncGroupResult
 from coordinator.group.group_metadata_manager import GroupMetadataManager
 from coordinator.group.group_offsets import GroupOffsets
-from coordinator.common.scheduler import Scheduler, Timer
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class GroupCoordinator(GroupOffsets, GroupAdmin, GroupMembership):
         self._load_tasks.add(task)
         task.add_done_callback(self._load_done)
 
-    def _load_done(self, task: "asyncio.Task[None]") -> None:
+    def _load_done(self, task: asyncio.Task[None]) -> None:
         self._load_tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("[GroupCoordinator %d]: loading %s failed", self.broker_id, GROUP_METADATA_TOPIC_NAME,

@@ -41,7 +41,7 @@ class GroupMembership(GroupRebalance):
 
     # -- validation -------------------------------------------------------------
     def validate_group_status(self, group_id: str, allow_empty_id: bool = False) -> ErrorCode | None:
-        if group_id is None or (not group_id and not allow_empty_id):
+        if not group_id and not allow_empty_id:
             return ErrorCode.INVALID_GROUP_ID
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -419,4 +419,4 @@ class GroupMembership(GroupRebalance):
         return None
 
 
-__all__ = ["GroupConfig", "GroupMembership", "NEW_MEMBER_JOIN_TIMEOUT_MS", "NO_GENERATION"]
+__all__ = ["NEW_MEMBER_JOIN_TIMEOUT_MS", "NO_GENERATION", "GroupConfig", "GroupMembership"]

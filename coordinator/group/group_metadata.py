@@ -18,8 +18,8 @@ from __future__ import annotations
 import enum
 import logging
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,

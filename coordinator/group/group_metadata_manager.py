@@ -14,9 +14,10 @@ commit becomes visible to OffsetFetch only once it is in the log.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from coordinator.common.coordinator_log import CoordinatorLog, KeyValues
+from coordinator.common.scheduler import Scheduler
 from coordinator.group.group_metadata import (
     CommitRecordMetadataAndOffset,
     GroupMetadata,
@@ -39,7 +40,6 @@ from coordinator.group.record_formats import (
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
-from coordinator.common.scheduler import Scheduler
 from protocol.errors import CorruptRecordError, ErrorCode
 
 log = logging.getLogger(__name__)
@@ -215,7 +215,7 @@ class GroupMetadataManager:
         """Committed offsets (None for a partition without one); all of them when ``partitions`` is None."""
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
-            return {tp: None for tp in partitions or ()}
+            return dict.fromkeys(partitions or ())
         if partitions is None:
             return {tp: e.offset_and_metadata for tp, e in group.offsets.items()}
         out: dict[TopicPartition, OffsetAndMetadata | None] = {}

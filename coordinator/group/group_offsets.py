@@ -14,9 +14,9 @@ Kafka's rules, kept as they are:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from coordinator.group.group_metadata import (
     UNKNOWN_MEMBER_ID,
     GroupMetadata,
@@ -24,6 +24,7 @@ from coordinator.group.group_metadata import (
     OffsetAndMetadata,
     TopicPartition,
 )
+from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -42,12 +43,12 @@ class GroupOffsets(_Base):
                               callback: CommitCallback) -> None:
         error = self.validate_group_status(group_id, allow_empty_id=True)
         if error is not None:
-            callback({tp: error for tp in offsets})
+            callback(dict.fromkeys(offsets, error))
             return
         group = self.manager.get_group(group_id)
         if group is None:
             if generation_id >= 0:
-                callback({tp: ErrorCode.ILLEGAL_GENERATION for tp in offsets})
+                callback(dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION))
                 return
             # Not using Kafka for group management: offsets storage only.
             group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.scheduler.now_ms()))
@@ -56,7 +57,7 @@ class GroupOffsets(_Base):
             # The member has its new generation but not its assignment yet.
             error = ErrorCode.REBALANCE_IN_PROGRESS
         if error is not None:
-            callback({tp: error for tp in offsets})
+            callback(dict.fromkeys(offsets, error))
             return
         member = group.members.get(member_id)
         if member is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from coordinator.common.scheduler import Scheduler, Timer
 from coordinator.group.group_metadata import (
     UNKNOWN_MEMBER_ID,
     GroupMetadata,
@@ -31,7 +32,6 @@ from coordinator.group.group_metadata import (
     SyncGroupResult,
 )
 from coordinator.group.group_metadata_manager import GroupMetadataManager
-from coordinator.common.scheduler import Scheduler, Timer
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,9 @@ class GroupRebalance:
         raise NotImplementedError
 
     def _log(self, message: str, *args: object) -> None:
-        log.info("[GroupCoordinator %d]: " + message, self.broker_id, *args)
+        # ``message`` is a %-template of ours with its own arguments: filled in only when it will be written.
+        if log.isEnabledFor(logging.INFO):
+            log.info("[GroupCoordinator %d]: %s", self.broker_id, message % args)
 
     # -- rebalance ------------------------------------------------------------------
     def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
