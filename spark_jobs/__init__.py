@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def register(spark: "SparkSession") -> None:
+def register(spark: SparkSession) -> None:
     """Register the ``pafka`` data source (reads, and writes through ``spark_jobs.sink``) on ``spark``."""
     from spark_jobs.source import PafkaDataSource
 

@@ -20,8 +20,8 @@ the few records that have any. Malformed input raises ``CorruptRecordError``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -135,7 +135,7 @@ def _scan_records(blob: bytes, selected: _Selected) -> list[int]:
     record_starts: list[int] = []
     add = record_starts.append
     segment_start = 0
-    for segment, count in zip(selected.segments, selected.counts):
+    for segment, count in zip(selected.segments, selected.counts, strict=True):
         segment_end = segment_start + len(segment)
         pos = segment_start
         # No bound check per record: a batch whose records overrun it ends
@@ -257,8 +257,8 @@ def _slices(blob: bytes, starts: np.ndarray, lengths: np.ndarray) -> list[bytes 
     """``blob[start:start + length]`` for each pair; None where the length is -1 (a null key or value)."""
     stops = (starts + lengths).tolist()
     if lengths.min() >= 0:
-        return [blob[a:b] for a, b in zip(starts.tolist(), stops)]
-    return [blob[a:b] if b >= a else None for a, b in zip(starts.tolist(), stops)]
+        return [blob[a:b] for a, b in zip(starts.tolist(), stops, strict=True)]
+    return [blob[a:b] if b >= a else None for a, b in zip(starts.tolist(), stops, strict=True)]
 
 
 def _headers(blob: bytes, header_count: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[list[Header]]:

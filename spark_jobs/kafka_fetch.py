@@ -16,8 +16,8 @@ docs/benchmarks.md, "Spark source").
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import pyarrow as pa
 
@@ -117,7 +117,7 @@ def _headers_array(per_record: Sequence[Sequence[tuple[str, bytes | None]]]) -> 
 class _RawFetch:
     records: Buffer | None
     high_watermark: int
-    aborted: list | None
+    aborted: list[_fetch.AbortedTransaction] | None
 
 
 def _fetch_raw(client: KafkaClient, settings: FetchSettings, topic: str, partition: int, offset: int) -> _RawFetch:
@@ -136,7 +136,9 @@ def _fetch_raw(client: KafkaClient, settings: FetchSettings, topic: str, partiti
                 continue
             check_error(p.error_code, api_name="Fetch", topic=topic, partition=partition)
             aborted = p.aborted_transactions if settings.isolation_level == READ_COMMITTED else None
-            return _RawFetch(p.records, p.high_watermark, list(aborted or []) if aborted is not None else None)
+            # A decoded response's records are a memoryview of its frame; the field's type is what encoders accept.
+            return _RawFetch(p.records, p.high_watermark,  # type: ignore[arg-type]
+                             list(aborted) if aborted is not None else None)
     raise KafkaClientError(f"Fetch response without {topic}-{partition}")
 
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from spark_jobs.nginx_log_generator import END_OF_STREAM_KEY
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 WINDOW_DURATION = "1 minute"
 WATERMARK_DELAY = "2 minutes"  # well above the generator's MAX_DISORDER_S
@@ -42,13 +42,16 @@ STATS_COLUMNS = ("window_start", "window_end", "requests", "bytes_served", "p95_
                  "status_counts", "top_paths")
 
 
-def parse_access_log(records: "DataFrame") -> "DataFrame":
+def parse_access_log(records: DataFrame) -> DataFrame:
     """Kafka records (``key``, ``value`` columns) to ``event_time, status, path, bytes, request_time,
     end_marker``; lines that are not access-log lines are dropped."""
     from pyspark.sql import functions as F
 
     line = F.col("value").cast("string")
-    field = lambda group: F.regexp_extract(line, ACCESS_LINE_PATTERN, group)  # noqa: E731
+
+    def field(group: int) -> Column:
+        return F.regexp_extract(line, ACCESS_LINE_PATTERN, group)
+
     uri = field(5)
     parsed = records.select(
         F.to_timestamp(field(3), _TIME_LOCAL_FORMAT).alias("event_time"),
@@ -61,7 +64,7 @@ def parse_access_log(records: "DataFrame") -> "DataFrame":
     return parsed.where(F.col("event_time").isNotNull() & F.col("status").isNotNull())
 
 
-def stats_per_window(parsed: "DataFrame", *, watermark_delay: Optional[str] = None) -> "DataFrame":
+def stats_per_window(parsed: DataFrame, *, watermark_delay: str | None = None) -> DataFrame:
     """The statistics of ``parsed`` (from :func:`parse_access_log`) per window, in ``STATS_COLUMNS``.
 
     With ``watermark_delay`` (streaming) the end marker moves the watermark but counts nowhere."""
@@ -73,7 +76,10 @@ def stats_per_window(parsed: "DataFrame", *, watermark_delay: Optional[str] = No
     # filters that do not read the event time below the watermark); every aggregate skips it
     # instead, and the window it opens alone (requests = 0) is dropped after aggregation.
     request = ~F.col("end_marker")
-    only_requests = lambda column: F.when(request, F.col(column))  # noqa: E731
+
+    def only_requests(column: str) -> Column:
+        return F.when(request, F.col(column))
+
     windows = parsed.groupBy(F.window("event_time", WINDOW_DURATION).alias("window")).agg(
         F.count(F.when(request, F.lit(1))).alias("requests"),
         F.sum(only_requests("bytes")).alias("bytes_served"),
@@ -103,7 +109,7 @@ _TOP_PATHS = f"""slice(array_sort(
     1, {TOP_PATHS})"""
 
 
-def stats_as_records(stats: "DataFrame") -> "DataFrame":
+def stats_as_records(stats: DataFrame) -> DataFrame:
     """Stats rows as sink rows: key = window start (ISO 8601, UTC), value = the row as JSON."""
     from pyspark.sql import functions as F
 
@@ -116,8 +122,8 @@ def stats_as_records(stats: "DataFrame") -> "DataFrame":
 DEFAULT_SHUFFLE_PARTITIONS = 8
 
 
-def spark_session(app_name: str, master: Optional[str] = None,
-                  shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> "SparkSession":
+def spark_session(app_name: str, master: str | None = None,
+                  shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS) -> SparkSession:
     """A session for the jobs' command lines, with the ``pafka`` data source registered.
 
     ``shuffle_partitions`` is also the number of state-store partitions of the streaming job

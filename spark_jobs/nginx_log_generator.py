@@ -26,16 +26,17 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 ACCESS_LOG_TOPIC = "nginx_access_log"
 ACCESS_LOG_PARTITIONS = 3
 END_OF_STREAM_KEY = b"__end_of_stream__"
 END_MARKER_GAP = timedelta(hours=1)
 MAX_DISORDER_S = 10.0
-DEFAULT_START = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+DEFAULT_START = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 DEFAULT_MINUTES = 6
 DEFAULT_RECORDS = 20_000
 DEFAULT_SEED = 6
@@ -117,7 +118,10 @@ class AccessLogEntry:
                 f'{self.status} {self.body_bytes_sent} "{self.referer}" "{self.user_agent}" {self.request_time:.3f}')
 
 
-def _pick(rng: random.Random, weighted: Sequence[tuple[object, float]]) -> object:
+T = TypeVar("T")
+
+
+def _pick(rng: random.Random, weighted: Sequence[tuple[T, float]]) -> T:
     return rng.choices([v for v, _ in weighted], weights=[w for _, w in weighted])[0]
 
 
@@ -135,7 +139,7 @@ def _request_time(rng: random.Random, endpoint: Endpoint, status: int) -> float:
 
 
 def _body_bytes(rng: random.Random, endpoint: Endpoint, status: int) -> int:
-    if status == 304 or endpoint.method == "POST" and status == 302:
+    if status == 304 or (endpoint.method == "POST" and status == 302):
         return 0
     if status >= 400:
         return rng.randint(150, 560)  # nginx's or the app's short error page
@@ -155,7 +159,7 @@ def generate(records: int = DEFAULT_RECORDS, *, seed: int = DEFAULT_SEED, start:
         nominal = span_s * i / records
         offset_s = max(0.0, nominal - rng.uniform(0.0, MAX_DISORDER_S))
         endpoint = rng.choices(ENDPOINTS, weights=[e.weight for e in ENDPOINTS])[0]
-        status = int(_pick(rng, endpoint.statuses))  # type: ignore[arg-type]
+        status = _pick(rng, endpoint.statuses)
         uri = endpoint.path.replace("{id}", str(rng.randint(1, 40))).replace("{q}", rng.choice(_SEARCH_TERMS))
         entries.append(AccessLogEntry(
             remote_addr=rng.choices(clients, weights=client_weights)[0],
@@ -246,7 +250,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
-    start = args.start if args.start.tzinfo else args.start.replace(tzinfo=timezone.utc)
+    start = args.start if args.start.tzinfo else args.start.replace(tzinfo=UTC)
     entries = generate(args.records, seed=args.seed, start=start, minutes=args.minutes)
     ensure_topic(args.bootstrap_servers, args.topic, args.partitions)
     produced = produce(args.bootstrap_servers, entries, topic=args.topic, with_end_marker=not args.no_end_marker)

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.nginx_aggregates import (
     DEFAULT_SHUFFLE_PARTITIONS,
@@ -47,7 +48,7 @@ class BatchSettings:
         return self.output_dir / "streaming"
 
 
-def read_access_log(spark: "SparkSession", settings: BatchSettings) -> "DataFrame":
+def read_access_log(spark: SparkSession, settings: BatchSettings) -> DataFrame:
     """The one place the job reads its input: the ``pafka`` batch source, the whole topic."""
     return (spark.read.format("pafka")
             .option("kafka.bootstrap.servers", settings.bootstrap_servers)
@@ -57,18 +58,18 @@ def read_access_log(spark: "SparkSession", settings: BatchSettings) -> "DataFram
             .load())
 
 
-def run(spark: "SparkSession", settings: BatchSettings) -> list["Row"]:
+def run(spark: SparkSession, settings: BatchSettings) -> list[Row]:
     """Compute, write to Parquet, and return the windows in window order."""
     stats = stats_per_window(parse_access_log(read_access_log(spark, settings)))
     stats.write.mode("overwrite").parquet(str(settings.parquet_dir))
     return windows_in_order(spark.read.parquet(str(settings.parquet_dir)))
 
 
-def windows_in_order(stats: "DataFrame") -> list["Row"]:
+def windows_in_order(stats: DataFrame) -> list[Row]:
     return stats.select(*STATS_COLUMNS).orderBy("window_start").collect()
 
 
-def comparable(rows: Sequence["Row"]) -> list[dict[str, Any]]:
+def comparable(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """Rows as plain values (maps as dicts, structs as tuples), for exact comparison."""
     out = []
     for row in rows:
@@ -78,7 +79,7 @@ def comparable(rows: Sequence["Row"]) -> list[dict[str, Any]]:
     return out
 
 
-def differences(batch: Sequence["Row"], streaming: Sequence["Row"]) -> list[str]:
+def differences(batch: Sequence[Row], streaming: Sequence[Row]) -> list[str]:
     """What differs between two sets of windows; empty when they agree exactly."""
     by_start_b = {r["window_start"]: r for r in comparable(batch)}
     by_start_s = {r["window_start"]: r for r in comparable(streaming)}
@@ -92,7 +93,7 @@ def differences(batch: Sequence["Row"], streaming: Sequence["Row"]) -> list[str]
     return problems
 
 
-def totals(rows: Sequence["Row"]) -> dict[str, int]:
+def totals(rows: Sequence[Row]) -> dict[str, int]:
     return {"windows": len(rows), "requests": sum(r["requests"] for r in rows),
             "bytes_served": sum(r["bytes_served"] for r in rows)}
 

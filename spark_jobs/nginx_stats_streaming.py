@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING
 
 from spark_jobs.nginx_aggregates import (
     DEFAULT_SHUFFLE_PARTITIONS,
@@ -43,7 +44,7 @@ from spark_jobs.nginx_log_generator import ACCESS_LOG_TOPIC, ensure_topic
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 STATS_TOPIC_PARTITIONS = 1
 
@@ -52,11 +53,11 @@ STATS_TOPIC_PARTITIONS = 1
 class StreamingSettings:
     bootstrap_servers: str
     output_dir: Path
-    checkpoint_dir: Optional[Path] = None
+    checkpoint_dir: Path | None = None
     source_topic: str = ACCESS_LOG_TOPIC
     stats_topic: str = STATS_TOPIC
     starting_offsets: str = "earliest"
-    max_offsets_per_trigger: Optional[int] = None
+    max_offsets_per_trigger: int | None = None
     available_now: bool = True
     interval: str = "10 seconds"
     watermark_delay: str = WATERMARK_DELAY
@@ -70,7 +71,7 @@ class StreamingSettings:
         return self.checkpoint_dir or self.output_dir / "checkpoints"
 
 
-def read_access_log(spark: "SparkSession", settings: StreamingSettings) -> "DataFrame":
+def read_access_log(spark: SparkSession, settings: StreamingSettings) -> DataFrame:
     """The one place the job reads its input: the ``pafka`` streaming source."""
     reader = (spark.readStream.format("pafka")
               .option("kafka.bootstrap.servers", settings.bootstrap_servers)
@@ -81,7 +82,7 @@ def read_access_log(spark: "SparkSession", settings: StreamingSettings) -> "Data
     return reader.load()
 
 
-def start(spark: "SparkSession", settings: StreamingSettings) -> list["StreamingQuery"]:
+def start(spark: SparkSession, settings: StreamingSettings) -> list[StreamingQuery]:
     """Start the two queries (topic and Parquet); each has its own checkpoint."""
     stats = stats_per_window(parse_access_log(read_access_log(spark, settings)),
                              watermark_delay=settings.watermark_delay)
@@ -102,7 +103,7 @@ def start(spark: "SparkSession", settings: StreamingSettings) -> list["Streaming
     return queries
 
 
-def run(spark: "SparkSession", settings: StreamingSettings, timeout_s: Optional[float] = None) -> list["StreamingQuery"]:
+def run(spark: SparkSession, settings: StreamingSettings, timeout_s: int | None = None) -> list[StreamingQuery]:
     """Run both queries until they stop (AvailableNow: when the topic is processed); raise if one failed."""
     ensure_topic(settings.bootstrap_servers, settings.stats_topic, STATS_TOPIC_PARTITIONS)
     queries = start(spark, settings)

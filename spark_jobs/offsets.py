@@ -11,7 +11,7 @@ plan with the same rules. Nothing here imports pyspark.
 from __future__ import annotations
 
 import json
-from typing import Iterable, Mapping, Union
+from collections.abc import Iterable, Mapping
 
 from client import KafkaClient, TopicPartition
 from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED
@@ -22,12 +22,14 @@ LATEST = -1
 
 PartitionOffsets = dict[TopicPartition, int]
 #: ``"earliest"``, ``"latest"`` or explicit per-partition offsets (with -2/-1 placeholders).
-OffsetSpec = Union[str, PartitionOffsets]
+OffsetSpec = str | PartitionOffsets
+#: Offsets as Spark's checkpoints hold them: topic -> partition (as a string) -> offset.
+OffsetsJson = dict[str, dict[str, int]]
 
 
-def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> OffsetsJson:
     """Spark's layout: topic -> partition (as a string) -> offset, sorted for stable checkpoints."""
-    out: dict[str, dict[str, int]] = {}
+    out: OffsetsJson = {}
     for tp in sorted(offsets):
         out.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
     return out
@@ -79,11 +81,11 @@ def list_offsets(
     wanted = list(partitions)
     if not wanted:
         return {}
-    found = client.list_offsets({tp: timestamp for tp in wanted}, isolation_level=isolation_level)
+    found = client.list_offsets(dict.fromkeys(wanted, timestamp), isolation_level=isolation_level)
     result = {tp: found[tp].offset for tp in wanted}
     missing = [tp for tp, offset in result.items() if offset < 0]
     if missing:
-        latest = client.list_offsets({tp: LATEST_TIMESTAMP for tp in missing}, isolation_level=isolation_level)
+        latest = client.list_offsets(dict.fromkeys(missing, LATEST_TIMESTAMP), isolation_level=isolation_level)
         result.update({tp: latest[tp].offset for tp in missing})
     return result
 

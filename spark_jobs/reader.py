@@ -9,7 +9,7 @@ travel to the executors, which fetch them in ``spark_jobs.kafka_fetch``.
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition

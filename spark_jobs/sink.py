@@ -21,8 +21,9 @@ write its records again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterator, List, Mapping, Optional
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -79,7 +80,7 @@ class SinkPlan:
     """Everything a task needs to turn Arrow batches into produce calls; small and picklable."""
 
     producer_config: dict[str, Any]
-    topic_option: Optional[str]
+    topic_option: str | None
     has_key: bool
     has_topic: bool
     has_partition: bool
@@ -94,14 +95,14 @@ class SinkCommitMessage(WriterCommitMessage):
     per_partition: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
-def make_writer(schema: StructType, options: Mapping[str, str], overwrite: bool) -> "PafkaWriter":
+def make_writer(schema: StructType, options: Mapping[str, str], overwrite: bool) -> PafkaWriter:
     """The batch writer behind ``df.write.format("pafka")``."""
     if overwrite:
         raise SinkError("save mode overwrite is not supported: a topic can only be appended to")
     return PafkaWriter(plan_sink(schema, options))
 
 
-def make_stream_writer(schema: StructType, options: Mapping[str, str]) -> "PafkaStreamWriter":
+def make_stream_writer(schema: StructType, options: Mapping[str, str]) -> PafkaStreamWriter:
     """The micro-batch writer behind ``df.writeStream.format("pafka")`` (any output mode)."""
     return PafkaStreamWriter(plan_sink(schema, options))
 
@@ -152,7 +153,7 @@ def producer_config(options: Mapping[str, str]) -> dict[str, Any]:
     return config
 
 
-def _option(options: Mapping[str, str], name: str) -> Optional[str]:
+def _option(options: Mapping[str, str], name: str) -> str | None:
     # Spark hands options over lower-cased; look both ways so a plain dict works too.
     for key, value in options.items():
         if key.lower() == name:
@@ -188,10 +189,10 @@ class PafkaWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         return produce_batches(self.plan, iterator)
 
-    def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         log.info("pafka sink: wrote %d records", _total(messages))
 
-    def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         # Records already acknowledged cannot be taken back from a log; say how many there were.
         log.warning("pafka sink: write aborted after %d acknowledged records", _total(messages))
 
@@ -205,15 +206,15 @@ class PafkaStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         return produce_batches(self.plan, iterator)
 
-    def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.info("pafka sink: micro-batch %d wrote %d records", batchId, _total(messages))
 
-    def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.warning("pafka sink: micro-batch %d aborted after %d acknowledged records",
                     batchId, _total(messages))
 
 
-def _total(messages: List[Optional[WriterCommitMessage]]) -> int:
+def _total(messages: list[WriterCommitMessage | None]) -> int:
     return sum(m.records for m in messages if isinstance(m, SinkCommitMessage))
 
 
@@ -223,7 +224,7 @@ class _Deliveries:
     def __init__(self) -> None:
         self.per_partition: dict[tuple[str, int], int] = {}
         self.acknowledged = 0
-        self.error: Optional[str] = None
+        self.error: str | None = None
 
     def __call__(self, err: Any, msg: Any) -> None:
         if err is not None:
@@ -258,7 +259,7 @@ def produce_batches(plan: SinkPlan, batches: Iterator[pa.RecordBatch]) -> SinkCo
 
 
 def _produce_batch(plan: SinkPlan, producer: Any, deliveries: _Deliveries, batch: pa.RecordBatch) -> int:
-    rows = batch.num_rows
+    rows: int = batch.num_rows  # pyarrow ships no types
     if rows == 0:
         return 0
     values = _column(batch, "value")
@@ -267,7 +268,7 @@ def _produce_batch(plan: SinkPlan, producer: Any, deliveries: _Deliveries, batch
     partitions = _column(batch, "partition") if plan.has_partition else [None] * rows
     headers = _column(batch, "headers") if plan.has_headers else [None] * rows
     for index, (value, key, topic, partition, row_headers) in enumerate(
-            zip(values, keys, topics, partitions, headers)):
+            zip(values, keys, topics, partitions, headers, strict=True)):
         if topic is None:
             raise DeliveryError("pafka sink: null topic present in the data")
         if partition is None:
@@ -284,12 +285,13 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any]:
     # Column names are matched case-insensitively, as Spark resolves them.
     for index, column_name in enumerate(batch.schema.names):
         if column_name.lower() == name:
-            return batch.column(index).to_pylist()
+            values: list[Any] = batch.column(index).to_pylist()
+            return values
     raise DeliveryError(f"pafka sink: column {name!r} missing from the batch")
 
 
 def _produce_one(producer: Any, topic: str, value: Any, key: Any, partition: int,
-                 headers: Optional[list[tuple[str, Optional[bytes]]]]) -> None:
+                 headers: list[tuple[str, bytes | None]] | None) -> None:
     while True:
         try:
             producer.produce(topic, value, key, partition, headers=headers)

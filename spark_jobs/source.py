@@ -11,10 +11,13 @@ halves stay separate modules.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -70,15 +73,13 @@ class PafkaDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return PafkaStreamReader(SourceOptions.parse(self.options, streaming=True))
 
-    def writer(self, schema: StructType, overwrite: bool):  # type: ignore[no-untyped-def]
-        return _sink().make_writer(schema, self.options, overwrite)
+    # The sink (spark_jobs/sink.py) is imported only when a write is planned.
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from spark_jobs.sink import make_writer
 
-    def streamWriter(self, schema: StructType, overwrite: bool):  # type: ignore[no-untyped-def]
-        return _sink().make_stream_writer(schema, self.options)
+        return make_writer(schema, self.options, overwrite)
 
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from spark_jobs.sink import make_stream_writer
 
-def _sink():  # type: ignore[no-untyped-def]
-    """The sink module (``spark_jobs/sink.py``), imported only when a write is planned."""
-    if importlib.util.find_spec("spark_jobs.sink") is None:
-        raise NotImplementedError("the pafka sink (spark_jobs/sink.py) is not installed")
-    return importlib.import_module("spark_jobs.sink")
+        return make_stream_writer(schema, self.options)

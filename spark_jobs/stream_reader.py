@@ -16,7 +16,8 @@ earliest offset, as Spark's Kafka source does.
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -37,6 +38,7 @@ from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from spark_jobs.kafka_fetch import DataLossError
 from spark_jobs.offsets import (
     EARLIEST,
+    OffsetsJson,
     PartitionOffsets,
     list_offsets,
     offsets_from_json,
@@ -81,7 +83,7 @@ class PafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #: Trigger.AvailableNow's target: nothing past these offsets is read.
         self._available_now: PartitionOffsets | None = None
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         # The reader's read() runs on executors: ship the settings, not the driver's connection.
         state = dict(self.__dict__)
         state["_client"] = None
@@ -107,10 +109,10 @@ class PafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 time.sleep(0.5 * (attempt + 1))
         raise AssertionError("unreachable")
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> OffsetsJson:
         return self._retrying(self._initial_offset)
 
-    def _initial_offset(self) -> dict:
+    def _initial_offset(self) -> OffsetsJson:
         partitions = discover_partitions(self.client, self.options)
         isolation = self.options.isolation_level
         if self.options.starting_timestamp is not None:
@@ -127,10 +129,10 @@ class PafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = self._retrying(lambda: self._latest(discover_partitions(self.client, self.options)))
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: OffsetsJson, limit: ReadLimit) -> OffsetsJson:
         return self._retrying(lambda: self._latest_offset(start, limit))
 
-    def _latest_offset(self, start: dict, limit: ReadLimit) -> dict:
+    def _latest_offset(self, start: OffsetsJson, limit: ReadLimit) -> OffsetsJson:
         base = self._with_new_partitions(offsets_from_json(start))
         latest = self._latest(list(base))
         if self._available_now is not None:
@@ -144,10 +146,10 @@ class PafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = rate_limit(base, latest, limit.max_rows)
         return offsets_to_json(latest)
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: OffsetsJson, end: OffsetsJson) -> list[InputPartition]:
         return self._retrying(lambda: self._partitions(start, end))
 
-    def _partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def _partitions(self, start: OffsetsJson, end: OffsetsJson) -> list[InputPartition]:
         start_offsets = offsets_from_json(start)
         end_offsets = offsets_from_json(end)
         new = [tp for tp in end_offsets if tp not in start_offsets]
@@ -155,7 +157,7 @@ class PafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                           isolation_level=self.options.isolation_level))
         return list(offset_ranges(start_offsets, end_offsets))
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: OffsetsJson) -> None:
         # Progress lives in Spark's checkpoint; there is no consumer group to commit to.
         return None
 
@@ -175,7 +177,7 @@ class PafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._lost(f"partitions {', '.join(map(str, gone))} no longer exist")
         base = {tp: offset for tp, offset in start.items() if tp in current}
         new = sorted(tp for tp in current if tp not in start)
-        base.update(resolve_spec(self.client, {tp: EARLIEST for tp in new}, new,
+        base.update(resolve_spec(self.client, dict.fromkeys(new, EARLIEST), new,
                                  isolation_level=self.options.isolation_level))
         return base
 
