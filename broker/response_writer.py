@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import os
-from typing import Any, Callable
+from collections.abc import Callable
 
-from protocol.buffers import Chunk, FileRange
+from protocol.buffers import Buffer, Chunk, FileRange, HasFileno
 
 #: At most this many buffers per writev (Linux's IOV_MAX is 1024).
 _WRITEV_MAX = 64
@@ -50,7 +51,8 @@ class ResponseWriter:
         self._sock_fd = sock_fd
         self._on_progress = on_progress
         self._on_error = on_error
-        self._pending: collections.deque[Any] = collections.deque()
+        #: Direct mode's queue: memoryviews and ranges of fds the queue owns.
+        self._pending: collections.deque[memoryview | _QueuedRange] = collections.deque()
         self._pending_bytes = 0
         self._watch_fd: int | None = None
         self._closed = False
@@ -98,7 +100,7 @@ class ResponseWriter:
         if self._pending:
             self._enqueue(chunks, 0)
             return
-        parts: list[Any] = []
+        parts: list[Buffer] = []
         for index, chunk in enumerate(chunks):
             if not isinstance(chunk, FileRange):
                 parts.append(chunk)
@@ -122,7 +124,7 @@ class ResponseWriter:
         """Drop whatever is queued and stop watching (the connection is going away)."""
         self._closed = True
         for chunk in self._pending:
-            if isinstance(chunk, FileRange):
+            if isinstance(chunk, _QueuedRange):
                 chunk.file.close()
         self._pending.clear()
         self._pending_bytes = 0
@@ -132,7 +134,7 @@ class ResponseWriter:
     def _enqueue(self, chunks: list[Chunk], start: int) -> None:
         for chunk in chunks[start:]:
             if isinstance(chunk, FileRange):
-                self._pending.append(FileRange(_OwnFd.of(chunk.file), chunk.offset, chunk.length))
+                self._pending.append(_QueuedRange(_OwnFd.of(chunk.file), chunk.offset, chunk.length))
                 self._pending_bytes += chunk.length
             elif len(chunk):
                 view = memoryview(chunk).cast("B")
@@ -171,35 +173,37 @@ class ResponseWriter:
         while pending:
             head = pending[0]
             try:
-                if isinstance(head, FileRange):
+                if isinstance(head, _QueuedRange):
                     n = os.sendfile(fd, head.file.fileno(), head.offset, head.length)
                     if n == 0:  # the segment shrank under us: the frame cannot be completed
                         raise OSError(f"short read from segment: {head.length} bytes missing")
                     self._consume_file(head, n)
                 else:
-                    buffers = []
+                    buffers: list[memoryview] = []
                     for chunk in pending:
-                        if isinstance(chunk, FileRange) or len(buffers) == _WRITEV_MAX:
+                        if isinstance(chunk, _QueuedRange) or len(buffers) == _WRITEV_MAX:
                             break
                         buffers.append(chunk)
-                    self._consume_buffers(os.writev(fd, buffers))
+                    self._consume_buffers(buffers, os.writev(fd, buffers))
             except BlockingIOError:
                 return False
         return True
 
-    def _consume_file(self, head: FileRange, n: int) -> None:
+    def _consume_file(self, head: _QueuedRange, n: int) -> None:
         self._pending_bytes -= n
         if n < head.length:
-            self._pending[0] = FileRange(head.file, head.offset + n, head.length - n)
+            self._pending[0] = _QueuedRange(head.file, head.offset + n, head.length - n)
         else:
             self._pending.popleft()
             head.file.close()
 
-    def _consume_buffers(self, n: int) -> None:
+    def _consume_buffers(self, written: list[memoryview], n: int) -> None:
+        """``n`` bytes of ``written`` (the queue's leading buffers, in order) have left."""
         self._pending_bytes -= n
         pending = self._pending
-        while n:
-            head = pending[0]
+        for head in written:
+            if not n:
+                return
             if n < len(head):
                 pending[0] = head[n:]
                 return
@@ -208,7 +212,7 @@ class ResponseWriter:
 
 
 class _OwnFd:
-    """A duplicate of a segment's fd, owned by one queued FileRange."""
+    """A duplicate of a segment's fd, owned by one queued range."""
 
     __slots__ = ("fd",)
 
@@ -216,7 +220,7 @@ class _OwnFd:
         self.fd = fd
 
     @classmethod
-    def of(cls, file: Any) -> "_OwnFd":
+    def of(cls, file: HasFileno) -> _OwnFd:
         _check_open(file)
         return cls(os.dup(file.fileno()))
 
@@ -229,7 +233,14 @@ class _OwnFd:
             self.fd = -1
 
 
-def _check_open(file: Any) -> None:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _QueuedRange(FileRange):
+    """A FileRange waiting in direct mode's queue, reading from a duplicate fd the queue owns."""
+
+    file: _OwnFd
+
+
+def _check_open(file: HasFileno) -> None:
     # A closed segment's fd number may already belong to another file.
     if getattr(file, "closed", False):
         raise OSError(f"segment {getattr(file, 'path', file)} was closed before its bytes were sent")

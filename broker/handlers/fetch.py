@@ -15,7 +15,8 @@ so an oversized batch can never stall a consumer.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Awaitable
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from broker.fetch_session import (
     FINAL_EPOCH,
@@ -52,7 +53,7 @@ def _key(uses_ids: bool, topic: str, topic_id: uuid.UUID, partition: int) -> Par
     return (topic_id if uses_ids else topic, partition)
 
 
-def _requested_partitions(broker: "BrokerServices", request: FetchRequest, uses_ids: bool) -> dict[PartitionKey, CachedPartition]:
+def _requested_partitions(broker: BrokerServices, request: FetchRequest, uses_ids: bool) -> dict[PartitionKey, CachedPartition]:
     wanted: dict[PartitionKey, CachedPartition] = {}
     for topic in request.topics:
         if uses_ids:
@@ -79,7 +80,7 @@ def _forgotten(request: FetchRequest, uses_ids: bool, session: FetchSession) -> 
                 session.partitions.pop((topic.topic, index), None)
 
 
-def _resolve_session(broker: "BrokerServices", request: FetchRequest, uses_ids: bool
+def _resolve_session(broker: BrokerServices, request: FetchRequest, uses_ids: bool
                      ) -> tuple[FetchSession | None, list[CachedPartition], bool]:
     """(session, partitions to read, is_incremental) per KIP-227's epoch rules."""
     cache = broker.fetch_sessions
@@ -134,7 +135,7 @@ def _partition_data(cached: CachedPartition, result: LogReadResult, isolation: i
 def _response(partitions: list[CachedPartition], results: list[LogReadResult], session: FetchSession | None,
               incremental: bool, isolation: int, uses_ids: bool) -> FetchResponse:
     topics: dict[object, FetchableTopicResponse] = {}
-    for cached, result in zip(partitions, results):
+    for cached, result in zip(partitions, results, strict=True):
         has_records = result.info is not None and result.info.size > 0
         send = cached.needs_response(result.error_code, has_records, result.high_watermark,
                                      result.last_stable_offset, result.log_start_offset)
@@ -150,7 +151,7 @@ def _response(partitions: list[CachedPartition], results: list[LogReadResult], s
                          responses=list(topics.values()))
 
 
-def handle(ctx: "RequestContext", broker: "BrokerServices", request: FetchRequest
+def handle(ctx: RequestContext, broker: BrokerServices, request: FetchRequest
            ) -> FetchResponse | Awaitable[FetchResponse]:
     """Decode and resolve the session → ``ReplicaManager.fetch_messages`` → encode.
 

@@ -16,7 +16,8 @@ the producer notices, and so do we.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Awaitable
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages.produce import (
@@ -63,8 +64,8 @@ def _partition_error(index: int, code: int, message: str | None = None) -> Parti
                                     log_start_offset=-1, error_message=message)
 
 
-def handle(ctx: "RequestContext", broker: "BrokerServices", request: ProduceRequest
-           ) -> ProduceResponse | None | Awaitable[ProduceResponse | None]:
+def handle(ctx: RequestContext, broker: BrokerServices, request: ProduceRequest
+           ) -> ProduceResponse | Awaitable[ProduceResponse | None] | None:
     """Decode → ``ReplicaManager.append_records`` → encode; answers at once when the append did."""
     by_topic_id = ctx.api_version >= 13
     acks = request.acks
@@ -86,7 +87,8 @@ def handle(ctx: "RequestContext", broker: "BrokerServices", request: ProduceRequ
                 entry = _partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS)
             elif name is None:
                 entry = _partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID)
-            elif (problem := _check_one_batch(data.records)) is not None:
+            # A decoded request's records are a memoryview of its frame; the field's type is what encoders accept.
+            elif (problem := _check_one_batch(data.records)) is not None:  # type: ignore[arg-type]
                 entry = _partition_error(data.index, ErrorCode.INVALID_RECORD, problem)
             else:
                 appends.append(((name, data.index), data.records))  # type: ignore[arg-type]  # checked above
@@ -102,7 +104,7 @@ def handle(ctx: "RequestContext", broker: "BrokerServices", request: ProduceRequ
     return _response(ctx, acks, responses)
 
 
-async def _answer_later(ctx: "RequestContext", pending: Awaitable[list[PartitionAppendResult]], acks: int,
+async def _answer_later(ctx: RequestContext, pending: Awaitable[list[PartitionAppendResult]], acks: int,
                         responses: list[TopicProduceResponse], slots: list[PartitionProduceResponse],
                         by_topic_id: bool) -> ProduceResponse | None:
     _fill_results(slots, await pending, by_topic_id)
@@ -111,7 +113,7 @@ async def _answer_later(ctx: "RequestContext", pending: Awaitable[list[Partition
 
 def _fill_results(slots: list[PartitionProduceResponse], results: list[PartitionAppendResult],
                   by_topic_id: bool) -> None:
-    for entry, result in zip(slots, results):
+    for entry, result in zip(slots, results, strict=True):
         info = result.info
         if info is not None:
             entry.error_code = result.error_code
@@ -127,7 +129,7 @@ def _fill_results(slots: list[PartitionProduceResponse], results: list[Partition
             entry.error_message = result.error_message
 
 
-def _response(ctx: "RequestContext", acks: int, responses: list[TopicProduceResponse]) -> ProduceResponse | None:
+def _response(ctx: RequestContext, acks: int, responses: list[TopicProduceResponse]) -> ProduceResponse | None:
     if acks == 0:
         if any(e.error_code for t in responses for e in t.partition_responses):
             log.info("closing %s: acks=0 produce failed", ctx.connection.peer)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import socket
 from pathlib import Path
 
@@ -71,7 +72,7 @@ def test_a_range_of_an_already_closed_segment_is_refused(tmp_path: Path) -> None
 
     async def scenario() -> None:
         server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
-        reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname()[:2])
+        _reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname()[:2])
         sock_fd = writer.transport.get_extra_info("socket").fileno()
         out = ResponseWriter(writer.transport, sock_fd, lambda: None, lambda exc: None)  # type: ignore[arg-type]
         try:
@@ -82,3 +83,51 @@ def test_a_range_of_an_already_closed_segment_is_refused(tmp_path: Path) -> None
             server.close()
 
     asyncio.run(scenario())
+
+
+def test_direct_mode_sends_buffers_and_ranges_in_order_across_partial_writes(tmp_path: Path) -> None:
+    # A range large enough to fill the socket starts direct mode; then many small buffers
+    # (more than one writev takes) and more ranges, so writes stop mid-buffer, on buffer
+    # boundaries and mid-range, and each must resume exactly where the last one stopped.
+    payload = os.urandom(4 << 20)
+    (tmp_path / "00.log").write_bytes(payload)
+    rng = random.Random(14)
+    frames: list[list[bytes | tuple[int, int]]] = [[b"first", (0, len(payload))]]
+    for _ in range(40):
+        frame: list[bytes | tuple[int, int]] = [os.urandom(rng.randrange(1, 3000)) for _ in range(rng.randrange(1, 90))]
+        start = rng.randrange(len(payload) - (256 << 10))
+        frame.insert(rng.randrange(len(frame) + 1), (start, rng.randrange(64 << 10, 256 << 10)))
+        frames.append(frame)
+    expected = b"".join(part if isinstance(part, bytes) else payload[part[0]:part[0] + part[1]]
+                        for frame in frames for part in frame)
+
+    async def scenario() -> bytes:
+        received = bytearray()
+        done = asyncio.Event()
+
+        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            segment = FileRecords(tmp_path / "00.log")
+            sock_fd = writer.transport.get_extra_info("socket").fileno()
+            out = ResponseWriter(writer.transport, sock_fd, lambda: None, lambda exc: None)  # type: ignore[arg-type]
+            for frame in frames:
+                out.write([part if isinstance(part, bytes) else FileRange(segment, *part) for part in frame])
+            for _ in range(4000):  # bounded
+                if out.backlog == 0:
+                    break
+                await asyncio.sleep(0.005)
+            segment.close()
+            writer.close()
+            done.set()
+
+        server = await asyncio.start_server(on_client, "127.0.0.1", 0)
+        reader, writer = await _small_window_client(server.sockets[0].getsockname()[1])
+        while chunk := await reader.read(rng.randrange(1000, 70_000)):
+            received += chunk
+        await done.wait()
+        writer.close()
+        server.close()
+        return bytes(received)
+
+    got = asyncio.run(scenario())
+    assert len(got) == len(expected)
+    assert got == expected
