@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from broker.config.config_def import ConfigValueError
 from broker.config.dynamic_broker_config import DynamicBrokerConfig

@@ -19,7 +19,8 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from broker.admin_manager import AdminManager
 from broker.broker_services import BrokerServices
@@ -47,7 +48,7 @@ SHUTDOWN_DRAIN_SECONDS = 5.0
 class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
         # broker.id -1 asks for a generated id; a lone broker takes 0.
-        self.broker_id = config.node_id if config.node_id >= 0 else 0
+        self.broker_id = max(config.node_id, 0)
         self.metadata = MetadataStore(config.log_dirs[0])
         self.log_manager = LogManager(
             config.log_dirs,

@@ -20,14 +20,24 @@ import json
 import os
 import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import NotRequired, TypedDict
 
 from storage.checkpoints import write_atomically
 
 FILE_NAME = "pafka-metadata.json"
 FORMAT_VERSION = 1
+
+
+class TopicDocument(TypedDict):
+    """One topic in the metadata file."""
+
+    topic_id: str
+    #: partition index (as a JSON key) -> replica broker ids
+    partitions: dict[str, list[int]]
+    configs: NotRequired[dict[str, str]]
 
 
 @dataclass
@@ -43,7 +53,7 @@ class TopicMetadata:
     def partition_count(self) -> int:
         return len(self.partitions)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> TopicDocument:
         return {
             "topic_id": str(self.topic_id),
             "partitions": {str(p): replicas for p, replicas in sorted(self.partitions.items())},
@@ -51,7 +61,7 @@ class TopicMetadata:
         }
 
     @classmethod
-    def from_json(cls, name: str, doc: dict) -> "TopicMetadata":
+    def from_json(cls, name: str, doc: TopicDocument) -> TopicMetadata:
         return cls(
             name=name,
             topic_id=uuid.UUID(doc["topic_id"]),

@@ -16,9 +16,10 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
@@ -38,7 +39,7 @@ class Listener:
     port: int
 
     @classmethod
-    def parse(cls, text: str) -> "Listener":
+    def parse(cls, text: str) -> Listener:
         match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://(\[[^\]]*\]|[^:]*):(\d+)", text.strip())
         if not match:
             raise ValueError(f"listener {text!r} is not of the form NAME://host:port")

@@ -14,12 +14,13 @@ Every function here runs on the append thread: it writes and fsyncs files.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from broker.admin_manager import AdminError, validate_topic_configs
-from broker.config.dynamic_broker_config import DYNAMIC_BROKER_CONFIG_KEYS, BrokerConfigError, validate_dynamic_configs
 from broker.config.config_def import apply_list_op, format_value
+from broker.config.dynamic_broker_config import DYNAMIC_BROKER_CONFIG_KEYS, BrokerConfigError, validate_dynamic_configs
 from broker.config.topic_config import TOPIC_CONFIG_KEYS
 from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigType
 from protocol.errors import ErrorCode
@@ -27,6 +28,7 @@ from storage.log_config import LogConfig
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
+    from broker.metadata_store import TopicMetadata
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +45,7 @@ class ConfigChangeError(Exception):
         self.message = message
 
 
-def check_broker_resource(broker: "BrokerServices", resource_name: str) -> None:
+def check_broker_resource(broker: BrokerServices, resource_name: str) -> None:
     """Only this broker's id or "" (the cluster default) name a broker resource here."""
     if resource_name == "":
         return
@@ -97,14 +99,14 @@ def _apply_ops(current: Mapping[str, str], ops: Iterable[ConfigOp], types: Mappi
 
 
 # -- topics -------------------------------------------------------------------------------
-def _existing_topic(broker: "BrokerServices", name: str):
+def _existing_topic(broker: BrokerServices, name: str) -> TopicMetadata:
     topic = broker.metadata.get(name)
     if topic is None:
         raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     return topic
 
 
-def _set_topic(broker: "BrokerServices", name: str, configs: Mapping[str, str | None], validate_only: bool) -> None:
+def _set_topic(broker: BrokerServices, name: str, configs: Mapping[str, str | None], validate_only: bool) -> None:
     nulls = sorted(k for k, v in configs.items() if v is None)
     if nulls:
         raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: "
@@ -117,14 +119,14 @@ def _set_topic(broker: "BrokerServices", name: str, configs: Mapping[str, str | 
         broker.admin.set_topic_configs(name, overrides)
 
 
-def alter_topic(broker: "BrokerServices", name: str, configs: list[tuple[str, str | None]], validate_only: bool) -> None:
+def alter_topic(broker: BrokerServices, name: str, configs: list[tuple[str, str | None]], validate_only: bool) -> None:
     """AlterConfigs: the given configs become the topic's whole set of overrides."""
     _existing_topic(broker, name)
     _check_no_duplicates(n for n, _ in configs)
     _set_topic(broker, name, dict(configs), validate_only)
 
 
-def incremental_alter_topic(broker: "BrokerServices", name: str, ops: list[ConfigOp], validate_only: bool) -> None:
+def incremental_alter_topic(broker: BrokerServices, name: str, ops: list[ConfigOp], validate_only: bool) -> None:
     topic = _existing_topic(broker, name)
     _check_no_duplicates(op.name for op in ops)
     unknown = [op.name for op in ops if op.name not in TOPIC_CONFIG_KEYS]
@@ -135,7 +137,7 @@ def incremental_alter_topic(broker: "BrokerServices", name: str, ops: list[Confi
 
 
 # -- the broker -----------------------------------------------------------------------------
-def _set_broker(broker: "BrokerServices", resource_name: str, configs: Mapping[str, str | None],
+def _set_broker(broker: BrokerServices, resource_name: str, configs: Mapping[str, str | None],
                 validate_only: bool) -> None:
     dynamic = broker.dynamic_config
     try:
@@ -148,14 +150,14 @@ def _set_broker(broker: "BrokerServices", resource_name: str, configs: Mapping[s
         raise ConfigChangeError(ErrorCode.INVALID_REQUEST, str(exc)) from None
 
 
-def alter_broker(broker: "BrokerServices", resource_name: str, configs: list[tuple[str, str | None]],
+def alter_broker(broker: BrokerServices, resource_name: str, configs: list[tuple[str, str | None]],
                  validate_only: bool) -> None:
     check_broker_resource(broker, resource_name)
     _check_no_duplicates(n for n, _ in configs)
     _set_broker(broker, resource_name, dict(configs), validate_only)
 
 
-def incremental_alter_broker(broker: "BrokerServices", resource_name: str, ops: list[ConfigOp],
+def incremental_alter_broker(broker: BrokerServices, resource_name: str, ops: list[ConfigOp],
                              validate_only: bool) -> None:
     check_broker_resource(broker, resource_name)
     _check_no_duplicates(op.name for op in ops)

@@ -11,8 +11,9 @@ and the wire enums (``ConfigType``, ``ConfigSource``...) in ``protocol.config_ty
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from protocol.config_types import AlterConfigOp, ConfigType
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from broker.config.broker_config import BrokerConfig
 from broker.config.config_def import (
@@ -38,7 +39,6 @@ from protocol.config_types import ConfigSource, ConfigType
 from storage.checkpoints import write_atomically
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
-
 
 log = logging.getLogger(__name__)
 

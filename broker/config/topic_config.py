@@ -11,8 +11,9 @@ properties, or has a Kafka default — the same chain ``include_synonyms`` lists
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -27,7 +28,6 @@ from broker.config.config_def import (
 )
 from protocol.config_types import ConfigSource, ConfigType
 from storage.log_config import LogConfig
-
 
 # Kept under their old names: CreateTopics and Metadata use them.
 DYNAMIC_TOPIC_CONFIG = int(ConfigSource.DYNAMIC_TOPIC_CONFIG)
@@ -179,9 +179,8 @@ def broker_synonyms(dynamic: BrokerConfigLayers, topic_config: str, sensitive: b
         (ConfigSource.STATIC_BROKER_CONFIG, dynamic.static_props()),
         (ConfigSource.DEFAULT_CONFIG, dynamic.kafka_defaults()),
     ):
-        for name in chain:
-            if values.get(name) is not None:
-                found.append(ConfigSynonym(name, None if sensitive else format_value(values[name]), int(source)))
+        found.extend(ConfigSynonym(name, None if sensitive else format_value(values[name]), int(source))
+                     for name in chain if values.get(name) is not None)
     return found
 
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from broker.config.config_admin_manager import (
     alter_broker,
-    alter_topic,
     alter_resources,
+    alter_topic,
     unsupported_resource,
 )
 from protocol.config_types import ConfigResourceType
@@ -32,7 +32,7 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-def _alter_one(broker: "BrokerServices", resource: AlterConfigsResource, validate_only: bool) -> None:
+def _alter_one(broker: BrokerServices, resource: AlterConfigsResource, validate_only: bool) -> None:
     configs = [(c.name, c.value) for c in resource.configs]
     if resource.resource_type == ConfigResourceType.TOPIC:
         alter_topic(broker, resource.resource_name, configs, validate_only)
@@ -42,11 +42,11 @@ def _alter_one(broker: "BrokerServices", resource: AlterConfigsResource, validat
         raise unsupported_resource(resource.resource_type)
 
 
-def _alter_all(broker: "BrokerServices", request: AlterConfigsRequest) -> list[AlterConfigsResourceResponse]:
+def _alter_all(broker: BrokerServices, request: AlterConfigsRequest) -> list[AlterConfigsResourceResponse]:
     return alter_resources(request.resources, lambda r: _alter_one(broker, r, request.validate_only),
                            AlterConfigsResourceResponse)
 
 
-async def handle(ctx: "RequestContext", broker: "BrokerServices", request: AlterConfigsRequest) -> AlterConfigsResponse:
+async def handle(ctx: RequestContext, broker: BrokerServices, request: AlterConfigsRequest) -> AlterConfigsResponse:
     responses = await broker.append_thread.run(_alter_all, broker, request)
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -44,7 +44,7 @@ def _valid_client_software(text: str) -> bool:
     return bool(text) and text[0].isalnum() and text[-1].isalnum() and all(c.isalnum() or c in ".-" for c in text)
 
 
-def handle(ctx: "RequestContext", broker: "BrokerServices", request: ApiVersionsRequest) -> ApiVersionsResponse:
+def handle(ctx: RequestContext, broker: BrokerServices, request: ApiVersionsRequest) -> ApiVersionsResponse:
     if ctx.api_version >= 3 and not (
         _valid_client_software(request.client_software_name) and _valid_client_software(request.client_software_version)
     ):

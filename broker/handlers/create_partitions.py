@@ -28,7 +28,7 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-def _create_one(broker: "BrokerServices", topic: CreatePartitionsTopic, validate_only: bool) -> CreatePartitionsTopicResult:
+def _create_one(broker: BrokerServices, topic: CreatePartitionsTopic, validate_only: bool) -> CreatePartitionsTopicResult:
     result = CreatePartitionsTopicResult(name=topic.name, error_code=ErrorCode.NO_ERROR, error_message=None)
     assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
     try:
@@ -38,7 +38,7 @@ def _create_one(broker: "BrokerServices", topic: CreatePartitionsTopic, validate
     return result
 
 
-def _create_all(broker: "BrokerServices", request: CreatePartitionsRequest) -> list[CreatePartitionsTopicResult]:
+def _create_all(broker: BrokerServices, request: CreatePartitionsRequest) -> list[CreatePartitionsTopicResult]:
     names = [t.name for t in request.topics]
     results = []
     for topic in request.topics:
@@ -50,7 +50,7 @@ def _create_all(broker: "BrokerServices", request: CreatePartitionsRequest) -> l
     return results
 
 
-async def handle(ctx: "RequestContext", broker: "BrokerServices",
+async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     results = await broker.append_thread.run(_create_all, broker, request)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

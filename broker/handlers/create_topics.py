@@ -28,7 +28,7 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 
-def _create_one(broker: "BrokerServices", topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
+def _create_one(broker: BrokerServices, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
     result = CreatableTopicResult(name=topic.name, error_code=ErrorCode.NO_ERROR)
     try:
         plan = broker.admin.plan_topic(
@@ -51,7 +51,7 @@ def _create_one(broker: "BrokerServices", topic: CreatableTopic, validate_only: 
     return result
 
 
-def _create_all(broker: "BrokerServices", request: CreateTopicsRequest) -> list[CreatableTopicResult]:
+def _create_all(broker: BrokerServices, request: CreateTopicsRequest) -> list[CreatableTopicResult]:
     names = [t.name for t in request.topics]
     results = []
     for topic in request.topics:
@@ -64,6 +64,6 @@ def _create_all(broker: "BrokerServices", request: CreateTopicsRequest) -> list[
     return results
 
 
-async def handle(ctx: "RequestContext", broker: "BrokerServices", request: CreateTopicsRequest) -> CreateTopicsResponse:
+async def handle(ctx: RequestContext, broker: BrokerServices, request: CreateTopicsRequest) -> CreateTopicsResponse:
     results = await broker.append_thread.run(_create_all, broker, request)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

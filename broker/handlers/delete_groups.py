@@ -17,7 +17,7 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-async def handle(ctx: "RequestContext", broker: "BrokerServices", request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+async def handle(ctx: RequestContext, broker: BrokerServices, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     future: asyncio.Future[dict[str, ErrorCode]] = asyncio.get_running_loop().create_future()
 
     def done(result: dict[str, ErrorCode]) -> None:

@@ -32,7 +32,7 @@ MAX_VERSION = 2
 HIGH_WATERMARK = -1
 
 
-async def handle(ctx: "RequestContext", broker: "BrokerServices", request: DeleteRecordsRequest
+async def handle(ctx: RequestContext, broker: BrokerServices, request: DeleteRecordsRequest
                  ) -> DeleteRecordsResponse:
     offsets = [((topic.name, p.partition_index), p.offset) for topic in request.topics for p in topic.partitions]
     results = iter(await broker.replica_manager.delete_records(offsets))

@@ -29,7 +29,7 @@ def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str
     return DeletableTopicResult(name=name, topic_id=topic_id, error_code=code, error_message=message)
 
 
-def _delete_one(broker: "BrokerServices", name: str | None, topic_id: uuid.UUID, version: int) -> DeletableTopicResult:
+def _delete_one(broker: BrokerServices, name: str | None, topic_id: uuid.UUID, version: int) -> DeletableTopicResult:
     if name is not None and topic_id != ZERO_UUID:
         return _result(name, topic_id, ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.")
     if name is None:
@@ -49,7 +49,7 @@ def _delete_one(broker: "BrokerServices", name: str | None, topic_id: uuid.UUID,
     return _result(name, deleted.topic_id, ErrorCode.NO_ERROR, None)
 
 
-def _delete_all(broker: "BrokerServices", wanted: list[tuple[str | None, uuid.UUID]],
+def _delete_all(broker: BrokerServices, wanted: list[tuple[str | None, uuid.UUID]],
                 version: int) -> list[DeletableTopicResult]:
     results = []
     names = [n for n, _ in wanted if n is not None]
@@ -64,7 +64,7 @@ def _delete_all(broker: "BrokerServices", wanted: list[tuple[str | None, uuid.UU
     return results
 
 
-async def handle(ctx: "RequestContext", broker: "BrokerServices", request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+async def handle(ctx: RequestContext, broker: BrokerServices, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     version = ctx.api_version
     if version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]

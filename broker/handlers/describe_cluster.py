@@ -29,7 +29,7 @@ ENDPOINT_TYPE_BROKER = 1
 ENDPOINT_TYPE_CONTROLLER = 2
 
 
-def handle(ctx: "RequestContext", broker: "BrokerServices", request: DescribeClusterRequest) -> DescribeClusterResponse:
+def handle(ctx: RequestContext, broker: BrokerServices, request: DescribeClusterRequest) -> DescribeClusterResponse:
     version = ctx.api_version
     endpoint_type = request.endpoint_type if version >= 1 else ENDPOINT_TYPE_BROKER
     response = DescribeClusterResponse(

@@ -32,7 +32,7 @@ MIN_VERSION = 1
 MAX_VERSION = 4
 
 
-def _entries(broker: "BrokerServices", resource: DescribeConfigsResource, synonyms: bool, docs: bool) -> list[ConfigEntry]:
+def _entries(broker: BrokerServices, resource: DescribeConfigsResource, synonyms: bool, docs: bool) -> list[ConfigEntry]:
     if resource.resource_type == ConfigResourceType.TOPIC:
         if resource.resource_name not in broker.metadata:
             raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -59,7 +59,7 @@ def _result_entry(entry: ConfigEntry, version: int) -> DescribeConfigsResourceRe
     )
 
 
-def describe(broker: "BrokerServices", resource: DescribeConfigsResource, synonyms: bool, docs: bool,
+def describe(broker: BrokerServices, resource: DescribeConfigsResource, synonyms: bool, docs: bool,
              version: int) -> DescribeConfigsResult:
     result = DescribeConfigsResult(error_code=ErrorCode.NO_ERROR, error_message=None,
                                    resource_type=resource.resource_type, resource_name=resource.resource_name,
@@ -74,7 +74,7 @@ def describe(broker: "BrokerServices", resource: DescribeConfigsResource, synony
     return result
 
 
-def handle(ctx: "RequestContext", broker: "BrokerServices", request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+def handle(ctx: RequestContext, broker: BrokerServices, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     version = ctx.api_version
     docs = bool(request.include_documentation) and version >= 3
     results = [describe(broker, r, bool(request.include_synonyms), docs, version) for r in request.resources]

@@ -29,7 +29,7 @@ MAX_VERSION = 6
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 
 
-def _describe(version: int, broker: "BrokerServices", group_id: str, include_ops: bool) -> DescribedGroup:
+def _describe(version: int, broker: BrokerServices, group_id: str, include_ops: bool) -> DescribedGroup:
     ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
     error, summary = broker.group_coordinator.handle_describe_group(group_id)
     if error != ErrorCode.NO_ERROR:
@@ -48,7 +48,7 @@ def _describe(version: int, broker: "BrokerServices", group_id: str, include_ops
                  for m in summary.members])
 
 
-def handle(ctx: "RequestContext", broker: "BrokerServices", request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+def handle(ctx: RequestContext, broker: BrokerServices, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     include_ops = ctx.api_version >= 3 and request.include_authorized_operations
     return DescribeGroupsResponse(throttle_time_ms=0, groups=[
         _describe(ctx.api_version, broker, group_id, include_ops) for group_id in request.groups])

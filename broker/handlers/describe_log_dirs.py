@@ -19,7 +19,6 @@ from protocol.messages.describe_log_dirs import (
     DescribeLogDirsResult,
     DescribeLogDirsTopic,
 )
-
 from replication.replica_manager import LogDirDescription
 
 if TYPE_CHECKING:
@@ -53,6 +52,6 @@ def _dir_result(described: LogDirDescription) -> DescribeLogDirsResult:
                                  is_cordoned=False)
 
 
-def handle(ctx: "RequestContext", broker: "BrokerServices", request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+def handle(ctx: RequestContext, broker: BrokerServices, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     results = [_dir_result(d) for d in broker.replica_manager.describe_log_dirs(_wanted(request))]
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.NO_ERROR, results=results)

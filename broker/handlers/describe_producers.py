@@ -21,7 +21,7 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-def _producers(broker: "BrokerServices", topic: str, index: int) -> PartitionResponse:
+def _producers(broker: BrokerServices, topic: str, index: int) -> PartitionResponse:
     code, entries = broker.replica_manager.active_producer_state((topic, index))
     return PartitionResponse(
         partition_index=index, error_code=code, error_message=None,
@@ -36,7 +36,7 @@ def _producers(broker: "BrokerServices", topic: str, index: int) -> PartitionRes
     )
 
 
-def handle(ctx: "RequestContext", broker: "BrokerServices", request: DescribeProducersRequest) -> DescribeProducersResponse:
+def handle(ctx: RequestContext, broker: BrokerServices, request: DescribeProducersRequest) -> DescribeProducersResponse:
     return DescribeProducersResponse(
         throttle_time_ms=0,
         topics=[TopicResponse(name=t.name, partitions=[_producers(broker, t.name, i) for i in t.partition_indexes])

@@ -12,9 +12,9 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from coordinator.common.internal_topics import INTERNAL_TOPICS
 from broker.authorized_operations import TOPIC_OPERATIONS
 from broker.metadata_store import TopicMetadata
+from coordinator.common.internal_topics import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
 from protocol.messages.describe_topic_partitions import (
     Cursor,
@@ -41,9 +41,9 @@ def _error_topic(name: str, code: ErrorCode) -> DescribeTopicPartitionsResponseT
                                                 partitions=[], topic_authorized_operations=TOPIC_OPERATIONS)
 
 
-def _partitions(broker: "BrokerServices", topic: TopicMetadata, start: int,
+def _partitions(broker: BrokerServices, topic: TopicMetadata, start: int,
                 limit: int) -> list[DescribeTopicPartitionsResponsePartition]:
-    found = []
+    found: list[DescribeTopicPartitionsResponsePartition] = []
     for partition in broker.replica_manager.partitions_of(topic.name):
         if partition.partition_index < start:
             continue
@@ -57,7 +57,7 @@ def _partitions(broker: "BrokerServices", topic: TopicMetadata, start: int,
     return found
 
 
-def handle(ctx: "RequestContext", broker: "BrokerServices",
+def handle(ctx: RequestContext, broker: BrokerServices,
            request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
     requested = sorted({t.name for t in request.topics}) if request.topics else sorted(t.name for t in broker.metadata)
     cursor = request.cursor

@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
+from broker.handlers.metadata import advertised_endpoint
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
@@ -30,21 +31,11 @@ MIN_VERSION = 0
 MAX_VERSION = 5  # v6 only adds share-group keys (KIP-932)
 
 
-
-def coordinator_endpoint(broker: "BrokerServices", listener_name: str) -> tuple[str, int]:
-    advertised = broker.config.effective_advertised_listeners
-    endpoint = next((l for l in advertised if l.name == listener_name), advertised[0])
-    host, port = endpoint.host, endpoint.port
-    if port == 0:  # an ephemeral listener: advertise the bound port
-        host, port = broker.socket_server.bound.get(endpoint.name, (host, port))
-    return host, port
-
-
 def _barrier() -> None:
     """Runs on the append thread after whatever was queued there before it."""
 
 
-async def ensure_offsets_topic(broker: "BrokerServices") -> ErrorCode:
+async def ensure_offsets_topic(broker: BrokerServices) -> ErrorCode:
     topic = broker.metadata.get(GROUP_METADATA_TOPIC_NAME)
     if topic is not None:
         if len(broker.replica_manager.partitions_of(GROUP_METADATA_TOPIC_NAME)) < topic.partition_count:
@@ -61,7 +52,7 @@ async def ensure_offsets_topic(broker: "BrokerServices") -> ErrorCode:
     return ErrorCode.NO_ERROR
 
 
-def _find(broker: "BrokerServices", key: str, key_type: int, listener: str) -> Coordinator:
+def _find(broker: BrokerServices, key: str, key_type: int, listener: str) -> Coordinator:
     if key_type == CoordinatorType.TRANSACTION:
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                            error_message="The transaction coordinator is not available.")
@@ -73,12 +64,12 @@ def _find(broker: "BrokerServices", key: str, key_type: int, listener: str) -> C
     if not coordinator.coordinator_log.is_local_leader(partition):
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                            error_message="The coordinator is not available.")
-    host, port = coordinator_endpoint(broker, listener)
+    host, port = advertised_endpoint(broker, listener)
     return Coordinator(key=key, node_id=broker.broker_id, host=host, port=port, error_code=ErrorCode.NO_ERROR,
                        error_message=None)
 
 
-async def handle(ctx: "RequestContext", broker: "BrokerServices",
+async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     version = ctx.api_version
     key_type = request.key_type if version >= 1 else CoordinatorType.GROUP

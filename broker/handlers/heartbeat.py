@@ -15,7 +15,7 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-def handle(ctx: "RequestContext", broker: "BrokerServices", request: HeartbeatRequest) -> HeartbeatResponse:
+def handle(ctx: RequestContext, broker: BrokerServices, request: HeartbeatRequest) -> HeartbeatResponse:
     error = broker.group_coordinator.handle_heartbeat(
         request.group_id, request.member_id, request.group_instance_id if ctx.api_version >= 3 else None,
         request.generation_id)

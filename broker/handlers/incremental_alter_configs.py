@@ -33,7 +33,7 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-def _alter_one(broker: "BrokerServices", resource: AlterConfigsResource, validate_only: bool) -> None:
+def _alter_one(broker: BrokerServices, resource: AlterConfigsResource, validate_only: bool) -> None:
     ops = [ConfigOp(c.name, c.config_operation, c.value) for c in resource.configs]
     if resource.resource_type == ConfigResourceType.TOPIC:
         incremental_alter_topic(broker, resource.resource_name, ops, validate_only)
@@ -43,12 +43,12 @@ def _alter_one(broker: "BrokerServices", resource: AlterConfigsResource, validat
         raise unsupported_resource(resource.resource_type)
 
 
-def _alter_all(broker: "BrokerServices", request: IncrementalAlterConfigsRequest) -> list[AlterConfigsResourceResponse]:
+def _alter_all(broker: BrokerServices, request: IncrementalAlterConfigsRequest) -> list[AlterConfigsResourceResponse]:
     return alter_resources(request.resources, lambda r: _alter_one(broker, r, request.validate_only),
                            AlterConfigsResourceResponse)
 
 
-async def handle(ctx: "RequestContext", broker: "BrokerServices",
+async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     responses = await broker.append_thread.run(_alter_all, broker, request)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

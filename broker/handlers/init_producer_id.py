@@ -23,7 +23,7 @@ MIN_VERSION = 0
 MAX_VERSION = 5  # v6 (KIP-939 two-phase commit) is transactional-only
 
 
-async def handle(ctx: "RequestContext", broker: "BrokerServices", request: InitProducerIdRequest) -> InitProducerIdResponse:
+async def handle(ctx: RequestContext, broker: BrokerServices, request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                       producer_id=-1, producer_epoch=-1)

@@ -22,7 +22,7 @@ MIN_VERSION = 0
 MAX_VERSION = 9
 
 
-def client_host(ctx: "RequestContext") -> str:
+def client_host(ctx: RequestContext) -> str:
     """Kafka reports a member's host as ``/<address>`` (InetAddress.toString)."""
     peer = ctx.connection.peer
     return "/" + peer.rsplit(":", 1)[0] if peer != "?" else "/unknown"
@@ -40,7 +40,7 @@ def build_response(version: int, result: JoinGroupResult) -> JoinGroupResponse:
                  for m, i, md in result.members])
 
 
-async def handle(ctx: "RequestContext", broker: "BrokerServices", request: JoinGroupRequest) -> JoinGroupResponse:
+async def handle(ctx: RequestContext, broker: BrokerServices, request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
     future: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
 

@@ -15,14 +15,14 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def handle(ctx: "RequestContext", broker: "BrokerServices", request: LeaveGroupRequest) -> LeaveGroupResponse:
+def handle(ctx: RequestContext, broker: BrokerServices, request: LeaveGroupRequest) -> LeaveGroupResponse:
     if ctx.api_version < 3:
         error, errors = broker.group_coordinator.handle_leave_group(request.group_id, [(request.member_id, None)])
         # v0-v2 carry one member; its error is the response's.
-        return LeaveGroupResponse(throttle_time_ms=0, error_code=error if error else errors[0])
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=error or errors[0])
     members = [(m.member_id, m.group_instance_id) for m in request.members]
     error, errors = broker.group_coordinator.handle_leave_group(request.group_id, members)
     return LeaveGroupResponse(
         throttle_time_ms=0, error_code=error,
         members=[] if error else [MemberResponse(member_id=m, group_instance_id=i, error_code=e)
-                                  for (m, i), e in zip(members, errors)])
+                                  for (m, i), e in zip(members, errors, strict=True)])

@@ -18,7 +18,7 @@ MAX_VERSION = 5
 CLASSIC_GROUP_TYPE = "classic"
 
 
-def handle(ctx: "RequestContext", broker: "BrokerServices", request: ListGroupsRequest) -> ListGroupsResponse:
+def handle(ctx: RequestContext, broker: BrokerServices, request: ListGroupsRequest) -> ListGroupsResponse:
     version = ctx.api_version
     states = set(request.states_filter) if version >= 4 else set()
     types = {t.lower() for t in request.types_filter} if version >= 5 else set()

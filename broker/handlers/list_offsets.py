@@ -28,7 +28,7 @@ MAX_VERSION = 10  # v11 (KIP-1005 earliest-pending-upload) needs tiered storage
 LEADER_EPOCH_MIN_VERSION = 4
 
 
-def handle(ctx: "RequestContext", broker: "BrokerServices", request: ListOffsetsRequest) -> ListOffsetsResponse:
+def handle(ctx: RequestContext, broker: BrokerServices, request: ListOffsetsRequest) -> ListOffsetsResponse:
     from_replica = request.replica_id >= 0
     topics = []
     for topic in request.topics:

@@ -12,9 +12,9 @@ import weakref
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError, validate_topic_name
-from coordinator.common.internal_topics import INTERNAL_TOPICS
 from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from broker.metadata_store import TopicMetadata
+from coordinator.common.internal_topics import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
 from protocol.messages.metadata import (
     MetadataRequest,
@@ -26,8 +26,8 @@ from protocol.messages.metadata import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from replication.partition import Partition
     from broker.socket_server import RequestContext
+    from replication.partition import Partition
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -36,13 +36,19 @@ MAX_VERSION = 13
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def brokers(broker: "BrokerServices", listener_name: str) -> list[MetadataResponseBroker]:
-    """This broker's advertised endpoint for the listener the client used."""
+def advertised_endpoint(broker: BrokerServices, listener_name: str) -> tuple[str, int]:
+    """This broker's advertised host and port for the listener the client used."""
     advertised = broker.config.effective_advertised_listeners
-    endpoint = next((l for l in advertised if l.name == listener_name), advertised[0])
+    endpoint = next((listener for listener in advertised if listener.name == listener_name), advertised[0])
     host, port = endpoint.host, endpoint.port
     if port == 0:  # listening on an ephemeral port: advertise the bound one
         host, port = broker.socket_server.bound.get(endpoint.name, (host, port))
+    return host, port
+
+
+def brokers(broker: BrokerServices, listener_name: str) -> list[MetadataResponseBroker]:
+    """This broker, as the client sees it through the listener it used."""
+    host, port = advertised_endpoint(broker, listener_name)
     return [MetadataResponseBroker(node_id=broker.broker_id, host=host, port=port, rack=broker.config.rack)]
 
 
@@ -50,11 +56,12 @@ def brokers(broker: "BrokerServices", listener_name: str) -> list[MetadataRespon
 #: entries (four objects each) for every request was a third of a 1,000-partition
 #: Metadata and fed the cyclic collector's full passes (30-75 ms pauses, the p99).
 #: Entries are only read by the encoder, so responses may share them.
-_ENTRIES: "weakref.WeakKeyDictionary[Partition, tuple[tuple, MetadataResponsePartition]]" = (
+_ShownState = tuple[int, int, tuple[int, ...], tuple[int, ...]]  # leader, leader epoch, replicas, ISR
+_ENTRIES: weakref.WeakKeyDictionary[Partition, tuple[_ShownState, MetadataResponsePartition]] = (
     weakref.WeakKeyDictionary())
 
 
-def partition_entry(partition: "Partition") -> MetadataResponsePartition:
+def partition_entry(partition: Partition) -> MetadataResponsePartition:
     state = (partition.leader_id, partition.leader_epoch, tuple(partition.replicas), tuple(partition.isr))
     cached = _ENTRIES.get(partition)
     if cached is not None and cached[0] == state:
@@ -72,7 +79,7 @@ def partition_entry(partition: "Partition") -> MetadataResponsePartition:
     return entry
 
 
-def topic_response(broker: "BrokerServices", topic: TopicMetadata, include_ops: bool) -> MetadataResponseTopic:
+def topic_response(broker: BrokerServices, topic: TopicMetadata, include_ops: bool) -> MetadataResponseTopic:
     return MetadataResponseTopic(
         error_code=ErrorCode.NO_ERROR,
         name=topic.name,
@@ -88,7 +95,7 @@ def error_topic(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_UU
                                  topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
-async def handle(ctx: "RequestContext", broker: "BrokerServices", request: MetadataRequest) -> MetadataResponse:
+async def handle(ctx: RequestContext, broker: BrokerServices, request: MetadataRequest) -> MetadataResponse:
     version = ctx.api_version
     include_ops = bool(request.include_topic_authorized_operations)
     topics: list[MetadataResponseTopic] = []
@@ -109,7 +116,7 @@ async def handle(ctx: "RequestContext", broker: "BrokerServices", request: Metad
     )
 
 
-async def _describe(broker: "BrokerServices", name: str | None, topic_id: uuid.UUID, allow_create: bool,
+async def _describe(broker: BrokerServices, name: str | None, topic_id: uuid.UUID, allow_create: bool,
                     include_ops: bool) -> MetadataResponseTopic:
     if name is None:
         by_id = broker.metadata.by_id(topic_id)

@@ -14,6 +14,7 @@ from coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
 from protocol.errors import ErrorCode
 from protocol.messages.offset_commit import (
     OffsetCommitRequest,
+    OffsetCommitRequestTopic,
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
@@ -30,7 +31,7 @@ MAX_VERSION = 10
 DEFAULT_RETENTION_TIME = -1
 
 
-async def handle(ctx: "RequestContext", broker: "BrokerServices", request: OffsetCommitRequest) -> OffsetCommitResponse:
+async def handle(ctx: RequestContext, broker: BrokerServices, request: OffsetCommitRequest) -> OffsetCommitResponse:
     version = ctx.api_version
     coordinator = broker.group_coordinator
     now = coordinator.scheduler.now_ms()
@@ -38,7 +39,7 @@ async def handle(ctx: "RequestContext", broker: "BrokerServices", request: Offse
     expire = now + retention if retention != DEFAULT_RETENTION_TIME else -1
     errors: dict[TopicPartition, ErrorCode] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    names: list[tuple[object, str | None]] = []  # (request topic, resolved name)
+    names: list[tuple[OffsetCommitRequestTopic, str | None]] = []  # (request topic, resolved name)
     for topic in request.topics:
         meta = broker.metadata.by_id(topic.topic_id) if version >= 10 else broker.metadata.get(topic.name)
         name = meta.name if meta is not None else (None if version >= 10 else topic.name)
@@ -65,10 +66,10 @@ async def handle(ctx: "RequestContext", broker: "BrokerServices", request: Offse
         errors.update(await future)
     topics = []
     for topic, name in names:
-        key = name or str(topic.topic_id)  # type: ignore[attr-defined]
+        key = name or str(topic.topic_id)
         topics.append(OffsetCommitResponseTopic(
-            name=topic.name, topic_id=topic.topic_id,  # type: ignore[attr-defined]
+            name=topic.name, topic_id=topic.topic_id,
             partitions=[OffsetCommitResponsePartition(partition_index=p.partition_index,
                                                       error_code=errors[(key, p.partition_index)])
-                        for p in topic.partitions]))  # type: ignore[attr-defined]
+                        for p in topic.partitions]))
     return OffsetCommitResponse(throttle_time_ms=0, topics=topics)

@@ -23,7 +23,7 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-async def handle(ctx: "RequestContext", broker: "BrokerServices", request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+async def handle(ctx: RequestContext, broker: BrokerServices, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     errors: dict[TopicPartition, ErrorCode] = {}
     partitions: list[TopicPartition] = []
     for topic in request.topics:

@@ -6,7 +6,8 @@ with no error, as in Kafka; ``topics`` null means every committed offset.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import uuid
+from typing import TYPE_CHECKING, TypedDict
 
 from coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
 from protocol.errors import ErrorCode
@@ -32,7 +33,7 @@ MAX_VERSION = 10
 NO_METADATA = ""
 
 
-def _fetch_group(broker: "BrokerServices", group_id: str, require_stable: bool,
+def _fetch_group(broker: BrokerServices, group_id: str, require_stable: bool,
                  wanted: list[tuple[str, list[int]]] | None
                  ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]]:
     partitions: list[TopicPartition] | None = None
@@ -51,13 +52,21 @@ def _fetch_group(broker: "BrokerServices", group_id: str, require_stable: bool,
     return ErrorCode.NO_ERROR, list(by_topic.items())
 
 
-def _values(om: OffsetAndMetadata | None) -> dict:
+class _Committed(TypedDict):
+    """A partition's committed offset, as the response's partition fields."""
+
+    committed_offset: int
+    committed_leader_epoch: int
+    metadata: str
+
+
+def _values(om: OffsetAndMetadata | None) -> _Committed:
     if om is None:
         return {"committed_offset": -1, "committed_leader_epoch": -1, "metadata": NO_METADATA}
     return {"committed_offset": om.offset, "committed_leader_epoch": om.leader_epoch, "metadata": om.metadata}
 
 
-def _handle_single(version: int, broker: "BrokerServices", request: OffsetFetchRequest) -> OffsetFetchResponse:
+def _handle_single(version: int, broker: BrokerServices, request: OffsetFetchRequest) -> OffsetFetchResponse:
     wanted = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
     error, topics = _fetch_group(broker, request.group_id, request.require_stable if version >= 7 else False, wanted)
     if error != ErrorCode.NO_ERROR and version < 2:
@@ -74,11 +83,11 @@ def _handle_single(version: int, broker: "BrokerServices", request: OffsetFetchR
         for name, parts in topics])
 
 
-def _handle_batched(version: int, broker: "BrokerServices", request: OffsetFetchRequest) -> OffsetFetchResponse:
+def _handle_batched(version: int, broker: BrokerServices, request: OffsetFetchRequest) -> OffsetFetchResponse:
     by_id = version >= 10
     groups = []
     for group in request.groups:
-        unknown_ids: list[tuple[object, list[int]]] = []
+        unknown_ids: list[tuple[uuid.UUID, list[int]]] = []
         wanted: list[tuple[str, list[int]]] | None = None
         if group.topics is not None:
             wanted = []
@@ -110,7 +119,7 @@ def _handle_batched(version: int, broker: "BrokerServices", request: OffsetFetch
     return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
 
 
-def handle(ctx: "RequestContext", broker: "BrokerServices", request: OffsetFetchRequest) -> OffsetFetchResponse:
+def handle(ctx: RequestContext, broker: BrokerServices, request: OffsetFetchRequest) -> OffsetFetchResponse:
     if ctx.api_version >= 8:
         return _handle_batched(ctx.api_version, broker, request)
     return _handle_single(ctx.api_version, broker, request)

@@ -17,7 +17,7 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-async def handle(ctx: "RequestContext", broker: "BrokerServices", request: SyncGroupRequest) -> SyncGroupResponse:
+async def handle(ctx: RequestContext, broker: BrokerServices, request: SyncGroupRequest) -> SyncGroupResponse:
     version = ctx.api_version
     future: asyncio.Future[SyncGroupResult] = asyncio.get_running_loop().create_future()
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Iterable, NoReturn
+from collections.abc import Iterable
+from typing import NoReturn
 
 import click
 

@@ -18,11 +18,13 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import BinaryIO, Mapping
+from typing import BinaryIO
 
 import click
 
+from broker.tools.common import fail, parse_bool, parse_properties
 from client import (
     FetchedBatch,
     KafkaClient,
@@ -31,7 +33,6 @@ from client import (
     OffsetOutOfRangeError,
     TopicPartition,
 )
-from broker.tools.common import fail, parse_bool, parse_properties
 from protocol.records import Record
 from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
 

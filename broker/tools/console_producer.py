@@ -17,10 +17,12 @@ import select
 import sys
 import time
 from collections import defaultdict
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import click
 
+from broker.tools.common import fail, parse_properties
+from broker.tools.line_reader import LineFormat, LineFormatError
 from client import (
     KafkaApiError,
     KafkaClient,
@@ -31,8 +33,6 @@ from client import (
     partition_for_key,
 )
 from client.errors import api_error
-from broker.tools.common import fail, parse_properties
-from broker.tools.line_reader import LineFormat, LineFormatError
 from protocol import compression as _compression
 from protocol.errors import ErrorCode
 
@@ -153,7 +153,7 @@ class ConsoleProducer:
                 batches, acks=self.acks, timeout_ms=self.request_timeout_ms, raise_errors=False
             )
         except (KafkaConnectionError, KafkaApiError) as exc:
-            return {tp: exc for tp in batches}
+            return dict.fromkeys(batches, exc)
         return {tp: r for tp, r in results.items() if isinstance(r, KafkaApiError)}
 
 

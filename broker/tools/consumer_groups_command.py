@@ -14,13 +14,13 @@ watermark and LAG the records left to read after the committed offset.
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import click
 
+from broker.tools.common import fail
 from client import KafkaClient, KafkaClientError, TopicPartition
 from client.groups import GroupAdmin, GroupDescription
-from broker.tools.common import fail
 from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 _RESET_SPECS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by")
@@ -29,13 +29,13 @@ _RESET_SPECS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_b
 def _table(rows: list[list[str]]) -> list[str]:
     """Left-aligned columns, each as wide as its widest cell plus one space (Kafka's %-Ns layout)."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [" ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    return [" ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
 def _end_offsets(client: KafkaClient, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
     if not partitions:
         return {}
-    found = client.list_offsets({tp: LATEST_TIMESTAMP for tp in partitions})
+    found = client.list_offsets(dict.fromkeys(partitions, LATEST_TIMESTAMP))
     return {tp: r.offset for tp, r in found.items()}
 
 
@@ -68,8 +68,8 @@ def describe_offsets(client: KafkaClient, admin: GroupAdmin, group: str) -> list
 
 def describe_members(description: GroupDescription) -> list[str]:
     rows = [["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]]
-    for m in description.members:
-        rows.append([description.group_id, m.member_id, m.host, m.client_id, str(len(m.assignment))])
+    rows.extend([description.group_id, m.member_id, m.host, m.client_id, str(len(m.assignment))]
+                for m in description.members)
     if len(rows) == 1:
         return [f"Consumer group '{description.group_id}' has no active members."]
     return _table(rows)
@@ -85,7 +85,7 @@ def describe_state(admin: GroupAdmin, description: GroupDescription) -> list[str
 
 def _parse_topics(client: KafkaClient, specs: tuple[str, ...]) -> list[TopicPartition]:
     """``T`` (every partition) or ``T:0,2`` (those partitions), as Kafka's --topic."""
-    out = []
+    out: list[TopicPartition] = []
     for spec in specs:
         topic, _, parts = spec.partition(":")
         if parts:
@@ -106,12 +106,12 @@ def parse_datetime_ms(text: str) -> int:
         raise click.BadParameter(f"{text!r} is not YYYY-MM-DDTHH:mm:SS.sss", param_hint="--to-datetime") from None
     if parsed.tzinfo is None:
         parsed = parsed.astimezone()  # the local zone, as Kafka's tool
-    return int(parsed.astimezone(timezone.utc).timestamp() * 1000)
+    return int(parsed.astimezone(UTC).timestamp() * 1000)
 
 
 def plan_reset(client: KafkaClient, admin: GroupAdmin, group: str, partitions: list[TopicPartition],
                spec: str, value: str | None) -> dict[TopicPartition, int]:
-    earliest = {tp: r.offset for tp, r in client.list_offsets({tp: EARLIEST_TIMESTAMP for tp in partitions}).items()}
+    earliest = {tp: r.offset for tp, r in client.list_offsets(dict.fromkeys(partitions, EARLIEST_TIMESTAMP)).items()}
     latest = _end_offsets(client, partitions)
 
     def clamp(tp: TopicPartition, offset: int) -> int:
@@ -125,7 +125,7 @@ def plan_reset(client: KafkaClient, admin: GroupAdmin, group: str, partitions: l
         return {tp: clamp(tp, int(value)) for tp in partitions}  # type: ignore[arg-type]
     if spec == "to_datetime":
         ts = parse_datetime_ms(value)  # type: ignore[arg-type]
-        found = client.list_offsets({tp: ts for tp in partitions})
+        found = client.list_offsets(dict.fromkeys(partitions, ts))
         return {tp: latest[tp] if found[tp].offset < 0 else found[tp].offset for tp in partitions}
     committed = admin.fetch_offsets(group, partitions)
     out = {}
@@ -208,8 +208,8 @@ def consumer_groups_command(bootstrap_server: str, action: str | None, groups: t
             fail("Option --reset-offsets needs exactly one of --to-earliest, --to-latest, --to-offset, "
                  "--to-datetime, --shift-by")
         reset_spec = chosen[0]
-        value = {"to_offset": to_offset, "to_datetime": to_datetime, "shift_by": shift_by}.get(reset_spec)
-        value = None if value is None else str(value)
+        given = {"to_offset": to_offset, "to_datetime": to_datetime, "shift_by": shift_by}.get(reset_spec)
+        value = None if given is None else str(given)
         if not topics and not all_topics:
             fail("Option --reset-offsets needs --topic or --all-topics")
         if execute and dry_run:

@@ -11,11 +11,11 @@ line as headers-less / keyless. The defaults are Kafka's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
-from client import ProducerRecord
 from broker.tools.common import parse_bool
+from client import ProducerRecord
 
 
 class LineFormatError(ValueError):

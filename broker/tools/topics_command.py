@@ -15,6 +15,7 @@ from uuid import UUID
 
 import click
 
+from broker.tools.common import fail, parse_properties
 from client import (
     AdminClient,
     KafkaClient,
@@ -24,7 +25,6 @@ from client import (
     TopicMetadata,
     UnknownTopicOrPartitionError,
 )
-from broker.tools.common import fail, parse_properties
 from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigSource
 from protocol.errors import ErrorCode
 
@@ -42,8 +42,8 @@ def format_topic_description(topic: TopicMetadata, configs: dict[str, str | None
     replication_factor = len(partitions[0].replicas) if partitions else 0
     config_text = ",".join(f"{k}={'null' if v is None else v}" for k, v in configs.items())
     lines = [
-        f"Topic: {topic.name}\tTopicId: {kafka_uuid(topic.topic_id)}\tPartitionCount: {len(partitions)}\t"
-        f"ReplicationFactor: {replication_factor}\tConfigs: {config_text}"
+        (f"Topic: {topic.name}\tTopicId: {kafka_uuid(topic.topic_id)}\tPartitionCount: {len(partitions)}\t"
+         f"ReplicationFactor: {replication_factor}\tConfigs: {config_text}")
     ]
     for p in partitions:
         leader = "none" if p.leader < 0 else str(p.leader)
@@ -71,7 +71,8 @@ def _non_default_configs(admin: AdminClient, topic: str) -> dict[str, str | None
     }
 
 
-def _create(admin: AdminClient, topic: str, partitions: int | None, rf: int | None, configs: dict, if_not_exists: bool) -> None:
+def _create(admin: AdminClient, topic: str, partitions: int | None, rf: int | None, configs: dict[str, str],
+            if_not_exists: bool) -> None:
     try:
         admin.create_topic(topic, -1 if partitions is None else partitions, -1 if rf is None else rf, configs)
     except TopicAlreadyExistsError:
@@ -110,7 +111,7 @@ def _alter(
     if partitions is not None:
         admin.create_partitions({topic: partitions})
     if add_config or delete_config:
-        ops = [(k, AlterConfigOp.SET, v) for k, v in add_config.items()]
+        ops: list[tuple[str, AlterConfigOp, str | None]] = [(k, AlterConfigOp.SET, v) for k, v in add_config.items()]
         ops += [(k, AlterConfigOp.DELETE, None) for k in delete_config]
         admin.incremental_alter_configs(ConfigResourceType.TOPIC, topic, ops)
         click.echo(f"Completed updating config for topic {topic}.")
