@@ -63,7 +63,7 @@ def test_bad_values_are_rejected() -> None:
 
 def test_advertised_listeners_default_to_listeners() -> None:
     config = load_broker_config(overrides=["listeners=PLAINTEXT://127.0.0.2:19092"], environ={})
-    assert [str(l) for l in config.effective_advertised_listeners] == ["PLAINTEXT://127.0.0.2:19092"]
+    assert [str(listener) for listener in config.effective_advertised_listeners] == ["PLAINTEXT://127.0.0.2:19092"]
 
 
 def test_properties_parser_handles_separators_and_continuations() -> None:

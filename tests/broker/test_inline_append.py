@@ -11,12 +11,12 @@ from pathlib import Path
 
 from protocol.errors import ErrorCode
 from protocol.record_batch import parse_batch_header
-from replication.partition import Partition
 from replication.append_thread import AppendThread
+from replication.partition import Partition
 from replication.replica_manager import ReplicaManager
+from storage.log import Log, now_ms
 from storage.log_append import AppendOrigin
 from storage.log_config import LogConfig
-from storage.log import Log, now_ms
 from tests.storage.helpers import make_batch
 
 

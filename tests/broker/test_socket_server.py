@@ -3,6 +3,7 @@
 import asyncio
 import socket
 import struct
+from typing import BinaryIO
 
 from broker.config.broker_config import Listener
 from broker.socket_server import RequestContext, SocketServer
@@ -127,24 +128,23 @@ def test_file_ranges_reach_the_client_in_order_whether_sendfiled_or_queued(tmp_p
     expected = (b"head" + payload[10 : 10 + (4 << 20)] + b"mid" + payload[:16] + b"tail"
                 + b"next" + payload[100 : 100 + (3 << 20)] + b"end")
 
-    async def scenario() -> tuple[bytes, list[int]]:
+    async def scenario(f: BinaryIO) -> tuple[bytes, list[int]]:
         received = bytearray()
         done = asyncio.Event()
         backlogs: list[int] = []
 
         async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            with open(path, "rb") as f:
-                sock_fd = writer.transport.get_extra_info("socket").fileno()
-                out = ResponseWriter(writer.transport, sock_fd, lambda: None, lambda exc: None)  # type: ignore[arg-type]
-                out.write([b"head", FileRange(f, 10, 4 << 20), b"mid", FileRange(f, 0, 16), b"tail"])
-                backlogs.append(out.backlog)  # the socket could not take 4 MiB at once
-                out.write([b"next", FileRange(f, 100, 3 << 20), b"end"])  # queued behind
-                for _ in range(2000):  # bounded: the client reads as fast as it can
-                    if out.backlog == 0:
-                        break
-                    await asyncio.sleep(0.005)
-                backlogs.append(out.backlog)
-                await writer.drain()
+            sock_fd = writer.transport.get_extra_info("socket").fileno()
+            out = ResponseWriter(writer.transport, sock_fd, lambda: None, lambda exc: None)  # type: ignore[arg-type]
+            out.write([b"head", FileRange(f, 10, 4 << 20), b"mid", FileRange(f, 0, 16), b"tail"])
+            backlogs.append(out.backlog)  # the socket could not take 4 MiB at once
+            out.write([b"next", FileRange(f, 100, 3 << 20), b"end"])  # queued behind
+            for _ in range(2000):  # bounded: the client reads as fast as it can
+                if out.backlog == 0:
+                    break
+                await asyncio.sleep(0.005)
+            backlogs.append(out.backlog)
+            await writer.drain()
             writer.close()
             done.set()
 
@@ -162,7 +162,8 @@ def test_file_ranges_reach_the_client_in_order_whether_sendfiled_or_queued(tmp_p
         server.close()
         return bytes(received), backlogs
 
-    got, backlogs = asyncio.run(scenario())
+    with open(path, "rb") as segment:  # the file the ranges are sent from
+        got, backlogs = asyncio.run(scenario(segment))
     assert got == expected
     assert backlogs[0] > 0 and backlogs[1] == 0
 

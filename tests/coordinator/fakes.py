@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
-from protocol.consumer_protocol import encode_subscription
 from coordinator.common.coordinator_log import AppendCallback, KeyValues
+from coordinator.common.scheduler import ManualScheduler
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig
 from coordinator.group.group_metadata import JoinGroupResult, SyncGroupResult
 from coordinator.group.group_metadata_manager import GroupMetadataManager
-from coordinator.common.scheduler import ManualScheduler
+from protocol.consumer_protocol import encode_subscription
 from protocol.errors import ErrorCode
 
 
@@ -119,5 +119,13 @@ def sync(coordinator: GroupCoordinator, member_id: str, generation: int, assignm
     return outcome
 
 
-__all__ = ["JoinGroupResult", "SyncGroupResult", "MemoryCoordinatorLog", "Outcome", "join", "join_new", "sync",
-           "make_coordinator"]
+__all__ = [
+    "JoinGroupResult",
+    "MemoryCoordinatorLog",
+    "Outcome",
+    "SyncGroupResult",
+    "join",
+    "join_new",
+    "make_coordinator",
+    "sync",
+]

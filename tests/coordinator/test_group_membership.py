@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from coordinator.common.scheduler import ManualScheduler
 from coordinator.group.group_membership import NEW_MEMBER_JOIN_TIMEOUT_MS
 from coordinator.group.group_metadata import GroupState
-from coordinator.common.scheduler import ManualScheduler
 from protocol.errors import ErrorCode
 from tests.coordinator.fakes import PROTOCOLS, join, join_new, make_coordinator, sync
 
@@ -68,7 +68,7 @@ def test_leader_gets_all_members_followers_get_none() -> None:
 def test_follower_sync_waits_for_the_leader_and_gets_its_own_assignment() -> None:
     coordinator = make_coordinator()
     a_id, a = join_new(coordinator)
-    b_id, b = join_new(coordinator)
+    b_id, _b = join_new(coordinator)
     coordinator.scheduler.advance(0)
     generation = a.result.generation_id
     leader_id = a.result.leader_id
@@ -115,7 +115,7 @@ def test_new_member_triggers_rebalance_heartbeats_say_rebalance_in_progress() ->
     coordinator = make_coordinator()
     (a_id,), generation = stable_group(coordinator)
     assert coordinator.handle_heartbeat("g", a_id, None, generation) == ErrorCode.NO_ERROR
-    b_id, b = join_new(coordinator)
+    _b_id, b = join_new(coordinator)
     group = coordinator.manager.get_group("g")
     assert group.state is GroupState.PREPARING_REBALANCE and not b.done
     assert coordinator.handle_heartbeat("g", a_id, None, generation) == ErrorCode.REBALANCE_IN_PROGRESS
@@ -185,7 +185,7 @@ def test_leave_group_rebalances_and_last_leave_empties_the_group() -> None:
 def test_rebalance_during_completing_rebalance_answers_parked_syncs() -> None:
     coordinator = make_coordinator()
     a_id, a = join_new(coordinator)
-    b_id, b = join_new(coordinator)
+    b_id, _b = join_new(coordinator)
     coordinator.scheduler.advance(0)
     follower = b_id if a.result.leader_id == a_id else a_id
     parked = sync(coordinator, follower, a.result.generation_id)
@@ -197,7 +197,7 @@ def test_members_that_never_sync_are_removed_after_the_rebalance_timeout() -> No
     clock = ManualScheduler()
     coordinator = make_coordinator(clock=clock)
     a_id, a = join_new(coordinator, rebalance_timeout_ms=5000, session_timeout_ms=60_000)
-    b_id, b = join_new(coordinator, rebalance_timeout_ms=5000, session_timeout_ms=60_000)
+    b_id, _b = join_new(coordinator, rebalance_timeout_ms=5000, session_timeout_ms=60_000)
     clock.advance(0)
     leader = a.result.leader_id
     silent = b_id if leader == a_id else a_id
@@ -228,7 +228,7 @@ def test_new_member_whose_join_never_completes_is_dropped() -> None:
 def test_pending_member_that_never_rejoins_expires_after_the_session_timeout() -> None:
     clock = ManualScheduler()
     coordinator = make_coordinator(clock=clock)
-    (a_id,), _ = stable_group(coordinator)
+    (_a_id,), _ = stable_group(coordinator)
     pending = join(coordinator, session_timeout_ms=10_000).result.member_id
     assert pending in coordinator.manager.get_group("g").pending_members
     clock.advance(10_000)
@@ -288,7 +288,7 @@ def test_cooperative_extra_rebalance_keeps_generation_moving() -> None:
     coordinator = make_coordinator()
     coop = [("cooperative-sticky", b"owned:none")]
     (a_id,), generation = stable_group(coordinator, protocols=coop)
-    b_id, b = join_new(coordinator, protocols=coop)
+    b_id, _b = join_new(coordinator, protocols=coop)
     a = join(coordinator, member_id=a_id, protocols=[("cooperative-sticky", b"owned:0,1")])
     assert a.result.generation_id == generation + 1
     # After revoking, the member rejoins with new owned partitions: a second rebalance.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from coordinator.common.scheduler import ManualScheduler
 from coordinator.group.group_metadata import GroupState, OffsetAndMetadata
 from coordinator.group.record_formats import (
     GroupMetadataKey,
@@ -10,7 +11,6 @@ from coordinator.group.record_formats import (
     decode_key,
     decode_offset_commit_value,
 )
-from coordinator.common.scheduler import ManualScheduler
 from protocol.errors import ErrorCode
 from tests.coordinator.fakes import MemoryCoordinatorLog, Outcome, join, join_new, make_coordinator, sync
 

@@ -20,7 +20,8 @@ import logging
 import signal
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Batch = dict[int, list[int]]  # partition -> offsets
 
@@ -133,8 +134,8 @@ def run_aiokafka(args: argparse.Namespace, events: Events) -> None:
         kwargs: dict[str, Any] = {}
         if args.instance_id:
             kwargs["group_instance_id"] = args.instance_id
-        consumer = AIOKafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.client_id, enable_auto_commit=False,
-                                    auto_offset_reset="earliest", session_timeout_ms=args.session_timeout_ms,
+        consumer = AIOKafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.client_id,
+                                    enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=args.session_timeout_ms,
                                     heartbeat_interval_ms=max(100, args.session_timeout_ms // 10),
                                     partition_assignment_strategy=(assignor,), **kwargs)
         consumer.subscribe([args.topic], listener=Listener())

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 #: How librdkafka names the error in its logs (err2name and err2str).
 UNKNOWN_MEMBER_MARKERS = ("UNKNOWN_MEMBER_ID", "Unknown member")
@@ -28,7 +29,7 @@ class ThreadedConsumer:
     topics: list[str]
     name: str
     extra: dict[str, Any] = field(default_factory=dict)
-    on_batch: Callable[["ThreadedConsumer", list[Any]], None] | None = None
+    on_batch: Callable[[ThreadedConsumer, list[Any]], None] | None = None
     events: list[tuple[float, str, list[int]]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -52,7 +53,7 @@ class ThreadedConsumer:
     def _record(self, kind: str, partitions: list[Any]) -> None:
         self.events.append((time.monotonic(), kind, sorted(p.partition for p in partitions)))
 
-    def start(self) -> "ThreadedConsumer":
+    def start(self) -> ThreadedConsumer:
         self.subscribed_at = time.monotonic()
         self.consumer.subscribe(self.topics, on_assign=lambda c, ps: self._record("assigned", ps),
                                 on_revoke=lambda c, ps: self._record("revoked", ps))

@@ -42,10 +42,10 @@ API_KEYS = sorted(APIS)
 KIO_MISSING: dict[tuple[str, int], str] = {}
 
 UUID_ZERO = UUID(int=0)
-EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def strategy(message: str, version: int, kio_ranges: bool) -> st.SearchStrategy[Node]:
     return message_strategy(SCHEMAS[message], version, kio_ranges)
 

@@ -21,8 +21,8 @@ from protocol.record_batch import (
     last_offset_delta_and_max_timestamp,
     parse_batch_header,
     patch_base_offset,
-    patch_max_timestamp,
     patch_base_offset_and_epoch,
+    patch_max_timestamp,
     patch_partition_leader_epoch,
     peek_offset_and_length,
     validate_batch,
@@ -152,7 +152,7 @@ def test_iter_batch_headers_stops_at_a_partial_batch() -> None:
     batches = [build_batch([Record(i, i, None, b"v" * i)], base_offset=i) for i in range(3)]
     log = b"".join(batches)
     positions = [0, len(batches[0]), len(batches[0]) + len(batches[1])]
-    assert [(pos, h.base_offset) for pos, h in iter_batch_headers(log)] == list(zip(positions, range(3)))
+    assert [(pos, h.base_offset) for pos, h in iter_batch_headers(log)] == list(zip(positions, range(3), strict=True))
     for cut in (1, 11, 12, 30, 61, len(batches[2]) - 1):
         assert len(list(iter_batch_headers(log[:-cut]))) == 2
     assert len(list(iter_batch_headers(log, positions[1], positions[2]))) == 1

@@ -340,7 +340,7 @@ def test_flipped_bytes_fail_the_crc_check() -> None:
 
 def test_truncated_batches_are_corrupt() -> None:
     built = build_batch(FUZZ_RECORDS)
-    for size in range(0, len(built)):
+    for size in range(len(built)):
         with pytest.raises(CorruptRecordError):
             read_batch(built[:size])
 
@@ -436,7 +436,7 @@ def test_unknown_codec_in_a_batch_is_corrupt() -> None:
 def test_decompression_bomb_inside_a_batch_is_corrupt() -> None:
     built = build_batch([Record(0, 0, None, bytes(3 << 20))], compression=compression.ZSTD)
     assert len(built) < 1000
-    assert len(list(iter_records(built))[0].value) == 3 << 20
+    assert len(next(iter(iter_records(built))).value) == 3 << 20
     with pytest.raises(CorruptRecordError, match="limit"):
         iter_records(built, max_decompressed_size=1 << 20)
 

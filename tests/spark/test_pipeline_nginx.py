@@ -8,12 +8,13 @@ them must match statistics computed here in plain Python from the generated entr
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import subprocess
 import sys
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,9 @@ import pytest
 from spark_jobs import nginx_stats_batch, nginx_stats_streaming
 from spark_jobs.nginx_aggregates import ACCESS_LINE_PATTERN, TOP_PATHS
 from spark_jobs.nginx_log_generator import (
-    AccessLogEntry,
     END_OF_STREAM_KEY,
     MAX_DISORDER_S,
+    AccessLogEntry,
     ensure_topic,
     generate,
     produce,
@@ -65,7 +66,7 @@ def expected_windows(entries: list[AccessLogEntry]) -> dict[datetime, dict]:
 
 def as_utc(ts: datetime) -> datetime:
     # The session time zone is UTC; Spark hands back naive datetimes in the local zone.
-    return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
+    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
 
 
 def test_generator_is_deterministic_realistic_and_parseable() -> None:
@@ -87,7 +88,7 @@ def test_generator_is_deterministic_realistic_and_parseable() -> None:
     for e in entries:
         assert (latest - e.time).total_seconds() <= MAX_DISORDER_S + 1
         latest = max(latest, e.time)
-    assert any(b.time < a.time for a, b in zip(entries, entries[1:]))
+    assert any(b.time < a.time for a, b in itertools.pairwise(entries))
 
 
 def test_generator_command_line_produces_into_three_partitions(spark_broker, topic_name) -> None:
@@ -107,7 +108,7 @@ def test_batch_compare_reports_every_difference() -> None:
     from pyspark.sql import Row
 
     def window(minute: int, requests: int, statuses: dict[int, int]) -> Row:
-        start = datetime(2026, 3, 1, 12, minute)
+        start = datetime(2026, 3, 1, 12, minute)  # noqa: DTZ001 -- naive, as Spark's collect() returns timestamps
         return Row(window_start=start, window_end=start + timedelta(minutes=1), requests=requests,
                    bytes_served=10 * requests, p95_request_time=0.25, status_counts=statuses,
                    top_paths=[Row(path="/", requests=requests)])
@@ -170,7 +171,7 @@ def test_streaming_and_batch_aggregates_agree_exactly(spark, spark_broker, topic
     # The stats topic, written by the pafka sink, carries the same windows as JSON.
     published = {r.key.decode(): json.loads(r.value) for r in consume_all(spark_broker.bootstrap, stats_topic)}
     assert len(published) == len(expected)
-    for start, stats in expected.items():
+    for start in expected:
         record = published[start.strftime("%Y-%m-%dT%H:%M:%SZ")]
         row = got[start]
         assert record["requests"] == row["requests"] and record["bytes_served"] == row["bytes_served"]

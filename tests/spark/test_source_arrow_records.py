@@ -66,7 +66,7 @@ def test_columns_equal_record_decoder(seed: int, window: tuple[int, int]) -> Non
         return
     assert columns is not None
     got = list(zip(columns.offsets.tolist(), columns.timestamps_ms.tolist(), columns.timestamp_types.tolist(),
-                   columns.keys, columns.values, columns.headers))
+                   columns.keys, columns.values, columns.headers, strict=True))
     assert got == want
     assert next_offset > fetch_offset
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from storage.log import Log
 from tests.storage.cleaner_support import compact_config

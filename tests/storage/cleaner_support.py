@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 
 from protocol.record_batch import RecordBatchHeader, iter_batch_headers
 from protocol.records import Record, build_batch, read_batch
-from storage.log_config import LogConfig
 from storage.log import Log
+from storage.log_config import LogConfig
 
 KEYS = 10_000
 RECORDS = 100_000
@@ -68,7 +68,7 @@ def append_keyed(
     for i, (key, tombstone) in enumerate(plan):
         offset = start + i
         records.append(Record(i, timestamp + i, key, None if tombstone else value_of(offset)))
-    pid, epoch, seq = producer if producer else (-1, -1, -1)
+    pid, epoch, seq = producer or (-1, -1, -1)
     batch = build_batch(
         records, base_offset=0, compression=codec, producer_id=pid, producer_epoch=epoch,
         base_sequence=seq, is_transactional=transactional,

@@ -77,8 +77,8 @@ def test_an_epoch_assigned_by_an_append_is_written_and_fsynced_by_the_next_flush
     import os
 
     import storage.checkpoints as checkpoints
-    from storage.log_config import LogConfig
     from storage.log import Log
+    from storage.log_config import LogConfig
     from tests.storage.helpers import make_batch
 
     synced: list[str] = []

@@ -54,7 +54,7 @@ def _run_writer_and_kill(log_dir: Path, seed: int, rng: random.Random) -> tuple[
 
 def _simulate_power_loss(partition_dir: Path, fsynced: int, rng: random.Random) -> None:
     """Cut the active segment somewhere after its last fsynced batch; maybe add junk."""
-    active = sorted(partition_dir.glob("*.log"))[-1]
+    active = max(partition_dir.glob("*.log"))
     data = active.read_bytes()
     synced_end = 0
     for pos, header in iter_batch_headers(data):

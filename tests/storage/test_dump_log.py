@@ -7,8 +7,8 @@ import struct
 from click.testing import CliRunner
 
 from broker.cli import main
-from storage.log_config import LogConfig
 from storage.log import Log
+from storage.log_config import LogConfig
 from tests.storage.helpers import make_batch
 
 NOW = 1_700_000_000_000
@@ -39,28 +39,29 @@ def test_batches_and_records(checked_tmp_path) -> None:
                                "isControl: false deleteHorizonMs: OptionalLong.empty position: 0 "
                                f"CreateTime: {NOW + 1} size: ")
     assert lines[2].endswith("magic: 2 compresscodec: none crc: " + lines[2].split("crc: ")[1].split()[0] + " isvalid: true")
-    assert len([l for l in lines if l.startswith("baseOffset:")]) == 6
-    assert not any(l.startswith("| offset") for l in lines)
+    assert len([line for line in lines if line.startswith("baseOffset:")]) == 6
+    assert not any(line.startswith("| offset") for line in lines)
     deep = _run("--deep-iteration", "--files", f"{base}.log").splitlines()
     assert deep[3] == f"| offset: 0 CreateTime: {NOW} keySize: 1 valueSize: 40 sequence: -1 headerKeys: []"
     data = _run("--print-data-log", "--files", f"{base}.log").splitlines()
-    assert data[4].startswith(f"| offset: 1 CreateTime: {NOW + 1} keySize: 1 valueSize: 40 sequence: -1 headerKeys: [] key: k payload: 0:1:x")
+    assert data[4].startswith(f"| offset: 1 CreateTime: {NOW + 1} keySize: 1 valueSize: 40 sequence: -1 headerKeys: [] "
+                              "key: k payload: 0:1:x")
 
 
 def test_indexes_and_mismatches(tmp_path) -> None:
     base = _segment(tmp_path)
     out = _run("--files", f"{base}.index,{base}.timeindex").splitlines()
-    entries = [l for l in out if l.startswith("offset: ")]
-    assert entries and all("position: " in l for l in entries)
-    assert not any("Mismatches" in l for l in out)
-    assert any(l == f"timestamp: {NOW + 51} offset: 11" for l in out)  # the final max timestamp
+    entries = [line for line in out if line.startswith("offset: ")]
+    assert entries and all("position: " in line for line in entries)
+    assert not any("Mismatches" in line for line in out)
+    assert any(line == f"timestamp: {NOW + 51} offset: 11" for line in out)  # the final max timestamp
     # An entry that does not point at a batch start is flagged.
     raw = bytearray((base.parent / (base.name + ".index")).read_bytes())
     struct.pack_into(">i", raw, 4, struct.unpack_from(">i", raw, 4)[0] + 1)
     (base.parent / (base.name + ".index")).write_bytes(raw)
     flagged = _run("--files", f"{base}.index").splitlines()
     assert f"Mismatches in :{base.resolve()}.index" in flagged
-    assert any(l.startswith("  Index offset: ") and "is not the start of a batch" in l for l in flagged)
+    assert any(line.startswith("  Index offset: ") and "is not the start of a batch" in line for line in flagged)
     assert _run("--index-sanity-check", "--files", f"{base}.index").strip().endswith("passed sanity check.")
     (base.parent / (base.name + ".index")).write_bytes(b"\x00\x00\x00\x00\x00\x00\x00\x05")
     assert "Found a corrupted index file" in _run("--index-sanity-check", "--files", f"{base}.index")

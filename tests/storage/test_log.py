@@ -10,7 +10,6 @@ import pytest
 from protocol.errors import CorruptRecordError, ErrorCode
 from protocol.record_batch import build_batch_header, iter_batch_headers, parse_batch_header, patch_base_offset, validate_batch
 from protocol.records import iter_records
-from storage.log_config import LogConfig
 from storage.errors import (
     InvalidRecordError,
     InvalidTimestampError,
@@ -20,6 +19,7 @@ from storage.errors import (
 )
 from storage.log import Log
 from storage.log_append import AppendOrigin
+from storage.log_config import LogConfig
 from tests.storage.helpers import make_batch
 
 NOW = 1_700_000_000_000
@@ -77,7 +77,7 @@ def test_log_append_time_rewrites_max_timestamp_and_crc(checked_tmp_path) -> Non
     batch = make_batch(3, timestamp=1000)
     info = log.append_as_leader(batch, leader_epoch=0, now=NOW)
     assert info.log_append_time == NOW
-    (offset, data), = _read_all(log)
+    (_offset, data), = _read_all(log)
     header = validate_batch(data)
     assert header.timestamp_type == 1 and header.max_timestamp == NOW
     assert {r.timestamp for r in iter_records(data)} == {NOW}  # readers see the append time
@@ -142,7 +142,7 @@ def test_validation_errors(checked_tmp_path) -> None:
 def test_roll_on_size_time_index_and_offset_overflow(checked_tmp_path) -> None:
     log = _open(checked_tmp_path, segment_bytes=1000, segment_ms=60_000)
     batch_size = len(make_batch(1, value_size=100))
-    for i in range(20):
+    for _ in range(20):
         log.append_as_leader(make_batch(1, value_size=100, timestamp=NOW), 0, now=NOW)
     per_segment = 1000 // batch_size
     assert [s.base_offset for s in log.segments][:3] == [0, per_segment, 2 * per_segment]
@@ -214,7 +214,7 @@ def test_list_offsets_lookups_match_a_brute_force_scan(checked_tmp_path) -> None
 
 def test_flush_messages_advances_the_recovery_point(checked_tmp_path) -> None:
     log = _open(checked_tmp_path, flush_messages=5)
-    for i in range(4):
+    for _ in range(4):
         log.append_as_leader(make_batch(1, timestamp=NOW), 0, now=NOW)
     assert log.recovery_point == 0
     log.append_as_leader(make_batch(1, timestamp=NOW), 0, now=NOW)

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
+from protocol.control_records import build_end_txn_marker_batch
+from storage.errors import InvalidRecordError
+from storage.log import FetchIsolation, Log
+from storage.log_cleaner import LogCleaner, cleanable_offsets
+from storage.producer_state import AppendOrigin
 from tests.storage.cleaner_support import (
     BASE_TIMESTAMP,
+    KafkaPythonBatch,
     append_keyed,
     batch_headers,
     compact_config,
-    KafkaPythonBatch,
     kafka_python_batches,
     kafka_python_records,
     key_of,
@@ -21,11 +26,6 @@ from tests.storage.cleaner_support import (
     pafka_records,
     write_workload,
 )
-from protocol.control_records import build_end_txn_marker_batch
-from storage.errors import InvalidRecordError
-from storage.log import FetchIsolation, Log
-from storage.log_cleaner import LogCleaner, cleanable_offsets
-from storage.producer_state import AppendOrigin
 
 RETENTION = 60_000
 
@@ -124,7 +124,7 @@ def test_100k_records_compact_to_the_latest_value_per_key(partition_dir: Path, o
 def check_indexes_point_at_batches(log: Log) -> None:
     """Every offset index entry of the cleaned segments names a batch start holding its offset."""
     for segment in log.log_segments():
-        starts = {pos: header for pos, header in segment.batches()}
+        starts = dict(segment.batches())
         for slot in range(segment.offset_index.entries):
             entry = segment.offset_index.entry(slot)
             header = starts.get(entry.position)
@@ -154,7 +154,7 @@ def test_dirty_ratio_and_compaction_lag_decide_what_is_cleaned(partition_dir: Pa
     assert cleaner.clean_once([log]) is None
 
     # Lots of new data but younger than min.compaction.lag.ms: not cleanable yet.
-    for i in range(40):
+    for _ in range(40):
         append_keyed(log, [(key_of(j), False) for j in range(10)], timestamp=clock.now)
     seal(log)
     first_dirty, first_uncleanable, _ = cleanable_offsets(log, cleaner.last_clean_offset(log), clock.now)

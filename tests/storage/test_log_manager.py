@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from storage.log_config import LogConfig
 from storage.errors import KafkaStorageError
+from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from tests.storage.helpers import make_batch
 
@@ -64,7 +64,7 @@ def test_the_lock_keeps_a_second_broker_out(checked_tmp_path) -> None:
 
 def test_broker_id_mismatch_is_refused(checked_tmp_path) -> None:
     _manager([checked_tmp_path / "d"], broker_id=1).shutdown()
-    with pytest.raises(KafkaStorageError, match="broker.id"):
+    with pytest.raises(KafkaStorageError, match=r"broker\.id"):
         _manager([checked_tmp_path / "d"], broker_id=2)
 
 
@@ -90,7 +90,7 @@ def test_topic_overrides_retention_pass_and_delete(checked_tmp_path) -> None:
     short, long = manager.get_or_create_log("short", 0), manager.get_or_create_log("long", 0)
     assert short.config.retention_ms == 1000 and long.config.retention_ms == 604800000
     for log in (short, long):
-        for i in range(20):
+        for _ in range(20):
             log.append_as_leader(make_batch(1, value_size=100, timestamp=NOW), 0, now=NOW)
         log.update_high_watermark(log.log_end_offset)
     assert manager.cleanup_logs(now=NOW + 2000) > 0

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from protocol.record_batch import iter_batch_headers
-from storage.log_config import LogConfig
 from storage.log import FetchIsolation, Log
+from storage.log_config import LogConfig
 from tests.storage.helpers import make_batch
 
 

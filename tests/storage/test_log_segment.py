@@ -73,7 +73,7 @@ def test_read_starts_at_the_batch_containing_the_offset(checked_tmp_path) -> Non
 
 def test_find_offset_by_timestamp(checked_tmp_path) -> None:
     segment, _ = _filled(checked_tmp_path)
-    position, header = segment.find_offset_by_timestamp(10_155, starting_offset=0)
+    _position, header = segment.find_offset_by_timestamp(10_155, starting_offset=0)
     assert header.max_timestamp >= 10_155 and header.base_offset == 100 + 16 * 3
     assert segment.find_offset_by_timestamp(99_999, 0) is None
     assert segment.max_timestamp_so_far == 10_000 + 39 * 10 + 2

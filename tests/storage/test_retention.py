@@ -89,7 +89,7 @@ def test_delete_records_moves_the_log_start_offset(checked_tmp_path) -> None:
     log = _log(checked_tmp_path, retention_ms=-1)
     _fill(log, [1] * 14)
     assert log.delete_records(6, now=NOW) == 6
-    assert [s.base_offset for s in log.segments][0] == 4  # segment [4, 8) still holds offset 6
+    assert next(s.base_offset for s in log.segments) == 4  # segment [4, 8) still holds offset 6
     info = log.read(6, 10**6)
     assert info.records.position > 0  # the batch holding offset 6
     with pytest.raises(OffsetOutOfRangeError):

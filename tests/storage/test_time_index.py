@@ -96,8 +96,9 @@ def test_time_index_entries_straddling_a_page_are_written_with_pwrite(tmp_path, 
     index = TimeIndex(path, 0, max_index_size=1 << 20)
     for i in range(1, 701):  # 12-byte entries: 8,400 bytes, crossing two page boundaries
         index.maybe_append(1000 + i, i)
-    assert index_pwrites == [0] + [slot * 12 for slot in range(700) if (slot * 12) // page != (slot * 12 + 11) // page
-                             or (slot * 12) % page == 0][1:]
+    page_writes = [slot * 12 for slot in range(700)
+                   if (slot * 12) // page != (slot * 12 + 11) // page or (slot * 12) % page == 0]
+    assert index_pwrites == [0, *page_writes[1:]]
     assert len(index_pwrites) == 3
     assert index.lookup(1000 + 342) == (1000 + 342, 342)
     index.close()

@@ -7,9 +7,9 @@ from click.testing import CliRunner
 from broker.cli import main
 from protocol.control_records import build_end_txn_marker_batch
 from protocol.record_batch import iter_batch_headers
-from storage.log_config import LogConfig
 from storage.log import FetchIsolation, Log
 from storage.log_append import AppendOrigin
+from storage.log_config import LogConfig
 from storage.transaction_index import AbortedTxn, TransactionIndex
 from tests.storage.helpers import make_batch
 
@@ -46,7 +46,7 @@ def _marker(log: Log, pid: int, commit: bool) -> int:
 
 def _scenario(log: Log) -> dict[str, int]:
     at = {"a1": _txn(log, 1, 0), "b1": _txn(log, 2, 0)}
-    for i in range(8):  # spread over several segments
+    for _ in range(8):  # spread over several segments
         log.append_as_leader(make_batch(1, value_size=100, timestamp=NOW), 0, now=NOW)
     at["a2"] = _txn(log, 1, 2)
     at["abort1"] = _marker(log, 1, commit=False)

@@ -7,7 +7,7 @@ client puts on the wire at the negotiated version, and how answers map back.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 

@@ -61,7 +61,7 @@ def test_control_batches_are_hidden_but_advance_the_offset() -> None:
 
 
 def test_read_committed_drops_aborted_transactions() -> None:
-    txn = dict(producer_epoch=0, base_sequence=0, is_transactional=True)
+    txn = {"producer_epoch": 0, "base_sequence": 0, "is_transactional": True}
     data = _batch(0, 2, producer_id=1, **txn)  # aborted
     data += _batch(2, 2, producer_id=2, **txn)  # committed
     data += build_end_txn_marker_batch(commit=False, producer_id=1, producer_epoch=0, coordinator_epoch=0, timestamp=5, base_offset=4)

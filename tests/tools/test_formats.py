@@ -8,13 +8,12 @@ from uuid import UUID
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from client import murmur2, partition_for_key
-from client.metadata import PartitionMetadata, TopicMetadata
 from broker.tools.console_consumer import MessageFormat
 from broker.tools.line_reader import LineFormat, LineFormatError
 from broker.tools.topics_command import format_topic_description, kafka_uuid
+from client import murmur2, partition_for_key
+from client.metadata import PartitionMetadata, TopicMetadata
 from protocol.records import Record
-
 
 # ------------------------------------------------------------ partitioner
 
@@ -97,7 +96,7 @@ def test_invalid_reader_properties() -> None:
 # ------------------------------------------------------------ console consumer output
 
 def _record(**kw) -> Record:  # type: ignore[no-untyped-def]
-    base = dict(offset=42, timestamp=1700000000123, key=b"k", value=b"v", headers=[])
+    base = {"offset": 42, "timestamp": 1700000000123, "key": b"k", "value": b"v", "headers": []}
     base.update(kw)
     return Record(**base)  # type: ignore[arg-type]
 
@@ -109,7 +108,7 @@ def test_default_format_prints_the_value_only() -> None:
 
 def test_all_fields_in_kafka_order() -> None:
     fmt = MessageFormat.from_properties(
-        {p: "true" for p in ("print.timestamp", "print.partition", "print.offset", "print.headers", "print.key")}
+        dict.fromkeys(("print.timestamp", "print.partition", "print.offset", "print.headers", "print.key"), "true")
     )
     record = _record(headers=[("h1", b"x"), ("h2", None)])
     assert fmt.format(record, 3, "LogAppendTime") == b"LogAppendTime:1700000000123\tPartition:3\tOffset:42\th1:x,h2:null\tk\tv\n"
@@ -146,8 +145,8 @@ def test_describe_lines() -> None:
         0: PartitionMetadata("orders", 0, 2, 0, [2, 1], [2, 1], []),
     }
     assert format_topic_description(topic, {"cleanup.policy": "compact", "retention.ms": "1"}) == [
-        "Topic: orders\tTopicId: AAECAwQFBgcICQoLDA0ODw\tPartitionCount: 2\tReplicationFactor: 2\t"
-        "Configs: cleanup.policy=compact,retention.ms=1",
+        ("Topic: orders\tTopicId: AAECAwQFBgcICQoLDA0ODw\tPartitionCount: 2\tReplicationFactor: 2\t"
+         "Configs: cleanup.policy=compact,retention.ms=1"),
         "\tTopic: orders\tPartition: 0\tLeader: 2\tReplicas: 2,1\tIsr: 2,1",
         "\tTopic: orders\tPartition: 1\tLeader: none\tReplicas: 1,2\tIsr: 2\tOffline: 1",
     ]
