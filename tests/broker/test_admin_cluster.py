@@ -46,7 +46,7 @@ def test_describe_cluster_versions_and_endpoint_types(broker):
 def test_describe_log_dirs(broker, admin):
     admin.create_topics({"ld-a": {"num_partitions": 2}, "ld-b": {"num_partitions": 1}})
     producer = Producer({"bootstrap.servers": broker.bootstrap})
-    for i in range(20):
+    for _ in range(20):
         producer.produce("ld-a", value=b"x" * 100, partition=1)
     assert producer.flush(10) == 0
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource as CResource
-from confluent_kafka.admin import ConfigSource, ResourceType
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigSource, ResourceType
+from confluent_kafka.admin import ConfigResource as CResource
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from protocol.errors import ErrorCode

@@ -66,7 +66,7 @@ def test_delete_topics_versions(broker, admin, version):
     assert name not in admin.list_topics()
 
 
-@pytest.mark.parametrize("version", range(0, 4))
+@pytest.mark.parametrize("version", range(4))
 def test_create_partitions_versions(broker, admin, version):
     name = f"ver-cp-{version}"
     admin.create_topics({name: {"num_partitions": 1}})
@@ -96,7 +96,7 @@ def test_describe_configs_versions(broker, admin, version):
         assert entry.config_type == 5 and entry.documentation  # LONG
 
 
-@pytest.mark.parametrize("version", range(0, 3))
+@pytest.mark.parametrize("version", range(3))
 def test_alter_configs_versions(broker, admin, version):
     name = f"ver-ac-{version}"
     admin.create_topics({name: {"num_partitions": 1}})
@@ -112,7 +112,7 @@ def test_alter_configs_versions(broker, admin, version):
     assert configs["retention.ms"]["value"] == "888"
 
 
-@pytest.mark.parametrize("version", range(0, 2))
+@pytest.mark.parametrize("version", range(2))
 def test_incremental_alter_configs_versions(broker, admin, version):
     name = f"ver-iac-{version}"
     admin.create_topics({name: {"num_partitions": 1}})
@@ -131,7 +131,7 @@ def test_incremental_alter_configs_versions(broker, admin, version):
     assert configs["cleanup.policy"]["value"] == "delete,compact"
 
 
-@pytest.mark.parametrize("version", range(0, 3))
+@pytest.mark.parametrize("version", range(3))
 def test_delete_records_versions(broker, admin, version):
     name = f"ver-dr-{version}"
     admin.create_topics({name: {"num_partitions": 1}})
@@ -143,7 +143,7 @@ def test_delete_records_versions(broker, admin, version):
         (0, 0), (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)]
 
 
-@pytest.mark.parametrize("version", range(0, 3))
+@pytest.mark.parametrize("version", range(3))
 def test_describe_cluster_versions(broker, version):
     response = send_request(broker, 60, version, DescribeClusterRequest(include_cluster_authorized_operations=True))
     assert response.error_code == 0

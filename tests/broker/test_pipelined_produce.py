@@ -62,7 +62,7 @@ def test_pipelined_produce_then_fetch_keeps_order_across_rolls() -> None:
                 topic=TOPIC, partitions=[FetchPartition(partition=0, fetch_offset=10 * n, partition_max_bytes=1 << 20)])])
                 for n in starts]
             seen: set[int] = set()
-            for n, answer in zip(starts, _pipeline(sock, 1, 12, fetch)):
+            for n, answer in zip(starts, _pipeline(sock, 1, 12, fetch), strict=True):
                 _check_answer(answer, n, batches, seen)
             # A read stops at its segment's end: what the gaps left, fetched one by one.
             missing = sorted(set(range(BATCHES)) - seen)
@@ -70,7 +70,7 @@ def test_pipelined_produce_then_fetch_keeps_order_across_rolls() -> None:
             fetch = [FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[FetchTopic(
                 topic=TOPIC, partitions=[FetchPartition(partition=0, fetch_offset=10 * n, partition_max_bytes=1)])])
                 for n in missing]
-            for n, answer in zip(missing, _pipeline(sock, 1, 12, fetch)):
+            for n, answer in zip(missing, _pipeline(sock, 1, 12, fetch), strict=True):
                 _check_answer(answer, n, batches, seen)
     assert seen == set(range(BATCHES))
 

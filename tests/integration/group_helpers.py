@@ -10,9 +10,10 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from testing.broker_process import BrokerProcess
 
@@ -32,8 +33,17 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
         time.sleep(interval)
 
 
+def poll_until_assigned(consumer: Any, timeout: float = 30.0) -> None:
+    """Poll a kafka-python consumer until its group gives it partitions; a hang becomes a failure."""
+    deadline = time.monotonic() + timeout
+    while not consumer.assignment():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no partitions assigned after {timeout}s")
+        consumer.poll(timeout_ms=100)
+
+
 #: One confluent-kafka AdminClient per broker (each starts librdkafka threads), gone with the broker object.
-_ADMINS: "weakref.WeakKeyDictionary[BrokerProcess, Any]" = weakref.WeakKeyDictionary()
+_ADMINS: weakref.WeakKeyDictionary[BrokerProcess, Any] = weakref.WeakKeyDictionary()
 
 
 def admin_client(broker: BrokerProcess) -> Any:
@@ -157,7 +167,7 @@ class BackgroundProducer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> "BackgroundProducer":
+    def start(self) -> BackgroundProducer:
         self._thread.start()
         return self
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from testing.sockets import read_frame
 
@@ -35,7 +35,7 @@ def _read_frame(sock: socket.socket) -> bytes | None:
 class _Link:
     """One proxied connection: client <-> broker, two pump threads."""
 
-    def __init__(self, proxy: "KafkaProxy", client: socket.socket, upstream: socket.socket) -> None:
+    def __init__(self, proxy: KafkaProxy, client: socket.socket, upstream: socket.socket) -> None:
         self.proxy = proxy
         self.client = client
         self.upstream = upstream
@@ -122,7 +122,7 @@ class KafkaProxy:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def __enter__(self) -> "KafkaProxy":
+    def __enter__(self) -> KafkaProxy:
         self._thread.start()
         return self
 
@@ -197,5 +197,5 @@ class KafkaProxy:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             link = _Link(self, client, upstream)
             with self._lock:
-                self._links = [l for l in self._links if not l.closed.is_set()] + [link]
+                self._links = [*(other for other in self._links if not other.closed.is_set()), link]
             link.start()

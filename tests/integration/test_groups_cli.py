@@ -12,7 +12,7 @@ import pytest
 
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
-from tests.integration.group_helpers import REPO
+from tests.integration.group_helpers import REPO, poll_until_assigned
 
 TOPIC = "cli-topic"
 PER_PARTITION = {0: 10, 1: 25, 2: 7}
@@ -30,7 +30,7 @@ def table(output: str) -> list[dict[str, str]]:
     lines = [line for line in output.splitlines() if line.strip()]
     start = next(i for i, line in enumerate(lines) if line.startswith("GROUP"))
     header = lines[start].split()
-    return [dict(zip(header, line.split())) for line in lines[start + 1:]]
+    return [dict(zip(header, line.split(), strict=False)) for line in lines[start + 1:]]
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def _records_left(broker: BrokerProcess, group: str) -> dict[int, int]:
 
     consumer = KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False,
                              auto_offset_reset="earliest")
-    counts = {p: 0 for p in PER_PARTITION}
+    counts = dict.fromkeys(PER_PARTITION, 0)
     try:
         idle_since = time.monotonic()
         while time.monotonic() - idle_since < 1.5:
@@ -92,8 +92,7 @@ def test_describe_an_active_group_lists_its_members(broker: BrokerProcess) -> No
     consumer = KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap, group_id="live", client_id="live-client",
                              enable_auto_commit=False, auto_offset_reset="earliest")
     try:
-        while not consumer.assignment():
-            consumer.poll(timeout_ms=100)
+        poll_until_assigned(consumer)
         rows = table(consumer_groups(broker, "--describe", "--group", "live").stdout)
         assert {r["PARTITION"] for r in rows} == {"0", "1", "2"}
         assert all(r["CLIENT-ID"] == "live-client" and r["HOST"] == "/127.0.0.1" for r in rows)

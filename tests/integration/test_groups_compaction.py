@@ -77,7 +77,7 @@ def test_compacted_offsets_topic_rebuilds_the_latest_state(tmp_path: Path) -> No
         wait_until(lambda: rolled_bytes() < 256 * 1024, 60, "the log cleaner to compact __consumer_offsets")
         response = send_request(broker, 42, 2, DeleteGroupsRequest(groups_names=[deleted]))
         assert response.results[0].error_code == ErrorCode.NO_ERROR
-        expected = {p: (ROUNDS - 1, f"round {ROUNDS - 1}") for p in range(PARTITIONS)}
+        expected = dict.fromkeys(range(PARTITIONS), (ROUNDS - 1, f"round {ROUNDS - 1}"))
         assert _fetch(broker, kept) == expected
         broker.restart(signal.SIGKILL)
         assert _fetch(broker, kept) == expected

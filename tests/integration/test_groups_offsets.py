@@ -20,7 +20,7 @@ from protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssig
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
 from testing.topics import create_topic
-from tests.integration.group_helpers import admin_client
+from tests.integration.group_helpers import admin_client, poll_until_assigned
 
 TOPIC = "offsets-topic"
 
@@ -117,15 +117,14 @@ def test_commit_metadata_round_trips_and_survives_a_restart(broker: BrokerProces
 def test_list_describe_and_delete_groups(broker: BrokerProcess) -> None:
     from confluent_kafka import ConsumerGroupState
     from kafka import KafkaConsumer, OffsetAndMetadata
-    from kafka.admin import KafkaAdminClient
     from kafka import TopicPartition as KTopicPartition
+    from kafka.admin import KafkaAdminClient
 
     admin = admin_client(broker)
     active = KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap, group_id="active", enable_auto_commit=False)
     idle = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="idle", enable_auto_commit=False)
     try:
-        while not active.assignment():
-            active.poll(timeout_ms=100)
+        poll_until_assigned(active)
         idle.commit({KTopicPartition(TOPIC, 0): OffsetAndMetadata(1, "", -1),
                      KTopicPartition(TOPIC, 1): OffsetAndMetadata(2, "", -1)})
         listed = admin.list_consumer_groups().result(10)

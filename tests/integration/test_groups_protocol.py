@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -44,7 +45,7 @@ def test_lone_consumer_owns_its_partitions_within_500_ms(broker: BrokerProcess) 
     for group in ("latency-first", "latency-second"):
         consumer = ThreadedConsumer(broker.bootstrap, group, ["latency"], group).start()
         try:
-            wait_until(lambda: consumer.count("assigned"), 10, "an assignment")
+            wait_until(lambda consumer=consumer: consumer.count("assigned"), 10, "an assignment")
             took = consumer.events[0][0] - consumer.subscribed_at
             print(f"{group}: lone consumer assigned {took * 1000:.0f} ms after subscribe")
             assert consumer.owned() == set(range(PARTITIONS))
@@ -87,7 +88,7 @@ def test_cooperative_sticky_revokes_only_partitions_that_move(broker: BrokerProc
             consumer.start()
             assignment = settled(broker, group, consumers[: i + 1])
             history.append((time.monotonic(), assignment))
-        for (since, before), (until, after) in zip(history, history[1:]):
+        for (since, before), (until, after) in itertools.pairwise(history):
             for name, owned in before.items():
                 consumer = next(c for c in consumers if c.name == name)
                 revoked = {p for t, kind, ps in consumer.events if kind == "revoked" and since < t <= until
@@ -159,11 +160,11 @@ def test_two_groups_in_a_chain_rebalance_concurrently_without_unknown_member(bro
     sinks = [ThreadedConsumer(broker.bootstrap, "sink", ["chain-b"], f"sink-{i}", on_batch=sink) for i in range(4)]
     everyone = relays + sinks
     try:
-        for r, s in zip(relays[:2], sinks[:2]):  # joins interleaved across both groups
+        for r, s in zip(relays[:2], sinks[:2], strict=True):  # joins interleaved across both groups
             r.start()
             s.start()
         wait_until(lambda: len(sunk) >= 300, 60, "records flowing through the chain")
-        for r, s in zip(relays[2:], sinks[2:]):  # both groups rebalance again, mid-stream
+        for r, s in zip(relays[2:], sinks[2:], strict=True):  # both groups rebalance again, mid-stream
             r.start()
             s.start()
         settled(broker, "relay", relays, timeout=60)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -107,7 +107,7 @@ def _check_exactly_once(consumed: list[Consumed], total: int, acked: list[tuple[
 
 
 def test_retries_after_dropped_responses_make_no_duplicates(proxied_broker: tuple[BrokerProcess, KafkaProxy]) -> None:
-    broker, proxy = proxied_broker
+    _, proxy = proxied_broker
     _create_topic(proxy.address)
     producer = IdempotentProducer(proxy.address)
     total, rounds, per_round = 0, 8, 1500

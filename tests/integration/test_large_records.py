@@ -79,8 +79,7 @@ def test_kafka_python_consumer(large_topic: BrokerProcess) -> None:
         consumer.seek(tp, 0)
         deadline = time.monotonic() + 60
         while len(got) < RECORDS and time.monotonic() < deadline:
-            for record in consumer.poll(timeout_ms=1000).get(tp, []):
-                got.append(hashlib.sha256(record.value).hexdigest())
+            got.extend(hashlib.sha256(record.value).hexdigest() for record in consumer.poll(timeout_ms=1000).get(tp, []))
     finally:
         consumer.close()
     assert got == _digests()

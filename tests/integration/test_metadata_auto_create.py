@@ -74,6 +74,6 @@ def test_invalid_topic_names_are_refused(module_broker: BrokerProcess, version: 
     request = MetadataRequest(topics=[MetadataRequestTopic(name=n) for n in names], allow_auto_topic_creation=True,
                               include_topic_authorized_operations=False)
     response = send_request(module_broker, METADATA_KEY, version, request)
-    assert {t.name: t.error_code for t in response.topics} == {n: INVALID_TOPIC_EXCEPTION for n in names}
+    assert {t.name: t.error_code for t in response.topics} == dict.fromkeys(names, INVALID_TOPIC_EXCEPTION)
     assert not set(names) & set(_topics(module_broker.bootstrap))
     assert "Traceback" not in module_broker.log_text()

@@ -19,8 +19,8 @@ from protocol.messages.api_versions import ApiVersionsRequest
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
-from protocol.records import Record, build_batch, iter_records
 from protocol.record_batch import iter_batch_headers
+from protocol.records import Record, build_batch, iter_records
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
 from tests.integration.clients import ConfluentDriver

@@ -11,12 +11,11 @@ import os
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
-
-import pytest
 
 import pyspark  # the spark extra: pip install -e '.[test,spark]'
+import pytest
 
 from testing.broker_process import BrokerProcess
 
@@ -29,7 +28,7 @@ def spark_broker() -> Iterator[BrokerProcess]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator["pyspark.sql.SparkSession"]:
+def spark() -> Iterator[pyspark.sql.SparkSession]:
     from pyspark.sql import SparkSession
 
     import spark_jobs

@@ -147,7 +147,7 @@ def test_streaming_write_micro_batches_read_back_unchanged(spark, spark_broker, 
 def test_delivery_error_fails_the_write(spark, spark_broker, topic_name) -> None:
     create_topic(spark_broker.bootstrap, topic_name, 2)
     df = spark.createDataFrame([(b"v", 7)], "value binary, partition int")  # no partition 7
-    with pytest.raises(Exception, match="not delivered|Unknown partition"):
+    with pytest.raises(Exception, match=r"not delivered|Unknown partition"):
         df.write.format("pafka").mode("append") \
             .option("kafka.bootstrap.servers", spark_broker.bootstrap).option("topic", topic_name) \
             .option("kafka.message.timeout.ms", "5000").save()
@@ -165,7 +165,7 @@ def test_delivery_error_fails_the_streaming_query(spark, spark_broker, topic_nam
              .option("checkpointLocation", str(work_dir / "checkpoint"))
              .trigger(availableNow=True).start())
     try:
-        with pytest.raises(Exception, match="not delivered|Unknown partition"):
+        with pytest.raises(Exception, match=r"not delivered|Unknown partition"):
             query.awaitTermination(120)
     finally:
         query.stop()

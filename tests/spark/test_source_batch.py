@@ -50,7 +50,7 @@ def test_batch_read_offset_range_returns_exactly_those_records(spark, spark_brok
         key=lambda p: (p.partition, p.offset),
     )
     assert len(rows) == len(wanted) == 50 + 5 + 50
-    for row, want in zip(rows, wanted):
+    for row, want in zip(rows, wanted, strict=True):
         _assert_row_equals(row, want, topic_name)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from protocol.api import DecodedRequest, decode_request, encode_response
 from protocol.buffers import join_chunks

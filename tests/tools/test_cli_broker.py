@@ -8,16 +8,16 @@ import subprocess
 import sys
 import threading
 import time
-
 from dataclasses import dataclass
 
 import pytest
 from click.testing import CliRunner
 
 from broker.cli import main
-from client import KafkaClient, partition_for_key
 from broker.tools.console_producer import CODECS
+from client import KafkaClient, partition_for_key
 from testing.broker_process import BrokerProcess
+
 
 @dataclass
 class Ran:

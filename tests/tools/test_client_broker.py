@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from client import (
-    KafkaConnectionError,
     AdminClient,
     KafkaApiError,
     KafkaClient,
+    KafkaConnectionError,
     ProducerRecord,
     TopicAlreadyExistsError,
     TopicPartition,
@@ -17,7 +17,6 @@ from client import (
 from protocol import compression
 from protocol.errors import ErrorCode
 from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-
 from testing.broker_process import BrokerProcess
 
 
