@@ -40,8 +40,12 @@ class BrokerProcess:
 
     def __init__(self, *overrides: str, data_dir: Path | None = None, host: str = "127.0.0.1",
                  port: int | None = None, log_path: Path | None = None, env: Mapping[str, str] | None = None,
-                 start_timeout_s: float = START_TIMEOUT_S, stop_timeout_s: float = STOP_TIMEOUT_S) -> None:
+                 start_timeout_s: float = START_TIMEOUT_S, stop_timeout_s: float = STOP_TIMEOUT_S,
+                 tree: Path | None = None) -> None:
         self._own_dir: Path | None = None
+        #: The pafka checkout to run (default: this one), with its own ``.venv`` if it has one:
+        #: benchmarks compare an older tree against this one on the same machine.
+        self.tree = tree or REPO_ROOT
         if data_dir is None:
             self._own_dir = Path(tempfile.mkdtemp(prefix="pafka-broker-"))
             data_dir = self._own_dir / "data"
@@ -74,7 +78,9 @@ class BrokerProcess:
         return self.process is not None and self.process.poll() is None
 
     def command(self) -> list[str]:
-        args = [sys.executable, "-m", "broker.cli", "broker",
+        venv_python = self.tree / ".venv" / "bin" / "python"
+        python = str(venv_python) if self.tree != REPO_ROOT and venv_python.exists() else sys.executable
+        args = [python, "-m", "broker.cli", "broker",
                 "--override", f"log.dirs={self.data_dir}",
                 "--override", f"listeners=PLAINTEXT://{self.host}:{self.port}"]
         for item in self.overrides:
@@ -93,7 +99,7 @@ class BrokerProcess:
         self.starts += 1
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                            cwd=REPO_ROOT, env=self.env)
+                                            cwd=self.tree, env=self.env)
         try:
             self.start_s = wait_until_listening(self.host, self.port, self.process, self.start_timeout_s)
         except (RuntimeError, TimeoutError) as exc:

@@ -124,11 +124,17 @@ class BenchBroker:
         self.stop()
 
 
+#: Run the pafka of another checkout (its path; it uses its own ``.venv`` if it has one),
+#: to measure an older tree against this one with the same benchmark code.
+PAFKA_TREE_ENV = "PAFKA_BENCH_TREE"
+
+
 def _pafka_env() -> dict[str, str]:
     # start-up is measured as a user sees it after `pip install`: with bytecode, which this
     # machine's PYTHONDONTWRITEBYTECODE would otherwise never let the broker write
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop(PAFKA_TREE_ENV, None)
     return env
 
 
@@ -142,8 +148,10 @@ def start_pafka(data_dir: Path | None = None, *, host: str = "127.0.0.1", port: 
     """Start ``pafka broker`` on ``data_dir`` (a temp dir of its own if None, removed by
     :func:`remove_data`); returns once listening. Output goes to ``log_path`` (default:
     ``<data_dir>.log`` beside the data dir, or ``broker.log`` in the temp dir)."""
+    tree = os.environ.get(PAFKA_TREE_ENV)
     launcher = BrokerProcess(*overrides, data_dir=data_dir, host=host, port=port, log_path=log_path,
-                             env=_pafka_env(), start_timeout_s=START_TIMEOUT_S, stop_timeout_s=STOP_TIMEOUT_S)
+                             env=_pafka_env(), start_timeout_s=START_TIMEOUT_S, stop_timeout_s=STOP_TIMEOUT_S,
+                             tree=Path(tree).resolve() if tree else None)
     try:
         launcher.start()
     except BaseException:
