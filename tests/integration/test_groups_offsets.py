@@ -122,9 +122,13 @@ def test_list_describe_and_delete_groups(broker: BrokerProcess) -> None:
 
     admin = admin_client(broker)
     active = KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap, group_id="active", enable_auto_commit=False)
-    idle = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="idle", enable_auto_commit=False)
+    idle = None
     try:
         poll_until_assigned(active)
+        # Started only now: kafka-python 3.0.12 with a second consumer in the same process sometimes
+        # drops the leader's SyncGroup answer (the broker's reply, carrying the assignment, reaches it;
+        # the client never applies it), seen in about 1 run in 5 against this broker and the one before.
+        idle = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="idle", enable_auto_commit=False)
         idle.commit({KTopicPartition(TOPIC, 0): OffsetAndMetadata(1, "", -1),
                      KTopicPartition(TOPIC, 1): OffsetAndMetadata(2, "", -1)})
         listed = admin.list_consumer_groups().result(10)
@@ -158,7 +162,8 @@ def test_list_describe_and_delete_groups(broker: BrokerProcess) -> None:
             admin.delete_consumer_groups(["idle"])["idle"].result(10)
     finally:
         active.close()
-        idle.close()
+        if idle is not None:
+            idle.close()
     broker.restart()
     assert _committed(broker, "idle") == {}  # the tombstones survived the restart
     assert [g.group_id for g in admin_client(broker).list_consumer_groups().result(10).valid] == ["active"]
