@@ -42,6 +42,11 @@ class FetchPurgatory:
                     if not watchers:
                         del self._watchers[key]
 
+    @property
+    def watching(self) -> bool:
+        """Some fetch is waiting (appends skip notifying when none is)."""
+        return bool(self._watchers)
+
     def notify(self, key: Hashable) -> None:
         if not self._watchers:  # every appended partition notifies; usually nobody waits
             return

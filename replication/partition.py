@@ -32,10 +32,6 @@ from storage.log_segment import FetchDataInfo
 log = logging.getLogger(__name__)
 
 
-class NotEnoughReplicasError(Exception):
-    """acks=all with fewer in-sync replicas than min.insync.replicas: NOT_ENOUGH_REPLICAS."""
-
-
 @dataclass(frozen=True, slots=True)
 class LogReadResult:
     """What a fetch of one partition found, with the offsets the response reports.
@@ -119,11 +115,10 @@ class Partition:
         return ErrorCode.UNKNOWN_LEADER_EPOCH
 
     # -- append -------------------------------------------------------------------
-    def check_enough_replicas(self, required_acks: int) -> None:
-        """acks=all needs at least min.insync.replicas in the ISR (Kafka checks before writing)."""
-        if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
-            raise NotEnoughReplicasError(
-                f"The size of the current ISR {self.isr} is insufficient to satisfy the min.isr requirement of "
+    def isr_too_small(self) -> str:
+        """Why acks=all is refused here: fewer in-sync replicas than min.insync.replicas
+        (the replica manager compares the sizes before writing, as Kafka does)."""
+        return (f"The size of the current ISR {self.isr} is insufficient to satisfy the min.isr requirement of "
                 f"{self.log.config.min_insync_replicas} for partition {self.topic}-{self.partition_index}")
 
     def append_records_to_leader(self, records: bytearray | memoryview, origin: AppendOrigin,

@@ -37,7 +37,7 @@ from protocol.errors import ErrorCode, ProtocolError
 from replication.append_thread import AppendThread
 from replication.delayed_fetch import FetchPurgatory
 from replication.delayed_produce import ProducePurgatory
-from replication.partition import LogReadResult, NotEnoughReplicasError, Partition, read_error
+from replication.partition import LogReadResult, Partition, read_error
 from storage.errors import (
     InvalidRecordError,
     InvalidTimestampError,
@@ -77,7 +77,6 @@ _APPEND_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (TransactionCoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
     (OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
     (KafkaStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
-    (NotEnoughReplicasError, ErrorCode.NOT_ENOUGH_REPLICAS),
 )
 
 
@@ -220,12 +219,12 @@ class ReplicaManager:
     # -- append -----------------------------------------------------------
     def append_records(
         self,
-        entries: Sequence[tuple[TopicPartition, Records]],
+        entries: Sequence[tuple[str, int, Records]],
         required_acks: int,
         timeout_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
-        """Append one batch per entry as leader; one result per entry, in order.
+        """Append one batch per (topic, partition, batch) entry as leader; one result per entry, in order.
 
         Each batch was checked by the request's decoder (one v2 batch, header
         sane); its offsets are patched in place. With ``required_acks=-1`` the
@@ -234,56 +233,53 @@ class ReplicaManager:
         the loop and is acknowledged; else returns an awaitable.
         """
         now = now_ms()  # one clock read per request: with 1,000 partitions a request carries 1,000 batches
-        results: list[PartitionAppendResult | None] = [None] * len(entries)
-        appends: list[tuple[int, Partition, Records]] = []
+        # One pass, per partition batch: look up, check, and (while nothing is queued on the
+        # append thread) append on the loop. Stopping loop appends at the first that would
+        # block keeps each partition's appends in arrival order: that one, everything after
+        # it, and every later request queue on the append thread behind it.
+        results: list[PartitionAppendResult | None] = []
+        leftover: list[tuple[int, Partition, Records]] = []
         partitions = self.partitions
-        for i, (tp, records) in enumerate(entries):
-            partition = partitions.get(tp)
-            if partition is None or not partition.is_leader:
+        broker_id = self.broker_id
+        on_loop = self.append_thread.idle
+        # Nothing can start waiting while this loop runs: skip the notify calls when nobody waits.
+        notify = self.fetch_purgatory.notify if self.fetch_purgatory.watching else None
+        check_isr = required_acks == -1
+        # Flat triples, not (topic-partition, batch) pairs: a request's entries live until it
+        # is answered, and a 1,000-partition produce then holds 1,000 fewer containers for the
+        # cyclic collector to count (see broker_command._tune_cyclic_collector).
+        for topic, index, records in entries:
+            partition = partitions.get((topic, index))
+            if partition is None or partition.leader_id != broker_id:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if partition is None else ErrorCode.NOT_LEADER_OR_FOLLOWER
-                results[i] = PartitionAppendResult(code, None, None)
+                results.append(PartitionAppendResult(code, None, None))
                 continue
-            if required_acks == -1:
-                try:
-                    partition.check_enough_replicas(required_acks)
-                except NotEnoughReplicasError as exc:
-                    results[i] = PartitionAppendResult(ErrorCode.NOT_ENOUGH_REPLICAS, None, str(exc))
-                    continue
+            if check_isr and len(partition.isr) < partition.log.config.min_insync_replicas:
+                results.append(PartitionAppendResult(ErrorCode.NOT_ENOUGH_REPLICAS, None, partition.isr_too_small()))
+                continue
             if type(records) is memoryview and records.readonly:  # offsets are patched in place
                 records = bytearray(records)
-            appends.append((i, partition, records))
+            if on_loop:
+                try:
+                    info = partition.try_append_records_to_leader(records, origin, now)
+                except (StorageError, ProtocolError) as exc:
+                    results.append(self._append_failed(partition, exc))
+                    continue
+                if info is not None:
+                    results.append(PartitionAppendResult(ErrorCode.NO_ERROR, info, None))
+                    if notify is not None:
+                        notify((topic, index))
+                    continue
+                on_loop = False
+            leftover.append((len(results), partition, records))
+            results.append(None)  # filled in when the append thread is done
 
-        leftover = appends
-        if appends and self.append_thread.idle:
-            leftover = self._append_on_loop(appends, results, origin, now)
         if leftover:
             # Queued now, not when a task first runs: a later request handled
             # synchronously must see the append thread busy and queue behind it.
             pending = self.append_thread.run(self._append_blocking, leftover, origin, now)
             return self._complete_after_thread(pending, entries, leftover, results, required_acks, timeout_ms)
         return self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
-
-    def _append_on_loop(self, appends: list[tuple[int, Partition, Records]],
-                        results: list[PartitionAppendResult | None], origin: AppendOrigin,
-                        now: int) -> list[tuple[int, Partition, Records]]:
-        """Append what cannot block, in order, until one would; the rest is returned for the thread.
-
-        Stopping at the first that would block keeps a partition's appends in
-        arrival order: everything after it, and every later request, queues on
-        the append thread behind it.
-        """
-        notify = self.fetch_purgatory.notify
-        for n, (i, partition, records) in enumerate(appends):
-            try:
-                info = partition.try_append_records_to_leader(records, origin, now)
-            except (StorageError, ProtocolError) as exc:
-                results[i] = self._append_failed(partition, exc)
-                continue
-            if info is None:
-                return appends[n:]
-            results[i] = PartitionAppendResult(ErrorCode.NO_ERROR, info)
-            notify((partition.topic, partition.partition_index))
-        return []
 
     def _append_blocking(self, appends: list[tuple[int, Partition, Records]], origin: AppendOrigin,
                          now: int) -> list[PartitionAppendResult]:
@@ -293,7 +289,7 @@ class ReplicaManager:
             try:
                 info = partition.append_records_to_leader(records, origin, now)
                 results.append(PartitionAppendResult(ErrorCode.NO_ERROR, info))
-            except (StorageError, ProtocolError, NotEnoughReplicasError) as exc:
+            except (StorageError, ProtocolError) as exc:
                 results.append(self._append_failed(partition, exc))
             except Exception as exc:
                 if self.partitions.get((partition.topic, partition.partition_index)) is not partition:
@@ -310,7 +306,7 @@ class ReplicaManager:
         return PartitionAppendResult(error_code_for(exc), None, str(exc))
 
     async def _complete_after_thread(self, pending: Awaitable[list[PartitionAppendResult]],
-                                     entries: Sequence[tuple[TopicPartition, Records]],
+                                     entries: Sequence[tuple[str, int, Records]],
                                      appended: list[tuple[int, Partition, Records]],
                                      results: list[PartitionAppendResult | None], required_acks: int,
                                      timeout_ms: int) -> list[PartitionAppendResult]:
@@ -323,7 +319,7 @@ class ReplicaManager:
         acknowledged = self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
         return acknowledged if isinstance(acknowledged, list) else await acknowledged
 
-    def _acknowledged(self, entries: Sequence[tuple[TopicPartition, Records]],
+    def _acknowledged(self, entries: Sequence[tuple[str, int, Records]],
                       results: list[PartitionAppendResult], required_acks: int,
                       timeout_ms: int) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
         """acks 0/1: the results now. acks=-1: once each high watermark passes its append."""
@@ -331,10 +327,11 @@ class ReplicaManager:
             return results
         required: dict[TopicPartition, int] = {}
         partitions = self.partitions
-        for (tp, _), result in zip(entries, results, strict=True):
+        for (topic, index, _), result in zip(entries, results, strict=True):
             info = result.info
             if info is None:
                 continue
+            tp = (topic, index)
             partition = partitions.get(tp)
             if partition is not None and partition.high_watermark <= info.last_offset:
                 required[tp] = info.last_offset + 1
@@ -342,12 +339,12 @@ class ReplicaManager:
             return results
         return self._wait_for_high_watermark(entries, results, required, timeout_ms)
 
-    async def _wait_for_high_watermark(self, entries: Sequence[tuple[TopicPartition, Records]],
+    async def _wait_for_high_watermark(self, entries: Sequence[tuple[str, int, Records]],
                                        results: list[PartitionAppendResult], required: dict[TopicPartition, int],
                                        timeout_ms: int) -> list[PartitionAppendResult]:
         short = await self.produce_purgatory.wait(required, max(timeout_ms, 0) / 1000)
-        for (tp, _), result in zip(entries, results, strict=True):
-            if tp in short:
+        for (topic, index, _), result in zip(entries, results, strict=True):
+            if (topic, index) in short:
                 result.error_code = ErrorCode.REQUEST_TIMED_OUT
                 result.info = None
         return results

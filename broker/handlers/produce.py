@@ -27,7 +27,7 @@ from protocol.messages.produce import (
     TopicProduceResponse,
 )
 from protocol.record_batch import parse_batch_header
-from replication.replica_manager import PartitionAppendResult, TopicPartition
+from replication.replica_manager import PartitionAppendResult
 from storage.log_append import AppendOrigin
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ProduceRequest
     by_topic_id = ctx.api_version >= 13
     acks = request.acks
     responses: list[TopicProduceResponse] = []
-    appends: list[tuple[TopicPartition, memoryview | bytearray]] = []
+    appends: list[tuple[str, int, memoryview | bytearray]] = []
     slots: list[PartitionProduceResponse] = []  # response entries awaiting an append result
     bad_acks = acks not in (-1, 0, 1)
     for topic_data in request.topic_data:
@@ -91,7 +91,7 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ProduceRequest
             elif (problem := _check_one_batch(data.records)) is not None:  # type: ignore[arg-type]
                 entry = _partition_error(data.index, ErrorCode.INVALID_RECORD, problem)
             else:
-                appends.append(((name, data.index), data.records))  # type: ignore[arg-type]  # checked above
+                appends.append((name, data.index, data.records))  # type: ignore[arg-type]  # checked above
                 entry = PartitionProduceResponse(index=data.index)
                 slots.append(entry)
             entries.append(entry)

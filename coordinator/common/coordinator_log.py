@@ -75,7 +75,7 @@ class ReplicaCoordinatorLog:
 
     def append(self, partition: int, records: KeyValues, timestamp: int, callback: AppendCallback) -> None:
         batch = build_records_batch(records, timestamp)
-        outcome = self.replica_manager.append_records([((self.topic, partition), batch)], -1,
+        outcome = self.replica_manager.append_records([(self.topic, partition, batch)], -1,
                                                       self.append_timeout_ms, AppendOrigin.COORDINATOR)
         loop = asyncio.get_running_loop()
         if isinstance(outcome, list):

@@ -94,10 +94,10 @@ def test_replica_manager_answers_at_once_on_the_loop_and_later_from_the_thread(t
         manager = ReplicaManager(0, None, AppendThread(executor))  # type: ignore[arg-type]  # no log manager
         partition = Partition("t", 0, uuid.uuid4(), log, 0, [0])
         manager.partitions[("t", 0)] = partition
-        now = manager.append_records([(("t", 0), make_batch(2))], 1, 1000)
+        now = manager.append_records([("t", 0, make_batch(2))], 1, 1000)
         assert isinstance(now, list) and now[0].error_code == ErrorCode.NO_ERROR and now[0].info is not None
         assert now[0].info.first_offset == 0
-        unknown = manager.append_records([(("u", 0), make_batch(1))], 1, 1000)
+        unknown = manager.append_records([("u", 0, make_batch(1))], 1, 1000)
         assert isinstance(unknown, list) and unknown[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         held, release = threading.Event(), threading.Event()
 
@@ -110,10 +110,10 @@ def test_replica_manager_answers_at_once_on_the_loop_and_later_from_the_thread(t
         holder.start()
         try:
             held.wait(5)
-            later = manager.append_records([(("t", 0), make_batch(3))], -1, 1000)
+            later = manager.append_records([("t", 0, make_batch(3))], -1, 1000)
             assert not isinstance(later, list)
             # Queued behind it: a second request may not overtake on the loop.
-            queued = manager.append_records([(("t", 0), make_batch(1))], 1, 1000)
+            queued = manager.append_records([("t", 0, make_batch(1))], 1, 1000)
             assert not isinstance(queued, list)
         finally:
             release.set()

@@ -38,7 +38,7 @@ def _manager(tmp_path: Path, isr: list[int]) -> tuple[ReplicaManager, Partition,
 def test_acks_all_waits_for_the_high_watermark(tmp_path: Path) -> None:
     async def scenario() -> None:
         manager, partition, executor = _manager(tmp_path, [0, 1])
-        pending = manager.append_records([(("t", 0), make_batch(3))], -1, 5000)
+        pending = manager.append_records([("t", 0, make_batch(3))], -1, 5000)
         assert not isinstance(pending, list)  # the follower has not fetched it yet
         task = asyncio.ensure_future(pending)  # type: ignore[arg-type]
         await asyncio.sleep(0.05)
@@ -52,7 +52,7 @@ def test_acks_all_waits_for_the_high_watermark(tmp_path: Path) -> None:
         results = await asyncio.wait_for(task, 1)
         assert results[0].error_code == ErrorCode.NO_ERROR and results[0].info is not None
         # acks=1 does not wait for the follower.
-        now = manager.append_records([(("t", 0), make_batch(1))], 1, 5000)
+        now = manager.append_records([("t", 0, make_batch(1))], 1, 5000)
         assert isinstance(now, list) and now[0].info is not None and now[0].info.first_offset == 3
         executor.shutdown()
         partition.log.close()
@@ -63,7 +63,7 @@ def test_acks_all_waits_for_the_high_watermark(tmp_path: Path) -> None:
 def test_acks_all_times_out_with_request_timed_out(tmp_path: Path) -> None:
     async def scenario() -> None:
         manager, partition, executor = _manager(tmp_path, [0, 1])
-        pending = manager.append_records([(("t", 0), make_batch(2))], -1, 100)
+        pending = manager.append_records([("t", 0, make_batch(2))], -1, 100)
         results = await asyncio.wait_for(pending, 2)  # type: ignore[arg-type]
         assert results[0].error_code == ErrorCode.REQUEST_TIMED_OUT
         executor.shutdown()
@@ -76,7 +76,7 @@ def test_acks_all_below_min_insync_replicas_is_refused(tmp_path: Path) -> None:
     async def scenario() -> None:
         manager, partition, executor = _manager(tmp_path, [0])
         partition.log.config = LogConfig.model_validate({"min.insync.replicas": 2})
-        refused = manager.append_records([(("t", 0), make_batch(1))], -1, 1000)
+        refused = manager.append_records([("t", 0, make_batch(1))], -1, 1000)
         assert isinstance(refused, list) and refused[0].error_code == ErrorCode.NOT_ENOUGH_REPLICAS
         assert partition.log_end_offset == 0
         executor.shutdown()
@@ -96,7 +96,7 @@ def test_a_parked_fetch_wakes_on_a_coordinator_append(tmp_path: Path) -> None:
         await asyncio.sleep(0.05)
         loop = asyncio.get_running_loop()
         started = loop.time()
-        appended = manager.append_records([(("t", 0), make_batch(2))], -1, 1000, AppendOrigin.COORDINATOR)
+        appended = manager.append_records([("t", 0, make_batch(2))], -1, 1000, AppendOrigin.COORDINATOR)
         assert isinstance(appended, list)
         results = await asyncio.wait_for(task, 2)
         assert loop.time() - started < 1  # woken, not timed out
