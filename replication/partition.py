@@ -132,23 +132,37 @@ class Partition:
         self.maybe_increment_high_watermark()
         return info
 
-    def try_append_records_to_leader(self, records: bytearray | memoryview, origin: AppendOrigin,
-                                     now: int) -> LogAppendInfo | None:
-        """Append now if that cannot block (log not locked by another thread, no roll,
-        no flush due); else None and nothing is written. ``records`` is one validated batch."""
+    def reserve_append(self, records: bytearray | memoryview, now: int) -> bool:
+        """Take the log's lock for an append on the event loop: True when it is held and
+        the append cannot block (no roll, no flush due); else nothing is held.
+
+        The replica manager reserves every partition of a request, then appends them
+        (``append_reserved``): two short passes keep the interpreter's working set of
+        each in the CPU caches, which at 1,000 partitions a request is measurable.
+        """
         log_ = self.log
         if not log_.lock.acquire(blocking=False):
-            return None
+            return False
+        # Two header fields, not a full parse: the request's decoder checked this header.
+        last_offset_delta, max_timestamp = last_offset_delta_and_max_timestamp(records)
+        if log_.append_would_block(len(records), max_timestamp, last_offset_delta, now):
+            log_.lock.release()
+            return False
+        return True
+
+    def append_reserved(self, records: bytearray | memoryview, origin: AppendOrigin, now: int) -> LogAppendInfo:
+        """Append under the lock ``reserve_append`` took, release it, advance the HW."""
+        log_ = self.log
         try:
-            # Two header fields, not a full parse: the request's decoder checked this header.
-            last_offset_delta, max_timestamp = last_offset_delta_and_max_timestamp(records)
-            if log_.append_would_block(len(records), max_timestamp, last_offset_delta, now):
-                return None
-            info = log_.append_as_leader(records, self.leader_epoch, origin, now, roll_checked=True)
+            info = log_.append_as_leader(records, self.leader_epoch, origin, now, True)
         finally:
             log_.lock.release()
         self.maybe_increment_high_watermark()
         return info
+
+    def release_reserved(self) -> None:
+        """Give back a reservation that will not be used."""
+        self.log.lock.release()
 
     def maybe_increment_high_watermark(self) -> bool:
         """Move the HW to the smallest log end offset in the ISR; True when it moved."""

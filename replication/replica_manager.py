@@ -233,17 +233,15 @@ class ReplicaManager:
         the loop and is acknowledged; else returns an awaitable.
         """
         now = now_ms()  # one clock read per request: with 1,000 partitions a request carries 1,000 batches
-        # One pass, per partition batch: look up, check, and (while nothing is queued on the
-        # append thread) append on the loop. Stopping loop appends at the first that would
-        # block keeps each partition's appends in arrival order: that one, everything after
-        # it, and every later request queue on the append thread behind it.
+        # First pass: look up and check each partition batch. Then, while nothing is queued
+        # on the append thread, reserve (lock, roll test) and append on the loop. Stopping
+        # at the first that would block keeps each partition's appends in arrival order:
+        # that one, everything after it, and every later request queue on the append
+        # thread behind it.
         results: list[PartitionAppendResult | None] = []
-        leftover: list[tuple[int, Partition, Records]] = []
+        appends: list[tuple[int, Partition, Records]] = []
         partitions = self.partitions
         broker_id = self.broker_id
-        on_loop = self.append_thread.idle
-        # Nothing can start waiting while this loop runs: skip the notify calls when nobody waits.
-        notify = self.fetch_purgatory.notify if self.fetch_purgatory.watching else None
         check_isr = required_acks == -1
         # Flat triples, not (topic-partition, batch) pairs: a request's entries live until it
         # is answered, and a 1,000-partition produce then holds 1,000 fewer containers for the
@@ -259,27 +257,44 @@ class ReplicaManager:
                 continue
             if type(records) is memoryview and records.readonly:  # offsets are patched in place
                 records = bytearray(records)
-            if on_loop:
-                try:
-                    info = partition.try_append_records_to_leader(records, origin, now)
-                except (StorageError, ProtocolError) as exc:
-                    results.append(self._append_failed(partition, exc))
-                    continue
-                if info is not None:
-                    results.append(PartitionAppendResult(ErrorCode.NO_ERROR, info, None))
-                    if notify is not None:
-                        notify((topic, index))
-                    continue
-                on_loop = False
-            leftover.append((len(results), partition, records))
-            results.append(None)  # filled in when the append thread is done
-
+            appends.append((len(results), partition, records))
+            results.append(None)  # filled by the append below
+        leftover = self._append_on_loop(appends, results, origin, now) if self.append_thread.idle else appends
         if leftover:
             # Queued now, not when a task first runs: a later request handled
             # synchronously must see the append thread busy and queue behind it.
             pending = self.append_thread.run(self._append_blocking, leftover, origin, now)
             return self._complete_after_thread(pending, entries, leftover, results, required_acks, timeout_ms)
         return self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
+
+    def _append_on_loop(self, appends: list[tuple[int, Partition, Records]],
+                        results: list[PartitionAppendResult | None], origin: AppendOrigin,
+                        now: int) -> list[tuple[int, Partition, Records]]:
+        """Append on the loop every batch up to the first whose append could block;
+        return the rest (for the append thread)."""
+        reserved = 0
+        for _, partition, records in appends:
+            if not partition.reserve_append(records, now):
+                break
+            reserved += 1
+        # Nothing can start waiting while these appends run: skip notify when nobody waits.
+        notify = self.fetch_purgatory.notify if self.fetch_purgatory.watching else None
+        done = 0
+        try:
+            for i, partition, records in appends[:reserved]:
+                done += 1
+                try:
+                    info = partition.append_reserved(records, origin, now)
+                except (StorageError, ProtocolError) as exc:
+                    results[i] = self._append_failed(partition, exc)
+                    continue
+                results[i] = PartitionAppendResult(ErrorCode.NO_ERROR, info, None)
+                if notify is not None:
+                    notify((partition.topic, partition.partition_index))
+        finally:
+            for _, partition, _ in appends[done:reserved]:  # only after an unexpected error
+                partition.release_reserved()
+        return appends[reserved:]
 
     def _append_blocking(self, appends: list[tuple[int, Partition, Records]], origin: AppendOrigin,
                          now: int) -> list[PartitionAppendResult]:

@@ -73,13 +73,16 @@ def test_a_log_locked_by_another_thread_is_appended_from_a_thread(tmp_path: Path
     holder.start()
     try:
         held.wait(5)
-        assert partition.try_append_records_to_leader(make_batch(2), AppendOrigin.CLIENT, now_ms()) is None
+        assert not partition.reserve_append(make_batch(2), now_ms())
         assert log.log_end_offset == 0
     finally:
         release.set()
         holder.join()
-    info = partition.try_append_records_to_leader(make_batch(2), AppendOrigin.CLIENT, now_ms())
-    assert info is not None and info.first_offset == 0
+    batch = make_batch(2)
+    assert partition.reserve_append(batch, now_ms())
+    info = partition.append_reserved(batch, AppendOrigin.CLIENT, now_ms())
+    assert info.first_offset == 0 and log.lock.acquire(blocking=False)  # released again
+    log.lock.release()
     assert log.log_end_offset == 2 and partition.high_watermark == 2
     log.close()
 
