@@ -243,9 +243,6 @@ class ReplicaManager:
         partitions = self.partitions
         broker_id = self.broker_id
         check_isr = required_acks == -1
-        # Flat triples, not (topic-partition, batch) pairs: a request's entries live until it
-        # is answered, and a 1,000-partition produce then holds 1,000 fewer containers for the
-        # cyclic collector to count (see broker_command._tune_cyclic_collector).
         for topic, index, records in entries:
             partition = partitions.get((topic, index))
             if partition is None or partition.leader_id != broker_id:

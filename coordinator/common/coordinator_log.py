@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from protocol.errors import ErrorCode
@@ -81,7 +81,7 @@ class ReplicaCoordinatorLog:
         if isinstance(outcome, list):
             loop.call_soon(self._complete, partition, outcome[0], callback)
             return
-        future = asyncio.ensure_future(_awaited(outcome))
+        future = asyncio.ensure_future(outcome)
         self._in_flight.add(future)
 
         def done(f: asyncio.Future[list[PartitionAppendResult]]) -> None:
@@ -130,7 +130,3 @@ class ReplicaCoordinatorLog:
 
     def __repr__(self) -> str:
         return f"ReplicaCoordinatorLog({self.topic}, partitions={self.num_partitions})"
-
-
-async def _awaited(outcome: Awaitable[list[PartitionAppendResult]]) -> list[PartitionAppendResult]:
-    return await outcome
