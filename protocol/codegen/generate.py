@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from protocol.codegen.kafka_3_9 import union_low
 from protocol.codegen.module import emit_module
 from protocol.codegen.schema import Versions, parse_message, schema_files, snake_case
 
@@ -44,6 +45,9 @@ def render_all() -> dict[str, str]:
             raise ValueError(f"{api}: request and response disagree on the API key")
         if request.valid != response.valid or request.flexible != response.flexible:
             raise ValueError(f"{api}: request and response disagree on versions")
+        # Versions Kafka 4 removed are still served (Kafka 3.9's range, see kafka_3_9).
+        low = union_low(request.api_key, request.valid.low)
+        request.valid = response.valid = Versions(low, request.valid.high)
         module = snake_case(api)
         out[f"{module}.py"] = emit_module(
             f"Kafka's {api} API (key {request.api_key}): request and response codecs.",

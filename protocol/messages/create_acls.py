@@ -113,7 +113,7 @@ class CreateAclsRequest(Message):
     """
 
     API_KEY = 30
-    VALID_VERSIONS = range(1, 4)
+    VALID_VERSIONS = range(0, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('creations',)
     creations: list[AclCreation]
@@ -141,7 +141,7 @@ class CreateAclsResponse(Message):
     """
 
     API_KEY = 30
-    VALID_VERSIONS = range(1, 4)
+    VALID_VERSIONS = range(0, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'results')
     throttle_time_ms: int
@@ -162,6 +162,98 @@ class CreateAclsResponse(Message):
         return f"CreateAclsResponse(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r})"
 
 
+
+
+def _d_AclCreation_v0(buf, pos):
+    f_resource_type, = _s_b.unpack_from(buf, pos)
+    pos += 1
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        raise ProtocolError('non-nullable field ResourceName is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('ResourceName')
+        f_resource_name = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n3 < 0:
+        raise ProtocolError('non-nullable field Principal is null')
+    else:
+        e4 = pos + n3
+        if e4 > len(buf):
+            raise truncated('Principal')
+        f_principal = str(buf[pos:e4], 'utf-8')
+        pos = e4
+    n5, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n5 < 0:
+        raise ProtocolError('non-nullable field Host is null')
+    else:
+        e6 = pos + n5
+        if e6 > len(buf):
+            raise truncated('Host')
+        f_host = str(buf[pos:e6], 'utf-8')
+        pos = e6
+    f_operation, f_permission_type = _s_bb.unpack_from(buf, pos)
+    pos += 2
+    o = _new(AclCreation)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.resource_pattern_type = 3
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    return o, pos
+
+
+def _d_CreateAclsRequest_v0(buf, pos):
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Creations is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Creations')
+        f_creations = []
+        for _ in range(n1):
+            item2, pos = _d_AclCreation_v0(buf, pos)
+            f_creations.append(item2)
+    o = _new(CreateAclsRequest)
+    o.creations = f_creations
+    return o, pos
+
+
+def _e_AclCreation_v0(o, b, chunks):
+    x1 = o.resource_pattern_type != 3
+    if x1:
+        raise UnsupportedVersionError('AclCreation.resource_pattern_type cannot be sent at this version')
+    b += _s_b.pack(o.resource_type)
+    v2 = o.resource_name
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
+    v3 = o.principal
+    v3 = v3.encode()
+    b += _s_h.pack(len(v3))
+    b += v3
+    v4 = o.host
+    v4 = v4.encode()
+    b += _s_h.pack(len(v4))
+    b += v4
+    b += _s_bb.pack(o.operation, o.permission_type)
+    return b
+
+
+def _e_CreateAclsRequest_v0(o, b, chunks):
+    a1 = o.creations
+    b += _s_i.pack(len(a1))
+    for item2 in a1:
+        b = _e_AclCreation_v0(item2, b, chunks)
+    return b
 
 
 def _d_AclCreation_v1(buf, pos):
@@ -406,7 +498,7 @@ def _e_CreateAclsRequest_v2(o, b, chunks):
     return b
 
 
-def _d_AclCreationResult_v1(buf, pos):
+def _d_AclCreationResult_v0(buf, pos):
     f_error_code, = _s_h.unpack_from(buf, pos)
     pos += 2
     n1, = _s_h.unpack_from(buf, pos)
@@ -425,7 +517,7 @@ def _d_AclCreationResult_v1(buf, pos):
     return o, pos
 
 
-def _d_CreateAclsResponse_v1(buf, pos):
+def _d_CreateAclsResponse_v0(buf, pos):
     f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
     pos += 4
     n1, = _s_i.unpack_from(buf, pos)
@@ -437,7 +529,7 @@ def _d_CreateAclsResponse_v1(buf, pos):
             raise truncated('Results')
         f_results = []
         for _ in range(n1):
-            item2, pos = _d_AclCreationResult_v1(buf, pos)
+            item2, pos = _d_AclCreationResult_v0(buf, pos)
             f_results.append(item2)
     o = _new(CreateAclsResponse)
     o.throttle_time_ms = f_throttle_time_ms
@@ -445,7 +537,7 @@ def _d_CreateAclsResponse_v1(buf, pos):
     return o, pos
 
 
-def _e_AclCreationResult_v1(o, b, chunks):
+def _e_AclCreationResult_v0(o, b, chunks):
     b += _s_h.pack(o.error_code)
     v1 = o.error_message
     if v1 is None:
@@ -457,12 +549,12 @@ def _e_AclCreationResult_v1(o, b, chunks):
     return b
 
 
-def _e_CreateAclsResponse_v1(o, b, chunks):
+def _e_CreateAclsResponse_v0(o, b, chunks):
     b += _s_i.pack(o.throttle_time_ms)
     a1 = o.results
     b += _s_i.pack(len(a1))
     for item2 in a1:
-        b = _e_AclCreationResult_v1(item2, b, chunks)
+        b = _e_AclCreationResult_v0(item2, b, chunks)
     return b
 
 
@@ -570,14 +662,14 @@ def _e_CreateAclsResponse_v2(o, b, chunks):
     return b
 
 
-CreateAclsRequest._DECODERS = {1: _d_CreateAclsRequest_v1, 2: _d_CreateAclsRequest_v2, 3: _d_CreateAclsRequest_v2}
-CreateAclsRequest._ENCODERS = {1: _e_CreateAclsRequest_v1, 2: _e_CreateAclsRequest_v2, 3: _e_CreateAclsRequest_v2}
-CreateAclsResponse._DECODERS = {1: _d_CreateAclsResponse_v1, 2: _d_CreateAclsResponse_v2, 3: _d_CreateAclsResponse_v2}
-CreateAclsResponse._ENCODERS = {1: _e_CreateAclsResponse_v1, 2: _e_CreateAclsResponse_v2, 3: _e_CreateAclsResponse_v2}
+CreateAclsRequest._DECODERS = {0: _d_CreateAclsRequest_v0, 1: _d_CreateAclsRequest_v1, 2: _d_CreateAclsRequest_v2, 3: _d_CreateAclsRequest_v2}
+CreateAclsRequest._ENCODERS = {0: _e_CreateAclsRequest_v0, 1: _e_CreateAclsRequest_v1, 2: _e_CreateAclsRequest_v2, 3: _e_CreateAclsRequest_v2}
+CreateAclsResponse._DECODERS = {0: _d_CreateAclsResponse_v0, 1: _d_CreateAclsResponse_v0, 2: _d_CreateAclsResponse_v2, 3: _d_CreateAclsResponse_v2}
+CreateAclsResponse._ENCODERS = {0: _e_CreateAclsResponse_v0, 1: _e_CreateAclsResponse_v0, 2: _e_CreateAclsResponse_v2, 3: _e_CreateAclsResponse_v2}
 
 API_KEY = 30
 API_NAME = 'CreateAcls'
-VALID_VERSIONS = range(1, 4)
+VALID_VERSIONS = range(0, 4)
 FLEXIBLE_MIN_VERSION = 2
 LISTENERS = ('broker', 'controller')
 REQUEST = CreateAclsRequest

@@ -219,7 +219,7 @@ class CreateTopicsRequest(Message):
     """
 
     API_KEY = 19
-    VALID_VERSIONS = range(2, 8)
+    VALID_VERSIONS = range(0, 8)
     FLEXIBLE_MIN_VERSION = 5
     __slots__ = ('topics', 'timeout_ms', 'validate_only')
     topics: list[CreatableTopic]
@@ -251,7 +251,7 @@ class CreateTopicsResponse(Message):
     """
 
     API_KEY = 19
-    VALID_VERSIONS = range(2, 8)
+    VALID_VERSIONS = range(0, 8)
     FLEXIBLE_MIN_VERSION = 5
     __slots__ = ('throttle_time_ms', 'topics')
     throttle_time_ms: int
@@ -274,7 +274,7 @@ class CreateTopicsResponse(Message):
 
 
 
-def _d_CreatableReplicaAssignment_v2(buf, pos):
+def _d_CreatableReplicaAssignment_v0(buf, pos):
     f_partition_index, = _s_i.unpack_from(buf, pos)
     pos += 4
     n1, = _s_i.unpack_from(buf, pos)
@@ -292,7 +292,7 @@ def _d_CreatableReplicaAssignment_v2(buf, pos):
     return o, pos
 
 
-def _d_CreatableTopicConfig_v2(buf, pos):
+def _d_CreatableTopicConfig_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -319,7 +319,7 @@ def _d_CreatableTopicConfig_v2(buf, pos):
     return o, pos
 
 
-def _d_CreatableTopic_v2(buf, pos):
+def _d_CreatableTopic_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -341,7 +341,7 @@ def _d_CreatableTopic_v2(buf, pos):
             raise truncated('Assignments')
         f_assignments = []
         for _ in range(n3):
-            item4, pos = _d_CreatableReplicaAssignment_v2(buf, pos)
+            item4, pos = _d_CreatableReplicaAssignment_v0(buf, pos)
             f_assignments.append(item4)
     n5, = _s_i.unpack_from(buf, pos)
     pos += 4
@@ -352,7 +352,7 @@ def _d_CreatableTopic_v2(buf, pos):
             raise truncated('Configs')
         f_configs = []
         for _ in range(n5):
-            item6, pos = _d_CreatableTopicConfig_v2(buf, pos)
+            item6, pos = _d_CreatableTopicConfig_v0(buf, pos)
             f_configs.append(item6)
     o = _new(CreatableTopic)
     o.name = f_name
@@ -363,7 +363,7 @@ def _d_CreatableTopic_v2(buf, pos):
     return o, pos
 
 
-def _d_CreateTopicsRequest_v2(buf, pos):
+def _d_CreateTopicsRequest_v0(buf, pos):
     n1, = _s_i.unpack_from(buf, pos)
     pos += 4
     if n1 < 0:
@@ -373,18 +373,18 @@ def _d_CreateTopicsRequest_v2(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n1):
-            item2, pos = _d_CreatableTopic_v2(buf, pos)
+            item2, pos = _d_CreatableTopic_v0(buf, pos)
             f_topics.append(item2)
-    f_timeout_ms, f_validate_only = _s_io.unpack_from(buf, pos)
-    pos += 5
+    f_timeout_ms, = _s_i.unpack_from(buf, pos)
+    pos += 4
     o = _new(CreateTopicsRequest)
     o.topics = f_topics
     o.timeout_ms = f_timeout_ms
-    o.validate_only = f_validate_only
+    o.validate_only = False
     return o, pos
 
 
-def _e_CreatableReplicaAssignment_v2(o, b, chunks):
+def _e_CreatableReplicaAssignment_v0(o, b, chunks):
     b += _s_i.pack(o.partition_index)
     a1 = o.broker_ids
     b += _s_i.pack(len(a1))
@@ -392,7 +392,7 @@ def _e_CreatableReplicaAssignment_v2(o, b, chunks):
     return b
 
 
-def _e_CreatableTopicConfig_v2(o, b, chunks):
+def _e_CreatableTopicConfig_v0(o, b, chunks):
     v1 = o.name
     v1 = v1.encode()
     b += _s_h.pack(len(v1))
@@ -407,7 +407,7 @@ def _e_CreatableTopicConfig_v2(o, b, chunks):
     return b
 
 
-def _e_CreatableTopic_v2(o, b, chunks):
+def _e_CreatableTopic_v0(o, b, chunks):
     v1 = o.name
     v1 = v1.encode()
     b += _s_h.pack(len(v1))
@@ -416,19 +416,52 @@ def _e_CreatableTopic_v2(o, b, chunks):
     a2 = o.assignments
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_CreatableReplicaAssignment_v2(item3, b, chunks)
+        b = _e_CreatableReplicaAssignment_v0(item3, b, chunks)
     a4 = o.configs
     b += _s_i.pack(len(a4))
     for item5 in a4:
-        b = _e_CreatableTopicConfig_v2(item5, b, chunks)
+        b = _e_CreatableTopicConfig_v0(item5, b, chunks)
     return b
 
 
-def _e_CreateTopicsRequest_v2(o, b, chunks):
+def _e_CreateTopicsRequest_v0(o, b, chunks):
+    x1 = o.validate_only != False
+    if x1:
+        raise UnsupportedVersionError('CreateTopicsRequest.validate_only cannot be sent at this version')
+    a2 = o.topics
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_CreatableTopic_v0(item3, b, chunks)
+    b += _s_i.pack(o.timeout_ms)
+    return b
+
+
+def _d_CreateTopicsRequest_v1(buf, pos):
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n1):
+            item2, pos = _d_CreatableTopic_v0(buf, pos)
+            f_topics.append(item2)
+    f_timeout_ms, f_validate_only = _s_io.unpack_from(buf, pos)
+    pos += 5
+    o = _new(CreateTopicsRequest)
+    o.topics = f_topics
+    o.timeout_ms = f_timeout_ms
+    o.validate_only = f_validate_only
+    return o, pos
+
+
+def _e_CreateTopicsRequest_v1(o, b, chunks):
     a1 = o.topics
     b += _s_i.pack(len(a1))
     for item2 in a1:
-        b = _e_CreatableTopic_v2(item2, b, chunks)
+        b = _e_CreatableTopic_v0(item2, b, chunks)
     b += _s_io.pack(o.timeout_ms, o.validate_only)
     return b
 
@@ -701,7 +734,67 @@ def _e_CreateTopicsRequest_v5(o, b, chunks):
     return b
 
 
-def _d_CreatableTopicResult_v2(buf, pos):
+def _d_CreatableTopicResult_v0(buf, pos):
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Name is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('Name')
+        f_name = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    f_error_code, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    o = _new(CreatableTopicResult)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.error_code = f_error_code
+    o.error_message = ''
+    o.topic_config_error_code = 0
+    o.num_partitions = -1
+    o.replication_factor = -1
+    o.configs = []
+    return o, pos
+
+
+def _d_CreateTopicsResponse_v0(buf, pos):
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n1):
+            item2, pos = _d_CreatableTopicResult_v0(buf, pos)
+            f_topics.append(item2)
+    o = _new(CreateTopicsResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    return o, pos
+
+
+def _e_CreatableTopicResult_v0(o, b, chunks):
+    v1 = o.name
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    b += _s_h.pack(o.error_code)
+    return b
+
+
+def _e_CreateTopicsResponse_v0(o, b, chunks):
+    a1 = o.topics
+    b += _s_i.pack(len(a1))
+    for item2 in a1:
+        b = _e_CreatableTopicResult_v0(item2, b, chunks)
+    return b
+
+
+def _d_CreatableTopicResult_v1(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -736,9 +829,7 @@ def _d_CreatableTopicResult_v2(buf, pos):
     return o, pos
 
 
-def _d_CreateTopicsResponse_v2(buf, pos):
-    f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
-    pos += 4
+def _d_CreateTopicsResponse_v1(buf, pos):
     n1, = _s_i.unpack_from(buf, pos)
     pos += 4
     if n1 < 0:
@@ -748,15 +839,15 @@ def _d_CreateTopicsResponse_v2(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n1):
-            item2, pos = _d_CreatableTopicResult_v2(buf, pos)
+            item2, pos = _d_CreatableTopicResult_v1(buf, pos)
             f_topics.append(item2)
     o = _new(CreateTopicsResponse)
-    o.throttle_time_ms = f_throttle_time_ms
+    o.throttle_time_ms = 0
     o.topics = f_topics
     return o, pos
 
 
-def _e_CreatableTopicResult_v2(o, b, chunks):
+def _e_CreatableTopicResult_v1(o, b, chunks):
     v1 = o.name
     v1 = v1.encode()
     b += _s_h.pack(len(v1))
@@ -772,12 +863,40 @@ def _e_CreatableTopicResult_v2(o, b, chunks):
     return b
 
 
+def _e_CreateTopicsResponse_v1(o, b, chunks):
+    a1 = o.topics
+    b += _s_i.pack(len(a1))
+    for item2 in a1:
+        b = _e_CreatableTopicResult_v1(item2, b, chunks)
+    return b
+
+
+def _d_CreateTopicsResponse_v2(buf, pos):
+    f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n1):
+            item2, pos = _d_CreatableTopicResult_v1(buf, pos)
+            f_topics.append(item2)
+    o = _new(CreateTopicsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.topics = f_topics
+    return o, pos
+
+
 def _e_CreateTopicsResponse_v2(o, b, chunks):
     b += _s_i.pack(o.throttle_time_ms)
     a1 = o.topics
     b += _s_i.pack(len(a1))
     for item2 in a1:
-        b = _e_CreatableTopicResult_v2(item2, b, chunks)
+        b = _e_CreatableTopicResult_v1(item2, b, chunks)
     return b
 
 
@@ -1205,14 +1324,14 @@ def _e_CreateTopicsResponse_v7(o, b, chunks):
     return b
 
 
-CreateTopicsRequest._DECODERS = {2: _d_CreateTopicsRequest_v2, 3: _d_CreateTopicsRequest_v2, 4: _d_CreateTopicsRequest_v2, 5: _d_CreateTopicsRequest_v5, 6: _d_CreateTopicsRequest_v5, 7: _d_CreateTopicsRequest_v5}
-CreateTopicsRequest._ENCODERS = {2: _e_CreateTopicsRequest_v2, 3: _e_CreateTopicsRequest_v2, 4: _e_CreateTopicsRequest_v2, 5: _e_CreateTopicsRequest_v5, 6: _e_CreateTopicsRequest_v5, 7: _e_CreateTopicsRequest_v5}
-CreateTopicsResponse._DECODERS = {2: _d_CreateTopicsResponse_v2, 3: _d_CreateTopicsResponse_v2, 4: _d_CreateTopicsResponse_v2, 5: _d_CreateTopicsResponse_v5, 6: _d_CreateTopicsResponse_v5, 7: _d_CreateTopicsResponse_v7}
-CreateTopicsResponse._ENCODERS = {2: _e_CreateTopicsResponse_v2, 3: _e_CreateTopicsResponse_v2, 4: _e_CreateTopicsResponse_v2, 5: _e_CreateTopicsResponse_v5, 6: _e_CreateTopicsResponse_v5, 7: _e_CreateTopicsResponse_v7}
+CreateTopicsRequest._DECODERS = {0: _d_CreateTopicsRequest_v0, 1: _d_CreateTopicsRequest_v1, 2: _d_CreateTopicsRequest_v1, 3: _d_CreateTopicsRequest_v1, 4: _d_CreateTopicsRequest_v1, 5: _d_CreateTopicsRequest_v5, 6: _d_CreateTopicsRequest_v5, 7: _d_CreateTopicsRequest_v5}
+CreateTopicsRequest._ENCODERS = {0: _e_CreateTopicsRequest_v0, 1: _e_CreateTopicsRequest_v1, 2: _e_CreateTopicsRequest_v1, 3: _e_CreateTopicsRequest_v1, 4: _e_CreateTopicsRequest_v1, 5: _e_CreateTopicsRequest_v5, 6: _e_CreateTopicsRequest_v5, 7: _e_CreateTopicsRequest_v5}
+CreateTopicsResponse._DECODERS = {0: _d_CreateTopicsResponse_v0, 1: _d_CreateTopicsResponse_v1, 2: _d_CreateTopicsResponse_v2, 3: _d_CreateTopicsResponse_v2, 4: _d_CreateTopicsResponse_v2, 5: _d_CreateTopicsResponse_v5, 6: _d_CreateTopicsResponse_v5, 7: _d_CreateTopicsResponse_v7}
+CreateTopicsResponse._ENCODERS = {0: _e_CreateTopicsResponse_v0, 1: _e_CreateTopicsResponse_v1, 2: _e_CreateTopicsResponse_v2, 3: _e_CreateTopicsResponse_v2, 4: _e_CreateTopicsResponse_v2, 5: _e_CreateTopicsResponse_v5, 6: _e_CreateTopicsResponse_v5, 7: _e_CreateTopicsResponse_v7}
 
 API_KEY = 19
 API_NAME = 'CreateTopics'
-VALID_VERSIONS = range(2, 8)
+VALID_VERSIONS = range(0, 8)
 FLEXIBLE_MIN_VERSION = 5
 LISTENERS = ('broker', 'controller')
 REQUEST = CreateTopicsRequest

@@ -164,7 +164,7 @@ class DeleteAclsRequest(Message):
     """
 
     API_KEY = 31
-    VALID_VERSIONS = range(1, 4)
+    VALID_VERSIONS = range(0, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('filters',)
     filters: list[DeleteAclsFilter]
@@ -192,7 +192,7 @@ class DeleteAclsResponse(Message):
     """
 
     API_KEY = 31
-    VALID_VERSIONS = range(1, 4)
+    VALID_VERSIONS = range(0, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'filter_results')
     throttle_time_ms: int
@@ -213,6 +213,107 @@ class DeleteAclsResponse(Message):
         return f"DeleteAclsResponse(throttle_time_ms={self.throttle_time_ms!r}, filter_results={self.filter_results!r})"
 
 
+
+
+def _d_DeleteAclsFilter_v0(buf, pos):
+    f_resource_type_filter, = _s_b.unpack_from(buf, pos)
+    pos += 1
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        f_resource_name_filter = None
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('ResourceNameFilter')
+        f_resource_name_filter = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n3 < 0:
+        f_principal_filter = None
+    else:
+        e4 = pos + n3
+        if e4 > len(buf):
+            raise truncated('PrincipalFilter')
+        f_principal_filter = str(buf[pos:e4], 'utf-8')
+        pos = e4
+    n5, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n5 < 0:
+        f_host_filter = None
+    else:
+        e6 = pos + n5
+        if e6 > len(buf):
+            raise truncated('HostFilter')
+        f_host_filter = str(buf[pos:e6], 'utf-8')
+        pos = e6
+    f_operation, f_permission_type = _s_bb.unpack_from(buf, pos)
+    pos += 2
+    o = _new(DeleteAclsFilter)
+    o.resource_type_filter = f_resource_type_filter
+    o.resource_name_filter = f_resource_name_filter
+    o.pattern_type_filter = 3
+    o.principal_filter = f_principal_filter
+    o.host_filter = f_host_filter
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    return o, pos
+
+
+def _d_DeleteAclsRequest_v0(buf, pos):
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Filters is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Filters')
+        f_filters = []
+        for _ in range(n1):
+            item2, pos = _d_DeleteAclsFilter_v0(buf, pos)
+            f_filters.append(item2)
+    o = _new(DeleteAclsRequest)
+    o.filters = f_filters
+    return o, pos
+
+
+def _e_DeleteAclsFilter_v0(o, b, chunks):
+    x1 = o.pattern_type_filter != 3
+    if x1:
+        raise UnsupportedVersionError('DeleteAclsFilter.pattern_type_filter cannot be sent at this version')
+    b += _s_b.pack(o.resource_type_filter)
+    v2 = o.resource_name_filter
+    if v2 is None:
+        b += b'\xff\xff'
+    else:
+        v2 = v2.encode()
+        b += _s_h.pack(len(v2))
+        b += v2
+    v3 = o.principal_filter
+    if v3 is None:
+        b += b'\xff\xff'
+    else:
+        v3 = v3.encode()
+        b += _s_h.pack(len(v3))
+        b += v3
+    v4 = o.host_filter
+    if v4 is None:
+        b += b'\xff\xff'
+    else:
+        v4 = v4.encode()
+        b += _s_h.pack(len(v4))
+        b += v4
+    b += _s_bb.pack(o.operation, o.permission_type)
+    return b
+
+
+def _e_DeleteAclsRequest_v0(o, b, chunks):
+    a1 = o.filters
+    b += _s_i.pack(len(a1))
+    for item2 in a1:
+        b = _e_DeleteAclsFilter_v0(item2, b, chunks)
+    return b
 
 
 def _d_DeleteAclsFilter_v1(buf, pos):
@@ -472,6 +573,171 @@ def _e_DeleteAclsRequest_v2(o, b, chunks):
     for item3 in a1:
         b = _e_DeleteAclsFilter_v2(item3, b, chunks)
     b.append(0)
+    return b
+
+
+def _d_DeleteAclsMatchingAcl_v0(buf, pos):
+    f_error_code, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        f_error_message = None
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('ErrorMessage')
+        f_error_message = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    f_resource_type, = _s_b.unpack_from(buf, pos)
+    pos += 1
+    n3, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n3 < 0:
+        raise ProtocolError('non-nullable field ResourceName is null')
+    else:
+        e4 = pos + n3
+        if e4 > len(buf):
+            raise truncated('ResourceName')
+        f_resource_name = str(buf[pos:e4], 'utf-8')
+        pos = e4
+    n5, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n5 < 0:
+        raise ProtocolError('non-nullable field Principal is null')
+    else:
+        e6 = pos + n5
+        if e6 > len(buf):
+            raise truncated('Principal')
+        f_principal = str(buf[pos:e6], 'utf-8')
+        pos = e6
+    n7, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n7 < 0:
+        raise ProtocolError('non-nullable field Host is null')
+    else:
+        e8 = pos + n7
+        if e8 > len(buf):
+            raise truncated('Host')
+        f_host = str(buf[pos:e8], 'utf-8')
+        pos = e8
+    f_operation, f_permission_type = _s_bb.unpack_from(buf, pos)
+    pos += 2
+    o = _new(DeleteAclsMatchingAcl)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.pattern_type = 3
+    o.principal = f_principal
+    o.host = f_host
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    return o, pos
+
+
+def _d_DeleteAclsFilterResult_v0(buf, pos):
+    f_error_code, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        f_error_message = None
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('ErrorMessage')
+        f_error_message = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n3 < 0:
+        raise ProtocolError('non-nullable field MatchingAcls is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('MatchingAcls')
+        f_matching_acls = []
+        for _ in range(n3):
+            item4, pos = _d_DeleteAclsMatchingAcl_v0(buf, pos)
+            f_matching_acls.append(item4)
+    o = _new(DeleteAclsFilterResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.matching_acls = f_matching_acls
+    return o, pos
+
+
+def _d_DeleteAclsResponse_v0(buf, pos):
+    f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field FilterResults is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('FilterResults')
+        f_filter_results = []
+        for _ in range(n1):
+            item2, pos = _d_DeleteAclsFilterResult_v0(buf, pos)
+            f_filter_results.append(item2)
+    o = _new(DeleteAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.filter_results = f_filter_results
+    return o, pos
+
+
+def _e_DeleteAclsMatchingAcl_v0(o, b, chunks):
+    x1 = o.pattern_type != 3
+    if x1:
+        raise UnsupportedVersionError('DeleteAclsMatchingAcl.pattern_type cannot be sent at this version')
+    b += _s_h.pack(o.error_code)
+    v2 = o.error_message
+    if v2 is None:
+        b += b'\xff\xff'
+    else:
+        v2 = v2.encode()
+        b += _s_h.pack(len(v2))
+        b += v2
+    b += _s_b.pack(o.resource_type)
+    v3 = o.resource_name
+    v3 = v3.encode()
+    b += _s_h.pack(len(v3))
+    b += v3
+    v4 = o.principal
+    v4 = v4.encode()
+    b += _s_h.pack(len(v4))
+    b += v4
+    v5 = o.host
+    v5 = v5.encode()
+    b += _s_h.pack(len(v5))
+    b += v5
+    b += _s_bb.pack(o.operation, o.permission_type)
+    return b
+
+
+def _e_DeleteAclsFilterResult_v0(o, b, chunks):
+    b += _s_h.pack(o.error_code)
+    v1 = o.error_message
+    if v1 is None:
+        b += b'\xff\xff'
+    else:
+        v1 = v1.encode()
+        b += _s_h.pack(len(v1))
+        b += v1
+    a2 = o.matching_acls
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_DeleteAclsMatchingAcl_v0(item3, b, chunks)
+    return b
+
+
+def _e_DeleteAclsResponse_v0(o, b, chunks):
+    b += _s_i.pack(o.throttle_time_ms)
+    a1 = o.filter_results
+    b += _s_i.pack(len(a1))
+    for item2 in a1:
+        b = _e_DeleteAclsFilterResult_v0(item2, b, chunks)
     return b
 
 
@@ -899,14 +1165,14 @@ def _e_DeleteAclsResponse_v2(o, b, chunks):
     return b
 
 
-DeleteAclsRequest._DECODERS = {1: _d_DeleteAclsRequest_v1, 2: _d_DeleteAclsRequest_v2, 3: _d_DeleteAclsRequest_v2}
-DeleteAclsRequest._ENCODERS = {1: _e_DeleteAclsRequest_v1, 2: _e_DeleteAclsRequest_v2, 3: _e_DeleteAclsRequest_v2}
-DeleteAclsResponse._DECODERS = {1: _d_DeleteAclsResponse_v1, 2: _d_DeleteAclsResponse_v2, 3: _d_DeleteAclsResponse_v2}
-DeleteAclsResponse._ENCODERS = {1: _e_DeleteAclsResponse_v1, 2: _e_DeleteAclsResponse_v2, 3: _e_DeleteAclsResponse_v2}
+DeleteAclsRequest._DECODERS = {0: _d_DeleteAclsRequest_v0, 1: _d_DeleteAclsRequest_v1, 2: _d_DeleteAclsRequest_v2, 3: _d_DeleteAclsRequest_v2}
+DeleteAclsRequest._ENCODERS = {0: _e_DeleteAclsRequest_v0, 1: _e_DeleteAclsRequest_v1, 2: _e_DeleteAclsRequest_v2, 3: _e_DeleteAclsRequest_v2}
+DeleteAclsResponse._DECODERS = {0: _d_DeleteAclsResponse_v0, 1: _d_DeleteAclsResponse_v1, 2: _d_DeleteAclsResponse_v2, 3: _d_DeleteAclsResponse_v2}
+DeleteAclsResponse._ENCODERS = {0: _e_DeleteAclsResponse_v0, 1: _e_DeleteAclsResponse_v1, 2: _e_DeleteAclsResponse_v2, 3: _e_DeleteAclsResponse_v2}
 
 API_KEY = 31
 API_NAME = 'DeleteAcls'
-VALID_VERSIONS = range(1, 4)
+VALID_VERSIONS = range(0, 4)
 FLEXIBLE_MIN_VERSION = 2
 LISTENERS = ('broker', 'controller')
 REQUEST = DeleteAclsRequest

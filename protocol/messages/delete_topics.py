@@ -106,7 +106,7 @@ class DeleteTopicsRequest(Message):
     """
 
     API_KEY = 20
-    VALID_VERSIONS = range(1, 7)
+    VALID_VERSIONS = range(0, 7)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('topics', 'topic_names', 'timeout_ms')
     topics: list[DeleteTopicState]
@@ -138,7 +138,7 @@ class DeleteTopicsResponse(Message):
     """
 
     API_KEY = 20
-    VALID_VERSIONS = range(1, 7)
+    VALID_VERSIONS = range(0, 7)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('throttle_time_ms', 'responses')
     throttle_time_ms: int
@@ -161,7 +161,7 @@ class DeleteTopicsResponse(Message):
 
 
 
-def _d_DeleteTopicsRequest_v1(buf, pos):
+def _d_DeleteTopicsRequest_v0(buf, pos):
     n1, = _s_i.unpack_from(buf, pos)
     pos += 4
     if n1 < 0:
@@ -191,7 +191,7 @@ def _d_DeleteTopicsRequest_v1(buf, pos):
     return o, pos
 
 
-def _e_DeleteTopicsRequest_v1(o, b, chunks):
+def _e_DeleteTopicsRequest_v0(o, b, chunks):
     x1 = o.topics != []
     if x1:
         raise UnsupportedVersionError('DeleteTopicsRequest.topics cannot be sent at this version')
@@ -386,7 +386,7 @@ def _e_DeleteTopicsRequest_v6(o, b, chunks):
     return b
 
 
-def _d_DeletableTopicResult_v1(buf, pos):
+def _d_DeletableTopicResult_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -407,6 +407,41 @@ def _d_DeletableTopicResult_v1(buf, pos):
     return o, pos
 
 
+def _d_DeleteTopicsResponse_v0(buf, pos):
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Responses is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Responses')
+        f_responses = []
+        for _ in range(n1):
+            item2, pos = _d_DeletableTopicResult_v0(buf, pos)
+            f_responses.append(item2)
+    o = _new(DeleteTopicsResponse)
+    o.throttle_time_ms = 0
+    o.responses = f_responses
+    return o, pos
+
+
+def _e_DeletableTopicResult_v0(o, b, chunks):
+    v1 = o.name
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    b += _s_h.pack(o.error_code)
+    return b
+
+
+def _e_DeleteTopicsResponse_v0(o, b, chunks):
+    a1 = o.responses
+    b += _s_i.pack(len(a1))
+    for item2 in a1:
+        b = _e_DeletableTopicResult_v0(item2, b, chunks)
+    return b
+
+
 def _d_DeleteTopicsResponse_v1(buf, pos):
     f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
     pos += 4
@@ -419,7 +454,7 @@ def _d_DeleteTopicsResponse_v1(buf, pos):
             raise truncated('Responses')
         f_responses = []
         for _ in range(n1):
-            item2, pos = _d_DeletableTopicResult_v1(buf, pos)
+            item2, pos = _d_DeletableTopicResult_v0(buf, pos)
             f_responses.append(item2)
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms = f_throttle_time_ms
@@ -427,21 +462,12 @@ def _d_DeleteTopicsResponse_v1(buf, pos):
     return o, pos
 
 
-def _e_DeletableTopicResult_v1(o, b, chunks):
-    v1 = o.name
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    b += _s_h.pack(o.error_code)
-    return b
-
-
 def _e_DeleteTopicsResponse_v1(o, b, chunks):
     b += _s_i.pack(o.throttle_time_ms)
     a1 = o.responses
     b += _s_i.pack(len(a1))
     for item2 in a1:
-        b = _e_DeletableTopicResult_v1(item2, b, chunks)
+        b = _e_DeletableTopicResult_v0(item2, b, chunks)
     return b
 
 
@@ -806,14 +832,14 @@ def _e_DeleteTopicsResponse_v6(o, b, chunks):
     return b
 
 
-DeleteTopicsRequest._DECODERS = {1: _d_DeleteTopicsRequest_v1, 2: _d_DeleteTopicsRequest_v1, 3: _d_DeleteTopicsRequest_v1, 4: _d_DeleteTopicsRequest_v4, 5: _d_DeleteTopicsRequest_v4, 6: _d_DeleteTopicsRequest_v6}
-DeleteTopicsRequest._ENCODERS = {1: _e_DeleteTopicsRequest_v1, 2: _e_DeleteTopicsRequest_v1, 3: _e_DeleteTopicsRequest_v1, 4: _e_DeleteTopicsRequest_v4, 5: _e_DeleteTopicsRequest_v4, 6: _e_DeleteTopicsRequest_v6}
-DeleteTopicsResponse._DECODERS = {1: _d_DeleteTopicsResponse_v1, 2: _d_DeleteTopicsResponse_v1, 3: _d_DeleteTopicsResponse_v1, 4: _d_DeleteTopicsResponse_v4, 5: _d_DeleteTopicsResponse_v5, 6: _d_DeleteTopicsResponse_v6}
-DeleteTopicsResponse._ENCODERS = {1: _e_DeleteTopicsResponse_v1, 2: _e_DeleteTopicsResponse_v1, 3: _e_DeleteTopicsResponse_v1, 4: _e_DeleteTopicsResponse_v4, 5: _e_DeleteTopicsResponse_v5, 6: _e_DeleteTopicsResponse_v6}
+DeleteTopicsRequest._DECODERS = {0: _d_DeleteTopicsRequest_v0, 1: _d_DeleteTopicsRequest_v0, 2: _d_DeleteTopicsRequest_v0, 3: _d_DeleteTopicsRequest_v0, 4: _d_DeleteTopicsRequest_v4, 5: _d_DeleteTopicsRequest_v4, 6: _d_DeleteTopicsRequest_v6}
+DeleteTopicsRequest._ENCODERS = {0: _e_DeleteTopicsRequest_v0, 1: _e_DeleteTopicsRequest_v0, 2: _e_DeleteTopicsRequest_v0, 3: _e_DeleteTopicsRequest_v0, 4: _e_DeleteTopicsRequest_v4, 5: _e_DeleteTopicsRequest_v4, 6: _e_DeleteTopicsRequest_v6}
+DeleteTopicsResponse._DECODERS = {0: _d_DeleteTopicsResponse_v0, 1: _d_DeleteTopicsResponse_v1, 2: _d_DeleteTopicsResponse_v1, 3: _d_DeleteTopicsResponse_v1, 4: _d_DeleteTopicsResponse_v4, 5: _d_DeleteTopicsResponse_v5, 6: _d_DeleteTopicsResponse_v6}
+DeleteTopicsResponse._ENCODERS = {0: _e_DeleteTopicsResponse_v0, 1: _e_DeleteTopicsResponse_v1, 2: _e_DeleteTopicsResponse_v1, 3: _e_DeleteTopicsResponse_v1, 4: _e_DeleteTopicsResponse_v4, 5: _e_DeleteTopicsResponse_v5, 6: _e_DeleteTopicsResponse_v6}
 
 API_KEY = 20
 API_NAME = 'DeleteTopics'
-VALID_VERSIONS = range(1, 7)
+VALID_VERSIONS = range(0, 7)
 FLEXIBLE_MIN_VERSION = 4
 LISTENERS = ('broker', 'controller')
 REQUEST = DeleteTopicsRequest

@@ -117,7 +117,7 @@ class DescribeAclsRequest(Message):
     """
 
     API_KEY = 29
-    VALID_VERSIONS = range(1, 4)
+    VALID_VERSIONS = range(0, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
     resource_type_filter: int
@@ -159,7 +159,7 @@ class DescribeAclsResponse(Message):
     """
 
     API_KEY = 29
-    VALID_VERSIONS = range(1, 4)
+    VALID_VERSIONS = range(0, 4)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'resources')
     throttle_time_ms: int
@@ -184,6 +184,82 @@ class DescribeAclsResponse(Message):
         return f"DescribeAclsResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, resources={self.resources!r})"
 
 
+
+
+def _d_DescribeAclsRequest_v0(buf, pos):
+    f_resource_type_filter, = _s_b.unpack_from(buf, pos)
+    pos += 1
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        f_resource_name_filter = None
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('ResourceNameFilter')
+        f_resource_name_filter = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n3 < 0:
+        f_principal_filter = None
+    else:
+        e4 = pos + n3
+        if e4 > len(buf):
+            raise truncated('PrincipalFilter')
+        f_principal_filter = str(buf[pos:e4], 'utf-8')
+        pos = e4
+    n5, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n5 < 0:
+        f_host_filter = None
+    else:
+        e6 = pos + n5
+        if e6 > len(buf):
+            raise truncated('HostFilter')
+        f_host_filter = str(buf[pos:e6], 'utf-8')
+        pos = e6
+    f_operation, f_permission_type = _s_bb.unpack_from(buf, pos)
+    pos += 2
+    o = _new(DescribeAclsRequest)
+    o.resource_type_filter = f_resource_type_filter
+    o.resource_name_filter = f_resource_name_filter
+    o.pattern_type_filter = 3
+    o.principal_filter = f_principal_filter
+    o.host_filter = f_host_filter
+    o.operation = f_operation
+    o.permission_type = f_permission_type
+    return o, pos
+
+
+def _e_DescribeAclsRequest_v0(o, b, chunks):
+    x1 = o.pattern_type_filter != 3
+    if x1:
+        raise UnsupportedVersionError('DescribeAclsRequest.pattern_type_filter cannot be sent at this version')
+    b += _s_b.pack(o.resource_type_filter)
+    v2 = o.resource_name_filter
+    if v2 is None:
+        b += b'\xff\xff'
+    else:
+        v2 = v2.encode()
+        b += _s_h.pack(len(v2))
+        b += v2
+    v3 = o.principal_filter
+    if v3 is None:
+        b += b'\xff\xff'
+    else:
+        v3 = v3.encode()
+        b += _s_h.pack(len(v3))
+        b += v3
+    v4 = o.host_filter
+    if v4 is None:
+        b += b'\xff\xff'
+    else:
+        v4 = v4.encode()
+        b += _s_h.pack(len(v4))
+        b += v4
+    b += _s_bb.pack(o.operation, o.permission_type)
+    return b
 
 
 def _d_DescribeAclsRequest_v1(buf, pos):
@@ -374,7 +450,7 @@ def _e_DescribeAclsRequest_v2(o, b, chunks):
     return b
 
 
-def _d_AclDescription_v1(buf, pos):
+def _d_AclDescription_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -405,6 +481,115 @@ def _d_AclDescription_v1(buf, pos):
     return o, pos
 
 
+def _d_DescribeAclsResource_v0(buf, pos):
+    f_resource_type, = _s_b.unpack_from(buf, pos)
+    pos += 1
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        raise ProtocolError('non-nullable field ResourceName is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('ResourceName')
+        f_resource_name = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n3 < 0:
+        raise ProtocolError('non-nullable field Acls is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('Acls')
+        f_acls = []
+        for _ in range(n3):
+            item4, pos = _d_AclDescription_v0(buf, pos)
+            f_acls.append(item4)
+    o = _new(DescribeAclsResource)
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.pattern_type = 3
+    o.acls = f_acls
+    return o, pos
+
+
+def _d_DescribeAclsResponse_v0(buf, pos):
+    f_throttle_time_ms, f_error_code = _s_ih.unpack_from(buf, pos)
+    pos += 6
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        f_error_message = None
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('ErrorMessage')
+        f_error_message = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n3 < 0:
+        raise ProtocolError('non-nullable field Resources is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('Resources')
+        f_resources = []
+        for _ in range(n3):
+            item4, pos = _d_DescribeAclsResource_v0(buf, pos)
+            f_resources.append(item4)
+    o = _new(DescribeAclsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resources = f_resources
+    return o, pos
+
+
+def _e_AclDescription_v0(o, b, chunks):
+    v1 = o.principal
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    v2 = o.host
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
+    b += _s_bb.pack(o.operation, o.permission_type)
+    return b
+
+
+def _e_DescribeAclsResource_v0(o, b, chunks):
+    x1 = o.pattern_type != 3
+    if x1:
+        raise UnsupportedVersionError('DescribeAclsResource.pattern_type cannot be sent at this version')
+    b += _s_b.pack(o.resource_type)
+    v2 = o.resource_name
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
+    a3 = o.acls
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_AclDescription_v0(item4, b, chunks)
+    return b
+
+
+def _e_DescribeAclsResponse_v0(o, b, chunks):
+    b += _s_ih.pack(o.throttle_time_ms, o.error_code)
+    v1 = o.error_message
+    if v1 is None:
+        b += b'\xff\xff'
+    else:
+        v1 = v1.encode()
+        b += _s_h.pack(len(v1))
+        b += v1
+    a2 = o.resources
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_DescribeAclsResource_v0(item3, b, chunks)
+    return b
+
+
 def _d_DescribeAclsResource_v1(buf, pos):
     f_resource_type, = _s_b.unpack_from(buf, pos)
     pos += 1
@@ -429,7 +614,7 @@ def _d_DescribeAclsResource_v1(buf, pos):
             raise truncated('Acls')
         f_acls = []
         for _ in range(n3):
-            item4, pos = _d_AclDescription_v1(buf, pos)
+            item4, pos = _d_AclDescription_v0(buf, pos)
             f_acls.append(item4)
     o = _new(DescribeAclsResource)
     o.resource_type = f_resource_type
@@ -471,19 +656,6 @@ def _d_DescribeAclsResponse_v1(buf, pos):
     return o, pos
 
 
-def _e_AclDescription_v1(o, b, chunks):
-    v1 = o.principal
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    v2 = o.host
-    v2 = v2.encode()
-    b += _s_h.pack(len(v2))
-    b += v2
-    b += _s_bb.pack(o.operation, o.permission_type)
-    return b
-
-
 def _e_DescribeAclsResource_v1(o, b, chunks):
     b += _s_b.pack(o.resource_type)
     v1 = o.resource_name
@@ -494,7 +666,7 @@ def _e_DescribeAclsResource_v1(o, b, chunks):
     a2 = o.acls
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_AclDescription_v1(item3, b, chunks)
+        b = _e_AclDescription_v0(item3, b, chunks)
     return b
 
 
@@ -741,14 +913,14 @@ def _e_DescribeAclsResponse_v2(o, b, chunks):
     return b
 
 
-DescribeAclsRequest._DECODERS = {1: _d_DescribeAclsRequest_v1, 2: _d_DescribeAclsRequest_v2, 3: _d_DescribeAclsRequest_v2}
-DescribeAclsRequest._ENCODERS = {1: _e_DescribeAclsRequest_v1, 2: _e_DescribeAclsRequest_v2, 3: _e_DescribeAclsRequest_v2}
-DescribeAclsResponse._DECODERS = {1: _d_DescribeAclsResponse_v1, 2: _d_DescribeAclsResponse_v2, 3: _d_DescribeAclsResponse_v2}
-DescribeAclsResponse._ENCODERS = {1: _e_DescribeAclsResponse_v1, 2: _e_DescribeAclsResponse_v2, 3: _e_DescribeAclsResponse_v2}
+DescribeAclsRequest._DECODERS = {0: _d_DescribeAclsRequest_v0, 1: _d_DescribeAclsRequest_v1, 2: _d_DescribeAclsRequest_v2, 3: _d_DescribeAclsRequest_v2}
+DescribeAclsRequest._ENCODERS = {0: _e_DescribeAclsRequest_v0, 1: _e_DescribeAclsRequest_v1, 2: _e_DescribeAclsRequest_v2, 3: _e_DescribeAclsRequest_v2}
+DescribeAclsResponse._DECODERS = {0: _d_DescribeAclsResponse_v0, 1: _d_DescribeAclsResponse_v1, 2: _d_DescribeAclsResponse_v2, 3: _d_DescribeAclsResponse_v2}
+DescribeAclsResponse._ENCODERS = {0: _e_DescribeAclsResponse_v0, 1: _e_DescribeAclsResponse_v1, 2: _e_DescribeAclsResponse_v2, 3: _e_DescribeAclsResponse_v2}
 
 API_KEY = 29
 API_NAME = 'DescribeAcls'
-VALID_VERSIONS = range(1, 4)
+VALID_VERSIONS = range(0, 4)
 FLEXIBLE_MIN_VERSION = 2
 LISTENERS = ('broker', 'controller')
 REQUEST = DescribeAclsRequest

@@ -36,6 +36,7 @@ _s_i = Struct('>i')
 _s_o = Struct('>?')
 _s_obo = Struct('>?b?')
 _s_oo = Struct('>??')
+_s_ooo = Struct('>???')
 
 
 class DescribeConfigsResource(Struct_):
@@ -192,7 +193,7 @@ class DescribeConfigsRequest(Message):
     """
 
     API_KEY = 32
-    VALID_VERSIONS = range(1, 5)
+    VALID_VERSIONS = range(0, 5)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('resources', 'include_synonyms', 'include_documentation')
     resources: list[DescribeConfigsResource]
@@ -224,7 +225,7 @@ class DescribeConfigsResponse(Message):
     """
 
     API_KEY = 32
-    VALID_VERSIONS = range(1, 5)
+    VALID_VERSIONS = range(0, 5)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('throttle_time_ms', 'results')
     throttle_time_ms: int
@@ -247,7 +248,7 @@ class DescribeConfigsResponse(Message):
 
 
 
-def _d_DescribeConfigsResource_v1(buf, pos):
+def _d_DescribeConfigsResource_v0(buf, pos):
     f_resource_type, = _s_b.unpack_from(buf, pos)
     pos += 1
     n1, = _s_h.unpack_from(buf, pos)
@@ -287,7 +288,7 @@ def _d_DescribeConfigsResource_v1(buf, pos):
     return o, pos
 
 
-def _d_DescribeConfigsRequest_v1(buf, pos):
+def _d_DescribeConfigsRequest_v0(buf, pos):
     n1, = _s_i.unpack_from(buf, pos)
     pos += 4
     if n1 < 0:
@@ -297,18 +298,16 @@ def _d_DescribeConfigsRequest_v1(buf, pos):
             raise truncated('Resources')
         f_resources = []
         for _ in range(n1):
-            item2, pos = _d_DescribeConfigsResource_v1(buf, pos)
+            item2, pos = _d_DescribeConfigsResource_v0(buf, pos)
             f_resources.append(item2)
-    f_include_synonyms, = _s_o.unpack_from(buf, pos)
-    pos += 1
     o = _new(DescribeConfigsRequest)
     o.resources = f_resources
-    o.include_synonyms = f_include_synonyms
+    o.include_synonyms = False
     o.include_documentation = False
     return o, pos
 
 
-def _e_DescribeConfigsResource_v1(o, b, chunks):
+def _e_DescribeConfigsResource_v0(o, b, chunks):
     b += _s_b.pack(o.resource_type)
     v1 = o.resource_name
     v1 = v1.encode()
@@ -327,6 +326,41 @@ def _e_DescribeConfigsResource_v1(o, b, chunks):
     return b
 
 
+def _e_DescribeConfigsRequest_v0(o, b, chunks):
+    x1 = o.include_synonyms != False
+    if x1:
+        raise UnsupportedVersionError('DescribeConfigsRequest.include_synonyms cannot be sent at this version')
+    x2 = o.include_documentation != False
+    if x2:
+        raise UnsupportedVersionError('DescribeConfigsRequest.include_documentation cannot be sent at this version')
+    a3 = o.resources
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_DescribeConfigsResource_v0(item4, b, chunks)
+    return b
+
+
+def _d_DescribeConfigsRequest_v1(buf, pos):
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Resources is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Resources')
+        f_resources = []
+        for _ in range(n1):
+            item2, pos = _d_DescribeConfigsResource_v0(buf, pos)
+            f_resources.append(item2)
+    f_include_synonyms, = _s_o.unpack_from(buf, pos)
+    pos += 1
+    o = _new(DescribeConfigsRequest)
+    o.resources = f_resources
+    o.include_synonyms = f_include_synonyms
+    o.include_documentation = False
+    return o, pos
+
+
 def _e_DescribeConfigsRequest_v1(o, b, chunks):
     x1 = o.include_documentation != False
     if x1:
@@ -334,7 +368,7 @@ def _e_DescribeConfigsRequest_v1(o, b, chunks):
     a2 = o.resources
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_DescribeConfigsResource_v1(item3, b, chunks)
+        b = _e_DescribeConfigsResource_v0(item3, b, chunks)
     b += _s_o.pack(o.include_synonyms)
     return b
 
@@ -349,7 +383,7 @@ def _d_DescribeConfigsRequest_v3(buf, pos):
             raise truncated('Resources')
         f_resources = []
         for _ in range(n1):
-            item2, pos = _d_DescribeConfigsResource_v1(buf, pos)
+            item2, pos = _d_DescribeConfigsResource_v0(buf, pos)
             f_resources.append(item2)
     f_include_synonyms, f_include_documentation = _s_oo.unpack_from(buf, pos)
     pos += 2
@@ -364,7 +398,7 @@ def _e_DescribeConfigsRequest_v3(o, b, chunks):
     a1 = o.resources
     b += _s_i.pack(len(a1))
     for item2 in a1:
-        b = _e_DescribeConfigsResource_v1(item2, b, chunks)
+        b = _e_DescribeConfigsResource_v0(item2, b, chunks)
     b += _s_oo.pack(o.include_synonyms, o.include_documentation)
     return b
 
@@ -513,6 +547,153 @@ def _e_DescribeConfigsRequest_v4(o, b, chunks):
         b = _e_DescribeConfigsResource_v4(item3, b, chunks)
     b += _s_oo.pack(o.include_synonyms, o.include_documentation)
     b.append(0)
+    return b
+
+
+def _d_DescribeConfigsResourceResult_v0(buf, pos):
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Name is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('Name')
+        f_name = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n3 < 0:
+        f_value = None
+    else:
+        e4 = pos + n3
+        if e4 > len(buf):
+            raise truncated('Value')
+        f_value = str(buf[pos:e4], 'utf-8')
+        pos = e4
+    f_read_only, f_is_default, f_is_sensitive = _s_ooo.unpack_from(buf, pos)
+    pos += 3
+    o = _new(DescribeConfigsResourceResult)
+    o.name = f_name
+    o.value = f_value
+    o.read_only = f_read_only
+    o.config_source = -1
+    o.is_default = f_is_default
+    o.is_sensitive = f_is_sensitive
+    o.synonyms = []
+    o.config_type = 0
+    o.documentation = ''
+    return o, pos
+
+
+def _d_DescribeConfigsResult_v0(buf, pos):
+    f_error_code, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        f_error_message = None
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('ErrorMessage')
+        f_error_message = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    f_resource_type, = _s_b.unpack_from(buf, pos)
+    pos += 1
+    n3, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n3 < 0:
+        raise ProtocolError('non-nullable field ResourceName is null')
+    else:
+        e4 = pos + n3
+        if e4 > len(buf):
+            raise truncated('ResourceName')
+        f_resource_name = str(buf[pos:e4], 'utf-8')
+        pos = e4
+    n5, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n5 < 0:
+        raise ProtocolError('non-nullable field Configs is null')
+    else:
+        if n5 > len(buf) - pos:
+            raise truncated('Configs')
+        f_configs = []
+        for _ in range(n5):
+            item6, pos = _d_DescribeConfigsResourceResult_v0(buf, pos)
+            f_configs.append(item6)
+    o = _new(DescribeConfigsResult)
+    o.error_code = f_error_code
+    o.error_message = f_error_message
+    o.resource_type = f_resource_type
+    o.resource_name = f_resource_name
+    o.configs = f_configs
+    return o, pos
+
+
+def _d_DescribeConfigsResponse_v0(buf, pos):
+    f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Results is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Results')
+        f_results = []
+        for _ in range(n1):
+            item2, pos = _d_DescribeConfigsResult_v0(buf, pos)
+            f_results.append(item2)
+    o = _new(DescribeConfigsResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.results = f_results
+    return o, pos
+
+
+def _e_DescribeConfigsResourceResult_v0(o, b, chunks):
+    v1 = o.name
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    v2 = o.value
+    if v2 is None:
+        b += b'\xff\xff'
+    else:
+        v2 = v2.encode()
+        b += _s_h.pack(len(v2))
+        b += v2
+    b += _s_ooo.pack(o.read_only, o.is_default, o.is_sensitive)
+    return b
+
+
+def _e_DescribeConfigsResult_v0(o, b, chunks):
+    b += _s_h.pack(o.error_code)
+    v1 = o.error_message
+    if v1 is None:
+        b += b'\xff\xff'
+    else:
+        v1 = v1.encode()
+        b += _s_h.pack(len(v1))
+        b += v1
+    b += _s_b.pack(o.resource_type)
+    v2 = o.resource_name
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
+    a3 = o.configs
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_DescribeConfigsResourceResult_v0(item4, b, chunks)
+    return b
+
+
+def _e_DescribeConfigsResponse_v0(o, b, chunks):
+    b += _s_i.pack(o.throttle_time_ms)
+    a1 = o.results
+    b += _s_i.pack(len(a1))
+    for item2 in a1:
+        b = _e_DescribeConfigsResult_v0(item2, b, chunks)
     return b
 
 
@@ -1273,14 +1454,14 @@ def _e_DescribeConfigsResponse_v4(o, b, chunks):
     return b
 
 
-DescribeConfigsRequest._DECODERS = {1: _d_DescribeConfigsRequest_v1, 2: _d_DescribeConfigsRequest_v1, 3: _d_DescribeConfigsRequest_v3, 4: _d_DescribeConfigsRequest_v4}
-DescribeConfigsRequest._ENCODERS = {1: _e_DescribeConfigsRequest_v1, 2: _e_DescribeConfigsRequest_v1, 3: _e_DescribeConfigsRequest_v3, 4: _e_DescribeConfigsRequest_v4}
-DescribeConfigsResponse._DECODERS = {1: _d_DescribeConfigsResponse_v1, 2: _d_DescribeConfigsResponse_v1, 3: _d_DescribeConfigsResponse_v3, 4: _d_DescribeConfigsResponse_v4}
-DescribeConfigsResponse._ENCODERS = {1: _e_DescribeConfigsResponse_v1, 2: _e_DescribeConfigsResponse_v1, 3: _e_DescribeConfigsResponse_v3, 4: _e_DescribeConfigsResponse_v4}
+DescribeConfigsRequest._DECODERS = {0: _d_DescribeConfigsRequest_v0, 1: _d_DescribeConfigsRequest_v1, 2: _d_DescribeConfigsRequest_v1, 3: _d_DescribeConfigsRequest_v3, 4: _d_DescribeConfigsRequest_v4}
+DescribeConfigsRequest._ENCODERS = {0: _e_DescribeConfigsRequest_v0, 1: _e_DescribeConfigsRequest_v1, 2: _e_DescribeConfigsRequest_v1, 3: _e_DescribeConfigsRequest_v3, 4: _e_DescribeConfigsRequest_v4}
+DescribeConfigsResponse._DECODERS = {0: _d_DescribeConfigsResponse_v0, 1: _d_DescribeConfigsResponse_v1, 2: _d_DescribeConfigsResponse_v1, 3: _d_DescribeConfigsResponse_v3, 4: _d_DescribeConfigsResponse_v4}
+DescribeConfigsResponse._ENCODERS = {0: _e_DescribeConfigsResponse_v0, 1: _e_DescribeConfigsResponse_v1, 2: _e_DescribeConfigsResponse_v1, 3: _e_DescribeConfigsResponse_v3, 4: _e_DescribeConfigsResponse_v4}
 
 API_KEY = 32
 API_NAME = 'DescribeConfigs'
-VALID_VERSIONS = range(1, 5)
+VALID_VERSIONS = range(0, 5)
 FLEXIBLE_MIN_VERSION = 4
 LISTENERS = ('broker', 'controller')
 REQUEST = DescribeConfigsRequest

@@ -172,7 +172,7 @@ class DescribeLogDirsRequest(Message):
     """
 
     API_KEY = 35
-    VALID_VERSIONS = range(1, 6)
+    VALID_VERSIONS = range(0, 6)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('topics',)
     topics: list[DescribableLogDirTopic] | None
@@ -201,7 +201,7 @@ class DescribeLogDirsResponse(Message):
     """
 
     API_KEY = 35
-    VALID_VERSIONS = range(1, 6)
+    VALID_VERSIONS = range(0, 6)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'error_code', 'results')
     throttle_time_ms: int
@@ -226,7 +226,7 @@ class DescribeLogDirsResponse(Message):
 
 
 
-def _d_DescribableLogDirTopic_v1(buf, pos):
+def _d_DescribableLogDirTopic_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -252,7 +252,7 @@ def _d_DescribableLogDirTopic_v1(buf, pos):
     return o, pos
 
 
-def _d_DescribeLogDirsRequest_v1(buf, pos):
+def _d_DescribeLogDirsRequest_v0(buf, pos):
     n1, = _s_i.unpack_from(buf, pos)
     pos += 4
     if n1 < 0:
@@ -262,14 +262,14 @@ def _d_DescribeLogDirsRequest_v1(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n1):
-            item2, pos = _d_DescribableLogDirTopic_v1(buf, pos)
+            item2, pos = _d_DescribableLogDirTopic_v0(buf, pos)
             f_topics.append(item2)
     o = _new(DescribeLogDirsRequest)
     o.topics = f_topics
     return o, pos
 
 
-def _e_DescribableLogDirTopic_v1(o, b, chunks):
+def _e_DescribableLogDirTopic_v0(o, b, chunks):
     v1 = o.topic
     v1 = v1.encode()
     b += _s_h.pack(len(v1))
@@ -280,14 +280,14 @@ def _e_DescribableLogDirTopic_v1(o, b, chunks):
     return b
 
 
-def _e_DescribeLogDirsRequest_v1(o, b, chunks):
+def _e_DescribeLogDirsRequest_v0(o, b, chunks):
     a1 = o.topics
     if a1 is None:
         b += b'\xff\xff\xff\xff'
     else:
         b += _s_i.pack(len(a1))
         for item2 in a1:
-            b = _e_DescribableLogDirTopic_v1(item2, b, chunks)
+            b = _e_DescribableLogDirTopic_v0(item2, b, chunks)
     return b
 
 
@@ -407,7 +407,7 @@ def _e_DescribeLogDirsRequest_v2(o, b, chunks):
     return b
 
 
-def _d_DescribeLogDirsPartition_v1(buf, pos):
+def _d_DescribeLogDirsPartition_v0(buf, pos):
     f_partition_index, f_partition_size, f_offset_lag, f_is_future_key = _s_iqqo.unpack_from(buf, pos)
     pos += 21
     o = _new(DescribeLogDirsPartition)
@@ -418,7 +418,7 @@ def _d_DescribeLogDirsPartition_v1(buf, pos):
     return o, pos
 
 
-def _d_DescribeLogDirsTopic_v1(buf, pos):
+def _d_DescribeLogDirsTopic_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -438,7 +438,7 @@ def _d_DescribeLogDirsTopic_v1(buf, pos):
             raise truncated('Partitions')
         f_partitions = []
         for _ in range(n3):
-            item4, pos = _d_DescribeLogDirsPartition_v1(buf, pos)
+            item4, pos = _d_DescribeLogDirsPartition_v0(buf, pos)
             f_partitions.append(item4)
     o = _new(DescribeLogDirsTopic)
     o.name = f_name
@@ -446,7 +446,7 @@ def _d_DescribeLogDirsTopic_v1(buf, pos):
     return o, pos
 
 
-def _d_DescribeLogDirsResult_v1(buf, pos):
+def _d_DescribeLogDirsResult_v0(buf, pos):
     f_error_code, = _s_h.unpack_from(buf, pos)
     pos += 2
     n1, = _s_h.unpack_from(buf, pos)
@@ -468,7 +468,7 @@ def _d_DescribeLogDirsResult_v1(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n3):
-            item4, pos = _d_DescribeLogDirsTopic_v1(buf, pos)
+            item4, pos = _d_DescribeLogDirsTopic_v0(buf, pos)
             f_topics.append(item4)
     o = _new(DescribeLogDirsResult)
     o.error_code = f_error_code
@@ -480,7 +480,7 @@ def _d_DescribeLogDirsResult_v1(buf, pos):
     return o, pos
 
 
-def _d_DescribeLogDirsResponse_v1(buf, pos):
+def _d_DescribeLogDirsResponse_v0(buf, pos):
     f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
     pos += 4
     n1, = _s_i.unpack_from(buf, pos)
@@ -492,7 +492,7 @@ def _d_DescribeLogDirsResponse_v1(buf, pos):
             raise truncated('Results')
         f_results = []
         for _ in range(n1):
-            item2, pos = _d_DescribeLogDirsResult_v1(buf, pos)
+            item2, pos = _d_DescribeLogDirsResult_v0(buf, pos)
             f_results.append(item2)
     o = _new(DescribeLogDirsResponse)
     o.throttle_time_ms = f_throttle_time_ms
@@ -501,12 +501,12 @@ def _d_DescribeLogDirsResponse_v1(buf, pos):
     return o, pos
 
 
-def _e_DescribeLogDirsPartition_v1(o, b, chunks):
+def _e_DescribeLogDirsPartition_v0(o, b, chunks):
     b += _s_iqqo.pack(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
     return b
 
 
-def _e_DescribeLogDirsTopic_v1(o, b, chunks):
+def _e_DescribeLogDirsTopic_v0(o, b, chunks):
     v1 = o.name
     v1 = v1.encode()
     b += _s_h.pack(len(v1))
@@ -514,11 +514,11 @@ def _e_DescribeLogDirsTopic_v1(o, b, chunks):
     a2 = o.partitions
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_DescribeLogDirsPartition_v1(item3, b, chunks)
+        b = _e_DescribeLogDirsPartition_v0(item3, b, chunks)
     return b
 
 
-def _e_DescribeLogDirsResult_v1(o, b, chunks):
+def _e_DescribeLogDirsResult_v0(o, b, chunks):
     b += _s_h.pack(o.error_code)
     v1 = o.log_dir
     v1 = v1.encode()
@@ -527,16 +527,16 @@ def _e_DescribeLogDirsResult_v1(o, b, chunks):
     a2 = o.topics
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_DescribeLogDirsTopic_v1(item3, b, chunks)
+        b = _e_DescribeLogDirsTopic_v0(item3, b, chunks)
     return b
 
 
-def _e_DescribeLogDirsResponse_v1(o, b, chunks):
+def _e_DescribeLogDirsResponse_v0(o, b, chunks):
     b += _s_i.pack(o.throttle_time_ms)
     a1 = o.results
     b += _s_i.pack(len(a1))
     for item2 in a1:
-        b = _e_DescribeLogDirsResult_v1(item2, b, chunks)
+        b = _e_DescribeLogDirsResult_v0(item2, b, chunks)
     return b
 
 
@@ -1082,14 +1082,14 @@ def _e_DescribeLogDirsResponse_v5(o, b, chunks):
     return b
 
 
-DescribeLogDirsRequest._DECODERS = {1: _d_DescribeLogDirsRequest_v1, 2: _d_DescribeLogDirsRequest_v2, 3: _d_DescribeLogDirsRequest_v2, 4: _d_DescribeLogDirsRequest_v2, 5: _d_DescribeLogDirsRequest_v2}
-DescribeLogDirsRequest._ENCODERS = {1: _e_DescribeLogDirsRequest_v1, 2: _e_DescribeLogDirsRequest_v2, 3: _e_DescribeLogDirsRequest_v2, 4: _e_DescribeLogDirsRequest_v2, 5: _e_DescribeLogDirsRequest_v2}
-DescribeLogDirsResponse._DECODERS = {1: _d_DescribeLogDirsResponse_v1, 2: _d_DescribeLogDirsResponse_v2, 3: _d_DescribeLogDirsResponse_v3, 4: _d_DescribeLogDirsResponse_v4, 5: _d_DescribeLogDirsResponse_v5}
-DescribeLogDirsResponse._ENCODERS = {1: _e_DescribeLogDirsResponse_v1, 2: _e_DescribeLogDirsResponse_v2, 3: _e_DescribeLogDirsResponse_v3, 4: _e_DescribeLogDirsResponse_v4, 5: _e_DescribeLogDirsResponse_v5}
+DescribeLogDirsRequest._DECODERS = {0: _d_DescribeLogDirsRequest_v0, 1: _d_DescribeLogDirsRequest_v0, 2: _d_DescribeLogDirsRequest_v2, 3: _d_DescribeLogDirsRequest_v2, 4: _d_DescribeLogDirsRequest_v2, 5: _d_DescribeLogDirsRequest_v2}
+DescribeLogDirsRequest._ENCODERS = {0: _e_DescribeLogDirsRequest_v0, 1: _e_DescribeLogDirsRequest_v0, 2: _e_DescribeLogDirsRequest_v2, 3: _e_DescribeLogDirsRequest_v2, 4: _e_DescribeLogDirsRequest_v2, 5: _e_DescribeLogDirsRequest_v2}
+DescribeLogDirsResponse._DECODERS = {0: _d_DescribeLogDirsResponse_v0, 1: _d_DescribeLogDirsResponse_v0, 2: _d_DescribeLogDirsResponse_v2, 3: _d_DescribeLogDirsResponse_v3, 4: _d_DescribeLogDirsResponse_v4, 5: _d_DescribeLogDirsResponse_v5}
+DescribeLogDirsResponse._ENCODERS = {0: _e_DescribeLogDirsResponse_v0, 1: _e_DescribeLogDirsResponse_v0, 2: _e_DescribeLogDirsResponse_v2, 3: _e_DescribeLogDirsResponse_v3, 4: _e_DescribeLogDirsResponse_v4, 5: _e_DescribeLogDirsResponse_v5}
 
 API_KEY = 35
 API_NAME = 'DescribeLogDirs'
-VALID_VERSIONS = range(1, 6)
+VALID_VERSIONS = range(0, 6)
 FLEXIBLE_MIN_VERSION = 2
 LISTENERS = ('broker',)
 REQUEST = DescribeLogDirsRequest

@@ -34,10 +34,13 @@ _s_16s = Struct('>16s')
 _s_h = Struct('>h')
 _s_i = Struct('>i')
 _s_ihi = Struct('>ihi')
+_s_ihq = Struct('>ihq')
 _s_ihqq = Struct('>ihqq')
 _s_ihqqq = Struct('>ihqqq')
 _s_ii = Struct('>ii')
+_s_iii = Struct('>iii')
 _s_iiibii = Struct('>iiibii')
+_s_iiii = Struct('>iiii')
 _s_iiiib = Struct('>iiiib')
 _s_iiiibii = Struct('>iiiibii')
 _s_iiqiqi = Struct('>iiqiqi')
@@ -426,7 +429,7 @@ class FetchRequest(Message):
     """
 
     API_KEY = 1
-    VALID_VERSIONS = range(4, 19)
+    VALID_VERSIONS = range(0, 19)
     FLEXIBLE_MIN_VERSION = 12
     __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id')
     cluster_id: str | None
@@ -479,7 +482,7 @@ class FetchResponse(Message):
     """
 
     API_KEY = 1
-    VALID_VERSIONS = range(4, 19)
+    VALID_VERSIONS = range(0, 19)
     FLEXIBLE_MIN_VERSION = 12
     __slots__ = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints')
     throttle_time_ms: int
@@ -508,7 +511,7 @@ class FetchResponse(Message):
 
 
 
-def _d_FetchPartition_v4(buf, pos):
+def _d_FetchPartition_v0(buf, pos):
     f_partition, f_fetch_offset, f_partition_max_bytes = _s_iqi.unpack_from(buf, pos)
     pos += 16
     o = _new(FetchPartition)
@@ -523,7 +526,7 @@ def _d_FetchPartition_v4(buf, pos):
     return o, pos
 
 
-def _d_FetchTopic_v4(buf, pos):
+def _d_FetchTopic_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -543,13 +546,125 @@ def _d_FetchTopic_v4(buf, pos):
             raise truncated('Partitions')
         f_partitions = []
         for _ in range(n3):
-            item4, pos = _d_FetchPartition_v4(buf, pos)
+            item4, pos = _d_FetchPartition_v0(buf, pos)
             f_partitions.append(item4)
     o = _new(FetchTopic)
     o.topic = f_topic
     o.topic_id = UUID_ZERO
     o.partitions = f_partitions
     return o, pos
+
+
+def _d_FetchRequest_v0(buf, pos):
+    f_replica_id, f_max_wait_ms, f_min_bytes = _s_iii.unpack_from(buf, pos)
+    pos += 12
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n1):
+            item2, pos = _d_FetchTopic_v0(buf, pos)
+            f_topics.append(item2)
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = f_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = 2147483647
+    o.isolation_level = 0
+    o.session_id = 0
+    o.session_epoch = -1
+    o.topics = f_topics
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    return o, pos
+
+
+def _e_FetchPartition_v0(o, b, chunks):
+    x1 = o.last_fetched_epoch != -1
+    if x1:
+        raise UnsupportedVersionError('FetchPartition.last_fetched_epoch cannot be sent at this version')
+    b += _s_iqi.pack(o.partition, o.fetch_offset, o.partition_max_bytes)
+    return b
+
+
+def _e_FetchTopic_v0(o, b, chunks):
+    v1 = o.topic
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    a2 = o.partitions
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_FetchPartition_v0(item3, b, chunks)
+    return b
+
+
+def _e_FetchRequest_v0(o, b, chunks):
+    d2 = o.replica_state
+    x1 = d2.replica_id != -1 or d2.replica_epoch != -1
+    if x1:
+        raise UnsupportedVersionError('FetchRequest.replica_state cannot be sent at this version')
+    x3 = o.forgotten_topics_data != []
+    if x3:
+        raise UnsupportedVersionError('FetchRequest.forgotten_topics_data cannot be sent at this version')
+    b += _s_iii.pack(o.replica_id, o.max_wait_ms, o.min_bytes)
+    a4 = o.topics
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_FetchTopic_v0(item5, b, chunks)
+    return b
+
+
+def _d_FetchRequest_v3(buf, pos):
+    f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes = _s_iiii.unpack_from(buf, pos)
+    pos += 16
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n1):
+            item2, pos = _d_FetchTopic_v0(buf, pos)
+            f_topics.append(item2)
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = f_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = f_max_wait_ms
+    o.min_bytes = f_min_bytes
+    o.max_bytes = f_max_bytes
+    o.isolation_level = 0
+    o.session_id = 0
+    o.session_epoch = -1
+    o.topics = f_topics
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    return o, pos
+
+
+def _e_FetchRequest_v3(o, b, chunks):
+    d2 = o.replica_state
+    x1 = d2.replica_id != -1 or d2.replica_epoch != -1
+    if x1:
+        raise UnsupportedVersionError('FetchRequest.replica_state cannot be sent at this version')
+    x3 = o.forgotten_topics_data != []
+    if x3:
+        raise UnsupportedVersionError('FetchRequest.forgotten_topics_data cannot be sent at this version')
+    b += _s_iiii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes)
+    a4 = o.topics
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_FetchTopic_v0(item5, b, chunks)
+    return b
 
 
 def _d_FetchRequest_v4(buf, pos):
@@ -564,7 +679,7 @@ def _d_FetchRequest_v4(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n1):
-            item2, pos = _d_FetchTopic_v4(buf, pos)
+            item2, pos = _d_FetchTopic_v0(buf, pos)
             f_topics.append(item2)
     o = _new(FetchRequest)
     o.cluster_id = None
@@ -582,26 +697,6 @@ def _d_FetchRequest_v4(buf, pos):
     return o, pos
 
 
-def _e_FetchPartition_v4(o, b, chunks):
-    x1 = o.last_fetched_epoch != -1
-    if x1:
-        raise UnsupportedVersionError('FetchPartition.last_fetched_epoch cannot be sent at this version')
-    b += _s_iqi.pack(o.partition, o.fetch_offset, o.partition_max_bytes)
-    return b
-
-
-def _e_FetchTopic_v4(o, b, chunks):
-    v1 = o.topic
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    a2 = o.partitions
-    b += _s_i.pack(len(a2))
-    for item3 in a2:
-        b = _e_FetchPartition_v4(item3, b, chunks)
-    return b
-
-
 def _e_FetchRequest_v4(o, b, chunks):
     d2 = o.replica_state
     x1 = d2.replica_id != -1 or d2.replica_epoch != -1
@@ -614,7 +709,7 @@ def _e_FetchRequest_v4(o, b, chunks):
     a4 = o.topics
     b += _s_i.pack(len(a4))
     for item5 in a4:
-        b = _e_FetchTopic_v4(item5, b, chunks)
+        b = _e_FetchTopic_v0(item5, b, chunks)
     return b
 
 
@@ -2292,6 +2387,179 @@ def _e_FetchRequest_v18(o, b, chunks):
     return b
 
 
+def _d_PartitionData_v0(buf, pos):
+    f_partition_index, f_error_code, f_high_watermark = _s_ihq.unpack_from(buf, pos)
+    pos += 14
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        f_records = None
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('Records')
+        f_records = buf[pos:e2]
+        pos = e2
+    o = _new(PartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.high_watermark = f_high_watermark
+    o.last_stable_offset = -1
+    o.log_start_offset = -1
+    o.diverging_epoch = EpochEndOffset()
+    o.current_leader = LeaderIdAndEpoch()
+    o.snapshot_id = SnapshotId()
+    o.aborted_transactions = []
+    o.preferred_read_replica = -1
+    o.records = f_records
+    return o, pos
+
+
+def _d_FetchableTopicResponse_v0(buf, pos):
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topic is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('Topic')
+        f_topic = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n3 < 0:
+        raise ProtocolError('non-nullable field Partitions is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('Partitions')
+        f_partitions = []
+        for _ in range(n3):
+            item4, pos = _d_PartitionData_v0(buf, pos)
+            f_partitions.append(item4)
+    o = _new(FetchableTopicResponse)
+    o.topic = f_topic
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
+
+
+def _d_FetchResponse_v0(buf, pos):
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Responses is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Responses')
+        f_responses = []
+        for _ in range(n1):
+            item2, pos = _d_FetchableTopicResponse_v0(buf, pos)
+            f_responses.append(item2)
+    o = _new(FetchResponse)
+    o.throttle_time_ms = 0
+    o.error_code = 0
+    o.session_id = 0
+    o.responses = f_responses
+    o.node_endpoints = []
+    return o, pos
+
+
+def _e_PartitionData_v0(o, b, chunks):
+    d2 = o.diverging_epoch
+    x1 = d2.epoch != -1 or d2.end_offset != -1
+    if x1:
+        raise UnsupportedVersionError('PartitionData.diverging_epoch cannot be sent at this version')
+    d4 = o.current_leader
+    x3 = d4.leader_id != -1 or d4.leader_epoch != -1
+    if x3:
+        raise UnsupportedVersionError('PartitionData.current_leader cannot be sent at this version')
+    d6 = o.snapshot_id
+    x5 = d6.end_offset != -1 or d6.epoch != -1
+    if x5:
+        raise UnsupportedVersionError('PartitionData.snapshot_id cannot be sent at this version')
+    x7 = o.preferred_read_replica != -1
+    if x7:
+        raise UnsupportedVersionError('PartitionData.preferred_read_replica cannot be sent at this version')
+    b += _s_ihq.pack(o.partition_index, o.error_code, o.high_watermark)
+    v8 = o.records
+    if v8 is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        if v8.__class__ is memoryview and v8.itemsize == 1 and (n9 := v8.nbytes) >= INLINE_RECORDS_LIMIT:
+            b += _s_i.pack(n9)
+            chunks.append(b)
+            chunks.append(v8)
+            b = bytearray()
+        else:
+            b = put_records(b, chunks, v8, False)
+    return b
+
+
+def _e_FetchableTopicResponse_v0(o, b, chunks):
+    v1 = o.topic
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    a2 = o.partitions
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_PartitionData_v0(item3, b, chunks)
+    return b
+
+
+def _e_FetchResponse_v0(o, b, chunks):
+    x1 = o.session_id != 0
+    if x1:
+        raise UnsupportedVersionError('FetchResponse.session_id cannot be sent at this version')
+    x2 = o.node_endpoints != []
+    if x2:
+        raise UnsupportedVersionError('FetchResponse.node_endpoints cannot be sent at this version')
+    a3 = o.responses
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_FetchableTopicResponse_v0(item4, b, chunks)
+    return b
+
+
+def _d_FetchResponse_v1(buf, pos):
+    f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Responses is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Responses')
+        f_responses = []
+        for _ in range(n1):
+            item2, pos = _d_FetchableTopicResponse_v0(buf, pos)
+            f_responses.append(item2)
+    o = _new(FetchResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = 0
+    o.session_id = 0
+    o.responses = f_responses
+    o.node_endpoints = []
+    return o, pos
+
+
+def _e_FetchResponse_v1(o, b, chunks):
+    x1 = o.session_id != 0
+    if x1:
+        raise UnsupportedVersionError('FetchResponse.session_id cannot be sent at this version')
+    x2 = o.node_endpoints != []
+    if x2:
+        raise UnsupportedVersionError('FetchResponse.node_endpoints cannot be sent at this version')
+    b += _s_i.pack(o.throttle_time_ms)
+    a3 = o.responses
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_FetchableTopicResponse_v0(item4, b, chunks)
+    return b
+
+
 def _d_AbortedTransaction_v4(buf, pos):
     f_producer_id, f_first_offset = _s_qq.unpack_from(buf, pos)
     pos += 16
@@ -3455,14 +3723,14 @@ def _e_FetchResponse_v16(o, b, chunks):
     return b
 
 
-FetchRequest._DECODERS = {4: _d_FetchRequest_v4, 5: _d_FetchRequest_v5, 6: _d_FetchRequest_v5, 7: _d_FetchRequest_v7, 8: _d_FetchRequest_v7, 9: _d_FetchRequest_v9, 10: _d_FetchRequest_v9, 11: _d_FetchRequest_v11, 12: _d_FetchRequest_v12, 13: _d_FetchRequest_v13, 14: _d_FetchRequest_v13, 15: _d_FetchRequest_v15, 16: _d_FetchRequest_v15, 17: _d_FetchRequest_v17, 18: _d_FetchRequest_v18}
-FetchRequest._ENCODERS = {4: _e_FetchRequest_v4, 5: _e_FetchRequest_v5, 6: _e_FetchRequest_v5, 7: _e_FetchRequest_v7, 8: _e_FetchRequest_v7, 9: _e_FetchRequest_v9, 10: _e_FetchRequest_v9, 11: _e_FetchRequest_v11, 12: _e_FetchRequest_v12, 13: _e_FetchRequest_v13, 14: _e_FetchRequest_v13, 15: _e_FetchRequest_v15, 16: _e_FetchRequest_v15, 17: _e_FetchRequest_v17, 18: _e_FetchRequest_v18}
-FetchResponse._DECODERS = {4: _d_FetchResponse_v4, 5: _d_FetchResponse_v5, 6: _d_FetchResponse_v5, 7: _d_FetchResponse_v7, 8: _d_FetchResponse_v7, 9: _d_FetchResponse_v7, 10: _d_FetchResponse_v7, 11: _d_FetchResponse_v11, 12: _d_FetchResponse_v12, 13: _d_FetchResponse_v13, 14: _d_FetchResponse_v13, 15: _d_FetchResponse_v13, 16: _d_FetchResponse_v16, 17: _d_FetchResponse_v16, 18: _d_FetchResponse_v16}
-FetchResponse._ENCODERS = {4: _e_FetchResponse_v4, 5: _e_FetchResponse_v5, 6: _e_FetchResponse_v5, 7: _e_FetchResponse_v7, 8: _e_FetchResponse_v7, 9: _e_FetchResponse_v7, 10: _e_FetchResponse_v7, 11: _e_FetchResponse_v11, 12: _e_FetchResponse_v12, 13: _e_FetchResponse_v13, 14: _e_FetchResponse_v13, 15: _e_FetchResponse_v13, 16: _e_FetchResponse_v16, 17: _e_FetchResponse_v16, 18: _e_FetchResponse_v16}
+FetchRequest._DECODERS = {0: _d_FetchRequest_v0, 1: _d_FetchRequest_v0, 2: _d_FetchRequest_v0, 3: _d_FetchRequest_v3, 4: _d_FetchRequest_v4, 5: _d_FetchRequest_v5, 6: _d_FetchRequest_v5, 7: _d_FetchRequest_v7, 8: _d_FetchRequest_v7, 9: _d_FetchRequest_v9, 10: _d_FetchRequest_v9, 11: _d_FetchRequest_v11, 12: _d_FetchRequest_v12, 13: _d_FetchRequest_v13, 14: _d_FetchRequest_v13, 15: _d_FetchRequest_v15, 16: _d_FetchRequest_v15, 17: _d_FetchRequest_v17, 18: _d_FetchRequest_v18}
+FetchRequest._ENCODERS = {0: _e_FetchRequest_v0, 1: _e_FetchRequest_v0, 2: _e_FetchRequest_v0, 3: _e_FetchRequest_v3, 4: _e_FetchRequest_v4, 5: _e_FetchRequest_v5, 6: _e_FetchRequest_v5, 7: _e_FetchRequest_v7, 8: _e_FetchRequest_v7, 9: _e_FetchRequest_v9, 10: _e_FetchRequest_v9, 11: _e_FetchRequest_v11, 12: _e_FetchRequest_v12, 13: _e_FetchRequest_v13, 14: _e_FetchRequest_v13, 15: _e_FetchRequest_v15, 16: _e_FetchRequest_v15, 17: _e_FetchRequest_v17, 18: _e_FetchRequest_v18}
+FetchResponse._DECODERS = {0: _d_FetchResponse_v0, 1: _d_FetchResponse_v1, 2: _d_FetchResponse_v1, 3: _d_FetchResponse_v1, 4: _d_FetchResponse_v4, 5: _d_FetchResponse_v5, 6: _d_FetchResponse_v5, 7: _d_FetchResponse_v7, 8: _d_FetchResponse_v7, 9: _d_FetchResponse_v7, 10: _d_FetchResponse_v7, 11: _d_FetchResponse_v11, 12: _d_FetchResponse_v12, 13: _d_FetchResponse_v13, 14: _d_FetchResponse_v13, 15: _d_FetchResponse_v13, 16: _d_FetchResponse_v16, 17: _d_FetchResponse_v16, 18: _d_FetchResponse_v16}
+FetchResponse._ENCODERS = {0: _e_FetchResponse_v0, 1: _e_FetchResponse_v1, 2: _e_FetchResponse_v1, 3: _e_FetchResponse_v1, 4: _e_FetchResponse_v4, 5: _e_FetchResponse_v5, 6: _e_FetchResponse_v5, 7: _e_FetchResponse_v7, 8: _e_FetchResponse_v7, 9: _e_FetchResponse_v7, 10: _e_FetchResponse_v7, 11: _e_FetchResponse_v11, 12: _e_FetchResponse_v12, 13: _e_FetchResponse_v13, 14: _e_FetchResponse_v13, 15: _e_FetchResponse_v13, 16: _e_FetchResponse_v16, 17: _e_FetchResponse_v16, 18: _e_FetchResponse_v16}
 
 API_KEY = 1
 API_NAME = 'Fetch'
-VALID_VERSIONS = range(4, 19)
+VALID_VERSIONS = range(0, 19)
 FLEXIBLE_MIN_VERSION = 12
 LISTENERS = ('broker', 'controller')
 REQUEST = FetchRequest

@@ -33,10 +33,12 @@ from protocol.primitives import (
 _s_h = Struct('>h')
 _s_i = Struct('>i')
 _s_ib = Struct('>ib')
+_s_ih = Struct('>ih')
 _s_ihqq = Struct('>ihqq')
 _s_ihqqi = Struct('>ihqqi')
 _s_iiq = Struct('>iiq')
 _s_iq = Struct('>iq')
+_s_iqi = Struct('>iqi')
 
 
 class ListOffsetsTopic(Struct_):
@@ -176,7 +178,7 @@ class ListOffsetsRequest(Message):
     """
 
     API_KEY = 2
-    VALID_VERSIONS = range(1, 12)
+    VALID_VERSIONS = range(0, 12)
     FLEXIBLE_MIN_VERSION = 6
     __slots__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms')
     replica_id: int
@@ -210,7 +212,7 @@ class ListOffsetsResponse(Message):
     """
 
     API_KEY = 2
-    VALID_VERSIONS = range(1, 12)
+    VALID_VERSIONS = range(0, 12)
     FLEXIBLE_MIN_VERSION = 6
     __slots__ = ('throttle_time_ms', 'topics')
     throttle_time_ms: int
@@ -231,6 +233,96 @@ class ListOffsetsResponse(Message):
         return f"ListOffsetsResponse(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r})"
 
 
+
+
+def _d_ListOffsetsPartition_v0(buf, pos):
+    f_partition_index, f_timestamp, f_max_num_offsets = _s_iqi.unpack_from(buf, pos)
+    pos += 16
+    o = _new(ListOffsetsPartition)
+    o.partition_index = f_partition_index
+    o.current_leader_epoch = -1
+    o.timestamp = f_timestamp
+    o.max_num_offsets = f_max_num_offsets
+    return o, pos
+
+
+def _d_ListOffsetsTopic_v0(buf, pos):
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Name is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('Name')
+        f_name = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n3 < 0:
+        raise ProtocolError('non-nullable field Partitions is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('Partitions')
+        f_partitions = []
+        for _ in range(n3):
+            item4, pos = _d_ListOffsetsPartition_v0(buf, pos)
+            f_partitions.append(item4)
+    o = _new(ListOffsetsTopic)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
+
+
+def _d_ListOffsetsRequest_v0(buf, pos):
+    f_replica_id, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n1):
+            item2, pos = _d_ListOffsetsTopic_v0(buf, pos)
+            f_topics.append(item2)
+    o = _new(ListOffsetsRequest)
+    o.replica_id = f_replica_id
+    o.isolation_level = 0
+    o.topics = f_topics
+    o.timeout_ms = 0
+    return o, pos
+
+
+def _e_ListOffsetsPartition_v0(o, b, chunks):
+    b += _s_iqi.pack(o.partition_index, o.timestamp, o.max_num_offsets)
+    return b
+
+
+def _e_ListOffsetsTopic_v0(o, b, chunks):
+    v1 = o.name
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    a2 = o.partitions
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_ListOffsetsPartition_v0(item3, b, chunks)
+    return b
+
+
+def _e_ListOffsetsRequest_v0(o, b, chunks):
+    x1 = o.isolation_level != 0
+    if x1:
+        raise UnsupportedVersionError('ListOffsetsRequest.isolation_level cannot be sent at this version')
+    b += _s_i.pack(o.replica_id)
+    a2 = o.topics
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_ListOffsetsTopic_v0(item3, b, chunks)
+    return b
 
 
 def _d_ListOffsetsPartition_v1(buf, pos):
@@ -659,6 +751,111 @@ def _e_ListOffsetsRequest_v10(o, b, chunks):
     return b
 
 
+def _d_ListOffsetsPartitionResponse_v0(buf, pos):
+    f_partition_index, f_error_code = _s_ih.unpack_from(buf, pos)
+    pos += 6
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field OldStyleOffsets is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('OldStyleOffsets')
+        f_old_style_offsets = list(unpack_from('>%dq' % n1, buf, pos))
+        pos += n1 * 8
+    o = _new(ListOffsetsPartitionResponse)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.old_style_offsets = f_old_style_offsets
+    o.timestamp = -1
+    o.offset = -1
+    o.leader_epoch = -1
+    return o, pos
+
+
+def _d_ListOffsetsTopicResponse_v0(buf, pos):
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Name is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('Name')
+        f_name = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n3 < 0:
+        raise ProtocolError('non-nullable field Partitions is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('Partitions')
+        f_partitions = []
+        for _ in range(n3):
+            item4, pos = _d_ListOffsetsPartitionResponse_v0(buf, pos)
+            f_partitions.append(item4)
+    o = _new(ListOffsetsTopicResponse)
+    o.name = f_name
+    o.partitions = f_partitions
+    return o, pos
+
+
+def _d_ListOffsetsResponse_v0(buf, pos):
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n1):
+            item2, pos = _d_ListOffsetsTopicResponse_v0(buf, pos)
+            f_topics.append(item2)
+    o = _new(ListOffsetsResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    return o, pos
+
+
+def _e_ListOffsetsPartitionResponse_v0(o, b, chunks):
+    x1 = o.timestamp != -1
+    if x1:
+        raise UnsupportedVersionError('ListOffsetsPartitionResponse.timestamp cannot be sent at this version')
+    x2 = o.offset != -1
+    if x2:
+        raise UnsupportedVersionError('ListOffsetsPartitionResponse.offset cannot be sent at this version')
+    x3 = o.leader_epoch != -1
+    if x3:
+        raise UnsupportedVersionError('ListOffsetsPartitionResponse.leader_epoch cannot be sent at this version')
+    b += _s_ih.pack(o.partition_index, o.error_code)
+    a4 = o.old_style_offsets
+    b += _s_i.pack(len(a4))
+    b += pack('>%dq' % len(a4), *a4)
+    return b
+
+
+def _e_ListOffsetsTopicResponse_v0(o, b, chunks):
+    v1 = o.name
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    a2 = o.partitions
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_ListOffsetsPartitionResponse_v0(item3, b, chunks)
+    return b
+
+
+def _e_ListOffsetsResponse_v0(o, b, chunks):
+    a1 = o.topics
+    b += _s_i.pack(len(a1))
+    for item2 in a1:
+        b = _e_ListOffsetsTopicResponse_v0(item2, b, chunks)
+    return b
+
+
 def _d_ListOffsetsPartitionResponse_v1(buf, pos):
     f_partition_index, f_error_code, f_timestamp, f_offset = _s_ihqq.unpack_from(buf, pos)
     pos += 22
@@ -1024,14 +1221,14 @@ def _e_ListOffsetsResponse_v6(o, b, chunks):
     return b
 
 
-ListOffsetsRequest._DECODERS = {1: _d_ListOffsetsRequest_v1, 2: _d_ListOffsetsRequest_v2, 3: _d_ListOffsetsRequest_v2, 4: _d_ListOffsetsRequest_v4, 5: _d_ListOffsetsRequest_v4, 6: _d_ListOffsetsRequest_v6, 7: _d_ListOffsetsRequest_v6, 8: _d_ListOffsetsRequest_v6, 9: _d_ListOffsetsRequest_v6, 10: _d_ListOffsetsRequest_v10, 11: _d_ListOffsetsRequest_v10}
-ListOffsetsRequest._ENCODERS = {1: _e_ListOffsetsRequest_v1, 2: _e_ListOffsetsRequest_v2, 3: _e_ListOffsetsRequest_v2, 4: _e_ListOffsetsRequest_v4, 5: _e_ListOffsetsRequest_v4, 6: _e_ListOffsetsRequest_v6, 7: _e_ListOffsetsRequest_v6, 8: _e_ListOffsetsRequest_v6, 9: _e_ListOffsetsRequest_v6, 10: _e_ListOffsetsRequest_v10, 11: _e_ListOffsetsRequest_v10}
-ListOffsetsResponse._DECODERS = {1: _d_ListOffsetsResponse_v1, 2: _d_ListOffsetsResponse_v2, 3: _d_ListOffsetsResponse_v2, 4: _d_ListOffsetsResponse_v4, 5: _d_ListOffsetsResponse_v4, 6: _d_ListOffsetsResponse_v6, 7: _d_ListOffsetsResponse_v6, 8: _d_ListOffsetsResponse_v6, 9: _d_ListOffsetsResponse_v6, 10: _d_ListOffsetsResponse_v6, 11: _d_ListOffsetsResponse_v6}
-ListOffsetsResponse._ENCODERS = {1: _e_ListOffsetsResponse_v1, 2: _e_ListOffsetsResponse_v2, 3: _e_ListOffsetsResponse_v2, 4: _e_ListOffsetsResponse_v4, 5: _e_ListOffsetsResponse_v4, 6: _e_ListOffsetsResponse_v6, 7: _e_ListOffsetsResponse_v6, 8: _e_ListOffsetsResponse_v6, 9: _e_ListOffsetsResponse_v6, 10: _e_ListOffsetsResponse_v6, 11: _e_ListOffsetsResponse_v6}
+ListOffsetsRequest._DECODERS = {0: _d_ListOffsetsRequest_v0, 1: _d_ListOffsetsRequest_v1, 2: _d_ListOffsetsRequest_v2, 3: _d_ListOffsetsRequest_v2, 4: _d_ListOffsetsRequest_v4, 5: _d_ListOffsetsRequest_v4, 6: _d_ListOffsetsRequest_v6, 7: _d_ListOffsetsRequest_v6, 8: _d_ListOffsetsRequest_v6, 9: _d_ListOffsetsRequest_v6, 10: _d_ListOffsetsRequest_v10, 11: _d_ListOffsetsRequest_v10}
+ListOffsetsRequest._ENCODERS = {0: _e_ListOffsetsRequest_v0, 1: _e_ListOffsetsRequest_v1, 2: _e_ListOffsetsRequest_v2, 3: _e_ListOffsetsRequest_v2, 4: _e_ListOffsetsRequest_v4, 5: _e_ListOffsetsRequest_v4, 6: _e_ListOffsetsRequest_v6, 7: _e_ListOffsetsRequest_v6, 8: _e_ListOffsetsRequest_v6, 9: _e_ListOffsetsRequest_v6, 10: _e_ListOffsetsRequest_v10, 11: _e_ListOffsetsRequest_v10}
+ListOffsetsResponse._DECODERS = {0: _d_ListOffsetsResponse_v0, 1: _d_ListOffsetsResponse_v1, 2: _d_ListOffsetsResponse_v2, 3: _d_ListOffsetsResponse_v2, 4: _d_ListOffsetsResponse_v4, 5: _d_ListOffsetsResponse_v4, 6: _d_ListOffsetsResponse_v6, 7: _d_ListOffsetsResponse_v6, 8: _d_ListOffsetsResponse_v6, 9: _d_ListOffsetsResponse_v6, 10: _d_ListOffsetsResponse_v6, 11: _d_ListOffsetsResponse_v6}
+ListOffsetsResponse._ENCODERS = {0: _e_ListOffsetsResponse_v0, 1: _e_ListOffsetsResponse_v1, 2: _e_ListOffsetsResponse_v2, 3: _e_ListOffsetsResponse_v2, 4: _e_ListOffsetsResponse_v4, 5: _e_ListOffsetsResponse_v4, 6: _e_ListOffsetsResponse_v6, 7: _e_ListOffsetsResponse_v6, 8: _e_ListOffsetsResponse_v6, 9: _e_ListOffsetsResponse_v6, 10: _e_ListOffsetsResponse_v6, 11: _e_ListOffsetsResponse_v6}
 
 API_KEY = 2
 API_NAME = 'ListOffsets'
-VALID_VERSIONS = range(1, 12)
+VALID_VERSIONS = range(0, 12)
 FLEXIBLE_MIN_VERSION = 6
 LISTENERS = ('broker',)
 REQUEST = ListOffsetsRequest

@@ -36,6 +36,7 @@ _s_i = Struct('>i')
 _s_ih = Struct('>ih')
 _s_iq = Struct('>iq')
 _s_iqi = Struct('>iqi')
+_s_iqq = Struct('>iqq')
 _s_q = Struct('>q')
 
 
@@ -175,7 +176,7 @@ class OffsetCommitRequest(Message):
     """
 
     API_KEY = 8
-    VALID_VERSIONS = range(2, 11)
+    VALID_VERSIONS = range(0, 11)
     FLEXIBLE_MIN_VERSION = 8
     __slots__ = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'retention_time_ms', 'topics')
     group_id: str
@@ -213,7 +214,7 @@ class OffsetCommitResponse(Message):
     """
 
     API_KEY = 8
-    VALID_VERSIONS = range(2, 11)
+    VALID_VERSIONS = range(0, 11)
     FLEXIBLE_MIN_VERSION = 8
     __slots__ = ('throttle_time_ms', 'topics')
     throttle_time_ms: int
@@ -236,7 +237,7 @@ class OffsetCommitResponse(Message):
 
 
 
-def _d_OffsetCommitRequestPartition_v2(buf, pos):
+def _d_OffsetCommitRequestPartition_v0(buf, pos):
     f_partition_index, f_committed_offset = _s_iq.unpack_from(buf, pos)
     pos += 12
     n1, = _s_h.unpack_from(buf, pos)
@@ -258,7 +259,7 @@ def _d_OffsetCommitRequestPartition_v2(buf, pos):
     return o, pos
 
 
-def _d_OffsetCommitRequestTopic_v2(buf, pos):
+def _d_OffsetCommitRequestTopic_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -278,13 +279,226 @@ def _d_OffsetCommitRequestTopic_v2(buf, pos):
             raise truncated('Partitions')
         f_partitions = []
         for _ in range(n3):
-            item4, pos = _d_OffsetCommitRequestPartition_v2(buf, pos)
+            item4, pos = _d_OffsetCommitRequestPartition_v0(buf, pos)
             f_partitions.append(item4)
     o = _new(OffsetCommitRequestTopic)
     o.name = f_name
     o.topic_id = UUID_ZERO
     o.partitions = f_partitions
     return o, pos
+
+
+def _d_OffsetCommitRequest_v0(buf, pos):
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        raise ProtocolError('non-nullable field GroupId is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('GroupId')
+        f_group_id = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n3 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n3):
+            item4, pos = _d_OffsetCommitRequestTopic_v0(buf, pos)
+            f_topics.append(item4)
+    o = _new(OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = -1
+    o.member_id = ''
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = f_topics
+    return o, pos
+
+
+def _e_OffsetCommitRequestPartition_v0(o, b, chunks):
+    x1 = o.commit_timestamp != -1
+    if x1:
+        raise UnsupportedVersionError('OffsetCommitRequestPartition.commit_timestamp cannot be sent at this version')
+    b += _s_iq.pack(o.partition_index, o.committed_offset)
+    v2 = o.committed_metadata
+    if v2 is None:
+        b += b'\xff\xff'
+    else:
+        v2 = v2.encode()
+        b += _s_h.pack(len(v2))
+        b += v2
+    return b
+
+
+def _e_OffsetCommitRequestTopic_v0(o, b, chunks):
+    v1 = o.name
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    a2 = o.partitions
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_OffsetCommitRequestPartition_v0(item3, b, chunks)
+    return b
+
+
+def _e_OffsetCommitRequest_v0(o, b, chunks):
+    x1 = o.group_instance_id != None
+    if x1:
+        raise UnsupportedVersionError('OffsetCommitRequest.group_instance_id cannot be sent at this version')
+    v2 = o.group_id
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
+    a3 = o.topics
+    b += _s_i.pack(len(a3))
+    for item4 in a3:
+        b = _e_OffsetCommitRequestTopic_v0(item4, b, chunks)
+    return b
+
+
+def _d_OffsetCommitRequestPartition_v1(buf, pos):
+    f_partition_index, f_committed_offset, f_commit_timestamp = _s_iqq.unpack_from(buf, pos)
+    pos += 20
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        f_committed_metadata = None
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('CommittedMetadata')
+        f_committed_metadata = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    o = _new(OffsetCommitRequestPartition)
+    o.partition_index = f_partition_index
+    o.committed_offset = f_committed_offset
+    o.committed_leader_epoch = -1
+    o.commit_timestamp = f_commit_timestamp
+    o.committed_metadata = f_committed_metadata
+    return o, pos
+
+
+def _d_OffsetCommitRequestTopic_v1(buf, pos):
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Name is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('Name')
+        f_name = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n3 < 0:
+        raise ProtocolError('non-nullable field Partitions is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('Partitions')
+        f_partitions = []
+        for _ in range(n3):
+            item4, pos = _d_OffsetCommitRequestPartition_v1(buf, pos)
+            f_partitions.append(item4)
+    o = _new(OffsetCommitRequestTopic)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
+
+
+def _d_OffsetCommitRequest_v1(buf, pos):
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        raise ProtocolError('non-nullable field GroupId is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('GroupId')
+        f_group_id = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    f_generation_id_or_member_epoch, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    n3, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n3 < 0:
+        raise ProtocolError('non-nullable field MemberId is null')
+    else:
+        e4 = pos + n3
+        if e4 > len(buf):
+            raise truncated('MemberId')
+        f_member_id = str(buf[pos:e4], 'utf-8')
+        pos = e4
+    n5, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n5 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n5 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n5):
+            item6, pos = _d_OffsetCommitRequestTopic_v1(buf, pos)
+            f_topics.append(item6)
+    o = _new(OffsetCommitRequest)
+    o.group_id = f_group_id
+    o.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+    o.member_id = f_member_id
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = f_topics
+    return o, pos
+
+
+def _e_OffsetCommitRequestPartition_v1(o, b, chunks):
+    b += _s_iqq.pack(o.partition_index, o.committed_offset, o.commit_timestamp)
+    v1 = o.committed_metadata
+    if v1 is None:
+        b += b'\xff\xff'
+    else:
+        v1 = v1.encode()
+        b += _s_h.pack(len(v1))
+        b += v1
+    return b
+
+
+def _e_OffsetCommitRequestTopic_v1(o, b, chunks):
+    v1 = o.name
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    a2 = o.partitions
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_OffsetCommitRequestPartition_v1(item3, b, chunks)
+    return b
+
+
+def _e_OffsetCommitRequest_v1(o, b, chunks):
+    x1 = o.group_instance_id != None
+    if x1:
+        raise UnsupportedVersionError('OffsetCommitRequest.group_instance_id cannot be sent at this version')
+    v2 = o.group_id
+    v2 = v2.encode()
+    b += _s_h.pack(len(v2))
+    b += v2
+    b += _s_i.pack(o.generation_id_or_member_epoch)
+    v3 = o.member_id
+    v3 = v3.encode()
+    b += _s_h.pack(len(v3))
+    b += v3
+    a4 = o.topics
+    b += _s_i.pack(len(a4))
+    for item5 in a4:
+        b = _e_OffsetCommitRequestTopic_v1(item5, b, chunks)
+    return b
 
 
 def _d_OffsetCommitRequest_v2(buf, pos):
@@ -321,7 +535,7 @@ def _d_OffsetCommitRequest_v2(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n5):
-            item6, pos = _d_OffsetCommitRequestTopic_v2(buf, pos)
+            item6, pos = _d_OffsetCommitRequestTopic_v0(buf, pos)
             f_topics.append(item6)
     o = _new(OffsetCommitRequest)
     o.group_id = f_group_id
@@ -331,33 +545,6 @@ def _d_OffsetCommitRequest_v2(buf, pos):
     o.retention_time_ms = f_retention_time_ms
     o.topics = f_topics
     return o, pos
-
-
-def _e_OffsetCommitRequestPartition_v2(o, b, chunks):
-    x1 = o.commit_timestamp != -1
-    if x1:
-        raise UnsupportedVersionError('OffsetCommitRequestPartition.commit_timestamp cannot be sent at this version')
-    b += _s_iq.pack(o.partition_index, o.committed_offset)
-    v2 = o.committed_metadata
-    if v2 is None:
-        b += b'\xff\xff'
-    else:
-        v2 = v2.encode()
-        b += _s_h.pack(len(v2))
-        b += v2
-    return b
-
-
-def _e_OffsetCommitRequestTopic_v2(o, b, chunks):
-    v1 = o.name
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    a2 = o.partitions
-    b += _s_i.pack(len(a2))
-    for item3 in a2:
-        b = _e_OffsetCommitRequestPartition_v2(item3, b, chunks)
-    return b
 
 
 def _e_OffsetCommitRequest_v2(o, b, chunks):
@@ -377,7 +564,7 @@ def _e_OffsetCommitRequest_v2(o, b, chunks):
     a4 = o.topics
     b += _s_i.pack(len(a4))
     for item5 in a4:
-        b = _e_OffsetCommitRequestTopic_v2(item5, b, chunks)
+        b = _e_OffsetCommitRequestTopic_v0(item5, b, chunks)
     return b
 
 
@@ -413,7 +600,7 @@ def _d_OffsetCommitRequest_v5(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n5):
-            item6, pos = _d_OffsetCommitRequestTopic_v2(buf, pos)
+            item6, pos = _d_OffsetCommitRequestTopic_v0(buf, pos)
             f_topics.append(item6)
     o = _new(OffsetCommitRequest)
     o.group_id = f_group_id
@@ -441,7 +628,7 @@ def _e_OffsetCommitRequest_v5(o, b, chunks):
     a4 = o.topics
     b += _s_i.pack(len(a4))
     for item5 in a4:
-        b = _e_OffsetCommitRequestTopic_v2(item5, b, chunks)
+        b = _e_OffsetCommitRequestTopic_v0(item5, b, chunks)
     return b
 
 
@@ -1089,7 +1276,7 @@ def _e_OffsetCommitRequest_v10(o, b, chunks):
     return b
 
 
-def _d_OffsetCommitResponsePartition_v2(buf, pos):
+def _d_OffsetCommitResponsePartition_v0(buf, pos):
     f_partition_index, f_error_code = _s_ih.unpack_from(buf, pos)
     pos += 6
     o = _new(OffsetCommitResponsePartition)
@@ -1098,7 +1285,7 @@ def _d_OffsetCommitResponsePartition_v2(buf, pos):
     return o, pos
 
 
-def _d_OffsetCommitResponseTopic_v2(buf, pos):
+def _d_OffsetCommitResponseTopic_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -1118,7 +1305,7 @@ def _d_OffsetCommitResponseTopic_v2(buf, pos):
             raise truncated('Partitions')
         f_partitions = []
         for _ in range(n3):
-            item4, pos = _d_OffsetCommitResponsePartition_v2(buf, pos)
+            item4, pos = _d_OffsetCommitResponsePartition_v0(buf, pos)
             f_partitions.append(item4)
     o = _new(OffsetCommitResponseTopic)
     o.name = f_name
@@ -1127,7 +1314,7 @@ def _d_OffsetCommitResponseTopic_v2(buf, pos):
     return o, pos
 
 
-def _d_OffsetCommitResponse_v2(buf, pos):
+def _d_OffsetCommitResponse_v0(buf, pos):
     n1, = _s_i.unpack_from(buf, pos)
     pos += 4
     if n1 < 0:
@@ -1137,7 +1324,7 @@ def _d_OffsetCommitResponse_v2(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n1):
-            item2, pos = _d_OffsetCommitResponseTopic_v2(buf, pos)
+            item2, pos = _d_OffsetCommitResponseTopic_v0(buf, pos)
             f_topics.append(item2)
     o = _new(OffsetCommitResponse)
     o.throttle_time_ms = 0
@@ -1145,12 +1332,12 @@ def _d_OffsetCommitResponse_v2(buf, pos):
     return o, pos
 
 
-def _e_OffsetCommitResponsePartition_v2(o, b, chunks):
+def _e_OffsetCommitResponsePartition_v0(o, b, chunks):
     b += _s_ih.pack(o.partition_index, o.error_code)
     return b
 
 
-def _e_OffsetCommitResponseTopic_v2(o, b, chunks):
+def _e_OffsetCommitResponseTopic_v0(o, b, chunks):
     v1 = o.name
     v1 = v1.encode()
     b += _s_h.pack(len(v1))
@@ -1158,15 +1345,15 @@ def _e_OffsetCommitResponseTopic_v2(o, b, chunks):
     a2 = o.partitions
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_OffsetCommitResponsePartition_v2(item3, b, chunks)
+        b = _e_OffsetCommitResponsePartition_v0(item3, b, chunks)
     return b
 
 
-def _e_OffsetCommitResponse_v2(o, b, chunks):
+def _e_OffsetCommitResponse_v0(o, b, chunks):
     a1 = o.topics
     b += _s_i.pack(len(a1))
     for item2 in a1:
-        b = _e_OffsetCommitResponseTopic_v2(item2, b, chunks)
+        b = _e_OffsetCommitResponseTopic_v0(item2, b, chunks)
     return b
 
 
@@ -1182,7 +1369,7 @@ def _d_OffsetCommitResponse_v3(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n1):
-            item2, pos = _d_OffsetCommitResponseTopic_v2(buf, pos)
+            item2, pos = _d_OffsetCommitResponseTopic_v0(buf, pos)
             f_topics.append(item2)
     o = _new(OffsetCommitResponse)
     o.throttle_time_ms = f_throttle_time_ms
@@ -1195,7 +1382,7 @@ def _e_OffsetCommitResponse_v3(o, b, chunks):
     a1 = o.topics
     b += _s_i.pack(len(a1))
     for item2 in a1:
-        b = _e_OffsetCommitResponseTopic_v2(item2, b, chunks)
+        b = _e_OffsetCommitResponseTopic_v0(item2, b, chunks)
     return b
 
 
@@ -1453,14 +1640,14 @@ def _e_OffsetCommitResponse_v10(o, b, chunks):
     return b
 
 
-OffsetCommitRequest._DECODERS = {2: _d_OffsetCommitRequest_v2, 3: _d_OffsetCommitRequest_v2, 4: _d_OffsetCommitRequest_v2, 5: _d_OffsetCommitRequest_v5, 6: _d_OffsetCommitRequest_v6, 7: _d_OffsetCommitRequest_v7, 8: _d_OffsetCommitRequest_v8, 9: _d_OffsetCommitRequest_v8, 10: _d_OffsetCommitRequest_v10}
-OffsetCommitRequest._ENCODERS = {2: _e_OffsetCommitRequest_v2, 3: _e_OffsetCommitRequest_v2, 4: _e_OffsetCommitRequest_v2, 5: _e_OffsetCommitRequest_v5, 6: _e_OffsetCommitRequest_v6, 7: _e_OffsetCommitRequest_v7, 8: _e_OffsetCommitRequest_v8, 9: _e_OffsetCommitRequest_v8, 10: _e_OffsetCommitRequest_v10}
-OffsetCommitResponse._DECODERS = {2: _d_OffsetCommitResponse_v2, 3: _d_OffsetCommitResponse_v3, 4: _d_OffsetCommitResponse_v3, 5: _d_OffsetCommitResponse_v3, 6: _d_OffsetCommitResponse_v3, 7: _d_OffsetCommitResponse_v3, 8: _d_OffsetCommitResponse_v8, 9: _d_OffsetCommitResponse_v8, 10: _d_OffsetCommitResponse_v10}
-OffsetCommitResponse._ENCODERS = {2: _e_OffsetCommitResponse_v2, 3: _e_OffsetCommitResponse_v3, 4: _e_OffsetCommitResponse_v3, 5: _e_OffsetCommitResponse_v3, 6: _e_OffsetCommitResponse_v3, 7: _e_OffsetCommitResponse_v3, 8: _e_OffsetCommitResponse_v8, 9: _e_OffsetCommitResponse_v8, 10: _e_OffsetCommitResponse_v10}
+OffsetCommitRequest._DECODERS = {0: _d_OffsetCommitRequest_v0, 1: _d_OffsetCommitRequest_v1, 2: _d_OffsetCommitRequest_v2, 3: _d_OffsetCommitRequest_v2, 4: _d_OffsetCommitRequest_v2, 5: _d_OffsetCommitRequest_v5, 6: _d_OffsetCommitRequest_v6, 7: _d_OffsetCommitRequest_v7, 8: _d_OffsetCommitRequest_v8, 9: _d_OffsetCommitRequest_v8, 10: _d_OffsetCommitRequest_v10}
+OffsetCommitRequest._ENCODERS = {0: _e_OffsetCommitRequest_v0, 1: _e_OffsetCommitRequest_v1, 2: _e_OffsetCommitRequest_v2, 3: _e_OffsetCommitRequest_v2, 4: _e_OffsetCommitRequest_v2, 5: _e_OffsetCommitRequest_v5, 6: _e_OffsetCommitRequest_v6, 7: _e_OffsetCommitRequest_v7, 8: _e_OffsetCommitRequest_v8, 9: _e_OffsetCommitRequest_v8, 10: _e_OffsetCommitRequest_v10}
+OffsetCommitResponse._DECODERS = {0: _d_OffsetCommitResponse_v0, 1: _d_OffsetCommitResponse_v0, 2: _d_OffsetCommitResponse_v0, 3: _d_OffsetCommitResponse_v3, 4: _d_OffsetCommitResponse_v3, 5: _d_OffsetCommitResponse_v3, 6: _d_OffsetCommitResponse_v3, 7: _d_OffsetCommitResponse_v3, 8: _d_OffsetCommitResponse_v8, 9: _d_OffsetCommitResponse_v8, 10: _d_OffsetCommitResponse_v10}
+OffsetCommitResponse._ENCODERS = {0: _e_OffsetCommitResponse_v0, 1: _e_OffsetCommitResponse_v0, 2: _e_OffsetCommitResponse_v0, 3: _e_OffsetCommitResponse_v3, 4: _e_OffsetCommitResponse_v3, 5: _e_OffsetCommitResponse_v3, 6: _e_OffsetCommitResponse_v3, 7: _e_OffsetCommitResponse_v3, 8: _e_OffsetCommitResponse_v8, 9: _e_OffsetCommitResponse_v8, 10: _e_OffsetCommitResponse_v10}
 
 API_KEY = 8
 API_NAME = 'OffsetCommit'
-VALID_VERSIONS = range(2, 11)
+VALID_VERSIONS = range(0, 11)
 FLEXIBLE_MIN_VERSION = 8
 LISTENERS = ('broker',)
 REQUEST = OffsetCommitRequest

@@ -298,7 +298,7 @@ class OffsetFetchRequest(Message):
     """
 
     API_KEY = 9
-    VALID_VERSIONS = range(1, 11)
+    VALID_VERSIONS = range(0, 11)
     FLEXIBLE_MIN_VERSION = 6
     __slots__ = ('group_id', 'topics', 'groups', 'require_stable')
     group_id: str
@@ -334,7 +334,7 @@ class OffsetFetchResponse(Message):
     """
 
     API_KEY = 9
-    VALID_VERSIONS = range(1, 11)
+    VALID_VERSIONS = range(0, 11)
     FLEXIBLE_MIN_VERSION = 6
     __slots__ = ('throttle_time_ms', 'topics', 'error_code', 'groups')
     throttle_time_ms: int
@@ -361,7 +361,7 @@ class OffsetFetchResponse(Message):
 
 
 
-def _d_OffsetFetchRequestTopic_v1(buf, pos):
+def _d_OffsetFetchRequestTopic_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -387,7 +387,7 @@ def _d_OffsetFetchRequestTopic_v1(buf, pos):
     return o, pos
 
 
-def _d_OffsetFetchRequest_v1(buf, pos):
+def _d_OffsetFetchRequest_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -407,7 +407,7 @@ def _d_OffsetFetchRequest_v1(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n3):
-            item4, pos = _d_OffsetFetchRequestTopic_v1(buf, pos)
+            item4, pos = _d_OffsetFetchRequestTopic_v0(buf, pos)
             f_topics.append(item4)
     o = _new(OffsetFetchRequest)
     o.group_id = f_group_id
@@ -417,7 +417,7 @@ def _d_OffsetFetchRequest_v1(buf, pos):
     return o, pos
 
 
-def _e_OffsetFetchRequestTopic_v1(o, b, chunks):
+def _e_OffsetFetchRequestTopic_v0(o, b, chunks):
     v1 = o.name
     v1 = v1.encode()
     b += _s_h.pack(len(v1))
@@ -428,7 +428,7 @@ def _e_OffsetFetchRequestTopic_v1(o, b, chunks):
     return b
 
 
-def _e_OffsetFetchRequest_v1(o, b, chunks):
+def _e_OffsetFetchRequest_v0(o, b, chunks):
     x1 = o.groups != []
     if x1:
         raise UnsupportedVersionError('OffsetFetchRequest.groups cannot be sent at this version')
@@ -442,7 +442,7 @@ def _e_OffsetFetchRequest_v1(o, b, chunks):
     a4 = o.topics
     b += _s_i.pack(len(a4))
     for item5 in a4:
-        b = _e_OffsetFetchRequestTopic_v1(item5, b, chunks)
+        b = _e_OffsetFetchRequestTopic_v0(item5, b, chunks)
     return b
 
 
@@ -466,7 +466,7 @@ def _d_OffsetFetchRequest_v2(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n3):
-            item4, pos = _d_OffsetFetchRequestTopic_v1(buf, pos)
+            item4, pos = _d_OffsetFetchRequestTopic_v0(buf, pos)
             f_topics.append(item4)
     o = _new(OffsetFetchRequest)
     o.group_id = f_group_id
@@ -493,7 +493,7 @@ def _e_OffsetFetchRequest_v2(o, b, chunks):
     else:
         b += _s_i.pack(len(a4))
         for item5 in a4:
-            b = _e_OffsetFetchRequestTopic_v1(item5, b, chunks)
+            b = _e_OffsetFetchRequestTopic_v0(item5, b, chunks)
     return b
 
 
@@ -1273,7 +1273,7 @@ def _e_OffsetFetchRequest_v10(o, b, chunks):
     return b
 
 
-def _d_OffsetFetchResponsePartition_v1(buf, pos):
+def _d_OffsetFetchResponsePartition_v0(buf, pos):
     f_partition_index, f_committed_offset = _s_iq.unpack_from(buf, pos)
     pos += 12
     n1, = _s_h.unpack_from(buf, pos)
@@ -1297,7 +1297,7 @@ def _d_OffsetFetchResponsePartition_v1(buf, pos):
     return o, pos
 
 
-def _d_OffsetFetchResponseTopic_v1(buf, pos):
+def _d_OffsetFetchResponseTopic_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -1317,7 +1317,7 @@ def _d_OffsetFetchResponseTopic_v1(buf, pos):
             raise truncated('Partitions')
         f_partitions = []
         for _ in range(n3):
-            item4, pos = _d_OffsetFetchResponsePartition_v1(buf, pos)
+            item4, pos = _d_OffsetFetchResponsePartition_v0(buf, pos)
             f_partitions.append(item4)
     o = _new(OffsetFetchResponseTopic)
     o.name = f_name
@@ -1325,7 +1325,7 @@ def _d_OffsetFetchResponseTopic_v1(buf, pos):
     return o, pos
 
 
-def _d_OffsetFetchResponse_v1(buf, pos):
+def _d_OffsetFetchResponse_v0(buf, pos):
     n1, = _s_i.unpack_from(buf, pos)
     pos += 4
     if n1 < 0:
@@ -1335,7 +1335,7 @@ def _d_OffsetFetchResponse_v1(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n1):
-            item2, pos = _d_OffsetFetchResponseTopic_v1(buf, pos)
+            item2, pos = _d_OffsetFetchResponseTopic_v0(buf, pos)
             f_topics.append(item2)
     o = _new(OffsetFetchResponse)
     o.throttle_time_ms = 0
@@ -1345,7 +1345,7 @@ def _d_OffsetFetchResponse_v1(buf, pos):
     return o, pos
 
 
-def _e_OffsetFetchResponsePartition_v1(o, b, chunks):
+def _e_OffsetFetchResponsePartition_v0(o, b, chunks):
     b += _s_iq.pack(o.partition_index, o.committed_offset)
     v1 = o.metadata
     if v1 is None:
@@ -1358,7 +1358,7 @@ def _e_OffsetFetchResponsePartition_v1(o, b, chunks):
     return b
 
 
-def _e_OffsetFetchResponseTopic_v1(o, b, chunks):
+def _e_OffsetFetchResponseTopic_v0(o, b, chunks):
     v1 = o.name
     v1 = v1.encode()
     b += _s_h.pack(len(v1))
@@ -1366,18 +1366,18 @@ def _e_OffsetFetchResponseTopic_v1(o, b, chunks):
     a2 = o.partitions
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_OffsetFetchResponsePartition_v1(item3, b, chunks)
+        b = _e_OffsetFetchResponsePartition_v0(item3, b, chunks)
     return b
 
 
-def _e_OffsetFetchResponse_v1(o, b, chunks):
+def _e_OffsetFetchResponse_v0(o, b, chunks):
     x1 = o.groups != []
     if x1:
         raise UnsupportedVersionError('OffsetFetchResponse.groups cannot be sent at this version')
     a2 = o.topics
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_OffsetFetchResponseTopic_v1(item3, b, chunks)
+        b = _e_OffsetFetchResponseTopic_v0(item3, b, chunks)
     return b
 
 
@@ -1391,7 +1391,7 @@ def _d_OffsetFetchResponse_v2(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n1):
-            item2, pos = _d_OffsetFetchResponseTopic_v1(buf, pos)
+            item2, pos = _d_OffsetFetchResponseTopic_v0(buf, pos)
             f_topics.append(item2)
     f_error_code, = _s_h.unpack_from(buf, pos)
     pos += 2
@@ -1410,7 +1410,7 @@ def _e_OffsetFetchResponse_v2(o, b, chunks):
     a2 = o.topics
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_OffsetFetchResponseTopic_v1(item3, b, chunks)
+        b = _e_OffsetFetchResponseTopic_v0(item3, b, chunks)
     b += _s_h.pack(o.error_code)
     return b
 
@@ -1427,7 +1427,7 @@ def _d_OffsetFetchResponse_v3(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n1):
-            item2, pos = _d_OffsetFetchResponseTopic_v1(buf, pos)
+            item2, pos = _d_OffsetFetchResponseTopic_v0(buf, pos)
             f_topics.append(item2)
     f_error_code, = _s_h.unpack_from(buf, pos)
     pos += 2
@@ -1447,7 +1447,7 @@ def _e_OffsetFetchResponse_v3(o, b, chunks):
     a2 = o.topics
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_OffsetFetchResponseTopic_v1(item3, b, chunks)
+        b = _e_OffsetFetchResponseTopic_v0(item3, b, chunks)
     b += _s_h.pack(o.error_code)
     return b
 
@@ -2154,14 +2154,14 @@ def _e_OffsetFetchResponse_v10(o, b, chunks):
     return b
 
 
-OffsetFetchRequest._DECODERS = {1: _d_OffsetFetchRequest_v1, 2: _d_OffsetFetchRequest_v2, 3: _d_OffsetFetchRequest_v2, 4: _d_OffsetFetchRequest_v2, 5: _d_OffsetFetchRequest_v2, 6: _d_OffsetFetchRequest_v6, 7: _d_OffsetFetchRequest_v7, 8: _d_OffsetFetchRequest_v8, 9: _d_OffsetFetchRequest_v9, 10: _d_OffsetFetchRequest_v10}
-OffsetFetchRequest._ENCODERS = {1: _e_OffsetFetchRequest_v1, 2: _e_OffsetFetchRequest_v2, 3: _e_OffsetFetchRequest_v2, 4: _e_OffsetFetchRequest_v2, 5: _e_OffsetFetchRequest_v2, 6: _e_OffsetFetchRequest_v6, 7: _e_OffsetFetchRequest_v7, 8: _e_OffsetFetchRequest_v8, 9: _e_OffsetFetchRequest_v9, 10: _e_OffsetFetchRequest_v10}
-OffsetFetchResponse._DECODERS = {1: _d_OffsetFetchResponse_v1, 2: _d_OffsetFetchResponse_v2, 3: _d_OffsetFetchResponse_v3, 4: _d_OffsetFetchResponse_v3, 5: _d_OffsetFetchResponse_v5, 6: _d_OffsetFetchResponse_v6, 7: _d_OffsetFetchResponse_v6, 8: _d_OffsetFetchResponse_v8, 9: _d_OffsetFetchResponse_v8, 10: _d_OffsetFetchResponse_v10}
-OffsetFetchResponse._ENCODERS = {1: _e_OffsetFetchResponse_v1, 2: _e_OffsetFetchResponse_v2, 3: _e_OffsetFetchResponse_v3, 4: _e_OffsetFetchResponse_v3, 5: _e_OffsetFetchResponse_v5, 6: _e_OffsetFetchResponse_v6, 7: _e_OffsetFetchResponse_v6, 8: _e_OffsetFetchResponse_v8, 9: _e_OffsetFetchResponse_v8, 10: _e_OffsetFetchResponse_v10}
+OffsetFetchRequest._DECODERS = {0: _d_OffsetFetchRequest_v0, 1: _d_OffsetFetchRequest_v0, 2: _d_OffsetFetchRequest_v2, 3: _d_OffsetFetchRequest_v2, 4: _d_OffsetFetchRequest_v2, 5: _d_OffsetFetchRequest_v2, 6: _d_OffsetFetchRequest_v6, 7: _d_OffsetFetchRequest_v7, 8: _d_OffsetFetchRequest_v8, 9: _d_OffsetFetchRequest_v9, 10: _d_OffsetFetchRequest_v10}
+OffsetFetchRequest._ENCODERS = {0: _e_OffsetFetchRequest_v0, 1: _e_OffsetFetchRequest_v0, 2: _e_OffsetFetchRequest_v2, 3: _e_OffsetFetchRequest_v2, 4: _e_OffsetFetchRequest_v2, 5: _e_OffsetFetchRequest_v2, 6: _e_OffsetFetchRequest_v6, 7: _e_OffsetFetchRequest_v7, 8: _e_OffsetFetchRequest_v8, 9: _e_OffsetFetchRequest_v9, 10: _e_OffsetFetchRequest_v10}
+OffsetFetchResponse._DECODERS = {0: _d_OffsetFetchResponse_v0, 1: _d_OffsetFetchResponse_v0, 2: _d_OffsetFetchResponse_v2, 3: _d_OffsetFetchResponse_v3, 4: _d_OffsetFetchResponse_v3, 5: _d_OffsetFetchResponse_v5, 6: _d_OffsetFetchResponse_v6, 7: _d_OffsetFetchResponse_v6, 8: _d_OffsetFetchResponse_v8, 9: _d_OffsetFetchResponse_v8, 10: _d_OffsetFetchResponse_v10}
+OffsetFetchResponse._ENCODERS = {0: _e_OffsetFetchResponse_v0, 1: _e_OffsetFetchResponse_v0, 2: _e_OffsetFetchResponse_v2, 3: _e_OffsetFetchResponse_v3, 4: _e_OffsetFetchResponse_v3, 5: _e_OffsetFetchResponse_v5, 6: _e_OffsetFetchResponse_v6, 7: _e_OffsetFetchResponse_v6, 8: _e_OffsetFetchResponse_v8, 9: _e_OffsetFetchResponse_v8, 10: _e_OffsetFetchResponse_v10}
 
 API_KEY = 9
 API_NAME = 'OffsetFetch'
-VALID_VERSIONS = range(1, 11)
+VALID_VERSIONS = range(0, 11)
 FLEXIBLE_MIN_VERSION = 6
 LISTENERS = ('broker',)
 REQUEST = OffsetFetchRequest

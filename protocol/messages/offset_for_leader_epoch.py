@@ -32,7 +32,9 @@ from protocol.primitives import (
 
 _s_h = Struct('>h')
 _s_hiiq = Struct('>hiiq')
+_s_hiq = Struct('>hiq')
 _s_i = Struct('>i')
+_s_ii = Struct('>ii')
 _s_iii = Struct('>iii')
 
 
@@ -162,7 +164,7 @@ class OffsetForLeaderEpochRequest(Message):
     """
 
     API_KEY = 23
-    VALID_VERSIONS = range(2, 5)
+    VALID_VERSIONS = range(0, 5)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('replica_id', 'topics')
     replica_id: int
@@ -192,7 +194,7 @@ class OffsetForLeaderEpochResponse(Message):
     """
 
     API_KEY = 23
-    VALID_VERSIONS = range(2, 5)
+    VALID_VERSIONS = range(0, 5)
     FLEXIBLE_MIN_VERSION = 4
     __slots__ = ('throttle_time_ms', 'topics')
     throttle_time_ms: int
@@ -213,6 +215,87 @@ class OffsetForLeaderEpochResponse(Message):
         return f"OffsetForLeaderEpochResponse(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r})"
 
 
+
+
+def _d_OffsetForLeaderPartition_v0(buf, pos):
+    f_partition, f_leader_epoch = _s_ii.unpack_from(buf, pos)
+    pos += 8
+    o = _new(OffsetForLeaderPartition)
+    o.partition = f_partition
+    o.current_leader_epoch = -1
+    o.leader_epoch = f_leader_epoch
+    return o, pos
+
+
+def _d_OffsetForLeaderTopic_v0(buf, pos):
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topic is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('Topic')
+        f_topic = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n3 < 0:
+        raise ProtocolError('non-nullable field Partitions is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('Partitions')
+        f_partitions = []
+        for _ in range(n3):
+            item4, pos = _d_OffsetForLeaderPartition_v0(buf, pos)
+            f_partitions.append(item4)
+    o = _new(OffsetForLeaderTopic)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    return o, pos
+
+
+def _d_OffsetForLeaderEpochRequest_v0(buf, pos):
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n1):
+            item2, pos = _d_OffsetForLeaderTopic_v0(buf, pos)
+            f_topics.append(item2)
+    o = _new(OffsetForLeaderEpochRequest)
+    o.replica_id = -2
+    o.topics = f_topics
+    return o, pos
+
+
+def _e_OffsetForLeaderPartition_v0(o, b, chunks):
+    b += _s_ii.pack(o.partition, o.leader_epoch)
+    return b
+
+
+def _e_OffsetForLeaderTopic_v0(o, b, chunks):
+    v1 = o.topic
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    a2 = o.partitions
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_OffsetForLeaderPartition_v0(item3, b, chunks)
+    return b
+
+
+def _e_OffsetForLeaderEpochRequest_v0(o, b, chunks):
+    a1 = o.topics
+    b += _s_i.pack(len(a1))
+    for item2 in a1:
+        b = _e_OffsetForLeaderTopic_v0(item2, b, chunks)
+    return b
 
 
 def _d_OffsetForLeaderPartition_v2(buf, pos):
@@ -475,18 +558,18 @@ def _e_OffsetForLeaderEpochRequest_v4(o, b, chunks):
     return b
 
 
-def _d_EpochEndOffset_v2(buf, pos):
-    f_error_code, f_partition, f_leader_epoch, f_end_offset = _s_hiiq.unpack_from(buf, pos)
-    pos += 18
+def _d_EpochEndOffset_v0(buf, pos):
+    f_error_code, f_partition, f_end_offset = _s_hiq.unpack_from(buf, pos)
+    pos += 14
     o = _new(EpochEndOffset)
     o.error_code = f_error_code
     o.partition = f_partition
-    o.leader_epoch = f_leader_epoch
+    o.leader_epoch = -1
     o.end_offset = f_end_offset
     return o, pos
 
 
-def _d_OffsetForLeaderTopicResult_v2(buf, pos):
+def _d_OffsetForLeaderTopicResult_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -506,12 +589,137 @@ def _d_OffsetForLeaderTopicResult_v2(buf, pos):
             raise truncated('Partitions')
         f_partitions = []
         for _ in range(n3):
-            item4, pos = _d_EpochEndOffset_v2(buf, pos)
+            item4, pos = _d_EpochEndOffset_v0(buf, pos)
             f_partitions.append(item4)
     o = _new(OffsetForLeaderTopicResult)
     o.topic = f_topic
     o.partitions = f_partitions
     return o, pos
+
+
+def _d_OffsetForLeaderEpochResponse_v0(buf, pos):
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n1):
+            item2, pos = _d_OffsetForLeaderTopicResult_v0(buf, pos)
+            f_topics.append(item2)
+    o = _new(OffsetForLeaderEpochResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    return o, pos
+
+
+def _e_EpochEndOffset_v0(o, b, chunks):
+    b += _s_hiq.pack(o.error_code, o.partition, o.end_offset)
+    return b
+
+
+def _e_OffsetForLeaderTopicResult_v0(o, b, chunks):
+    v1 = o.topic
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    a2 = o.partitions
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_EpochEndOffset_v0(item3, b, chunks)
+    return b
+
+
+def _e_OffsetForLeaderEpochResponse_v0(o, b, chunks):
+    a1 = o.topics
+    b += _s_i.pack(len(a1))
+    for item2 in a1:
+        b = _e_OffsetForLeaderTopicResult_v0(item2, b, chunks)
+    return b
+
+
+def _d_EpochEndOffset_v1(buf, pos):
+    f_error_code, f_partition, f_leader_epoch, f_end_offset = _s_hiiq.unpack_from(buf, pos)
+    pos += 18
+    o = _new(EpochEndOffset)
+    o.error_code = f_error_code
+    o.partition = f_partition
+    o.leader_epoch = f_leader_epoch
+    o.end_offset = f_end_offset
+    return o, pos
+
+
+def _d_OffsetForLeaderTopicResult_v1(buf, pos):
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topic is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('Topic')
+        f_topic = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n3 < 0:
+        raise ProtocolError('non-nullable field Partitions is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('Partitions')
+        f_partitions = []
+        for _ in range(n3):
+            item4, pos = _d_EpochEndOffset_v1(buf, pos)
+            f_partitions.append(item4)
+    o = _new(OffsetForLeaderTopicResult)
+    o.topic = f_topic
+    o.partitions = f_partitions
+    return o, pos
+
+
+def _d_OffsetForLeaderEpochResponse_v1(buf, pos):
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n1):
+            item2, pos = _d_OffsetForLeaderTopicResult_v1(buf, pos)
+            f_topics.append(item2)
+    o = _new(OffsetForLeaderEpochResponse)
+    o.throttle_time_ms = 0
+    o.topics = f_topics
+    return o, pos
+
+
+def _e_EpochEndOffset_v1(o, b, chunks):
+    b += _s_hiiq.pack(o.error_code, o.partition, o.leader_epoch, o.end_offset)
+    return b
+
+
+def _e_OffsetForLeaderTopicResult_v1(o, b, chunks):
+    v1 = o.topic
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    a2 = o.partitions
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_EpochEndOffset_v1(item3, b, chunks)
+    return b
+
+
+def _e_OffsetForLeaderEpochResponse_v1(o, b, chunks):
+    a1 = o.topics
+    b += _s_i.pack(len(a1))
+    for item2 in a1:
+        b = _e_OffsetForLeaderTopicResult_v1(item2, b, chunks)
+    return b
 
 
 def _d_OffsetForLeaderEpochResponse_v2(buf, pos):
@@ -526,7 +734,7 @@ def _d_OffsetForLeaderEpochResponse_v2(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n1):
-            item2, pos = _d_OffsetForLeaderTopicResult_v2(buf, pos)
+            item2, pos = _d_OffsetForLeaderTopicResult_v1(buf, pos)
             f_topics.append(item2)
     o = _new(OffsetForLeaderEpochResponse)
     o.throttle_time_ms = f_throttle_time_ms
@@ -534,29 +742,12 @@ def _d_OffsetForLeaderEpochResponse_v2(buf, pos):
     return o, pos
 
 
-def _e_EpochEndOffset_v2(o, b, chunks):
-    b += _s_hiiq.pack(o.error_code, o.partition, o.leader_epoch, o.end_offset)
-    return b
-
-
-def _e_OffsetForLeaderTopicResult_v2(o, b, chunks):
-    v1 = o.topic
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    a2 = o.partitions
-    b += _s_i.pack(len(a2))
-    for item3 in a2:
-        b = _e_EpochEndOffset_v2(item3, b, chunks)
-    return b
-
-
 def _e_OffsetForLeaderEpochResponse_v2(o, b, chunks):
     b += _s_i.pack(o.throttle_time_ms)
     a1 = o.topics
     b += _s_i.pack(len(a1))
     for item2 in a1:
-        b = _e_OffsetForLeaderTopicResult_v2(item2, b, chunks)
+        b = _e_OffsetForLeaderTopicResult_v1(item2, b, chunks)
     return b
 
 
@@ -711,14 +902,14 @@ def _e_OffsetForLeaderEpochResponse_v4(o, b, chunks):
     return b
 
 
-OffsetForLeaderEpochRequest._DECODERS = {2: _d_OffsetForLeaderEpochRequest_v2, 3: _d_OffsetForLeaderEpochRequest_v3, 4: _d_OffsetForLeaderEpochRequest_v4}
-OffsetForLeaderEpochRequest._ENCODERS = {2: _e_OffsetForLeaderEpochRequest_v2, 3: _e_OffsetForLeaderEpochRequest_v3, 4: _e_OffsetForLeaderEpochRequest_v4}
-OffsetForLeaderEpochResponse._DECODERS = {2: _d_OffsetForLeaderEpochResponse_v2, 3: _d_OffsetForLeaderEpochResponse_v2, 4: _d_OffsetForLeaderEpochResponse_v4}
-OffsetForLeaderEpochResponse._ENCODERS = {2: _e_OffsetForLeaderEpochResponse_v2, 3: _e_OffsetForLeaderEpochResponse_v2, 4: _e_OffsetForLeaderEpochResponse_v4}
+OffsetForLeaderEpochRequest._DECODERS = {0: _d_OffsetForLeaderEpochRequest_v0, 1: _d_OffsetForLeaderEpochRequest_v0, 2: _d_OffsetForLeaderEpochRequest_v2, 3: _d_OffsetForLeaderEpochRequest_v3, 4: _d_OffsetForLeaderEpochRequest_v4}
+OffsetForLeaderEpochRequest._ENCODERS = {0: _e_OffsetForLeaderEpochRequest_v0, 1: _e_OffsetForLeaderEpochRequest_v0, 2: _e_OffsetForLeaderEpochRequest_v2, 3: _e_OffsetForLeaderEpochRequest_v3, 4: _e_OffsetForLeaderEpochRequest_v4}
+OffsetForLeaderEpochResponse._DECODERS = {0: _d_OffsetForLeaderEpochResponse_v0, 1: _d_OffsetForLeaderEpochResponse_v1, 2: _d_OffsetForLeaderEpochResponse_v2, 3: _d_OffsetForLeaderEpochResponse_v2, 4: _d_OffsetForLeaderEpochResponse_v4}
+OffsetForLeaderEpochResponse._ENCODERS = {0: _e_OffsetForLeaderEpochResponse_v0, 1: _e_OffsetForLeaderEpochResponse_v1, 2: _e_OffsetForLeaderEpochResponse_v2, 3: _e_OffsetForLeaderEpochResponse_v2, 4: _e_OffsetForLeaderEpochResponse_v4}
 
 API_KEY = 23
 API_NAME = 'OffsetForLeaderEpoch'
-VALID_VERSIONS = range(2, 5)
+VALID_VERSIONS = range(0, 5)
 FLEXIBLE_MIN_VERSION = 4
 LISTENERS = ('broker',)
 REQUEST = OffsetForLeaderEpochRequest

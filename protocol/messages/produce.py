@@ -34,6 +34,7 @@ _s_16s = Struct('>16s')
 _s_h = Struct('>h')
 _s_hi = Struct('>hi')
 _s_i = Struct('>i')
+_s_ihq = Struct('>ihq')
 _s_ihqq = Struct('>ihqq')
 _s_ihqqq = Struct('>ihqqq')
 _s_ii = Struct('>ii')
@@ -269,7 +270,7 @@ class ProduceRequest(Message):
     """
 
     API_KEY = 0
-    VALID_VERSIONS = range(3, 14)
+    VALID_VERSIONS = range(0, 14)
     FLEXIBLE_MIN_VERSION = 9
     __slots__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data')
     transactional_id: str | None
@@ -304,7 +305,7 @@ class ProduceResponse(Message):
     """
 
     API_KEY = 0
-    VALID_VERSIONS = range(3, 14)
+    VALID_VERSIONS = range(0, 14)
     FLEXIBLE_MIN_VERSION = 9
     __slots__ = ('responses', 'throttle_time_ms', 'node_endpoints')
     responses: list[TopicProduceResponse]
@@ -329,7 +330,7 @@ class ProduceResponse(Message):
 
 
 
-def _d_PartitionProduceData_v3(buf, pos):
+def _d_PartitionProduceData_v0(buf, pos):
     f_index, = _s_i.unpack_from(buf, pos)
     pos += 4
     n1, = _s_i.unpack_from(buf, pos)
@@ -348,7 +349,7 @@ def _d_PartitionProduceData_v3(buf, pos):
     return o, pos
 
 
-def _d_TopicProduceData_v3(buf, pos):
+def _d_TopicProduceData_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -368,13 +369,75 @@ def _d_TopicProduceData_v3(buf, pos):
             raise truncated('PartitionData')
         f_partition_data = []
         for _ in range(n3):
-            item4, pos = _d_PartitionProduceData_v3(buf, pos)
+            item4, pos = _d_PartitionProduceData_v0(buf, pos)
             f_partition_data.append(item4)
     o = _new(TopicProduceData)
     o.name = f_name
     o.topic_id = UUID_ZERO
     o.partition_data = f_partition_data
     return o, pos
+
+
+def _d_ProduceRequest_v0(buf, pos):
+    f_acks, f_timeout_ms = _s_hi.unpack_from(buf, pos)
+    pos += 6
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field TopicData is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('TopicData')
+        f_topic_data = []
+        for _ in range(n1):
+            item2, pos = _d_TopicProduceData_v0(buf, pos)
+            f_topic_data.append(item2)
+    o = _new(ProduceRequest)
+    o.transactional_id = None
+    o.acks = f_acks
+    o.timeout_ms = f_timeout_ms
+    o.topic_data = f_topic_data
+    return o, pos
+
+
+def _e_PartitionProduceData_v0(o, b, chunks):
+    b += _s_i.pack(o.index)
+    v1 = o.records
+    if v1 is None:
+        b += b'\xff\xff\xff\xff'
+    else:
+        if v1.__class__ is memoryview and v1.itemsize == 1 and (n2 := v1.nbytes) >= INLINE_RECORDS_LIMIT:
+            b += _s_i.pack(n2)
+            chunks.append(b)
+            chunks.append(v1)
+            b = bytearray()
+        else:
+            b = put_records(b, chunks, v1, False)
+    return b
+
+
+def _e_TopicProduceData_v0(o, b, chunks):
+    v1 = o.name
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    a2 = o.partition_data
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_PartitionProduceData_v0(item3, b, chunks)
+    return b
+
+
+def _e_ProduceRequest_v0(o, b, chunks):
+    x1 = o.transactional_id != None
+    if x1:
+        raise UnsupportedVersionError('ProduceRequest.transactional_id cannot be sent at this version')
+    b += _s_hi.pack(o.acks, o.timeout_ms)
+    a2 = o.topic_data
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_TopicProduceData_v0(item3, b, chunks)
+    return b
 
 
 def _d_ProduceRequest_v3(buf, pos):
@@ -399,7 +462,7 @@ def _d_ProduceRequest_v3(buf, pos):
             raise truncated('TopicData')
         f_topic_data = []
         for _ in range(n3):
-            item4, pos = _d_TopicProduceData_v3(buf, pos)
+            item4, pos = _d_TopicProduceData_v0(buf, pos)
             f_topic_data.append(item4)
     o = _new(ProduceRequest)
     o.transactional_id = f_transactional_id
@@ -407,34 +470,6 @@ def _d_ProduceRequest_v3(buf, pos):
     o.timeout_ms = f_timeout_ms
     o.topic_data = f_topic_data
     return o, pos
-
-
-def _e_PartitionProduceData_v3(o, b, chunks):
-    b += _s_i.pack(o.index)
-    v1 = o.records
-    if v1 is None:
-        b += b'\xff\xff\xff\xff'
-    else:
-        if v1.__class__ is memoryview and v1.itemsize == 1 and (n2 := v1.nbytes) >= INLINE_RECORDS_LIMIT:
-            b += _s_i.pack(n2)
-            chunks.append(b)
-            chunks.append(v1)
-            b = bytearray()
-        else:
-            b = put_records(b, chunks, v1, False)
-    return b
-
-
-def _e_TopicProduceData_v3(o, b, chunks):
-    v1 = o.name
-    v1 = v1.encode()
-    b += _s_h.pack(len(v1))
-    b += v1
-    a2 = o.partition_data
-    b += _s_i.pack(len(a2))
-    for item3 in a2:
-        b = _e_PartitionProduceData_v3(item3, b, chunks)
-    return b
 
 
 def _e_ProduceRequest_v3(o, b, chunks):
@@ -449,7 +484,7 @@ def _e_ProduceRequest_v3(o, b, chunks):
     a2 = o.topic_data
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_TopicProduceData_v3(item3, b, chunks)
+        b = _e_TopicProduceData_v0(item3, b, chunks)
     return b
 
 
@@ -783,14 +818,14 @@ def _e_ProduceRequest_v13(o, b, chunks):
     return b
 
 
-def _d_PartitionProduceResponse_v3(buf, pos):
-    f_index, f_error_code, f_base_offset, f_log_append_time_ms = _s_ihqq.unpack_from(buf, pos)
-    pos += 22
+def _d_PartitionProduceResponse_v0(buf, pos):
+    f_index, f_error_code, f_base_offset = _s_ihq.unpack_from(buf, pos)
+    pos += 14
     o = _new(PartitionProduceResponse)
     o.index = f_index
     o.error_code = f_error_code
     o.base_offset = f_base_offset
-    o.log_append_time_ms = f_log_append_time_ms
+    o.log_append_time_ms = -1
     o.log_start_offset = -1
     o.record_errors = []
     o.error_message = None
@@ -798,7 +833,7 @@ def _d_PartitionProduceResponse_v3(buf, pos):
     return o, pos
 
 
-def _d_TopicProduceResponse_v3(buf, pos):
+def _d_TopicProduceResponse_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -818,7 +853,7 @@ def _d_TopicProduceResponse_v3(buf, pos):
             raise truncated('PartitionResponses')
         f_partition_responses = []
         for _ in range(n3):
-            item4, pos = _d_PartitionProduceResponse_v3(buf, pos)
+            item4, pos = _d_PartitionProduceResponse_v0(buf, pos)
             f_partition_responses.append(item4)
     o = _new(TopicProduceResponse)
     o.name = f_name
@@ -827,7 +862,7 @@ def _d_TopicProduceResponse_v3(buf, pos):
     return o, pos
 
 
-def _d_ProduceResponse_v3(buf, pos):
+def _d_ProduceResponse_v0(buf, pos):
     n1, = _s_i.unpack_from(buf, pos)
     pos += 4
     if n1 < 0:
@@ -837,7 +872,58 @@ def _d_ProduceResponse_v3(buf, pos):
             raise truncated('Responses')
         f_responses = []
         for _ in range(n1):
-            item2, pos = _d_TopicProduceResponse_v3(buf, pos)
+            item2, pos = _d_TopicProduceResponse_v0(buf, pos)
+            f_responses.append(item2)
+    o = _new(ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = 0
+    o.node_endpoints = []
+    return o, pos
+
+
+def _e_PartitionProduceResponse_v0(o, b, chunks):
+    d2 = o.current_leader
+    x1 = d2.leader_id != -1 or d2.leader_epoch != -1
+    if x1:
+        raise UnsupportedVersionError('PartitionProduceResponse.current_leader cannot be sent at this version')
+    b += _s_ihq.pack(o.index, o.error_code, o.base_offset)
+    return b
+
+
+def _e_TopicProduceResponse_v0(o, b, chunks):
+    v1 = o.name
+    v1 = v1.encode()
+    b += _s_h.pack(len(v1))
+    b += v1
+    a2 = o.partition_responses
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_PartitionProduceResponse_v0(item3, b, chunks)
+    return b
+
+
+def _e_ProduceResponse_v0(o, b, chunks):
+    x1 = o.node_endpoints != []
+    if x1:
+        raise UnsupportedVersionError('ProduceResponse.node_endpoints cannot be sent at this version')
+    a2 = o.responses
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_TopicProduceResponse_v0(item3, b, chunks)
+    return b
+
+
+def _d_ProduceResponse_v1(buf, pos):
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Responses is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Responses')
+        f_responses = []
+        for _ in range(n1):
+            item2, pos = _d_TopicProduceResponse_v0(buf, pos)
             f_responses.append(item2)
     f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
     pos += 4
@@ -848,7 +934,84 @@ def _d_ProduceResponse_v3(buf, pos):
     return o, pos
 
 
-def _e_PartitionProduceResponse_v3(o, b, chunks):
+def _e_ProduceResponse_v1(o, b, chunks):
+    x1 = o.node_endpoints != []
+    if x1:
+        raise UnsupportedVersionError('ProduceResponse.node_endpoints cannot be sent at this version')
+    a2 = o.responses
+    b += _s_i.pack(len(a2))
+    for item3 in a2:
+        b = _e_TopicProduceResponse_v0(item3, b, chunks)
+    b += _s_i.pack(o.throttle_time_ms)
+    return b
+
+
+def _d_PartitionProduceResponse_v2(buf, pos):
+    f_index, f_error_code, f_base_offset, f_log_append_time_ms = _s_ihqq.unpack_from(buf, pos)
+    pos += 22
+    o = _new(PartitionProduceResponse)
+    o.index = f_index
+    o.error_code = f_error_code
+    o.base_offset = f_base_offset
+    o.log_append_time_ms = f_log_append_time_ms
+    o.log_start_offset = -1
+    o.record_errors = []
+    o.error_message = None
+    o.current_leader = LeaderIdAndEpoch()
+    return o, pos
+
+
+def _d_TopicProduceResponse_v2(buf, pos):
+    n1, = _s_h.unpack_from(buf, pos)
+    pos += 2
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Name is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('Name')
+        f_name = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n3 < 0:
+        raise ProtocolError('non-nullable field PartitionResponses is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('PartitionResponses')
+        f_partition_responses = []
+        for _ in range(n3):
+            item4, pos = _d_PartitionProduceResponse_v2(buf, pos)
+            f_partition_responses.append(item4)
+    o = _new(TopicProduceResponse)
+    o.name = f_name
+    o.topic_id = UUID_ZERO
+    o.partition_responses = f_partition_responses
+    return o, pos
+
+
+def _d_ProduceResponse_v2(buf, pos):
+    n1, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Responses is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Responses')
+        f_responses = []
+        for _ in range(n1):
+            item2, pos = _d_TopicProduceResponse_v2(buf, pos)
+            f_responses.append(item2)
+    f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    o = _new(ProduceResponse)
+    o.responses = f_responses
+    o.throttle_time_ms = f_throttle_time_ms
+    o.node_endpoints = []
+    return o, pos
+
+
+def _e_PartitionProduceResponse_v2(o, b, chunks):
     d2 = o.current_leader
     x1 = d2.leader_id != -1 or d2.leader_epoch != -1
     if x1:
@@ -857,7 +1020,7 @@ def _e_PartitionProduceResponse_v3(o, b, chunks):
     return b
 
 
-def _e_TopicProduceResponse_v3(o, b, chunks):
+def _e_TopicProduceResponse_v2(o, b, chunks):
     v1 = o.name
     v1 = v1.encode()
     b += _s_h.pack(len(v1))
@@ -865,18 +1028,18 @@ def _e_TopicProduceResponse_v3(o, b, chunks):
     a2 = o.partition_responses
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_PartitionProduceResponse_v3(item3, b, chunks)
+        b = _e_PartitionProduceResponse_v2(item3, b, chunks)
     return b
 
 
-def _e_ProduceResponse_v3(o, b, chunks):
+def _e_ProduceResponse_v2(o, b, chunks):
     x1 = o.node_endpoints != []
     if x1:
         raise UnsupportedVersionError('ProduceResponse.node_endpoints cannot be sent at this version')
     a2 = o.responses
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_TopicProduceResponse_v3(item3, b, chunks)
+        b = _e_TopicProduceResponse_v2(item3, b, chunks)
     b += _s_i.pack(o.throttle_time_ms)
     return b
 
@@ -1899,14 +2062,14 @@ def _e_ProduceResponse_v13(o, b, chunks):
     return b
 
 
-ProduceRequest._DECODERS = {3: _d_ProduceRequest_v3, 4: _d_ProduceRequest_v3, 5: _d_ProduceRequest_v3, 6: _d_ProduceRequest_v3, 7: _d_ProduceRequest_v3, 8: _d_ProduceRequest_v3, 9: _d_ProduceRequest_v9, 10: _d_ProduceRequest_v9, 11: _d_ProduceRequest_v9, 12: _d_ProduceRequest_v9, 13: _d_ProduceRequest_v13}
-ProduceRequest._ENCODERS = {3: _e_ProduceRequest_v3, 4: _e_ProduceRequest_v3, 5: _e_ProduceRequest_v3, 6: _e_ProduceRequest_v3, 7: _e_ProduceRequest_v3, 8: _e_ProduceRequest_v3, 9: _e_ProduceRequest_v9, 10: _e_ProduceRequest_v9, 11: _e_ProduceRequest_v9, 12: _e_ProduceRequest_v9, 13: _e_ProduceRequest_v13}
-ProduceResponse._DECODERS = {3: _d_ProduceResponse_v3, 4: _d_ProduceResponse_v3, 5: _d_ProduceResponse_v5, 6: _d_ProduceResponse_v5, 7: _d_ProduceResponse_v5, 8: _d_ProduceResponse_v8, 9: _d_ProduceResponse_v9, 10: _d_ProduceResponse_v10, 11: _d_ProduceResponse_v10, 12: _d_ProduceResponse_v10, 13: _d_ProduceResponse_v13}
-ProduceResponse._ENCODERS = {3: _e_ProduceResponse_v3, 4: _e_ProduceResponse_v3, 5: _e_ProduceResponse_v5, 6: _e_ProduceResponse_v5, 7: _e_ProduceResponse_v5, 8: _e_ProduceResponse_v8, 9: _e_ProduceResponse_v9, 10: _e_ProduceResponse_v10, 11: _e_ProduceResponse_v10, 12: _e_ProduceResponse_v10, 13: _e_ProduceResponse_v13}
+ProduceRequest._DECODERS = {0: _d_ProduceRequest_v0, 1: _d_ProduceRequest_v0, 2: _d_ProduceRequest_v0, 3: _d_ProduceRequest_v3, 4: _d_ProduceRequest_v3, 5: _d_ProduceRequest_v3, 6: _d_ProduceRequest_v3, 7: _d_ProduceRequest_v3, 8: _d_ProduceRequest_v3, 9: _d_ProduceRequest_v9, 10: _d_ProduceRequest_v9, 11: _d_ProduceRequest_v9, 12: _d_ProduceRequest_v9, 13: _d_ProduceRequest_v13}
+ProduceRequest._ENCODERS = {0: _e_ProduceRequest_v0, 1: _e_ProduceRequest_v0, 2: _e_ProduceRequest_v0, 3: _e_ProduceRequest_v3, 4: _e_ProduceRequest_v3, 5: _e_ProduceRequest_v3, 6: _e_ProduceRequest_v3, 7: _e_ProduceRequest_v3, 8: _e_ProduceRequest_v3, 9: _e_ProduceRequest_v9, 10: _e_ProduceRequest_v9, 11: _e_ProduceRequest_v9, 12: _e_ProduceRequest_v9, 13: _e_ProduceRequest_v13}
+ProduceResponse._DECODERS = {0: _d_ProduceResponse_v0, 1: _d_ProduceResponse_v1, 2: _d_ProduceResponse_v2, 3: _d_ProduceResponse_v2, 4: _d_ProduceResponse_v2, 5: _d_ProduceResponse_v5, 6: _d_ProduceResponse_v5, 7: _d_ProduceResponse_v5, 8: _d_ProduceResponse_v8, 9: _d_ProduceResponse_v9, 10: _d_ProduceResponse_v10, 11: _d_ProduceResponse_v10, 12: _d_ProduceResponse_v10, 13: _d_ProduceResponse_v13}
+ProduceResponse._ENCODERS = {0: _e_ProduceResponse_v0, 1: _e_ProduceResponse_v1, 2: _e_ProduceResponse_v2, 3: _e_ProduceResponse_v2, 4: _e_ProduceResponse_v2, 5: _e_ProduceResponse_v5, 6: _e_ProduceResponse_v5, 7: _e_ProduceResponse_v5, 8: _e_ProduceResponse_v8, 9: _e_ProduceResponse_v9, 10: _e_ProduceResponse_v10, 11: _e_ProduceResponse_v10, 12: _e_ProduceResponse_v10, 13: _e_ProduceResponse_v13}
 
 API_KEY = 0
 API_NAME = 'Produce'
-VALID_VERSIONS = range(3, 14)
+VALID_VERSIONS = range(0, 14)
 FLEXIBLE_MIN_VERSION = 9
 LISTENERS = ('broker',)
 REQUEST = ProduceRequest
