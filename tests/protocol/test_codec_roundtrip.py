@@ -35,7 +35,7 @@ from kio.static.constants import EntityType
 
 from protocol.api import APIS
 from protocol.buffers import join_chunks
-from protocol.codegen.kafka_3_9 import KAFKA_3_9_VALID_VERSIONS
+from protocol.codegen.kafka_3_9 import KAFKA_3_9_API_VERSIONS
 from tests.protocol.conftest import Node, build_ours, load_schemas, message_strategy
 
 SCHEMAS = load_schemas()
@@ -49,7 +49,7 @@ def _below_kafka_4(raw: dict[str, Any]) -> range:
 KIO_MISSING: dict[tuple[str, int], str] = {
     (name, version): "removed in Kafka 4 (KIP-896); see test_kafka_3_9_versions"
     for name, raw in SCHEMAS.items()
-    if raw.get("apiKey") in KAFKA_3_9_VALID_VERSIONS and raw["type"] in ("request", "response")
+    if raw.get("apiKey") in KAFKA_3_9_API_VERSIONS and raw["type"] in ("request", "response")
     for version in _below_kafka_4(raw)
 }
 
