@@ -22,8 +22,8 @@ import bisect
 from dataclasses import dataclass
 
 from protocol.record_batch import RecordBatchHeader
-from protocol.request_constants import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from protocol.records import iter_records
+from protocol.request_constants import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from storage.log_segment import LogSegment
 
 
