@@ -195,6 +195,18 @@ class Partition:
         info = log_.read(fetch_offset, max_bytes, min_one_message=min_one_message, isolation=isolation)
         return LogReadResult(ErrorCode.NO_ERROR, info, hw, lso, log_start, leo)
 
+    def legacy_fetch_offsets_for_timestamp(self, timestamp: int, max_num_offsets: int,
+                                           from_consumer: bool) -> list[int]:
+        """ListOffsets v0: the log's offsets before a time; a consumer never sees beyond the high
+        watermark: offsets above it are dropped and the high watermark leads the list instead."""
+        offsets = self.log.legacy_fetch_offsets_before(timestamp, max_num_offsets)
+        if not from_consumer:
+            return offsets
+        hw = self.log.high_watermark
+        if offsets and offsets[0] > hw:
+            return [hw, *(o for o in offsets if o <= hw)]
+        return offsets
+
     def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int,
                                    from_replica: bool) -> tuple[int, int, int]:
         """ListOffsets: (timestamp, offset, leader epoch), or (-1, -1, -1) when nothing qualifies."""

@@ -454,6 +454,15 @@ class ReplicaManager:
                                                                               from_replica)
         return ListOffsetsResult(ErrorCode.NO_ERROR, found_timestamp, offset, epoch)
 
+    def legacy_fetch_offsets_for_timestamp(self, tp: TopicPartition, timestamp: int, max_num_offsets: int,
+                                           from_consumer: bool) -> tuple[int, list[int]]:
+        """ListOffsets v0: (error, offsets before ``timestamp``, descending, at most ``max_num_offsets``)."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
+        return ErrorCode.NO_ERROR, partition.legacy_fetch_offsets_for_timestamp(timestamp, max_num_offsets,
+                                                                                from_consumer)
+
     def delete_records(self, offsets: Sequence[tuple[TopicPartition, int]]) -> Awaitable[list[tuple[int, int]]]:
         """DeleteRecords: move each log start offset up; (error, low watermark) per entry, in order.
 

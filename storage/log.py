@@ -42,7 +42,7 @@ from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_append import AppendOrigin, LogAppendInfo, analyze_and_validate
 from storage.log_config import LogConfig
 from storage.log_loader import load_log, rebuild_producer_state
-from storage.log_offsets import TimestampAndOffset, TimestampSearch, offset_of_max_timestamp
+from storage.log_offsets import TimestampAndOffset, TimestampSearch, legacy_offsets_before, offset_of_max_timestamp
 from storage.log_retention import (
     RetentionBreach,
     deletable_segments,
@@ -448,6 +448,11 @@ class Log:
         if timestamp == MAX_TIMESTAMP:
             return offset_of_max_timestamp(segments, self.log_start_offset)
         return self._timestamp_search.offset_for(segments, self.log_start_offset, timestamp)
+
+    def legacy_fetch_offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:
+        """ListOffsets v0: segment start offsets (and the log end offset) before a time, descending."""
+        return legacy_offsets_before(self.segments.values(), self.log_start_offset, self.log_end_offset, now_ms(),
+                                     timestamp, max_num_offsets)
 
     # --- log start offset, truncation -------------------------------------------------------
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str = "") -> bool:

@@ -10,6 +10,10 @@ target (a binary search over the running maximum of the segments' largest
 timestamps), then its time index, offset index and batch headers find the
 first batch whose maxTimestamp reaches it, and that batch's records give the
 first record with timestamp >= target (records are decoded only here).
+
+ListOffsets v0 answers a list instead (``legacy_offsets_before``): the
+segments' start offsets, dated by each segment file's last modification, as
+Kafka 3.9's ``legacyFetchOffsetsBefore`` did; no record is read.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 
 from protocol.record_batch import RecordBatchHeader
 from protocol.records import iter_records
+from protocol.request_constants import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from storage.log_segment import LogSegment
 
 
@@ -92,3 +97,31 @@ def offset_of_max_timestamp(segments: list[LogSegment], log_start_offset: int) -
 
 def _epoch_of(header: RecordBatchHeader) -> int | None:
     return header.partition_leader_epoch if header.partition_leader_epoch >= 0 else None
+
+
+def legacy_offsets_before(segments: list[LogSegment], log_start_offset: int, log_end_offset: int, now_ms: int,
+                          timestamp: int, max_num_offsets: int) -> list[int]:
+    """ListOffsets v0: up to ``max_num_offsets`` offsets, descending, "before" ``timestamp``.
+
+    The candidates are each segment's start (never below the log start
+    offset), dated by the segment file's last modification, and the log end
+    offset dated now when the active segment holds data. LATEST starts from
+    the newest candidate, EARLIEST from the oldest; a time starts from the
+    newest candidate dated at or before it. Dates are file times, not record
+    timestamps: that is the old API's meaning, kept as Kafka 3.9 kept it.
+    """
+    candidates = [(max(segment.base_offset, log_start_offset), segment.last_modified_ms()) for segment in segments]
+    if segments and segments[-1].size > 0:
+        candidates.append((log_end_offset, now_ms))
+    if timestamp == LATEST_TIMESTAMP:
+        start = len(candidates) - 1
+    elif timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        start = 0 if candidates else -1
+    else:
+        start = len(candidates) - 1
+        while start >= 0 and candidates[start][1] > timestamp:
+            start -= 1
+    # Walking back from ``start`` yields at most start + 1 offsets; a negative
+    # maximum (Kafka fails the partition on one) asks for none.
+    count = max(0, min(max_num_offsets, start + 1))
+    return sorted((candidates[start - i][0] for i in range(count)), reverse=True)

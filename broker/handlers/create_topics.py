@@ -2,6 +2,10 @@
 
 Creation writes the metadata store and partition directories with fsyncs, so
 it runs on the append thread.
+
+v0 and v1 (removed in Kafka 4) are served as Kafka 3.9 served them: v0 has
+no ``validate_only`` (it always creates) and its results carry no error
+message (the codec leaves it out); v1 adds both.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ if TYPE_CHECKING:
     from broker.socket_server import RequestContext
 
 API_KEY = 19
-MIN_VERSION = 2
+MIN_VERSION = 0  # Kafka 4.0's floor is v2 (KIP-896); v0-v1 as Kafka 3.9
 MAX_VERSION = 7
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from broker.socket_server import RequestContext
 
 API_KEY = 20
-MIN_VERSION = 1
+MIN_VERSION = 0  # Kafka 4.0's floor is v1 (KIP-896); v0 is v1 without throttle_time_ms
 MAX_VERSION = 6
 ZERO_UUID = uuid.UUID(int=0)
 

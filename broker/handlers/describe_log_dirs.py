@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_KEY = 35
-MIN_VERSION = 1
+MIN_VERSION = 0  # Kafka 4.0's floor is v1 (KIP-896); v0 has v1's layout
 MAX_VERSION = 5
 
 

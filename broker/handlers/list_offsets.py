@@ -4,6 +4,13 @@ The lookup is ``ReplicaManager.fetch_offset_for_timestamp``. As in Kafka's Parti
 below the high watermark (read_uncommitted) or the last stable offset
 (read_committed): "latest" is that bound, and a timestamp lookup that lands at
 or beyond it answers offset -1.
+
+v0 (removed in Kafka 4, served as Kafka 3.9 served it) asks a different
+question: up to ``max_num_offsets`` offsets "before" a time, answered as the
+``old_style_offsets`` list by ``ReplicaManager.legacy_fetch_offsets_for_timestamp``
+(segment starts dated by file modification time, plus the log end offset;
+a consumer's list is capped at the high watermark). Burrow and sarama's
+``Client.GetOffset`` under its default Version ask this for -1 and -2.
 """
 
 from __future__ import annotations
@@ -22,13 +29,31 @@ if TYPE_CHECKING:
     from broker.socket_server import RequestContext
 
 API_KEY = 2
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 10  # v11 (KIP-1005 earliest-pending-upload) needs tiered storage
 #: ListOffsets responses carry the offset's leader epoch from v4 on.
 LEADER_EPOCH_MIN_VERSION = 4
+#: replica_id of a consumer (-2 is a debugging client, >= 0 a follower).
+CONSUMER_REPLICA_ID = -1
+
+
+def _handle_v0(broker: BrokerServices, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    from_consumer = request.replica_id == CONSUMER_REPLICA_ID
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            error, offsets = broker.replica_manager.legacy_fetch_offsets_for_timestamp(
+                (topic.name, p.partition_index), p.timestamp, p.max_num_offsets, from_consumer)
+            partitions.append(ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=error,
+                                                           old_style_offsets=offsets))
+        topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+    return ListOffsetsResponse(topics=topics)
 
 
 def handle(ctx: RequestContext, broker: BrokerServices, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    if ctx.api_version == 0:
+        return _handle_v0(broker, request)
     from_replica = request.replica_id >= 0
     topics = []
     for topic in request.topics:

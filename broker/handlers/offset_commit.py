@@ -3,6 +3,18 @@
 Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID
 by id from v10), as KafkaApis checks them before the coordinator sees the
 request. The response is sent once the commit is in the log.
+
+v0 and v1 (removed in Kafka 4) are served as Kafka 3.9 served them, with one
+deliberate difference. v1 carries a generation, a member id and a
+per-partition commit timestamp, which Kafka 3.9 records as the commit time
+(-1 means now). v0 carries no generation: Kafka 3.9 wrote v0 commits to
+ZooKeeper (``/consumers/<group>/offsets``) when it ran on ZooKeeper and
+refused them with UNSUPPORTED_VERSION in KRaft mode. pafka's lone broker has
+no ZooKeeper, so a v0 commit goes to the group coordinator as a "simple"
+commit (generation -1, no member): it is stored in __consumer_offsets, seen
+by OffsetFetch at every version, and, as any commit without a generation,
+accepted only while the group has no active members (UNKNOWN_MEMBER_ID
+otherwise).
 """
 
 from __future__ import annotations
@@ -25,10 +37,14 @@ if TYPE_CHECKING:
     from broker.socket_server import RequestContext
 
 API_KEY = 8
-MIN_VERSION = 2  # Kafka 4.0's baseline (KIP-896)
+MIN_VERSION = 0  # Kafka 4.0's floor is v2 (KIP-896); v0-v1 as Kafka 3.9
 MAX_VERSION = 10
 
 DEFAULT_RETENTION_TIME = -1
+#: v1's per-partition commit timestamp meaning "the broker's now".
+DEFAULT_TIMESTAMP = -1
+#: The only version whose partitions carry a commit timestamp.
+COMMIT_TIMESTAMP_VERSION = 1
 
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: OffsetCommitRequest) -> OffsetCommitResponse:
@@ -50,9 +66,12 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: OffsetCom
             if meta is None or not 0 <= p.partition_index < meta.partition_count:
                 errors[tp] = unknown
                 continue
+            committed_at = now
+            if version == COMMIT_TIMESTAMP_VERSION and p.commit_timestamp != DEFAULT_TIMESTAMP:
+                committed_at = p.commit_timestamp
             offsets[tp] = OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch if version >= 6 else -1,
-                                            p.committed_metadata if p.committed_metadata is not None else "", now,
-                                            expire)
+                                            p.committed_metadata if p.committed_metadata is not None else "",
+                                            committed_at, expire)
     if offsets:
         future: asyncio.Future[dict[TopicPartition, ErrorCode]] = asyncio.get_running_loop().create_future()
 

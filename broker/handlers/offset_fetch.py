@@ -2,6 +2,12 @@
 
 A partition without a committed offset gets offset -1 and empty metadata
 with no error, as in Kafka; ``topics`` null means every committed offset.
+
+v0 (removed in Kafka 4) has v1's layout. Kafka 3.9 read v0 from ZooKeeper
+(where v0 commits went) on a ZooKeeper cluster and refused it with
+UNSUPPORTED_VERSION in KRaft mode; pafka's lone broker has no ZooKeeper and
+its OffsetCommit v0 writes to the group coordinator, so v0 reads from the
+coordinator too: what a v0 client commits, it reads back.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ if TYPE_CHECKING:
     from broker.socket_server import RequestContext
 
 API_KEY = 9
-MIN_VERSION = 1  # Kafka 4.0's baseline (KIP-896)
+MIN_VERSION = 0  # Kafka 4.0's floor is v1 (KIP-896); v0 as described above
 MAX_VERSION = 10
 
 NO_METADATA = ""

@@ -130,8 +130,9 @@ def test_topic_deletion_disabled():
                 admin.delete_topics(["kept"])
             assert "kept" in admin.list_topics()
             assert _partition_dirs(broker, "kept") == ["kept-0"]
-            old = send_request(broker, 20, 2, DeleteTopicsRequest(topic_names=["kept"], timeout_ms=1000))
-            assert old.responses[0].error_code == ErrorCode.INVALID_REQUEST  # v0-2 clients know no code 73
+            for version in (0, 2):
+                old = send_request(broker, 20, version, DeleteTopicsRequest(topic_names=["kept"], timeout_ms=1000))
+                assert old.responses[0].error_code == ErrorCode.INVALID_REQUEST  # v0-2 clients know no code 73
         finally:
             admin.close()
 

@@ -25,7 +25,7 @@ from protocol.messages.describe_topic_partitions import DescribeTopicPartitionsR
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
 
-ADMIN_APIS = {20: (1, 6), 21: (0, 2), 32: (1, 4), 33: (0, 2), 35: (1, 5), 37: (0, 3), 44: (0, 1), 60: (0, 2),
+ADMIN_APIS = {19: (0, 7), 20: (0, 6), 21: (0, 2), 32: (1, 4), 33: (0, 2), 35: (0, 5), 37: (0, 3), 44: (0, 1), 60: (0, 2),
               75: (0, 0)}
 
 
@@ -50,7 +50,33 @@ def test_api_versions_advertises_the_admin_ranges(broker):
     assert {key: advertised.get(key) for key in ADMIN_APIS} == ADMIN_APIS
 
 
-@pytest.mark.parametrize("version", range(1, 7))
+@pytest.mark.parametrize("version", range(8))
+def test_create_topics_versions(broker, admin, version):
+    from protocol.messages import create_topics as ct
+
+    name = f"ver-create-{version}"
+    request = ct.CreateTopicsRequest(topics=[
+        ct.CreatableTopic(name=name, num_partitions=2, replication_factor=1),
+        ct.CreatableTopic(name=f"{name}-bad", num_partitions=1, replication_factor=7)], timeout_ms=5000)
+    if version >= 1:  # v0 has no validate_only: it always creates
+        request.validate_only = True
+        checked = send_request(broker, 19, version, request).topics
+        assert [(t.name, t.error_code) for t in checked] == [(name, 0), (f"{name}-bad", ErrorCode.INVALID_REPLICATION_FACTOR)]
+        assert checked[1].error_message  # messages from v1
+        assert name not in admin.list_topics()
+        request.validate_only = False
+    created = send_request(broker, 19, version, request).topics
+    assert [(t.name, t.error_code) for t in created] == [(name, 0), (f"{name}-bad", ErrorCode.INVALID_REPLICATION_FACTOR)]
+    if version == 0:
+        assert created[1].error_message == ""  # v0 carries none (the decoder's default)
+    if version >= 5:
+        assert (created[0].num_partitions, created[0].replication_factor) == (2, 1)
+    assert name in admin.list_topics()
+    again = send_request(broker, 19, version, request).topics
+    assert again[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+@pytest.mark.parametrize("version", range(7))
 def test_delete_topics_versions(broker, admin, version):
     name = f"ver-del-{version}"
     admin.create_topics({name: {"num_partitions": 1}})
@@ -151,7 +177,7 @@ def test_describe_cluster_versions(broker, version):
     assert response.cluster_authorized_operations > 0
 
 
-@pytest.mark.parametrize("version", range(1, 6))
+@pytest.mark.parametrize("version", range(6))
 def test_describe_log_dirs_versions(broker, admin, version):
     name = f"ver-ld-{version}"
     admin.create_topics({name: {"num_partitions": 2}})

@@ -203,10 +203,81 @@ def test_offset_fetch_all_topics(broker: BrokerProcess, version: int) -> None:
         response = send_request(broker, 9, version, of.OffsetFetchRequest(group_id=group, topics=None))
         assert [(t.name, p.partition_index, p.committed_offset) for t in response.topics for p in t.partitions] == [
             (TOPIC, 0, 3)]
-    else:  # v1 cannot ask for all topics
-        response = send_request(broker, 9, 1, of.OffsetFetchRequest(
+    else:  # v0 and v1 cannot ask for all topics
+        response = send_request(broker, 9, version, of.OffsetFetchRequest(
             group_id=group, topics=[of.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0])]))
         assert response.topics[0].partitions[0].committed_offset == 3
+
+
+def _committed_records(broker: BrokerProcess, group: str) -> list[tuple[int, int, int]]:
+    """(partition, offset, commit timestamp) of the group's commits, read from __consumer_offsets itself."""
+    from coordinator.group.group_metadata_manager import partition_for
+    from coordinator.group.record_formats import OffsetCommitKey, decode_key, decode_offset_commit_value
+    from protocol.messages import fetch as fe
+    from protocol.record_batch import iter_batch_headers
+    from protocol.records import iter_records
+
+    partition = partition_for(group, 50)
+    response = send_request(broker, 1, 12, fe.FetchRequest(
+        replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+        session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[fe.FetchTopic(
+            topic="__consumer_offsets", partitions=[fe.FetchPartition(
+                partition=partition, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=1 << 20)])]))
+    data = bytes(response.responses[0].partitions[0].records or b"")
+    found = []
+    for position, _header in iter_batch_headers(data):
+        for record in iter_records(data, position):
+            key = decode_key(bytes(record.key or b""))
+            if isinstance(key, OffsetCommitKey) and key.group == group and record.value is not None:
+                value = decode_offset_commit_value(bytes(record.value))
+                found.append((key.partition, value.offset, value.commit_timestamp))
+    return found
+
+
+def test_offset_commit_v0_v1_as_kafka_3_9(broker: BrokerProcess) -> None:
+    """v1 commits as a generation's member with Kafka 3.9's per-partition commit time
+    (-1: the broker's now); v0 has no generation, so it is a simple commit, refused
+    while the group has members (see the handler's docstring for why not ZooKeeper)."""
+    import time
+
+    group = "commit-v0-v1"
+    member_id, generation = _member(broker, 1, group)
+    send_request(broker, 14, 0, sg.SyncGroupRequest(group_id=group, generation_id=generation, member_id=member_id,
+                                                    assignments=[sg.SyncGroupRequestAssignment(
+                                                        member_id=member_id,
+                                                        assignment=encode_assignment({TOPIC: [0, 1]}))]))
+    then = 1_500_000_000_000  # a client-chosen commit time (2017)
+    before = int(time.time() * 1000)
+
+    def commit(version: int, generation_id: int, member: str) -> list[int]:
+        partitions = [oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=7),
+                      oc.OffsetCommitRequestPartition(partition_index=1, committed_offset=8)]
+        if version == 1:  # the only version with a per-partition commit time
+            partitions[0].commit_timestamp, partitions[1].commit_timestamp = then, -1
+        response = send_request(broker, 8, version, oc.OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=generation_id, member_id=member,
+            topics=[oc.OffsetCommitRequestTopic(name=TOPIC, partitions=partitions)]))
+        return [p.error_code for t in response.topics for p in t.partitions]
+
+    assert commit(1, generation + 1, member_id) == [ErrorCode.ILLEGAL_GENERATION] * 2
+    assert commit(1, generation, "someone-else") == [ErrorCode.UNKNOWN_MEMBER_ID] * 2
+    assert commit(0, -1, "") == [ErrorCode.UNKNOWN_MEMBER_ID] * 2  # the group has a member
+    assert commit(1, generation, member_id) == [0, 0]
+    records = _committed_records(broker, group)
+    assert [(p, o) for p, o, _ in records] == [(0, 7), (1, 8)]
+    assert records[0][2] == then
+    assert before <= records[1][2] <= int(time.time() * 1000)
+    # Once the group is empty, v0's simple commit is stored, and v0 reads it back.
+    left = send_request(broker, 13, 0, lg.LeaveGroupRequest(group_id=group, member_id=member_id))
+    assert left.error_code == 0
+    assert commit(0, -1, "") == [0, 0]
+    fetched = send_request(broker, 9, 0, of.OffsetFetchRequest(
+        group_id=group, topics=[of.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0, 1])]))
+    assert [(p.partition_index, p.committed_offset, p.error_code) for t in fetched.topics for p in t.partitions] == [
+        (0, 7, 0), (1, 8, 0)]
+    v0_times = [ts for _, _, ts in _committed_records(broker, group)[2:]]
+    assert len(v0_times) == 2 and all(before <= ts <= int(time.time() * 1000) for ts in v0_times)
 
 
 @pytest.mark.parametrize("version", versions(describe_groups))

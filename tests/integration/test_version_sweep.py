@@ -63,6 +63,20 @@ def test_metadata(sweep_broker: tuple[BrokerProcess, uuid.UUID], version: int) -
         assert topic.topic_id == topic_id
 
 
+@pytest.mark.parametrize("version", range(metadata.MIN_VERSION, metadata.MAX_VERSION + 1))
+def test_metadata_empty_and_null_topic_lists(sweep_broker: tuple[BrokerProcess, uuid.UUID], version: int) -> None:
+    """v0 has no null list: an empty one means every topic. From v1 null means every
+    topic and empty means none (Kafka 3.9's MetadataRequest.isAllTopics)."""
+    broker, _ = sweep_broker
+    empty = send_request(broker, metadata.API_KEY, version, MetadataRequest(
+        topics=[], allow_auto_topic_creation=version < 4))
+    assert (TOPIC in {t.name for t in empty.topics}) == (version == 0)
+    if version >= 1:
+        every = send_request(broker, metadata.API_KEY, version, MetadataRequest(
+            topics=None, allow_auto_topic_creation=version < 4))
+        assert TOPIC in {t.name for t in every.topics}
+
+
 @pytest.mark.parametrize("version", range(produce.MIN_VERSION, produce.MAX_VERSION + 1))
 def test_produce_then_fetch_back(sweep_broker: tuple[BrokerProcess, uuid.UUID], version: int) -> None:
     broker, topic_id = sweep_broker
