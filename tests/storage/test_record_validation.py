@@ -133,9 +133,9 @@ def test_out_of_range_timestamps_are_named_by_batch_index(checked_tmp_path: Path
     with pytest.raises(InvalidTimestampError) as refused:
         log.append_as_leader(make_batch(6, timestamps=stamps), 0, now=NOW)
     bounds = f"[{NOW - HOUR}, {NOW + HOUR}]"
+    expected = "Timestamp {} of message with offset {} is out of range. The timestamp should be within {}"
     assert [(e.batch_index, e.message) for e in refused.value.record_errors] == [
-        (i, f"Timestamp {stamps[i]} of message with offset {i} is out of range. The timestamp should be within "
-            f"{bounds}") for i in (0, 3, 5)]
+        (i, expected.format(stamps[i], i, bounds)) for i in (0, 3, 5)]
     assert str(refused.value) == "One or more records have been rejected due to invalid timestamp"
     assert refused.value.error_code == ErrorCode.INVALID_TIMESTAMP
     # Only the largest out of range (the first record fine): still found by the header alone.
