@@ -161,3 +161,15 @@ def test_a_keyless_record_is_reported_as_such_and_a_bad_timestamp_makes_the_batc
     assert errors[0].message.startswith("Compacted topic cannot accept message without key")
     assert errors[1].message.startswith(f"Timestamp {NOW + 2 * HOUR} of message with offset 1 is out of range")
     log.close()
+
+
+def test_the_timestamp_rule_judges_the_recomputed_maximum(checked_tmp_path: Path) -> None:
+    """Header maxTimestamp -1 hides nothing: the records' own timestamps are checked."""
+    log = _open(checked_tmp_path, message_timestamp_after_max_ms=HOUR)
+    hidden = _with_max_timestamp(make_batch(3, timestamps=[NOW, NOW + 2 * HOUR, NOW]), -1)
+    with pytest.raises(InvalidTimestampError) as refused:
+        log.append_as_leader(hidden, 0, now=NOW)
+    assert [e.batch_index for e in refused.value.record_errors] == [1]
+    log.append_as_leader(_with_max_timestamp(make_batch(3, timestamps=[NOW, NOW + HOUR, NOW]), -1), 0, now=NOW)
+    assert validate_batch(_stored(log)[0]).max_timestamp == NOW + HOUR
+    log.close()
