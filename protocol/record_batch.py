@@ -81,8 +81,8 @@ _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
-#: lastOffsetDelta, (baseTimestamp skipped), maxTimestamp.
-_LAST_DELTA_MAX_TIMESTAMP = struct.Struct(">i8xq")
+#: lastOffsetDelta, baseTimestamp, maxTimestamp.
+_LAST_DELTA_TIMESTAMPS = struct.Struct(">iqq")
 
 
 class RecordBatchHeader(NamedTuple):
@@ -216,10 +216,11 @@ def validate_batch(buf: Buffer, pos: int = 0) -> RecordBatchHeader:
     return header
 
 
-def last_offset_delta_and_max_timestamp(buf: Buffer, pos: int = 0) -> tuple[int, int]:
-    """Two fields of a batch whose header was already checked, without building a
-    RecordBatchHeader: what a segment's roll test needs, once per partition batch."""
-    return _LAST_DELTA_MAX_TIMESTAMP.unpack_from(buf, pos + LAST_OFFSET_DELTA_OFFSET)
+def last_offset_delta_and_timestamps(buf: Buffer, pos: int = 0) -> tuple[int, int, int]:
+    """(lastOffsetDelta, baseTimestamp, maxTimestamp) of a batch whose header was already
+    checked, without building a RecordBatchHeader: what a segment's roll test needs (and
+    whether the leader will recompute the maximum first), once per partition batch."""
+    return _LAST_DELTA_TIMESTAMPS.unpack_from(buf, pos + LAST_OFFSET_DELTA_OFFSET)
 
 
 def iter_batch_headers(buf: Buffer, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, RecordBatchHeader]]:

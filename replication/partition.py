@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
-from protocol.record_batch import last_offset_delta_and_max_timestamp
+from protocol.record_batch import last_offset_delta_and_timestamps
 from protocol.request_constants import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -143,9 +143,13 @@ class Partition:
         log_ = self.log
         if not log_.lock.acquire(blocking=False):
             return False
-        # Two header fields, not a full parse: the request's decoder checked this header.
-        last_offset_delta, max_timestamp = last_offset_delta_and_max_timestamp(records)
-        if log_.append_would_block(len(records), max_timestamp, last_offset_delta, now):
+        # Three header fields, not a full parse: the request's decoder checked this header.
+        last_offset_delta, base_timestamp, max_timestamp = last_offset_delta_and_timestamps(records)
+        # An implausible maxTimestamp is recomputed from the records by the append, so the roll
+        # test cannot be answered from it here: such a batch goes to the append thread, whose
+        # append asks the roll test again with the real maximum.
+        if max_timestamp < base_timestamp or max_timestamp < 0 or log_.append_would_block(
+                len(records), max_timestamp, last_offset_delta, now):
             log_.lock.release()
             return False
         return True

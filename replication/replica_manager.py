@@ -44,6 +44,7 @@ from storage.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
+    RecordError,
     RecordTooLargeError,
     StorageError,
 )
@@ -94,6 +95,8 @@ class PartitionAppendResult:
     error_code: int
     info: LogAppendInfo | None = None
     error_message: str | None = None
+    #: The records a per-record check refused, by index in their batch (KIP-467).
+    record_errors: tuple[RecordError, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,7 +318,8 @@ class ReplicaManager:
     @staticmethod
     def _append_failed(partition: Partition, exc: BaseException) -> PartitionAppendResult:
         log.debug("append to %s failed: %s", partition, exc)
-        return PartitionAppendResult(error_code_for(exc), None, str(exc))
+        record_errors = exc.record_errors if isinstance(exc, StorageError) else ()
+        return PartitionAppendResult(error_code_for(exc), None, str(exc), record_errors)
 
     async def _complete_after_thread(self, pending: Awaitable[list[PartitionAppendResult]],
                                      entries: Sequence[tuple[str, int, Records]],

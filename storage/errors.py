@@ -2,13 +2,37 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from protocol.errors import ErrorCode
 
 
+class RecordError(NamedTuple):
+    """One rejected record of a batch (KIP-467): its index in the batch and why."""
+
+    batch_index: int
+    message: str
+
+    def __str__(self) -> str:
+        # Kafka's RecordError.toString, which its summary message embeds.
+        return f"RecordError(batchIndex={self.batch_index}, message='{self.message}')"
+
+
 class StorageError(Exception):
-    """Base of the storage layer's errors; ``error_code`` is what a client sees."""
+    """Base of the storage layer's errors; ``error_code`` is what a client sees.
+
+    ``record_errors`` names the records that failed a per-record check (Produce
+    v8+ reports them so a producer fails only those and retries the rest); it is
+    empty for an error about the batch as a whole.
+    """
 
     error_code: ErrorCode = ErrorCode.KAFKA_STORAGE_ERROR
+    record_errors: tuple[RecordError, ...] = ()
+
+    def __init__(self, message: str = "", record_errors: tuple[RecordError, ...] = ()) -> None:
+        super().__init__(message)
+        if record_errors:
+            self.record_errors = record_errors
 
 
 class OffsetOutOfRangeError(StorageError):
@@ -36,7 +60,8 @@ class InvalidTimestampError(StorageError):
 
 
 class InvalidRecordError(StorageError):
-    """A batch whose header contradicts itself (e.g. count vs. lastOffsetDelta)."""
+    """A batch whose header contradicts itself (e.g. count vs. lastOffsetDelta), or
+    records a topic refuses (a record without a key on a compacted topic)."""
 
     error_code = ErrorCode.INVALID_RECORD
 

@@ -234,7 +234,8 @@ class Log:
         buf = bytearray(records) if isinstance(records, bytes) else records
         now = now_ms() if now is None else now
         with self.lock:
-            analyzed = analyze_and_validate(buf, self.config, origin, now, self.producer_state, assign_offsets=True)
+            analyzed = analyze_and_validate(buf, self.config, origin, now, self.producer_state, assign_offsets=True,
+                                            topic_partition=self.name)
             if analyzed.duplicate is not None or not analyzed.batches:
                 return analyzed.to_append_info(self.log_start_offset)
             if analyzed.valid_bytes < len(buf):

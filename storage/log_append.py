@@ -1,7 +1,15 @@
-"""What an append checks before anything is written (Kafka's LogValidator, batch level).
+"""What an append checks before anything is written (Kafka's LogValidator).
 
-Only batch headers are read, plus the single control record of a transaction
+A batch's records are read only when its header cannot vouch for them: on a
+compacted topic (every record needs a key), or on a CreateTime topic when the
+header's timestamps are implausible (maxTimestamp -1 or below baseTimestamp:
+the records' real maximum must be computed, as Kafka does) or out of the
+accepted range (the records at fault must be named). Every other batch is
+judged by its header alone, plus the single control record of a transaction
 marker. Offsets are assigned by the Log after these checks pass.
+
+Records that fail a per-record check are reported by their index in the batch
+(KIP-467), with Kafka's messages; the batch is refused whole either way.
 """
 
 from __future__ import annotations
@@ -16,12 +24,21 @@ from protocol.record_batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     NO_PRODUCER_ID,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
     RecordBatchHeader,
+    patch_max_timestamp,
     peek_offset_and_length,
     validate_batch,
 )
-from protocol.records import iter_records, read_batch
-from storage.errors import InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError, RecordTooLargeError
+from protocol.records import read_batch
+from storage.errors import (
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordBatchTooLargeError,
+    RecordError,
+    RecordTooLargeError,
+)
 from storage.log_config import LogConfig
 from storage.producer_state import (
     AppendOrigin,
@@ -92,8 +109,14 @@ def analyze_and_validate(
     now: int,
     producer_state: ProducerStateManager | None,
     assign_offsets: bool,
+    topic_partition: str = "",
 ) -> AnalyzedAppend:
-    """Check every whole batch of ``buf``; a trailing partial batch is ignored, as Kafka does."""
+    """Check every whole batch of ``buf``; a trailing partial batch is ignored, as Kafka does.
+
+    A leader's batch whose maxTimestamp is recomputed is patched in ``buf`` (field
+    and CRC) and listed with the corrected header. ``topic_partition`` (``topic-0``)
+    goes into per-record messages, as Kafka's name them.
+    """
     result = AnalyzedAppend()
     pos, end = 0, len(buf)
     while end - pos >= LOG_OVERHEAD:
@@ -101,9 +124,8 @@ def analyze_and_validate(
         if end - pos < BATCH_HEADER_SIZE or pos + LOG_OVERHEAD + batch_length > end:
             break
         header = validate_batch(buf, pos)
-        _check_batch(header, config, origin, now, assign_offsets)
-        if assign_offsets and config.compact and not header.is_control:
-            _check_keys(buf, pos, header)
+        if assign_offsets:  # the leader; a follower takes what its leader accepted (appendAsFollower)
+            header = _check_batch(buf, pos, header, config, origin, now, topic_partition)
         if result.batches and not assign_offsets and header.base_offset <= result.batches[-1][1].last_offset:
             raise InvalidRecordError(f"out of order offsets: batch at {header.base_offset} follows "
                                      f"{result.batches[-1][1].last_offset}")
@@ -121,25 +143,18 @@ def analyze_and_validate(
     return result
 
 
-def _check_keys(buf: Buffer, pos: int, header: RecordBatchHeader) -> None:
-    """Kafka's LogValidator: a compacted topic refuses records without a key.
+def _check_batch(buf: Buffer, pos: int, header: RecordBatchHeader, config: LogConfig, origin: AppendOrigin,
+                 now: int, topic_partition: str) -> RecordBatchHeader:
+    """The leader's checks; returns the header, corrected when its maxTimestamp was recomputed.
 
-    The one place the leader's append looks inside a batch, and only for
-    compacted topics, as in Kafka (whose validator decompresses them too).
+    The common batch costs comparisons of header fields; the records are read only
+    when the header cannot vouch for them (see the module's docstring).
     """
-    batch = memoryview(buf)[pos : pos + header.size_in_bytes]
-    for record in iter_records(batch):
-        if record.key is None:
-            raise InvalidRecordError("Compacted topic cannot accept message without key")
-
-
-def _check_batch(header: RecordBatchHeader, config: LogConfig, origin: AppendOrigin, now: int, leader: bool) -> None:
-    if not leader:
-        return  # as Kafka's appendAsFollower: the leader accepted it (record size not re-checked)
     if header.size_in_bytes > config.max_message_bytes:
         raise RecordTooLargeError(
             f"batch of {header.size_in_bytes} bytes exceeds max.message.bytes {config.max_message_bytes}"
         )
+    # Batch-level rules: Kafka names no records for these either.
     if header.records_count < 1 or header.records_count != header.last_offset_delta + 1:
         raise InvalidRecordError(
             f"batch record count {header.records_count} does not match lastOffsetDelta {header.last_offset_delta}"
@@ -148,11 +163,69 @@ def _check_batch(header: RecordBatchHeader, config: LogConfig, origin: AppendOri
         raise InvalidRecordError("clients may not write control batches")
     if header.producer_id != NO_PRODUCER_ID and header.base_sequence < 0 and not header.is_control:
         raise InvalidRecordError(f"batch of producer {header.producer_id} has no sequence number")
-    if not config.log_append_time:
-        for ts in (header.base_timestamp, header.max_timestamp):
-            if ts >= 0 and (now - ts > config.message_timestamp_before_max_ms
-                            or ts - now > config.message_timestamp_after_max_ms):
-                raise InvalidTimestampError(f"timestamp {ts} is out of the accepted range around {now}")
+    compact = config.compact
+    if config.log_append_time:
+        # The append stamps its own time: record timestamps are neither checked nor kept as the maximum.
+        if compact and not header.is_control:
+            _validate_records(buf, pos, topic_partition, True, None)
+        return header
+    base, max_ts = header.base_timestamp, header.max_timestamp
+    low = now - config.message_timestamp_before_max_ms
+    high = now + config.message_timestamp_after_max_ms
+    # maxTimestamp -1 (sarama 1.22 writes it) or below the first record's: the records hold the real one.
+    # A plausible header's extremes (the first record's and the largest timestamp; -1 is "none") out of
+    # the accepted range: the records at fault are named. Records between them are not read, so one
+    # older than both inside a batch goes unnoticed: the price of not parsing every batch.
+    if ((compact or max_ts < base or max_ts < 0 or max_ts > high or (base < low and (base >= 0 or max_ts < low)))
+            and not header.is_control):  # control records are the brokers' own
+        real_max = _validate_records(buf, pos, topic_partition, compact, (low, high))
+        if real_max != max_ts or header.attributes & TIMESTAMP_TYPE_MASK:
+            # Kafka's setMaxTimestamp(CreateTime, max): the field, the topic's type bit and the CRC.
+            if isinstance(buf, bytes):  # Log.append_as_leader copies bytes: the leader's batches are writable
+                raise TypeError("a leader's append needs a writable buffer")
+            patch_max_timestamp(buf, pos, header.size_in_bytes, real_max, 0)
+            header = header._replace(max_timestamp=real_max, attributes=header.attributes & ~TIMESTAMP_TYPE_MASK)
+    return header
+
+
+def _validate_records(buf: Buffer, pos: int, topic_partition: str, check_keys: bool,
+                      accepted: tuple[int, int] | None) -> int:
+    """Kafka's per-record validation of one batch; returns its records' largest timestamp.
+
+    A record without a key on a compacted topic fails with INVALID_RECORD; failing
+    that, a record whose timestamp is outside ``accepted`` (inclusive bounds) fails
+    with INVALID_TIMESTAMP. Every failing record is named, and the batch is refused
+    as INVALID_TIMESTAMP when any timestamp failed, else as INVALID_RECORD.
+    ``accepted`` None: timestamps are not checked (a LogAppendTime topic).
+    """
+    _, records = read_batch(buf, pos)  # decompresses; a batch that does not decode is CORRUPT_MESSAGE
+    errors: list[RecordError] = []
+    bad_timestamp = False
+    max_ts = NO_TIMESTAMP
+    for index, record in enumerate(records):
+        ts = record.timestamp
+        if ts > max_ts:
+            max_ts = ts
+        if check_keys and record.key is None:
+            errors.append(RecordError(index, "Compacted topic cannot accept message without key in topic "
+                                             f"partition {topic_partition}"))
+        elif accepted is not None and ts != NO_TIMESTAMP and not accepted[0] <= ts <= accepted[1]:
+            bad_timestamp = True
+            errors.append(RecordError(index, f"Timestamp {ts} of message with offset {record.offset} is out of "
+                                             f"range. The timestamp should be within [{_java_long(accepted[0])}, "
+                                             f"{_java_long(accepted[1])}]"))
+    if not errors:
+        return max_ts
+    if bad_timestamp:
+        raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp", tuple(errors))
+    shown = ", ".join(str(e) for e in errors[:3])
+    raise InvalidRecordError(f"One or more records have been rejected due to {len(errors)} record errors in total, "
+                             f"and only showing the first three errors at most: [{shown}]", tuple(errors))
+
+
+def _java_long(value: int) -> int:
+    """``value`` as Kafka's message shows it: now + message.timestamp.after.max.ms wraps in a Java long."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
 def end_txn_marker(buf: Buffer, pos: int) -> EndTxnMarker | None:

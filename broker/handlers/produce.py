@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages.produce import (
+    BatchIndexAndErrorMessage,
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
@@ -127,6 +128,10 @@ def _fill_results(slots: list[PartitionProduceResponse], results: list[Partition
             entry.error_code = code
             entry.base_offset, entry.log_append_time_ms, entry.log_start_offset = -1, -1, -1
             entry.error_message = result.error_message
+            if result.record_errors:  # encoded from v8 (KIP-467); older versions carry the code alone
+                entry.record_errors = [BatchIndexAndErrorMessage(batch_index=e.batch_index,
+                                                                 batch_index_error_message=e.message)
+                                       for e in result.record_errors]
 
 
 def _response(ctx: RequestContext, acks: int, responses: list[TopicProduceResponse]) -> ProduceResponse | None:

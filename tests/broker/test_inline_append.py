@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import struct
 import threading
 import time
 import uuid
 from pathlib import Path
+
+from crc32c import crc32c
 
 from protocol.errors import ErrorCode
 from protocol.record_batch import parse_batch_header
@@ -84,6 +87,26 @@ def test_a_log_locked_by_another_thread_is_appended_from_a_thread(tmp_path: Path
     assert info.first_offset == 0 and log.lock.acquire(blocking=False)  # released again
     log.lock.release()
     assert log.log_end_offset == 2 and partition.high_watermark == 2
+    log.close()
+
+
+def test_a_batch_whose_max_timestamp_will_be_recomputed_is_not_appended_on_the_loop(tmp_path: Path) -> None:
+    """The roll test cannot trust maxTimestamp -1 (or one below the first timestamp): such a batch
+    goes to the append thread, whose append rolls by the records' real maximum (segment.ms)."""
+    log = _log(tmp_path, **{"segment.ms": 1000})
+    partition = Partition("t", 0, uuid.uuid4(), log, 0, [0])
+    now = now_ms()
+    partition.append_records_to_leader(make_batch(1, timestamp=now - 10_000), AppendOrigin.CLIENT, now)
+    for header_max in (-1, now - 20_000):
+        late = make_batch(2, timestamp=now)  # 10 s after the segment's first batch: a time roll is due
+        struct.pack_into(">q", late, 35, header_max)
+        struct.pack_into(">I", late, 17, crc32c(bytes(late[21:])))
+        assert not partition.reserve_append(late, now)
+        assert log.lock.acquire(blocking=False)  # nothing left held
+        log.lock.release()
+    partition.append_records_to_leader(late, AppendOrigin.CLIENT, now)
+    assert len(log.log_segments()) == 2 and log.log_segments()[-1].base_offset == 1
+    assert parse_batch_header(log.read(1, 1 << 20).records.read_bytes()).max_timestamp == now + 1  # type: ignore[union-attr]
     log.close()
 
 

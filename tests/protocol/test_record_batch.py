@@ -18,7 +18,7 @@ from protocol.record_batch import (
     build_batch_header,
     is_crc_valid,
     iter_batch_headers,
-    last_offset_delta_and_max_timestamp,
+    last_offset_delta_and_timestamps,
     parse_batch_header,
     patch_base_offset,
     patch_base_offset_and_epoch,
@@ -71,7 +71,8 @@ def test_header_fields_of_a_kafka_python_batch(codec: int) -> None:
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (11, 2, 30)
     assert header.last_sequence == theirs.last_sequence == 34
     assert header.records_count == theirs.records_count == 3
-    assert last_offset_delta_and_max_timestamp(built) == (theirs.last_offset_delta, theirs.max_timestamp)
+    assert last_offset_delta_and_timestamps(built) == (theirs.last_offset_delta, theirs.first_timestamp,
+                                                      theirs.max_timestamp)
 
 
 def test_offset_and_epoch_in_one_patch_equal_the_two_patches() -> None:
