@@ -105,6 +105,8 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation_level: int
+    #: Fetch v0-v2 (KIP-74 came with v3): no partition gets a first batch larger than its limit.
+    hard_max_bytes_limit: bool = False
 
     @property
     def is_from_follower(self) -> bool:
@@ -406,6 +408,7 @@ class ReplicaManager:
         max_bytes = params.max_bytes
         fetch_only_committed = not params.is_from_follower
         isolation = params.isolation_level
+        min_one_message = not params.hard_max_bytes_limit  # for the first partition that finds data
         hosted = self.partitions
         for wanted in partitions:
             partition = hosted.get((wanted.topic, wanted.partition))
@@ -421,7 +424,8 @@ class ReplicaManager:
             limit = min(wanted.max_bytes, max(max_bytes - total, 0))
             try:
                 result = partition.read_records(wanted.fetch_offset, limit, isolation,
-                                                min_one_message=total == 0, fetch_only_committed=fetch_only_committed)
+                                                min_one_message=min_one_message and total == 0,
+                                                fetch_only_committed=fetch_only_committed)
             except OffsetOutOfRangeError:
                 results.append(read_error(ErrorCode.OFFSET_OUT_OF_RANGE, partition))
                 any_error = True
