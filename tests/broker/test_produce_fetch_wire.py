@@ -144,7 +144,7 @@ def _legacy_messages(data: object) -> list[tuple[int, int, bytes | None, bytes |
     from kafka.record.memory_records import MemoryRecords
 
     records = MemoryRecords(bytes(data or b""))  # type: ignore[call-overload]
-    out = []
+    out: list[tuple[int, int, bytes | None, bytes | None, int | None]] = []
     while (batch := records.next_batch()) is not None:
         out.extend((batch.magic, r.offset, r.key, r.value, r.timestamp) for r in batch)
     return out
@@ -261,12 +261,13 @@ def test_zstd_below_fetch_v10_is_unsupported_compression_type(broker: BrokerProc
     # (As Kafka's chunked conversion, a chunk holding the zstd batch is not sent: the gzip
     # records may take more than one fetch when the producer sent them in two batches.)
     read: list[int] = []
+    answer = None
     for _ in range(3):
         (answer,) = _fetch_old(broker, 3, [("zstd-producer", 0, len(read))]).responses[0].partitions
         if answer.error_code:
             break
         read += [m[1] for m in _legacy_messages(answer.records) if m[1] >= len(read)]
-    assert (read, answer.error_code) == ([0, 1], ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+    assert answer is not None and (read, answer.error_code) == ([0, 1], ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
     for version in (0, 3):
         (at_zstd,) = _fetch_old(broker, version, [("zstd-producer", 0, 2)]).responses[0].partitions
         assert at_zstd.error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
