@@ -49,6 +49,7 @@ from storage.errors import (
 )
 from storage.log import now_ms
 from storage.log_append import AppendOrigin, LogAppendInfo
+from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.producer_state import (
     InvalidProducerEpochError,
@@ -205,6 +206,11 @@ class ReplicaManager:
 
     def get_partition(self, topic: str, partition_index: int) -> Partition | None:
         return self.partitions.get((topic, partition_index))
+
+    def get_log_config(self, tp: TopicPartition) -> LogConfig | None:
+        """The config of a hosted partition's log (Kafka's getLogConfig), or None."""
+        partition = self.partitions.get(tp)
+        return None if partition is None else partition.log.config
 
     def partitions_of(self, topic: str) -> list[Partition]:
         return list(self._by_topic.get(topic, {}).values())

@@ -257,8 +257,8 @@ def _for_old_version(broker: BrokerServices, version: int, response: FetchRespon
     for topic in response.responses:
         answers = topic.partitions
         for i, data in enumerate(answers):
-            partition = replica_manager.get_partition(topic.topic, data.partition_index)
-            if partition is not None and partition.log.config.compression_type == "zstd":
+            config = replica_manager.get_log_config((topic.topic, data.partition_index))
+            if config is not None and config.compression_type == "zstd":
                 answers[i] = _error_partition(data.partition_index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
                 continue
             if data.error_code == ErrorCode.KAFKA_STORAGE_ERROR and version <= STORAGE_ERROR_MAX_VERSION:
