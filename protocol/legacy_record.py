@@ -53,6 +53,7 @@ __all__ = [
     "UnsupportedCompressionError",
     "build_message_set",
     "down_convert",
+    "down_convert_fetched",
     "iter_legacy_records",
     "message_set_magic",
     "up_convert",
@@ -269,8 +270,8 @@ def build_message_set(records: Sequence[Record], magic: int, codec: int, timesta
     return out
 
 
-def down_convert(buf: Buffer, magic: int, max_decompressed_size: int = compression.MAX_DECOMPRESSED_SIZE
-                 ) -> bytearray:
+def down_convert(buf: Buffer, magic: int, max_decompressed_size: int = compression.MAX_DECOMPRESSED_SIZE,
+                 first_offset: int = -1) -> bytearray:
     """The whole v2 batches of ``buf`` as messages of format ``magic``; a trailing partial batch is dropped.
 
     As Kafka's down-conversion: control batches are skipped (old consumers
@@ -278,6 +279,12 @@ def down_convert(buf: Buffer, magic: int, max_decompressed_size: int = compressi
     a LogAppendTime batch stamps its messages with the batch's time. A zstd
     batch raises UnsupportedCompressionError: Kafka answers such a fetch with
     UNSUPPORTED_COMPRESSION_TYPE.
+
+    Records of an *uncompressed* batch below ``first_offset`` (the fetch
+    offset) are dropped: v0/v1 messages are only batched when compressed, and
+    clients reading uncompressed v0/v1 (librdkafka) expect the first message
+    to be the one they asked for (KAFKA-5360). A compressed wrapper is kept
+    whole, as Kafka keeps it; consumers skip what lies below their position.
     """
     view = memoryview(buf)
     out = bytearray()
@@ -290,7 +297,100 @@ def down_convert(buf: Buffer, magic: int, max_decompressed_size: int = compressi
             if header.compression_type == compression.ZSTD:
                 raise UnsupportedCompressionError("zstd batches cannot be down-converted to message format v0 or v1")
             _, records = read_batch(view, pos, max_decompressed_size=max_decompressed_size)
+            if header.compression_type == compression.NONE and header.base_offset < first_offset:
+                records = [r for r in records if r.offset >= first_offset]
             ts_type = TIMESTAMP_TYPE_LOG_APPEND_TIME if header.attributes & _TIMESTAMP_TYPE_BIT else TIMESTAMP_TYPE_CREATE_TIME
             out += build_message_set(records, magic, header.compression_type, ts_type, header.max_timestamp)
         pos += header.size_in_bytes
+    return out
+
+
+#: Kafka's LazyDownConversionRecordsSend converts at most this much of the stored
+#: batches at a time after the first batch (MAX_READ_SIZE).
+DOWN_CONVERSION_CHUNK = 128 * 1024
+#: What Kafka sends for a partition whose batches all vanished in conversion
+#: (control batches only): a message header whose size (61, a v2 batch's
+#: minimum) overruns the 12 bytes sent, which consumers read as a message too
+#: large for their fetch size.
+OVERFLOW_ENTRY = _OFFSET_SIZE.pack(-1, BATCH_HEADER_SIZE)
+
+
+def _batch_extents(view: memoryview) -> list[tuple[int, int]]:
+    """(position, size) of every whole batch of ``view``."""
+    extents = []
+    pos, end = 0, len(view)
+    while end - pos >= LOG_OVERHEAD:
+        (size,) = _INT32.unpack_from(view, pos + 8)
+        whole = LOG_OVERHEAD + size
+        if size < MIN_MESSAGE_SIZE[MAGIC_V0] or whole > end - pos:
+            break
+        extents.append((pos, whole))
+        pos += whole
+    return extents
+
+
+def _whole_entries_within(converted: Buffer, room: int) -> int:
+    """The length of the longest run of whole entries of ``converted`` that fits in ``room`` bytes."""
+    view = memoryview(converted)
+    pos = 0
+    while len(view) - pos >= LOG_OVERHEAD:
+        (size,) = _INT32.unpack_from(view, pos + 8)
+        if pos + LOG_OVERHEAD + size > room:
+            break
+        pos += LOG_OVERHEAD + size
+    return pos
+
+
+def down_convert_fetched(buf: Buffer, magic: int, fetch_offset: int,
+                         max_decompressed_size: int = compression.MAX_DECOMPRESSED_SIZE) -> bytearray:
+    """A fetched range of v2 batches as the message set Kafka 3.x answers an old Fetch (v0-v3) with.
+
+    Kafka converts lazily (KIP-283, ``LazyDownConversionRecords``): the first
+    batch that converts to something (control batches vanish) is converted
+    up front, then chunks of at most 128 KiB of stored batches while the
+    response is written, and the partition's answer is exactly
+    max(stored size, first converted batch) bytes. pafka converts here, before
+    the response is built, with the same outcome for the consumer:
+
+    * a zstd batch before anything converted raises UnsupportedCompressionError
+      (the partition's answer is UNSUPPORTED_COMPRESSION_TYPE); a zstd batch in
+      a later chunk ends the answer before that chunk, so the consumer reads
+      what came before and gets the error when it fetches from there;
+    * the answer holds whole messages up to that size limit (Kafka sends the
+      bytes up to the limit; a message cut there is ignored by consumers and
+      fetched again, so pafka leaves it out rather than sending a fragment);
+    * a range of whole batches none of which converts gets ``OVERFLOW_ENTRY``;
+      a range without a whole batch gets nothing.
+    """
+    view = memoryview(buf)
+    extents = _batch_extents(view)
+    if not extents:
+        return bytearray()
+    out = bytearray()
+    limit = -1  # set by the first batch that converts to something
+    i = 0
+    while i < len(extents):
+        start, size = extents[i]
+        j = i + 1
+        if limit >= 0:  # after the first converted batch: chunks of up to 128 KiB
+            while j < len(extents) and size + extents[j][1] <= DOWN_CONVERSION_CHUNK:
+                size += extents[j][1]
+                j += 1
+        try:
+            converted = down_convert(view[start:start + size], magic, max_decompressed_size, fetch_offset)
+        except UnsupportedCompressionError:
+            if limit < 0:
+                raise
+            break
+        i = j
+        if not converted:
+            continue
+        if limit < 0:
+            limit = max(len(view), len(converted))
+        if len(out) + len(converted) > limit:
+            out += memoryview(converted)[:_whole_entries_within(converted, limit - len(out))]
+            break
+        out += converted
+    if limit < 0:
+        return bytearray(OVERFLOW_ENTRY)
     return out

@@ -50,6 +50,7 @@ from storage.errors import (
 )
 from storage.log import now_ms
 from storage.log_append import AppendOrigin, LogAppendInfo
+from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.producer_state import (
     InvalidProducerEpochError,
@@ -108,6 +109,8 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation_level: int
+    #: Fetch v0-v2 (KIP-74 came with v3): no partition gets a first batch larger than its limit.
+    hard_max_bytes_limit: bool = False
 
     @property
     def is_from_follower(self) -> bool:
@@ -206,6 +209,11 @@ class ReplicaManager:
 
     def get_partition(self, topic: str, partition_index: int) -> Partition | None:
         return self.partitions.get((topic, partition_index))
+
+    def get_log_config(self, tp: TopicPartition) -> LogConfig | None:
+        """The config of a hosted partition's log (Kafka's getLogConfig), or None."""
+        partition = self.partitions.get(tp)
+        return None if partition is None else partition.log.config
 
     def partitions_of(self, topic: str) -> list[Partition]:
         return list(self._by_topic.get(topic, {}).values())
@@ -410,6 +418,7 @@ class ReplicaManager:
         max_bytes = params.max_bytes
         fetch_only_committed = not params.is_from_follower
         isolation = params.isolation_level
+        min_one_message = not params.hard_max_bytes_limit  # for the first partition that finds data
         hosted = self.partitions
         for wanted in partitions:
             partition = hosted.get((wanted.topic, wanted.partition))
@@ -425,7 +434,8 @@ class ReplicaManager:
             limit = min(wanted.max_bytes, max(max_bytes - total, 0))
             try:
                 result = partition.read_records(wanted.fetch_offset, limit, isolation,
-                                                min_one_message=total == 0, fetch_only_committed=fetch_only_committed)
+                                                min_one_message=min_one_message and total == 0,
+                                                fetch_only_committed=fetch_only_committed)
             except OffsetOutOfRangeError:
                 results.append(read_error(ErrorCode.OFFSET_OUT_OF_RANGE, partition))
                 any_error = True

@@ -10,15 +10,18 @@ value, headers and timestamp.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
+import subprocess
 import time
 
 import pytest
 
 from testing.broker_process import BrokerProcess
 from tests.integration.clients import DRIVERS
-from tests.integration.records import check_consumed, make_records
+from tests.integration.records import Consumed, Produced, check_consumed, make_records
 
 RECORDS = int(os.environ.get("PAFKA_MATRIX_RECORDS", "100000"))
 PARTITIONS = 3
@@ -49,3 +52,66 @@ def test_produce_and_consume_every_record(module_broker: BrokerProcess, client: 
     check_consumed(records, consumed, exact_timestamps=driver.exact_timestamps,
                    timestamp_window=(before_ms, after_ms))
     assert "Traceback" not in module_broker.log_text()
+
+
+# -- Old clients reading what a current client produced (Fetch v0-v5, Kafka 3.9's versions) ----------
+
+OLD_RECORDS = 3000
+
+
+def _produced_by_current_client(broker: BrokerProcess, topic: str, codec: str) -> list[Produced]:
+    driver = DRIVERS["confluent-kafka"]
+    driver.create_topic(broker.bootstrap, topic, PARTITIONS)
+    records = make_records(OLD_RECORDS, base_timestamp_ms=int(time.time() * 1000) - 10 * OLD_RECORDS)
+    driver.produce(broker.bootstrap, topic, codec, records)
+    return records
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
+@pytest.mark.parametrize("api_version", [(0, 10, 1), (0, 11)])
+def test_kafka_python_with_old_api_versions_consumes(module_broker: BrokerProcess, api_version: tuple[int, ...],
+                                                     codec: str) -> None:
+    """kafka-python pinned to 0.10.1 (Fetch v3: message format v1, down-converted) and 0.11 (Fetch v5)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic = f"old-kafka-python-{'-'.join(map(str, api_version))}-{codec}"
+    records = _produced_by_current_client(module_broker, topic, codec)
+    consumer = KafkaConsumer(bootstrap_servers=module_broker.bootstrap, api_version=api_version, group_id=None,
+                             enable_auto_commit=False, auto_offset_reset="earliest")
+    consumed: list[Consumed] = []
+    try:
+        assignment = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(assignment)
+        consumer.seek_to_beginning(*assignment)
+        deadline = time.monotonic() + 60
+        while len(consumed) < len(records) and time.monotonic() < deadline:
+            for tp, batch in consumer.poll(timeout_ms=1000, max_records=5000).items():
+                consumed.extend(Consumed(tp.partition, m.offset, m.key, m.value,
+                                         tuple((k, v) for k, v in m.headers or ()), m.timestamp) for m in batch)
+    finally:
+        consumer.close()
+    if api_version < (0, 11):
+        records = [dataclasses.replace(r, headers=()) for r in records]  # message format v1 has no headers
+    check_consumed(records, consumed, exact_timestamps=True)
+    assert "Traceback" not in module_broker.log_text()
+
+
+@pytest.mark.slow
+def test_kcat_without_api_versions_consumes(module_broker: BrokerProcess) -> None:
+    """librdkafka's path for brokers without ApiVersions (Kafka 0.9): Fetch v0, message format v0.
+
+    Needs ListOffsets v0 (``-o beginning``) as well, served since issue 15's ListOffsets part.
+    """
+    _require("kcat")
+    topic = "old-kcat-fallback"
+    records = _produced_by_current_client(module_broker, topic, "gzip")
+    result = subprocess.run(
+        ["kcat", "-b", module_broker.bootstrap, "-X", "broker.version.fallback=0.9.0", "-X",
+         "api.version.request=false", "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-J", "-q"],
+        capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    docs = [json.loads(line) for line in result.stdout.splitlines()]
+    want = [r for r in records if r.key in {d["key"].encode() for d in docs}]
+    assert len(docs) == len(want) > 0
+    assert [d["offset"] for d in docs] == list(range(len(docs)))
+    assert sorted((d["key"].encode(), d["payload"].encode()) for d in docs) == sorted((r.key, r.value) for r in want)

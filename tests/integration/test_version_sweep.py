@@ -109,6 +109,16 @@ def _fetch_records(broker: BrokerProcess, topic_id: uuid.UUID, version: int, off
     assert partition.error_code == 0, partition
     assert partition.high_watermark > offset
     data = bytes(partition.records or b"")
+    if version <= 3:  # message format v0 (Fetch v0-v1) or v1 (v2-v3), read by kafka-python's reader
+        from kafka.record.memory_records import MemoryRecords
+
+        legacy = MemoryRecords(data)
+        old: list[Record] = []
+        while (batch := legacy.next_batch()) is not None:
+            assert batch.magic == (0 if version <= 1 else 1)
+            old.extend(Record(r.offset, r.timestamp if r.timestamp is not None else -1, r.key, r.value)
+                       for r in batch if r.offset >= offset)
+        return old
     records: list[Record] = []
     for position, _header in iter_batch_headers(data):
         records.extend(r for r in iter_records(data, position, verify_crc=True) if r.offset >= offset)

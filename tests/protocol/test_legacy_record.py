@@ -13,9 +13,11 @@ from kafka.record.memory_records import MemoryRecords
 from protocol import compression
 from protocol.errors import CorruptRecordError
 from protocol.legacy_record import (
+    OVERFLOW_ENTRY,
     UnsupportedCompressionError,
     build_message_set,
     down_convert,
+    down_convert_fetched,
     iter_legacy_records,
     message_set_magic,
     up_convert,
@@ -140,3 +142,37 @@ def test_corrupt_messages_raise_corrupt_record_error() -> None:
     assert len(list(iter_legacy_records(whole + whole[:20]))) == 4
     with pytest.raises(CorruptRecordError):
         up_convert(whole[:20])
+
+
+def _one(offset: int, value: bytes, codec: int = compression.NONE) -> bytearray:
+    return build_batch([Record(offset=offset, timestamp=offset, key=None, value=value)], base_offset=offset,
+                       compression=codec)
+
+
+def test_down_convert_fetched_as_kafkas_lazy_conversion() -> None:
+    """The outcome of Kafka's LazyDownConversionRecords, converted at once."""
+    control = build_batch([Record(offset=0, timestamp=1, key=b"\x00\x00\x00\x00", value=b"\x00" * 6)],
+                          is_control=True, is_transactional=True)
+    zstd = _one(3, b"z" * 100, compression.ZSTD)
+    # Nothing whole: nothing. Whole batches none of which converts: Kafka's 12-byte overflow entry.
+    assert down_convert_fetched(b"", 1, 0) == b""
+    assert down_convert_fetched(bytes(_one(0, b"a"))[:40], 1, 0) == b""
+    assert down_convert_fetched(control, 1, 0) == OVERFLOW_ENTRY
+    # zstd before anything converted: the partition's error; after: the answer stops before its chunk.
+    with pytest.raises(UnsupportedCompressionError):
+        down_convert_fetched(control + zstd, 1, 0)
+    served = down_convert_fetched(_one(1, b"a", compression.GZIP) + _one(2, b"b") + zstd, 1, 0)
+    assert [o for o, _, _, _ in kafka_python_records(bytes(served))] == [1]  # 2 shares the zstd batch's chunk
+    # The answer is cut at whole messages to max(stored size, first converted batch).
+    many = b"".join(bytes(build_batch([Record(offset=i, timestamp=i, key=None, value=b"v") for i in range(b, b + 10)],
+                                      base_offset=b)) for b in range(0, 50, 10))  # v1 messages take more room
+    cut = down_convert_fetched(many, 1, 0)
+    whole = down_convert(many, 1)
+    assert len(whole) > len(many) >= len(cut) and whole.startswith(cut)
+    assert [o for o, _, _, _ in kafka_python_records(bytes(cut))] == list(range(len(kafka_python_records(bytes(cut)))))
+    # Uncompressed records below the fetch offset are dropped (KAFKA-5360); a compressed wrapper stays whole.
+    three = [Record(offset=i, timestamp=i, key=None, value=b"v%d" % i) for i in range(3)]
+    plain = down_convert_fetched(build_batch(three), 1, 2)
+    packed = down_convert_fetched(build_batch(three, compression=compression.GZIP), 1, 2)
+    assert [o for o, _, _, _ in kafka_python_records(bytes(plain))] == [2]
+    assert [o for o, _, _, _ in kafka_python_records(bytes(packed))] == [0, 1, 2]
