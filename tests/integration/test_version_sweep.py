@@ -14,9 +14,10 @@ import uuid
 
 import pytest
 
-from broker.handlers import api_versions, fetch, metadata, produce
+from broker.handlers import api_versions, fetch, init_producer_id, metadata, produce
 from protocol.messages.api_versions import ApiVersionsRequest
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from protocol.messages.init_producer_id import InitProducerIdRequest
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from protocol.record_batch import iter_batch_headers
@@ -135,3 +136,15 @@ def test_fetch(sweep_broker: tuple[BrokerProcess, uuid.UUID], version: int) -> N
     assert producer.flush(10) == 0
     records = _fetch_records(broker, topic_id, version, 0)
     assert (b"fetch", b"for v%d" % version) in [(r.key, r.value) for r in records]
+
+
+@pytest.mark.parametrize("version", range(init_producer_id.MIN_VERSION, init_producer_id.MAX_VERSION + 1))
+def test_init_producer_id(sweep_broker: tuple[BrokerProcess, uuid.UUID], version: int) -> None:
+    broker, _ = sweep_broker
+    request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
+    if version >= 3:  # KIP-360: a producer recovering passes its old id and epoch
+        request.producer_id, request.producer_epoch = -1, -1
+    first = send_request(broker, init_producer_id.API_KEY, version, request)
+    second = send_request(broker, init_producer_id.API_KEY, version, request)
+    assert (first.error_code, first.producer_epoch) == (0, 0)
+    assert second.producer_id > first.producer_id >= 0  # every idempotent producer gets a new id
