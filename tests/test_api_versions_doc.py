@@ -1,0 +1,111 @@
+"""docs/api_versions.md tells the truth: for every client API pafka serves, Kafka
+3.9's range, Kafka 4.x's range (the schemas the codecs are generated from),
+pafka's range (what ApiVersions advertises), and the tests that send each of
+pafka's versions on the wire. Regenerate the table with
+``.venv/bin/python tests/test_api_versions_doc.py`` after changing a range.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if __name__ == "__main__":  # run as a script: make the repository importable
+    sys.path.insert(0, str(ROOT))
+
+from broker.handlers.api_versions import advertised_versions  # noqa: E402
+from protocol.codegen.kafka_3_9 import KAFKA_3_9_API_VERSIONS  # noqa: E402
+from protocol.codegen.schema import load_json, schema_files  # noqa: E402
+from protocol.messages import API_INDEX  # noqa: E402
+
+DOC = ROOT / "docs" / "api_versions.md"
+BEGIN, END = "<!-- table: begin -->", "<!-- table: end -->"
+
+_SWEEP = "tests/integration/test_version_sweep.py"
+_GROUPS = "tests/integration/test_groups_versions.py"
+_ADMIN = "tests/broker/test_admin_versions.py"
+_JOIN = f"{_GROUPS}::test_join_sync_heartbeat_leave"
+
+#: API key -> the tests that send every version pafka serves of it (each is
+#: parametrized over the handler's MIN_VERSION..MAX_VERSION, or over a wider
+#: range clamped to it), plus real clients where they pin old versions.
+TESTS: dict[int, list[str]] = {
+    0: [f"{_SWEEP}::test_produce_then_fetch_back", "tests/broker/test_produce_fetch_wire.py",
+        "tests/integration/test_client_matrix.py", "tests/integration/test_sarama.py"],
+    1: [f"{_SWEEP}::test_fetch", "tests/broker/test_produce_fetch_wire.py",
+        "tests/integration/test_client_matrix.py", "tests/integration/test_sarama.py"],
+    2: ["tests/integration/test_list_offsets_versions.py::test_earliest_and_latest_at_every_version",
+        "tests/integration/test_list_offsets_versions.py::test_v0_lists_segment_starts", "tests/integration/test_sarama.py"],
+    3: [f"{_SWEEP}::test_metadata", f"{_SWEEP}::test_metadata_empty_and_null_topic_lists"],
+    8: [f"{_GROUPS}::test_offset_commit_and_fetch", f"{_GROUPS}::test_offset_commit_v0_v1_as_kafka_3_9",
+        "tests/integration/test_sarama.py"],
+    9: [f"{_GROUPS}::test_offset_commit_and_fetch", f"{_GROUPS}::test_offset_fetch_all_topics"],
+    10: [f"{_GROUPS}::test_find_coordinator"],
+    11: [_JOIN],
+    12: [_JOIN],
+    13: [_JOIN],
+    14: [_JOIN],
+    15: [f"{_GROUPS}::test_describe_groups"],
+    16: [f"{_GROUPS}::test_list_groups"],
+    18: [f"{_SWEEP}::test_api_versions"],
+    19: [f"{_ADMIN}::test_create_topics_versions"],
+    20: [f"{_ADMIN}::test_delete_topics_versions"],
+    21: [f"{_ADMIN}::test_delete_records_versions"],
+    22: [f"{_SWEEP}::test_init_producer_id"],
+    32: [f"{_ADMIN}::test_describe_configs_versions"],
+    33: [f"{_ADMIN}::test_alter_configs_versions"],
+    35: [f"{_ADMIN}::test_describe_log_dirs_versions"],
+    37: [f"{_ADMIN}::test_create_partitions_versions"],
+    42: [f"{_GROUPS}::test_delete_groups_and_offset_delete"],
+    44: [f"{_ADMIN}::test_incremental_alter_configs_versions"],
+    47: [f"{_GROUPS}::test_delete_groups_and_offset_delete"],
+    60: [f"{_ADMIN}::test_describe_cluster_versions"],
+    61: ["tests/integration/test_idempotent_producer.py::test_describe_producers_shows_the_last_sequences"],
+    75: [f"{_ADMIN}::test_describe_topic_partitions_version"],
+}
+
+
+def _range(low: int, high: int) -> str:
+    return f"v{low}" if low == high else f"v{low}–v{high}"
+
+
+def expected_rows() -> list[str]:
+    files = schema_files()
+    rows = []
+    for key, low, high in advertised_versions():
+        name = API_INDEX[key][1]
+        spec_4x = load_json(files[f"{name}Request"])["validVersions"]
+        low_4x, _, high_4x = spec_4x.partition("-")
+        kafka_4x = _range(int(low_4x), int(high_4x or low_4x))
+        legacy = KAFKA_3_9_API_VERSIONS.get(key)
+        kafka_39 = _range(*legacy) if legacy else "—"
+        tests = ", ".join(f"`{t.removeprefix('tests/')}`" for t in TESTS[key])
+        rows.append(f"| {name} | {key} | {kafka_39} | {kafka_4x} | {_range(low, high)} | {tests} |")
+    return rows
+
+
+def render_table() -> str:
+    head = ["| API | key | Kafka 3.9 | Kafka 4.x | pafka | tests sending every pafka version |",
+            "|---|---|---|---|---|---|"]
+    return "\n".join(head + expected_rows())
+
+
+def test_the_table_matches_the_code() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    table = text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+    assert table == render_table(), "docs/api_versions.md is stale: run tests/test_api_versions_doc.py and paste"
+
+
+def test_every_advertised_api_names_tests_that_exist() -> None:
+    for key, _, _ in advertised_versions():
+        assert TESTS.get(key), f"API {key} names no test"
+        for ref in TESTS[key]:
+            path, _, name = ref.partition("::")
+            source = (ROOT / path).read_text(encoding="utf-8")
+            assert not name or re.search(rf"^def {name}\(", source, re.MULTILINE), ref
+
+
+if __name__ == "__main__":
+    print(render_table())
