@@ -38,21 +38,19 @@ def validate_dynamic_configs(configs: Mapping[str, str | None], per_broker: bool
     if unprefixed:
         raise BrokerConfigError("These security configs can be dynamically updated only per-listener using the "
                                 f"listener prefix: {_scala_set(unprefixed)}")
-    definitions = {name: dynamic_config(name) for name in configs}
+    definitions = {name: definition for name in configs if (definition := dynamic_config(name)) is not None}
     try:
         for name, value in configs.items():
-            definition = definitions[name]
-            assert definition is not None
-            definition.key.parse(value)
+            definitions[name].key.parse(value)
     except ConfigValueError as exc:
         raise BrokerConfigError(str(exc)) from None
     if not per_broker:
-        only_per_broker = [name for name, definition in definitions.items() if definition and definition.per_broker]
+        only_per_broker = [name for name, definition in definitions.items() if definition.per_broker]
         if only_per_broker:
             raise BrokerConfigError("Cannot update these configs at default cluster level, broker id must be "
                                     f"specified: {_scala_set(only_per_broker)}")
     # Passwords keep their exact text; everything else is stored trimmed, as Kafka parses it.
-    return {name: str(value) if definitions[name].sensitive else str(value).strip()  # type: ignore[union-attr]
+    return {name: str(value) if definitions[name].sensitive else str(value).strip()
             for name, value in configs.items()}
 
 
