@@ -13,6 +13,7 @@ directory is fsynced, so a crash leaves either the old or the new content.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -42,11 +43,18 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, content: str | bytes) -> None:
+def write_atomically(path: Path, content: str | bytes, mode: int = 0o666) -> None:
     """Write ``<name>.tmp``, fsync it, rename it over ``path``, fsync the directory:
-    a crash leaves the old content or the new, never a mix (text is UTF-8)."""
+    a crash leaves the old content or the new, never a mix (text is UTF-8).
+
+    ``mode`` (before the umask) is given to the new file from its creation on,
+    so a file holding secrets is never readable by others, not even briefly.
+    """
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+    if mode != 0o666:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()  # a leftover from a crash would keep its old mode
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as f:
         f.write(content.encode("utf-8") if isinstance(content, str) else content)
         f.flush()
         os.fsync(f.fileno())

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from broker.admin_manager import AdminError, validate_topic_configs
 from broker.config.config_def import apply_list_op, format_value
-from broker.config.dynamic_broker_config import DYNAMIC_BROKER_CONFIG_KEYS, BrokerConfigError, validate_dynamic_configs
+from broker.config.dynamic_broker_config import BrokerConfigError, validate_dynamic_configs
+from broker.config.dynamic_config_sets import base_name, dynamic_config
 from broker.config.topic_config import TOPIC_CONFIG_KEYS
 from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigType
 from protocol.errors import ErrorCode
@@ -161,11 +162,14 @@ def incremental_alter_broker(broker: BrokerServices, resource_name: str, ops: li
                              validate_only: bool) -> None:
     check_broker_resource(broker, resource_name)
     _check_no_duplicates(op.name for op in ops)
-    types = {n: k.type for n, k in DYNAMIC_BROKER_CONFIG_KEYS.items()}
     current = broker.dynamic_config.current(resource_name)
+    types = {op.name: definition.key.type for op in ops if (definition := dynamic_config(op.name)) is not None}
 
     def list_default(name: str) -> list[str]:
-        value = broker.dynamic_config.kafka_defaults().get(name)
+        """Kafka appends to the resource's own value, else to the config's Kafka default."""
+        value = broker.dynamic_config.kafka_defaults().get(base_name(name))
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
         return list(value) if isinstance(value, list) else []
 
     _set_broker(broker, resource_name, _apply_ops(current, ops, types, list_default), validate_only)

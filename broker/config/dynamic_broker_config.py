@@ -6,13 +6,16 @@ default (``ConfigResource(BROKER, "")``), the static properties it was started
 with (file, env, ``--override``), and Kafka's default. Kafka keeps the dynamic
 values in ZooKeeper (``/config/brokers/<id>``, ``/config/brokers/<default>``) or
 the metadata log; the embedded broker keeps them in
-``<log.dirs[0]>/pafka-dynamic-broker-configs.json``, replaced atomically.
+``<log.dirs[0]>/pafka-dynamic-broker-configs.json`` (owner-only: it may hold
+passwords), replaced atomically.
 
-Only the log defaults behind topic configs (``log.retention.ms``,
-``log.segment.bytes``, ``message.max.bytes``…) are dynamically updatable here;
-they apply at once to every open log without a topic override. Anything else
-is refused as Kafka refuses a read-only config: INVALID_REQUEST with
-``Cannot update these configs dynamically: Set(name)``.
+Every config Kafka documents as dynamically updatable is accepted
+(``broker.config.dynamic_config_sets``), checked as Kafka checks it
+(``broker.config.dynamic_config_validation``), stored and described. The log
+defaults behind topic configs apply at once to every open log without a topic
+override; the others are stored and reported with a documentation saying pafka
+does not apply them yet. Password values never leave the broker: described as
+null with ``is_sensitive``, and hidden in the log.
 """
 
 from __future__ import annotations
@@ -24,68 +27,33 @@ from pathlib import Path
 from typing import Any
 
 from broker.config.broker_config import BrokerConfig
-from broker.config.config_def import (
-    ConfigKey,
-    ConfigValueError,
-    at_least,
-    between,
-    config_type_of,
-    format_value,
-    list_of,
-    one_of,
+from broker.config.config_def import ConfigKey, config_type_of, format_value
+from broker.config.dynamic_config_sets import (
+    DYNAMIC_CONFIGS,
+    REPLICATION_QUOTA_CONFIGS,
+    base_name,
+    dynamic_config,
+    is_sensitive,
+    listener_base,
 )
-from broker.config.topic_config import COMPRESSION_TYPES, MIN_SEGMENT_BYTES, ConfigEntry, ConfigSynonym
+from broker.config.dynamic_config_validation import (
+    BrokerConfigError,
+    check_reconfiguration,
+    validate_dynamic_configs,
+)
+from broker.config.topic_config import ConfigEntry, ConfigSynonym
 from protocol.config_types import ConfigSource, ConfigType
 from storage.checkpoints import write_atomically
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 
+__all__ = ["BrokerConfigError", "DynamicBrokerConfig", "broker_config_key", "log_config_for",
+           "validate_dynamic_configs"]
+
 log = logging.getLogger(__name__)
 
 FILE_NAME = "pafka-dynamic-broker-configs.json"
 FORMAT_VERSION = 1
-
-_T = ConfigType
-#: The dynamically updatable broker configs (cluster-wide or per broker), typed as in Kafka.
-DYNAMIC_BROKER_CONFIG_KEYS: dict[str, ConfigKey] = {k.name: k for k in (
-    ConfigKey("log.segment.bytes", _T.INT, "The maximum size of a single log file.", at_least(MIN_SEGMENT_BYTES)),
-    ConfigKey("log.roll.ms", _T.LONG, "The maximum time before a new log segment is rolled out (ms).",
-              at_least(1)),
-    ConfigKey("log.roll.hours", _T.INT, "The maximum time before a new log segment is rolled out (hours).",
-              at_least(1)),
-    ConfigKey("log.index.size.max.bytes", _T.INT, "The maximum size in bytes of the offset index.", at_least(4)),
-    ConfigKey("log.index.interval.bytes", _T.INT, "The interval with which an entry is added to the offset "
-              "index.", at_least(0)),
-    ConfigKey("log.flush.interval.messages", _T.LONG, "The number of messages accumulated on a log partition "
-              "before messages are flushed to disk.", at_least(1)),
-    ConfigKey("log.flush.interval.ms", _T.LONG, "The maximum time a message in any topic is kept in memory "
-              "before being flushed to disk."),
-    ConfigKey("log.retention.ms", _T.LONG, "The number of milliseconds to keep a log file before deleting it; "
-              "-1 means no time limit.", at_least(-1)),
-    ConfigKey("log.retention.minutes", _T.INT, "The number of minutes to keep a log file before deleting it."),
-    ConfigKey("log.retention.hours", _T.INT, "The number of hours to keep a log file before deleting it."),
-    ConfigKey("log.retention.bytes", _T.LONG, "The maximum size of the log before deleting it."),
-    ConfigKey("log.segment.delete.delay.ms", _T.LONG, "The amount of time to wait before deleting a file from "
-              "the filesystem.", at_least(0)),
-    ConfigKey("log.cleanup.policy", _T.LIST, "The default cleanup policy for segments beyond the retention "
-              "window.", list_of("compact", "delete")),
-    ConfigKey("log.message.timestamp.type", _T.STRING, "Whether the timestamp in the message is the create "
-              "time or the log append time.", one_of("CreateTime", "LogAppendTime")),
-    ConfigKey("log.cleaner.min.cleanable.ratio", _T.DOUBLE, "The minimum ratio of dirty log to total log for "
-              "a log to be eligible for cleaning.", between(0, 1)),
-    ConfigKey("log.cleaner.min.compaction.lag.ms", _T.LONG, "The minimum time a message will remain "
-              "uncompacted in the log.", at_least(0)),
-    ConfigKey("log.cleaner.delete.retention.ms", _T.LONG, "The amount of time to retain tombstone markers for "
-              "log compacted topics.", at_least(0)),
-    ConfigKey("message.max.bytes", _T.INT, "The largest record batch size allowed by Kafka (after "
-              "compression).", at_least(0)),
-    ConfigKey("compression.type", _T.STRING, "The final compression type for topics without their own.",
-              one_of(*COMPRESSION_TYPES)),
-    ConfigKey("min.insync.replicas", _T.INT, "The minimum number of replicas that must acknowledge a write "
-              "with acks=all.", at_least(1)),
-    ConfigKey("unclean.leader.election.enable", _T.BOOLEAN, "Whether replicas not in the ISR may be elected "
-              "leader as a last resort."),
-)}
 
 #: Kafka's brokerSynonyms: broker properties that set the same thing, most specific first.
 _SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
@@ -141,6 +109,8 @@ _DOCS: dict[str, str] = {
 }
 
 #: Types where the Python value does not tell Kafka's type.
+_T = ConfigType
+#: Types where the Python value does not tell Kafka's type.
 _TYPES: dict[str, ConfigType] = {
     "listeners": _T.STRING, "advertised.listeners": _T.STRING, "log.dirs": _T.STRING,
     "zookeeper.connect": _T.STRING, "broker.rack": _T.STRING, "node.id": _T.INT,
@@ -148,25 +118,31 @@ _TYPES: dict[str, ConfigType] = {
 }
 
 _FIELD_OF = {str(info.serialization_alias): name for name, info in BrokerConfig.model_fields.items()}
-
-
-class BrokerConfigError(Exception):
-    """A refused broker config change (INVALID_REQUEST in Kafka, see KAFKA-13609)."""
+#: Set only dynamically (no server.properties name): described only once set, as Kafka does.
+_DYNAMIC_ONLY = frozenset(c.name for c in REPLICATION_QUOTA_CONFIGS)
+HIDDEN = "[hidden]"
 
 
 def broker_config_key(name: str) -> ConfigKey:
-    dynamic = DYNAMIC_BROKER_CONFIG_KEYS.get(name)
+    dynamic = dynamic_config(name)
     if dynamic is not None:
-        return dynamic
+        return dynamic.key
     default = BrokerConfig.model_fields[_FIELD_OF[name]].default
     return ConfigKey(name, _TYPES.get(name) or config_type_of(default, name), _DOCS.get(name, name))
 
 
 def synonyms_of(name: str) -> tuple[str, ...]:
+    """Kafka's brokerConfigSynonyms: a listener override's synonym is the config it overrides."""
     for group in _SYNONYM_GROUPS:
         if name in group:
             return group
-    return (name,)
+    base = base_name(name)
+    return (name, base) if base != name else (name,)
+
+
+def redacted(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """For the log: a password's value never appears (Kafka's configMapToRedactedString)."""
+    return {name: HIDDEN if is_sensitive(name) else value for name, value in configs.items()}
 
 
 def log_config_for(config: BrokerConfig) -> LogConfig:
@@ -179,28 +155,12 @@ def log_config_for(config: BrokerConfig) -> LogConfig:
     })
 
 
-def validate_dynamic_configs(configs: Mapping[str, str | None], per_broker: bool) -> dict[str, str]:
-    """Kafka's DynamicBrokerConfig.validateConfigs; raises BrokerConfigError."""
-    missing = sorted(name for name, value in configs.items() if value is None)
-    if missing:
-        raise BrokerConfigError(f"Null value not supported for : {', '.join(missing)}")
-    not_dynamic = sorted(name for name in configs if name not in DYNAMIC_BROKER_CONFIG_KEYS)
-    if not_dynamic:
-        raise BrokerConfigError(f"Cannot update these configs dynamically: Set({', '.join(not_dynamic)})")
-    try:
-        for name, value in configs.items():
-            DYNAMIC_BROKER_CONFIG_KEYS[name].parse(value)
-    except ConfigValueError as exc:
-        raise BrokerConfigError(str(exc)) from None
-    return {name: str(value).strip() for name, value in configs.items()}
-
-
 class DynamicBrokerConfig:
     """The dynamic broker configs of this broker and the cluster default, durable in the data dir.
 
     Owns the broker's current configuration (Kafka's DynamicBrokerConfig):
-    ``config`` is the static properties with the dynamic values on top, and
-    ``default_log_config`` the topic defaults derived from it. Both are
+    ``config`` is the static properties with the applied dynamic values on
+    top, and ``default_log_config`` the topic defaults derived from it. Both are
     replaced, never mutated, when a dynamic value changes; read them here each
     time rather than keeping a copy.
     """
@@ -224,35 +184,62 @@ class DynamicBrokerConfig:
         doc = json.loads(self.path.read_text())
         if doc.get("version") != FORMAT_VERSION:
             raise ValueError(f"{self.path}: unsupported format {doc.get('version')!r}")
-        self.per_broker = dict(doc.get("brokers", {}).get(str(self.broker_id), {}))
-        self.cluster_default = dict(doc.get("default", {}))
+        self.per_broker = self._valid(dict(doc.get("brokers", {}).get(str(self.broker_id), {})), "broker")
+        self.cluster_default = self._valid(dict(doc.get("default", {})), "default cluster")
         log.info("[KafkaServer id=%d] dynamic broker configs: %s, cluster default: %s",
-                 self.broker_id, self.per_broker, self.cluster_default)
+                 self.broker_id, redacted(self.per_broker), redacted(self.cluster_default))
+
+    def _valid(self, stored: dict[str, str], level: str) -> dict[str, str]:
+        """Kafka's fromPersistentProps: a stored config no longer valid is dropped with an error, not fatal."""
+        kept = {}
+        for name, value in stored.items():
+            try:
+                kept.update(validate_dynamic_configs({name: value}, per_broker=level == "broker"))
+            except BrokerConfigError as exc:
+                log.error("[KafkaServer id=%d] Dynamic %s config %s is ignored: %s",
+                          self.broker_id, level, name, exc)
+        return kept
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         doc = {"version": FORMAT_VERSION, "brokers": {str(self.broker_id): dict(sorted(self.per_broker.items()))},
                "default": dict(sorted(self.cluster_default.items()))}
-        write_atomically(self.path, json.dumps(doc, indent=1) + "\n")
+        write_atomically(self.path, json.dumps(doc, indent=1) + "\n", mode=0o600)
 
     # -- values --------------------------------------------------------------
     def static_props(self) -> dict[str, Any]:
-        """Properties set explicitly at start-up (file, env, --override)."""
+        """Properties set explicitly at start-up (file, env, --override), dynamic ones among the unknown too."""
         config = self.static_config
-        return {str(BrokerConfig.model_fields[f].serialization_alias): getattr(config, f)
-                for f in config.model_fields_set if f in BrokerConfig.model_fields}
+        props = {str(BrokerConfig.model_fields[f].serialization_alias): getattr(config, f)
+                 for f in config.model_fields_set if f in BrokerConfig.model_fields}
+        props.update({name: value for name, value in config.unknown_properties.items()
+                      if dynamic_config(name) is not None})
+        return props
 
     @staticmethod
     def kafka_defaults() -> dict[str, Any]:
-        return {str(info.serialization_alias): info.default for info in BrokerConfig.model_fields.values()
-                if info.default is not None}
+        defaults: dict[str, Any] = {name: c.default for name, c in DYNAMIC_CONFIGS.items() if c.default is not None}
+        defaults.update({str(info.serialization_alias): info.default for info in BrokerConfig.model_fields.values()
+                         if info.default is not None})
+        return defaults
 
     def effective_config(self, per_broker: Mapping[str, str], cluster_default: Mapping[str, str]) -> BrokerConfig:
+        """The static config with the dynamic values pafka applies on top (the others are only stored)."""
         update: dict[str, Any] = {}
         for values in (cluster_default, per_broker):  # the more specific one last, so it wins
             for name, text in values.items():
-                update[_FIELD_OF[name]] = DYNAMIC_BROKER_CONFIG_KEYS[name].parse(text)
+                definition = DYNAMIC_CONFIGS.get(name)
+                if definition is not None and definition.applied:
+                    update[_FIELD_OF[name]] = definition.key.parse(text)
         return self.static_config.model_copy(update=update)
+
+    def value_text(self, name: str, per_broker: Mapping[str, str], cluster_default: Mapping[str, str]) -> str | None:
+        """A config's effective text with these dynamic layers: the first of its synonym chain."""
+        for values in (per_broker, cluster_default, self.static_props(), self.kafka_defaults()):
+            for synonym in synonyms_of(name):
+                if values.get(synonym) is not None:
+                    return format_value(values[synonym])
+        return None
 
     def _apply(self) -> None:
         """Make the current dynamic values the broker's: its config, topic defaults, open logs."""
@@ -265,8 +252,11 @@ class DynamicBrokerConfig:
 
     # -- changes (on the append thread) ---------------------------------------
     def check(self, resource_name: str, configs: Mapping[str, str]) -> None:
-        """The whole resulting config must still make valid topic defaults."""
+        """The whole resulting config must pass the reconfigurables' checks and make valid topic defaults."""
         per_broker, default = self._replaced(resource_name, configs)
+        advertised = {listener.name for listener in self.static_config.effective_advertised_listeners}
+        check_reconfiguration(lambda n: self.value_text(n, self.per_broker, self.cluster_default),
+                              lambda n: self.value_text(n, per_broker, default), advertised)
         try:
             log_config_for(self.effective_config(per_broker, default))
         except ValueError as exc:
@@ -279,7 +269,7 @@ class DynamicBrokerConfig:
         self._save()
         self._apply()
         log.info("[KafkaServer id=%d] dynamic configs of broker resource %r now %s",
-                 self.broker_id, resource_name, dict(configs))
+                 self.broker_id, resource_name, redacted(configs))
 
     def current(self, resource_name: str) -> dict[str, str]:
         return dict(self.cluster_default if resource_name == "" else self.per_broker)
@@ -293,37 +283,50 @@ class DynamicBrokerConfig:
     def synonyms(self, name: str, per_broker: bool = True) -> list[ConfigSynonym]:
         """Kafka's configSynonyms: the chain of sources, from ``name`` on in its synonym group."""
         group = synonyms_of(name)
+        hidden = is_sensitive(name)
         layers: list[tuple[ConfigSource, Mapping[str, Any]]] = []
         if per_broker:
             layers.append((ConfigSource.DYNAMIC_BROKER_CONFIG, self.per_broker))
         layers += [(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, self.cluster_default),
                    (ConfigSource.STATIC_BROKER_CONFIG, self.static_props()),
                    (ConfigSource.DEFAULT_CONFIG, self.kafka_defaults())]
-        found = [ConfigSynonym(n, format_value(values[n]), int(source))
+        found = [ConfigSynonym(n, None if hidden else format_value(values[n]), int(source))
                  for source, values in layers for n in group if values.get(n) is not None]
         while found and found[0].name != name:
             found.pop(0)
         return found
 
+    def _described_names(self) -> list[str]:
+        """Every broker property pafka knows, every dynamic one, and the listener overrides set anywhere."""
+        names = set(_FIELD_OF) | (set(DYNAMIC_CONFIGS) - _DYNAMIC_ONLY)
+        for values in (self.per_broker, self.cluster_default, self.static_props()):
+            names.update(n for n in values if listener_base(n) is not None or n in _DYNAMIC_ONLY)
+        return sorted(names)
+
     def entries(self, resource_name: str, include_synonyms: bool, include_documentation: bool) -> list[ConfigEntry]:
         """All configs of this broker, or the dynamic cluster defaults for the "" resource."""
         per_broker = resource_name != ""
-        if per_broker:
-            names = sorted(_FIELD_OF)
-            values = {n: getattr(self.config, _FIELD_OF[n]) for n in names}
-        else:
-            names = sorted(self.cluster_default)
-            values = {n: DYNAMIC_BROKER_CONFIG_KEYS[n].parse(self.cluster_default[n]) for n in names}
+        names = self._described_names() if per_broker else sorted(self.cluster_default)
         entries = []
         for name in names:
+            definition = dynamic_config(name)
             key = broker_config_key(name)
             chain = self.synonyms(name, per_broker)
             source = chain[0].source if chain else int(ConfigSource.DEFAULT_CONFIG)
+            if not per_broker:
+                value: str | None = self.cluster_default[name]
+            elif name in _FIELD_OF and (definition is None or definition.applied):
+                value = format_value(getattr(self.config, _FIELD_OF[name]))
+            else:
+                value = chain[0].value if chain else None
+            sensitive = definition is not None and definition.sensitive
+            doc = definition.doc if definition is not None else key.doc
             entries.append(ConfigEntry(
-                name, format_value(values[name]), source,
-                read_only=name not in DYNAMIC_BROKER_CONFIG_KEYS,
+                name, None if sensitive else value, source,
+                read_only=definition is None,
+                sensitive=sensitive,
                 synonyms=tuple(chain) if include_synonyms else (),
                 config_type=int(key.type),
-                doc=key.doc if include_documentation else None,
+                doc=doc if include_documentation else None,
             ))
         return entries

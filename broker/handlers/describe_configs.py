@@ -3,7 +3,12 @@
 A TOPIC resource lists every topic config (or the requested keys) with its
 effective value and where it comes from; a BROKER resource named by this
 broker's id lists every broker setting, and the "" resource lists the dynamic
-cluster-wide defaults, as Kafka does.
+cluster-wide defaults, as Kafka does. A sensitive config (a password, a JAAS
+config, a key) is listed with a null value and ``is_sensitive``.
+
+v0 (Kafka 3.9's floor) has neither sources nor synonyms: each entry says
+``is_default`` instead, true when the value is Kafka's default (its source
+would be DEFAULT_CONFIG), as Kafka 3.9 answered.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from broker.config.config_admin_manager import ConfigChangeError, check_broker_resource
 from broker.config.topic_config import ConfigEntry, topic_config_entries
-from protocol.config_types import ConfigResourceType
+from protocol.config_types import ConfigResourceType, ConfigSource
 from protocol.errors import ErrorCode
 from protocol.messages.describe_configs import (
     DescribeConfigsRequest,
@@ -28,7 +33,7 @@ if TYPE_CHECKING:
     from broker.socket_server import RequestContext
 
 API_KEY = 32
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 4
 
 
@@ -52,6 +57,7 @@ def _entries(broker: BrokerServices, resource: DescribeConfigsResource, synonyms
 def _result_entry(entry: ConfigEntry, version: int) -> DescribeConfigsResourceResult:
     return DescribeConfigsResourceResult(
         name=entry.name, value=entry.value, read_only=entry.read_only, config_source=entry.source,
+        is_default=version == 0 and entry.source == ConfigSource.DEFAULT_CONFIG,
         is_sensitive=entry.sensitive,
         synonyms=[DescribeConfigsSynonym(name=s.name, value=s.value, source=s.source) for s in entry.synonyms],
         config_type=entry.config_type if version >= 3 else 0,
@@ -77,5 +83,6 @@ def describe(broker: BrokerServices, resource: DescribeConfigsResource, synonyms
 def handle(ctx: RequestContext, broker: BrokerServices, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     version = ctx.api_version
     docs = bool(request.include_documentation) and version >= 3
-    results = [describe(broker, r, bool(request.include_synonyms), docs, version) for r in request.resources]
+    synonyms = bool(request.include_synonyms) and version >= 1
+    results = [describe(broker, r, synonyms, docs, version) for r in request.resources]
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)

@@ -25,7 +25,7 @@ from protocol.messages.describe_topic_partitions import DescribeTopicPartitionsR
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
 
-ADMIN_APIS = {19: (0, 7), 20: (0, 6), 21: (0, 2), 32: (1, 4), 33: (0, 2), 35: (0, 5), 37: (0, 3), 44: (0, 1), 60: (0, 2),
+ADMIN_APIS = {19: (0, 7), 20: (0, 6), 21: (0, 2), 32: (0, 4), 33: (0, 2), 35: (0, 5), 37: (0, 3), 44: (0, 1), 60: (0, 2),
               75: (0, 0)}
 
 
@@ -104,20 +104,25 @@ def test_create_partitions_versions(broker, admin, version):
     assert len(admin.describe_topics([name])[0]["partitions"]) == 2
 
 
-@pytest.mark.parametrize("version", range(1, 5))
+@pytest.mark.parametrize("version", range(5))
 def test_describe_configs_versions(broker, admin, version):
     name = f"ver-dc-{version}"
     admin.create_topics({name: {"num_partitions": 1, "configs": {"retention.ms": "777"}}})
     request = dc.DescribeConfigsRequest(resources=[
         dc.DescribeConfigsResource(resource_type=2, resource_name=name, configuration_keys=["retention.ms"]),
         dc.DescribeConfigsResource(resource_type=4, resource_name="0", configuration_keys=["num.partitions"]),
-    ], include_synonyms=True, include_documentation=version >= 3)
+    ], include_synonyms=version >= 1, include_documentation=version >= 3)
     topic, broker_result = send_request(broker, 32, version, request).results
     (entry,) = topic.configs
-    assert (entry.name, entry.value, entry.config_source) == ("retention.ms", "777", 1)
-    assert [(s.name, s.source) for s in entry.synonyms] == [("retention.ms", 1), ("log.retention.hours", 5)]
     (partitions,) = broker_result.configs
     assert (partitions.name, partitions.value, partitions.read_only) == ("num.partitions", "1", True)
+    if version == 0:
+        # v0 carries IsDefault instead of the source, and no synonyms (Kafka 3.9).
+        assert (entry.name, entry.value, entry.is_default, entry.synonyms) == ("retention.ms", "777", False, [])
+        assert partitions.is_default is True
+        return
+    assert (entry.name, entry.value, entry.config_source) == ("retention.ms", "777", 1)
+    assert [(s.name, s.source) for s in entry.synonyms] == [("retention.ms", 1), ("log.retention.hours", 5)]
     if version >= 3:
         assert entry.config_type == 5 and entry.documentation  # LONG
 
