@@ -231,7 +231,7 @@ def _rewrap(inner: bytes) -> bytes:
 def test_zstd_needs_produce_v7(broker: BrokerProcess) -> None:
     _create(broker, "zstd-versions", 1)
     batch = build_batch([Record(0, int(time.time() * 1000), b"k", b"zstd value")], compression=compression.ZSTD)
-    for version in range(0, 7):  # KIP-110; Kafka's validateRecords checks v3-v6, and v0-v2 carry no zstd
+    for version in range(7):  # KIP-110; Kafka's validateRecords checks v3-v6, and v0-v2 carry no zstd
         answer = _produce_at(broker, version, "zstd-versions", 0, batch)
         assert answer.error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, version
     answer = _produce_at(broker, 7, "zstd-versions", 0, batch)

@@ -6,12 +6,19 @@ the client's admin path, produce records with keys and headers, then consume
 every partition from the beginning by explicit assignment. Every record must
 come back exactly once, in production order per partition, with its key,
 value, headers and timestamp.
+
+Then the clients that speak the versions Kafka 4 removed: kafka-python pinned
+to Kafka 0.10.1 (Produce v2, message format v1) and 0.11 (Produce v3), and kcat
+told the broker is 0.9 without ApiVersions (librdkafka's Produce v1, format v0,
+with the old LZ4 frame checksum); a current client (confluent-kafka) reads
+their records back.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 
 import pytest
@@ -49,3 +56,56 @@ def test_produce_and_consume_every_record(module_broker: BrokerProcess, client: 
     check_consumed(records, consumed, exact_timestamps=driver.exact_timestamps,
                    timestamp_window=(before_ms, after_ms))
     assert "Traceback" not in module_broker.log_text()
+
+
+OLD_CODECS = ("none", "gzip", "snappy", "lz4")
+OLD_RECORDS = 300
+
+
+def _read_back(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes, int]]:
+    consumed = DRIVERS["confluent-kafka"].consume(bootstrap, topic, 1, expected=None)
+    assert [c.offset for c in consumed] == list(range(len(consumed)))
+    return [(c.key, c.value, c.timestamp_ms) for c in consumed]
+
+
+@pytest.mark.parametrize("codec", OLD_CODECS)
+@pytest.mark.parametrize("api_version", [(0, 10, 1), (0, 11)])
+def test_kafka_python_pinned_to_old_brokers(module_broker: BrokerProcess, api_version: tuple[int, ...],
+                                            codec: str) -> None:
+    from kafka import KafkaProducer
+
+    topic = f"old-kafka-python-{'.'.join(map(str, api_version))}-{codec}"
+    DRIVERS["confluent-kafka"].create_topic(module_broker.bootstrap, topic, 1)
+    base = int(time.time() * 1000) - OLD_RECORDS
+    produced = [(b"key-%d" % i, b"value %d " % i + b"-pafka-" * 8, base + i) for i in range(OLD_RECORDS)]
+    producer = KafkaProducer(bootstrap_servers=module_broker.bootstrap, api_version=api_version,
+                             compression_type=None if codec == "none" else codec, linger_ms=5, acks="all")
+    try:
+        futures = [producer.send(topic, key=k, value=v, timestamp_ms=ts) for k, v, ts in produced]
+        producer.flush(30)
+        offsets = [f.get(timeout=30).offset for f in futures]
+    finally:
+        producer.close(timeout=10)
+    assert offsets == list(range(OLD_RECORDS))
+    assert _read_back(module_broker.bootstrap, topic) == produced
+    assert "Traceback" not in module_broker.log_text()
+
+
+@pytest.mark.parametrize("codec", OLD_CODECS)
+def test_kcat_without_api_versions(module_broker: BrokerProcess, codec: str) -> None:
+    _require("kcat")
+    topic = f"old-kcat-{codec}"
+    DRIVERS["confluent-kafka"].create_topic(module_broker.bootstrap, topic, 1)
+    lines = [(b"key-%d" % i, b"value %d " % i + b"-pafka-" * 8) for i in range(OLD_RECORDS)]
+    result = subprocess.run(
+        ["kcat", "-P", "-b", module_broker.bootstrap, "-t", topic, "-z", codec, "-K", "\t",
+         "-X", "broker.version.fallback=0.9.0", "-X", "api.version.request=false", "-X", "linger.ms=5",
+         "-d", "protocol"],
+        input=b"".join(k + b"\t" + v + b"\n" for k, v in lines), capture_output=True, timeout=120)
+    log = result.stderr.decode(errors="replace")
+    assert result.returncode == 0, log[-3000:]
+    # librdkafka's path for a broker without ApiVersions: Produce v1, message format v0.
+    assert "Sent ProduceRequest (v1," in log, log[-3000:]
+    assert "Sent ApiVersionRequest" not in log
+    # Format v0 has no timestamps: each record reads back with -1.
+    assert _read_back(module_broker.bootstrap, topic) == [(k, v, -1) for k, v in lines]
