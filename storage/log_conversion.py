@@ -2,9 +2,11 @@
 checked as Kafka checks it and up-converted to the one v2 batch the log stores.
 
 Only Produce v0-v2 carry these formats, and only they come here: conversion
-reads and rebuilds every record (decompressing and recompressing a wrapper), so
-the replica manager runs it on the append thread, right before the append
-(``ReplicaManager.append_converted_records``). The converted batch then takes
+reads and rebuilds every record (decompressing and recompressing a wrapper),
+about 4 us a record whatever the codec (measured: 1,000 records of 100 bytes in
+3-7 ms, 10,000 in 40-50 ms), so the replica manager runs it on the append
+thread, right before the append (``ReplicaManager.append_converted_records``),
+never on the event loop. The converted batch then takes
 the same append as any v2 batch: max.message.bytes, keys on compacted topics,
 LogAppendTime stamping, offsets and the time index.
 """
