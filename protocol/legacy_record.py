@@ -24,20 +24,22 @@ pafka stores only v2 batches (as Kafka 3.x does once its message format is
 stored batches (:func:`down_convert`). Both copy and parse records, which is
 why only those old request versions come here.
 
-Bad input raises ``CorruptRecordError`` (or ``UnsupportedCompressionError`` for
-zstd, which these formats cannot carry); nothing else.
+Bad input raises ``CorruptRecordError`` and nothing else; its subclasses carry
+the code Kafka answers with where that is not CORRUPT_MESSAGE: a message set
+Kafka's LogValidator rejects as INVALID_RECORD raises ``InvalidLegacyRecordError``,
+zstd (which these formats cannot carry) ``UnsupportedCompressionError``.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from protocol import compression
 from protocol.buffers import Buffer
-from protocol.errors import CorruptRecordError
+from protocol.errors import CorruptRecordError, ErrorCode
 from protocol.record_batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -49,6 +51,7 @@ from protocol.record_batch import (
 from protocol.records import Record, build_batch, read_batch
 
 __all__ = [
+    "InvalidLegacyRecordError",
     "LegacyRecord",
     "UnsupportedCompressionError",
     "build_message_set",
@@ -78,6 +81,20 @@ MAGIC_POSITION = 16
 
 class UnsupportedCompressionError(CorruptRecordError):
     """A message or batch compressed with a codec its format or request version cannot carry (zstd)."""
+
+    def __init__(self, message: str, **kwargs: object) -> None:
+        kwargs.setdefault("error_code", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+        super().__init__(message, **kwargs)
+
+
+class InvalidLegacyRecordError(CorruptRecordError):
+    """A message set whose CRCs hold but whose structure Kafka's LogValidator refuses
+    (InvalidRecordException, INVALID_RECORD): mixed magics, a second compressed
+    wrapper, a wrapper holding compressed or differently versioned messages or none."""
+
+    def __init__(self, message: str, **kwargs: object) -> None:
+        kwargs.setdefault("error_code", ErrorCode.INVALID_RECORD)
+        super().__init__(message, **kwargs)
 
 
 class LegacyRecord(NamedTuple):
@@ -125,6 +142,8 @@ def _entries(view: memoryview) -> Iterator[tuple[int, int, int, int, int, bytes 
             break  # a trailing partial message: ignored, as Kafka does
         crc, magic, attributes = _CRC_MAGIC_ATTRIBUTES.unpack_from(view, body)
         if magic not in MIN_MESSAGE_SIZE:
+            if magic == 2:  # a known format, only not this set's: Kafka's "Batch magic ... is not the same"
+                raise InvalidLegacyRecordError("a v2 record batch inside a message set of format v0/v1")
             raise CorruptRecordError(f"message magic {magic} is not a legacy format")
         if size < MIN_MESSAGE_SIZE[magic]:
             raise CorruptRecordError(f"v{magic} message of {size} bytes is below the minimum size")
@@ -167,21 +186,33 @@ def _inflate(codec: int, magic: int, value: bytes, max_size: int) -> memoryview:
 def iter_legacy_records(buf: Buffer, max_decompressed_size: int = compression.MAX_DECOMPRESSED_SIZE
                         ) -> Iterator[LegacyRecord]:
     """Every message of a v0/v1 message set, compressed wrappers opened, with absolute offsets."""
-    for offset, magic, attributes, timestamp, _, key, value in _entries(memoryview(buf)):
+    return _open_entries(_entries(memoryview(buf)), max_decompressed_size)
+
+
+def _open_entries(entries: Iterable[tuple[int, int, int, int, int, bytes | None, bytes | None]],
+                  max_decompressed_size: int) -> Iterator[LegacyRecord]:
+    first_magic = None
+    for offset, magic, attributes, timestamp, _, key, value in entries:
+        if first_magic is None:
+            first_magic = magic
+        elif magic != first_magic:
+            raise InvalidLegacyRecordError(f"message magic {magic} differs from the first message's {first_magic}")
         codec = attributes & _CODEC_MASK
         ts_type = (attributes & _TIMESTAMP_TYPE_BIT) >> 3 if magic == MAGIC_V1 else TIMESTAMP_TYPE_CREATE_TIME
         if codec == compression.NONE:
             yield LegacyRecord(offset, magic, timestamp, ts_type, key, value)
             continue
         if value is None:
-            raise CorruptRecordError("compressed legacy message has a null value")
+            raise InvalidLegacyRecordError("compressed legacy message has a null value")
         inner = list(_entries(_inflate(codec, magic, value, max_decompressed_size)))
+        if not inner:
+            raise InvalidLegacyRecordError("compressed legacy message holds no inner message")
         last_relative = inner[-1][0] if inner else 0
         for inner_offset, inner_magic, inner_attributes, inner_ts, _, inner_key, inner_value in inner:
             if inner_magic != magic:
-                raise CorruptRecordError(f"inner message magic {inner_magic} differs from its wrapper's {magic}")
+                raise InvalidLegacyRecordError(f"inner message magic {inner_magic} differs from its wrapper's {magic}")
             if inner_attributes & _CODEC_MASK:
-                raise CorruptRecordError("compressed legacy message holds another compressed message")
+                raise InvalidLegacyRecordError("compressed legacy message holds another compressed message")
             absolute = inner_offset if magic == MAGIC_V0 else offset - last_relative + inner_offset
             effective = timestamp if ts_type == TIMESTAMP_TYPE_LOG_APPEND_TIME else inner_ts
             yield LegacyRecord(absolute, magic, effective, ts_type, inner_key, inner_value)
@@ -196,12 +227,14 @@ def up_convert(buf: Buffer, max_decompressed_size: int = compression.MAX_DECOMPR
     log assigns the real ones), and the batch keeps the first wrapper's codec
     (pafka applies no broker-side ``compression.type``, as for v2 batches).
     """
-    view = memoryview(buf)
-    codecs = {attributes & _CODEC_MASK for _, _, attributes, _, _, _, _ in _entries(view)}
-    records = list(iter_legacy_records(view, max_decompressed_size))
+    entries = list(_entries(memoryview(buf)))
+    codec = max((attributes & _CODEC_MASK for _, _, attributes, _, _, _, _ in entries), default=compression.NONE)
+    if codec != compression.NONE and len(entries) > 1:
+        # Kafka's LogValidator: a compressed message set is one wrapper (one "batch").
+        raise InvalidLegacyRecordError("Compressed outer record has more than one batch")
+    records = list(_open_entries(entries, max_decompressed_size))
     if not records:
         raise CorruptRecordError("the message set holds no whole message")
-    codec = max(codecs)  # one codec in practice; a mixed set is stored compressed
     batch = build_batch(
         [Record(offset=i, timestamp=r.timestamp, key=r.key, value=r.value) for i, r in enumerate(records)],
         compression=codec,

@@ -275,6 +275,39 @@ class ReplicaManager:
             return self._complete_after_thread(pending, entries, leftover, results, required_acks, timeout_ms)
         return self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
 
+    def append_converted_records(
+        self,
+        entries: Sequence[tuple[str, int, Records]],
+        required_acks: int,
+        timeout_ms: int,
+        convert: Callable[[Records, LogConfig, int], Records],
+    ) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
+        """``append_records`` for a client's records that must be converted first (Produce
+        v0-v2's message formats v0/v1): ``convert(records, partition config, now)`` gives the
+        v2 bytes to append, or raises with the error to answer.
+
+        Conversion reads and rebuilds every record, so it runs with its append on the
+        append thread, in arrival order, and never on the event loop; a separate entry
+        point keeps ``append_records``, which current clients take, free of it.
+        """
+        now = now_ms()
+        results: list[PartitionAppendResult | None] = []
+        appends: list[tuple[int, Partition, Records]] = []
+        for topic, index, records in entries:
+            partition = self.partitions.get((topic, index))
+            if partition is None or partition.leader_id != self.broker_id:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if partition is None else ErrorCode.NOT_LEADER_OR_FOLLOWER
+                results.append(PartitionAppendResult(code, None, None))
+            elif required_acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
+                results.append(PartitionAppendResult(ErrorCode.NOT_ENOUGH_REPLICAS, None, partition.isr_too_small()))
+            else:
+                appends.append((len(results), partition, records))
+                results.append(None)
+        if not appends:
+            return self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
+        pending = self.append_thread.run(self._append_blocking, appends, AppendOrigin.CLIENT, now, convert)
+        return self._complete_after_thread(pending, entries, appends, results, required_acks, timeout_ms)
+
     def _append_on_loop(self, appends: list[tuple[int, Partition, Records]],
                         results: list[PartitionAppendResult | None], origin: AppendOrigin,
                         now: int) -> list[tuple[int, Partition, Records]]:
@@ -304,12 +337,15 @@ class ReplicaManager:
                 partition.release_reserved()
         return appends[reserved:]
 
-    def _append_blocking(self, appends: list[tuple[int, Partition, Records]], origin: AppendOrigin,
-                         now: int) -> list[PartitionAppendResult]:
-        """Append thread: one result per append, in order."""
+    def _append_blocking(self, appends: list[tuple[int, Partition, Records]], origin: AppendOrigin, now: int,
+                         convert: Callable[[Records, LogConfig, int], Records] | None = None
+                         ) -> list[PartitionAppendResult]:
+        """Append thread: one result per append, in order (each converted first when ``convert``)."""
         results = []
         for _, partition, records in appends:
             try:
+                if convert is not None:
+                    records = convert(records, partition.log.config, now)
                 info = partition.append_records_to_leader(records, origin, now)
                 results.append(PartitionAppendResult(ErrorCode.NO_ERROR, info))
             except (StorageError, ProtocolError) as exc:

@@ -31,6 +31,7 @@ checks there is no loop, counting imports inside functions too)::
     leader_epoch_cache                            LeaderEpochFileCache (``leader-epoch-checkpoint``)
     offset_map                                    the cleaner's key -> latest offset map
     log_append                                    what an append checks before it writes
+    log_conversion                                Produce v0-v2's message sets checked and up-converted
     log_offsets                                   ListOffsets searches over segments
     log_retention                                 which segments retention may delete
     log_loader                                    opening a directory: swaps, index checks, recovery,

@@ -26,7 +26,7 @@ def advertised_versions() -> list[tuple[int, int, int]]:
     """(api key, min, max) of every handler module, in key order: a version is
     advertised exactly when a handler serves it."""
     return sorted(
-        (module.API_KEY, getattr(module, "ADVERTISED_MIN_VERSION", module.MIN_VERSION), module.MAX_VERSION)
+        (module.API_KEY, module.MIN_VERSION, module.MAX_VERSION)
         for module in handlers.MODULES
     )
 

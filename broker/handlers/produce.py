@@ -11,6 +11,11 @@ one read in one write.
 
 acks=0 gets no response; on an error Kafka closes the connection instead, so
 the producer notices, and so do we.
+
+Produce v0-v2 (clients older than Kafka 0.11) carry message sets of format
+v0/v1, which Kafka 3.x up-converts to v2 batches on append, and so does pafka
+(``storage.log_conversion``): those requests take their own path
+(``_handle_legacy``), so the v3+ path pays nothing for them.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from protocol import compression
 from protocol.errors import ErrorCode, ProtocolError
+from protocol.legacy_record import message_set_magic
 from protocol.messages.produce import (
     BatchIndexAndErrorMessage,
     PartitionProduceResponse,
@@ -27,9 +34,10 @@ from protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
-from protocol.record_batch import parse_batch_header
+from protocol.record_batch import COMPRESSION_MASK, CURRENT_MAGIC, parse_batch_header
 from replication.replica_manager import PartitionAppendResult
 from storage.log_append import AppendOrigin
+from storage.log_conversion import convert_for_append
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
@@ -38,25 +46,27 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_KEY = 0
-MIN_VERSION = 3
+MIN_VERSION = 0
 MAX_VERSION = 13
-#: Kafka 4 still lists Produce from v0 in ApiVersions (KAFKA-18659): librdkafka
-#: derives its message-format and compression features from Produce v0-v2
-#: being listed and otherwise refuses to compress. Requests below v3 are
-#: refused at decode time, exactly as Kafka 4 refuses them.
-ADVERTISED_MIN_VERSION = 0
+#: KIP-110: zstd batches need Produce v7.
+_FIRST_ZSTD_VERSION = 7
 
 
-def _check_one_batch(records: memoryview | None) -> str | None:
-    """Kafka 4: a v3+ produce request carries exactly one v2 batch per partition."""
+def _check_one_batch(records: memoryview | bytearray | None, version: int) -> tuple[ErrorCode, str] | None:
+    """Kafka's ProduceRequest.validateRecords: a v3+ produce request carries exactly one v2
+    batch per partition, and zstd only from v7 (read from the header's attributes)."""
     if records is None or len(records) == 0:
-        return "Produce requests with version 3+ must have at least one record batch per partition"
+        return ErrorCode.INVALID_RECORD, "Produce requests with version 3+ must have at least one record batch per partition"
     try:
         header = parse_batch_header(records, 0)
     except ProtocolError as exc:
-        return str(exc)
+        return ErrorCode.INVALID_RECORD, str(exc)
+    if version < _FIRST_ZSTD_VERSION and header.attributes & COMPRESSION_MASK == compression.ZSTD:
+        return (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                f"Produce requests with version {version} are not allowed to use ZStandard compression")
     if header.size_in_bytes != len(records):
-        return "Produce requests with version 3+ are only allowed to contain exactly one record batch per partition"
+        return (ErrorCode.INVALID_RECORD,
+                "Produce requests with version 3+ are only allowed to contain exactly one record batch per partition")
     return None
 
 
@@ -68,7 +78,10 @@ def _partition_error(index: int, code: int, message: str | None = None) -> Parti
 def handle(ctx: RequestContext, broker: BrokerServices, request: ProduceRequest
            ) -> ProduceResponse | Awaitable[ProduceResponse | None] | None:
     """Decode → ``ReplicaManager.append_records`` → encode; answers at once when the append did."""
-    by_topic_id = ctx.api_version >= 13
+    version = ctx.api_version
+    if version < 3:
+        return _handle_legacy(ctx, broker, request)
+    by_topic_id = version >= 13
     acks = request.acks
     responses: list[TopicProduceResponse] = []
     appends: list[tuple[str, int, memoryview | bytearray]] = []
@@ -89,8 +102,8 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ProduceRequest
             elif name is None:
                 entry = _partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID)
             # A decoded request's records are a memoryview of its frame; the field's type is what encoders accept.
-            elif (problem := _check_one_batch(data.records)) is not None:  # type: ignore[arg-type]
-                entry = _partition_error(data.index, ErrorCode.INVALID_RECORD, problem)
+            elif (problem := _check_one_batch(data.records, version)) is not None:  # type: ignore[arg-type]
+                entry = _partition_error(data.index, *problem)
             else:
                 appends.append((name, data.index, data.records))  # type: ignore[arg-type]  # checked above
                 entry = PartitionProduceResponse(index=data.index)
@@ -102,6 +115,47 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ProduceRequest
         if not isinstance(results, list):
             return _answer_later(ctx, results, acks, responses, slots, by_topic_id)
         _fill_results(slots, results, by_topic_id)
+    return _response(ctx, acks, responses)
+
+
+def _handle_legacy(ctx: RequestContext, broker: BrokerServices, request: ProduceRequest
+                   ) -> ProduceResponse | Awaitable[ProduceResponse | None] | None:
+    """Produce v0-v2: each partition's message set (format v0/v1, or a v2 batch, which
+    Kafka accepts here too) is converted and appended on the append thread.
+
+    Kafka checks nothing of these versions' records at the request level
+    (ProduceRequest.validateRecords starts at v3); its LogValidator then refuses
+    what ``storage.log_conversion`` refuses, with the same codes. A v2 batch is
+    checked as in v3+ (Kafka's validator also takes one batch only), with zstd
+    refused below v7 as KIP-110 states for every older version.
+    """
+    acks = request.acks
+    responses: list[TopicProduceResponse] = []
+    appends: list[tuple[str, int, memoryview | bytearray]] = []
+    slots: list[PartitionProduceResponse] = []
+    bad_acks = acks not in (-1, 0, 1)
+    for topic_data in request.topic_data:
+        entries: list[PartitionProduceResponse] = []
+        responses.append(TopicProduceResponse(name=topic_data.name, partition_responses=entries))
+        for data in topic_data.partition_data:
+            # A decoded request's records are a memoryview of its frame (or None: no message at all).
+            records: memoryview | bytearray = bytearray() if data.records is None else data.records  # type: ignore[assignment]
+            if bad_acks:
+                entry = _partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS)
+            elif (message_set_magic(records) == CURRENT_MAGIC
+                  and (problem := _check_one_batch(records, ctx.api_version)) is not None):
+                entry = _partition_error(data.index, *problem)
+            else:
+                appends.append((topic_data.name, data.index, records))
+                entry = PartitionProduceResponse(index=data.index)
+                slots.append(entry)
+            entries.append(entry)
+    if appends:
+        results = broker.replica_manager.append_converted_records(appends, acks, request.timeout_ms,
+                                                                  convert_for_append)
+        if not isinstance(results, list):
+            return _answer_later(ctx, results, acks, responses, slots, False)
+        _fill_results(slots, results, False)
     return _response(ctx, acks, responses)
 
 

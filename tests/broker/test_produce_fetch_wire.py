@@ -1,28 +1,42 @@
-"""Produce and Fetch on the wire: CRC failures, batch shape rules and KIP-227 incremental sessions."""
+"""Produce and Fetch on the wire: CRC failures, batch shape rules, Produce v0-v2's
+message formats v0/v1 (built by kafka-python's independent legacy builder, read
+back by confluent-kafka), the zstd version rule and KIP-227 incremental sessions."""
 
 from __future__ import annotations
 
+import time
+import zlib
+
 import pytest
+from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, TopicPartition
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from client import AdminClient, KafkaClient, NewTopic
+from protocol import compression
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
-from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from protocol.messages.produce import PartitionProduceData, PartitionProduceResponse, ProduceRequest, TopicProduceData
 from protocol.records import Record, build_batch
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
 
 
-def _create(broker: BrokerProcess, topic: str, partitions: int) -> None:
+def _create(broker: BrokerProcess, topic: str, partitions: int, configs: dict[str, str | None] | None = None) -> None:
     with KafkaClient(broker.bootstrap) as client:
-        AdminClient(client).create_topics([NewTopic(topic, partitions, 1)])
+        AdminClient(client).create_topics([NewTopic(topic, partitions, 1, configs or {})])
+
+
+def _produce_at(broker: BrokerProcess, version: int, topic: str, partition: int, batch: bytes | bytearray
+                ) -> PartitionProduceResponse:
+    request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+        TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=partition, records=bytes(batch))])])
+    response = send_request(broker, 0, version, request)
+    (answer,) = response.responses[0].partition_responses
+    return answer
 
 
 def _produce(broker: BrokerProcess, topic: str, partition: int, batch: bytes | bytearray) -> int:
-    request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
-        TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=partition, records=bytes(batch))])])
-    response = send_request(broker, 0, 9, request)
-    return response.responses[0].partition_responses[0].error_code
+    return _produce_at(broker, 9, topic, partition, batch).error_code
 
 
 def _batch(*values: bytes) -> bytearray:
@@ -274,3 +288,148 @@ def test_zstd_below_fetch_v10_is_unsupported_compression_type(broker: BrokerProc
     # Kafka 3.9 serves Fetch v4-v9 the stored zstd batch as it is (only the topic config is checked).
     (served,) = _fetch_old(broker, 4, [("zstd-producer", 0, 2)]).responses[0].partitions
     assert served.error_code == 0 and len(served.records) > 0
+
+
+# -- Produce v0-v2: message formats v0/v1 -------------------------------------
+
+LEGACY_CODECS = {"none": compression.NONE, "gzip": compression.GZIP, "snappy": compression.SNAPPY,
+                 "lz4": compression.LZ4}
+MESSAGES = [(b"k0", b"first"), (None, b"no key"), (b"k2", None), (b"k3", b"x" * 300)]
+
+
+def _message_set(magic: int, codec: int, timestamp: int, messages: list[tuple[bytes | None, bytes | None]]
+                 = MESSAGES) -> bytes:
+    """Kafka's message set as a pre-0.11 client sends it (kafka-python's own legacy builder)."""
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
+    for i, (key, value) in enumerate(messages):
+        builder.append(i, timestamp=timestamp + i, key=key, value=value)
+    return bytes(builder.build())
+
+
+def _read_back(broker: BrokerProcess, topic: str) -> list[tuple[int, bytes | None, bytes | None, tuple[int, int]]]:
+    """(offset, key, value, (timestamp type, timestamp)) of every record, read by librdkafka (a current client)."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "pafka-tests-unused",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    out = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            batch = consumer.consume(num_messages=1000, timeout=1.0)
+            if any(m.error() is not None for m in batch):
+                (eof,) = [m for m in batch if m.error() is not None]
+                assert eof.error().code() == eof.error()._PARTITION_EOF, eof.error()
+                out += [(m.offset(), m.key(), m.value(), m.timestamp()) for m in batch if m.error() is None]
+                return out
+            out += [(m.offset(), m.key(), m.value(), m.timestamp()) for m in batch]
+    finally:
+        consumer.close()
+    raise AssertionError(f"end of {topic} not reached; read {out}")
+
+
+@pytest.mark.parametrize("codec", list(LEGACY_CODECS))
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_produce_v0_to_v2_message_sets_are_read_back_by_a_current_consumer(
+        broker: BrokerProcess, version: int, codec: str) -> None:
+    topic = f"legacy-v{version}-{codec}"
+    _create(broker, topic, 1)
+    magic = 1 if version == 2 else 0  # what Kafka's clients send at each version
+    now = int(time.time() * 1000)
+    first = _produce_at(broker, version, topic, 0, _message_set(magic, LEGACY_CODECS[codec], now))
+    second = _produce_at(broker, version, topic, 0, _message_set(magic, LEGACY_CODECS[codec], now + 10))
+    assert (first.error_code, first.base_offset, second.error_code, second.base_offset) == (0, 0, 0, len(MESSAGES))
+    # v2's log_append_time_ms: -1 on a CreateTime topic (v0/v1 cannot carry it).
+    assert first.log_append_time_ms == -1
+
+    expected = []
+    for base, stamp in ((0, now), (len(MESSAGES), now + 10)):
+        for i, (key, value) in enumerate(MESSAGES):
+            # A v0 message has no timestamp: stored as -1, which librdkafka reads as -1.
+            expected.append((base + i, key, value, (TIMESTAMP_CREATE_TIME, stamp + i if magic else -1)))
+    assert _read_back(broker, topic) == expected
+
+
+def test_produce_v2_on_a_log_append_time_topic_answers_the_append_time(broker: BrokerProcess) -> None:
+    _create(broker, "legacy-lat", 1, {"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    answer = _produce_at(broker, 2, "legacy-lat", 0, _message_set(1, compression.GZIP, 1_000))
+    assert answer.error_code == 0 and answer.log_append_time_ms >= before
+    stamps = {ts for _, _, _, ts in _read_back(broker, "legacy-lat")}
+    assert stamps == {(TIMESTAMP_LOG_APPEND_TIME, answer.log_append_time_ms)}
+
+
+def test_legacy_message_sets_kafka_refuses(broker: BrokerProcess) -> None:
+    _create(broker, "legacy-bad", 1)
+    now = int(time.time() * 1000)
+    good = _message_set(1, compression.NONE, now)
+
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0xFF  # a value byte: the message's CRC32 no longer holds
+    assert _produce_at(broker, 2, "legacy-bad", 0, corrupt).error_code == ErrorCode.CORRUPT_MESSAGE
+    inner = bytearray(_message_set(0, compression.NONE, now))
+    inner[-1] ^= 0xFF
+    # A compressed wrapper whose inner message fails its CRC: also CORRUPT_MESSAGE.
+    assert _produce_at(broker, 0, "legacy-bad", 0, _rewrap(bytes(inner))).error_code == ErrorCode.CORRUPT_MESSAGE
+
+    # Two compressed wrappers in one set: Kafka's "Compressed outer record has more than one batch".
+    two = _message_set(1, compression.GZIP, now) + _message_set(1, compression.GZIP, now)
+    assert _produce_at(broker, 2, "legacy-bad", 0, two).error_code == ErrorCode.INVALID_RECORD
+    # A client may not claim LogAppendTime.
+    claimed = bytearray(good)
+    for pos in _message_positions(claimed):
+        claimed[pos + 17] |= 0x08
+        claimed[pos + 12:pos + 16] = zlib.crc32(bytes(claimed[pos + 16:pos + 12 + _size(claimed, pos)])).to_bytes(4, "big")
+    assert _produce_at(broker, 2, "legacy-bad", 0, claimed).error_code == ErrorCode.INVALID_TIMESTAMP
+    # Timestamps far in the future: INVALID_TIMESTAMP (message.timestamp.after.max.ms is an hour).
+    future = _message_set(1, compression.SNAPPY, now + 10 * 3_600_000)
+    assert _produce_at(broker, 2, "legacy-bad", 0, future).error_code == ErrorCode.INVALID_TIMESTAMP
+
+    assert _produce_at(broker, 1, "legacy-bad", 0, _message_set(0, compression.LZ4, now)).error_code == 0
+    assert [offset for offset, *_ in _read_back(broker, "legacy-bad")] == list(range(len(MESSAGES)))
+
+
+def _size(buf: bytes | bytearray, pos: int) -> int:
+    return int.from_bytes(buf[pos + 8:pos + 12], "big", signed=True)
+
+
+def _message_positions(buf: bytes | bytearray) -> list[int]:
+    positions, pos = [], 0
+    while pos < len(buf):
+        positions.append(pos)
+        pos += 12 + _size(buf, pos)
+    return positions
+
+
+def _rewrap(inner: bytes) -> bytes:
+    """A v0 gzip wrapper around ``inner`` (an uncompressed message set), with a valid wrapper CRC."""
+    value = compression.compress(compression.GZIP, inner)
+    body = bytes([0, compression.GZIP]) + (-1).to_bytes(4, "big", signed=True) + len(value).to_bytes(4, "big") + value
+    message = zlib.crc32(body).to_bytes(4, "big") + body
+    return (len(MESSAGES) - 1).to_bytes(8, "big") + len(message).to_bytes(4, "big") + message
+
+
+def test_zstd_needs_produce_v7(broker: BrokerProcess) -> None:
+    _create(broker, "zstd-versions", 1)
+    batch = build_batch([Record(0, int(time.time() * 1000), b"k", b"zstd value")], compression=compression.ZSTD)
+    for version in range(7):  # KIP-110; Kafka's validateRecords checks v3-v6, and v0-v2 carry no zstd
+        answer = _produce_at(broker, version, "zstd-versions", 0, batch)
+        assert answer.error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, version
+    answer = _produce_at(broker, 7, "zstd-versions", 0, batch)
+    assert (answer.error_code, answer.base_offset) == (0, 0)
+    # A legacy message whose attributes name codec 4 (zstd, which v0/v1 cannot carry).
+    zstd_message = bytearray(_message_set(1, compression.NONE, int(time.time() * 1000), [(b"k", b"v")]))
+    zstd_message[17] = compression.ZSTD
+    zstd_message[12:16] = zlib.crc32(bytes(zstd_message[16:])).to_bytes(4, "big")
+    answer = _produce_at(broker, 2, "zstd-versions", 0, zstd_message)
+    assert answer.error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    assert [v for _, _, v, _ in _read_back(broker, "zstd-versions")] == [b"zstd value"]
+
+
+def test_keyless_message_on_a_compacted_topic_via_produce_v2(broker: BrokerProcess) -> None:
+    _create(broker, "legacy-compacted", 1, {"cleanup.policy": "compact"})
+    now = int(time.time() * 1000)
+    keyless = _message_set(1, compression.GZIP, now, [(b"k", b"v"), (None, b"no key")])
+    assert _produce_at(broker, 2, "legacy-compacted", 0, keyless).error_code == ErrorCode.INVALID_RECORD
+    keyed = _message_set(1, compression.NONE, now, [(b"k", b"v"), (b"k2", b"v2")])
+    assert _produce_at(broker, 2, "legacy-compacted", 0, keyed).error_code == 0
+    assert [(k, v) for _, k, v, _ in _read_back(broker, "legacy-compacted")] == [(b"k", b"v"), (b"k2", b"v2")]

@@ -42,8 +42,8 @@ BAD_REQUESTS: dict[str, bytes] = {
     "oversized frame": struct.pack(">i", SOCKET_REQUEST_MAX_BYTES + 1) + bytes(4096),
     "unknown api key": encode_request(9999, 0, 3),
     "unsupported version of a known api": encode_request(METADATA_KEY, 99, 4),
-    # Listed from v0 in ApiVersions for librdkafka's sake, as Kafka 4 does, but not served.
-    "produce v2": encode_request(PRODUCE_KEY, 2, 6, struct.pack(">hii", 1, 1000, 0)),
+    # Produce v2 (served for pre-0.11 clients) whose one topic name is cut short.
+    "truncated produce v2": encode_request(PRODUCE_KEY, 2, 6, struct.pack(">hiih", 1, 1000, 1, 10) + b"abc"),
     "truncated request": _truncated_metadata_v1(),
 }
 

@@ -6,6 +6,12 @@ the client's admin path, produce records with keys and headers, then consume
 every partition from the beginning by explicit assignment. Every record must
 come back exactly once, in production order per partition, with its key,
 value, headers and timestamp.
+
+Then the clients that speak the versions Kafka 4 removed: kafka-python pinned
+to Kafka 0.10.1 (Produce v2, message format v1) and 0.11 (Produce v3), and kcat
+told the broker is 0.9 without ApiVersions (librdkafka's Produce v1, format v0,
+with the old LZ4 frame checksum); a current client (confluent-kafka) reads
+their records back.
 """
 
 from __future__ import annotations
@@ -56,18 +62,19 @@ def test_produce_and_consume_every_record(module_broker: BrokerProcess, client: 
 
 # -- Old clients reading what a current client produced (Fetch v0-v5, Kafka 3.9's versions) ----------
 
-OLD_RECORDS = 3000
+OLD_CODECS = ("none", "gzip", "snappy", "lz4")
+CONSUMED_RECORDS = 3000
 
 
 def _produced_by_current_client(broker: BrokerProcess, topic: str, codec: str) -> list[Produced]:
     driver = DRIVERS["confluent-kafka"]
     driver.create_topic(broker.bootstrap, topic, PARTITIONS)
-    records = make_records(OLD_RECORDS, base_timestamp_ms=int(time.time() * 1000) - 10 * OLD_RECORDS)
+    records = make_records(CONSUMED_RECORDS, base_timestamp_ms=int(time.time() * 1000) - 10 * CONSUMED_RECORDS)
     driver.produce(broker.bootstrap, topic, codec, records)
     return records
 
 
-@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
+@pytest.mark.parametrize("codec", OLD_CODECS)
 @pytest.mark.parametrize("api_version", [(0, 10, 1), (0, 11)])
 def test_kafka_python_with_old_api_versions_consumes(module_broker: BrokerProcess, api_version: tuple[int, ...],
                                                      codec: str) -> None:
@@ -115,3 +122,57 @@ def test_kcat_without_api_versions_consumes(module_broker: BrokerProcess) -> Non
     assert len(docs) == len(want) > 0
     assert [d["offset"] for d in docs] == list(range(len(docs)))
     assert sorted((d["key"].encode(), d["payload"].encode()) for d in docs) == sorted((r.key, r.value) for r in want)
+
+
+# -- Old clients producing (Produce v0-v2: message formats v0/v1, up-converted) ----------
+
+PRODUCED_RECORDS = 300
+
+
+def _read_back(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes, int]]:
+    consumed = DRIVERS["confluent-kafka"].consume(bootstrap, topic, 1, expected=None)
+    assert [c.offset for c in consumed] == list(range(len(consumed)))
+    return [(c.key, c.value, c.timestamp_ms) for c in consumed]
+
+
+@pytest.mark.parametrize("codec", OLD_CODECS)
+@pytest.mark.parametrize("api_version", [(0, 10, 1), (0, 11)])
+def test_kafka_python_with_old_api_versions_produces(module_broker: BrokerProcess, api_version: tuple[int, ...],
+                                                     codec: str) -> None:
+    from kafka import KafkaProducer
+
+    topic = f"old-kafka-python-{'.'.join(map(str, api_version))}-{codec}"
+    DRIVERS["confluent-kafka"].create_topic(module_broker.bootstrap, topic, 1)
+    base = int(time.time() * 1000) - PRODUCED_RECORDS
+    produced = [(b"key-%d" % i, b"value %d " % i + b"-pafka-" * 8, base + i) for i in range(PRODUCED_RECORDS)]
+    producer = KafkaProducer(bootstrap_servers=module_broker.bootstrap, api_version=api_version,
+                             compression_type=None if codec == "none" else codec, linger_ms=5, acks="all")
+    try:
+        futures = [producer.send(topic, key=k, value=v, timestamp_ms=ts) for k, v, ts in produced]
+        producer.flush(30)
+        offsets = [f.get(timeout=30).offset for f in futures]
+    finally:
+        producer.close(timeout=10)
+    assert offsets == list(range(PRODUCED_RECORDS))
+    assert _read_back(module_broker.bootstrap, topic) == produced
+    assert "Traceback" not in module_broker.log_text()
+
+
+@pytest.mark.parametrize("codec", OLD_CODECS)
+def test_kcat_without_api_versions_produces(module_broker: BrokerProcess, codec: str) -> None:
+    _require("kcat")
+    topic = f"old-kcat-{codec}"
+    DRIVERS["confluent-kafka"].create_topic(module_broker.bootstrap, topic, 1)
+    lines = [(b"key-%d" % i, b"value %d " % i + b"-pafka-" * 8) for i in range(PRODUCED_RECORDS)]
+    result = subprocess.run(
+        ["kcat", "-P", "-b", module_broker.bootstrap, "-t", topic, "-z", codec, "-K", "\t",
+         "-X", "broker.version.fallback=0.9.0", "-X", "api.version.request=false", "-X", "linger.ms=5",
+         "-d", "protocol"],
+        input=b"".join(k + b"\t" + v + b"\n" for k, v in lines), capture_output=True, timeout=120)
+    log = result.stderr.decode(errors="replace")
+    assert result.returncode == 0, log[-3000:]
+    # librdkafka's path for a broker without ApiVersions: Produce v1, message format v0.
+    assert "Sent ProduceRequest (v1," in log, log[-3000:]
+    assert "Sent ApiVersionRequest" not in log
+    # Format v0 has no timestamps: each record reads back with -1.
+    assert _read_back(module_broker.bootstrap, topic) == [(k, v, -1) for k, v in lines]

@@ -11,9 +11,10 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from protocol import compression
-from protocol.errors import CorruptRecordError
+from protocol.errors import CorruptRecordError, ErrorCode
 from protocol.legacy_record import (
     OVERFLOW_ENTRY,
+    InvalidLegacyRecordError,
     UnsupportedCompressionError,
     build_message_set,
     down_convert,
@@ -176,3 +177,39 @@ def test_down_convert_fetched_as_kafkas_lazy_conversion() -> None:
     packed = down_convert_fetched(build_batch(three, compression=compression.GZIP), 1, 2)
     assert [o for o, _, _, _ in kafka_python_records(bytes(plain))] == [2]
     assert [o for o, _, _, _ in kafka_python_records(bytes(packed))] == [0, 1, 2]
+
+
+def _message(offset: int, magic: int, attributes: int, value: bytes | None) -> bytes:
+    body = bytes([magic, attributes]) + (b"\x00" * 8 if magic else b"") + (-1).to_bytes(4, "big", signed=True)
+    body += (-1).to_bytes(4, "big", signed=True) if value is None else len(value).to_bytes(4, "big") + value
+    message = zlib.crc32(body).to_bytes(4, "big") + body
+    return offset.to_bytes(8, "big") + len(message).to_bytes(4, "big") + message
+
+
+def test_what_kafkas_log_validator_refuses_as_invalid_record() -> None:
+    """CRCs hold, but Kafka answers INVALID_RECORD (its InvalidRecordException)."""
+    v0, v1 = kafka_python_set(0, compression.NONE), kafka_python_set(1, compression.NONE)
+    gzip = kafka_python_set(1, compression.GZIP)
+    cases = {
+        "mixed magics": v0 + v1,
+        "two compressed wrappers": gzip + gzip,
+        "a v2 batch after a message": v1 + bytes(build_batch([Record(0, 0, None, b"x")])),
+        "null wrapper value": _message(0, 1, compression.GZIP, None),
+        "empty wrapper": _message(0, 1, compression.GZIP, compression.compress(compression.GZIP, b"")),
+        "compressed inner message": _message(0, 0, compression.GZIP, compression.compress(
+            compression.GZIP, _message(0, 0, compression.GZIP, b"x"))),
+        "inner magic differs": _message(0, 1, compression.GZIP, compression.compress(
+            compression.GZIP, _message(0, 0, 0, b"x"))),
+    }
+    for name, data in cases.items():
+        with pytest.raises(InvalidLegacyRecordError) as info:
+            up_convert(data)
+        assert info.value.error_code == ErrorCode.INVALID_RECORD, name
+    # Several uncompressed messages are one set, as Kafka 0.10's clients send them.
+    assert len(up_convert(v1 + v1)[1]) == 2 * len(VALUES)
+
+
+def test_zstd_is_unsupported_compression_type() -> None:
+    with pytest.raises(UnsupportedCompressionError) as info:
+        up_convert(_message(0, 1, compression.ZSTD, compression.compress(compression.ZSTD, b"")))
+    assert info.value.error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
