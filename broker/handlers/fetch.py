@@ -223,18 +223,17 @@ def _error_partition(index: int, code: int) -> PartitionData:
                          log_start_offset=-1, preferred_read_replica=-1, aborted_transactions=None, records=b"")
 
 
-def _stored_bytes(records: object) -> bytes:
+def _stored_bytes(records: FileRange) -> bytes:
     """The stored batches of a partition's answer (a copy: this path converts them)."""
-    if not isinstance(records, FileRange) or not records.length:
-        return b""
-    if getattr(records.file, "closed", False):  # the segment was deleted: the consumer fetches again
-        return b""
-    return os.pread(records.file.fileno(), records.length, records.offset)
-
-
-def _convert(stored: bytes, magic: int, fetch_offset: int) -> bytearray | ErrorCode:
     try:
-        return down_convert_fetched(stored, magic, fetch_offset)
+        return os.pread(records.file.fileno(), records.length, records.offset)
+    except (OSError, ValueError):  # the segment was deleted meanwhile: the consumer fetches again
+        return b""
+
+
+def _convert(stored_range: FileRange, magic: int, fetch_offset: int) -> bytearray | ErrorCode:
+    try:
+        return down_convert_fetched(_stored_bytes(stored_range), magic, fetch_offset)
     except UnsupportedCompressionError:
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     except CorruptRecordError as exc:
@@ -242,8 +241,8 @@ def _convert(stored: bytes, magic: int, fetch_offset: int) -> bytearray | ErrorC
         return ErrorCode.CORRUPT_MESSAGE
 
 
-#: One partition to down-convert: (its topic's partition list, index in it, stored bytes, fetch offset).
-_Conversion = tuple[list[PartitionData], int, bytes, int]
+#: One partition to down-convert: (its topic's partition list, index in it, stored range, fetch offset).
+_Conversion = tuple[list[PartitionData], int, FileRange, int]
 
 
 def _for_old_version(broker: BrokerServices, version: int, response: FetchResponse,
@@ -264,13 +263,14 @@ def _for_old_version(broker: BrokerServices, version: int, response: FetchRespon
             if data.error_code == ErrorCode.KAFKA_STORAGE_ERROR and version <= STORAGE_ERROR_MAX_VERSION:
                 data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
             if magic is not None and data.error_code == ErrorCode.NO_ERROR:
-                stored = _stored_bytes(data.records)
+                stored = data.records
                 data.records = b""
-                if stored:
+                if isinstance(stored, FileRange) and stored.length:
                     conversions.append((answers, i, stored, fetch_offsets[(topic.topic, data.partition_index)]))
     if magic is None or not conversions:
         return response
-    if sum(len(stored) for _, _, stored, _ in conversions) <= CONVERT_ON_LOOP_MAX_BYTES:
+    # Reading and converting both go to the worker thread for large answers.
+    if sum(stored.length for _, _, stored, _ in conversions) <= CONVERT_ON_LOOP_MAX_BYTES:
         _apply(conversions, [_convert(stored, magic, offset) for _, _, stored, offset in conversions])
         return response
     return _convert_off_loop(response, conversions, magic)
@@ -284,7 +284,7 @@ def _apply(conversions: list[_Conversion], converted: list[bytearray | ErrorCode
             answers[i].records = records
 
 
-def _convert_all(conversions: list[tuple[bytes, int]], magic: int) -> list[bytearray | ErrorCode]:
+def _convert_all(conversions: list[tuple[FileRange, int]], magic: int) -> list[bytearray | ErrorCode]:
     return [_convert(stored, magic, offset) for stored, offset in conversions]
 
 
