@@ -62,7 +62,10 @@ log = logging.getLogger(__name__)
 
 API_KEY = 1
 MIN_VERSION = 0
-MAX_VERSION = 16  # v17+ carry follower-only fields (KIP-853/KIP-1166) we do not serve yet
+#: v17 (ReplicaDirectoryId, KIP-853; Kafka 3.9's newest) and v18 (the follower's HighWatermark,
+#: KIP-1166) add tagged fields that only a follower sends: a consumer's fetch at v17-v18 is its v16
+#: fetch. pafka has no followers yet; the replica fetcher (issue 17) will read them.
+MAX_VERSION = 18
 #: The first version that may read zstd (KIP-110).
 ZSTD_MIN_VERSION = 10
 #: The message format each old version reads: v0-v1 format v0, v2-v3 format v1 (KIP-32).
