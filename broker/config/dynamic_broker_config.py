@@ -33,6 +33,7 @@ from broker.config.dynamic_config_sets import (
     REPLICATION_QUOTA_CONFIGS,
     base_name,
     dynamic_config,
+    is_custom_config,
     is_sensitive,
     listener_base,
 )
@@ -127,6 +128,8 @@ def broker_config_key(name: str) -> ConfigKey:
     dynamic = dynamic_config(name)
     if dynamic is not None:
         return dynamic.key
+    if is_custom_config(name):  # Kafka cannot tell a custom config's type or documentation
+        return ConfigKey(name, ConfigType.UNKNOWN, "")
     default = BrokerConfig.model_fields[_FIELD_OF[name]].default
     return ConfigKey(name, _TYPES.get(name) or config_type_of(default, name), _DOCS.get(name, name))
 
@@ -300,7 +303,8 @@ class DynamicBrokerConfig:
         """Every broker property pafka knows, every dynamic one, and the listener overrides set anywhere."""
         names = set(_FIELD_OF) | (set(DYNAMIC_CONFIGS) - _DYNAMIC_ONLY)
         for values in (self.per_broker, self.cluster_default, self.static_props()):
-            names.update(n for n in values if listener_base(n) is not None or n in _DYNAMIC_ONLY)
+            names.update(n for n in values
+                         if listener_base(n) is not None or n in _DYNAMIC_ONLY or is_custom_config(n))
         return sorted(names)
 
     def entries(self, resource_name: str, include_synonyms: bool, include_documentation: bool) -> list[ConfigEntry]:
@@ -319,8 +323,8 @@ class DynamicBrokerConfig:
                 value = format_value(getattr(self.config, _FIELD_OF[name]))
             else:
                 value = chain[0].value if chain else None
-            sensitive = definition is not None and definition.sensitive
-            doc = definition.doc if definition is not None else key.doc
+            sensitive = is_sensitive(name)  # a custom config too: its type is unknown (Kafka's maybeSensitive)
+            doc = definition.doc if definition is not None else (key.doc or None)
             entries.append(ConfigEntry(
                 name, None if sensitive else value, source,
                 read_only=definition is None,

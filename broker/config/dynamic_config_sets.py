@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from broker.config.broker_config import Listener
+from broker.config.broker_config import BrokerConfig, Listener
 from broker.config.config_def import (
     INT_MAX,
     LONG_MAX,
@@ -346,6 +346,31 @@ def base_name(name: str) -> str:
     return base if base in DYNAMIC_CONFIGS else base.partition(".")[2]
 
 
+def _property_names() -> frozenset[str]:
+    names: set[str] = set()
+    for info in BrokerConfig.model_fields.values():
+        names.add(str(info.serialization_alias))
+        choices = getattr(info.validation_alias, "choices", ())  # AliasChoices: every accepted spelling
+        names.update(choice for choice in choices if isinstance(choice, str))
+    return frozenset(names)
+
+
+#: Every property name of the broker's static configuration (server.properties), synonyms included.
+STATIC_BROKER_PROPERTIES = _property_names()
+
+
+def is_custom_config(name: str) -> bool:
+    """A name that is no broker config at all: Kafka keeps it as a custom config (one a plugin
+    may read) instead of refusing it, whereas a known config that is not dynamic is refused.
+    A listener override of a known config that has no listener form is refused likewise."""
+    if dynamic_config(name) is not None:
+        return False
+    base = listener_base(name)
+    known = STATIC_BROKER_PROPERTIES | DYNAMIC_CONFIGS.keys()
+    return name not in known and (base is None or base not in known)
+
+
 def is_sensitive(name: str) -> bool:
+    """Passwords; and, as Kafka (KafkaConfig.maybeSensitive), a custom config, whose type it cannot know."""
     found = dynamic_config(name)
-    return found is not None and found.sensitive
+    return found.sensitive if found is not None else is_custom_config(name)

@@ -1,7 +1,8 @@
 """Kafka's checks on a dynamic broker config change, in Kafka's order and words.
 
 First each name and value on its own (DynamicBrokerConfig.validateConfigs):
-read-only or unknown names, keystore configs without a listener prefix, each
+read-only names (a name that is no broker config at all is kept as a custom
+config, as Kafka keeps it), keystore configs without a listener prefix, each
 value's type and range, per-broker configs on the cluster-default resource.
 Then the broker's whole resulting config (the reconfigurables' own checks):
 a thread count moves by at most half or double at a time, the listeners stay
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from broker.config.config_def import ConfigValueError
-from broker.config.dynamic_config_sets import DYNAMIC_CONFIGS, THREAD_COUNT_CONFIGS, dynamic_config
+from broker.config.dynamic_config_sets import DYNAMIC_CONFIGS, THREAD_COUNT_CONFIGS, dynamic_config, is_custom_config
 
 
 class BrokerConfigError(Exception):
@@ -31,7 +32,7 @@ def validate_dynamic_configs(configs: Mapping[str, str | None], per_broker: bool
     missing = sorted(name for name, value in configs.items() if value is None)
     if missing:
         raise BrokerConfigError(f"Null value not supported for : {', '.join(missing)}")
-    not_dynamic = [name for name in configs if dynamic_config(name) is None]
+    not_dynamic = [name for name in configs if dynamic_config(name) is None and not is_custom_config(name)]
     if not_dynamic:
         raise BrokerConfigError(f"Cannot update these configs dynamically: {_scala_set(not_dynamic)}")
     unprefixed = [name for name in configs if name in DYNAMIC_CONFIGS and DYNAMIC_CONFIGS[name].listener_only]
@@ -40,8 +41,8 @@ def validate_dynamic_configs(configs: Mapping[str, str | None], per_broker: bool
                                 f"listener prefix: {_scala_set(unprefixed)}")
     definitions = {name: definition for name in configs if (definition := dynamic_config(name)) is not None}
     try:
-        for name, value in configs.items():
-            definitions[name].key.parse(value)
+        for name, definition in definitions.items():
+            definition.key.parse(configs[name])
     except ConfigValueError as exc:
         raise BrokerConfigError(str(exc)) from None
     if not per_broker:
@@ -50,7 +51,8 @@ def validate_dynamic_configs(configs: Mapping[str, str | None], per_broker: bool
             raise BrokerConfigError("Cannot update these configs at default cluster level, broker id must be "
                                     f"specified: {_scala_set(only_per_broker)}")
     # Passwords keep their exact text; everything else is stored trimmed, as Kafka parses it.
-    return {name: str(value) if definitions[name].sensitive else str(value).strip()
+    # A custom config's text is kept as given: its type is its plugin's business.
+    return {name: str(value).strip() if name in definitions and not definitions[name].sensitive else str(value)
             for name, value in configs.items()}
 
 

@@ -183,7 +183,6 @@ def test_per_broker_configs_refused_as_cluster_default(broker, configs, message)
     ({"ssl.keystore.password": SECRET}, ("These security configs can be dynamically updated only per-listener using "
                                         "the listener prefix: Set(ssl.keystore.password)")),
     ({"broker.id": "3"}, "Cannot update these configs dynamically: Set(broker.id)"),
-    ({"no.such.config": "1"}, "Cannot update these configs dynamically: Set(no.such.config)"),
     ({"listener.name.plaintext.log.retention.ms": "1"},
      "Cannot update these configs dynamically: Set(listener.name.plaintext.log.retention.ms)"),
     ({"max.connections": "-1"}, "Invalid value -1 for configuration max.connections: Value must be at least 0"),
@@ -277,10 +276,27 @@ def test_kafka_python_0_11_describe_configs_v0(broker, cadmin):
 
 
 # -- durability -----------------------------------------------------------------------------------
+def test_custom_configs_are_kept_like_kafka_keeps_them(broker, cadmin):
+    """A name that is no broker config is a custom one (for a plugin): Kafka stores it rather than refusing
+    it, and describes it as it describes what it cannot type: read-only, sensitive, value null."""
+    custom = {"my.plugin.endpoint": "https://plugin.example/v1", "listener.name.plaintext.my.plugin.mode": "fast"}
+    alter_confluent(cadmin, custom)
+    described = describe_confluent(cadmin)
+    for name in custom:
+        entry = described[name]
+        assert entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value, name
+        assert (entry.value, entry.is_sensitive, entry.is_read_only) == (None, True, True), name
+    assert "https://plugin.example/v1" not in broker.log_text()  # sensitive: hidden in the log too
+    wire = describe_wire(broker, "0", keys=list(custom))
+    assert {n: (e.value, e.config_type) for n, e in wire.items()} == {n: (None, 0) for n in custom}
+    alter_wire(broker, "0", {name: ("DELETE", None) for name in custom})
+    assert not set(custom) & set(describe_confluent(cadmin))
+
+
 def test_dynamic_configs_survive_restart():
     with BrokerProcess() as broker:
         cadmin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        alter_confluent(cadmin, PER_BROKER)
+        alter_confluent(cadmin, {**PER_BROKER, "my.plugin.endpoint": "kept"})
         assert alter_wire(broker, "", {"max.connections": ("SET", "1000"),
                                        "log.cleaner.backoff.ms": ("SET", "30000")}) == (0, None)
         assert broker.terminate() == 0
@@ -291,6 +307,7 @@ def test_dynamic_configs_survive_restart():
             assert described[name].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value, name
             assert described[name].value == (None if described[name].is_sensitive else value), name
         assert described["listener.name.plaintext.ssl.keystore.password"].is_sensitive
+        assert described["my.plugin.endpoint"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value  # custom, reloaded
         assert described["max.connections"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
         assert {n: e.value for n, e in describe_wire(broker, "").items()} == {
             "max.connections": "1000", "log.cleaner.backoff.ms": "30000"}
