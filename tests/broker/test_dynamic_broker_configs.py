@@ -288,8 +288,8 @@ def test_custom_configs_are_kept_like_kafka_keeps_them(broker, cadmin):
         assert (entry.value, entry.is_sensitive, entry.is_read_only) == (None, True, True), name
     assert "https://plugin.example/v1" not in broker.log_text()  # sensitive: hidden in the log too
     wire = describe_wire(broker, "0", keys=list(custom))
-    assert {n: (e.value, e.config_type) for n, e in wire.items()} == {n: (None, 0) for n in custom}
-    alter_wire(broker, "0", {name: ("DELETE", None) for name in custom})
+    assert {n: (e.value, e.config_type) for n, e in wire.items()} == dict.fromkeys(custom, (None, 0))
+    alter_wire(broker, "0", dict.fromkeys(custom, ("DELETE", None)))
     assert not set(custom) & set(describe_confluent(cadmin))
 
 
