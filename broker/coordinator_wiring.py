@@ -40,7 +40,7 @@ def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manage
 
 def follow_leadership(coordinator: GroupCoordinator, replica_manager: ReplicaManager) -> None:
     """Load and unload the coordinator's partitions as this broker gains or loses their
-    leadership. Leadership changes on the append thread (topic creation and deletion
+    leadership, and tell it of the transaction markers written to them. Leadership changes on the append thread (topic creation and deletion
     run there); the coordinator lives on the event loop, so each call hops to it."""
     loop = asyncio.get_running_loop()
 
@@ -51,3 +51,5 @@ def follow_leadership(coordinator: GroupCoordinator, replica_manager: ReplicaMan
         loop.call_soon_threadsafe(coordinator.on_resignation, partition)
 
     replica_manager.add_leadership_listener(GROUP_METADATA_TOPIC_NAME, elected, resigned)
+    # Markers are written from the event loop, where the coordinator lives: no hop needed.
+    replica_manager.add_txn_marker_listener(GROUP_METADATA_TOPIC_NAME, coordinator.on_transaction_completed)

@@ -2,6 +2,8 @@
 
 A partition without a committed offset gets offset -1 and empty metadata
 with no error, as in Kafka; ``topics`` null means every committed offset.
+With ``require_stable`` (v7+), a partition whose commit is not yet settled
+(in flight, or in an open transaction) gets UNSTABLE_OFFSET_COMMIT and -1.
 
 v0 (removed in Kafka 4) has v1's layout. Kafka 3.9 read v0 from ZooKeeper
 (where v0 commits went) on a ZooKeeper cluster and refused it with
@@ -39,22 +41,29 @@ MAX_VERSION = 10
 NO_METADATA = ""
 
 
+#: (partition index, committed offset or None, the partition's error).
+_Fetched = tuple[int, OffsetAndMetadata | None, ErrorCode]
+
+
 def _fetch_group(broker: BrokerServices, group_id: str, require_stable: bool,
                  wanted: list[tuple[str, list[int]]] | None
-                 ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]]:
+                 ) -> tuple[ErrorCode, list[tuple[str, list[_Fetched]]]]:
     partitions: list[TopicPartition] | None = None
     if wanted is not None:
         partitions = [(t, p) for t, indexes in wanted for p in indexes]
-    error, offsets = broker.group_coordinator.handle_fetch_offsets(group_id, require_stable, partitions)
+    error, offsets, unstable = broker.group_coordinator.handle_fetch_offsets(group_id, require_stable, partitions)
     if error != ErrorCode.NO_ERROR:
         return error, []
-    by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
+    by_topic: dict[str, list[_Fetched]] = {}
     if wanted is not None:
         for topic, indexes in wanted:
-            by_topic.setdefault(topic, []).extend((p, offsets.get((topic, p))) for p in indexes)
+            by_topic.setdefault(topic, []).extend(
+                (p, offsets.get((topic, p)),
+                 ErrorCode.UNSTABLE_OFFSET_COMMIT if (topic, p) in unstable else ErrorCode.NO_ERROR)
+                for p in indexes)
     else:
         for (topic, p), om in sorted(offsets.items()):
-            by_topic.setdefault(topic, []).append((p, om))
+            by_topic.setdefault(topic, []).append((p, om, ErrorCode.NO_ERROR))
     return ErrorCode.NO_ERROR, list(by_topic.items())
 
 
@@ -84,8 +93,8 @@ def _handle_single(version: int, broker: BrokerServices, request: OffsetFetchReq
             for name, indexes in (wanted or [])])
     return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[
         OffsetFetchResponseTopic(name=name, partitions=[
-            OffsetFetchResponsePartition(partition_index=p, error_code=ErrorCode.NO_ERROR, **_values(om))
-            for p, om in parts])
+            OffsetFetchResponsePartition(partition_index=p, error_code=code, **_values(om))
+            for p, om, code in parts])
         for name, parts in topics])
 
 
@@ -114,8 +123,8 @@ def _handle_batched(version: int, broker: BrokerServices, request: OffsetFetchRe
                 continue  # a deleted topic has no id to report
             response_topics.append(OffsetFetchResponseTopics(
                 name=name, topic_id=meta.topic_id if meta is not None else UUID_ZERO,
-                partitions=[OffsetFetchResponsePartitions(partition_index=p, error_code=ErrorCode.NO_ERROR,
-                                                          **_values(om)) for p, om in parts]))
+                partitions=[OffsetFetchResponsePartitions(partition_index=p, error_code=code,
+                                                          **_values(om)) for p, om, code in parts]))
         if error == ErrorCode.NO_ERROR:
             for topic_id, indexes in unknown_ids:
                 response_topics.append(OffsetFetchResponseTopics(topic_id=topic_id, partitions=[

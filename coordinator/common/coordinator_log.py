@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-from protocol.errors import ErrorCode
-from protocol.record_batch import CONTROL_FLAG, iter_batch_headers
+from protocol.control_records import parse_end_txn_marker
+from protocol.errors import CorruptRecordError, ErrorCode
+from protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, iter_batch_headers
 from protocol.records import Record, build_batch, iter_records
 from replication.replica_manager import PartitionAppendResult, ReplicaManager
 from storage.log_append import AppendOrigin
@@ -32,6 +33,27 @@ AppendCallback = Callable[[ErrorCode, int | None], None]
 LOAD_BUFFER_SIZE = 5 * 1024 * 1024
 
 
+class RecordEntry(NamedTuple):
+    """A data record of the log, and the producer whose transaction holds it."""
+
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    #: The producer id of a transactional batch's record; NO_PRODUCER_ID outside a transaction.
+    transactional_producer_id: int = NO_PRODUCER_ID
+
+
+class TxnMarkerEntry(NamedTuple):
+    """A COMMIT/ABORT marker in the log: the end of a producer's transaction there."""
+
+    offset: int
+    producer_id: int
+    committed: bool
+
+
+LogEntry = RecordEntry | TxnMarkerEntry
+
+
 class CoordinatorLog(Protocol):
     num_partitions: int
 
@@ -39,15 +61,30 @@ class CoordinatorLog(Protocol):
 
     def log_end_offset(self, partition: int) -> int: ...
 
-    def append(self, partition: int, records: KeyValues, timestamp: int, callback: AppendCallback) -> None: ...
+    def append(self, partition: int, records: KeyValues, timestamp: int, callback: AppendCallback, *,
+               producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH) -> None:
+        """Append ``records`` as one batch; with a producer id, a transactional batch of that
+        producer's transaction (Kafka's TxnOffsetCommit writes its offsets so)."""
+        ...
 
     def read_records(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
         """(offset, key, value) of every data record, in offset order (blocking)."""
         ...
 
+    def read_entries(self, partition: int) -> Iterator[LogEntry]:
+        """Every data record and transaction marker, in offset order (blocking): what a
+        coordinator that keeps transactional writes pending until their marker loads from."""
+        ...
 
-def build_records_batch(records: KeyValues, timestamp: int) -> bytearray:
-    return build_batch([Record(i, timestamp, key, value) for i, (key, value) in enumerate(records)])
+
+def build_records_batch(records: KeyValues, timestamp: int, producer_id: int = NO_PRODUCER_ID,
+                        producer_epoch: int = NO_PRODUCER_EPOCH) -> bytearray:
+    built = [Record(i, timestamp, key, value) for i, (key, value) in enumerate(records)]
+    if producer_id == NO_PRODUCER_ID:
+        return build_batch(built)
+    # Sequence 0, as Kafka's coordinator writes it: only a client's appends are sequence-checked.
+    return build_batch(built, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
+                       is_transactional=True)
 
 
 class ReplicaCoordinatorLog:
@@ -73,8 +110,9 @@ class ReplicaCoordinatorLog:
         p = self.replica_manager.get_partition(self.topic, partition)
         return 0 if p is None else p.log_end_offset
 
-    def append(self, partition: int, records: KeyValues, timestamp: int, callback: AppendCallback) -> None:
-        batch = build_records_batch(records, timestamp)
+    def append(self, partition: int, records: KeyValues, timestamp: int, callback: AppendCallback, *,
+               producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH) -> None:
+        batch = build_records_batch(records, timestamp, producer_id, producer_epoch)
         outcome = self.replica_manager.append_records([(self.topic, partition, batch)], -1,
                                                       self.append_timeout_ms, AppendOrigin.COORDINATOR)
         loop = asyncio.get_running_loop()
@@ -105,8 +143,17 @@ class ReplicaCoordinatorLog:
         callback(ErrorCode(result.error_code), first)
 
     def read_records(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
+        """Read the partition from its log start to its current end (Kafka's CoordinatorLoader):
+        the data records only."""
+        for entry in self.read_entries(partition):
+            if isinstance(entry, RecordEntry):
+                yield entry.offset, entry.key, entry.value
+
+    def read_entries(self, partition: int) -> Iterator[LogEntry]:
         """Read the partition from its log start to its current end, a buffer at a time
-        (Kafka's CoordinatorLoader); control batches are skipped."""
+        (Kafka's CoordinatorLoader): data records with the producer of their transaction,
+        and the COMMIT/ABORT markers that end transactions. Other control records (and
+        keyless records) are skipped."""
         tp = (self.topic, partition)
         hosted = self.replica_manager.get_partition(*tp)
         if hosted is None:
@@ -122,11 +169,26 @@ class ReplicaCoordinatorLog:
                 if header.base_offset >= end:
                     return
                 offset = header.last_offset + 1
-                if header.attributes & CONTROL_FLAG:
-                    continue  # transaction markers: no transactional offset commits yet
+                if header.is_control:
+                    marker = self._marker(data, position, partition, header.base_offset)
+                    if marker is not None:
+                        yield TxnMarkerEntry(header.base_offset, header.producer_id, marker)
+                    continue
+                producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
                 for record in iter_records(data, position):
                     if record.key is not None:
-                        yield record.offset, record.key, record.value
+                        yield RecordEntry(record.offset, record.key, record.value, producer_id)
+
+    def _marker(self, data: bytes, position: int, partition: int, offset: int) -> bool | None:
+        """COMMIT (True) or ABORT (False) of the control batch at ``position``; None for another type."""
+        for record in iter_records(data, position):
+            try:
+                return parse_end_txn_marker(record).is_commit
+            except CorruptRecordError as exc:
+                log.debug("control record at offset %d of %s-%d is no transaction marker: %s",
+                          offset, self.topic, partition, exc)
+                return None
+        return None
 
     def __repr__(self) -> str:
         return f"ReplicaCoordinatorLog({self.topic}, partitions={self.num_partitions})"

@@ -4,7 +4,8 @@ Combines the membership protocol (``group_membership``), committed offsets
 (``group_offsets``) and group administration (``group_admin``) over one
 ``GroupMetadataManager``, and owns the lifecycle: loading the groups of the
 ``__consumer_offsets`` partitions this broker leads (requests for them get
-COORDINATOR_LOAD_IN_PROGRESS meanwhile), the periodic offset expiry
+COORDINATOR_LOAD_IN_PROGRESS meanwhile), the transaction markers written
+to them (``on_transaction_completed``), the periodic offset expiry
 (``offsets.retention.check.interval.ms``), the load/unload calls when
 leadership of a partition arrives or leaves (``on_election`` /
 ``on_resignation``), and cancelling every timer and the load at shutdown. It
@@ -18,7 +19,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
-from coordinator.common.coordinator_log import CoordinatorLog
+from coordinator.common.coordinator_log import CoordinatorLog, LogEntry
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from coordinator.common.scheduler import Scheduler, Timer
 from coordinator.group.group_admin import GroupAdmin
@@ -51,14 +52,14 @@ class GroupCoordinator(GroupOffsets, GroupAdmin, GroupMembership):
     def load_partition(self, partition: int) -> None:
         """Synchronous load (tests, and the tail of a background load)."""
         self.manager.begin_loading([partition])
-        self._apply_loaded(partition, list(self.coordinator_log.read_records(partition)))
+        self._apply_loaded(partition, list(self.coordinator_log.read_entries(partition)))
 
-    def _apply_loaded(self, partition: int, records: list[tuple[int, bytes | None, bytes | None]]) -> None:
-        for group in self.manager.complete_loading(partition, iter(records)):
+    def _apply_loaded(self, partition: int, entries: list[LogEntry]) -> None:
+        for group in self.manager.complete_loading(partition, entries):
             self.on_group_loaded(group)
 
-    def _read_partition(self, partition: int) -> list[tuple[int, bytes | None, bytes | None]]:
-        return list(self.coordinator_log.read_records(partition))
+    def _read_partition(self, partition: int) -> list[LogEntry]:
+        return list(self.coordinator_log.read_entries(partition))
 
     def _load_in_background(self, partitions: list[int]) -> None:
         """Read the partitions off the event loop, then rebuild their groups on it."""
@@ -119,6 +120,13 @@ class GroupCoordinator(GroupOffsets, GroupAdmin, GroupMembership):
             self.manager.owned_partitions.add(partition)
         else:
             self._load_in_background([partition])
+
+    def on_transaction_completed(self, producer_id: int, partitions: set[int], committed: bool) -> None:
+        """The producer's COMMIT/ABORT marker is written to these ``__consumer_offsets`` partitions
+        (Kafka's onTransactionCompleted): its pending transactional offsets there become visible
+        or are dropped. Event loop only."""
+        if self.active:
+            self.manager.handle_txn_completion(producer_id, partitions, committed)
 
     def on_resignation(self, partition: int) -> None:
         """Leadership of ``partition`` left (or the topic is gone): its groups are no longer ours."""

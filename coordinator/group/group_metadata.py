@@ -182,6 +182,9 @@ class GroupMetadata:
         self.subscribed_topics: set[str] | None = None
         self.offsets: dict[TopicPartition, CommitRecordMetadataAndOffset] = {}
         self.pending_offset_commits: dict[TopicPartition, int] = {}  # in-flight appends per partition
+        #: Offsets committed inside a producer's transaction (TxnOffsetCommit), by producer id: written
+        #: to the log, visible only once the transaction's COMMIT marker is (dropped by ABORT).
+        self.pending_txn_offset_commits: dict[int, dict[TopicPartition, CommitRecordMetadataAndOffset]] = {}
 
     def __repr__(self) -> str:
         return f"GroupMetadata({self.group_id!r}, {self.state}, generation={self.generation_id})"
@@ -403,7 +406,13 @@ class GroupMetadata:
 
     # -- offsets ------------------------------------------------------------------
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return bool(self.offsets) or bool(self.pending_offset_commits) or bool(self.pending_txn_offset_commits)
+
+    def has_pending_offset_commits_for(self, tp: TopicPartition) -> bool:
+        """A commit of ``tp`` not yet settled: in flight, or in an open transaction (what
+        OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for)."""
+        return tp in self.pending_offset_commits or any(
+            tp in pending for pending in self.pending_txn_offset_commits.values())
 
     def prepare_offset_commit(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
@@ -429,10 +438,55 @@ class GroupMetadata:
     def fail_pending_offset_write(self, tp: TopicPartition) -> None:
         self._finish_pending(tp)
 
+    # -- transactional offsets (Kafka's pendingTransactionalOffsetCommits) -----------
+    def prepare_txn_offset_commit(self, producer_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        pending = self.pending_txn_offset_commits.setdefault(producer_id, {})
+        for tp, om in offsets.items():
+            # The batch offset is learnt when the append completes.
+            pending[tp] = CommitRecordMetadataAndOffset(None, om)
+
+    def on_txn_offset_commit_append(self, producer_id: int, tp: TopicPartition,
+                                    committed: CommitRecordMetadataAndOffset) -> None:
+        """The append of a transactional commit completed: remember where it is in the log,
+        unless a later commit of the same transaction replaced it meanwhile."""
+        pending = self.pending_txn_offset_commits.get(producer_id)
+        if pending is not None and tp in pending and (
+                pending[tp].offset_and_metadata is committed.offset_and_metadata):
+            pending[tp] = committed
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, tp: TopicPartition) -> None:
+        pending = self.pending_txn_offset_commits.get(producer_id)
+        if pending is not None:
+            pending.pop(tp, None)
+            if not pending:
+                del self.pending_txn_offset_commits[producer_id]
+
+    def has_pending_offset_commits_from(self, producer_id: int) -> bool:
+        return producer_id in self.pending_txn_offset_commits
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, is_commit: bool) -> None:
+        """The producer's transaction ended. COMMIT makes its offsets visible, each unless a
+        commit appended after it already is (the log's order decides, as a reload would);
+        ABORT drops them."""
+        pending = self.pending_txn_offset_commits.pop(producer_id, None)
+        if not is_commit or pending is None:
+            return
+        for tp, committed in pending.items():
+            if committed.appended_batch_offset is None:
+                continue  # its append never completed: it is not in the log the marker ended
+            current = self.offsets.get(tp)
+            if (current is None or current.appended_batch_offset is None
+                    or current.appended_batch_offset < committed.appended_batch_offset):
+                self.offsets[tp] = committed
+
     def remove_offsets(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
         removed = []
         for tp in partitions:
             self.pending_offset_commits.pop(tp, None)
+            for producer_id, pending in list(self.pending_txn_offset_commits.items()):
+                pending.pop(tp, None)
+                if not pending:
+                    del self.pending_txn_offset_commits[producer_id]
             if self.offsets.pop(tp, None) is not None:
                 removed.append(tp)
         return removed

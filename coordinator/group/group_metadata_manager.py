@@ -8,15 +8,19 @@ start: later records win, and a null value (tombstone) deletes the key. The
 log cleaner compacts the topic down to the latest value per key.
 
 Writes complete asynchronously (``CoordinatorLog.append`` calls back); a
-commit becomes visible to OffsetFetch only once it is in the log.
+commit becomes visible to OffsetFetch only once it is in the log. Offsets
+committed inside a producer's transaction (TxnOffsetCommit) are written as a
+transactional batch of that producer and stay pending until the transaction's
+marker is written to the same partition: COMMIT makes them visible, ABORT drops
+them (``handle_txn_completion``); a load replays both the same way.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
-from coordinator.common.coordinator_log import CoordinatorLog, KeyValues
+from coordinator.common.coordinator_log import CoordinatorLog, KeyValues, LogEntry
 from coordinator.common.scheduler import Scheduler
 from coordinator.group.group_metadata import (
     CommitRecordMetadataAndOffset,
@@ -26,21 +30,20 @@ from coordinator.group.group_metadata import (
     OffsetAndMetadata,
     TopicPartition,
 )
+from coordinator.group.group_metadata_loader import replay
 from coordinator.group.record_formats import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
-    decode_group_metadata_value,
-    decode_key,
-    decode_offset_commit_value,
     encode_group_metadata_key,
     encode_group_metadata_value,
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
-from protocol.errors import CorruptRecordError, ErrorCode
+from protocol.errors import ErrorCode
+from protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +101,11 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
+        #: Producer id → the groups holding offsets of its open transaction (Kafka's openGroupsForProducer).
+        self.open_groups_for_producer: dict[int, set[str]] = {}
+        #: Partition being loaded → (producer id, committed) of markers written meanwhile: the
+        #: load's read may have ended before them, so they are settled again once it is applied.
+        self._completions_while_loading: dict[int, list[tuple[int, bool]]] = {}
         #: Asked to load a partition found non-empty after start-up (set by the coordinator).
         self.request_load: Callable[[list[int]], None] | None = None
 
@@ -175,6 +183,19 @@ class GroupMetadataManager:
     def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata],
                       callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
         """Append the valid commits as one batch; they become visible once appended."""
+        self._store_offsets(group, offsets, callback, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+
+    def store_transactional_offsets(self, group: GroupMetadata, producer_id: int, producer_epoch: int,
+                                    offsets: dict[TopicPartition, OffsetAndMetadata],
+                                    callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+        """TxnOffsetCommit's write: the valid commits as one transactional batch of the producer
+        (its id and epoch, so the partition's producer state fences an older epoch); they stay
+        pending, invisible to OffsetFetch, until the transaction's marker ends them."""
+        self._store_offsets(group, offsets, callback, producer_id, producer_epoch)
+
+    def _store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata],
+                       callback: Callable[[dict[TopicPartition, ErrorCode]], None], producer_id: int,
+                       producer_epoch: int) -> None:
         errors: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, om in offsets.items():
@@ -190,7 +211,12 @@ class GroupMetadataManager:
              encode_offset_commit_value(OffsetCommitValue(om.offset, om.metadata or "", om.commit_timestamp,
                                                           om.leader_epoch, om.expire_timestamp)))
             for tp, om in valid.items()]
-        group.prepare_offset_commit(valid)
+        transactional = producer_id != NO_PRODUCER_ID
+        if transactional:
+            self.open_groups_for_producer.setdefault(producer_id, set()).add(group.group_id)
+            group.prepare_txn_offset_commit(producer_id, valid)
+        else:
+            group.prepare_offset_commit(valid)
 
         def done(error: ErrorCode, first_offset: int | None) -> None:
             mapped = _STORE_OFFSETS_ERRORS.get(error, error)
@@ -200,15 +226,52 @@ class GroupMetadataManager:
                 callback(errors)
                 return
             for i, (tp, om) in enumerate(valid.items()):
-                if error == ErrorCode.NO_ERROR:
-                    batch_offset = None if first_offset is None else first_offset + i
-                    group.on_offset_commit_append(tp, CommitRecordMetadataAndOffset(batch_offset, om))
+                batch_offset = None if first_offset is None else first_offset + i
+                committed = CommitRecordMetadataAndOffset(batch_offset, om)
+                if transactional and error == ErrorCode.NO_ERROR:
+                    group.on_txn_offset_commit_append(producer_id, tp, committed)
+                elif transactional:
+                    group.fail_pending_txn_offset_commit(producer_id, tp)
+                elif error == ErrorCode.NO_ERROR:
+                    group.on_offset_commit_append(tp, committed)
                 else:
                     group.fail_pending_offset_write(tp)
                 errors[tp] = mapped
+            if transactional and not group.has_pending_offset_commits_from(producer_id):
+                self._remove_producer_group(producer_id, group.group_id)
             callback(errors)
 
-        self.coordinator_log.append(self.partition_for(group.group_id), records, self.scheduler.now_ms(), done)
+        self.coordinator_log.append(self.partition_for(group.group_id), records, self.scheduler.now_ms(), done,
+                                    producer_id=producer_id, producer_epoch=producer_epoch)
+
+    def handle_txn_completion(self, producer_id: int, completed_partitions: set[int], is_commit: bool) -> None:
+        """The producer's transaction marker is in these partitions of ``__consumer_offsets``:
+        settle the pending offsets of its groups there (Kafka's handleTxnCompletion)."""
+        for partition in completed_partitions & self.loading_partitions:
+            self._completions_while_loading.setdefault(partition, []).append((producer_id, is_commit))
+        for group_id in list(self.open_groups_for_producer.get(producer_id, ())):
+            if self.partition_for(group_id) not in completed_partitions:
+                continue
+            group = self.groups.get(group_id)
+            if group is not None and not group.is_(GroupState.DEAD):
+                group.complete_pending_txn_offset_commit(producer_id, is_commit)
+            # Gone (moved away or deleted): its new owner replays the marker when it loads.
+            self._remove_producer_group(producer_id, group_id)
+
+    def _remove_producer_group(self, producer_id: int, group_id: str) -> None:
+        groups = self.open_groups_for_producer.get(producer_id)
+        if groups is not None:
+            groups.discard(group_id)
+            if not groups:
+                del self.open_groups_for_producer[producer_id]
+
+    def unstable_offsets(self, group_id: str, partitions: list[TopicPartition]) -> set[TopicPartition]:
+        """Of ``partitions``, those with a commit not yet settled (in flight, or in an open
+        transaction): OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them."""
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return set()
+        return {tp for tp in partitions if group.has_pending_offset_commits_for(tp)}
 
     def get_offsets(self, group_id: str, partitions: list[TopicPartition] | None
                     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -286,9 +349,12 @@ class GroupMetadataManager:
         """Leadership of ``partition`` left: forget it and its groups (Kafka's removeGroupsForPartition)."""
         self.owned_partitions.discard(partition)
         self.loading_partitions.discard(partition)
+        self._completions_while_loading.pop(partition, None)
         removed = [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]
         for group in removed:
             del self.groups[group.group_id]
+            for producer_id in list(group.pending_txn_offset_commits):
+                self._remove_producer_group(producer_id, group.group_id)
         return removed
 
     def begin_loading(self, partitions: Iterable[int]) -> None:
@@ -296,41 +362,34 @@ class GroupMetadataManager:
             self.owned_partitions.discard(p)
             self.loading_partitions.add(p)
 
-    def complete_loading(self, partition: int, records: Iterator[tuple[int, bytes | None, bytes | None]]
-                         ) -> list[GroupMetadata]:
-        """Rebuild the groups of one partition from its records; returns the groups loaded."""
-        offsets: dict[str, dict[TopicPartition, CommitRecordMetadataAndOffset]] = {}
-        metadata: dict[str, GroupMetadataValue | None] = {}
-        for offset, key_bytes, value_bytes in records:
-            try:
-                key = decode_key(key_bytes or b"")
-                if isinstance(key, OffsetCommitKey):
-                    group_offsets = offsets.setdefault(key.group, {})
-                    tp = (key.topic, key.partition)
-                    if value_bytes is None:
-                        group_offsets.pop(tp, None)
-                    else:
-                        v = decode_offset_commit_value(value_bytes)
-                        group_offsets[tp] = CommitRecordMetadataAndOffset(offset, OffsetAndMetadata(
-                            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp))
-                else:
-                    metadata[key.group] = None if value_bytes is None else decode_group_metadata_value(value_bytes)
-            except CorruptRecordError as exc:
-                log.error("[GroupMetadataManager brokerId=%d] skipping unreadable record at offset %d of "
-                          "__consumer_offsets-%d: %s", self.broker_id, offset, partition, exc)
+    def complete_loading(self, partition: int, entries: Iterable[LogEntry]) -> list[GroupMetadata]:
+        """Rebuild the groups of one partition from its records and markers; returns the groups loaded.
+
+        Offsets of transactions still open in the log come back pending, and their
+        producers' markers settle them as if the coordinator had never stopped.
+        """
+        loaded_partition = replay(entries, partition, self.broker_id)
         loaded = []
         now = self.scheduler.now_ms()
-        for group_id in set(offsets) | set(metadata):
-            value = metadata.get(group_id)
-            group_offsets = offsets.get(group_id, {})
-            if value is None and not group_offsets:
+        for group_id in loaded_partition.group_ids():
+            value = loaded_partition.metadata.get(group_id)
+            group_offsets = loaded_partition.offsets.get(group_id, {})
+            pending = loaded_partition.pending_of(group_id)
+            if value is None and not group_offsets and not pending:
                 continue
             group = self._group_from_value(group_id, value, now)
             group.offsets = group_offsets
+            group.pending_txn_offset_commits = pending
+            for producer_id in pending:
+                self.open_groups_for_producer.setdefault(producer_id, set()).add(group_id)
             self.groups[group_id] = group
             loaded.append(group)
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
+        # No transactional commit is accepted while loading, so a marker written meanwhile can
+        # only end a transaction the load saw: settling it again is a no-op if the read had it.
+        for producer_id, is_commit in self._completions_while_loading.pop(partition, []):
+            self.handle_txn_completion(producer_id, {partition}, is_commit)
         log.info("[GroupMetadataManager brokerId=%d] loaded %d group(s) from __consumer_offsets-%d",
                  self.broker_id, len(loaded), partition)
         return loaded

@@ -64,23 +64,57 @@ class GroupOffsets(_Base):
             self._schedule_heartbeat(group, member_id, member.session_timeout_ms)
         self.manager.store_offsets(group, offsets, callback)
 
+    def handle_txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                  group_instance_id: str | None, generation_id: int,
+                                  offsets: dict[TopicPartition, OffsetAndMetadata],
+                                  callback: CommitCallback) -> None:
+        """TxnOffsetCommit's coordinator side (Kafka's handleTxnCommitOffsets): the offsets are
+        written in the producer's transaction and stay pending until its marker. Member and
+        generation are checked only when given (TxnOffsetCommit before v3 carries neither),
+        and a non-empty group takes them from anyone, as Kafka does."""
+        error = self.validate_group_status(group_id)
+        if error is not None:
+            callback(dict.fromkeys(offsets, error))
+            return
+        group = self.manager.get_group(group_id)
+        if group is None:
+            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.scheduler.now_ms()))
+        error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id, transactional=True)
+        if error is not None:
+            callback(dict.fromkeys(offsets, error))
+            return
+        self.manager.store_transactional_offsets(group, producer_id, producer_epoch, offsets, callback)
+
     def _validate_offset_commit(self, group: GroupMetadata, member_id: str, group_instance_id: str | None,
-                                generation_id: int) -> ErrorCode | None:
+                                generation_id: int, transactional: bool = False) -> ErrorCode | None:
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
             return self.member_generation_error(group, member_id, group_instance_id, generation_id)
-        if not group.is_(GroupState.EMPTY):
+        if not transactional and not group.is_(GroupState.EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit to a group that has some
         return None
 
     def handle_fetch_offsets(self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None
-                             ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
-        """Committed offsets; ``require_stable`` matters only with transactional commits (none yet)."""
+                             ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None], set[TopicPartition]]:
+        """(error, committed offsets, partitions to answer UNSTABLE_OFFSET_COMMIT for).
+
+        Offsets of open transactions are never among the committed ones. With
+        ``require_stable`` (OffsetFetch v7+, KIP-447), a named partition with a commit not yet
+        settled (in flight, or pending in a transaction) is unstable instead: the consumer
+        retries until the transaction ends. A fetch of every offset names no partition and
+        gets none unstable, as in Kafka.
+        """
         error = self.validate_group_status(group_id, allow_empty_id=True)
         if error is not None:
-            return error, {}
-        return ErrorCode.NO_ERROR, self.manager.get_offsets(group_id, partitions)
+            return error, {}, set()
+        unstable: set[TopicPartition] = set()
+        if require_stable and partitions is not None:
+            unstable = self.manager.unstable_offsets(group_id, partitions)
+        offsets = self.manager.get_offsets(group_id, partitions)
+        for tp in unstable:
+            offsets[tp] = None
+        return ErrorCode.NO_ERROR, offsets, unstable
 
     def handle_delete_offsets(self, group_id: str, partitions: list[TopicPartition],
                               callback: Callable[[ErrorCode, dict[TopicPartition, ErrorCode]], None]) -> None:

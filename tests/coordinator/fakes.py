@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from coordinator.common.coordinator_log import AppendCallback, KeyValues
+from coordinator.common.coordinator_log import AppendCallback, KeyValues, LogEntry, RecordEntry
 from coordinator.common.scheduler import ManualScheduler
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig
@@ -31,7 +31,10 @@ class MemoryCoordinatorLog:
     def log_end_offset(self, partition: int) -> int:
         return len(self.records.get(partition, []))
 
-    def append(self, partition: int, records: KeyValues, timestamp: int, callback: AppendCallback) -> None:
+    def append(self, partition: int, records: KeyValues, timestamp: int, callback: AppendCallback, *,
+               producer_id: int = -1, producer_epoch: int = -1) -> None:
+        # Transactional writes need a real log (markers, producer state): tests/coordinator/test_txn_offsets.py.
+        assert producer_id == -1, "MemoryCoordinatorLog holds no transactions"
         if self.hold:
             self.held.append((partition, records, callback))
             return
@@ -54,6 +57,9 @@ class MemoryCoordinatorLog:
 
     def read_records(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
         return iter(list(self.records.get(partition, [])))
+
+    def read_entries(self, partition: int) -> Iterator[LogEntry]:
+        return iter([RecordEntry(*record) for record in self.records.get(partition, [])])
 
 
 def make_coordinator(log: MemoryCoordinatorLog | None = None, clock: ManualScheduler | None = None,

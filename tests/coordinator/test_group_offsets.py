@@ -28,7 +28,8 @@ def commit(coordinator, offsets: dict, member_id: str = "", generation: int = -1
 
 
 def fetch(coordinator, group: str = "g", partitions=None):  # type: ignore[no-untyped-def]
-    error, offsets = coordinator.handle_fetch_offsets(group, False, partitions)
+    error, offsets, unstable = coordinator.handle_fetch_offsets(group, False, partitions)
+    assert not unstable
     assert error == ErrorCode.NO_ERROR
     return offsets
 

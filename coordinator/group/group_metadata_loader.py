@@ -1,0 +1,107 @@
+"""Replaying one ``__consumer_offsets`` partition into the state its groups had (Kafka's
+doLoadGroupsAndOffsets), transactions included.
+
+Records are read in offset order; later ones win and a null value (tombstone)
+deletes its key. An offset commit in a transactional batch is held pending under
+its producer id until that producer's marker: COMMIT moves each pending offset
+into the committed ones unless one appended later is already there (the same rule
+as the live path, so a reload gives what the coordinator had), ABORT drops them.
+Offsets of a transaction without a marker yet stay pending: the group coordinator
+keeps them so, for the marker that will end them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from coordinator.common.coordinator_log import LogEntry, TxnMarkerEntry
+from coordinator.group.group_metadata import CommitRecordMetadataAndOffset, OffsetAndMetadata, TopicPartition
+from coordinator.group.record_formats import (
+    GroupMetadataValue,
+    OffsetCommitKey,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+)
+from protocol.errors import CorruptRecordError
+from protocol.record_batch import NO_PRODUCER_ID
+
+log = logging.getLogger(__name__)
+
+GroupOffsets = dict[TopicPartition, CommitRecordMetadataAndOffset]
+
+
+@dataclass
+class LoadedPartition:
+    """What one partition's records leave of its groups."""
+
+    #: Group → its committed offsets.
+    offsets: dict[str, GroupOffsets] = field(default_factory=dict)
+    #: Producer id → group → offsets of the producer's transaction that has no marker yet.
+    pending: dict[int, dict[str, GroupOffsets]] = field(default_factory=dict)
+    #: Group → its latest metadata record (None: a tombstone).
+    metadata: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
+
+    def group_ids(self) -> set[str]:
+        ids = set(self.offsets) | set(self.metadata)
+        for groups in self.pending.values():
+            ids.update(groups)
+        return ids
+
+    def pending_of(self, group_id: str) -> dict[int, GroupOffsets]:
+        """The group's pending transactional offsets, by producer id."""
+        return {pid: groups[group_id] for pid, groups in self.pending.items() if groups.get(group_id)}
+
+
+def replay(entries: Iterable[LogEntry], partition: int, broker_id: int) -> LoadedPartition:
+    loaded = LoadedPartition()
+    for entry in entries:
+        if isinstance(entry, TxnMarkerEntry):
+            _end_transaction(loaded, entry)
+            continue
+        try:
+            key = decode_key(entry.key or b"")
+            if isinstance(key, OffsetCommitKey):
+                _offset_record(loaded, key, entry.offset, entry.value, entry.transactional_producer_id)
+            else:
+                loaded.metadata[key.group] = None if entry.value is None else decode_group_metadata_value(entry.value)
+        except CorruptRecordError as exc:
+            log.error("[GroupMetadataManager brokerId=%d] skipping unreadable record at offset %d of "
+                      "__consumer_offsets-%d: %s", broker_id, entry.offset, partition, exc)
+    return loaded
+
+
+def _offset_record(loaded: LoadedPartition, key: OffsetCommitKey, offset: int, value: bytes | None,
+                   producer_id: int) -> None:
+    if producer_id == NO_PRODUCER_ID:
+        target = loaded.offsets.setdefault(key.group, {})
+    else:
+        target = loaded.pending.setdefault(producer_id, {}).setdefault(key.group, {})
+    tp = (key.topic, key.partition)
+    if value is None:
+        target.pop(tp, None)
+        return
+    v = decode_offset_commit_value(value)
+    target[tp] = CommitRecordMetadataAndOffset(offset, OffsetAndMetadata(
+        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp))
+
+
+def _end_transaction(loaded: LoadedPartition, marker: TxnMarkerEntry) -> None:
+    groups = loaded.pending.pop(marker.producer_id, {})
+    if not marker.committed:
+        return
+    for group_id, pending in groups.items():
+        committed = loaded.offsets.setdefault(group_id, {})
+        for tp, entry in pending.items():
+            current = committed.get(tp)
+            if current is None or _older(current, entry):
+                committed[tp] = entry
+
+
+def _older(current: CommitRecordMetadataAndOffset, other: CommitRecordMetadataAndOffset) -> bool:
+    """Kafka's olderThan: appended before ``other``."""
+    if current.appended_batch_offset is None or other.appended_batch_offset is None:
+        return True
+    return current.appended_batch_offset < other.appended_batch_offset
