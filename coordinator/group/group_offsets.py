@@ -144,6 +144,7 @@ class GroupOffsets(_Base):
         """A deleted topic's committed offsets go too (Kafka's handleDeletedPartitions), with tombstones,
         so a topic re-created under the same name starts without stale positions."""
         groups = [g for g in self.manager.current_groups()
-                  if any(tp[0] in topics for tp in list(g.offsets) + list(g.pending_offset_commits))]
+                  if any(tp[0] in topics for tp in list(g.offsets) + list(g.pending_offset_commits))
+                  or any(tp[0] in topics for pending in g.pending_txn_offset_commits.values() for tp in pending)]
         self.manager.cleanup_group_metadata(
             groups, lambda g: g.remove_offsets([tp for tp in list(g.offsets) if tp[0] in topics]), callback)
