@@ -17,6 +17,7 @@ from broker.config.dynamic_broker_config import DynamicBrokerConfig
 from broker.config.topic_config import known_topic_configs, validate_topic_overrides
 from broker.metadata_store import MetadataStore, TopicMetadata
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+from coordinator.transaction.transaction_state_manager import transaction_topic_configs
 from protocol.errors import ErrorCode
 from replication.replica_manager import ReplicaManager
 from storage.log_cleaner import LogCleaner
@@ -143,10 +144,13 @@ class AdminManager:
         if name == GROUP_METADATA_TOPIC_NAME:
             partitions = config.offsets_topic_num_partitions
             configs = {"cleanup.policy": "compact", "segment.bytes": str(config.offsets_topic_segment_bytes)}
-        elif name == TRANSACTION_STATE_TOPIC_NAME:
-            partitions = config.transaction_state_log_num_partitions
-            configs = {"cleanup.policy": "compact"}
         rf = min(config.default_replication_factor, len(self.live_brokers))
+        if name == TRANSACTION_STATE_TOPIC_NAME:
+            partitions = config.transaction_state_log_num_partitions
+            rf = min(config.transaction_state_log_replication_factor, len(self.live_brokers))
+            # min.isr above the replicas there are would refuse every acks=-1 write of the coordinator.
+            configs = transaction_topic_configs(min(config.transaction_state_log_min_isr, rf),
+                                                config.transaction_state_log_segment_bytes)
         return self.create_topic(self.plan_topic(name, partitions, rf, configs))
 
     def delete_topic(self, name: str) -> TopicMetadata:

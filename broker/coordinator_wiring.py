@@ -13,12 +13,19 @@ import asyncio
 
 from broker.config.broker_config import BrokerConfig
 from coordinator.common.coordinator_log import ReplicaCoordinatorLog
-from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
+from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from coordinator.common.scheduler import AsyncioScheduler
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig
 from coordinator.group.group_metadata_manager import GroupMetadataManager
+from coordinator.transaction.transaction_state_manager import (
+    TransactionStateManager,
+    TransactionStateManagerConfig,
+)
 from replication.replica_manager import ReplicaManager
+
+#: How long a write to __transaction_state may wait for the ISR (Kafka's request.timeout.ms default).
+TRANSACTION_LOG_APPEND_TIMEOUT_MS = 30_000
 
 
 def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager) -> GroupCoordinator:
@@ -53,3 +60,43 @@ def follow_leadership(coordinator: GroupCoordinator, replica_manager: ReplicaMan
     replica_manager.add_leadership_listener(GROUP_METADATA_TOPIC_NAME, elected, resigned)
     # Markers are written from the event loop, where the coordinator lives: no hop needed.
     replica_manager.add_txn_marker_listener(GROUP_METADATA_TOPIC_NAME, coordinator.on_transaction_completed)
+
+
+def build_transaction_state_manager(config: BrokerConfig, broker_id: int,
+                                    replica_manager: ReplicaManager) -> TransactionStateManager:
+    """The state of the transaction coordinator over this broker's replicas of __transaction_state."""
+    partitions = ReplicaCoordinatorLog(TRANSACTION_STATE_TOPIC_NAME, config.transaction_state_log_num_partitions,
+                                       replica_manager, TRANSACTION_LOG_APPEND_TIMEOUT_MS)
+    return TransactionStateManager(broker_id, partitions, AsyncioScheduler(), TransactionStateManagerConfig(
+        transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+        transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+        remove_expired_transactional_ids_interval_ms=config.transaction_remove_expired_transaction_cleanup_interval_ms,
+        max_batch_bytes=config.message_max_bytes))
+
+
+def _coordinator_epoch(replica_manager: ReplicaManager, partition: int) -> int | None:
+    """A partition's leader epoch is its coordinator epoch (None: not led here any more)."""
+    hosted = replica_manager.get_partition(TRANSACTION_STATE_TOPIC_NAME, partition)
+    return hosted.leader_epoch if hosted is not None and hosted.is_leader else None
+
+
+def start_transaction_state_manager(manager: TransactionStateManager, replica_manager: ReplicaManager) -> None:
+    """Load the __transaction_state partitions led here now, then follow leadership changes as
+    the group coordinator does (each call hops from the append thread to the event loop)."""
+    led = {p.partition_index: p.leader_epoch for p in replica_manager.partitions_of(TRANSACTION_STATE_TOPIC_NAME)
+           if p.is_leader}
+    manager.startup(led)
+    loop = asyncio.get_running_loop()
+
+    def on_election(partition: int) -> None:
+        epoch = _coordinator_epoch(replica_manager, partition)
+        if epoch is not None:
+            manager.load_transactions_for_txn_topic_partition(partition, epoch)
+
+    def elected(partition: int) -> None:
+        loop.call_soon_threadsafe(on_election, partition)
+
+    def resigned(partition: int) -> None:
+        loop.call_soon_threadsafe(manager.remove_transactions_for_txn_topic_partition, partition, None)
+
+    replica_manager.add_leadership_listener(TRANSACTION_STATE_TOPIC_NAME, elected, resigned)

@@ -26,7 +26,12 @@ from broker.admin_manager import AdminManager
 from broker.broker_services import BrokerServices
 from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
-from broker.coordinator_wiring import build_group_coordinator, follow_leadership
+from broker.coordinator_wiring import (
+    build_group_coordinator,
+    build_transaction_state_manager,
+    follow_leadership,
+    start_transaction_state_manager,
+)
 from broker.fetch_session import FetchSessionCache
 from broker.kafka_apis import KafkaApis
 from broker.metadata_store import MetadataStore
@@ -76,6 +81,8 @@ class KafkaServer:
         self.admin = AdminManager(self.broker_id, self.metadata, self.dynamic_config, self.log_manager,
                                   self.replica_manager, self.log_cleaner)
         self.group_coordinator = build_group_coordinator(self.config, self.broker_id, self.replica_manager)
+        self.transaction_state_manager = build_transaction_state_manager(self.config, self.broker_id,
+                                                                         self.replica_manager)
         self.socket_server = SocketServer(
             _not_serving_yet, KafkaApis.unsupported_api_versions_response, config.socket_request_max_bytes)
         self.services = BrokerServices(
@@ -108,6 +115,7 @@ class KafkaServer:
             self.admin.host_topic(topic)
         self.group_coordinator.startup()  # loads groups from the __consumer_offsets partitions led here
         follow_leadership(self.group_coordinator, self.replica_manager)  # partitions created or deleted later
+        start_transaction_state_manager(self.transaction_state_manager, self.replica_manager)  # likewise
         await self.socket_server.start(self.config.listeners)
         self._start_background_tasks()
         self.started_at = time.time()
@@ -118,6 +126,7 @@ class KafkaServer:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
         self.socket_server.stop_accepting()
         await self.group_coordinator.shutdown()  # answers parked joins/syncs, cancels its timers
+        await self.transaction_state_manager.shutdown()  # cancels its loads and its expiry timer
         # Parked long polls (and acks=all produces) are answered now with what they
         # have, so draining waits only for real work, not for fetch.wait.max.ms.
         self.replica_manager.shutdown()

@@ -139,6 +139,10 @@ class BrokerConfig(BaseModel):
     producer_id_expiration_check_interval_ms: int = _prop(600000, "producer.id.expiration.check.interval.ms")
     transaction_state_log_num_partitions: int = _prop(50, "transaction.state.log.num.partitions")
     transaction_state_log_replication_factor: int = _prop(3, "transaction.state.log.replication.factor")
+    transaction_state_log_min_isr: int = _prop(2, "transaction.state.log.min.isr")
+    transaction_state_log_segment_bytes: int = _prop(104857600, "transaction.state.log.segment.bytes")
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _prop(
+        3600000, "transaction.remove.expired.transaction.cleanup.interval.ms")
     transaction_max_timeout_ms: int = _prop(900000, "transaction.max.timeout.ms")
     transactional_id_expiration_ms: int = _prop(604800000, "transactional.id.expiration.ms")
 

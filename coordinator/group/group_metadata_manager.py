@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from coordinator.common.coordinator_log import CoordinatorLog, KeyValues, LogEntry
+from coordinator.common.partitioner import partition_for
 from coordinator.common.scheduler import Scheduler
 from coordinator.group.group_metadata import (
     CommitRecordMetadataAndOffset,
@@ -49,24 +50,6 @@ log = logging.getLogger(__name__)
 
 INVALID_OFFSET = -1
 NO_METADATA = ""
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: 31-polynomial over UTF-16 code units, int32 overflow."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's Utils.abs: Math.abs, except that Integer.MIN_VALUE maps to 0."""
-    return 0 if n == -(1 << 31) else abs(n)
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    return kafka_abs(java_string_hash(group_id)) % num_partitions
 
 
 # Append errors → what the coordinator tells clients (Kafka's storeGroup/storeOffsets mapping).

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from coordinator.group.group_metadata_manager import java_string_hash, kafka_abs, partition_for
+from coordinator.common.partitioner import java_string_hash, kafka_abs, partition_for
 from coordinator.group.record_formats import (
     GroupMetadataKey,
     GroupMetadataValue,
