@@ -19,6 +19,7 @@ from broker.metadata_store import MetadataStore
 from broker.producer_id_manager import ProducerIdManager
 from broker.socket_server import SocketServer
 from coordinator.group.group_coordinator import GroupCoordinator
+from coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
 from storage.log_config import LogConfig
@@ -31,6 +32,7 @@ class BrokerServices:
     dynamic_config: DynamicBrokerConfig
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
+    transaction_coordinator: TransactionCoordinator
     admin: AdminManager
     producer_ids: ProducerIdManager
     fetch_sessions: FetchSessionCache

@@ -10,6 +10,7 @@ partitions arrives or leaves.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from broker.config.broker_config import BrokerConfig
 from coordinator.common.coordinator_log import ReplicaCoordinatorLog
@@ -18,6 +19,16 @@ from coordinator.common.scheduler import AsyncioScheduler
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig
 from coordinator.group.group_metadata_manager import GroupMetadataManager
+from coordinator.transaction.transaction_coordinator import (
+    ProducerIdGenerator,
+    TransactionCoordinator,
+    TransactionCoordinatorConfig,
+)
+from coordinator.transaction.transaction_marker_channel_manager import (
+    LocalMarkerSender,
+    TransactionMarkerChannelManager,
+    replica_leader_lookup,
+)
 from coordinator.transaction.transaction_state_manager import (
     TransactionStateManager,
     TransactionStateManagerConfig,
@@ -80,9 +91,34 @@ def _coordinator_epoch(replica_manager: ReplicaManager, partition: int) -> int |
     return hosted.leader_epoch if hosted is not None and hosted.is_leader else None
 
 
-def start_transaction_state_manager(manager: TransactionStateManager, replica_manager: ReplicaManager) -> None:
+def build_transaction_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager,
+                                  manager: TransactionStateManager, generate_producer_id: ProducerIdGenerator,
+                                  topic_exists: Callable[[str], bool],
+                                  offsets_partition_for: Callable[[str], int]) -> TransactionCoordinator:
+    """The transaction coordinator; its markers go to this broker's replica manager (the only leader
+    there is until brokers replicate)."""
+    scheduler = AsyncioScheduler()
+    channel = TransactionMarkerChannelManager(
+        broker_id, manager, LocalMarkerSender(broker_id, replica_manager),
+        replica_leader_lookup(broker_id, replica_manager, topic_exists), scheduler,
+        request_timeout_ms=TRANSACTION_LOG_APPEND_TIMEOUT_MS)
+    return TransactionCoordinator(
+        broker_id, manager, channel, generate_producer_id, scheduler, offsets_partition_for,
+        TransactionCoordinatorConfig(
+            abort_timed_out_transactions_interval_ms=config.transaction_abort_timed_out_transaction_cleanup_interval_ms))
+
+
+def start_transaction_coordinator(coordinator: TransactionCoordinator, replica_manager: ReplicaManager) -> None:
+    """Start aborting timed-out transactions, load the partitions led here and follow leadership."""
+    coordinator.startup()
+    start_transaction_state_manager(coordinator.txn_manager, replica_manager, coordinator.on_resignation)
+
+
+def start_transaction_state_manager(manager: TransactionStateManager, replica_manager: ReplicaManager,
+                                    on_resignation: Callable[[int], None] | None = None) -> None:
     """Load the __transaction_state partitions led here now, then follow leadership changes as
-    the group coordinator does (each call hops from the append thread to the event loop)."""
+    the group coordinator does (each call hops from the append thread to the event loop).
+    ``on_resignation`` (the coordinator's) replaces the manager's own unload when given."""
     led = {p.partition_index: p.leader_epoch for p in replica_manager.partitions_of(TRANSACTION_STATE_TOPIC_NAME)
            if p.is_leader}
     manager.startup(led)
@@ -97,6 +133,9 @@ def start_transaction_state_manager(manager: TransactionStateManager, replica_ma
         loop.call_soon_threadsafe(on_election, partition)
 
     def resigned(partition: int) -> None:
-        loop.call_soon_threadsafe(manager.remove_transactions_for_txn_topic_partition, partition, None)
+        if on_resignation is not None:
+            loop.call_soon_threadsafe(on_resignation, partition)
+        else:
+            loop.call_soon_threadsafe(manager.remove_transactions_for_txn_topic_partition, partition, None)
 
     replica_manager.add_leadership_listener(TRANSACTION_STATE_TOPIC_NAME, elected, resigned)

@@ -28,9 +28,10 @@ from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
 from broker.coordinator_wiring import (
     build_group_coordinator,
+    build_transaction_coordinator,
     build_transaction_state_manager,
     follow_leadership,
-    start_transaction_state_manager,
+    start_transaction_coordinator,
 )
 from broker.fetch_session import FetchSessionCache
 from broker.kafka_apis import KafkaApis
@@ -83,11 +84,16 @@ class KafkaServer:
         self.group_coordinator = build_group_coordinator(self.config, self.broker_id, self.replica_manager)
         self.transaction_state_manager = build_transaction_state_manager(self.config, self.broker_id,
                                                                          self.replica_manager)
+        self.transaction_coordinator = build_transaction_coordinator(
+            self.config, self.broker_id, self.replica_manager, self.transaction_state_manager,
+            self._generate_producer_id, lambda topic: self.metadata.get(topic) is not None,
+            self.group_coordinator.manager.partition_for)
         self.socket_server = SocketServer(
             _not_serving_yet, KafkaApis.unsupported_api_versions_response, config.socket_request_max_bytes)
         self.services = BrokerServices(
             broker_id=self.broker_id, metadata=self.metadata, dynamic_config=self.dynamic_config,
-            replica_manager=self.replica_manager, group_coordinator=self.group_coordinator, admin=self.admin,
+            replica_manager=self.replica_manager, group_coordinator=self.group_coordinator,
+            transaction_coordinator=self.transaction_coordinator, admin=self.admin,
             producer_ids=self.producer_ids,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
             append_thread=self.append_thread, socket_server=self.socket_server)
@@ -96,6 +102,10 @@ class KafkaServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.started_at = 0.0
+
+    def _generate_producer_id(self) -> asyncio.Future[int]:
+        """A fresh producer id, claimed on the append thread (a new block is an fsync)."""
+        return self.append_thread.run(self.producer_ids.generate_producer_id)
 
     @property
     def config(self) -> BrokerConfig:
@@ -115,7 +125,7 @@ class KafkaServer:
             self.admin.host_topic(topic)
         self.group_coordinator.startup()  # loads groups from the __consumer_offsets partitions led here
         follow_leadership(self.group_coordinator, self.replica_manager)  # partitions created or deleted later
-        start_transaction_state_manager(self.transaction_state_manager, self.replica_manager)  # likewise
+        start_transaction_coordinator(self.transaction_coordinator, self.replica_manager)  # likewise
         await self.socket_server.start(self.config.listeners)
         self._start_background_tasks()
         self.started_at = time.time()
@@ -126,7 +136,8 @@ class KafkaServer:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
         self.socket_server.stop_accepting()
         await self.group_coordinator.shutdown()  # answers parked joins/syncs, cancels its timers
-        await self.transaction_state_manager.shutdown()  # cancels its loads and its expiry timer
+        # Cancels its timers and marker writes, then the state manager's loads and expiry timer.
+        await self.transaction_coordinator.shutdown()
         # Parked long polls (and acks=all produces) are answered now with what they
         # have, so draining waits only for real work, not for fetch.wait.max.ms.
         self.replica_manager.shutdown()

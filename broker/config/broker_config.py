@@ -145,6 +145,8 @@ class BrokerConfig(BaseModel):
         3600000, "transaction.remove.expired.transaction.cleanup.interval.ms")
     transaction_max_timeout_ms: int = _prop(900000, "transaction.max.timeout.ms")
     transactional_id_expiration_ms: int = _prop(604800000, "transactional.id.expiration.ms")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _prop(
+        10000, "transaction.abort.timed.out.transaction.cleanup.interval.ms")
 
     # Replication.
     replica_lag_time_max_ms: int = _prop(30000, "replica.lag.time.max.ms")

@@ -1,11 +1,11 @@
-"""FindCoordinator (10): which broker coordinates a group.
+"""FindCoordinator (10): which broker coordinates a group or a transactional id.
 
 The coordinator of a group is the leader of partition
 ``abs(javaHashCode(group.id)) % offsets.topic.num.partitions`` of
-``__consumer_offsets``. The topic is created on first use, as Kafka does;
-Kafka answers COORDINATOR_NOT_AVAILABLE until the creation finishes, pafka
-waits for it (on the append thread) and answers at once. Transaction
-coordinators do not exist yet: key type 1 gets COORDINATOR_NOT_AVAILABLE.
+``__consumer_offsets``; that of a transactional id (key type TRANSACTION) the
+leader of its partition of ``__transaction_state``. Each topic is created on
+first use, as Kafka does; Kafka answers COORDINATOR_NOT_AVAILABLE until the
+creation finishes, pafka waits for it (on the append thread) and answers at once.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
 from broker.handlers.metadata import advertised_endpoint
-from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
+from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.request_constants import CoordinatorType
@@ -36,32 +36,36 @@ def _barrier() -> None:
 
 
 async def ensure_offsets_topic(broker: BrokerServices) -> ErrorCode:
-    topic = broker.metadata.get(GROUP_METADATA_TOPIC_NAME)
+    return await ensure_internal_topic(broker, GROUP_METADATA_TOPIC_NAME)
+
+
+async def ensure_internal_topic(broker: BrokerServices, name: str) -> ErrorCode:
+    topic = broker.metadata.get(name)
     if topic is not None:
-        if len(broker.replica_manager.partitions_of(GROUP_METADATA_TOPIC_NAME)) < topic.partition_count:
+        if len(broker.replica_manager.partitions_of(name)) < topic.partition_count:
             # Listed but not hosted yet: a creation is running on the append thread.
             await broker.append_thread.run(_barrier)
         return ErrorCode.NO_ERROR
     try:
-        await broker.append_thread.run(broker.admin.auto_create_topic, GROUP_METADATA_TOPIC_NAME)
+        await broker.append_thread.run(broker.admin.auto_create_topic, name)
     except AdminError as exc:
         if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:  # a concurrent request created it: fine
-            log.warning("[KafkaServer id=%d] cannot create %s: %s", broker.broker_id, GROUP_METADATA_TOPIC_NAME,
-                        exc.message)
+            log.warning("[KafkaServer id=%d] cannot create %s: %s", broker.broker_id, name, exc.message)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
     return ErrorCode.NO_ERROR
 
 
 def _find(broker: BrokerServices, key: str, key_type: int, listener: str) -> Coordinator:
     if key_type == CoordinatorType.TRANSACTION:
-        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                           error_message="The transaction coordinator is not available.")
-    if key_type != CoordinatorType.GROUP:
+        txn_manager = broker.transaction_coordinator.txn_manager
+        local = txn_manager.coordinator_log.is_local_leader(txn_manager.partition_for(key))
+    elif key_type == CoordinatorType.GROUP:
+        coordinator = broker.group_coordinator
+        local = coordinator.coordinator_log.is_local_leader(coordinator.manager.partition_for(key))
+    else:
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"Unknown coordinator type {key_type} in request")
-    coordinator = broker.group_coordinator
-    partition = coordinator.manager.partition_for(key)
-    if not coordinator.coordinator_log.is_local_leader(partition):
+    if not local:
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                            error_message="The coordinator is not available.")
     host, port = advertised_endpoint(broker, listener)
@@ -76,6 +80,8 @@ async def handle(ctx: RequestContext, broker: BrokerServices,
     keys = request.coordinator_keys if version >= 4 else [request.key]
     if key_type == CoordinatorType.GROUP and keys:
         error = await ensure_offsets_topic(broker)
+    elif key_type == CoordinatorType.TRANSACTION and keys:
+        error = await ensure_internal_topic(broker, TRANSACTION_STATE_TOPIC_NAME)
     else:
         error = ErrorCode.NO_ERROR
     results = []

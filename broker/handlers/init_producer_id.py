@@ -1,10 +1,12 @@
-"""InitProducerId (22): producer ids for idempotent producers.
+"""InitProducerId (22): producer ids for idempotent and transactional producers.
 
 Without a transactional id Kafka "blindly accepts the request and returns a
 new producer id" (TransactionCoordinator.handleInitProducerId), also when the
 client passes its old id and epoch to recover (KIP-360): a new id starts a new
-sequence space on every partition. Transactional ids need the transaction
-coordinator, which is not built yet: they get COORDINATOR_NOT_AVAILABLE.
+sequence space on every partition. With one, the transaction coordinator
+answers: the id's producer id with a bumped epoch, fencing older instances.
+Clients before v4 do not know PRODUCER_FENCED: they get INVALID_PRODUCER_EPOCH,
+as Kafka answers them.
 """
 
 from __future__ import annotations
@@ -20,13 +22,25 @@ if TYPE_CHECKING:
 
 API_KEY = 22
 MIN_VERSION = 0
-MAX_VERSION = 5  # v6 (KIP-939 two-phase commit) is transactional-only
+MAX_VERSION = 5  # v6 (KIP-939 two-phase commit) is not served
+
+#: The first version whose clients know PRODUCER_FENCED.
+PRODUCER_FENCED_VERSION = 4
+#: The first version carrying the producer id and epoch of a recovering producer (KIP-360).
+RECOVERY_VERSION = 3
 
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: InitProducerIdRequest) -> InitProducerIdResponse:
-    if request.transactional_id is not None:
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                      producer_id=-1, producer_epoch=-1)
-    producer_id = await broker.append_thread.run(broker.producer_ids.generate_producer_id)
-    return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NO_ERROR,
-                                  producer_id=producer_id, producer_epoch=0)
+    if request.transactional_id is None:
+        producer_id = await broker.append_thread.run(broker.producer_ids.generate_producer_id)
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NO_ERROR,
+                                      producer_id=producer_id, producer_epoch=0)
+    recovering = ctx.api_version >= RECOVERY_VERSION
+    result = await broker.transaction_coordinator.handle_init_producer_id(
+        request.transactional_id, request.transaction_timeout_ms,
+        request.producer_id if recovering else -1, request.producer_epoch if recovering else -1)
+    error = result.error
+    if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < PRODUCER_FENCED_VERSION:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=error, producer_id=result.producer_id,
+                                  producer_epoch=result.producer_epoch)

@@ -1,0 +1,36 @@
+"""EndTxn (26): commit or abort a producer's transaction.
+
+The answer comes once PrepareCommit / PrepareAbort is in
+``__transaction_state``, as Kafka answers: the outcome is durable then, and
+the coordinator writes the markers and the completion after. Clients before
+v2 get INVALID_PRODUCER_EPOCH for PRODUCER_FENCED.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coordinator.transaction.transaction_state_manager import TransactionResult
+from protocol.errors import ErrorCode
+from protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
+
+if TYPE_CHECKING:
+    from broker.broker_services import BrokerServices
+    from broker.socket_server import RequestContext
+
+API_KEY = 26
+MIN_VERSION = 0
+# v5 is transaction version 2 (KIP-890 part 2): every EndTxn bumps the producer epoch and the
+# response carries it. The coordinator serves transaction version 0/1 only, so v5 is not served.
+MAX_VERSION = 4
+
+PRODUCER_FENCED_VERSION = 2
+
+
+async def handle(ctx: RequestContext, broker: BrokerServices, request: EndTxnRequest) -> EndTxnResponse:
+    result = TransactionResult.COMMIT if request.committed else TransactionResult.ABORT
+    error = await broker.transaction_coordinator.handle_end_transaction(
+        request.transactional_id, request.producer_id, request.producer_epoch, result)
+    if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < PRODUCER_FENCED_VERSION:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    return EndTxnResponse(throttle_time_ms=0, error_code=error, producer_id=-1, producer_epoch=-1)
