@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from broker.socket_server import RequestContext
 
 API_KEY = 27
-MIN_VERSION = 0  # Kafka 4.0's floor is v1 (v0 as Kafka 3.9 served it: the same fields, not flexible)
+MIN_VERSION = 1  # Kafka 4.0 removed v0 (an inter-broker API: no client ever sent it)
 # v2 (KIP-1228) tells the partition which transaction version wrote the marker; pafka's partitions
 # do not keep it yet.
 MAX_VERSION = 1

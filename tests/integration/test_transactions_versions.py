@@ -1,0 +1,308 @@
+"""Every version pafka serves of the transaction APIs, on the wire against a real broker process.
+
+Each test runs whole transactions with one API at the version under test
+(the others at a fixed one) and checks what a reader sees: the last stable
+offset and aborted transactions of a ``read_committed`` Fetch, and the
+group's committed offsets. Fencing is checked at every version, since the
+error a fenced producer gets depends on it (INVALID_PRODUCER_EPOCH before
+PRODUCER_FENCED existed).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from broker.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    end_txn,
+    fetch,
+    find_coordinator,
+    init_producer_id,
+    offset_fetch,
+    produce,
+    txn_offset_commit,
+    write_txn_markers,
+)
+from protocol.errors import ErrorCode
+from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
+from protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from protocol.messages.end_txn import EndTxnRequest
+from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from protocol.messages.find_coordinator import FindCoordinatorRequest
+from protocol.messages.init_producer_id import InitProducerIdRequest
+from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
+from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
+from protocol.messages.write_txn_markers import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
+from protocol.records import Record, build_batch
+from testing.broker_process import BrokerProcess
+from testing.sockets import send_request
+from testing.topics import create_topic
+
+RETRIABLE = {ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
+             ErrorCode.COORDINATOR_NOT_AVAILABLE}
+
+
+def _retry(call: Any, error_of: Any = lambda r: r.error_code, attempts: int = 100) -> Any:
+    """``call()`` until its answer is not a retriable coordinator error (bounded)."""
+    for _ in range(attempts):
+        response = call()
+        if error_of(response) not in RETRIABLE:
+            return response
+        time.sleep(0.05)
+    raise AssertionError(f"still retriable after {attempts} attempts: {response}")
+
+
+class WireProducer:
+    """A transactional producer speaking the protocol by hand."""
+
+    def __init__(self, broker: BrokerProcess, tid: str, topic: str) -> None:
+        self.broker, self.tid, self.topic = broker, tid, topic
+        self.producer_id, self.epoch = -1, -1
+        self.sequences: dict[int, int] = {}
+
+    def find_coordinator(self, version: int = 3) -> Any:
+        request = (FindCoordinatorRequest(key_type=1, coordinator_keys=[self.tid]) if version >= 4
+                   else FindCoordinatorRequest(key=self.tid, key_type=1))
+        return send_request(self.broker, find_coordinator.API_KEY, version, request)
+
+    def init(self, version: int = 4) -> Any:
+        request = InitProducerIdRequest(transactional_id=self.tid, transaction_timeout_ms=60_000,
+                                        producer_id=-1, producer_epoch=-1)
+        response = _retry(lambda: send_request(self.broker, init_producer_id.API_KEY, version, request))
+        if response.error_code == 0:
+            self.producer_id, self.epoch = response.producer_id, response.producer_epoch
+            self.sequences.clear()
+        return response
+
+    def add_partitions(self, partitions: list[int], version: int = 3, epoch: int | None = None) -> list[int]:
+        request = AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=self.tid, v3_and_below_producer_id=self.producer_id,
+            v3_and_below_producer_epoch=self.epoch if epoch is None else epoch,
+            v3_and_below_topics=[AddPartitionsToTxnTopic(name=self.topic, partitions=partitions)])
+
+        def errors(response: Any) -> int:
+            codes = {p.partition_error_code for t in response.results_by_topic_v3_and_below
+                     for p in t.results_by_partition}
+            assert len(codes) == 1, response
+            return codes.pop()
+
+        return [errors(_retry(lambda: send_request(self.broker, add_partitions_to_txn.API_KEY, version, request),
+                              errors))]
+
+    def produce(self, partition: int, values: list[bytes]) -> int:
+        sequence = self.sequences.get(partition, 0)
+        batch = build_batch([Record(i, 0, None, v) for i, v in enumerate(values)], producer_id=self.producer_id,
+                            producer_epoch=self.epoch, base_sequence=sequence, is_transactional=True)
+        self.sequences[partition] = sequence + len(values)
+        response = send_request(self.broker, produce.API_KEY, 9, ProduceRequest(
+            transactional_id=self.tid, acks=-1, timeout_ms=10_000, topic_data=[TopicProduceData(
+                name=self.topic, partition_data=[PartitionProduceData(index=partition, records=batch)])]))
+        (topic,) = response.responses
+        (result,) = topic.partition_responses
+        return int(result.error_code)
+
+    def add_offsets(self, group: str, version: int = 3, epoch: int | None = None) -> int:
+        request = AddOffsetsToTxnRequest(transactional_id=self.tid, producer_id=self.producer_id,
+                                         producer_epoch=self.epoch if epoch is None else epoch, group_id=group)
+        return int(_retry(lambda: send_request(self.broker, add_offsets_to_txn.API_KEY, version,
+                                               request)).error_code)
+
+    def commit_offsets(self, group: str, offsets: dict[int, int], version: int = 3) -> list[int]:
+        request = TxnOffsetCommitRequest(
+            transactional_id=self.tid, group_id=group, producer_id=self.producer_id, producer_epoch=self.epoch,
+            generation_id=-1, member_id="", group_instance_id=None,
+            topics=[TxnOffsetCommitRequestTopic(name=self.topic, partitions=[
+                TxnOffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
+                                                committed_metadata="") for p, o in offsets.items()])])
+        response = send_request(self.broker, txn_offset_commit.API_KEY, version, request)
+        return [p.error_code for t in response.topics for p in t.partitions]
+
+    def end(self, commit: bool, version: int = 3, epoch: int | None = None) -> int:
+        request = EndTxnRequest(transactional_id=self.tid, producer_id=self.producer_id,
+                                producer_epoch=self.epoch if epoch is None else epoch, committed=commit)
+        return int(_retry(lambda: send_request(self.broker, end_txn.API_KEY, version, request)).error_code)
+
+
+def read_committed(broker: BrokerProcess, topic: str, partition: int) -> tuple[int, int, list[int]]:
+    """(high watermark, last stable offset, first offsets of aborted transactions) of a read_committed Fetch."""
+    request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=1,
+                           session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                           topics=[FetchTopic(topic=topic, partitions=[FetchPartition(
+                               partition=partition, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                               log_start_offset=-1, partition_max_bytes=1 << 20)])])
+    response = send_request(broker, fetch.API_KEY, 11, request)
+    (result,) = response.responses[0].partitions
+    assert result.error_code == 0, result
+    aborted = [a.first_offset for a in result.aborted_transactions or []]
+    return result.high_watermark, result.last_stable_offset, aborted
+
+
+def _until_stable(broker: BrokerProcess, topic: str, partition: int) -> tuple[int, int, list[int]]:
+    """The markers are written after EndTxn answers: wait (bounded) for the LSO to reach the high watermark."""
+    for _ in range(200):
+        hw, lso, aborted = read_committed(broker, topic, partition)
+        if lso == hw:
+            return hw, lso, aborted
+        time.sleep(0.02)
+    raise AssertionError(f"{topic}-{partition}: LSO {lso} never reached the high watermark {hw}")
+
+
+@pytest.fixture(scope="module")
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    return module_broker
+
+
+def _new(broker: BrokerProcess, partitions: int = 2) -> WireProducer:
+    topic = f"txnv-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, partitions)
+    return WireProducer(broker, f"tid-{topic}", topic)
+
+
+@pytest.mark.parametrize("version", range(1, find_coordinator.MAX_VERSION + 1))
+def test_find_coordinator(broker: BrokerProcess, version: int) -> None:
+    response = _new(broker).find_coordinator(version)
+    if version >= 4:
+        (response,) = response.coordinators
+    assert (response.error_code, response.node_id, response.port) == (0, 0, broker.port)
+
+
+@pytest.mark.parametrize("version", range(init_producer_id.MIN_VERSION, init_producer_id.MAX_VERSION + 1))
+def test_init_producer_id_bumps_the_epoch_and_fences(broker: BrokerProcess, version: int) -> None:
+    p = _new(broker)
+    first = p.init(version)
+    assert (first.error_code, first.producer_epoch) == (0, 0)
+    second = p.init(version)
+    assert (second.error_code, second.producer_id, second.producer_epoch) == (0, first.producer_id, 1)
+    if version >= 3:  # KIP-360: a producer recovering with a stale epoch is fenced
+        stale = InitProducerIdRequest(transactional_id=p.tid, transaction_timeout_ms=60_000,
+                                      producer_id=first.producer_id, producer_epoch=7)
+        fenced = send_request(broker, init_producer_id.API_KEY, version, stale)
+        expected = ErrorCode.PRODUCER_FENCED if version >= 4 else ErrorCode.INVALID_PRODUCER_EPOCH
+        assert fenced.error_code == expected
+        recover = InitProducerIdRequest(transactional_id=p.tid, transaction_timeout_ms=60_000,
+                                        producer_id=first.producer_id, producer_epoch=1)
+        recovered = send_request(broker, init_producer_id.API_KEY, version, recover)
+        assert (recovered.error_code, recovered.producer_epoch) == (0, 2)
+    too_long = InitProducerIdRequest(transactional_id=p.tid, transaction_timeout_ms=900_001, producer_id=-1,
+                                     producer_epoch=-1)
+    assert send_request(broker, init_producer_id.API_KEY, version, too_long).error_code == \
+        ErrorCode.INVALID_TRANSACTION_TIMEOUT
+
+
+@pytest.mark.parametrize("version", range(add_partitions_to_txn.MIN_VERSION, add_partitions_to_txn.MAX_VERSION + 1))
+def test_add_partitions_to_txn(broker: BrokerProcess, version: int) -> None:
+    p = _new(broker)
+    p.init()
+    assert p.add_partitions([0, 1], version) == [0]
+    assert p.produce(0, [b"a", b"b"]) == 0
+    assert p.produce(1, [b"c"]) == 0
+    assert p.end(True) == 0
+    assert _until_stable(broker, p.topic, 0) == (3, 3, [])  # two records and the commit marker
+    # A partition of a topic that does not exist fails the whole request.
+    request = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=p.tid, v3_and_below_producer_id=p.producer_id,
+        v3_and_below_producer_epoch=p.epoch, v3_and_below_topics=[
+            AddPartitionsToTxnTopic(name=p.topic, partitions=[0]),
+            AddPartitionsToTxnTopic(name="no-such-topic", partitions=[0])])
+    response = send_request(broker, add_partitions_to_txn.API_KEY, version, request)
+    codes = {t.name: [r.partition_error_code for r in t.results_by_partition]
+             for t in response.results_by_topic_v3_and_below}
+    assert codes == {p.topic: [ErrorCode.OPERATION_NOT_ATTEMPTED], "no-such-topic": [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]}
+    fenced = ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
+    assert p.add_partitions([0], version, epoch=p.epoch - 1 if p.epoch else 5) == [fenced]
+
+
+@pytest.mark.parametrize("version", range(end_txn.MIN_VERSION, end_txn.MAX_VERSION + 1))
+def test_end_txn_commit_and_abort(broker: BrokerProcess, version: int) -> None:
+    p = _new(broker, partitions=1)
+    p.init()
+    p.add_partitions([0])
+    p.produce(0, [b"aborted"])
+    assert p.end(False, version) == 0
+    assert p.end(False, version) == 0  # a retry of a completed abort succeeds
+    assert _until_stable(broker, p.topic, 0) == (2, 2, [0])
+    p.add_partitions([0])
+    p.produce(0, [b"committed"])
+    assert p.end(True, version) == 0
+    assert _until_stable(broker, p.topic, 0) == (4, 4, [0])
+    assert p.end(False, version) == ErrorCode.INVALID_TXN_STATE  # nothing is ongoing
+    fenced = ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
+    assert p.end(True, version, epoch=p.epoch + 1) == fenced
+
+
+@pytest.mark.parametrize("version", range(add_offsets_to_txn.MIN_VERSION, add_offsets_to_txn.MAX_VERSION + 1))
+def test_add_offsets_to_txn(broker: BrokerProcess, version: int) -> None:
+    p = _new(broker)
+    p.init()
+    group = f"g-{p.topic}"
+    assert p.add_offsets(group, version) == 0
+    assert p.commit_offsets(group, {0: 5, 1: 6}) == [0, 0]
+    assert _committed(broker, group, p.topic) == {0: -1, 1: -1}  # pending until the marker
+    assert p.end(True) == 0
+    _until(lambda: _committed(broker, group, p.topic) == {0: 5, 1: 6})
+    fenced = ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
+    assert p.add_offsets(group, version, epoch=p.epoch + 3) == fenced
+
+
+@pytest.mark.parametrize("version", range(txn_offset_commit.MIN_VERSION, txn_offset_commit.MAX_VERSION + 1))
+def test_txn_offset_commit(broker: BrokerProcess, version: int) -> None:
+    p = _new(broker)
+    p.init()
+    group = f"g-{p.topic}"
+    for commit, offsets in ((False, {0: 1, 1: 2}), (True, {0: 3, 1: 4})):
+        assert p.add_offsets(group) == 0
+        assert p.commit_offsets(group, offsets, version) == [0, 0]
+        assert p.end(commit) == 0
+        time.sleep(0.1)
+    _until(lambda: _committed(broker, group, p.topic) == {0: 3, 1: 4})
+    request = TxnOffsetCommitRequest(
+        transactional_id=p.tid, group_id=group, producer_id=p.producer_id, producer_epoch=p.epoch,
+        generation_id=-1, member_id="", group_instance_id=None,
+        topics=[TxnOffsetCommitRequestTopic(name="no-such-topic", partitions=[TxnOffsetCommitRequestPartition(
+            partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=None)])])
+    response = send_request(broker, txn_offset_commit.API_KEY, version, request)
+    assert response.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+@pytest.mark.parametrize("version", range(write_txn_markers.MIN_VERSION, write_txn_markers.MAX_VERSION + 1))
+def test_write_txn_markers(broker: BrokerProcess, version: int) -> None:
+    """A coordinator elsewhere ends a transaction here: the markers a WriteTxnMarkers request asks for."""
+    p = _new(broker, partitions=2)
+    p.init()
+    p.add_partitions([0, 1])
+    p.produce(0, [b"x"])
+    p.produce(1, [b"y"])
+    request = WriteTxnMarkersRequest(markers=[WritableTxnMarker(
+        producer_id=p.producer_id, producer_epoch=p.epoch, transaction_result=False, coordinator_epoch=0,
+        topics=[WritableTxnMarkerTopic(name=p.topic, partition_indexes=[0, 1]),
+                WritableTxnMarkerTopic(name="no-such-topic", partition_indexes=[0])])])
+    response = send_request(broker, write_txn_markers.API_KEY, version, request)
+    (marker,) = response.markers
+    codes = {(t.name, r.partition_index): r.error_code for t in marker.topics for r in t.partitions}
+    assert codes == {(p.topic, 0): 0, (p.topic, 1): 0, ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert read_committed(broker, p.topic, 0) == (2, 2, [0])
+    assert read_committed(broker, p.topic, 1) == (2, 2, [0])
+
+
+def _committed(broker: BrokerProcess, group: str, topic: str) -> dict[int, int]:
+    request = OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequestTopic(name=topic,
+                                                                                 partition_indexes=[0, 1])])
+    response = send_request(broker, offset_fetch.API_KEY, 5, request)
+    return {p.partition_index: p.committed_offset for p in response.topics[0].partitions}
+
+
+def _until(condition: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition never held"
+        time.sleep(0.02)
