@@ -180,7 +180,7 @@ def test_markers_to_two_leaders_complete_only_when_both_answered() -> None:
         await settle()
         assert sorted((d, tuple(m.partitions)) for d, m in h.sender.sent) == [(0, (TP0,)), (1, (TP1,))]
         future, marker = h.sender.held.pop(0)
-        future.set_result([{tp: ErrorCode.NO_ERROR for tp in marker.partitions}])
+        future.set_result([dict.fromkeys(marker.partitions, ErrorCode.NO_ERROR)])
         await settle()
         assert h.states_written()[-1] == "PrepareAbort" and h.metadata().topic_partitions == {TP1}
         h.sender.release()
@@ -252,7 +252,7 @@ def test_init_producer_id_aborts_the_ongoing_transaction_of_a_fenced_producer() 
 
 def test_a_failed_fence_reuses_its_epoch() -> None:
     async def scenario(h: Harness) -> None:
-        pid, epoch = await begin(h)
+        _, epoch = await begin(h)
         h.log.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS
         assert (await h.coordinator.handle_init_producer_id(TID, 60_000)).error == \
             ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -19,7 +19,6 @@ from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
 
 
-
 @pytest.fixture(scope="module")
 def broker() -> Iterator[BrokerProcess]:
     # A short cleanup interval: the timeout test waits for the coordinator's abort.
@@ -48,13 +47,9 @@ def _consume(bootstrap: str, topic: str, isolation: str, expected: int, wait_s: 
         seen: list[tuple[int, bytes]] = []
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline and len(seen) < expected:
-            for msg in consumer.consume(100, 0.2):
-                if msg.error() is None:
-                    seen.append((msg.partition(), msg.value()))
+            seen.extend((m.partition(), m.value()) for m in consumer.consume(100, 0.2) if m.error() is None)
         # A little longer: records beyond the expected ones must not show up either.
-        for msg in consumer.consume(100, 0.5):
-            if msg.error() is None:
-                seen.append((msg.partition(), msg.value()))
+        seen.extend((m.partition(), m.value()) for m in consumer.consume(100, 0.5) if m.error() is None)
         return seen
     finally:
         consumer.close()
