@@ -27,6 +27,8 @@ _SWEEP = "tests/integration/test_version_sweep.py"
 _GROUPS = "tests/integration/test_groups_versions.py"
 _ADMIN = "tests/broker/test_admin_versions.py"
 _JOIN = f"{_GROUPS}::test_join_sync_heartbeat_leave"
+_TXN = "tests/integration/test_transactions_versions.py"
+_TXN_CLIENT = "tests/integration/test_transactions.py"
 
 #: API key -> the tests that send every version pafka serves of it (each is
 #: parametrized over the handler's MIN_VERSION..MAX_VERSION, or over a wider
@@ -42,7 +44,7 @@ TESTS: dict[int, list[str]] = {
     8: [f"{_GROUPS}::test_offset_commit_and_fetch", f"{_GROUPS}::test_offset_commit_v0_v1_as_kafka_3_9",
         "tests/integration/test_sarama.py"],
     9: [f"{_GROUPS}::test_offset_commit_and_fetch", f"{_GROUPS}::test_offset_fetch_all_topics"],
-    10: [f"{_GROUPS}::test_find_coordinator"],
+    10: [f"{_GROUPS}::test_find_coordinator", f"{_TXN}::test_find_coordinator"],
     11: [_JOIN],
     12: [_JOIN],
     13: [_JOIN],
@@ -53,7 +55,13 @@ TESTS: dict[int, list[str]] = {
     19: [f"{_ADMIN}::test_create_topics_versions"],
     20: [f"{_ADMIN}::test_delete_topics_versions"],
     21: [f"{_ADMIN}::test_delete_records_versions"],
-    22: [f"{_SWEEP}::test_init_producer_id"],
+    22: [f"{_SWEEP}::test_init_producer_id", f"{_TXN}::test_init_producer_id_bumps_the_epoch_and_fences",
+         _TXN_CLIENT],
+    24: [f"{_TXN}::test_add_partitions_to_txn", _TXN_CLIENT],
+    25: [f"{_TXN}::test_add_offsets_to_txn", f"{_TXN_CLIENT}::test_send_offsets_to_transaction"],
+    26: [f"{_TXN}::test_end_txn_commit_and_abort", _TXN_CLIENT],
+    27: [f"{_TXN}::test_write_txn_markers"],
+    28: [f"{_TXN}::test_txn_offset_commit", f"{_TXN_CLIENT}::test_send_offsets_to_transaction"],
     32: [f"{_ADMIN}::test_describe_configs_versions"],
     33: [f"{_ADMIN}::test_alter_configs_versions"],
     35: [f"{_ADMIN}::test_describe_log_dirs_versions"],
