@@ -69,7 +69,7 @@ def test_find_coordinator(broker: BrokerProcess, version: int) -> None:
         assert [(c.key, c.node_id, c.port, c.error_code) for c in response.coordinators] == [
             ("a", 0, broker.port, 0), ("b", 0, broker.port, 0)]
         txn = send_request(broker, 10, version, fc.FindCoordinatorRequest(key_type=1, coordinator_keys=["t"]))
-        assert txn.coordinators[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert [(c.key, c.node_id, c.error_code) for c in txn.coordinators] == [("t", 0, 0)]
     else:
         request = fc.FindCoordinatorRequest(key="a", key_type=0) if version >= 1 else fc.FindCoordinatorRequest(key="a")
         response = send_request(broker, 10, version, request)
