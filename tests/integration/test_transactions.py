@@ -180,3 +180,55 @@ def test_transaction_timeout_above_the_maximum_is_refused(broker: BrokerProcess)
         producer.init_transactions(10)
     assert "INVALID_TRANSACTION_TIMEOUT" in raised.value.args[0].name() or \
         "timeout" in raised.value.args[0].str().lower()
+
+
+def test_kafka_python_commits_and_aborts(broker: BrokerProcess) -> None:
+    from kafka import KafkaProducer
+
+    topic = f"txn-kp-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 2)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"tid-{topic}")
+    try:
+        producer.init_transactions()
+        for commit, prefix in ((True, "kept"), (False, "dropped"), (True, "also-kept")):
+            producer.begin_transaction()
+            for i in range(4):
+                producer.send(topic, f"{prefix}-{i}".encode(), partition=i % 2)
+            producer.flush(10)  # abort_transaction drops what is not sent yet: send it, so there is something to abort
+            if commit:
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+    finally:
+        producer.close(5)
+    expected = sorted(f"{p}-{i}".encode() for p in ("kept", "also-kept") for i in range(4))
+    assert sorted(v for _, v in _consume(broker.bootstrap, topic, "read_committed", 8)) == expected
+    assert len(_consume(broker.bootstrap, topic, "read_uncommitted", 12)) == 12
+
+
+def test_aiokafka_commits_and_aborts(broker: BrokerProcess) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    topic = f"txn-aio-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 2)
+
+    async def produce() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"tid-{topic}")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(4):
+                    await producer.send(topic, f"kept-{i}".encode(), partition=i % 2)
+            await producer.begin_transaction()
+            for i in range(4):
+                await producer.send(topic, f"dropped-{i}".encode(), partition=i % 2)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(asyncio.wait_for(produce(), 60))
+    assert sorted(v for _, v in _consume(broker.bootstrap, topic, "read_committed", 4)) == \
+        sorted(f"kept-{i}".encode() for i in range(4))
+    assert len(_consume(broker.bootstrap, topic, "read_uncommitted", 8)) == 8
