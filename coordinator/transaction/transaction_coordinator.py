@@ -386,6 +386,7 @@ class TransactionCoordinator:
             task.cancel()
         await asyncio.gather(*self._aborts, return_exceptions=True)
         await self.marker_channel.shutdown()
+        self.scheduler.shutdown()  # the marker retries' timers, when the channel shares this scheduler
         await self.txn_manager.shutdown()
         log.info("%s shutdown complete", self._prefix())
 
