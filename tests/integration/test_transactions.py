@@ -232,3 +232,37 @@ def test_aiokafka_commits_and_aborts(broker: BrokerProcess) -> None:
     assert sorted(v for _, v in _consume(broker.bootstrap, topic, "read_committed", 4)) == \
         sorted(f"kept-{i}".encode() for i in range(4))
     assert len(_consume(broker.bootstrap, topic, "read_uncommitted", 8)) == 8
+
+
+def test_the_transactional_id_and_an_open_transaction_survive_a_broker_kill() -> None:
+    """SIGKILL with a transaction open: after the restart the id keeps its producer id, a new instance is
+    fenced in (its epoch bumped past the old one), the open transaction is aborted, the committed one kept."""
+    import signal
+
+    from confluent_kafka import KafkaException
+
+    with BrokerProcess() as broker:
+        topic = "txn-kill"
+        create_topic(broker.bootstrap, topic, 2)
+        tid = "tid-kill"
+        first = _producer(broker.bootstrap, tid)
+        first.init_transactions(20)
+        first.begin_transaction()
+        first.produce(topic, b"committed", partition=0)
+        first.commit_transaction(20)
+        first.begin_transaction()
+        first.produce(topic, b"open", partition=1)
+        first.flush(10)
+        broker.restart(signal.SIGKILL)
+        second = _producer(broker.bootstrap, tid)
+        second.init_transactions(30)
+        second.begin_transaction()
+        second.produce(topic, b"after", partition=1)
+        second.commit_transaction(20)
+        assert sorted(v for _, v in _consume(broker.bootstrap, topic, "read_committed", 2)) == \
+            [b"after", b"committed"]
+        with pytest.raises(KafkaException):
+            first.begin_transaction()
+            first.produce(topic, b"zombie", partition=0)
+            first.commit_transaction(10)
+        assert b"zombie" not in [v for _, v in _consume(broker.bootstrap, topic, "read_committed", 3, wait_s=2)]
