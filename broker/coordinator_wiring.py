@@ -10,6 +10,7 @@ partitions arrives or leaves.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 
 from broker.config.broker_config import BrokerConfig
@@ -25,6 +26,7 @@ from coordinator.transaction.transaction_coordinator import (
     TransactionCoordinatorConfig,
 )
 from coordinator.transaction.transaction_marker_channel_manager import (
+    CrashPoint,
     LocalMarkerSender,
     TransactionMarkerChannelManager,
     replica_leader_lookup,
@@ -101,7 +103,8 @@ def build_transaction_coordinator(config: BrokerConfig, broker_id: int, replica_
     channel = TransactionMarkerChannelManager(
         broker_id, manager, LocalMarkerSender(broker_id, replica_manager),
         replica_leader_lookup(broker_id, replica_manager, topic_exists), scheduler,
-        request_timeout_ms=TRANSACTION_LOG_APPEND_TIMEOUT_MS)
+        request_timeout_ms=TRANSACTION_LOG_APPEND_TIMEOUT_MS,
+        crash_point=CrashPoint.from_env(os.environ))  # TEST ONLY: unset outside the recovery tests
     return TransactionCoordinator(
         broker_id, manager, channel, generate_producer_id, scheduler, offsets_partition_for,
         TransactionCoordinatorConfig(

@@ -17,13 +17,24 @@ The destination is a broker id: :class:`MarkerSender` decides how a request
 reaches it. On a lone broker :class:`LocalMarkerSender` takes the path the
 WriteTxnMarkers handler takes (``ReplicaManager.write_txn_markers``); a
 networked sender can replace it without changing this module.
+
+TEST ONLY: ``PAFKA_TEST_TXN_CRASH=<step>:<transactional id>`` in the broker's
+environment, read once when the manager is built, makes the broker SIGKILL
+itself when that id's transaction reaches ``step``: ``before-markers`` (its
+PrepareCommit / PrepareAbort is in the log, no marker is sent) or
+``before-complete`` (every marker is written, CompleteCommit / CompleteAbort
+is not). Only the recovery tests set it (tests/integration/
+test_transaction_recovery.py): a crash between two steps of ending a
+transaction cannot be timed from outside the process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+import os
+import signal
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -44,6 +55,30 @@ _RETRIABLE = frozenset({
 })
 #: The producer or the coordinator moved on: this coordinator's markers are no longer wanted.
 _FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+
+
+#: TEST ONLY (see the module's docstring): the variable naming the step to crash at.
+CRASH_POINT_ENV = "PAFKA_TEST_TXN_CRASH"
+CRASH_STEPS = frozenset({"before-markers", "before-complete"})
+
+
+@dataclass(frozen=True, slots=True)
+class CrashPoint:
+    """TEST ONLY: the broker kills itself when ``transactional_id`` reaches ``step``."""
+
+    step: str
+    transactional_id: str
+
+    @staticmethod
+    def from_env(environ: Mapping[str, str]) -> CrashPoint | None:
+        spec = environ.get(CRASH_POINT_ENV)
+        if not spec:
+            return None
+        step, _, transactional_id = spec.partition(":")
+        if step not in CRASH_STEPS or not transactional_id:
+            raise ValueError(f"{CRASH_POINT_ENV}={spec!r}: expected <step>:<transactional id>, step one of "
+                             f"{sorted(CRASH_STEPS)}")
+        return CrashPoint(step, transactional_id)
 
 
 class MarkerSender(Protocol):
@@ -99,7 +134,7 @@ class PendingCompleteTxn:
 class TransactionMarkerChannelManager:
     def __init__(self, broker_id: int, txn_manager: TransactionStateManager, sender: MarkerSender,
                  leader_of: LeaderLookup, scheduler: Scheduler, request_timeout_ms: int = 30_000,
-                 retry_backoff_ms: int = 100) -> None:
+                 retry_backoff_ms: int = 100, crash_point: CrashPoint | None = None) -> None:
         self.broker_id = broker_id
         self.txn_manager = txn_manager
         self.sender = sender
@@ -110,9 +145,19 @@ class TransactionMarkerChannelManager:
         self.pending: dict[str, PendingCompleteTxn] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._shutting_down = False
+        #: TEST ONLY: where to crash (the broker passes ``CrashPoint.from_env(os.environ)``).
+        self.crash_point = crash_point
 
     def _prefix(self) -> str:
         return f"[Transaction Marker Channel Manager {self.broker_id}]:"
+
+    def _maybe_crash(self, step: str, transactional_id: str) -> None:
+        """TEST ONLY: SIGKILL this process at ``step`` if the recovery tests asked for it."""
+        point = self.crash_point
+        if point is not None and point.step == step and point.transactional_id == transactional_id:
+            log.warning("%s %s=%s:%s: killing the broker (a test's crash point)", self._prefix(), CRASH_POINT_ENV,
+                        step, transactional_id)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     # -- entry point ---------------------------------------------------------------------
     def add_txn_markers_to_send(self, coordinator_epoch: int, result: TransactionResult,
@@ -120,6 +165,7 @@ class TransactionMarkerChannelManager:
                                 on_complete: Callable[[ErrorCode], None] | None = None) -> None:
         """Write the markers of a prepared transaction, then its Complete* transition (``new_metadata``)."""
         tid = txn_metadata.transactional_id
+        self._maybe_crash("before-markers", tid)
         pending = PendingCompleteTxn(tid, coordinator_epoch, result, txn_metadata, new_metadata)
         if on_complete is not None:
             pending.waiters.append(on_complete)
@@ -222,6 +268,7 @@ class TransactionMarkerChannelManager:
         self._write_txn_completion(pending)
 
     def _write_txn_completion(self, pending: PendingCompleteTxn) -> None:
+        self._maybe_crash("before-complete", pending.transactional_id)
         def written(error: ErrorCode) -> None:
             if error == ErrorCode.NO_ERROR:
                 log.debug("%s completed %s (%s)", self._prefix(), pending.transactional_id, pending.result.name)
