@@ -1,0 +1,268 @@
+"""A randomized transactional workload with broker SIGKILLs, checked by testing/txn_history.py.
+
+Three confluent-kafka transactional producers (threads, one ``transactional.id``
+each) run transactions of seeded random sizes over a 4-partition topic, each
+committed or aborted at random; the broker is SIGKILLed and restarted three
+times meanwhile. Errors are handled as confluent-kafka documents: a retriable
+one calls the same method again, an abortable one aborts the transaction, a
+fatal one (or a commit whose answer never comes) gives up the producer for a
+new one with the same ``transactional.id``, whose InitProducerId fences the
+old one and settles its transaction. A commit that got no answer is recorded
+as of unknown outcome. A ``read_committed`` consumer reads all along, across
+the kills; a second one reads everything once the producers are done. The
+checker then finds no aborted read, no lost committed write, no duplicate, no
+torn transaction, monotonic offsets and each producer's order per partition.
+
+``PAFKA_TXN_WORKLOAD_SEED`` picks another seed (it is printed on failure).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from client import KafkaClient, TopicPartition
+from protocol.request_constants import LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
+from testing.broker_process import BrokerProcess
+from testing.topics import create_topic
+from testing.txn_history import History, Outcome, Reader, Txn, check
+
+SEED = int(os.environ.get("PAFKA_TXN_WORKLOAD_SEED", "16"))
+PRODUCERS = 3
+PARTITIONS = 4
+KILLS = 3
+MAX_TXNS_PER_PRODUCER = 400
+#: The most a producer waits between two transactions (seconds).
+MAX_PAUSE_S = 0.05
+MAX_TXN_SIZE = 8
+COMMIT_PROBABILITY = 0.7
+#: How long a commit or abort is retried before its producer is given up (the broker may be down longer:
+#: then the commit's outcome is unknown to the producer).
+GIVE_UP_S = 3.0
+#: How long a new producer's InitProducerId is retried.
+INIT_TIMEOUT_S = 30.0
+#: How long the broker stays down at each kill (seconds, at most).
+MAX_DOWNTIME_S = 4.0
+#: The whole workload, kills included (producers stop at the first of this and MAX_TXNS_PER_PRODUCER).
+RUN_TIMEOUT_S = 60.0
+READ_TIMEOUT_S = 60.0
+END_PREFIX = b"end/"
+
+
+@pytest.fixture
+def broker() -> Iterator[BrokerProcess]:
+    with BrokerProcess("transaction.abort.timed.out.transaction.cleanup.interval.ms=500") as process:
+        yield process
+        print(process.log_text()[-10_000:])  # shown when the test failed: the broker's side
+
+
+def _retrying(call: Callable[[float], None], give_up_s: float = GIVE_UP_S) -> None:
+    """A transactional call, made again while its error is retriable (confluent-kafka's documented handling)."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + give_up_s
+    while True:
+        try:
+            call(max(1.0, deadline - time.monotonic()))
+            return
+        except KafkaException as exc:
+            if not exc.args[0].retriable() or time.monotonic() > deadline:
+                raise
+
+
+class TxnProducer(threading.Thread):
+    """One transactional id's transactions, recorded in the history until ``stop`` or the limits."""
+
+    def __init__(self, name: str, bootstrap: str, topic: str, history: History, seed: int,
+                 stop: threading.Event, deadline: float) -> None:
+        super().__init__(name=name, daemon=True)
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.history = history
+        self.rng = random.Random(seed)
+        self.stop = stop
+        self.deadline = deadline
+        self.transactional_id = f"{name}-{uuid.uuid4().hex[:6]}"
+        self.error: BaseException | None = None
+        #: (monotonic time, outcome) of each transaction as it ended.
+        self.ended: list[tuple[float, Outcome]] = []
+        self.instances = 0
+        self.retired: list[Any] = []
+
+    def run(self) -> None:
+        try:
+            producer = self._new_producer()
+            for _ in range(MAX_TXNS_PER_PRODUCER):
+                if self.stop.is_set() or time.monotonic() > self.deadline:
+                    break
+                producer = self._transaction(producer)
+                time.sleep(self.rng.uniform(0, MAX_PAUSE_S))
+        except BaseException as exc:
+            self.error = exc
+
+    def _new_producer(self) -> Any:
+        """A new instance of the transactional id: its InitProducerId fences the previous one and ends its
+        transaction (aborted, unless its commit was already decided)."""
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
+                             "linger.ms": 2, "transaction.timeout.ms": 10_000})
+        _retrying(producer.init_transactions, INIT_TIMEOUT_S)
+        self.instances += 1
+        return producer
+
+    def _transaction(self, producer: Any) -> Any:
+        """One transaction; the producer to go on with (a new one when this one had to be given up)."""
+        from confluent_kafka import KafkaException
+
+        txn = self.history.begin(self.name)
+        commit = self.rng.random() < COMMIT_PROBABILITY
+        partitions = [self.rng.randrange(PARTITIONS) for _ in range(self.rng.randint(1, MAX_TXN_SIZE))]
+        committing = False
+        try:
+            producer.begin_transaction()
+            for i, partition in enumerate(partitions):
+                value = f"{txn.txn_id}/{i}".encode()
+                self.history.send(txn, value, partition)
+                producer.produce(self.topic, value, partition=partition)
+            if commit:
+                committing = True
+                _retrying(producer.commit_transaction)
+                self._end(txn, Outcome.COMMITTED)
+                return producer
+            if self.rng.random() < 0.5:
+                producer.flush(10)  # the aborted records reach the log (otherwise the abort may drop them)
+            _retrying(producer.abort_transaction)
+            self._end(txn, Outcome.ABORTED)
+            return producer
+        except KafkaException as exc:
+            if exc.args[0].txn_requires_abort():
+                try:
+                    _retrying(producer.abort_transaction)
+                    self._end(txn, Outcome.ABORTED)
+                    return producer
+                except KafkaException:
+                    pass
+            # Without an answer to a commit, the coordinator may have committed it or not; with no commit
+            # asked for, it cannot have.
+            self._end(txn, Outcome.UNKNOWN if committing else Outcome.ABORTED)
+            self.retired.append(producer)
+            return self._new_producer()
+
+    def _end(self, txn: Txn, outcome: Outcome) -> None:
+        self.history.end(txn, outcome)
+        self.ended.append((time.monotonic(), outcome))
+
+
+def _read_until_the_end(bootstrap: str, topic: str, reader: Reader, deadline: Callable[[], float]) -> None:
+    """A read_committed consumer from offset 0 of every partition, until it has read an ``end/`` record in
+    each (everything before them is then settled) or ``deadline()``; every record goes into ``reader``."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CKTopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{reader.name}-{uuid.uuid4()}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
+    ended: set[int] = set()
+    try:
+        consumer.assign([CKTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        while len(ended) < PARTITIONS and time.monotonic() < deadline():
+            for m in consumer.consume(500, 0.2):
+                partition, offset, value = m.partition(), m.offset(), m.value()
+                if m.error() is not None or partition is None or offset is None or value is None:
+                    continue  # the broker is down or restarting: the consumer carries on by itself
+                reader.read(partition, offset, value)
+                if value.startswith(END_PREFIX):
+                    ended.add(partition)
+        reader.complete = len(ended) == PARTITIONS
+    finally:
+        consumer.close()
+
+
+def _ends(bootstrap: str, topic: str, isolation_level: int) -> list[int]:
+    with KafkaClient(bootstrap, timeout=10) as client:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        found = client.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP), isolation_level=isolation_level)
+        return [found[tp].offset for tp in tps]
+
+
+def _write_end_records(bootstrap: str, topic: str, history: History) -> None:
+    """A last committed transaction with one ``end/`` record per partition: the readers' finish line."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"end-{uuid.uuid4().hex[:6]}"})
+    producer.init_transactions(30)
+    txn = history.begin("end")
+    producer.begin_transaction()
+    for p in range(PARTITIONS):
+        value = END_PREFIX + str(p).encode()
+        history.send(txn, value, p)
+        producer.produce(topic, value, partition=p)
+    producer.commit_transaction(30)
+    history.end(txn, Outcome.COMMITTED)
+
+
+def test_randomized_transactions_with_broker_kills(broker: BrokerProcess) -> None:
+    print(f"seed {SEED} (PAFKA_TXN_WORKLOAD_SEED)")
+    rng = random.Random(SEED)
+    topic = f"txn-workload-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    history = History()
+    stop = threading.Event()
+    started = time.monotonic()
+    producers = [TxnProducer(f"p{i}", broker.bootstrap, topic, history, rng.randrange(2**32), stop,
+                             started + RUN_TIMEOUT_S) for i in range(PRODUCERS)]
+    live = history.reader("live")
+    read_deadline = [started + RUN_TIMEOUT_S + READ_TIMEOUT_S]
+    live_reader = threading.Thread(target=_read_until_the_end, args=(broker.bootstrap, topic, live,
+                                                                     lambda: read_deadline[0]), daemon=True)
+    live_reader.start()
+    for producer in producers:
+        producer.start()
+    try:
+        last_restart = 0.0
+        for _ in range(KILLS):
+            time.sleep(rng.uniform(2.0, 5.0))
+            broker.kill()
+            time.sleep(rng.uniform(0.0, MAX_DOWNTIME_S))
+            broker.start()
+            last_restart = time.monotonic()
+        time.sleep(rng.uniform(3.0, 5.0))  # transactions after the last restart too
+    finally:
+        stop.set()
+        for producer in producers:
+            producer.join(INIT_TIMEOUT_S + 3 * GIVE_UP_S + 10)
+    for producer in producers:
+        assert not producer.is_alive(), f"{producer.name} did not stop"
+        if producer.error is not None:
+            raise producer.error
+    # Every transaction has ended (a given-up producer's through its successor's InitProducerId): nothing
+    # holds the last stable offset back.
+    deadline = time.monotonic() + 30
+    while _ends(broker.bootstrap, topic, READ_COMMITTED) != _ends(broker.bootstrap, topic, READ_UNCOMMITTED):
+        assert time.monotonic() < deadline, "the last stable offset is stuck below the high watermark"
+        time.sleep(0.2)
+    _write_end_records(broker.bootstrap, topic, history)
+    read_deadline[0] = time.monotonic() + READ_TIMEOUT_S
+    _read_until_the_end(broker.bootstrap, topic, history.reader("after"), lambda: read_deadline[0])
+    live_reader.join(READ_TIMEOUT_S + 5)
+
+    summary = history.summary()
+    print(f"{summary}; producer instances {[p.instances for p in producers]}; "
+          f"{time.monotonic() - started:.1f} s")
+    anomalies = check(history)
+    assert not anomalies, "\n".join(str(a) for a in anomalies[:40])
+    assert all(reader.complete for reader in history.readers), "a reader did not read to the end"
+    # The workload did what it is for: both outcomes, and commits after the last restart from every producer.
+    assert summary["committed"] > 0 and summary["aborted"] > 0
+    for producer in producers:
+        assert any(t > last_restart and o == Outcome.COMMITTED for t, o in producer.ended), \
+            f"{producer.name} committed nothing after the last restart"
+    assert broker.starts == KILLS + 1 and broker.process is not None and broker.process.returncode is None
