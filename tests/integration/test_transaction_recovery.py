@@ -120,31 +120,47 @@ def _open_transaction(s: Scenario, **extra: object) -> Any:
     return producer
 
 
-def _end(producer: Any, commit: bool, timeout_s: float = 40.0) -> None:
-    """commit_transaction / abort_transaction, called again on a retriable error as confluent-kafka documents."""
+def _retrying(call: Callable[[float], None], timeout_s: float = 40.0) -> None:
+    """A transactional call, made again on a retriable error as confluent-kafka documents."""
     from confluent_kafka import KafkaException
 
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            (producer.commit_transaction if commit else producer.abort_transaction)(
-                max(1.0, deadline - time.monotonic()))
+            call(max(1.0, deadline - time.monotonic()))
             return
         except KafkaException as exc:
             if not exc.args[0].retriable() or time.monotonic() > deadline:
                 raise
 
 
-def _end_across_a_crash(s: Scenario, producer: Any, commit: bool) -> None:
-    """End the transaction while the broker kills itself at its crash point; restart it (without the point)
-    as soon as it is dead: the call retries until the restarted coordinator has finished the transaction."""
+def _end(producer: Any, commit: bool) -> None:
+    _retrying(producer.commit_transaction if commit else producer.abort_transaction)
+
+
+def _across_a_crash(s: Scenario, call: Callable[[], None]) -> None:
+    """``call`` while the broker kills itself at its crash point; the broker restarted (without the point)
+    as soon as it is dead: the call retries until the restarted coordinator has answered it."""
     with ThreadPoolExecutor(1) as pool:
-        ending = pool.submit(_end, producer, commit)
-        assert s.broker.process is not None
-        assert s.broker.process.wait(15) == -signal.SIGKILL
-        s.broker.env = None
-        s.broker.start()
-        ending.result(60)
+        running = pool.submit(call)
+        _restart_after_the_crash(s)
+        running.result(60)
+
+
+def _restart_after_the_crash(s: Scenario, wait_s: float = 15.0) -> None:
+    assert s.broker.process is not None
+    assert s.broker.process.wait(wait_s) == -signal.SIGKILL
+    s.broker.env = None
+    s.broker.start()
+
+
+def _assert_fenced(producer: Any) -> None:
+    """The producer's epoch is older than the coordinator's: its commit fails, and not retriably."""
+    from confluent_kafka import KafkaException
+
+    with pytest.raises(KafkaException) as raised:
+        _retrying(producer.commit_transaction, 20)
+    assert not raised.value.args[0].retriable(), raised.value.args[0]
 
 
 def _read_committed(s: Scenario, wait_s: float = 15.0) -> dict[int, list[bytes]]:
@@ -216,13 +232,14 @@ def _states(s: Scenario) -> list[str]:
     return states
 
 
-def _assert_outcome(s: Scenario, committed: bool, markers_per_partition: int) -> None:
-    """All of the transaction or none of it, in every partition and in the group's offsets; the LSO is free."""
+def _assert_outcome(s: Scenario, committed: bool, markers_per_partition: int, then: tuple[str, ...] = ()) -> None:
+    """All of the transaction or none of it, in every partition and in the group's offsets; the LSO is free.
+    ``then``: the states the id went through after the transaction's end."""
     _until(lambda: _offsets(s, READ_COMMITTED) == _offsets(s, READ_UNCOMMITTED), "the LSO to reach the HW")
     # Every partition holds its records and the markers written for them, nothing more.
     assert _offsets(s, READ_UNCOMMITTED) == [RECORDS_PER_PARTITION + markers_per_partition] * PARTITIONS
     assert _states(s) == ["Empty", "Ongoing", "PrepareCommit" if committed else "PrepareAbort",
-                          "CompleteCommit" if committed else "CompleteAbort"]
+                          "CompleteCommit" if committed else "CompleteAbort", *then]
     assert _group_offsets(s) == (list(GROUP_OFFSETS.values()) if committed else [NO_OFFSET] * len(GROUP_OFFSETS))
     # The transactional id goes on: a new instance commits an END record in every partition, read after
     # all of the first transaction or none of it.
@@ -266,8 +283,48 @@ def test_an_open_transaction_left_by_its_producer_is_aborted_after_its_timeout(
 def test_a_prepared_transaction_is_completed_on_load(start: Callable[[str | None], Scenario], commit: bool) -> None:
     scenario = start("before-markers")
     producer = _open_transaction(scenario)
-    _end_across_a_crash(scenario, producer, commit)
+    _across_a_crash(scenario, lambda: _end(producer, commit))
     _assert_outcome(scenario, committed=commit, markers_per_partition=1)
+
+
+def test_a_prepared_commit_outlives_its_producer(start: Callable[[str | None], Scenario]) -> None:
+    """The outcome is decided once PrepareCommit is written: a new instance of the id, after the restart,
+    waits for the commit to complete (CONCURRENT_TRANSACTIONS) instead of aborting the transaction."""
+    from confluent_kafka import KafkaException
+
+    scenario = start("before-markers")
+    producer = _open_transaction(scenario)
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(2)  # the broker dies before answering
+    _restart_after_the_crash(scenario)
+    successor = _producer(scenario.broker.bootstrap, scenario.tid)
+    _retrying(successor.init_transactions)
+    _assert_outcome(scenario, committed=True, markers_per_partition=1, then=("Empty",))
+
+
+def test_a_fencing_abort_interrupted_by_a_crash_is_completed_on_load(start: Callable[[str | None], Scenario]
+                                                                     ) -> None:
+    """A new instance's InitProducerId fences the old one and aborts its transaction; the broker dies once
+    PrepareAbort (with the bumped epoch) is written. After the restart the abort completes, the new
+    instance gets its epoch, and the old one stays fenced."""
+    scenario = start("before-markers")
+    old = _open_transaction(scenario)
+    successor = _producer(scenario.broker.bootstrap, scenario.tid)
+    _across_a_crash(scenario, lambda: _retrying(successor.init_transactions))
+    _assert_fenced(old)
+    _assert_outcome(scenario, committed=False, markers_per_partition=1, then=("Empty",))
+
+
+def test_a_timeout_abort_interrupted_by_a_crash_is_completed_on_load(start: Callable[[str | None], Scenario]
+                                                                     ) -> None:
+    """The coordinator aborts a transaction past its timeout and dies once PrepareAbort is written; after
+    the restart the abort completes and its producer is fenced by the abort's epoch bump."""
+    scenario = start("before-markers")
+    producer = _open_transaction(scenario, **{"transaction.timeout.ms": 2000})
+    _restart_after_the_crash(scenario, wait_s=20)
+    _until(lambda: _offsets(scenario, READ_COMMITTED) == _offsets(scenario, READ_UNCOMMITTED), "the abort")
+    _assert_fenced(producer)
+    _assert_outcome(scenario, committed=False, markers_per_partition=1)
 
 
 # -- (c) marked: the broker dies after the markers, before CompleteCommit / CompleteAbort ---------------
@@ -277,6 +334,6 @@ def test_a_marked_transaction_is_marked_again_and_completed_on_load(start: Calla
                                                                     commit: bool) -> None:
     scenario = start("before-complete")
     producer = _open_transaction(scenario)
-    _end_across_a_crash(scenario, producer, commit)
+    _across_a_crash(scenario, lambda: _end(producer, commit))
     # The markers written before the crash and those written again after it: readers see one outcome.
     _assert_outcome(scenario, committed=commit, markers_per_partition=2)
