@@ -27,6 +27,17 @@ they got them, and whether they read to the end of every partition.
 - ``unknown-value`` and ``wrong-partition``: a value read that was never sent,
   or read from a partition it was not sent to.
 
+A transaction may also commit a group's offset (``send_offsets_to_transaction``,
+an offset that grows with each transaction of the group). Given the offsets the
+groups hold at the end, :func:`check` also finds, as exactly-once requires
+offsets and output to be one:
+
+- ``offsets-of-invisible``: the group's offset is that of a transaction whose
+  records are not visible (aborted, or of unknown outcome and not read);
+- ``offsets-lost``: a later transaction of the group is visible (committed, or
+  read) but the group's offset is older;
+- ``offsets-unknown``: the group's offset is no transaction's.
+
 Recording is thread-safe: producers and readers may run in threads.
 """
 
@@ -36,7 +47,7 @@ import enum
 import itertools
 import threading
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 
@@ -62,6 +73,8 @@ class Txn:
     sends: list[Send] = field(default_factory=list)
     #: None while the transaction runs; a transaction never ended counts as UNKNOWN.
     outcome: Outcome | None = None
+    #: (group, offset) the transaction commits, if it sends offsets.
+    offsets: tuple[str, int] | None = None
 
     @property
     def final_outcome(self) -> Outcome:
@@ -122,6 +135,11 @@ class History:
             txn.sends.append(send)
             self._by_value[value] = (txn, send)
 
+    def send_offsets(self, txn: Txn, group: str, offset: int) -> None:
+        """Before ``send_offsets_to_transaction``: the transaction commits ``offset`` for ``group``."""
+        with self._lock:
+            txn.offsets = (group, offset)
+
     def end(self, txn: Txn, outcome: Outcome) -> None:
         with self._lock:
             if txn.outcome is not None:
@@ -149,8 +167,11 @@ class History:
 
 # -- the checker ----------------------------------------------------------------------------------
 
-def check(history: History) -> list[Anomaly]:
-    """Every anomaly in ``history`` (empty: the history is one a correct broker may give)."""
+def check(history: History, group_offsets: Mapping[str, int] | None = None) -> list[Anomaly]:
+    """Every anomaly in ``history`` (empty: the history is one a correct broker may give).
+
+    ``group_offsets``: the offset each group holds at the end (-1: none), for the offsets' checks.
+    """
     anomalies: list[Anomaly] = []
     visible_per_reader: dict[str, set[str]] = {}
     for reader in history.readers:
@@ -160,6 +181,9 @@ def check(history: History) -> list[Anomaly]:
                                                if (found := history.sent(r.value)) is not None}
     anomalies += _check_offsets_agree(history.readers)
     anomalies += _check_outcomes_agree(visible_per_reader)
+    if group_offsets is not None:
+        visible = set().union(*visible_per_reader.values()) if visible_per_reader else set()
+        anomalies += _check_group_offsets(history.txns, visible, group_offsets)
     return anomalies
 
 
@@ -242,4 +266,31 @@ def _check_outcomes_agree(visible_per_reader: dict[str, set[str]]) -> list[Anoma
         if differ:
             anomalies.append(Anomaly("inconsistent-outcome", f"{a} and {b} disagree on whether "
                                      f"{sorted(differ)} are visible"))
+    return anomalies
+
+
+def _check_group_offsets(txns: Iterable[Txn], visible: set[str], group_offsets: Mapping[str, int]) -> list[Anomaly]:
+    """Each group's offset is that of its last transaction whose records are visible (or none, if none is)."""
+    anomalies: list[Anomaly] = []
+    by_group: dict[str, dict[int, Txn]] = defaultdict(dict)
+    for txn in txns:
+        if txn.offsets is not None:
+            by_group[txn.offsets[0]][txn.offsets[1]] = txn
+
+    def is_visible(txn: Txn) -> bool:
+        return txn.final_outcome == Outcome.COMMITTED or txn.txn_id in visible
+
+    for group, offsets in sorted(by_group.items()):
+        held = group_offsets.get(group, -1)
+        owner = offsets.get(held)
+        if held >= 0 and owner is None:
+            anomalies.append(Anomaly("offsets-unknown", f"{group} holds offset {held}, no transaction's"))
+            continue
+        if owner is not None and not is_visible(owner):
+            anomalies.append(Anomaly("offsets-of-invisible", f"{group} holds offset {held} of "
+                                     f"{owner.final_outcome.value} {owner.txn_id}, whose records are not visible"))
+        later = [t.txn_id for offset, t in sorted(offsets.items()) if offset > held and is_visible(t)]
+        if later:
+            anomalies.append(Anomaly("offsets-lost", f"{group} holds offset {held}, but the records of the later "
+                                     f"{later} are visible"))
     return anomalies

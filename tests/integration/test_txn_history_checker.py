@@ -157,3 +157,36 @@ def test_recording_from_threads() -> None:
         thread.join(10)
     assert len({t.txn_id for t in history.txns}) == 200
     assert history.summary()["values"] == 600
+
+
+def _offsets_history() -> History:
+    """Group g: offset 1 committed, 2 aborted, 3 unknown; group h: offset 1 committed."""
+    history = History()
+    for producer, offset, outcome, value in (("p1", 1, Outcome.COMMITTED, b"x1"), ("p1", 2, Outcome.ABORTED, b"x2"),
+                                             ("p1", 3, Outcome.UNKNOWN, b"x3"), ("p2", 1, Outcome.COMMITTED, b"y1")):
+        txn = history.begin(producer)
+        history.send(txn, value, 0)
+        history.send_offsets(txn, "g" if producer == "p1" else "h", offset)
+        history.end(txn, outcome)
+    return history
+
+
+def test_group_offsets_follow_the_visible_transactions() -> None:
+    invisible = _offsets_history()
+    _reader(invisible, [(0, 0, b"x1"), (0, 2, b"y1")])
+    assert check(invisible, {"g": 1, "h": 1}) == []
+    visible = _offsets_history()
+    _reader(visible, [(0, 0, b"x1"), (0, 2, b"x3"), (0, 3, b"y1")])
+    assert check(visible, {"g": 3, "h": 1}) == []
+
+
+def test_group_offsets_apart_from_their_records() -> None:
+    history = _offsets_history()
+    _reader(history, [(0, 0, b"x1"), (0, 2, b"y1")])
+    assert [a.kind for a in check(history, {"g": 2, "h": 1})] == ["offsets-of-invisible"]
+    assert [a.kind for a in check(history, {"g": 3, "h": 1})] == ["offsets-of-invisible"]
+    assert [a.kind for a in check(history, {"g": 1, "h": -1})] == ["offsets-lost"]
+    assert [a.kind for a in check(history, {"g": 7, "h": 1})] == ["offsets-unknown"]
+    seen = _offsets_history()
+    _reader(seen, [(0, 0, b"x1"), (0, 2, b"x3"), (0, 3, b"y1")])
+    assert [a.kind for a in check(seen, {"g": 1, "h": 1})] == ["offsets-lost"]
