@@ -45,6 +45,7 @@ from coordinator.transaction.transaction_marker_channel_manager import CRASH_POI
 from protocol.request_constants import LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
+from tests.integration.txn_calls import retrying
 
 PARTITIONS = 3
 RECORDS_PER_PARTITION = 3
@@ -120,22 +121,12 @@ def _open_transaction(s: Scenario, **extra: object) -> Any:
     return producer
 
 
-def _retrying(call: Callable[[float], None], timeout_s: float = 40.0) -> None:
-    """A transactional call, made again on a retriable error as confluent-kafka documents."""
-    from confluent_kafka import KafkaException
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            call(max(1.0, deadline - time.monotonic()))
-            return
-        except KafkaException as exc:
-            if not exc.args[0].retriable() or time.monotonic() > deadline:
-                raise
+#: How long a transactional call is retried while the broker restarts and the coordinator loads.
+CALL_TIMEOUT_S = 40.0
 
 
 def _end(producer: Any, commit: bool) -> None:
-    _retrying(producer.commit_transaction if commit else producer.abort_transaction)
+    retrying(producer.commit_transaction if commit else producer.abort_transaction, CALL_TIMEOUT_S)
 
 
 def _across_a_crash(s: Scenario, call: Callable[[], None]) -> None:
@@ -159,7 +150,7 @@ def _assert_fenced(producer: Any) -> None:
     from confluent_kafka import KafkaException
 
     with pytest.raises(KafkaException) as raised:
-        _retrying(producer.commit_transaction, 20)
+        retrying(producer.commit_transaction, 20)
     assert not raised.value.args[0].retriable(), raised.value.args[0]
 
 
@@ -298,7 +289,7 @@ def test_a_prepared_commit_outlives_its_producer(start: Callable[[str | None], S
         producer.commit_transaction(2)  # the broker dies before answering
     _restart_after_the_crash(scenario)
     successor = _producer(scenario.broker.bootstrap, scenario.tid)
-    _retrying(successor.init_transactions)
+    retrying(successor.init_transactions, CALL_TIMEOUT_S)
     _assert_outcome(scenario, committed=True, markers_per_partition=1, then=("Empty",))
 
 
@@ -310,7 +301,7 @@ def test_a_fencing_abort_interrupted_by_a_crash_is_completed_on_load(start: Call
     scenario = start("before-markers")
     old = _open_transaction(scenario)
     successor = _producer(scenario.broker.bootstrap, scenario.tid)
-    _across_a_crash(scenario, lambda: _retrying(successor.init_transactions))
+    _across_a_crash(scenario, lambda: retrying(successor.init_transactions, CALL_TIMEOUT_S))
     _assert_fenced(old)
     _assert_outcome(scenario, committed=False, markers_per_partition=1, then=("Empty",))
 

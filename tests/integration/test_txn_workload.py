@@ -37,6 +37,7 @@ from protocol.request_constants import LATEST_TIMESTAMP, READ_COMMITTED, READ_UN
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
 from testing.txn_history import History, Outcome, Reader, Txn, check
+from tests.integration.txn_calls import retrying
 
 SEED = int(os.environ.get("PAFKA_TXN_WORKLOAD_SEED", "16"))
 PRODUCERS = 3
@@ -72,20 +73,6 @@ def broker() -> Iterator[BrokerProcess]:
     with BrokerProcess("transaction.abort.timed.out.transaction.cleanup.interval.ms=500") as process:
         yield process
         print(process.log_text()[-10_000:])  # shown when the test failed: the broker's side
-
-
-def _retrying(call: Callable[[float], None], give_up_s: float = GIVE_UP_S) -> None:
-    """A transactional call, made again while its error is retriable (confluent-kafka's documented handling)."""
-    from confluent_kafka import KafkaException
-
-    deadline = time.monotonic() + give_up_s
-    while True:
-        try:
-            call(max(1.0, deadline - time.monotonic()))
-            return
-        except KafkaException as exc:
-            if not exc.args[0].retriable() or time.monotonic() > deadline:
-                raise
 
 
 class TxnProducer(threading.Thread):
@@ -139,7 +126,7 @@ class TxnProducer(threading.Thread):
         producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
                              "linger.ms": 2, "transaction.timeout.ms": 10_000,
                              "metadata.recovery.strategy": "none", **RECONNECT})
-        _retrying(producer.init_transactions, INIT_TIMEOUT_S)
+        retrying(producer.init_transactions, INIT_TIMEOUT_S)
         self.instances += 1
         return producer
 
@@ -162,24 +149,24 @@ class TxnProducer(threading.Thread):
             if sends_offsets:
                 self.last_offset += 1
                 self.history.send_offsets(txn, self.group, self.last_offset)
-                _retrying(lambda timeout: producer.send_offsets_to_transaction(
+                retrying(lambda timeout: producer.send_offsets_to_transaction(
                     [CKTopicPartition(self.topic, 0, self.last_offset)], consumer.consumer_group_metadata(),
-                    timeout))
+                    timeout), GIVE_UP_S)
             if commit:
                 committing = True
-                _retrying(producer.commit_transaction)
+                retrying(producer.commit_transaction, GIVE_UP_S)
                 self._end(txn, Outcome.COMMITTED)
                 return producer
             if self.rng.random() < 0.5:
                 producer.flush(10)  # the aborted records reach the log (otherwise the abort may drop them)
-            _retrying(producer.abort_transaction)
+            retrying(producer.abort_transaction, GIVE_UP_S)
             self._end(txn, Outcome.ABORTED)
             return producer
         except KafkaException as exc:
             self.errors[exc.args[0].name()] += 1
             if exc.args[0].txn_requires_abort():
                 try:
-                    _retrying(producer.abort_transaction)
+                    retrying(producer.abort_transaction, GIVE_UP_S)
                     self._end(txn, Outcome.ABORTED)
                     return producer
                 except KafkaException:
