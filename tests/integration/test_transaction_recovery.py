@@ -13,6 +13,11 @@ The points are those of Kafka's protocol for ending a transaction:
   coordinator writes the markers again (a second marker changes nothing a
   reader sees), then completes.
 
+And at (b), for the aborts the coordinator starts itself: a new instance's
+fencing of an open transaction, and a transaction past its timeout; and a
+prepared commit whose producer is gone (a new instance waits for it, never
+aborts it).
+
 (b) and (c) cannot be timed from outside the process: the broker is started with
 the test-only ``PAFKA_TEST_TXN_CRASH=<step>:<transactional id>`` (see
 coordinator/transaction/transaction_marker_channel_manager.py) and SIGKILLs itself
