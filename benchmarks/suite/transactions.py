@@ -17,17 +17,22 @@ afterwards) and with a fresh ``transactional.id``:
   producer id (one record acknowledged on a warm-up topic);
 - ``transactional``: the same records in transactions of 1,000 (begin, 1,000 produce()
   calls, commit_transaction()), one producer; the clock runs from the first
-  begin_transaction() to the last commit returning (init_transactions() is timed apart);
+  begin_transaction() to the last commit returning (init_transactions() is timed apart).
+  Records have no key, so librdkafka's sticky partitioner puts most of a transaction (produced
+  in well under ``sticky.partitioning.linger.ms``) in one partition, as it batches the
+  idempotent run's;
 - both are read back by a read_committed consumer: every record exactly once, whole, in
   increasing order per partition, and nothing more within half a second, or the run is
   marked failed and left out of the medians;
 - ``EndTxn latency``: single-partition transactions of 5 x 100 B records offered at 100
   transactions/s for 30 s (3 s with ``--quick``); each transaction's records are flushed
   (acknowledged) before commit_transaction() is called, so the commit's time from call to
-  return is the EndTxn round trip alone. A read_committed consumer in a thread notes when
-  each transaction's records reach it (``fetch.wait.max.ms=500``; pafka answers a waiting
-  fetch as soon as the partition moves, the peer waits its poll out), which also shows a
-  broker that lets a record through before its commit.
+  return is the EndTxn round trip alone. As in Kafka, EndTxn is answered once PrepareCommit
+  is in the transaction log; the markers are written after. So a read_committed consumer in
+  a thread notes when each transaction's records reach it: commit call -> PrepareCommit ->
+  markers -> last stable offset -> fetch answered (``fetch.wait.max.ms=500``; pafka answers
+  a waiting fetch as soon as the partition moves, the peer waits its poll out). It also
+  catches a broker that lets a record through before its commit was asked for.
 Broker CPU seconds come from ``/proc/<pid>/stat`` per phase (:class:`ResourceMeter`), and
 are divided by the transactions committed in that phase. Prints markdown tables, then
 one JSON line with every figure.
@@ -38,10 +43,12 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import struct
 import sys
 import time
 import uuid
-from dataclasses import asdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 if not __package__:  # run as a file: imports start at the repository root, not this folder
@@ -49,7 +56,7 @@ if not __package__:  # run as a file: imports start at the repository root, not 
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from benchmarks.suite.bench_brokers import BenchBroker, ResourceMeter, alternate, ratio
+from benchmarks.suite.bench_brokers import BenchBroker, ResourceMeter, alternate, percentile, ratio
 from benchmarks.suite.client_common import (
     OthersMeter,
     broker_pair,
@@ -59,20 +66,32 @@ from benchmarks.suite.client_common import (
     human,
     log,
     markdown_table,
+    recorded_run,
     results_table,
     runs_ok,
 )
-from benchmarks.suite.client_throughput import Scenario, build_values, consumer_config, producer_config, read_timed, verify
-from benchmarks.suite.txn_latency import LATENCY_KEYS, RECORD_SIZE, latency_scenario, run_latency, transactional_producer
+from benchmarks.suite.client_latency import FETCH_WAIT_MAX_MS, ReceiveThread
+from benchmarks.suite.client_throughput import Scenario, build_values, consumer_config, produce_phase, producer_config, read_timed, verify
 from testing.topics import create_topic
 
 RECORDS = 1_000_000
+RECORD_SIZE = 100
 PARTITIONS = 6
 RECORDS_PER_TXN = 1_000
 #: After the expected records, how long the check waits for any record that should not be there.
 EXTRA_WAIT_S = 0.5
 PROBE_TIMEOUT_S = 15.0
 TARGETS = {"txn_vs_idempotent": 0.8, "txn_vs_peer": 1.0, "commit_p50_ms": 2.0, "commit_p99_ms": 10.0}
+TXN_TIMEOUT_MS = 60_000
+LATENCY_RATE = 100  # transactions offered per second
+LATENCY_SECONDS = 30.0
+LATENCY_RECORDS_PER_TXN = 5
+LATENCY_WARMUP_TXNS = 5
+#: Transaction number (WARMUP for the warm-up ones), record number in the run.
+STAMP = struct.Struct(">II")
+WARMUP = 0xFFFFFFFF
+LATENCY_KEYS = ["achieved_txn_s", "commit_p50_ms", "commit_p99_ms", "commit_max_ms", "txn_p50_ms", "txn_p99_ms",
+                "visible_p50_ms", "visible_p99_ms", "cpu_ms_per_txn", "other_cpu_s"]
 THROUGHPUT_KEYS = ["produce_msgs_s", "produce_MB_s", "produce_cpu_s", "cpu_ms_per_txn", "consume_msgs_s", "init_s",
                    "other_cpu_s"]
 
@@ -155,55 +174,6 @@ def _verdict(found: dict) -> str:
 
 # -- throughput -----------------------------------------------------------------------------------
 
-def idempotent_phase(broker: BenchBroker, s: Scenario, topic: str, values: list[bytes], warmup_topic: str,
-                     timeout_s: float) -> dict:
-    """Produce ``values`` as fast as the client goes. The clock starts once the producer has its
-    producer id and connection (one record acknowledged on ``warmup_topic``), as the
-    transactional phase's starts after init_transactions(): librdkafka takes 0.1-0.5 s to get
-    an idempotent producer's id, which would otherwise weigh on a short run."""
-    errors: list[str] = []
-
-    def on_delivery(err, _msg) -> None:
-        if err is not None:
-            errors.append(str(err))
-
-    producer = Producer(producer_config(broker, s, on_delivery))
-    producer.produce(warmup_topic, b"warm-up")
-    if producer.flush(timeout_s):
-        raise RuntimeError(f"the warm-up record was not acknowledged in {timeout_s} s")
-    produce, poll = producer.produce, producer.poll
-    deadline = time.monotonic() + timeout_s
-    sent = 0
-    with ResourceMeter(broker) as meter:
-        for value in values:
-            try:
-                produce(topic, value)
-            except BufferError:
-                if not _produce_when_room(producer, topic, value, deadline):
-                    break
-            sent += 1
-            if not sent & 4095:
-                poll(0)
-        unflushed = producer.flush(max(0.0, deadline - time.monotonic()) + 1.0)
-    acked = sent - len(errors) - unflushed
-    return {"produce_s": meter.wall_s, "produce_cpu_s": meter.cpu_s, "produce_rss_mb": meter.peak_rss_mb,
-            "sent": sent, "acked": acked, "produce_errors": len(errors), "unflushed": unflushed,
-            "first_produce_error": errors[0] if errors else None,
-            "produce_msgs_s": acked / meter.wall_s, "produce_MB_s": acked * s.size / meter.wall_s / 1e6}
-
-
-def _produce_when_room(producer: Producer, topic: str, value: bytes, deadline: float) -> bool:
-    """produce() once the local queue has room (librdkafka sends meanwhile); False past ``deadline``."""
-    while time.monotonic() < deadline:
-        producer.poll(0.005)
-        try:
-            producer.produce(topic, value)
-            return True
-        except BufferError:
-            continue
-    return False
-
-
 def transactional_phase(broker: BenchBroker, s: Scenario, topic: str, values: list[bytes], per_txn: int,
                         timeout_s: float) -> dict:
     """Produce ``values`` in transactions of ``per_txn`` records; the clock starts after init_transactions()."""
@@ -265,32 +235,171 @@ def read_back(broker: BenchBroker, s: Scenario, topic: str, expected: int, timeo
     return {"consume_msgs_s": read.timed / elapsed if elapsed else None, "extra": len(extra)}, read.kept + extra
 
 
+def judge(result: dict, broker: BenchBroker, keys: Sequence[str]) -> None:
+    """``ok`` unless one of ``keys`` is set (an error count, a failure); ``error`` names them."""
+    problems = [key for key in keys if result.get(key)]
+    result["ok"] = not problems
+    if problems:
+        result["error"] = f"{broker.name}: " + ", ".join(f"{key}={result[key]}" for key in problems)
+
+
 def run_throughput(broker: BenchBroker, s: Scenario, per_txn: int | None, values: list[bytes], warmup_topic: str,
                    timeout_s: float) -> dict:
     topic = "txn-" + uuid.uuid4().hex[:12]
     result: dict = {"broker": broker.name, "scenario": s.name, "topic": topic}
-    try:
+    with recorded_run(broker, topic, result):
         create_topic(broker.bootstrap, topic, s.partitions)
         with OthersMeter(broker) as others:
             if per_txn is None:
-                result.update(idempotent_phase(broker, s, topic, values, warmup_topic, timeout_s))
+                result.update(produce_phase(broker, s, topic, values, timeout_s, warmup_topic))
             else:
                 result.update(transactional_phase(broker, s, topic, values, per_txn, timeout_s))
             consumed, messages = read_back(broker, s, topic, result["acked"], timeout_s)
         result.update(consumed, other_cpu_s=others.other_cpu_s)
         result.update(verify(messages, len(values), s.size))
         del messages
-        problems = [k for k in ("produce_errors", "unflushed", "txn_failure", "missing", "duplicated", "out_of_order",
-                                "malformed", "consume_errors", "extra") if result.get(k)]
-        result["ok"] = not problems
-        if problems:
-            result["error"] = f"{broker.name}: " + ", ".join(f"{k}={result[k]}" for k in problems)
-    except Exception as exc:  # a refused scenario is a recorded failure, never a crash
-        result.update(ok=False, error=f"{broker.name}: {type(exc).__name__}: {exc}")
-    finally:
-        gc.collect()
-        result["delete_error"] = delete_topic(broker, topic)
+        judge(result, broker, ("produce_errors", "unflushed", "txn_failure", "missing", "duplicated", "out_of_order",
+                               "malformed", "consume_errors", "extra"))
     return result
+
+
+# -- EndTxn latency -------------------------------------------------------------------------------
+
+def transactional_producer(config: dict) -> Producer:
+    """A producer with a transactional id of its own, so every run starts a fresh producer id.
+    librdkafka refuses a ``message.timeout.ms`` above the transaction timeout."""
+    return Producer({**config, "transactional.id": "txn-bench-" + uuid.uuid4().hex,
+                     "transaction.timeout.ms": TXN_TIMEOUT_MS, "message.timeout.ms": TXN_TIMEOUT_MS})
+
+
+@dataclass(frozen=True)
+class LatencyScenario:
+    name: str
+    rate: int
+    seconds: float
+    records_per_txn: int
+
+    @property
+    def transactions(self) -> int:
+        return int(self.rate * self.seconds)
+
+
+def latency_scenario(quick: bool) -> LatencyScenario:
+    return LatencyScenario(f"EndTxn latency, {LATENCY_RATE} txn/s", LATENCY_RATE,
+                           LATENCY_SECONDS / (10 if quick else 1), LATENCY_RECORDS_PER_TXN)
+
+
+class VisibilityThread(ReceiveThread):
+    """A read_committed consumer noting when each transaction's first record reaches it."""
+
+    def __init__(self, broker: BenchBroker, topic: str, transactions: int) -> None:
+        super().__init__(broker, topic, {"isolation.level": "read_committed"})
+        self.arrived_ns = [0] * transactions
+        self.records = 0
+        self.duplicated = self.out_of_order = 0
+        self._seen: set[int] = set()
+        self._last = -1
+
+    def note(self, value: bytes, now_ns: int) -> None:
+        txn, seq = STAMP.unpack_from(value)
+        if txn == WARMUP:
+            self.warmups += 1
+            return
+        self.records += 1
+        if seq in self._seen:
+            self.duplicated += 1
+        self._seen.add(seq)
+        if seq <= self._last:
+            self.out_of_order += 1
+        self._last = seq
+        if not self.arrived_ns[txn]:
+            self.arrived_ns[txn] = now_ns
+
+    def received(self) -> int:
+        return self.records + self.errors
+
+
+def quantiles_ms(values_ns: list[int], prefix: str) -> dict[str, float | None]:
+    ordered = sorted(values_ns)
+    found = {f"{prefix}_p{p}_ms": percentile(ordered, p) for p in (50, 99)}
+    found[f"{prefix}_max_ms"] = ordered[-1] if ordered else None
+    return {key: value / 1e6 if value is not None else None for key, value in found.items()}
+
+
+def paced_transactions(producer: Producer, topic: str, s: LatencyScenario, timeout_s: float) -> dict:
+    """Offer ``s.rate`` transactions/s; per transaction, commit call to return and begin to return."""
+    pad = bytes(RECORD_SIZE - STAMP.size)
+    produce, pack, clock = producer.produce, STAMP.pack, time.perf_counter_ns
+    commit_call_ns = [0] * s.transactions
+    commit_ns: list[int] = []
+    txn_ns: list[int] = []
+    late = 0
+    start = clock()
+    for txn in range(s.transactions):
+        wait_ns = start + txn * 1_000_000_000 // s.rate - clock()
+        if wait_ns > 0:
+            time.sleep(wait_ns / 1e9)
+        elif wait_ns < -5_000_000:
+            late += 1  # began over 5 ms after its time: the client fell behind the offered rate
+        began = clock()
+        producer.begin_transaction()
+        for i in range(s.records_per_txn):
+            produce(topic, pack(txn, txn * s.records_per_txn + i) + pad)
+        if producer.flush(timeout_s):
+            raise RuntimeError(f"transaction {txn}: records not acknowledged in {timeout_s} s")
+        commit_call_ns[txn] = called = clock()
+        producer.commit_transaction(timeout_s)
+        done = clock()
+        commit_ns.append(done - called)
+        txn_ns.append(done - began)
+    return {"commit_call_ns": commit_call_ns, "commit_ns": commit_ns, "txn_ns": txn_ns, "late_txns": late,
+            "elapsed_s": (clock() - start) / 1e9}
+
+
+def run_latency(broker: BenchBroker, s: LatencyScenario, timeout_s: float) -> dict:
+    topic = "txn-lat-" + uuid.uuid4().hex[:12]
+    result: dict = {"broker": broker.name, "scenario": s.name, "topic": topic}
+    with recorded_run(broker, topic, result):
+        create_topic(broker.bootstrap, topic, 1)
+        receiver = VisibilityThread(broker, topic, s.transactions)
+        receiver.start()
+        try:
+            result.update(timed_transactions(broker, topic, s, receiver, timeout_s))
+        finally:
+            receiver.stop.set()
+            receiver.join(10.0)
+        judge(result, broker, ("missing", "duplicated", "out_of_order", "consume_errors", "visible_before_commit"))
+    return result
+
+
+def timed_transactions(broker: BenchBroker, topic: str, s: LatencyScenario, receiver: VisibilityThread,
+                       timeout_s: float) -> dict:
+    """Warm up (connections, AddPartitionsToTxn, a fetch in flight), then the paced transactions."""
+    producer = transactional_producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0})
+    producer.init_transactions(timeout_s)
+    pad = bytes(RECORD_SIZE - STAMP.size)
+    for _ in range(LATENCY_WARMUP_TXNS):
+        producer.begin_transaction()
+        producer.produce(topic, STAMP.pack(WARMUP, 0) + pad)
+        producer.commit_transaction(timeout_s)
+    if not receiver.wait_for(LATENCY_WARMUP_TXNS, 15.0, warmup=True):
+        raise RuntimeError("warm-up transactions did not reach the read_committed consumer in 15 s")
+    with ResourceMeter(broker) as meter, OthersMeter(broker) as others:
+        paced = paced_transactions(producer, topic, s, timeout_s)
+    receiver.wait_for(s.transactions * s.records_per_txn, 10.0 + FETCH_WAIT_MAX_MS / 1000)
+    calls, arrived = paced["commit_call_ns"], receiver.arrived_ns
+    visible = [arrived[t] - calls[t] for t in range(s.transactions) if arrived[t]]
+    return {
+        "transactions": s.transactions, "achieved_txn_s": s.transactions / paced["elapsed_s"],
+        "late_txns": paced["late_txns"], "cpu_s": meter.cpu_s, "cpu_ms_per_txn": meter.cpu_s * 1000 / s.transactions,
+        "other_cpu_s": others.other_cpu_s, "received": receiver.records,
+        "missing": s.transactions * s.records_per_txn - receiver.records,
+        "duplicated": receiver.duplicated, "out_of_order": receiver.out_of_order, "consume_errors": receiver.errors,
+        # a record reaching read_committed before its commit was even asked for: no isolation
+        "visible_before_commit": sum(1 for v in visible if v < 0),
+        **quantiles_ms(paced["commit_ns"], "commit"), **quantiles_ms(paced["txn_ns"], "txn"),
+        **quantiles_ms(visible, "visible"),
+    }
 
 
 # -- report ---------------------------------------------------------------------------------------
