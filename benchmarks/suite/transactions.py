@@ -103,6 +103,13 @@ def throughput_scenarios(quick: bool) -> list[tuple[Scenario, int | None]]:
                                     idempotent=True), RECORDS_PER_TXN)]
 
 
+def transactional_producer(config: dict) -> Producer:
+    """A producer with a transactional id of its own, so every run starts a fresh producer id.
+    librdkafka refuses a ``message.timeout.ms`` above the transaction timeout."""
+    return Producer({**config, "transactional.id": "txn-bench-" + uuid.uuid4().hex,
+                     "transaction.timeout.ms": TXN_TIMEOUT_MS, "message.timeout.ms": TXN_TIMEOUT_MS})
+
+
 # -- probe ----------------------------------------------------------------------------------------
 
 def probe(broker: BenchBroker) -> dict:
@@ -264,13 +271,6 @@ def run_throughput(broker: BenchBroker, s: Scenario, per_txn: int | None, values
 
 
 # -- EndTxn latency -------------------------------------------------------------------------------
-
-def transactional_producer(config: dict) -> Producer:
-    """A producer with a transactional id of its own, so every run starts a fresh producer id.
-    librdkafka refuses a ``message.timeout.ms`` above the transaction timeout."""
-    return Producer({**config, "transactional.id": "txn-bench-" + uuid.uuid4().hex,
-                     "transaction.timeout.ms": TXN_TIMEOUT_MS, "message.timeout.ms": TXN_TIMEOUT_MS})
-
 
 @dataclass(frozen=True)
 class LatencyScenario:
