@@ -62,11 +62,14 @@ class CopierProcess:
                  "--progress", str(self.progress_path), "--debug", os.environ.get("EOS_COPIER_DEBUG", "")],
                 stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
 
-    def kill(self) -> None:
+    def kill(self) -> bool:
+        """SIGKILL; False if the copier had exited already."""
         assert self.process is not None
-        if self.process.poll() is None:
+        running = self.process.poll() is None
+        if running:
             os.kill(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
+        return running
 
     def committed(self) -> int:
         """The input positions the copier last reported committed (0 before any commit)."""
@@ -119,33 +122,35 @@ def _schedule(rng: random.Random) -> list[tuple[float, str]]:
     return [(0.03 + step * i + rng.uniform(0, step * 0.8), kind) for i, kind in enumerate(kinds)]
 
 
-def _run_with_crashes(broker: BrokerProcess, copier: CopierProcess, rng: random.Random) -> list[str]:
-    """Copy to the end, crashing at each scheduled point; the crashes done, in order."""
-    done: list[str] = []
+def _run_with_crashes(broker: BrokerProcess, copier: CopierProcess, rng: random.Random
+                      ) -> list[tuple[str, int, float]]:
+    """Copy to the end, crashing at each scheduled point; the crashes done: (what, progress, seconds)."""
+    done: list[tuple[str, int, float]] = []
     schedule = _schedule(rng)
+    started = time.monotonic()
+    deadline = started + DEADLINE_S
     last_crash_at = -1
-    deadline = time.monotonic() + DEADLINE_S
     copier.start()
     while True:
         assert time.monotonic() < deadline, f"copy not finished in {DEADLINE_S} s; crashes so far {done}, " \
             f"progress {copier.committed()}/{RECORDS}, copier exits {copier.exits}"
+        if copier.poll() == 0:
+            return done
         progress = copier.committed()
         # The next crash once its point is reached and the copier committed since the last one.
         if schedule and progress >= schedule[0][0] * RECORDS and progress > last_crash_at:
             _, kind = schedule.pop(0)
             last_crash_at = progress
-            time.sleep(rng.uniform(0, 0.3))  # somewhere inside the next transaction
+            time.sleep(rng.uniform(0, 0.2))  # somewhere inside the next transaction
             if kind == "broker":
                 broker.kill()
                 time.sleep(rng.uniform(0, 0.5))
                 broker.start()
             else:
-                copier.kill()
+                assert copier.kill(), "the copier finished before its crash"
                 copier.start()
-            done.append(kind)
-        if copier.poll() == 0:
-            return done
-        time.sleep(0.02)
+            done.append((kind, progress, round(time.monotonic() - started, 2)))
+        time.sleep(0.01)
 
 
 def _read_output(bootstrap: str) -> dict[int, list[tuple[int, int, int]]]:
@@ -211,7 +216,9 @@ def test_copy_is_exactly_once_across_broker_and_copier_kills(broker: BrokerProce
               if (tmp_path / "copier.log").exists() else "")
         print("\n".join(line for line in copier.progress_path.read_text().splitlines()
                         if not line.startswith("committed"))[-4000:] if copier.progress_path.exists() else "")
-    assert sorted(crashes) == ["broker"] * BROKER_KILLS + ["copier"] * COPIER_KILLS, crashes
+    print("crashes (what, progress, seconds):", crashes)
+    assert sorted(kind for kind, _, _ in crashes) == ["broker"] * BROKER_KILLS + ["copier"] * COPIER_KILLS
+    assert all(progress < RECORDS for _, progress, _ in crashes)
 
     output = _read_output(broker.bootstrap)
     ids = sorted(record_id for records in output.values() for record_id, _, _ in records)
