@@ -13,6 +13,7 @@ output partition, and the group's committed offsets are the input's end.
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -132,8 +133,8 @@ def _run_with_crashes(broker: BrokerProcess, copier: CopierProcess, rng: random.
     last_crash_at = -1
     copier.start()
     while True:
-        assert time.monotonic() < deadline, f"copy not finished in {DEADLINE_S} s; crashes so far {done}, " \
-            f"progress {copier.committed()}/{RECORDS}, copier exits {copier.exits}"
+        assert time.monotonic() < deadline, (f"copy not finished in {DEADLINE_S} s; crashes so far {done}, "
+                                             f"progress {copier.committed()}/{RECORDS}, copier exits {copier.exits}")
         if copier.poll() == 0:
             return done
         progress = copier.committed()
@@ -223,7 +224,7 @@ def test_copy_is_exactly_once_across_broker_and_copier_kills(broker: BrokerProce
     output = _read_output(broker.bootstrap)
     ids = sorted(record_id for records in output.values() for record_id, _, _ in records)
     missing = sorted(set(range(RECORDS)) - set(ids))
-    duplicates = sorted({i for i, j in zip(ids, ids[1:], strict=False) if i == j})
+    duplicates = sorted({i for i, j in itertools.pairwise(ids) if i == j})
     assert (missing[:10], duplicates[:10], len(ids)) == ([], [], RECORDS)
     for out_partition, records in output.items():
         assert all(record_id % OUTPUT_PARTITIONS == out_partition for record_id, _, _ in records)

@@ -335,8 +335,8 @@ def read_uncommitted(broker: BrokerProcess, topic: str, partition: int) -> list[
 
 
 #: Versions of the fencing test: every one where an API's answer to a fenced producer differs.
-FENCING_VERSIONS = range(0, max(end_txn.MAX_VERSION, add_partitions_to_txn.MAX_VERSION,
-                                add_offsets_to_txn.MAX_VERSION, init_producer_id.MAX_VERSION) + 1)
+FENCING_VERSIONS = range(max(end_txn.MAX_VERSION, add_partitions_to_txn.MAX_VERSION,
+                             add_offsets_to_txn.MAX_VERSION, init_producer_id.MAX_VERSION) + 1)
 
 
 @pytest.mark.parametrize("version", FENCING_VERSIONS)
