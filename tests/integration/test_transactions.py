@@ -4,7 +4,8 @@ A transactional producer commits and aborts across two partitions; a
 ``read_committed`` consumer must see exactly the committed records and a
 ``read_uncommitted`` one every record; ``send_offsets_to_transaction`` makes the
 group's offsets visible only with the commit; a second producer with the same
-``transactional.id`` fences the first.
+``transactional.id`` fences the first, and nothing the first sends afterwards is
+appended (test_transactions_versions checks each API's answer to it on the wire).
 """
 
 from __future__ import annotations
@@ -150,7 +151,13 @@ def test_a_second_producer_fences_the_first(broker: BrokerProcess) -> None:
         first.commit_transaction(20)
     error = raised.value.args[0]
     assert error.fatal() or "fenced" in error.str().lower(), error
+    with pytest.raises(KafkaException):  # a fenced producer stays fenced
+        first.begin_transaction()
+        first.produce(topic, b"zombie-2", partition=0)
+        first.commit_transaction(10)
     assert [v for _, v in _consume(broker.bootstrap, topic, "read_committed", 1)] == [b"fresh"]
+    # What the first wrote before the fence was appended and aborted; nothing after it was appended.
+    assert sorted(v for _, v in _consume(broker.bootstrap, topic, "read_uncommitted", 2)) == [b"fresh", b"zombie-0"]
 
 
 def test_a_transaction_past_its_timeout_is_aborted(broker: BrokerProcess) -> None:

@@ -43,7 +43,8 @@ from protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequestTopic,
 )
 from protocol.messages.write_txn_markers import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
-from protocol.records import Record, build_batch
+from protocol.record_batch import iter_batch_headers
+from protocol.records import Record, build_batch, read_batch
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
 from testing.topics import create_topic
@@ -306,3 +307,81 @@ def _until(condition: Any, timeout: float = 5.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition never held"
         time.sleep(0.02)
+
+
+def read_uncommitted(broker: BrokerProcess, topic: str, partition: int) -> list[tuple[int, bool, list[bytes | None]]]:
+    """Every batch ``read_uncommitted`` Fetches return up to the high watermark: (producer epoch, is a
+    control batch, values). One Fetch answers from one segment, and these records' timestamp 0 makes
+    the next append with a real one roll a new segment: so fetch on from each batch's end."""
+    batches: list[tuple[int, bool, list[bytes | None]]] = []
+    offset, high_watermark = 0, 1
+    while offset < high_watermark:
+        request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                               session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                               topics=[FetchTopic(topic=topic, partitions=[FetchPartition(
+                                   partition=partition, current_leader_epoch=-1, fetch_offset=offset,
+                                   last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)])])
+        (result,) = send_request(broker, fetch.API_KEY, 11, request).responses[0].partitions
+        assert result.error_code == 0, result
+        high_watermark = result.high_watermark
+        data = bytes(result.records or b"")
+        headers = list(iter_batch_headers(data))
+        assert headers or offset >= high_watermark, f"no batch at {offset} below the high watermark {high_watermark}"
+        for pos, header in headers:
+            values = [] if header.is_control else [r.value for r in read_batch(data, pos)[1]]
+            batches.append((header.producer_epoch, header.is_control, values))
+            offset = header.last_offset + 1
+    return batches
+
+
+#: Versions of the fencing test: every one where an API's answer to a fenced producer differs.
+FENCING_VERSIONS = range(max(end_txn.MAX_VERSION, add_partitions_to_txn.MAX_VERSION,
+                             add_offsets_to_txn.MAX_VERSION, init_producer_id.MAX_VERSION) + 1)
+
+
+@pytest.mark.parametrize("version", FENCING_VERSIONS)
+def test_a_fenced_producer_is_refused_and_writes_nothing(broker: BrokerProcess, version: int) -> None:
+    """A second producer with the same transactional id fences the first mid-transaction: the first's
+    produce, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and InitProducerId (KIP-360 recovery) are refused
+    with PRODUCER_FENCED where the version knows it, INVALID_PRODUCER_EPOCH before (as Kafka maps it),
+    and nothing it sends after the fence is appended, so no reader at any isolation level sees it."""
+    zombie = _new(broker)
+    assert zombie.find_coordinator().error_code == 0  # as a client does first: creates __transaction_state
+    zombie.init()
+    assert zombie.add_partitions([0, 1]) == [0]
+    assert zombie.produce(0, [b"before"]) == 0
+    fresh = WireProducer(broker, zombie.tid, zombie.topic)
+    fresh.init()  # CONCURRENT_TRANSACTIONS (retried) until the zombie's transaction is aborted
+    # The abort marker carries the fence's bumped epoch; the new instance's is one past it.
+    assert (fresh.producer_id, fresh.epoch) == (zombie.producer_id, zombie.epoch + 2)
+    _until_stable(broker, zombie.topic, 0)
+
+    def fenced(first_version_that_knows_it: int) -> ErrorCode:
+        return (ErrorCode.PRODUCER_FENCED if version >= first_version_that_knows_it
+                else ErrorCode.INVALID_PRODUCER_EPOCH)
+
+    # A produce answers INVALID_PRODUCER_EPOCH at every version: the partition knows only epochs.
+    assert zombie.produce(0, [b"after-0"]) == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert zombie.produce(1, [b"after-1"]) == ErrorCode.INVALID_PRODUCER_EPOCH
+    if version <= add_partitions_to_txn.MAX_VERSION:
+        assert zombie.add_partitions([0, 1], version) == [fenced(add_partitions_to_txn.PRODUCER_FENCED_VERSION)]
+    if version <= add_offsets_to_txn.MAX_VERSION:
+        assert zombie.add_offsets(f"g-{zombie.topic}", version) == fenced(add_offsets_to_txn.PRODUCER_FENCED_VERSION)
+    if version <= end_txn.MAX_VERSION:
+        for commit in (True, False):
+            assert zombie.end(commit, version) == fenced(end_txn.PRODUCER_FENCED_VERSION)
+    if init_producer_id.RECOVERY_VERSION <= version <= init_producer_id.MAX_VERSION:
+        recover = InitProducerIdRequest(transactional_id=zombie.tid, transaction_timeout_ms=60_000,
+                                        producer_id=zombie.producer_id, producer_epoch=zombie.epoch)
+        answer = send_request(broker, init_producer_id.API_KEY, version, recover)
+        assert answer.error_code == fenced(init_producer_id.PRODUCER_FENCED_VERSION)
+    # The fence moved nothing: the new instance's transaction still commits, and is all there is.
+    assert fresh.add_partitions([1]) == [0]
+    assert fresh.produce(1, [b"fresh"]) == 0
+    assert fresh.end(True) == 0
+    first, fence, latest = zombie.epoch, zombie.epoch + 1, fresh.epoch
+    assert read_uncommitted(broker, zombie.topic, 0) == [(first, False, [b"before"]), (fence, True, [])]
+    assert read_uncommitted(broker, zombie.topic, 1) == [(fence, True, []), (latest, False, [b"fresh"]),
+                                                         (latest, True, [])]
+    assert _until_stable(broker, zombie.topic, 0) == (2, 2, [0])
+    assert _until_stable(broker, zombie.topic, 1)[:2] == (3, 3)
