@@ -122,7 +122,7 @@ class TcpProxy:
         self.changed = threading.Condition(self.lock)
         self._modes: dict[Direction, tuple[Mode, int]] = dict.fromkeys(Direction, (Mode.PASS, 0))
         self._links: list[_Link] = []
-        self._closed = False
+        self._closed = threading.Event()
         self._listener = socket.create_server((host, 0))
         self._listener.settimeout(_POLL_S)
         self.host: str = host
@@ -183,7 +183,7 @@ class TcpProxy:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _accept(self) -> None:
-        while not self._closed:
+        while not self._closed.is_set():
             try:
                 client, _ = self._listener.accept()
             except TimeoutError:
@@ -200,14 +200,14 @@ class TcpProxy:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             link = _Link(self, client, target)
             with self.lock:
-                if self._closed:
+                if self._closed.is_set():
                     link.close()
                     return
                 self._links.append(link)
             link.start()
 
     def close(self) -> None:
-        self._closed = True
+        self._closed.set()
         self._listener.close()
         self._acceptor.join(timeout=5)
         with self.lock:
