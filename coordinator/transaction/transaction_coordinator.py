@@ -205,18 +205,23 @@ class TransactionCoordinator:
 
     def verify_partitions_in_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                          partitions: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        """KIP-890 part 1's verify-only check: each partition is in this producer's ongoing transaction."""
+        """KIP-890 part 1's verify-only check (AddPartitionsToTxn v4+): each partition is in this
+        producer's ongoing transaction. As Kafka's, a pending transition is not checked: the
+        partition leader's verification guard settles a race with a marker; a partition not in
+        the transaction answers TRANSACTION_ABORTABLE."""
+        if not transactional_id:
+            return dict.fromkeys(partitions, ErrorCode.INVALID_REQUEST)
         try:
             _, m = self._lookup(transactional_id)
             if m.producer_id != producer_id:
                 raise _Refused(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
             if m.producer_epoch != producer_epoch:
                 raise _Refused(ErrorCode.PRODUCER_FENCED)
-            if m.pending_transition_in_progress or m.state != S.ONGOING:
-                raise _Refused(ErrorCode.INVALID_TXN_STATE)
+            if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
         except _Refused as refused:
             return dict.fromkeys(partitions, refused.error)
-        return {tp: ErrorCode.NO_ERROR if tp in m.topic_partitions else ErrorCode.INVALID_TXN_STATE
+        return {tp: ErrorCode.NO_ERROR if tp in m.topic_partitions else ErrorCode.TRANSACTION_ABORTABLE
                 for tp in partitions}
 
     async def handle_add_offsets_to_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,

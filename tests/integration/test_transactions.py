@@ -160,16 +160,44 @@ def test_a_second_producer_fences_the_first(broker: BrokerProcess) -> None:
     assert sorted(v for _, v in _consume(broker.bootstrap, topic, "read_uncommitted", 2)) == [b"fresh", b"zombie-0"]
 
 
+_OPEN_AND_WAIT = """
+import sys, time
+from confluent_kafka import Producer
+bootstrap, tid, topic = sys.argv[1:4]
+producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 1500,
+                     "socket.timeout.ms": 1500})
+producer.init_transactions(20)
+producer.begin_transaction()
+producer.produce(topic, b"left-open", partition=0)
+producer.flush(10)
+print("open", flush=True)
+time.sleep(60)
+"""
+
+
 def test_a_transaction_past_its_timeout_is_aborted(broker: BrokerProcess) -> None:
+    """A producer process SIGKILLed with its transaction open: the coordinator aborts it after
+    ``transaction.timeout.ms`` and the last stable offset moves past it."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.integration.test_transactions_versions import read_committed
+
     topic = f"txn-timeout-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic, 1)
-    producer = _producer(broker.bootstrap, f"tid-{topic}", **{"transaction.timeout.ms": 1500, "socket.timeout.ms": 1500})
-    producer.init_transactions(20)
-    producer.begin_transaction()
-    producer.produce(topic, b"left-open", partition=0)
-    producer.flush(10)
-    # The producer goes quiet; the coordinator aborts its transaction and the LSO moves past it.
-    time.sleep(3)
+    process = subprocess.Popen([sys.executable, "-c", _OPEN_AND_WAIT, broker.bootstrap, f"tid-{topic}", topic],
+                               stdout=subprocess.PIPE)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"open\n"
+        assert read_committed(broker, topic, 0)[:2] == (1, 0)  # the open transaction holds the LSO back
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+    deadline = time.monotonic() + 15
+    while read_committed(broker, topic, 0) != (2, 2, [0]):  # its record and the abort marker, stable
+        assert time.monotonic() < deadline, read_committed(broker, topic, 0)
+        time.sleep(0.1)
     other = _producer(broker.bootstrap, f"tid2-{topic}")
     other.init_transactions(20)
     other.begin_transaction()

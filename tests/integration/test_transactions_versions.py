@@ -30,7 +30,11 @@ from broker.handlers import (
 )
 from protocol.errors import ErrorCode
 from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
-from protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
 from protocol.messages.end_txn import EndTxnRequest
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.find_coordinator import FindCoordinatorRequest
@@ -200,7 +204,7 @@ def test_init_producer_id_bumps_the_epoch_and_fences(broker: BrokerProcess, vers
         ErrorCode.INVALID_TRANSACTION_TIMEOUT
 
 
-@pytest.mark.parametrize("version", range(add_partitions_to_txn.MIN_VERSION, add_partitions_to_txn.MAX_VERSION + 1))
+@pytest.mark.parametrize("version", range(add_partitions_to_txn.MIN_VERSION, add_partitions_to_txn.BATCHED_VERSION))
 def test_add_partitions_to_txn(broker: BrokerProcess, version: int) -> None:
     p = _new(broker)
     p.init()
@@ -221,6 +225,52 @@ def test_add_partitions_to_txn(broker: BrokerProcess, version: int) -> None:
     assert codes == {p.topic: [ErrorCode.OPERATION_NOT_ATTEMPTED], "no-such-topic": [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]}
     fenced = ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
     assert p.add_partitions([0], version, epoch=p.epoch - 1 if p.epoch else 5) == [fenced]
+
+
+def _batched(broker: BrokerProcess, version: int, *txns: tuple[WireProducer, bool, dict[str, list[int]], int | None]
+             ) -> dict[str, dict[tuple[str, int], int]]:
+    """AddPartitionsToTxn v4+: (producer, verify only?, partitions by topic, epoch or None) per transaction;
+    each transaction's partition errors by transactional id."""
+    request = AddPartitionsToTxnRequest(transactions=[AddPartitionsToTxnTransaction(
+        transactional_id=p.tid, producer_id=p.producer_id, producer_epoch=p.epoch if epoch is None else epoch,
+        verify_only=verify_only, topics=[AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()])
+        for p, verify_only, topics, epoch in txns])
+    response = send_request(broker, add_partitions_to_txn.API_KEY, version, request)
+    assert response.error_code == 0
+    return {r.transactional_id: {(t.name, x.partition_index): x.partition_error_code for t in r.topic_results
+                                 for x in t.results_by_partition} for r in response.results_by_transaction}
+
+
+@pytest.mark.parametrize("version", range(add_partitions_to_txn.BATCHED_VERSION, add_partitions_to_txn.MAX_VERSION + 1))
+def test_add_partitions_to_txn_batched_and_verify_only(broker: BrokerProcess, version: int) -> None:
+    """v4+ (KIP-890 part 1, broker to broker): many transactions in one request, each added or only verified."""
+    adder, verified = _new(broker), _new(broker)
+    adder.init()
+    verified.init()
+    assert verified.add_partitions([0]) == [0]
+    (t1, t2) = adder.topic, verified.topic
+    errors = _batched(broker, version, (adder, False, {t1: [0, 1]}, None), (verified, True, {t2: [0, 1]}, None))
+    # The v5 error for a partition outside the transaction; v4 callers predate it.
+    outside = ErrorCode.TRANSACTION_ABORTABLE if version >= 5 else ErrorCode.INVALID_TXN_STATE
+    assert errors == {adder.tid: {(t1, 0): 0, (t1, 1): 0}, verified.tid: {(t2, 0): 0, (t2, 1): outside}}
+    # Verify-only added nothing: a produce to partition 1 is refused (Produce v9 knows no TRANSACTION_ABORTABLE).
+    assert verified.produce(1, [b"never"]) == ErrorCode.INVALID_TXN_STATE
+    assert verified.produce(0, [b"kept"]) == 0
+    assert adder.produce(1, [b"added"]) == 0  # added by the batched request, as a client's v3 would
+    # A stale epoch is fenced; a missing topic fails only its own transaction.
+    errors = _batched(broker, version, (verified, True, {t2: [0]}, verified.epoch + 1),
+                      (adder, False, {t1: [0], "no-such-topic": [0]}, None))
+    assert errors == {verified.tid: {(t2, 0): ErrorCode.PRODUCER_FENCED},
+                      adder.tid: {(t1, 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+                                  ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}}
+    assert adder.end(True) == 0
+    assert verified.end(False) == 0
+    assert _until_stable(broker, t1, 1) == (2, 2, [])
+    assert _until_stable(broker, t2, 0) == (2, 2, [0])
+    assert read_committed(broker, t2, 1) == (0, 0, [])  # the refused produce left nothing
+    # Once the transaction is over, no partition verifies.
+    errors = _batched(broker, version, (verified, True, {t2: [0]}, None))
+    assert errors == {verified.tid: {(t2, 0): outside}}
 
 
 @pytest.mark.parametrize("version", range(end_txn.MIN_VERSION, end_txn.MAX_VERSION + 1))
