@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
@@ -41,7 +41,11 @@ from coordinator.transaction.transaction_metadata import (
     TxnTransitMetadata,
     is_epoch_exhausted,
 )
-from coordinator.transaction.transaction_state_manager import TransactionResult, TransactionStateManager
+from coordinator.transaction.transaction_state_manager import (
+    ListTransactionsResult,
+    TransactionResult,
+    TransactionStateManager,
+)
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -56,6 +60,20 @@ class InitProducerIdResult:
     error: ErrorCode
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedTransaction:
+    """DescribeTransactions' answer for one transactional id (Kafka's TransactionState of that response)."""
+
+    transactional_id: str
+    error: ErrorCode
+    state_name: str = ""
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    txn_timeout_ms: int = 0
+    txn_start_timestamp: int = -1
+    topic_partitions: tuple[TopicPartition, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +344,29 @@ class TransactionCoordinator:
         complete = m.prepare_complete(self.scheduler.now_ms())
         self.marker_channel.add_txn_markers_to_send(coordinator_epoch, result, m, complete)
         return ErrorCode.NO_ERROR
+
+    # -- DescribeTransactions / ListTransactions ------------------------------------------------------
+    def handle_describe_transactions(self, transactional_id: str) -> DescribedTransaction:
+        """What this coordinator knows of ``transactional_id`` (an id being expired is not found)."""
+        if self._shutting_down:
+            return DescribedTransaction(transactional_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not transactional_id:
+            return DescribedTransaction(transactional_id, ErrorCode.INVALID_REQUEST)
+        error, found = self.txn_manager.get_transaction_state(transactional_id)
+        if error != ErrorCode.NO_ERROR:
+            return DescribedTransaction(transactional_id, error)
+        if found is None or found.transaction_metadata.state == S.DEAD:
+            return DescribedTransaction(transactional_id, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+        m = found.transaction_metadata
+        return DescribedTransaction(transactional_id, ErrorCode.NO_ERROR, m.state.state_name, m.producer_id,
+                                    m.producer_epoch, m.txn_timeout_ms, m.txn_start_timestamp,
+                                    tuple(sorted(m.topic_partitions)))
+
+    def handle_list_transactions(self, filter_producer_ids: Iterable[int], filter_state_names: Iterable[str],
+                                 filter_duration_ms: int = -1) -> ListTransactionsResult:
+        if self._shutting_down:
+            return ListTransactionsResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return self.txn_manager.list_transaction_states(filter_producer_ids, filter_state_names, filter_duration_ms)
 
     # -- timeouts -------------------------------------------------------------------------------
     def abort_timed_out_transactions(self) -> None:
