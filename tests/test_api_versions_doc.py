@@ -60,7 +60,7 @@ TESTS: dict[int, list[str]] = {
          _TXN_CLIENT],
     24: [f"{_TXN}::test_add_partitions_to_txn", _TXN_CLIENT],
     25: [f"{_TXN}::test_add_offsets_to_txn", f"{_TXN_CLIENT}::test_send_offsets_to_transaction"],
-    26: [f"{_TXN}::test_end_txn_commit_and_abort", _TXN_CLIENT],
+    26: [f"{_TXN}::test_end_txn_commit_and_abort", f"{_TXN_ADMIN}::test_end_txn_v5_bumps_the_epoch", _TXN_CLIENT],
     27: [f"{_TXN}::test_write_txn_markers"],
     28: [f"{_TXN}::test_txn_offset_commit", f"{_TXN_CLIENT}::test_send_offsets_to_transaction"],
     32: [f"{_ADMIN}::test_describe_configs_versions"],

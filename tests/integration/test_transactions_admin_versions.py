@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from broker.handlers import describe_transactions, end_txn, list_transactions, produce
+from broker.handlers import describe_transactions, end_txn, fetch, list_transactions
 from protocol.errors import ErrorCode
 from protocol.messages.describe_transactions import DescribeTransactionsRequest
 from protocol.messages.end_txn import EndTxnRequest
+from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.list_transactions import ListTransactionsRequest
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
@@ -112,3 +113,63 @@ def test_list_transactions_filters(broker: BrokerProcess, version: int) -> None:
         assert long_running == {ongoing.tid: everything[ongoing.tid]}
         assert _listed(_list(broker, version, duration_ms=3_600_000), tids) == {idle.tid: everything[idle.tid]}
     assert ongoing.end(False) == 0
+
+
+def _aborted_from(broker: BrokerProcess, topic: str, offset: int) -> list[int]:
+    """First offsets of the aborted transactions a read_committed Fetch from ``offset`` lists.
+
+    (The records are written with timestamp 0 and the markers with the time now, so the log rolls a
+    segment at the first marker: a fetch from 0 reads only the first segment.)
+    """
+    request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=1,
+                           session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                           topics=[FetchTopic(topic=topic, partitions=[FetchPartition(
+                               partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                               log_start_offset=-1, partition_max_bytes=1 << 20)])])
+    (result,) = send_request(broker, fetch.API_KEY, 11, request).responses[0].partitions
+    assert result.error_code == 0, result
+    return [a.first_offset for a in result.aborted_transactions or []]
+
+
+def _end_v5(p: WireProducer, commit: bool, epoch: int) -> Any:
+    request = EndTxnRequest(transactional_id=p.tid, producer_id=p.producer_id, producer_epoch=epoch, committed=commit)
+    return _retry(lambda: send_request(p.broker, end_txn.API_KEY, 5, request))
+
+
+def _answer(response: Any) -> tuple[int, int, int]:
+    return response.error_code, response.producer_id, response.producer_epoch
+
+
+@pytest.mark.parametrize("version", range(end_txn.EPOCH_BUMP_VERSION, end_txn.MAX_VERSION + 1))
+def test_end_txn_v5_bumps_the_epoch(broker: BrokerProcess, version: int) -> None:
+    """Transaction version 2: each EndTxn bumps the epoch; the markers carry it, so the old epoch is fenced."""
+    p = _new(broker, partitions=1)
+    p.init()
+    pid, e0 = p.producer_id, p.epoch
+    p.add_partitions([0])
+    assert p.produce(0, [b"committed"]) == 0
+    assert _answer(_end_v5(p, True, e0)) == (0, pid, e0 + 1)
+    assert _until_stable(broker, p.topic, 0) == (2, 2, [])
+    # A late write at the old epoch is fenced by the partition: the commit marker carried the new epoch.
+    assert p.produce(0, [b"late"]) in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED)
+    assert _until_stable(broker, p.topic, 0) == (2, 2, [])
+    assert _answer(_end_v5(p, True, e0)) == (0, pid, e0 + 1)  # a retry of the commit: answered the same
+    assert p.add_partitions([0], epoch=e0) == [ErrorCode.PRODUCER_FENCED]
+    # The next transaction runs at the bumped epoch, its sequences from 0.
+    p.epoch = e0 + 1
+    p.sequences.clear()
+    assert p.add_partitions([0]) == [0]
+    assert p.produce(0, [b"aborted"]) == 0
+    assert _answer(_end_v5(p, False, e0 + 1)) == (0, pid, e0 + 2)
+    assert _answer(_end_v5(p, False, e0 + 1)) == (0, pid, e0 + 2)  # a retry of the abort
+    assert _end_v5(p, True, e0 + 1).error_code == ErrorCode.INVALID_TXN_STATE  # not a retry of a commit
+    assert _until_stable(broker, p.topic, 0)[:2] == (4, 4)
+    assert _aborted_from(broker, p.topic, 2) == [2]
+    # An abort with nothing ongoing still bumps (the client may not know whether it began one); no marker.
+    assert _answer(_end_v5(p, False, e0 + 2)) == (0, pid, e0 + 3)
+    assert _end_v5(p, True, e0 + 3).error_code == ErrorCode.INVALID_TXN_STATE
+    assert _end_v5(p, True, e0 + 1).error_code == ErrorCode.PRODUCER_FENCED
+    (described,) = _describe(broker, p.tid)
+    assert (described.transaction_state, described.producer_epoch) == ("CompleteAbort", e0 + 3)
+    assert _until_stable(broker, p.topic, 0)[:2] == (4, 4)
+    assert _aborted_from(broker, p.topic, 2) == [2]
