@@ -23,6 +23,7 @@ from testing.sockets import send_request
 from testing.topics import create_topic
 from tests.integration.test_transactions_versions import WireProducer, _retry, _until_stable
 
+
 @pytest.fixture(scope="module")
 def broker(module_broker: BrokerProcess) -> BrokerProcess:
     return module_broker
