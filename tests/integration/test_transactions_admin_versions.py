@@ -7,7 +7,6 @@ process, so each state the coordinator reports is one the test put it in.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
 import pytest
@@ -20,8 +19,8 @@ from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.list_transactions import ListTransactionsRequest
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
-from testing.topics import create_topic
 from tests.integration.test_transactions_versions import WireProducer, _retry, _until_stable
+from tests.integration.test_transactions_versions import _new as _new_producer
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +29,7 @@ def broker(module_broker: BrokerProcess) -> BrokerProcess:
 
 
 def _new(broker: BrokerProcess, partitions: int = 2) -> WireProducer:
-    topic = f"txna-{uuid.uuid4().hex[:8]}"
-    create_topic(broker.bootstrap, topic, partitions)
-    p = WireProducer(broker, f"tid-{topic}", topic)
+    p = _new_producer(broker, partitions)
     _retry(p.find_coordinator)  # the first lookup creates __transaction_state
     return p
 

@@ -11,7 +11,6 @@ with ``transaction.partition.verification.enable=false`` (Kafka's switch).
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ import pytest
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
 from testing.transactions import assert_no_hanging_transactions, hanging_transactions
-from tests.integration.group_helpers import REPO
+from tests.integration.group_helpers import pafka_tool
 from tests.integration.test_transactions_admin_versions import _aborted_from
 from tests.integration.test_transactions_versions import WireProducer, _retry, _until_stable, read_committed
 
@@ -30,11 +29,7 @@ NO_VERIFICATION = "transaction.partition.verification.enable=false"
 
 
 def transactions(broker: BrokerProcess, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([sys.executable, "-m", "broker.cli", "transactions", "--bootstrap-server",
-                             broker.bootstrap, *args], capture_output=True, text=True, cwd=REPO, timeout=60)
-    if check:
-        assert result.returncode == 0, result.stderr
-    return result
+    return pafka_tool(broker.bootstrap, "transactions", *args, check=check)
 
 
 def rows(output: str) -> list[dict[str, str]]:
