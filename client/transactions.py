@@ -91,10 +91,9 @@ class TransactionAdmin:
         out: list[TransactionListing] = []
         for node_id in sorted(cluster.brokers):
             conn = self.client.connection(node_id)
-            version = conn.version_for(_lt.API_KEY, max_version=None if duration_ms >= 0 else 0)
 
-            def send(conn: BrokerConnection = conn, version: int = version) -> _lt.ListTransactionsResponse:
-                response = conn.request(request, version=version)
+            def send(conn: BrokerConnection = conn) -> _lt.ListTransactionsResponse:
+                response = conn.request(request)
                 assert isinstance(response, _lt.ListTransactionsResponse)
                 return response
 

@@ -1,8 +1,12 @@
-"""ListTransactions (66): the transactions this broker coordinates, filtered (KIP-664, KIP-994).
+"""ListTransactions (66): the transactions this broker coordinates, filtered (KIP-664, KIP-994, KIP-1152).
 
 Filters combine: states (names Kafka shows, e.g. "Ongoing"; an unknown name
 is echoed back in ``unknown_state_filters`` and matches nothing), producer
-ids, and from v1 a duration (only transactions running longer than it).
+ids, from v1 a duration (only transactions running longer than it), and from
+v2 a regular expression the whole transactional id must match (a pattern
+that does not compile answers INVALID_REGULAR_EXPRESSION). The pattern is
+compiled by Python's ``re``: Java's syntax beyond the common core (possessive
+quantifiers, Unicode property classes) is not understood.
 """
 
 from __future__ import annotations
@@ -17,16 +21,17 @@ if TYPE_CHECKING:
 
 API_KEY = 66
 MIN_VERSION = 0
-# v2 (KIP-1152, Kafka 4.1) adds a transactional id pattern: not served yet.
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 DURATION_FILTER_VERSION = 1
+PATTERN_FILTER_VERSION = 2
 
 
 def handle(ctx: RequestContext, broker: BrokerServices, request: ListTransactionsRequest) -> ListTransactionsResponse:
     duration_ms = request.duration_filter if ctx.api_version >= DURATION_FILTER_VERSION else -1
+    pattern = request.transactional_id_pattern if ctx.api_version >= PATTERN_FILTER_VERSION else None
     result = broker.transaction_coordinator.handle_list_transactions(
-        request.producer_id_filters, request.state_filters, duration_ms)
+        request.producer_id_filters, request.state_filters, duration_ms, pattern)
     return ListTransactionsResponse(
         throttle_time_ms=0, error_code=result.error_code, unknown_state_filters=result.unknown_state_filters,
         transaction_states=[TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,

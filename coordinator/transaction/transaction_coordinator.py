@@ -449,10 +449,12 @@ class TransactionCoordinator:
                                     tuple(sorted(m.topic_partitions)))
 
     def handle_list_transactions(self, filter_producer_ids: Iterable[int], filter_state_names: Iterable[str],
-                                 filter_duration_ms: int = -1) -> ListTransactionsResult:
+                                 filter_duration_ms: int = -1, filter_transactional_id_pattern: str | None = None
+                                 ) -> ListTransactionsResult:
         if self._shutting_down:
             return ListTransactionsResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        return self.txn_manager.list_transaction_states(filter_producer_ids, filter_state_names, filter_duration_ms)
+        return self.txn_manager.list_transaction_states(filter_producer_ids, filter_state_names, filter_duration_ms,
+                                                        filter_transactional_id_pattern)
 
     # -- timeouts -------------------------------------------------------------------------------
     def abort_timed_out_transactions(self) -> None:

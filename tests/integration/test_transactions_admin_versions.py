@@ -41,9 +41,9 @@ def _describe(broker: BrokerProcess, *tids: str) -> list[Any]:
 
 
 def _list(broker: BrokerProcess, version: int, states: list[str] | None = None,
-          producer_ids: list[int] | None = None, duration_ms: int = -1) -> Any:
+          producer_ids: list[int] | None = None, duration_ms: int = -1, pattern: str | None = None) -> Any:
     request = ListTransactionsRequest(state_filters=states or [], producer_id_filters=producer_ids or [],
-                                      duration_filter=duration_ms)
+                                      duration_filter=duration_ms, transactional_id_pattern=pattern)
     return send_request(broker, list_transactions.API_KEY, version, request)
 
 
@@ -110,6 +110,15 @@ def test_list_transactions_filters(broker: BrokerProcess, version: int) -> None:
         long_running = _listed(_list(broker, version, states=["Ongoing"], duration_ms=200), tids)
         assert long_running == {ongoing.tid: everything[ongoing.tid]}
         assert _listed(_list(broker, version, duration_ms=3_600_000), tids) == {idle.tid: everything[idle.tid]}
+    if version >= 2:
+        # The pattern must match the whole transactional id (Java's Matcher.matches); "" filters nothing.
+        topic_part = ongoing.tid.removeprefix("tid-")
+        assert _listed(_list(broker, version, pattern=f".*{topic_part}"), tids).keys() == {ongoing.tid}
+        assert _listed(_list(broker, version, pattern=topic_part), tids) == {}
+        assert _listed(_list(broker, version, pattern=""), tids) == everything
+        both = _list(broker, version, states=["Empty", "Ongoing"], pattern=f"tid-({topic_part}|nothing)")
+        assert _listed(both, tids).keys() == {ongoing.tid}
+        assert _list(broker, version, pattern="(unclosed").error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
     assert ongoing.end(False) == 0
 
 
