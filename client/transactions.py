@@ -83,11 +83,18 @@ class TransactionAdmin:
 
     # -- coordinators' view -------------------------------------------------------------
     def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
-                          duration_ms: int = -1) -> list[TransactionListing]:
-        """Every broker's transactions matching all the filters (sorted by transactional id)."""
+                          duration_ms: int = -1, transactional_id_pattern: str | None = None
+                          ) -> list[TransactionListing]:
+        """Every broker's transactions matching all the filters (sorted by transactional id).
+
+        ``duration_ms`` (-1: any) keeps transactions running longer than it;
+        ``transactional_id_pattern`` (a regular expression the whole id must
+        match; None or "": any) needs ListTransactions v2.
+        """
         cluster = self.client.refresh_metadata([])
         request = _lt.ListTransactionsRequest(state_filters=list(states), producer_id_filters=list(producer_ids),
-                                              duration_filter=duration_ms)
+                                              duration_filter=duration_ms,
+                                              transactional_id_pattern=transactional_id_pattern or None)
         out: list[TransactionListing] = []
         for node_id in sorted(cluster.brokers):
             conn = self.client.connection(node_id)
@@ -122,10 +129,13 @@ class TransactionAdmin:
             [TopicPartition(t.topic, p) for t in s.topics for p in sorted(t.partitions)])
 
     # -- partitions' view -----------------------------------------------------------------
-    def describe_producers(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, list[ProducerState]]:
-        """The active producers of each partition, as its leader keeps them."""
+    def describe_producers(self, partitions: Iterable[TopicPartition], broker_id: int | None = None
+                           ) -> dict[TopicPartition, list[ProducerState]]:
+        """The active producers of each partition, as its leader (or the replica on ``broker_id``) keeps them."""
         out: dict[TopicPartition, list[ProducerState]] = {}
-        for leader, tps in self.client._group_by_leader(partitions).items():
+        by_broker = ({broker_id: list(partitions)} if broker_id is not None
+                     else self.client._group_by_leader(partitions))
+        for leader, tps in by_broker.items():
             by_topic: dict[str, list[int]] = {}
             for tp in tps:
                 by_topic.setdefault(tp.topic, []).append(tp.partition)

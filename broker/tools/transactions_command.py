@@ -1,8 +1,8 @@
 """``pafka transactions``: kafka-transactions.sh on pafka's client.
 
-    --bootstrap-server HOST:PORT list
+    --bootstrap-server HOST:PORT list [--duration-filter MS] [--transactional-id-pattern REGEX]
     --bootstrap-server HOST:PORT describe --transactional-id ID
-    --bootstrap-server HOST:PORT describe-producers --topic T --partition P
+    --bootstrap-server HOST:PORT describe-producers [--broker-id B] --topic T --partition P
     --bootstrap-server HOST:PORT abort --topic T --partition P
         (--start-offset N | --producer-id I --producer-epoch E --coordinator-epoch C)
     --bootstrap-server HOST:PORT find-hanging (--broker-id B | --topic T [--partition P])
@@ -46,9 +46,9 @@ def _none(value: int | None) -> str:
     return "None" if value is None else str(value)
 
 
-def list_lines(admin: TransactionAdmin) -> list[str]:
+def list_lines(admin: TransactionAdmin, duration_ms: int = -1, pattern: str | None = None) -> list[str]:
     rows = [[t.transactional_id, str(t.coordinator_id), str(t.producer_id), t.state]
-            for t in admin.list_transactions()]
+            for t in admin.list_transactions(duration_ms=duration_ms, transactional_id_pattern=pattern)]
     return table(LIST_HEADERS, rows)
 
 
@@ -68,8 +68,9 @@ def _producer_row(p: ProducerState) -> list[str]:
             str(p.last_timestamp), _none(p.current_transaction_start_offset)]
 
 
-def describe_producers_lines(admin: TransactionAdmin, tp: TopicPartition) -> list[str]:
-    producers = admin.describe_producers([tp]).get(tp, [])
+def describe_producers_lines(admin: TransactionAdmin, tp: TopicPartition, broker_id: int | None = None
+                             ) -> list[str]:
+    producers = admin.describe_producers([tp], broker_id).get(tp, [])
     return table(DESCRIBE_PRODUCERS_HEADERS, [_producer_row(p) for p in producers])
 
 
@@ -124,10 +125,17 @@ def _now_ms() -> int:
 
 
 @transactions_command.command("list")
+@click.option("--duration-filter", type=int, default=None,
+              help="Duration (in millis) to filter by: if < 0, all transactions will be returned; otherwise, only "
+                   "transactions running longer than this duration will be returned")
+@click.option("--transactional-id-pattern", default=None,
+              help="Transactional id regular expression pattern to filter by")
 @click.pass_context
-def list_command(ctx: click.Context) -> None:
+def list_command(ctx: click.Context, duration_filter: int | None, transactional_id_pattern: str | None) -> None:
     """list transactions"""
-    _run(ctx, "Failed to list transactions", lambda _client, admin: list_lines(admin))
+    duration_ms = -1 if duration_filter is None else duration_filter
+    _run(ctx, "Failed to list transactions",
+         lambda _client, admin: list_lines(admin, duration_ms, transactional_id_pattern))
 
 
 @transactions_command.command("describe")
@@ -140,14 +148,16 @@ def describe_command(ctx: click.Context, transactional_id: str) -> None:
 
 
 @transactions_command.command("describe-producers")
+@click.option("--broker-id", type=int, help="optional broker id to describe the producer state on a specific replica")
 @click.option("--topic", required=True, help="topic name")
 @click.option("--partition", type=int, required=True, help="partition number")
 @click.pass_context
-def describe_producers_command(ctx: click.Context, topic: str, partition: int) -> None:
+def describe_producers_command(ctx: click.Context, broker_id: int | None, topic: str, partition: int) -> None:
     """describe the states of active producers for a topic partition"""
     tp = TopicPartition(topic, partition)
-    _run(ctx, f"Failed to describe producers for partition {tp} on leader",
-         lambda _client, admin: describe_producers_lines(admin, tp))
+    where = "leader" if broker_id is None else f"broker {broker_id}"
+    _run(ctx, f"Failed to describe producers for partition {tp} on {where}",
+         lambda _client, admin: describe_producers_lines(admin, tp, broker_id))
 
 
 @transactions_command.command("abort")

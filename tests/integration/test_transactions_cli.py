@@ -94,6 +94,14 @@ def test_list_describe_and_describe_producers_of_an_open_then_committed_transact
         "CurrentTransactionStartOffset": "0"}
     assert before - 60_000 <= int(open_state["LastTimestamp"]) <= int(time.time() * 1000)
     assert rows(transactions(broker, "describe-producers", "--topic", topic, "--partition", "0").stdout) == []
+    assert rows(transactions(broker, "describe-producers", "--broker-id", "0", "--topic", topic,
+                             "--partition", "1").stdout) == [open_state]
+    # The list's filters: an id pattern, and a duration (running longer than an hour: not this one).
+    assert [r["TransactionalId"] for r in rows(transactions(
+        broker, "list", "--transactional-id-pattern", f"tid-{topic}|nothing").stdout)] == [tid]
+    assert tid not in {r["TransactionalId"] for r in rows(transactions(
+        broker, "list", "--duration-filter", "3600000").stdout)}
+    assert tid in {r["TransactionalId"] for r in rows(transactions(broker, "list", "--duration-filter", "0").stdout)}
     # Open, but its coordinator knows it: not hanging, whatever its age.
     assert rows(transactions(broker, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0").stdout) == []
 
