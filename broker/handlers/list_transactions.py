@@ -23,15 +23,12 @@ API_KEY = 66
 MIN_VERSION = 0
 MAX_VERSION = 2
 
-DURATION_FILTER_VERSION = 1
-PATTERN_FILTER_VERSION = 2
-
 
 def handle(ctx: RequestContext, broker: BrokerServices, request: ListTransactionsRequest) -> ListTransactionsResponse:
-    duration_ms = request.duration_filter if ctx.api_version >= DURATION_FILTER_VERSION else -1
-    pattern = request.transactional_id_pattern if ctx.api_version >= PATTERN_FILTER_VERSION else None
+    # A filter the request's version lacks keeps its default (-1 and None): no filter.
     result = broker.transaction_coordinator.handle_list_transactions(
-        request.producer_id_filters, request.state_filters, duration_ms, pattern)
+        request.producer_id_filters, request.state_filters, request.duration_filter,
+        request.transactional_id_pattern)
     return ListTransactionsResponse(
         throttle_time_ms=0, error_code=result.error_code, unknown_state_filters=result.unknown_state_filters,
         transaction_states=[TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,
