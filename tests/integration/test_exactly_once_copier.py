@@ -28,6 +28,7 @@ import pytest
 
 from testing.broker_process import REPO_ROOT, BrokerProcess
 from testing.topics import create_topic
+from testing.transactions import assert_no_hanging_transactions
 
 RECORDS = 30_000
 INPUT_PARTITIONS = 2
@@ -238,3 +239,4 @@ def test_copy_is_exactly_once_across_broker_and_copier_kills(broker: BrokerProce
     committed, ends = _committed_offsets(broker.bootstrap)
     assert ends == [RECORDS // INPUT_PARTITIONS] * INPUT_PARTITIONS
     assert committed == ends
+    assert_no_hanging_transactions(broker.bootstrap)
