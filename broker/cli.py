@@ -30,5 +30,9 @@ from broker.tools.consumer_groups_command import consumer_groups_command  # noqa
 
 main.add_command(consumer_groups_command)
 
+from broker.tools.transactions_command import transactions_command  # noqa: E402  (issue 16)
+
+main.add_command(transactions_command)
+
 if __name__ == "__main__":
     main()

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from broker.add_partitions_to_txn_manager import LocalAddPartitionsToTxnManager
 from broker.admin_manager import AdminManager
 from broker.broker_services import BrokerServices
 from broker.config.broker_config import BrokerConfig
@@ -88,6 +89,10 @@ class KafkaServer:
             self.config, self.broker_id, self.replica_manager, self.transaction_state_manager,
             self._generate_producer_id, lambda topic: self.metadata.get(topic) is not None,
             self.group_coordinator.manager.partition_for)
+        # Transactional produces are verified with the coordinator while the (dynamic) config says so.
+        self.replica_manager.set_transaction_verifier(
+            LocalAddPartitionsToTxnManager(self.broker_id, self.replica_manager, self.transaction_coordinator),
+            lambda: self.config.transaction_partition_verification_enable)
         self.socket_server = SocketServer(
             _not_serving_yet, KafkaApis.unsupported_api_versions_response, config.socket_request_max_bytes)
         self.services = BrokerServices(

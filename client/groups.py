@@ -26,7 +26,7 @@ from protocol.messages import offset_commit as _oc
 from protocol.messages import offset_fetch as _of
 from protocol.request_constants import CoordinatorType
 
-__all__ = ["GroupAdmin", "GroupDescription", "GroupListing", "MemberDescription", "OffsetAndMetadata"]
+__all__ = ["GroupAdmin", "GroupDescription", "GroupListing", "MemberDescription", "OffsetAndMetadata", "find_coordinator"]
 
 _RETRIABLE = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR)
 _RETRY_BACKOFF_S = 0.1
@@ -72,24 +72,7 @@ class GroupAdmin:
 
     # -- coordinators -----------------------------------------------------------
     def coordinator(self, group_id: str) -> BrokerConnection:
-        deadline = time.monotonic() + self.timeout
-        while True:
-            conn = self.client.bootstrap_connection()
-            version = conn.version_for(_fc.API_KEY)
-            request = (_fc.FindCoordinatorRequest(key_type=CoordinatorType.GROUP, coordinator_keys=[group_id])
-                       if version >= 4 else _fc.FindCoordinatorRequest(key=group_id, key_type=CoordinatorType.GROUP))
-            response = conn.request(request, version=version)
-            assert isinstance(response, _fc.FindCoordinatorResponse)
-            if response.coordinators:
-                c = response.coordinators[0]
-                error, node_id, message = c.error_code, c.node_id, c.error_message
-            else:
-                error, node_id, message = response.error_code, response.node_id, response.error_message
-            if error == ErrorCode.NO_ERROR:
-                return self.client.connection(node_id)
-            if error not in _RETRIABLE or time.monotonic() > deadline:
-                raise api_error(error, api_name="FindCoordinator", message=message)
-            time.sleep(_RETRY_BACKOFF_S)
+        return find_coordinator(self.client, group_id, CoordinatorType.GROUP, self.timeout)
 
     def _request(self, group_id: str, request: object, error_of,  # type: ignore[no-untyped-def]
                  max_version: int | None = None) -> object:
@@ -197,3 +180,25 @@ class GroupAdmin:
             code = response.results[0].error_code
             results[group_id] = api_error(code, api_name="DeleteGroups") if code else None
         return results
+
+
+def find_coordinator(client: KafkaClient, key: str, key_type: int, timeout: float) -> BrokerConnection:
+    """The connection to the coordinator of a group or transactional id (retried while it is not ready)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        conn = client.bootstrap_connection()
+        version = conn.version_for(_fc.API_KEY)
+        request = (_fc.FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
+                   if version >= 4 else _fc.FindCoordinatorRequest(key=key, key_type=key_type))
+        response = conn.request(request, version=version)
+        assert isinstance(response, _fc.FindCoordinatorResponse)
+        if response.coordinators:
+            c = response.coordinators[0]
+            error, node_id, message = c.error_code, c.node_id, c.error_message
+        else:
+            error, node_id, message = response.error_code, response.node_id, response.error_message
+        if error == ErrorCode.NO_ERROR:
+            return client.connection(node_id)
+        if error not in _RETRIABLE or time.monotonic() > deadline:
+            raise api_error(error, api_name="FindCoordinator", message=message)
+        time.sleep(_RETRY_BACKOFF_S)

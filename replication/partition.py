@@ -28,6 +28,7 @@ from protocol.request_constants import (
 from storage.log import FetchIsolation, Log
 from storage.log_append import AppendOrigin, LogAppendInfo
 from storage.log_segment import FetchDataInfo
+from storage.producer_state import SENTINEL_GUARD, VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -121,14 +122,27 @@ class Partition:
         return (f"The size of the current ISR {self.isr} is insufficient to satisfy the min.isr requirement of "
                 f"{self.log.config.min_insync_replicas} for partition {self.topic}-{self.partition_index}")
 
+    def maybe_start_transaction_verification(self, producer_id: int, producer_epoch: int,
+                                             now: int) -> VerificationGuard:
+        """KIP-890 part 1 (Kafka's maybeStartTransactionVerification): SENTINEL_GUARD when the
+        producer's transaction is already open here (nothing to verify), else the guard a
+        verified append must carry. Event loop only: each step is one dict operation, and the
+        guard is created before the coordinator is asked, so a marker written meanwhile clears it."""
+        state = self.log.producer_state
+        if state is None or state.has_ongoing_transaction(producer_id, producer_epoch):
+            return SENTINEL_GUARD
+        return state.maybe_create_verification_state_entry(producer_id, producer_epoch, now)
+
     def append_records_to_leader(self, records: bytearray | memoryview, origin: AppendOrigin,
-                                 now: int | None = None) -> LogAppendInfo:
+                                 now: int | None = None,
+                                 verification_guard: VerificationGuard | None = None) -> LogAppendInfo:
         """Append as leader and advance the HW (the ISR is this broker alone).
 
         Blocking (may fsync on roll or under flush.messages): the replica manager
         calls it on the append thread, never on the event loop.
         """
-        info = self.log.append_as_leader(records, self.leader_epoch, origin, now)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin, now,
+                                         verification_guard=verification_guard)
         self.maybe_increment_high_watermark()
         return info
 
@@ -154,11 +168,12 @@ class Partition:
             return False
         return True
 
-    def append_reserved(self, records: bytearray | memoryview, origin: AppendOrigin, now: int) -> LogAppendInfo:
+    def append_reserved(self, records: bytearray | memoryview, origin: AppendOrigin, now: int,
+                        verification_guard: VerificationGuard | None = None) -> LogAppendInfo:
         """Append under the lock ``reserve_append`` took, release it, advance the HW."""
         log_ = self.log
         try:
-            info = log_.append_as_leader(records, self.leader_epoch, origin, now, True)
+            info = log_.append_as_leader(records, self.leader_epoch, origin, now, True, verification_guard)
         finally:
             log_.lock.release()
         self.maybe_increment_high_watermark()

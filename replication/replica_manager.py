@@ -24,6 +24,7 @@ DeleteRecords) runs on the append thread; reads take no lock.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -35,10 +36,12 @@ from typing import Protocol
 
 from protocol.control_records import build_end_txn_marker_batch
 from protocol.errors import ErrorCode, ProtocolError
+from replication import txn_verification
 from replication.append_thread import AppendThread
 from replication.delayed_fetch import FetchPurgatory
 from replication.delayed_produce import ProducePurgatory
 from replication.partition import LogReadResult, Partition, read_error
+from replication.txn_verification import TransactionalProduce
 from storage.errors import (
     InvalidRecordError,
     InvalidTimestampError,
@@ -69,6 +72,9 @@ Records = bytearray | memoryview
 LeadershipCallback = Callable[[int], None]
 #: Told (producer id, the partitions of one topic a marker was written to, committed?) on the event loop.
 TxnMarkerCallback = Callable[[int, set[int], bool], None]
+
+#: Verification on, nothing verified: every append carries SENTINEL_GUARD (never mutated).
+_UNVERIFIED = txn_verification.VerificationPlan()
 
 # Storage exceptions → the error code Kafka answers with for the same condition.
 _APPEND_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
@@ -188,6 +194,8 @@ class ReplicaManager:
         self._leadership_listeners: dict[str, tuple[LeadershipCallback, LeadershipCallback]] = {}
         #: topic → told of every transaction marker written to it (the group coordinator's offsets).
         self._txn_marker_listeners: dict[str, TxnMarkerCallback] = {}
+        #: KIP-890 part 1; None: transactional produces are not verified (no coordinator wired).
+        self.txn_verification: txn_verification.ProduceVerification | None = None
 
     def add_leadership_listener(self, topic: str, on_election: LeadershipCallback,
                                 on_resignation: LeadershipCallback) -> None:
@@ -259,6 +267,7 @@ class ReplicaManager:
         required_acks: int,
         timeout_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        transactional: TransactionalProduce | None = None,
     ) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
         """Append one batch per (topic, partition, batch) entry as leader; one result per entry, in order.
 
@@ -267,7 +276,77 @@ class ReplicaManager:
         answer waits until the high watermark passes each append, at most
         ``timeout_ms``. Answers synchronously when every append could be made on
         the loop and is acknowledged; else returns an awaitable.
+
+        ``transactional``: the request's transactional id. With transaction
+        verification on (``set_transaction_verifier``), a transactional batch that
+        does not continue a transaction open on its partition is appended only once
+        the coordinator confirms it (``replication.txn_verification``).
         """
+        verification = self.txn_verification
+        if verification is None or origin != AppendOrigin.CLIENT or not verification.enabled():
+            return self._append(entries, required_acks, timeout_ms, origin, None)
+        if transactional is None:
+            # Verification on: a transactional batch in a request without a transactional id is
+            # checked against a guard it cannot have, so it never starts a transaction.
+            return self._append(entries, required_acks, timeout_ms, origin, _UNVERIFIED)
+        return self._append_transactional(verification, entries, required_acks, timeout_ms, transactional)
+
+    def set_transaction_verifier(self, verifier: txn_verification.TransactionVerifier,
+                                 enabled: Callable[[], bool]) -> None:
+        """Verify transactional produces with ``verifier`` while ``enabled()`` (KIP-890 part 1)."""
+        self.txn_verification = txn_verification.ProduceVerification(verifier, enabled)
+
+    def _append_transactional(self, verification: txn_verification.ProduceVerification,
+                              entries: Sequence[tuple[str, int, Records]], required_acks: int, timeout_ms: int,
+                              transactional: TransactionalProduce
+                              ) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
+        """Append at once when nothing needs the coordinator; else verify, then append, in turn
+        with the verifications in flight on the same partitions."""
+        in_flight = verification.in_flight
+        tps = [(topic, index) for topic, index, _ in entries]
+        earlier = {fut for tp in tps if (fut := in_flight.get(tp)) is not None}
+        if not earlier:
+            plan = txn_verification.plan_verification(entries, self.partitions, self.broker_id, now_ms())
+            if not plan.to_verify:
+                return self._append(entries, required_acks, timeout_ms, AppendOrigin.CLIENT, plan)
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for tp in tps:
+            in_flight[tp] = turn
+        return self._verify_then_append(verification, earlier, turn, tps, entries, required_acks, timeout_ms,
+                                        transactional)
+
+    async def _verify_then_append(self, verification: txn_verification.ProduceVerification,
+                                  earlier: set[asyncio.Future[None]], turn: asyncio.Future[None],
+                                  tps: list[TopicPartition], entries: Sequence[tuple[str, int, Records]],
+                                  required_acks: int, timeout_ms: int, transactional: TransactionalProduce
+                                  ) -> list[PartitionAppendResult]:
+        try:
+            if earlier:
+                await asyncio.wait(earlier)  # not cancelled with this request: others wait on them too
+            # Planned again: the append waited on may have opened the transaction here.
+            plan = txn_verification.plan_verification(entries, self.partitions, self.broker_id, now_ms())
+            if plan.to_verify:
+                errors = await txn_verification.verify(
+                    verification.verifier, transactional.transactional_id, plan.producer_id, plan.producer_epoch,
+                    list(plan.to_verify.values()), timeout_ms)
+                for i, tp in plan.to_verify.items():
+                    if tp in errors:
+                        plan.errors[i] = txn_verification.produce_error(errors[tp], transactional.abortable_supported)
+            # The appends are queued (in order) by this call: later produces need not wait for their answer.
+            outcome = self._append(entries, required_acks, timeout_ms, AppendOrigin.CLIENT, plan)
+        finally:
+            if not turn.done():
+                turn.set_result(None)
+            for tp in tps:
+                if verification.in_flight.get(tp) is turn:
+                    del verification.in_flight[tp]
+        return outcome if isinstance(outcome, list) else await outcome
+
+    def _append(self, entries: Sequence[tuple[str, int, Records]], required_acks: int, timeout_ms: int,
+                origin: AppendOrigin, plan: txn_verification.VerificationPlan | None
+                ) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
+        """``append_records`` once verified: ``plan`` (None: verification off) gives each
+        append's guard and the entries refused by the coordinator."""
         now = now_ms()  # one clock read per request: with 1,000 partitions a request carries 1,000 batches
         # First pass: look up and check each partition batch. Then, while nothing is queued
         # on the append thread, reserve (lock, roll test) and append on the loop. Stopping
@@ -279,11 +358,16 @@ class ReplicaManager:
         partitions = self.partitions
         broker_id = self.broker_id
         check_isr = required_acks == -1
+        refused = plan.errors if plan is not None else None
         for topic, index, records in entries:
             partition = partitions.get((topic, index))
             if partition is None or partition.leader_id != broker_id:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if partition is None else ErrorCode.NOT_LEADER_OR_FOLLOWER
                 results.append(PartitionAppendResult(code, None, None))
+                continue
+            if refused and len(results) in refused:
+                error, message = refused[len(results)]
+                results.append(PartitionAppendResult(error, None, message))
                 continue
             if check_isr and len(partition.isr) < partition.log.config.min_insync_replicas:
                 results.append(PartitionAppendResult(ErrorCode.NOT_ENOUGH_REPLICAS, None, partition.isr_too_small()))
@@ -292,11 +376,11 @@ class ReplicaManager:
                 records = bytearray(records)
             appends.append((len(results), partition, records))
             results.append(None)  # filled by the append below
-        leftover = self._append_on_loop(appends, results, origin, now) if self.append_thread.idle else appends
+        leftover = self._append_on_loop(appends, results, origin, now, plan) if self.append_thread.idle else appends
         if leftover:
             # Queued now, not when a task first runs: a later request handled
             # synchronously must see the append thread busy and queue behind it.
-            pending = self.append_thread.run(self._append_blocking, leftover, origin, now)
+            pending = self.append_thread.run(self._append_blocking, leftover, origin, now, None, plan)
             return self._complete_after_thread(pending, entries, leftover, results, required_acks, timeout_ms)
         return self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
 
@@ -396,12 +480,15 @@ class ReplicaManager:
                 results.append(None)
         if not appends:
             return self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
-        pending = self.append_thread.run(self._append_blocking, appends, AppendOrigin.CLIENT, now, convert)
+        verification = self.txn_verification
+        plan = _UNVERIFIED if verification is not None and verification.enabled() else None
+        pending = self.append_thread.run(self._append_blocking, appends, AppendOrigin.CLIENT, now, convert, plan)
         return self._complete_after_thread(pending, entries, appends, results, required_acks, timeout_ms)
 
     def _append_on_loop(self, appends: list[tuple[int, Partition, Records]],
                         results: list[PartitionAppendResult | None], origin: AppendOrigin,
-                        now: int) -> list[tuple[int, Partition, Records]]:
+                        now: int, plan: txn_verification.VerificationPlan | None = None
+                        ) -> list[tuple[int, Partition, Records]]:
         """Append on the loop every batch up to the first whose append could block;
         return the rest (for the append thread)."""
         reserved = 0
@@ -416,7 +503,7 @@ class ReplicaManager:
             for i, partition, records in appends[:reserved]:
                 done += 1
                 try:
-                    info = partition.append_reserved(records, origin, now)
+                    info = partition.append_reserved(records, origin, now, None if plan is None else plan.guard_of(i))
                 except (StorageError, ProtocolError) as exc:
                     results[i] = self._append_failed(partition, exc)
                     continue
@@ -429,15 +516,15 @@ class ReplicaManager:
         return appends[reserved:]
 
     def _append_blocking(self, appends: list[tuple[int, Partition, Records]], origin: AppendOrigin, now: int,
-                         convert: Callable[[Records, LogConfig, int], Records] | None = None
-                         ) -> list[PartitionAppendResult]:
+                         convert: Callable[[Records, LogConfig, int], Records] | None = None,
+                         plan: txn_verification.VerificationPlan | None = None) -> list[PartitionAppendResult]:
         """Append thread: one result per append, in order (each converted first when ``convert``)."""
         results = []
-        for _, partition, records in appends:
+        for i, partition, records in appends:
             try:
                 if convert is not None:
                     records = convert(records, partition.log.config, now)
-                info = partition.append_records_to_leader(records, origin, now)
+                info = partition.append_records_to_leader(records, origin, now, None if plan is None else plan.guard_of(i))
                 results.append(PartitionAppendResult(ErrorCode.NO_ERROR, info))
             except (StorageError, ProtocolError) as exc:
                 results.append(self._append_failed(partition, exc))

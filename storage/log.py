@@ -58,7 +58,7 @@ from storage.log_segment import (
     LogOffsetMetadata,
     LogSegment,
 )
-from storage.producer_state import EndTxnMarker, ProducerStateManager
+from storage.producer_state import EndTxnMarker, ProducerStateManager, VerificationGuard
 from storage.segment_list import SegmentList
 from storage.transaction_index import AbortedTxn
 
@@ -223,6 +223,7 @@ class Log:
         origin: AppendOrigin = AppendOrigin.CLIENT,
         now: int | None = None,
         roll_checked: bool = False,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Validate, assign offsets, stamp the epoch (and LogAppendTime), write once.
 
@@ -230,12 +231,14 @@ class Log:
         ``bytes`` are copied first). Records themselves are never parsed.
         ``roll_checked``: the caller holds ``self.lock`` and ``append_would_block``
         answered False for exactly these bytes at ``now``, so the roll test is not asked twice.
+        ``verification_guard``: the broker verifies transactions (KIP-890 part 1); see
+        ``ProducerStateManager.validate_append``.
         """
         buf = bytearray(records) if isinstance(records, bytes) else records
         now = now_ms() if now is None else now
         with self.lock:
             analyzed = analyze_and_validate(buf, self.config, origin, now, self.producer_state, assign_offsets=True,
-                                            topic_partition=self.name)
+                                            topic_partition=self.name, verification_guard=verification_guard)
             if analyzed.duplicate is not None or not analyzed.batches:
                 return analyzed.to_append_info(self.log_start_offset)
             if analyzed.valid_bytes < len(buf):

@@ -46,6 +46,7 @@ from storage.producer_state import (
     EndTxnMarker,
     OutOfOrderSequenceError,
     ProducerStateManager,
+    VerificationGuard,
 )
 
 __all__ = ["AppendOrigin", "LogAppendInfo", "analyze_and_validate", "empty_append_info", "end_txn_marker"]
@@ -110,12 +111,14 @@ def analyze_and_validate(
     producer_state: ProducerStateManager | None,
     assign_offsets: bool,
     topic_partition: str = "",
+    verification_guard: VerificationGuard | None = None,
 ) -> AnalyzedAppend:
     """Check every whole batch of ``buf``; a trailing partial batch is ignored, as Kafka does.
 
     A leader's batch whose maxTimestamp is recomputed is patched in ``buf`` (field
     and CRC) and listed with the corrected header. ``topic_partition`` (``topic-0``)
-    goes into per-record messages, as Kafka's name them.
+    goes into per-record messages, as Kafka's name them. ``verification_guard``:
+    see ``ProducerStateManager.validate_append``.
     """
     result = AnalyzedAppend()
     pos, end = 0, len(buf)
@@ -139,7 +142,7 @@ def analyze_and_validate(
     if pos > config.segment_bytes:
         raise RecordBatchTooLargeError(f"append of {pos} bytes exceeds segment.bytes {config.segment_bytes}")
     if producer_state is not None:
-        result.duplicate = _check_producer_state(result, producer_state, origin)
+        result.duplicate = _check_producer_state(result, producer_state, origin, verification_guard)
     return result
 
 
@@ -241,7 +244,8 @@ def end_txn_marker(buf: Buffer, pos: int) -> EndTxnMarker | None:
 
 
 def _check_producer_state(
-    result: AnalyzedAppend, producer_state: ProducerStateManager, origin: AppendOrigin
+    result: AnalyzedAppend, producer_state: ProducerStateManager, origin: AppendOrigin,
+    verification_guard: VerificationGuard | None,
 ) -> BatchMetadata | None:
     """Duplicate detection and epoch/sequence rules, before anything is written.
 
@@ -260,7 +264,8 @@ def _check_producer_state(
                 return duplicate
         prior = previous.get(pid)
         if prior is None:
-            producer_state.validate_append(header, origin=origin, marker=result.markers.get(index))
+            producer_state.validate_append(header, origin=origin, marker=result.markers.get(index),
+                                           verification_guard=verification_guard)
         elif origin == AppendOrigin.CLIENT and not header.is_control and (
             header.producer_epoch != prior.producer_epoch
             or header.base_sequence != (prior.last_sequence + 1) % 0x80000000

@@ -58,6 +58,7 @@ from storage.producer_state_entry import (
     CONTROL_TYPE_ABORT,
     CONTROL_TYPE_COMMIT,
     NUM_BATCHES_TO_RETAIN,
+    SENTINEL_GUARD,
     AppendOrigin,
     BatchMetadata,
     CompletedTxn,
@@ -69,15 +70,34 @@ from storage.producer_state_entry import (
     ProducerStateError,
     TransactionCoordinatorFencedError,
     TxnMetadata,
+    VerificationGuard,
+    VerificationStateEntry,
     in_sequence,
 )
 
 __all__ = [
-    "CONTROL_TYPE_ABORT", "CONTROL_TYPE_COMMIT", "AppendOrigin", "BatchMetadata", "CompletedTxn",
-    "CorruptSnapshotError", "EndTxnMarker", "InvalidProducerEpochError", "InvalidTxnStateError",
-    "OutOfOrderSequenceError", "ProducerStateEntry", "ProducerStateError", "ProducerStateManager",
-    "TransactionCoordinatorFencedError", "TxnMetadata", "decode_snapshot", "encode_snapshot",
-    "read_snapshot", "snapshot_path",
+    "CONTROL_TYPE_ABORT",
+    "CONTROL_TYPE_COMMIT",
+    "SENTINEL_GUARD",
+    "AppendOrigin",
+    "BatchMetadata",
+    "CompletedTxn",
+    "CorruptSnapshotError",
+    "EndTxnMarker",
+    "InvalidProducerEpochError",
+    "InvalidTxnStateError",
+    "OutOfOrderSequenceError",
+    "ProducerStateEntry",
+    "ProducerStateError",
+    "ProducerStateManager",
+    "TransactionCoordinatorFencedError",
+    "TxnMetadata",
+    "VerificationGuard",
+    "VerificationStateEntry",
+    "decode_snapshot",
+    "encode_snapshot",
+    "read_snapshot",
+    "snapshot_path",
 ]
 
 log = logging.getLogger(__name__)
@@ -131,6 +151,10 @@ class ProducerStateManager:
         self.unreplicated_txns: dict[int, TxnMetadata] = {}
         #: Every batch below this offset is reflected in the state.
         self.map_end_offset = 0
+        #: Producers whose transaction on this partition is being verified with the
+        #: coordinator (KIP-890 part 1). In memory only: a restart drops them, and the
+        #: produce waiting on one then fails its guard check and is retried.
+        self.verification_states: dict[int, VerificationStateEntry] = {}
 
     # -------------------------------------------------------- queries
 
@@ -147,6 +171,32 @@ class ProducerStateManager:
             return None
         entry = self.producers.get(header.producer_id)
         return entry.find_duplicate_batch(header) if entry is not None else None
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """The producer has a transaction open here at this epoch: its batches need no verification."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None and entry.producer_epoch == producer_epoch
+
+    # -------------------------------------------------------- transaction verification (KIP-890 part 1)
+
+    def maybe_create_verification_state_entry(self, producer_id: int, producer_epoch: int,
+                                              now_ms: int) -> VerificationGuard:
+        """The guard an append of this producer must carry once the coordinator has verified
+        its transaction; created if none is pending, else the pending one (a retried produce
+        may verify again)."""
+        entry = self.verification_states.get(producer_id)
+        if entry is None:
+            entry = self.verification_states[producer_id] = VerificationStateEntry(now_ms, producer_epoch)
+        else:
+            entry.maybe_update_epoch(producer_epoch)
+        return entry.guard
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        entry = self.verification_states.get(producer_id)
+        return SENTINEL_GUARD if entry is None else entry.guard
+
+    def clear_verification_state_entry(self, producer_id: int) -> None:
+        self.verification_states.pop(producer_id, None)
 
     def first_undecided_offset(self) -> int | None:
         """First offset of the oldest transaction without a marker yet."""
@@ -170,11 +220,15 @@ class ProducerStateManager:
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         marker: EndTxnMarker | None = None,
+        verification_guard: VerificationGuard | None = None,
     ) -> None:
         """Raise the typed error Kafka answers for this append; changes nothing.
 
         Call after ``find_duplicate_batch`` (a duplicate is answered, not
-        rejected) and before writing the batch.
+        rejected) and before writing the batch. ``verification_guard`` (not None
+        when the broker verifies transactions, SENTINEL_GUARD when this append
+        was not verified): a client's transactional batch may start a transaction
+        here only with the guard its verification left, still pending.
         """
         if header.producer_id == NO_PRODUCER_ID:
             return
@@ -189,10 +243,24 @@ class ProducerStateManager:
             return
         if origin == AppendOrigin.CLIENT:
             self._check_sequence(entry, header.producer_epoch, header.base_sequence)
+            if verification_guard is not None and header.is_transactional:
+                self._check_verified(entry, header, verification_guard)
         if entry.current_txn_first_offset is not None and not header.is_transactional:
             raise InvalidTxnStateError(
                 f"{self.topic_partition}: non-transactional batch from producer {header.producer_id} "
                 f"while its transaction from offset {entry.current_txn_first_offset} is ongoing"
+            )
+
+    def _check_verified(self, entry: ProducerStateEntry, header: RecordBatchHeader,
+                        request_guard: VerificationGuard) -> None:
+        """Kafka's batchMissingRequiredVerification: a transactional batch that does not
+        continue an open transaction must carry the pending verification's guard."""
+        if entry.current_txn_first_offset is not None and entry.producer_epoch == header.producer_epoch:
+            return
+        if not self.verification_guard(header.producer_id).verify(request_guard):
+            raise InvalidTxnStateError(
+                f"{self.topic_partition}: record of producer {header.producer_id} (epoch {header.producer_epoch}) "
+                f"was not part of an ongoing transaction"
             )
 
     def _check_producer_epoch(self, entry: ProducerStateEntry, epoch: int, offset: int, origin: AppendOrigin) -> None:
@@ -249,6 +317,10 @@ class ProducerStateManager:
         entry = self.producers.get(header.producer_id)
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
+        if self.verification_states:
+            # The producer's state moved on (its transaction started here, or a marker ended it):
+            # a verification made before can no longer append.
+            self.verification_states.pop(header.producer_id, None)
         if header.is_control:
             return self._append_end_txn_marker(entry, header, marker)
         entry.add_batch(
@@ -318,6 +390,10 @@ class ProducerStateManager:
         expired = [pid for pid, entry in self.producers.items() if self._is_expired(entry, now_ms)]
         for pid in expired:
             del self.producers[pid]
+        stale = [pid for pid, verifying in self.verification_states.items()
+                 if now_ms - verifying.timestamp >= self.producer_id_expiration_ms]
+        for pid in stale:
+            del self.verification_states[pid]
         return expired
 
     def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
@@ -334,6 +410,7 @@ class ProducerStateManager:
         self.producers.clear()
         self.ongoing_txns.clear()
         self.unreplicated_txns.clear()
+        self.verification_states.clear()
 
     # -------------------------------------------------------- snapshots
 

@@ -110,6 +110,40 @@ class CompletedTxn(NamedTuple):
     is_aborted: bool | None
 
 
+class VerificationGuard:
+    """A one-off token of one transaction verification (KIP-890 part 1, Kafka's VerificationGuard).
+
+    Compared by identity: an append carrying a guard may start a transaction on
+    the partition only while the producer's :class:`VerificationStateEntry` still
+    holds that very guard. A marker or any other append of the producer clears
+    the entry, so a verification answered before an abort marker can never
+    append after it, even if a later verification of the same producer succeeds
+    meanwhile (the ABA case).
+    """
+
+    __slots__ = ()
+
+    def verify(self, request_guard: VerificationGuard) -> bool:
+        return request_guard is self and self is not SENTINEL_GUARD
+
+
+#: No verification was made: it never verifies anything.
+SENTINEL_GUARD = VerificationGuard()
+
+
+@dataclass(slots=True)
+class VerificationStateEntry:
+    """A verification of a producer's transaction in flight on one partition (Kafka's VerificationStateEntry)."""
+
+    timestamp: int
+    producer_epoch: int
+    guard: VerificationGuard = field(default_factory=VerificationGuard)
+
+    def maybe_update_epoch(self, epoch: int) -> None:
+        # A newer epoch's verification reuses the entry (and its guard): an older one never lowers it.
+        self.producer_epoch = max(self.producer_epoch, epoch)
+
+
 @dataclass
 class TxnMetadata:
     producer_id: int

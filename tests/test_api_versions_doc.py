@@ -29,6 +29,7 @@ _ADMIN = "tests/broker/test_admin_versions.py"
 _JOIN = f"{_GROUPS}::test_join_sync_heartbeat_leave"
 _TXN = "tests/integration/test_transactions_versions.py"
 _TXN_CLIENT = "tests/integration/test_transactions.py"
+_TXN_ADMIN = "tests/integration/test_transactions_admin_versions.py"
 
 #: API key -> the tests that send every version pafka serves of it (each is
 #: parametrized over the handler's MIN_VERSION..MAX_VERSION, or over a wider
@@ -57,9 +58,10 @@ TESTS: dict[int, list[str]] = {
     21: [f"{_ADMIN}::test_delete_records_versions"],
     22: [f"{_SWEEP}::test_init_producer_id", f"{_TXN}::test_init_producer_id_bumps_the_epoch_and_fences",
          _TXN_CLIENT],
-    24: [f"{_TXN}::test_add_partitions_to_txn", _TXN_CLIENT],
+    24: [f"{_TXN}::test_add_partitions_to_txn", f"{_TXN}::test_add_partitions_to_txn_batched_and_verify_only",
+         _TXN_CLIENT],
     25: [f"{_TXN}::test_add_offsets_to_txn", f"{_TXN_CLIENT}::test_send_offsets_to_transaction"],
-    26: [f"{_TXN}::test_end_txn_commit_and_abort", _TXN_CLIENT],
+    26: [f"{_TXN}::test_end_txn_commit_and_abort", f"{_TXN_ADMIN}::test_end_txn_v5_bumps_the_epoch", _TXN_CLIENT],
     27: [f"{_TXN}::test_write_txn_markers"],
     28: [f"{_TXN}::test_txn_offset_commit", f"{_TXN_CLIENT}::test_send_offsets_to_transaction"],
     32: [f"{_ADMIN}::test_describe_configs_versions"],
@@ -71,6 +73,8 @@ TESTS: dict[int, list[str]] = {
     47: [f"{_GROUPS}::test_delete_groups_and_offset_delete"],
     60: [f"{_ADMIN}::test_describe_cluster_versions"],
     61: ["tests/integration/test_idempotent_producer.py::test_describe_producers_shows_the_last_sequences"],
+    65: [f"{_TXN_ADMIN}::test_describe_transactions"],
+    66: [f"{_TXN_ADMIN}::test_list_transactions_filters"],
     75: [f"{_ADMIN}::test_describe_topic_partitions_version"],
 }
 

@@ -7,6 +7,7 @@ markdown tables of medians with the pafka/peer ratio (:func:`comparison_table`).
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import sys
@@ -52,6 +53,20 @@ def delete_topic(broker: BenchBroker, topic: str) -> str | None:
         return None
     except KafkaException as exc:
         return str(exc)
+
+
+@contextmanager
+def recorded_run(broker: BenchBroker, topic: str, result: dict) -> Iterator[None]:
+    """Around one run on its own ``topic``: an exception is recorded in ``result`` (``ok``
+    False, ``error``) rather than raised, so one refused scenario never ends the benchmark;
+    the topic is deleted whatever happened."""
+    try:
+        yield
+    except Exception as exc:
+        result.update(ok=False, error=f"{broker.name}: {type(exc).__name__}: {exc}")
+    finally:
+        gc.collect()
+        result["delete_error"] = delete_topic(broker, topic)
 
 
 def machine_busy_s() -> float:

@@ -69,11 +69,11 @@ def scenarios(quick: bool) -> list[Scenario]:
 class ReceiveThread(threading.Thread):
     """Consumes the topic and notes, per record, how long after its send it arrived."""
 
-    def __init__(self, broker: BenchBroker, topic: str) -> None:
+    def __init__(self, broker: BenchBroker, topic: str, config: dict | None = None) -> None:
         super().__init__(daemon=True)
         self.consumer = Consumer({
             "bootstrap.servers": broker.bootstrap, "group.id": "lat-" + uuid.uuid4().hex,
-            "enable.auto.commit": False, "fetch.wait.max.ms": FETCH_WAIT_MAX_MS})
+            "enable.auto.commit": False, "fetch.wait.max.ms": FETCH_WAIT_MAX_MS, **(config or {})})
         self.consumer.assign([TopicPartition(topic, 0, 0)])
         self.stop = threading.Event()
         self.latencies_ns: list[int] = []
@@ -93,19 +93,27 @@ class ReceiveThread(threading.Thread):
             for m in batch:
                 if m.error() is not None:
                     self.errors += 1
-                    continue
-                seq, sent_ns = STAMP.unpack_from(m.value())
-                if seq == WARMUP_SEQ:
-                    self.warmups += 1
-                    continue
-                self.seen[seq] = self.seen.get(seq, 0) + 1
-                self.latencies_ns.append(now - sent_ns)
+                else:
+                    self.note(m.value(), now)
         self.consumer.close()
+
+    def note(self, value: bytes, now_ns: int) -> None:
+        """One record's value, received at ``now_ns``."""
+        seq, sent_ns = STAMP.unpack_from(value)
+        if seq == WARMUP_SEQ:
+            self.warmups += 1
+            return
+        self.seen[seq] = self.seen.get(seq, 0) + 1
+        self.latencies_ns.append(now_ns - sent_ns)
+
+    def received(self) -> int:
+        """Records (warm-up ones aside) and errors so far."""
+        return len(self.latencies_ns) + self.errors
 
     def wait_for(self, count: int, timeout_s: float, warmup: bool = False) -> bool:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if (self.warmups if warmup else len(self.latencies_ns) + self.errors) >= count:
+            if (self.warmups if warmup else self.received()) >= count:
                 return True
             time.sleep(0.01)
         return False

@@ -147,6 +147,9 @@ class BrokerConfig(BaseModel):
     transactional_id_expiration_ms: int = _prop(604800000, "transactional.id.expiration.ms")
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _prop(
         10000, "transaction.abort.timed.out.transaction.cleanup.interval.ms")
+    #: KIP-890 part 1: a partition leader checks with the coordinator that a transactional produce
+    #: belongs to an ongoing transaction before appending it.
+    transaction_partition_verification_enable: bool = _prop(True, "transaction.partition.verification.enable")
 
     # Replication.
     replica_lag_time_max_ms: int = _prop(30000, "replica.lag.time.max.ms")

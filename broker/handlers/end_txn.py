@@ -4,12 +4,17 @@ The answer comes once PrepareCommit / PrepareAbort is in
 ``__transaction_state``, as Kafka answers: the outcome is durable then, and
 the coordinator writes the markers and the completion after. Clients before
 v2 get INVALID_PRODUCER_EPOCH for PRODUCER_FENCED.
+
+v5 is transaction version 2 (KIP-890 part 2): every EndTxn bumps the producer
+epoch, the markers carry the bumped epoch, and the response tells the client
+the producer id and epoch to continue with.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from coordinator.transaction.transaction_coordinator import EndTxnResult
 from coordinator.transaction.transaction_state_manager import TransactionResult
 from protocol.errors import ErrorCode
 from protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
@@ -20,17 +25,24 @@ if TYPE_CHECKING:
 
 API_KEY = 26
 MIN_VERSION = 0
-# v5 is transaction version 2 (KIP-890 part 2): every EndTxn bumps the producer epoch and the
-# response carries it. The coordinator serves transaction version 0/1 only, so v5 is not served.
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 PRODUCER_FENCED_VERSION = 2
+#: From this version on the client speaks transaction version 2.
+EPOCH_BUMP_VERSION = 5
 
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: EndTxnRequest) -> EndTxnResponse:
     result = TransactionResult.COMMIT if request.committed else TransactionResult.ABORT
-    error = await broker.transaction_coordinator.handle_end_transaction(
-        request.transactional_id, request.producer_id, request.producer_epoch, result)
+    coordinator = broker.transaction_coordinator
+    if ctx.api_version >= EPOCH_BUMP_VERSION:
+        ended = await coordinator.handle_end_transaction_with_epoch_bump(
+            request.transactional_id, request.producer_id, request.producer_epoch, result)
+    else:
+        ended = EndTxnResult(await coordinator.handle_end_transaction(
+            request.transactional_id, request.producer_id, request.producer_epoch, result))
+    error = ended.error
     if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < PRODUCER_FENCED_VERSION:
         error = ErrorCode.INVALID_PRODUCER_EPOCH
-    return EndTxnResponse(throttle_time_ms=0, error_code=error, producer_id=-1, producer_epoch=-1)
+    return EndTxnResponse(throttle_time_ms=0, error_code=error, producer_id=ended.producer_id,
+                          producer_epoch=ended.producer_epoch)

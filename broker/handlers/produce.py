@@ -12,6 +12,11 @@ one read in one write.
 acks=0 gets no response; on an error Kafka closes the connection instead, so
 the producer notices, and so do we.
 
+A transactional produce (one with a transactional id) is verified with the
+transaction coordinator, where its producer has no transaction open on a
+partition yet, before it is appended (KIP-890 part 1; see
+``replication.txn_verification``).
+
 Produce v0-v2 (clients older than Kafka 0.11) carry message sets of format
 v0/v1, which Kafka 3.x up-converts to v2 batches on append, and so does pafka
 (``storage.log_conversion``): those requests take their own path
@@ -36,6 +41,7 @@ from protocol.messages.produce import (
 )
 from protocol.record_batch import COMPRESSION_MASK, CURRENT_MAGIC, parse_batch_header
 from replication.replica_manager import PartitionAppendResult
+from replication.txn_verification import TransactionalProduce
 from storage.log_append import AppendOrigin
 from storage.log_conversion import convert_for_append
 
@@ -50,6 +56,8 @@ MIN_VERSION = 0
 MAX_VERSION = 13
 #: KIP-110: zstd batches need Produce v7.
 _FIRST_ZSTD_VERSION = 7
+#: KIP-890: from v11 a producer handles TRANSACTION_ABORTABLE (older ones get INVALID_TXN_STATE).
+_FIRST_ABORTABLE_VERSION = 11
 
 
 def _check_one_batch(records: memoryview | bytearray | None, version: int) -> tuple[ErrorCode, str] | None:
@@ -111,7 +119,10 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ProduceRequest
             entries.append(entry)
 
     if appends:
-        results = broker.replica_manager.append_records(appends, acks, request.timeout_ms, AppendOrigin.CLIENT)
+        tid = request.transactional_id
+        transactional = None if tid is None else TransactionalProduce(tid, version >= _FIRST_ABORTABLE_VERSION)
+        results = broker.replica_manager.append_records(appends, acks, request.timeout_ms, AppendOrigin.CLIENT,
+                                                        transactional)
         if not isinstance(results, list):
             return _answer_later(ctx, results, acks, responses, slots, by_topic_id)
         _fill_results(slots, results, by_topic_id)

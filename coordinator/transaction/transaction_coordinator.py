@@ -14,16 +14,16 @@ The markers are then written by the :class:`TransactionMarkerChannelManager`,
 which writes CompleteCommit / CompleteAbort only after every partition
 acknowledged its marker; until then the id answers CONCURRENT_TRANSACTIONS.
 
-This coordinator serves transaction version 0/1 clients (EndTxn up to v4):
-the producer epoch is bumped by InitProducerId only. KIP-890 part 2
-(EndTxn v5's bump per transaction) is not served yet.
+Transaction version 0/1 clients (EndTxn up to v4) get their producer epoch
+bumped by InitProducerId only; EndTxn v5 (transaction version 2, KIP-890
+part 2) bumps it on every commit and abort.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
@@ -32,7 +32,9 @@ from coordinator.transaction.transaction_marker_channel_manager import Transacti
 from coordinator.transaction.transaction_metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    SHORT_MAX,
     TV_0,
+    TV_2,
     IllegalTransitionError,
     ProducerFencedError,
     TopicPartition,
@@ -41,7 +43,11 @@ from coordinator.transaction.transaction_metadata import (
     TxnTransitMetadata,
     is_epoch_exhausted,
 )
-from coordinator.transaction.transaction_state_manager import TransactionResult, TransactionStateManager
+from coordinator.transaction.transaction_state_manager import (
+    ListTransactionsResult,
+    TransactionResult,
+    TransactionStateManager,
+)
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -56,6 +62,29 @@ class InitProducerIdResult:
     error: ErrorCode
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnResult:
+    """EndTxn v5's answer: the producer id and epoch the client continues with (TV2 bumps the epoch)."""
+
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedTransaction:
+    """DescribeTransactions' answer for one transactional id (Kafka's TransactionState of that response)."""
+
+    transactional_id: str
+    error: ErrorCode
+    state_name: str = ""
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    txn_timeout_ms: int = 0
+    txn_start_timestamp: int = -1
+    topic_partitions: tuple[TopicPartition, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,18 +234,23 @@ class TransactionCoordinator:
 
     def verify_partitions_in_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                          partitions: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        """KIP-890 part 1's verify-only check: each partition is in this producer's ongoing transaction."""
+        """KIP-890 part 1's verify-only check (AddPartitionsToTxn v4+): each partition is in this
+        producer's ongoing transaction. As Kafka's, a pending transition is not checked: the
+        partition leader's verification guard settles a race with a marker; a partition not in
+        the transaction answers TRANSACTION_ABORTABLE."""
+        if not transactional_id:
+            return dict.fromkeys(partitions, ErrorCode.INVALID_REQUEST)
         try:
             _, m = self._lookup(transactional_id)
             if m.producer_id != producer_id:
                 raise _Refused(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
             if m.producer_epoch != producer_epoch:
                 raise _Refused(ErrorCode.PRODUCER_FENCED)
-            if m.pending_transition_in_progress or m.state != S.ONGOING:
-                raise _Refused(ErrorCode.INVALID_TXN_STATE)
+            if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
         except _Refused as refused:
             return dict.fromkeys(partitions, refused.error)
-        return {tp: ErrorCode.NO_ERROR if tp in m.topic_partitions else ErrorCode.INVALID_TXN_STATE
+        return {tp: ErrorCode.NO_ERROR if tp in m.topic_partitions else ErrorCode.TRANSACTION_ABORTABLE
                 for tp in partitions}
 
     async def handle_add_offsets_to_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -297,6 +331,81 @@ class TransactionCoordinator:
                   m.state.state_name)
         raise _Refused(ErrorCode.INVALID_TXN_STATE)
 
+    # -- EndTxn v5: transaction version 2 (KIP-890 part 2) -----------------------------------------------
+    async def handle_end_transaction_with_epoch_bump(self, transactional_id: str, producer_id: int,
+                                                     producer_epoch: int, result: TransactionResult) -> EndTxnResult:
+        """EndTxn from a transaction version 2 client: every commit or abort bumps the producer epoch.
+
+        The markers carry the bumped epoch, so a write of the transaction that
+        arrives late is fenced by the partition (its epoch is older). The client
+        is answered the epoch it continues with; when the epoch is exhausted the
+        coordinator moves the producer to a fresh id at epoch 0. A retry carries
+        the epoch before the bump: answered like the first call once the
+        transaction completed. An abort is allowed with nothing ongoing (the
+        client may not know whether its transaction started).
+        """
+        if not transactional_id:
+            return EndTxnResult(ErrorCode.INVALID_REQUEST)
+        try:
+            coordinator_epoch, m = self._lookup(transactional_id)
+            prepared = self._prepare_end_v2(m, producer_id, producer_epoch, result)
+            if isinstance(prepared, EndTxnResult):
+                return prepared
+            next_state, no_partition_added = prepared
+            next_producer_id = NO_PRODUCER_ID
+            if m.is_producer_epoch_exhausted():
+                next_producer_id = await self.generate_producer_id()
+                if m.pending_transition_in_progress:  # another request got in while the id was generated
+                    raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
+            transit = m.prepare_abort_or_commit(next_state, TV_2, next_producer_id, self.scheduler.now_ms(),
+                                                no_partition_added)
+        except _Refused as refused:
+            return EndTxnResult(refused.error)
+        error = await self._append(transactional_id, coordinator_epoch, transit)
+        if error == ErrorCode.NO_ERROR:
+            error = self._send_markers(transactional_id, coordinator_epoch, producer_id, transit.producer_epoch,
+                                       result)
+        if error != ErrorCode.NO_ERROR:
+            return EndTxnResult(error)
+        if transit.next_producer_id != NO_PRODUCER_ID:
+            # Epoch overflow: the completion moves the producer to the new id at epoch 0; that is what it uses next.
+            return EndTxnResult(ErrorCode.NO_ERROR, transit.next_producer_id, 0)
+        return EndTxnResult(ErrorCode.NO_ERROR, transit.producer_id, transit.producer_epoch)
+
+    def _prepare_end_v2(self, m: TransactionMetadata, producer_id: int, producer_epoch: int,
+                        result: TransactionResult) -> EndTxnResult | tuple[TransactionState, bool]:
+        """Kafka's TV2 checks: the next state and whether no partition was added, or the answer at once."""
+        commit = result == TransactionResult.COMMIT
+        # A retry of an EndTxn that bumped the epoch (or moved to a new producer id on overflow).
+        retry_on_overflow = (m.prev_producer_id == producer_id and producer_epoch == SHORT_MAX - 1
+                             and m.producer_epoch == 0)
+        retry_on_epoch_bump = m.producer_epoch == producer_epoch + 1
+        if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid_epoch = retry_on_epoch_bump
+        elif m.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid_epoch = retry_on_epoch_bump or retry_on_overflow or producer_epoch == m.producer_epoch
+        else:
+            valid_epoch = producer_epoch == m.producer_epoch
+        if m.producer_id != producer_id and not retry_on_overflow:
+            raise _Refused(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if not valid_epoch:
+            raise _Refused(ErrorCode.PRODUCER_FENCED)
+        if m.pending_transition_in_progress:
+            raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)  # a fence or another EndTxn is being written
+        is_retry = retry_on_epoch_bump or retry_on_overflow
+        completed = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
+        if m.state == S.ONGOING:
+            return (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT), False
+        if m.state == completed and is_retry:
+            return EndTxnResult(ErrorCode.NO_ERROR, m.producer_id, m.producer_epoch)  # it succeeded before
+        if not commit and not is_retry and m.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            return S.PREPARE_ABORT, True  # an abort with nothing ongoing still bumps the epoch
+        if (m.state == S.PREPARE_COMMIT and commit) or (m.state == S.PREPARE_ABORT and not commit):
+            raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)  # its markers are still being written
+        log.debug("%s %s of %s in state %s is invalid", self._prefix(), result.name, m.transactional_id,
+                  m.state.state_name)
+        raise _Refused(ErrorCode.INVALID_TXN_STATE)
+
     def _clear_unwritten_fence(self, transactional_id: str) -> None:
         found = self.txn_manager.get_transaction_state(transactional_id)[1]
         if found is not None and found.transaction_metadata.pending_state == S.PREPARE_EPOCH_FENCE:
@@ -326,6 +435,31 @@ class TransactionCoordinator:
         complete = m.prepare_complete(self.scheduler.now_ms())
         self.marker_channel.add_txn_markers_to_send(coordinator_epoch, result, m, complete)
         return ErrorCode.NO_ERROR
+
+    # -- DescribeTransactions / ListTransactions ------------------------------------------------------
+    def handle_describe_transactions(self, transactional_id: str) -> DescribedTransaction:
+        """What this coordinator knows of ``transactional_id`` (an id being expired is not found)."""
+        if self._shutting_down:
+            return DescribedTransaction(transactional_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not transactional_id:
+            return DescribedTransaction(transactional_id, ErrorCode.INVALID_REQUEST)
+        error, found = self.txn_manager.get_transaction_state(transactional_id)
+        if error != ErrorCode.NO_ERROR:
+            return DescribedTransaction(transactional_id, error)
+        if found is None or found.transaction_metadata.state == S.DEAD:
+            return DescribedTransaction(transactional_id, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+        m = found.transaction_metadata
+        return DescribedTransaction(transactional_id, ErrorCode.NO_ERROR, m.state.state_name, m.producer_id,
+                                    m.producer_epoch, m.txn_timeout_ms, m.txn_start_timestamp,
+                                    tuple(sorted(m.topic_partitions)))
+
+    def handle_list_transactions(self, filter_producer_ids: Iterable[int], filter_state_names: Iterable[str],
+                                 filter_duration_ms: int = -1, filter_transactional_id_pattern: str | None = None
+                                 ) -> ListTransactionsResult:
+        if self._shutting_down:
+            return ListTransactionsResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return self.txn_manager.list_transaction_states(filter_producer_ids, filter_state_names, filter_duration_ms,
+                                                        filter_transactional_id_pattern)
 
     # -- timeouts -------------------------------------------------------------------------------
     def abort_timed_out_transactions(self) -> None:

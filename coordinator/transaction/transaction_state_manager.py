@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -195,10 +196,19 @@ class TransactionStateManager:
                 and m.txn_start_timestamp + m.txn_timeout_ms < now]
 
     def list_transaction_states(self, filter_producer_ids: Iterable[int], filter_state_names: Iterable[str],
-                                filter_duration_ms: int = -1) -> ListTransactionsResult:
-        """ListTransactions: every id of the owned partitions matching all the filters given."""
+                                filter_duration_ms: int = -1, filter_transactional_id_pattern: str | None = None
+                                ) -> ListTransactionsResult:
+        """ListTransactions: every id of the owned partitions matching all the filters given.
+
+        The transactional id pattern (KIP-1152) must match the whole id, as
+        Java's ``Matcher.matches``; an empty one filters nothing.
+        """
         if self.loading_partitions:
             return ListTransactionsResult(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        try:
+            pattern = re.compile(filter_transactional_id_pattern) if filter_transactional_id_pattern else None
+        except re.error:
+            return ListTransactionsResult(ErrorCode.INVALID_REGULAR_EXPRESSION)
         result = ListTransactionsResult(ErrorCode.NO_ERROR)
         producer_ids = set(filter_producer_ids)
         state_names = list(filter_state_names)
@@ -217,6 +227,8 @@ class TransactionStateManager:
             if producer_ids and m.producer_id not in producer_ids:
                 return False
             if state_names and m.state not in states:
+                return False
+            if pattern is not None and pattern.fullmatch(m.transactional_id) is None:
                 return False
             # Only transactions running longer than the filter (KIP-994).
             return filter_duration_ms < 0 or now - m.txn_start_timestamp > filter_duration_ms

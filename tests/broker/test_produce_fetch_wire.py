@@ -126,7 +126,8 @@ def _produce_with_confluent(broker: BrokerProcess, topic: str, codec: str, count
     """``count`` records with keys, values, headers and timestamps, in one batch (linger) of ``codec``."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 50})
+    # A long linger keeps the records in one batch even on a loaded machine; flush() sends at once.
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 5000})
     for i in range(first_value, first_value + count):
         producer.produce(topic, key=b"k%d" % i, value=_value(i), partition=0, headers=_HEADERS,
                          timestamp=_T0 + i)

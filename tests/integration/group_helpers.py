@@ -18,6 +18,15 @@ from typing import Any
 from testing.broker_process import BrokerProcess
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def pafka_tool(bootstrap: str, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``pafka TOOL --bootstrap-server BOOTSTRAP ARGS...`` in a child process; its exit code checked if ``check``."""
+    result = subprocess.run([sys.executable, "-m", "broker.cli", tool, "--bootstrap-server", bootstrap, *args],
+                            capture_output=True, text=True, cwd=REPO, timeout=60)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
 #: How librdkafka, kafka-python and aiokafka word UNKNOWN_MEMBER_ID in their logs (lower-cased).
 UNKNOWN_MEMBER_MARKERS = ("unknown_member_id", "unknown member", "unknownmemberid", "member_id was not recognized")
 

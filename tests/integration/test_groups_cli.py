@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import time
 from typing import Any
 
@@ -12,18 +11,14 @@ import pytest
 
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
-from tests.integration.group_helpers import REPO, poll_until_assigned
+from tests.integration.group_helpers import pafka_tool, poll_until_assigned
 
 TOPIC = "cli-topic"
 PER_PARTITION = {0: 10, 1: 25, 2: 7}
 
 
-def consumer_groups(broker: BrokerProcess, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "broker.cli", "consumer-groups", "--bootstrap-server",
-                             broker.bootstrap, *args], capture_output=True, text=True, cwd=REPO, timeout=60)
-    if check:
-        assert result.returncode == 0, result.stderr
-    return result
+def consumer_groups(broker: BrokerProcess, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return pafka_tool(broker.bootstrap, "consumer-groups", *args, check=check)
 
 
 def table(output: str) -> list[dict[str, str]]:

@@ -4,7 +4,8 @@ A transactional producer commits and aborts across two partitions; a
 ``read_committed`` consumer must see exactly the committed records and a
 ``read_uncommitted`` one every record; ``send_offsets_to_transaction`` makes the
 group's offsets visible only with the commit; a second producer with the same
-``transactional.id`` fences the first.
+``transactional.id`` fences the first, and nothing the first sends afterwards is
+appended (test_transactions_versions checks each API's answer to it on the wire).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
+from testing.transactions import assert_no_hanging_transactions
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +27,12 @@ def broker() -> Iterator[BrokerProcess]:
     with BrokerProcess("transaction.abort.timed.out.transaction.cleanup.interval.ms=200") as process:
         yield process
         print(process.log_text()[-6000:])
+
+@pytest.fixture(autouse=True)
+def _no_hanging_transactions(broker: BrokerProcess) -> Iterator[None]:
+    """After every test: `pafka transactions find-hanging` finds nothing on the broker."""
+    yield
+    assert_no_hanging_transactions(broker.bootstrap)
 
 
 def _producer(bootstrap: str, transactional_id: str, **extra: object):  # type: ignore[no-untyped-def]
@@ -150,19 +158,53 @@ def test_a_second_producer_fences_the_first(broker: BrokerProcess) -> None:
         first.commit_transaction(20)
     error = raised.value.args[0]
     assert error.fatal() or "fenced" in error.str().lower(), error
+    with pytest.raises(KafkaException):  # a fenced producer stays fenced
+        first.begin_transaction()
+        first.produce(topic, b"zombie-2", partition=0)
+        first.commit_transaction(10)
     assert [v for _, v in _consume(broker.bootstrap, topic, "read_committed", 1)] == [b"fresh"]
+    # What the first wrote before the fence was appended and aborted; nothing after it was appended.
+    assert sorted(v for _, v in _consume(broker.bootstrap, topic, "read_uncommitted", 2)) == [b"fresh", b"zombie-0"]
+
+
+_OPEN_AND_WAIT = """
+import sys, time
+from confluent_kafka import Producer
+bootstrap, tid, topic = sys.argv[1:4]
+producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 1500,
+                     "socket.timeout.ms": 1500})
+producer.init_transactions(20)
+producer.begin_transaction()
+producer.produce(topic, b"left-open", partition=0)
+producer.flush(10)
+print("open", flush=True)
+time.sleep(60)
+"""
 
 
 def test_a_transaction_past_its_timeout_is_aborted(broker: BrokerProcess) -> None:
+    """A producer process SIGKILLed with its transaction open: the coordinator aborts it after
+    ``transaction.timeout.ms`` and the last stable offset moves past it."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.integration.test_transactions_versions import read_committed
+
     topic = f"txn-timeout-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic, 1)
-    producer = _producer(broker.bootstrap, f"tid-{topic}", **{"transaction.timeout.ms": 1500, "socket.timeout.ms": 1500})
-    producer.init_transactions(20)
-    producer.begin_transaction()
-    producer.produce(topic, b"left-open", partition=0)
-    producer.flush(10)
-    # The producer goes quiet; the coordinator aborts its transaction and the LSO moves past it.
-    time.sleep(3)
+    process = subprocess.Popen([sys.executable, "-c", _OPEN_AND_WAIT, broker.bootstrap, f"tid-{topic}", topic],
+                               stdout=subprocess.PIPE)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"open\n"
+        assert read_committed(broker, topic, 0)[:2] == (1, 0)  # the open transaction holds the LSO back
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+    deadline = time.monotonic() + 15
+    while read_committed(broker, topic, 0) != (2, 2, [0]):  # its record and the abort marker, stable
+        assert time.monotonic() < deadline, read_committed(broker, topic, 0)
+        time.sleep(0.1)
     other = _producer(broker.bootstrap, f"tid2-{topic}")
     other.init_transactions(20)
     other.begin_transaction()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,7 +31,11 @@ from broker.handlers import (
 )
 from protocol.errors import ErrorCode
 from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
-from protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
 from protocol.messages.end_txn import EndTxnRequest
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.find_coordinator import FindCoordinatorRequest
@@ -43,10 +48,12 @@ from protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequestTopic,
 )
 from protocol.messages.write_txn_markers import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
-from protocol.records import Record, build_batch
+from protocol.record_batch import iter_batch_headers
+from protocol.records import Record, build_batch, read_batch
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
 from testing.topics import create_topic
+from testing.transactions import assert_no_hanging_transactions
 
 RETRIABLE = {ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
              ErrorCode.COORDINATOR_NOT_AVAILABLE}
@@ -161,6 +168,12 @@ def _until_stable(broker: BrokerProcess, topic: str, partition: int) -> tuple[in
 def broker(module_broker: BrokerProcess) -> BrokerProcess:
     return module_broker
 
+@pytest.fixture(autouse=True)
+def _no_hanging_transactions(broker: BrokerProcess) -> Iterator[None]:
+    """After every test: `pafka transactions find-hanging` finds nothing on the broker."""
+    yield
+    assert_no_hanging_transactions(broker.bootstrap)
+
 
 def _new(broker: BrokerProcess, partitions: int = 2) -> WireProducer:
     topic = f"txnv-{uuid.uuid4().hex[:8]}"
@@ -199,7 +212,7 @@ def test_init_producer_id_bumps_the_epoch_and_fences(broker: BrokerProcess, vers
         ErrorCode.INVALID_TRANSACTION_TIMEOUT
 
 
-@pytest.mark.parametrize("version", range(add_partitions_to_txn.MIN_VERSION, add_partitions_to_txn.MAX_VERSION + 1))
+@pytest.mark.parametrize("version", range(add_partitions_to_txn.MIN_VERSION, add_partitions_to_txn.BATCHED_VERSION))
 def test_add_partitions_to_txn(broker: BrokerProcess, version: int) -> None:
     p = _new(broker)
     p.init()
@@ -222,7 +235,54 @@ def test_add_partitions_to_txn(broker: BrokerProcess, version: int) -> None:
     assert p.add_partitions([0], version, epoch=p.epoch - 1 if p.epoch else 5) == [fenced]
 
 
-@pytest.mark.parametrize("version", range(end_txn.MIN_VERSION, end_txn.MAX_VERSION + 1))
+def _batched(broker: BrokerProcess, version: int, *txns: tuple[WireProducer, bool, dict[str, list[int]], int | None]
+             ) -> dict[str, dict[tuple[str, int], int]]:
+    """AddPartitionsToTxn v4+: (producer, verify only?, partitions by topic, epoch or None) per transaction;
+    each transaction's partition errors by transactional id."""
+    request = AddPartitionsToTxnRequest(transactions=[AddPartitionsToTxnTransaction(
+        transactional_id=p.tid, producer_id=p.producer_id, producer_epoch=p.epoch if epoch is None else epoch,
+        verify_only=verify_only, topics=[AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()])
+        for p, verify_only, topics, epoch in txns])
+    response = send_request(broker, add_partitions_to_txn.API_KEY, version, request)
+    assert response.error_code == 0
+    return {r.transactional_id: {(t.name, x.partition_index): x.partition_error_code for t in r.topic_results
+                                 for x in t.results_by_partition} for r in response.results_by_transaction}
+
+
+@pytest.mark.parametrize("version", range(add_partitions_to_txn.BATCHED_VERSION, add_partitions_to_txn.MAX_VERSION + 1))
+def test_add_partitions_to_txn_batched_and_verify_only(broker: BrokerProcess, version: int) -> None:
+    """v4+ (KIP-890 part 1, broker to broker): many transactions in one request, each added or only verified."""
+    adder, verified = _new(broker), _new(broker)
+    adder.init()
+    verified.init()
+    assert verified.add_partitions([0]) == [0]
+    (t1, t2) = adder.topic, verified.topic
+    errors = _batched(broker, version, (adder, False, {t1: [0, 1]}, None), (verified, True, {t2: [0, 1]}, None))
+    # The v5 error for a partition outside the transaction; v4 callers predate it.
+    outside = ErrorCode.TRANSACTION_ABORTABLE if version >= 5 else ErrorCode.INVALID_TXN_STATE
+    assert errors == {adder.tid: {(t1, 0): 0, (t1, 1): 0}, verified.tid: {(t2, 0): 0, (t2, 1): outside}}
+    # Verify-only added nothing: a produce to partition 1 is refused (Produce v9 knows no TRANSACTION_ABORTABLE).
+    assert verified.produce(1, [b"never"]) == ErrorCode.INVALID_TXN_STATE
+    assert verified.produce(0, [b"kept"]) == 0
+    assert adder.produce(1, [b"added"]) == 0  # added by the batched request, as a client's v3 would
+    # A stale epoch is fenced; a missing topic fails only its own transaction.
+    errors = _batched(broker, version, (verified, True, {t2: [0]}, verified.epoch + 1),
+                      (adder, False, {t1: [0], "no-such-topic": [0]}, None))
+    assert errors == {verified.tid: {(t2, 0): ErrorCode.PRODUCER_FENCED},
+                      adder.tid: {(t1, 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+                                  ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}}
+    assert adder.end(True) == 0
+    assert verified.end(False) == 0
+    assert _until_stable(broker, t1, 1) == (2, 2, [])
+    assert _until_stable(broker, t2, 0) == (2, 2, [0])
+    assert read_committed(broker, t2, 1) == (0, 0, [])  # the refused produce left nothing
+    # Once the transaction is over, no partition verifies.
+    errors = _batched(broker, version, (verified, True, {t2: [0]}, None))
+    assert errors == {verified.tid: {(t2, 0): outside}}
+
+
+# v5 bumps the epoch on every EndTxn: test_transactions_admin_versions.py::test_end_txn_v5_bumps_the_epoch.
+@pytest.mark.parametrize("version", range(end_txn.MIN_VERSION, end_txn.EPOCH_BUMP_VERSION))
 def test_end_txn_commit_and_abort(broker: BrokerProcess, version: int) -> None:
     p = _new(broker, partitions=1)
     p.init()
@@ -306,3 +366,81 @@ def _until(condition: Any, timeout: float = 5.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition never held"
         time.sleep(0.02)
+
+
+def read_uncommitted(broker: BrokerProcess, topic: str, partition: int) -> list[tuple[int, bool, list[bytes | None]]]:
+    """Every batch ``read_uncommitted`` Fetches return up to the high watermark: (producer epoch, is a
+    control batch, values). One Fetch answers from one segment, and these records' timestamp 0 makes
+    the next append with a real one roll a new segment: so fetch on from each batch's end."""
+    batches: list[tuple[int, bool, list[bytes | None]]] = []
+    offset, high_watermark = 0, 1
+    while offset < high_watermark:
+        request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                               session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                               topics=[FetchTopic(topic=topic, partitions=[FetchPartition(
+                                   partition=partition, current_leader_epoch=-1, fetch_offset=offset,
+                                   last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)])])
+        (result,) = send_request(broker, fetch.API_KEY, 11, request).responses[0].partitions
+        assert result.error_code == 0, result
+        high_watermark = result.high_watermark
+        data = bytes(result.records or b"")
+        headers = list(iter_batch_headers(data))
+        assert headers or offset >= high_watermark, f"no batch at {offset} below the high watermark {high_watermark}"
+        for pos, header in headers:
+            values = [] if header.is_control else [r.value for r in read_batch(data, pos)[1]]
+            batches.append((header.producer_epoch, header.is_control, values))
+            offset = header.last_offset + 1
+    return batches
+
+
+#: Versions of the fencing test: every one where an API's answer to a fenced producer differs.
+FENCING_VERSIONS = range(max(end_txn.MAX_VERSION, add_partitions_to_txn.MAX_VERSION,
+                             add_offsets_to_txn.MAX_VERSION, init_producer_id.MAX_VERSION) + 1)
+
+
+@pytest.mark.parametrize("version", FENCING_VERSIONS)
+def test_a_fenced_producer_is_refused_and_writes_nothing(broker: BrokerProcess, version: int) -> None:
+    """A second producer with the same transactional id fences the first mid-transaction: the first's
+    produce, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and InitProducerId (KIP-360 recovery) are refused
+    with PRODUCER_FENCED where the version knows it, INVALID_PRODUCER_EPOCH before (as Kafka maps it),
+    and nothing it sends after the fence is appended, so no reader at any isolation level sees it."""
+    zombie = _new(broker)
+    assert zombie.find_coordinator().error_code == 0  # as a client does first: creates __transaction_state
+    zombie.init()
+    assert zombie.add_partitions([0, 1]) == [0]
+    assert zombie.produce(0, [b"before"]) == 0
+    fresh = WireProducer(broker, zombie.tid, zombie.topic)
+    fresh.init()  # CONCURRENT_TRANSACTIONS (retried) until the zombie's transaction is aborted
+    # The abort marker carries the fence's bumped epoch; the new instance's is one past it.
+    assert (fresh.producer_id, fresh.epoch) == (zombie.producer_id, zombie.epoch + 2)
+    _until_stable(broker, zombie.topic, 0)
+
+    def fenced(first_version_that_knows_it: int) -> ErrorCode:
+        return (ErrorCode.PRODUCER_FENCED if version >= first_version_that_knows_it
+                else ErrorCode.INVALID_PRODUCER_EPOCH)
+
+    # A produce answers INVALID_PRODUCER_EPOCH at every version: the partition knows only epochs.
+    assert zombie.produce(0, [b"after-0"]) == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert zombie.produce(1, [b"after-1"]) == ErrorCode.INVALID_PRODUCER_EPOCH
+    if version < add_partitions_to_txn.BATCHED_VERSION:  # v4+ (brokers' batched form): the batched test
+        assert zombie.add_partitions([0, 1], version) == [fenced(add_partitions_to_txn.PRODUCER_FENCED_VERSION)]
+    if version <= add_offsets_to_txn.MAX_VERSION:
+        assert zombie.add_offsets(f"g-{zombie.topic}", version) == fenced(add_offsets_to_txn.PRODUCER_FENCED_VERSION)
+    if version <= end_txn.MAX_VERSION:
+        for commit in (True, False):
+            assert zombie.end(commit, version) == fenced(end_txn.PRODUCER_FENCED_VERSION)
+    if init_producer_id.RECOVERY_VERSION <= version <= init_producer_id.MAX_VERSION:
+        recover = InitProducerIdRequest(transactional_id=zombie.tid, transaction_timeout_ms=60_000,
+                                        producer_id=zombie.producer_id, producer_epoch=zombie.epoch)
+        answer = send_request(broker, init_producer_id.API_KEY, version, recover)
+        assert answer.error_code == fenced(init_producer_id.PRODUCER_FENCED_VERSION)
+    # The fence moved nothing: the new instance's transaction still commits, and is all there is.
+    assert fresh.add_partitions([1]) == [0]
+    assert fresh.produce(1, [b"fresh"]) == 0
+    assert fresh.end(True) == 0
+    first, fence, latest = zombie.epoch, zombie.epoch + 1, fresh.epoch
+    assert read_uncommitted(broker, zombie.topic, 0) == [(first, False, [b"before"]), (fence, True, [])]
+    assert read_uncommitted(broker, zombie.topic, 1) == [(fence, True, []), (latest, False, [b"fresh"]),
+                                                         (latest, True, [])]
+    assert _until_stable(broker, zombie.topic, 0) == (2, 2, [0])
+    assert _until_stable(broker, zombie.topic, 1)[:2] == (3, 3)
