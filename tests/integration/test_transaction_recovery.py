@@ -25,8 +25,9 @@ there; it is restarted without it.
 
 After each, ``read_committed`` readers see all of the transaction in every
 partition or none of it, the group's transactional offsets follow the same
-outcome, the last stable offset is back at the high watermark, and
-``__transaction_state`` holds the transitions Kafka writes, in order.
+outcome, the last stable offset is back at the high watermark,
+``__transaction_state`` holds the transitions Kafka writes, in order, and
+``pafka transactions find-hanging`` finds nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from coordinator.transaction.transaction_marker_channel_manager import CRASH_POI
 from protocol.request_constants import LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
+from testing.transactions import assert_no_hanging_transactions
 from tests.integration.txn_calls import retrying
 
 PARTITIONS = 3
@@ -247,6 +249,7 @@ def _assert_outcome(s: Scenario, committed: bool, markers_per_partition: int, th
     later.commit_transaction(20)
     expected = s.values if committed else {p: [] for p in range(PARTITIONS)}
     assert _read_committed(s) == {p: [*values, END] for p, values in expected.items()}
+    assert_no_hanging_transactions(s.broker.bootstrap)
 
 
 # -- (a) open: the broker dies before PrepareCommit / PrepareAbort ----------------------------------

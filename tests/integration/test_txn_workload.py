@@ -36,6 +36,7 @@ from client import KafkaClient, TopicPartition
 from protocol.request_constants import LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
+from testing.transactions import assert_no_hanging_transactions
 from testing.txn_history import History, Outcome, Reader, Txn, check
 from tests.integration.txn_calls import retrying
 
@@ -316,3 +317,4 @@ def test_randomized_transactions_with_broker_kills(broker: BrokerProcess) -> Non
         assert commits >= COMMITS_AFTER_THE_KILLS, \
             f"{producer.name} committed {commits} transaction(s) in the {SETTLE_TIMEOUT_S} s after the last restart"
     assert broker.starts == KILLS + 1 and broker.process is not None and broker.process.returncode is None
+    assert_no_hanging_transactions(broker.bootstrap)
