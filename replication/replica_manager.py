@@ -283,13 +283,16 @@ class ReplicaManager:
         the coordinator confirms it (``replication.txn_verification``).
         """
         verification = self.txn_verification
-        if verification is None or origin != AppendOrigin.CLIENT or not verification.enabled():
+        if verification is None or origin == AppendOrigin.REPLICATION or not verification.enabled():
             return self._append(entries, required_acks, timeout_ms, origin, None)
         if transactional is None:
+            if origin != AppendOrigin.CLIENT:
+                return self._append(entries, required_acks, timeout_ms, origin, None)  # markers, coordinator state
             # Verification on: a transactional batch in a request without a transactional id is
             # checked against a guard it cannot have, so it never starts a transaction.
             return self._append(entries, required_acks, timeout_ms, origin, _UNVERIFIED)
-        return self._append_transactional(verification, entries, required_acks, timeout_ms, transactional)
+        # A client's produce, or TxnOffsetCommit's write to __consumer_offsets (Kafka verifies both).
+        return self._append_transactional(verification, entries, required_acks, timeout_ms, transactional, origin)
 
     def set_transaction_verifier(self, verifier: txn_verification.TransactionVerifier,
                                  enabled: Callable[[], bool]) -> None:
@@ -298,7 +301,7 @@ class ReplicaManager:
 
     def _append_transactional(self, verification: txn_verification.ProduceVerification,
                               entries: Sequence[tuple[str, int, Records]], required_acks: int, timeout_ms: int,
-                              transactional: TransactionalProduce
+                              transactional: TransactionalProduce, origin: AppendOrigin
                               ) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
         """Append at once when nothing needs the coordinator; else verify, then append, in turn
         with the verifications in flight on the same partitions."""
@@ -308,18 +311,18 @@ class ReplicaManager:
         if not earlier:
             plan = txn_verification.plan_verification(entries, self.partitions, self.broker_id, now_ms())
             if not plan.to_verify:
-                return self._append(entries, required_acks, timeout_ms, AppendOrigin.CLIENT, plan)
+                return self._append(entries, required_acks, timeout_ms, origin, plan)
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for tp in tps:
             in_flight[tp] = turn
         return self._verify_then_append(verification, earlier, turn, tps, entries, required_acks, timeout_ms,
-                                        transactional)
+                                        transactional, origin)
 
     async def _verify_then_append(self, verification: txn_verification.ProduceVerification,
                                   earlier: set[asyncio.Future[None]], turn: asyncio.Future[None],
                                   tps: list[TopicPartition], entries: Sequence[tuple[str, int, Records]],
-                                  required_acks: int, timeout_ms: int, transactional: TransactionalProduce
-                                  ) -> list[PartitionAppendResult]:
+                                  required_acks: int, timeout_ms: int, transactional: TransactionalProduce,
+                                  origin: AppendOrigin) -> list[PartitionAppendResult]:
         try:
             if earlier:
                 await asyncio.wait(earlier)  # not cancelled with this request: others wait on them too
@@ -333,7 +336,7 @@ class ReplicaManager:
                     if tp in errors:
                         plan.errors[i] = txn_verification.produce_error(errors[tp], transactional.abortable_supported)
             # The appends are queued (in order) by this call: later produces need not wait for their answer.
-            outcome = self._append(entries, required_acks, timeout_ms, AppendOrigin.CLIENT, plan)
+            outcome = self._append(entries, required_acks, timeout_ms, origin, plan)
         finally:
             if not turn.done():
                 turn.set_result(None)

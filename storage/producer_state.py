@@ -243,8 +243,10 @@ class ProducerStateManager:
             return
         if origin == AppendOrigin.CLIENT:
             self._check_sequence(entry, header.producer_epoch, header.base_sequence)
-            if verification_guard is not None and header.is_transactional:
-                self._check_verified(entry, header, verification_guard)
+        # A client's batch, or the group coordinator's TxnOffsetCommit write (origin COORDINATOR,
+        # verified when it names its transactional id); a follower copies what its leader checked.
+        if verification_guard is not None and header.is_transactional and origin != AppendOrigin.REPLICATION:
+            self._check_verified(entry, header, verification_guard)
         if entry.current_txn_first_offset is not None and not header.is_transactional:
             raise InvalidTxnStateError(
                 f"{self.topic_partition}: non-transactional batch from producer {header.producer_id} "

@@ -67,7 +67,7 @@ async def handle(ctx: RequestContext, broker: BrokerServices,
         coordinator.handle_txn_commit_offsets(
             request.group_id, request.producer_id, request.producer_epoch,
             request.member_id if members else "", request.group_instance_id if members else None,
-            request.generation_id if members else -1, offsets, done)
+            request.generation_id if members else -1, offsets, done, request.transactional_id)
         errors.update(await future)
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
         TxnOffsetCommitResponseTopic(name=topic.name, partitions=[

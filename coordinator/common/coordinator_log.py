@@ -21,6 +21,7 @@ from protocol.errors import CorruptRecordError, ErrorCode
 from protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, iter_batch_headers
 from protocol.records import Record, build_batch, iter_records
 from replication.replica_manager import PartitionAppendResult, ReplicaManager
+from replication.txn_verification import TransactionalProduce
 from storage.log_append import AppendOrigin
 
 log = logging.getLogger(__name__)
@@ -62,9 +63,13 @@ class CoordinatorLog(Protocol):
     def log_end_offset(self, partition: int) -> int: ...
 
     def append(self, partition: int, records: KeyValues, timestamp: int, callback: AppendCallback, *,
-               producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH) -> None:
+               producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+               transactional_id: str | None = None) -> None:
         """Append ``records`` as one batch; with a producer id, a transactional batch of that
-        producer's transaction (Kafka's TxnOffsetCommit writes its offsets so)."""
+        producer's transaction (Kafka's TxnOffsetCommit writes its offsets so). With its
+        ``transactional_id`` the partition verifies the transaction first (KIP-890 part 1), as a
+        produce is verified: a TxnOffsetCommit delayed past its transaction's end is refused
+        rather than opening a transaction nobody ends."""
         ...
 
     def read_records(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
@@ -111,10 +116,15 @@ class ReplicaCoordinatorLog:
         return 0 if p is None else p.log_end_offset
 
     def append(self, partition: int, records: KeyValues, timestamp: int, callback: AppendCallback, *,
-               producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH) -> None:
+               producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+               transactional_id: str | None = None) -> None:
         batch = build_records_batch(records, timestamp, producer_id, producer_epoch)
+        # TRANSACTION_ABORTABLE is answered as INVALID_TXN_STATE, which every TxnOffsetCommit version knows.
+        transactional = (None if transactional_id is None or producer_id == NO_PRODUCER_ID
+                         else TransactionalProduce(transactional_id, abortable_supported=False))
         outcome = self.replica_manager.append_records([(self.topic, partition, batch)], -1,
-                                                      self.append_timeout_ms, AppendOrigin.COORDINATOR)
+                                                      self.append_timeout_ms, AppendOrigin.COORDINATOR,
+                                                      transactional)
         loop = asyncio.get_running_loop()
         if isinstance(outcome, list):
             loop.call_soon(self._complete, partition, outcome[0], callback)

@@ -170,15 +170,17 @@ class GroupMetadataManager:
 
     def store_transactional_offsets(self, group: GroupMetadata, producer_id: int, producer_epoch: int,
                                     offsets: dict[TopicPartition, OffsetAndMetadata],
-                                    callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+                                    callback: Callable[[dict[TopicPartition, ErrorCode]], None],
+                                    transactional_id: str | None = None) -> None:
         """TxnOffsetCommit's write: the valid commits as one transactional batch of the producer
         (its id and epoch, so the partition's producer state fences an older epoch); they stay
-        pending, invisible to OffsetFetch, until the transaction's marker ends them."""
-        self._store_offsets(group, offsets, callback, producer_id, producer_epoch)
+        pending, invisible to OffsetFetch, until the transaction's marker ends them. With the
+        ``transactional_id``, the partition first verifies the transaction is ongoing."""
+        self._store_offsets(group, offsets, callback, producer_id, producer_epoch, transactional_id)
 
     def _store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata],
                        callback: Callable[[dict[TopicPartition, ErrorCode]], None], producer_id: int,
-                       producer_epoch: int) -> None:
+                       producer_epoch: int, transactional_id: str | None = None) -> None:
         errors: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, om in offsets.items():
@@ -225,7 +227,8 @@ class GroupMetadataManager:
             callback(errors)
 
         self.coordinator_log.append(self.partition_for(group.group_id), records, self.scheduler.now_ms(), done,
-                                    producer_id=producer_id, producer_epoch=producer_epoch)
+                                    producer_id=producer_id, producer_epoch=producer_epoch,
+                                    transactional_id=transactional_id)
 
     def handle_txn_completion(self, producer_id: int, completed_partitions: set[int], is_commit: bool) -> None:
         """The producer's transaction marker is in these partitions of ``__consumer_offsets``:

@@ -67,7 +67,7 @@ class GroupOffsets(_Base):
     def handle_txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                                   group_instance_id: str | None, generation_id: int,
                                   offsets: dict[TopicPartition, OffsetAndMetadata],
-                                  callback: CommitCallback) -> None:
+                                  callback: CommitCallback, transactional_id: str | None = None) -> None:
         """TxnOffsetCommit's coordinator side (Kafka's handleTxnCommitOffsets): the offsets are
         written in the producer's transaction and stay pending until its marker. Member and
         generation are checked only when given (TxnOffsetCommit before v3 carries neither),
@@ -83,7 +83,8 @@ class GroupOffsets(_Base):
         if error is not None:
             callback(dict.fromkeys(offsets, error))
             return
-        self.manager.store_transactional_offsets(group, producer_id, producer_epoch, offsets, callback)
+        self.manager.store_transactional_offsets(group, producer_id, producer_epoch, offsets, callback,
+                                                 transactional_id)
 
     def _validate_offset_commit(self, group: GroupMetadata, member_id: str, group_instance_id: str | None,
                                 generation_id: int, transactional: bool = False) -> ErrorCode | None:

@@ -212,3 +212,28 @@ def _until(condition: Any, timeout: float = 5.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition never held"
         time.sleep(0.05)
+
+
+def test_a_txn_offset_commit_after_its_transactions_abort_is_refused(broker: BrokerProcess) -> None:
+    """TxnOffsetCommit's write to __consumer_offsets is verified too (Kafka verifies it since KIP-890
+    part 1): arriving after its transaction's abort, it would otherwise open a transaction there that
+    nothing ends, holding back that partition's last stable offset and the group's stable offsets."""
+    from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
+    from coordinator.common.partitioner import partition_for
+
+    p = _new(broker, partitions=1)
+    p.init()
+    group = f"g-{p.topic}"
+    assert p.add_offsets(group) == 0
+    assert p.commit_offsets(group, {0: 3}) == [0]  # in the transaction: accepted, pending
+    _abort_completely(p)
+    assert p.add_offsets(group) == 0
+    _abort_completely(p)  # the offsets partition was added, then the transaction ended: nothing open
+    # EndTxn v4 kept the epoch, so only the coordinator's state can tell this write is late.
+    assert p.commit_offsets(group, {0: 7}) == [ErrorCode.INVALID_TXN_STATE]
+    offsets_partition = partition_for(group, 50)
+    assert _open_transaction_of(broker, GROUP_METADATA_TOPIC_NAME, offsets_partition, p.producer_id) == -1
+    # The next transaction commits its offsets as usual.
+    assert p.add_offsets(group) == 0
+    assert p.commit_offsets(group, {0: 9}) == [0]
+    assert p.end(True) == 0

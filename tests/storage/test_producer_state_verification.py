@@ -80,13 +80,16 @@ def test_a_transaction_of_an_older_epoch_does_not_count_as_ongoing(psm: Producer
         psm.validate_append(header(1, epoch=1, transactional=True), verification_guard=SENTINEL_GUARD)
 
 
-def test_no_guard_no_check_and_only_client_appends_are_checked(psm: ProducerStateManager) -> None:
-    # Verification off (None), a replicated batch and a coordinator's batch are never refused for it.
+def test_no_guard_no_check_and_replicated_appends_are_not_checked(psm: ProducerStateManager) -> None:
+    # Verification off (None) and a replicated batch are never refused for it.
     psm.validate_append(header(0, transactional=True))
     psm.validate_append(header(0, transactional=True), origin=AppendOrigin.REPLICATION,
                         verification_guard=SENTINEL_GUARD)
-    psm.validate_append(header(0, transactional=True), origin=AppendOrigin.COORDINATOR,
-                        verification_guard=SENTINEL_GUARD)
+    # The coordinator's own writes carry no guard; its TxnOffsetCommit write carries one and is checked.
+    psm.validate_append(header(0, transactional=True), origin=AppendOrigin.COORDINATOR)
+    with pytest.raises(InvalidTxnStateError):
+        psm.validate_append(header(0, transactional=True), origin=AppendOrigin.COORDINATOR,
+                            verification_guard=SENTINEL_GUARD)
     # Non-transactional batches carry no transaction to verify.
     psm.validate_append(header(0), verification_guard=SENTINEL_GUARD)
 
