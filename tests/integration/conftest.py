@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from testing.broker_process import BrokerProcess
+from testing.transactions import assert_no_hanging_transactions
 
 
 @pytest.fixture(scope="module")
@@ -16,3 +17,11 @@ def module_broker() -> Iterator[BrokerProcess]:
         yield process
         # Shown only when a test of the module failed: the broker's side of the story.
         print(process.log_text()[-6000:])
+
+
+@pytest.fixture
+def no_hanging_transactions(broker: BrokerProcess) -> Iterator[None]:
+    """After the test, `pafka transactions find-hanging` finds nothing on the module's ``broker``
+    (a transaction module marks itself with ``pytest.mark.usefixtures("no_hanging_transactions")``)."""
+    yield
+    assert_no_hanging_transactions(broker.bootstrap)

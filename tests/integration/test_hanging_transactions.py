@@ -43,8 +43,10 @@ from testing.broker_process import BrokerProcess
 from testing.sockets import read_frame, send_request
 from testing.tcp_proxy import Direction, Mode, TcpProxy
 from testing.topics import create_topic
-from testing.transactions import assert_no_hanging_transactions
 from tests.integration.test_transactions_versions import WireProducer, _retry, _until_stable, read_committed
+
+#: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).
+pytestmark = pytest.mark.usefixtures("no_hanging_transactions")
 
 PRODUCE_VERSION = 9  # before TRANSACTION_ABORTABLE (v11): a refused partition answers INVALID_TXN_STATE
 
@@ -55,12 +57,6 @@ def broker() -> Iterator[BrokerProcess]:
     with BrokerProcess("transaction.abort.timed.out.transaction.cleanup.interval.ms=200") as process:
         yield process
         print(process.log_text()[-6000:])
-
-@pytest.fixture(autouse=True)
-def _no_hanging_transactions(broker: BrokerProcess) -> Iterator[None]:
-    """After every test: `pafka transactions find-hanging` finds nothing on the broker."""
-    yield
-    assert_no_hanging_transactions(broker.bootstrap)
 
 
 def _new(broker: BrokerProcess, partitions: int = 2) -> WireProducer:

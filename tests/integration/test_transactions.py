@@ -18,7 +18,9 @@ import pytest
 
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
-from testing.transactions import assert_no_hanging_transactions
+
+#: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).
+pytestmark = pytest.mark.usefixtures("no_hanging_transactions")
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +29,6 @@ def broker() -> Iterator[BrokerProcess]:
     with BrokerProcess("transaction.abort.timed.out.transaction.cleanup.interval.ms=200") as process:
         yield process
         print(process.log_text()[-6000:])
-
-@pytest.fixture(autouse=True)
-def _no_hanging_transactions(broker: BrokerProcess) -> Iterator[None]:
-    """After every test: `pafka transactions find-hanging` finds nothing on the broker."""
-    yield
-    assert_no_hanging_transactions(broker.bootstrap)
 
 
 def _producer(bootstrap: str, transactional_id: str, **extra: object):  # type: ignore[no-untyped-def]

@@ -7,7 +7,6 @@ process, so each state the coordinator reports is one the test put it in.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,20 +19,16 @@ from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.list_transactions import ListTransactionsRequest
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
-from testing.transactions import assert_no_hanging_transactions
 from tests.integration.test_transactions_versions import WireProducer, _retry, _until_stable
 from tests.integration.test_transactions_versions import _new as _new_producer
+
+#: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).
+pytestmark = pytest.mark.usefixtures("no_hanging_transactions")
 
 
 @pytest.fixture(scope="module")
 def broker(module_broker: BrokerProcess) -> BrokerProcess:
     return module_broker
-
-@pytest.fixture(autouse=True)
-def _no_hanging_transactions(broker: BrokerProcess) -> Iterator[None]:
-    """After every test: `pafka transactions find-hanging` finds nothing on the broker."""
-    yield
-    assert_no_hanging_transactions(broker.bootstrap)
 
 
 def _new(broker: BrokerProcess, partitions: int = 2) -> WireProducer:

@@ -19,7 +19,9 @@ import pytest
 
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
-from testing.transactions import assert_no_hanging_transactions
+
+#: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).
+pytestmark = pytest.mark.usefixtures("no_hanging_transactions")
 
 #: How long a read_committed consumer is given to show (wrongly) a record of an open transaction.
 HELD_BACK_S = 1.5
@@ -30,12 +32,6 @@ READ_TIMEOUT_S = 15.0
 def broker() -> Iterator[BrokerProcess]:
     with BrokerProcess() as process:
         yield process
-
-
-@pytest.fixture(autouse=True)
-def _no_hanging_transactions(broker: BrokerProcess) -> Iterator[None]:
-    yield
-    assert_no_hanging_transactions(broker.bootstrap)
 
 
 Reader = Callable[[float, int], list[bytes]]

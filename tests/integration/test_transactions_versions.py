@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -53,7 +52,9 @@ from protocol.records import Record, build_batch, read_batch
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
 from testing.topics import create_topic
-from testing.transactions import assert_no_hanging_transactions
+
+#: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).
+pytestmark = pytest.mark.usefixtures("no_hanging_transactions")
 
 RETRIABLE = {ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
              ErrorCode.COORDINATOR_NOT_AVAILABLE}
@@ -167,12 +168,6 @@ def _until_stable(broker: BrokerProcess, topic: str, partition: int) -> tuple[in
 @pytest.fixture(scope="module")
 def broker(module_broker: BrokerProcess) -> BrokerProcess:
     return module_broker
-
-@pytest.fixture(autouse=True)
-def _no_hanging_transactions(broker: BrokerProcess) -> Iterator[None]:
-    """After every test: `pafka transactions find-hanging` finds nothing on the broker."""
-    yield
-    assert_no_hanging_transactions(broker.bootstrap)
 
 
 def _new(broker: BrokerProcess, partitions: int = 2) -> WireProducer:
