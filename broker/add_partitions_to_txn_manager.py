@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from coordinator.common.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 from coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from coordinator.transaction.transaction_metadata import TV_2
 from protocol.errors import ErrorCode
 from replication.replica_manager import ReplicaManager
 
@@ -31,10 +32,15 @@ class LocalAddPartitionsToTxnManager:
         self.coordinator = coordinator
 
     async def __call__(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+                       partitions: Sequence[TopicPartition], add_partitions: bool = False
+                       ) -> dict[TopicPartition, int]:
         if self._coordinator_of(transactional_id) != self.broker_id:
             # No __transaction_state (no transaction ever began) or its leader is elsewhere.
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if add_partitions:  # AddPartitionsToTxn v5, not verify-only, with transaction version 2
+            error = await self.coordinator.handle_add_partitions_to_transaction(
+                transactional_id, producer_id, producer_epoch, set(partitions), client_transaction_version=TV_2)
+            return dict.fromkeys(partitions, error)
         errors = self.coordinator.verify_partitions_in_transaction(transactional_id, producer_id, producer_epoch,
                                                                    set(partitions))
         return dict(errors)

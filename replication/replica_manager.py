@@ -283,7 +283,10 @@ class ReplicaManager:
         the coordinator confirms it (``replication.txn_verification``).
         """
         verification = self.txn_verification
-        if verification is None or origin == AppendOrigin.REPLICATION or not verification.enabled():
+        # An implicit add (transaction version 2) is how the partition joins the transaction at all:
+        # it is made even with verification switched off.
+        implicit_add = transactional is not None and transactional.add_partitions
+        if verification is None or origin == AppendOrigin.REPLICATION or not (verification.enabled() or implicit_add):
             return self._append(entries, required_acks, timeout_ms, origin, None)
         if transactional is None:
             if origin != AppendOrigin.CLIENT:
@@ -331,7 +334,7 @@ class ReplicaManager:
             if plan.to_verify:
                 errors = await txn_verification.verify(
                     verification.verifier, transactional.transactional_id, plan.producer_id, plan.producer_epoch,
-                    list(plan.to_verify.values()), timeout_ms)
+                    list(plan.to_verify.values()), timeout_ms, transactional.add_partitions)
                 for i, tp in plan.to_verify.items():
                     if tp in errors:
                         plan.errors[i] = txn_verification.produce_error(errors[tp], transactional.abortable_supported)

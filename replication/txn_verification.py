@@ -62,10 +62,12 @@ _RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({
 
 class TransactionVerifier(Protocol):
     def __call__(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                 partitions: Sequence[TopicPartition]) -> Awaitable[dict[TopicPartition, int]]:
+                 partitions: Sequence[TopicPartition], add_partitions: bool = False
+                 ) -> Awaitable[dict[TopicPartition, int]]:
         """AddPartitionsToTxn verify-only to the transactional id's coordinator: the error of each
         partition not verified (as the coordinator answers it); a partition absent or NO_ERROR is
-        in the ongoing transaction."""
+        in the ongoing transaction. ``add_partitions``: not verify-only, the coordinator adds
+        them to the transaction (transaction version 2's implicit add, KIP-890 part 2)."""
         ...
 
 
@@ -76,6 +78,9 @@ class TransactionalProduce:
     transactional_id: str
     #: Produce v11+ (KIP-890): the client handles TRANSACTION_ABORTABLE; older ones get INVALID_TXN_STATE.
     abortable_supported: bool
+    #: Transaction version 2 (TxnOffsetCommit v5): the partition joins the transaction on its first
+    #: write instead of by an earlier AddPartitionsToTxn / AddOffsetsToTxn of the client.
+    add_partitions: bool = False
 
 
 @dataclass(slots=True)
@@ -153,13 +158,14 @@ def produce_error(code: int, abortable_supported: bool) -> tuple[int, str | None
 
 
 async def verify(verifier: TransactionVerifier, transactional_id: str, producer_id: int, producer_epoch: int,
-                 partitions: Sequence[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]:
+                 partitions: Sequence[TopicPartition], timeout_ms: int, add_partitions: bool = False
+                 ) -> dict[TopicPartition, int]:
     """Ask the coordinator; ask again after CONCURRENT_TRANSACTIONS for up to
     ``min(RETRY_BACKOFF_MAX_MS, timeout_ms)``. The errors of the partitions not verified."""
     deadline = time.monotonic() + min(RETRY_BACKOFF_MAX_MS, max(timeout_ms, 0)) / 1000
     while True:
         try:
-            answer = await verifier(transactional_id, producer_id, producer_epoch, partitions)
+            answer = await verifier(transactional_id, producer_id, producer_epoch, partitions, add_partitions)
         except (OSError, TimeoutError) as exc:  # the coordinator could not be reached
             log.info("verifying the transaction of %s failed: %s", transactional_id, exc)
             return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)

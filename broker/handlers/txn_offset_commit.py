@@ -6,7 +6,9 @@ marker makes them the group's committed offsets, the abort marker drops
 them. Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION, as
 KafkaApis checks them before the coordinator sees the request. Member id,
 generation and group instance id exist from v3 (KIP-447); older requests
-carry none, and the group coordinator then does not check them.
+carry none, and the group coordinator then does not check them. The write is
+verified with the transaction coordinator (KIP-890 part 1); v5 (transaction
+version 2) adds the offsets partition to the transaction instead.
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ if TYPE_CHECKING:
 
 API_KEY = 28
 MIN_VERSION = 0
-# v5 belongs to transaction version 2 (KIP-890 part 2: the commit also adds the offsets partition
-# to the transaction); without it a client may not send v5 within a transaction.
-MAX_VERSION = 4
+MAX_VERSION = 5
+
+#: Transaction version 2 (KIP-890 part 2): the commit also does AddOffsetsToTxn's work, adding the
+#: group's __consumer_offsets partition to the transaction (clients without transaction version 2
+#: send v4 at most).
+IMPLICIT_ADD_VERSION = 5
 
 #: The first version with member id, generation id and group instance id.
 MEMBER_VERSION = 3
@@ -67,7 +72,8 @@ async def handle(ctx: RequestContext, broker: BrokerServices,
         coordinator.handle_txn_commit_offsets(
             request.group_id, request.producer_id, request.producer_epoch,
             request.member_id if members else "", request.group_instance_id if members else None,
-            request.generation_id if members else -1, offsets, done, request.transactional_id)
+            request.generation_id if members else -1, offsets, done, request.transactional_id,
+            version >= IMPLICIT_ADD_VERSION)
         errors.update(await future)
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
         TxnOffsetCommitResponseTopic(name=topic.name, partitions=[

@@ -64,12 +64,13 @@ class CoordinatorLog(Protocol):
 
     def append(self, partition: int, records: KeyValues, timestamp: int, callback: AppendCallback, *,
                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-               transactional_id: str | None = None) -> None:
+               transactional_id: str | None = None, add_to_transaction: bool = False) -> None:
         """Append ``records`` as one batch; with a producer id, a transactional batch of that
         producer's transaction (Kafka's TxnOffsetCommit writes its offsets so). With its
         ``transactional_id`` the partition verifies the transaction first (KIP-890 part 1), as a
         produce is verified: a TxnOffsetCommit delayed past its transaction's end is refused
-        rather than opening a transaction nobody ends."""
+        rather than opening a transaction nobody ends. ``add_to_transaction`` (TxnOffsetCommit v5,
+        transaction version 2): the partition joins the transaction then, with no AddOffsetsToTxn."""
         ...
 
     def read_records(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
@@ -117,11 +118,12 @@ class ReplicaCoordinatorLog:
 
     def append(self, partition: int, records: KeyValues, timestamp: int, callback: AppendCallback, *,
                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-               transactional_id: str | None = None) -> None:
+               transactional_id: str | None = None, add_to_transaction: bool = False) -> None:
         batch = build_records_batch(records, timestamp, producer_id, producer_epoch)
         # TRANSACTION_ABORTABLE is answered as INVALID_TXN_STATE, which every TxnOffsetCommit version knows.
         transactional = (None if transactional_id is None or producer_id == NO_PRODUCER_ID
-                         else TransactionalProduce(transactional_id, abortable_supported=False))
+                         else TransactionalProduce(transactional_id, abortable_supported=False,
+                                                   add_partitions=add_to_transaction))
         outcome = self.replica_manager.append_records([(self.topic, partition, batch)], -1,
                                                       self.append_timeout_ms, AppendOrigin.COORDINATOR,
                                                       transactional)

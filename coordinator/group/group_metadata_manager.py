@@ -171,16 +171,19 @@ class GroupMetadataManager:
     def store_transactional_offsets(self, group: GroupMetadata, producer_id: int, producer_epoch: int,
                                     offsets: dict[TopicPartition, OffsetAndMetadata],
                                     callback: Callable[[dict[TopicPartition, ErrorCode]], None],
-                                    transactional_id: str | None = None) -> None:
+                                    transactional_id: str | None = None, add_to_transaction: bool = False) -> None:
         """TxnOffsetCommit's write: the valid commits as one transactional batch of the producer
         (its id and epoch, so the partition's producer state fences an older epoch); they stay
         pending, invisible to OffsetFetch, until the transaction's marker ends them. With the
-        ``transactional_id``, the partition first verifies the transaction is ongoing."""
-        self._store_offsets(group, offsets, callback, producer_id, producer_epoch, transactional_id)
+        ``transactional_id``, the partition first verifies the transaction is ongoing (or, with
+        ``add_to_transaction``, adds itself to it: TxnOffsetCommit v5, transaction version 2)."""
+        self._store_offsets(group, offsets, callback, producer_id, producer_epoch, transactional_id,
+                            add_to_transaction)
 
     def _store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata],
                        callback: Callable[[dict[TopicPartition, ErrorCode]], None], producer_id: int,
-                       producer_epoch: int, transactional_id: str | None = None) -> None:
+                       producer_epoch: int, transactional_id: str | None = None,
+                       add_to_transaction: bool = False) -> None:
         errors: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, om in offsets.items():
@@ -228,7 +231,7 @@ class GroupMetadataManager:
 
         self.coordinator_log.append(self.partition_for(group.group_id), records, self.scheduler.now_ms(), done,
                                     producer_id=producer_id, producer_epoch=producer_epoch,
-                                    transactional_id=transactional_id)
+                                    transactional_id=transactional_id, add_to_transaction=add_to_transaction)
 
     def handle_txn_completion(self, producer_id: int, completed_partitions: set[int], is_commit: bool) -> None:
         """The producer's transaction marker is in these partitions of ``__consumer_offsets``:

@@ -67,7 +67,8 @@ class GroupOffsets(_Base):
     def handle_txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                                   group_instance_id: str | None, generation_id: int,
                                   offsets: dict[TopicPartition, OffsetAndMetadata],
-                                  callback: CommitCallback, transactional_id: str | None = None) -> None:
+                                  callback: CommitCallback, transactional_id: str | None = None,
+                                  add_to_transaction: bool = False) -> None:
         """TxnOffsetCommit's coordinator side (Kafka's handleTxnCommitOffsets): the offsets are
         written in the producer's transaction and stay pending until its marker. Member and
         generation are checked only when given (TxnOffsetCommit before v3 carries neither),
@@ -84,7 +85,7 @@ class GroupOffsets(_Base):
             callback(dict.fromkeys(offsets, error))
             return
         self.manager.store_transactional_offsets(group, producer_id, producer_epoch, offsets, callback,
-                                                 transactional_id)
+                                                 transactional_id, add_to_transaction)
 
     def _validate_offset_commit(self, group: GroupMetadata, member_id: str, group_instance_id: str | None,
                                 generation_id: int, transactional: bool = False) -> ErrorCode | None:

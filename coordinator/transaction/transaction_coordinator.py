@@ -212,9 +212,10 @@ class TransactionCoordinator:
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------------------
     async def handle_add_partitions_to_transaction(self, transactional_id: str, producer_id: int,
-                                                   producer_epoch: int, partitions: set[TopicPartition]
-                                                   ) -> ErrorCode:
-        """Record partitions as part of the producer's ongoing transaction (starting it, if none is)."""
+                                                   producer_epoch: int, partitions: set[TopicPartition],
+                                                   client_transaction_version: int = TV_0) -> ErrorCode:
+        """Record partitions as part of the producer's ongoing transaction (starting it, if none is).
+        ``client_transaction_version`` TV_2: an implicit add by a partition leader (KIP-890 part 2)."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
         try:
@@ -227,7 +228,7 @@ class TransactionCoordinator:
                 raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
             if m.state == S.ONGOING and partitions <= m.topic_partitions:
                 return ErrorCode.NO_ERROR  # nothing new: no need to write
-            transit = m.prepare_add_partitions(partitions, self.scheduler.now_ms(), TV_0)
+            transit = m.prepare_add_partitions(partitions, self.scheduler.now_ms(), client_transaction_version)
         except _Refused as refused:
             return refused.error
         return await self._append(transactional_id, coordinator_epoch, transit)

@@ -32,7 +32,8 @@ class MemoryCoordinatorLog:
         return len(self.records.get(partition, []))
 
     def append(self, partition: int, records: KeyValues, timestamp: int, callback: AppendCallback, *,
-               producer_id: int = -1, producer_epoch: int = -1, transactional_id: str | None = None) -> None:
+               producer_id: int = -1, producer_epoch: int = -1, transactional_id: str | None = None,
+               add_to_transaction: bool = False) -> None:
         # Transactional writes need a real log (markers, producer state): tests/coordinator/test_txn_offsets.py.
         assert producer_id == -1, "MemoryCoordinatorLog holds no transactions"
         if self.hold:

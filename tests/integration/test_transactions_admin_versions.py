@@ -183,3 +183,33 @@ def test_end_txn_v5_bumps_the_epoch(broker: BrokerProcess, version: int) -> None
     assert (described.transaction_state, described.producer_epoch) == ("CompleteAbort", e0 + 3)
     assert _until_stable(broker, p.topic, 0)[:2] == (4, 4)
     assert _aborted_from(broker, p.topic, 2) == [2]
+
+
+def test_txn_offset_commit_v5_adds_the_offsets_partition(broker: BrokerProcess) -> None:
+    """Transaction version 2: TxnOffsetCommit v5 does AddOffsetsToTxn's work, so a client sends no
+    AddOffsetsToTxn; its offsets become the group's with the commit marker, and an abort drops them."""
+    from broker.handlers import find_coordinator, txn_offset_commit
+    from protocol.messages.find_coordinator import FindCoordinatorRequest
+    from tests.integration.test_transactions_versions import _committed, _until
+
+    p = _new(broker, partitions=2)
+    p.init()
+    pid, epoch = p.producer_id, p.epoch
+    group = f"g-{p.topic}"
+    # As a client does first: find the group's coordinator (this creates __consumer_offsets).
+    _retry(lambda: send_request(broker, find_coordinator.API_KEY, 3, FindCoordinatorRequest(key=group, key_type=0)))
+    # v4 without AddOffsetsToTxn: the offsets partition is not in the transaction, so the write is refused.
+    assert p.add_partitions([0]) == [0]
+    assert p.commit_offsets(group, {0: 1, 1: 1}, version=4) == [ErrorCode.INVALID_TXN_STATE] * 2
+    assert p.commit_offsets(group, {0: 5, 1: 6}, version=txn_offset_commit.IMPLICIT_ADD_VERSION) == [0, 0]
+    described = send_request(broker, describe_transactions.API_KEY, 0,
+                             DescribeTransactionsRequest(transactional_ids=[p.tid])).transaction_states[0]
+    assert "__consumer_offsets" in {t.topic for t in described.topics}
+    assert _answer(_end_v5(p, True, epoch)) == (0, pid, epoch + 1)
+    _until(lambda: _committed(broker, group, p.topic) == {0: 5, 1: 6})
+    # The next transaction (at the bumped epoch) commits offsets and aborts: they are dropped.
+    p.epoch = epoch + 1
+    assert p.commit_offsets(group, {0: 7, 1: 8}, version=txn_offset_commit.IMPLICIT_ADD_VERSION) == [0, 0]
+    assert _answer(_end_v5(p, False, epoch + 1)) == (0, pid, epoch + 2)
+    time.sleep(0.2)
+    assert _committed(broker, group, p.topic) == {0: 5, 1: 6}

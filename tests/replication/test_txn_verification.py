@@ -31,7 +31,7 @@ class ScriptedVerifier:
         self.before_answer: Callable[[], Awaitable[None]] | None = None
 
     async def __call__(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Sequence[tuple[str, int]]) -> Answer:
+                       partitions: Sequence[tuple[str, int]], add_partitions: bool = False) -> Answer:
         self.calls.append((transactional_id, producer_id, producer_epoch, list(partitions)))
         if self.before_answer is not None:
             await self.before_answer()
