@@ -58,6 +58,10 @@ MAX_VERSION = 13
 _FIRST_ZSTD_VERSION = 7
 #: KIP-890: from v11 a producer handles TRANSACTION_ABORTABLE (older ones get INVALID_TXN_STATE).
 _FIRST_ABORTABLE_VERSION = 11
+#: KIP-890 part 2: a v12+ produce within a transaction comes from a transaction version 2 client, and
+#: its first write to a partition also does AddPartitionsToTxn's work (older clients add explicitly
+#: and may not send v12+ within a transaction).
+IMPLICIT_ADD_VERSION = 12
 
 
 def _check_one_batch(records: memoryview | bytearray | None, version: int) -> tuple[ErrorCode, str] | None:
@@ -120,7 +124,8 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ProduceRequest
 
     if appends:
         tid = request.transactional_id
-        transactional = None if tid is None else TransactionalProduce(tid, version >= _FIRST_ABORTABLE_VERSION)
+        transactional = None if tid is None else TransactionalProduce(tid, version >= _FIRST_ABORTABLE_VERSION,
+                                                                      version >= IMPLICIT_ADD_VERSION)
         results = broker.replica_manager.append_records(appends, acks, request.timeout_ms, AppendOrigin.CLIENT,
                                                         transactional)
         if not isinstance(results, list):

@@ -213,3 +213,31 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker: BrokerProcess) 
     assert _answer(_end_v5(p, False, epoch + 1)) == (0, pid, epoch + 2)
     time.sleep(0.2)
     assert _committed(broker, group, p.topic) == {0: 5, 1: 6}
+
+
+def test_produce_v12_adds_its_partition_and_a_late_one_is_fenced(broker: BrokerProcess) -> None:
+    """Transaction version 2: a Produce v12+ within a transaction adds its partition itself (no
+    AddPartitionsToTxn); after EndTxn v5 a late write at the old epoch is fenced, never added."""
+    from broker.handlers import produce
+    from tests.integration.test_hanging_transactions import _produce_request
+
+    p = _new(broker, partitions=2)
+    p.init()
+    pid, epoch = p.producer_id, p.epoch
+
+    def produce_v12(partition: int, value: bytes) -> int:
+        response = send_request(broker, produce.API_KEY, produce.IMPLICIT_ADD_VERSION,
+                                _produce_request(p, partition, [value]))
+        return int(response.responses[0].partition_responses[0].error_code)
+
+    assert produce_v12(0, b"implicitly-added") == 0
+    described = send_request(broker, describe_transactions.API_KEY, 0,
+                             DescribeTransactionsRequest(transactional_ids=[p.tid])).transaction_states[0]
+    assert {(t.topic, tuple(t.partitions)) for t in described.topics} == {(p.topic, (0,))}
+    assert _answer(_end_v5(p, True, epoch)) == (0, pid, epoch + 1)
+    assert _until_stable(broker, p.topic, 0) == (2, 2, [])
+    # The old epoch is fenced by the coordinator when it would add partition 1, and by partition 0 itself.
+    assert produce_v12(1, b"late") == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert produce_v12(0, b"late") == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert _until_stable(broker, p.topic, 1) == (0, 0, [])
+    assert _until_stable(broker, p.topic, 0) == (2, 2, [])
