@@ -52,6 +52,15 @@ KIO_MISSING: dict[tuple[str, int], str] = {
     if raw.get("apiKey") in KAFKA_3_9_API_VERSIONS and raw["type"] in ("request", "response")
     for version in _below_kafka_4(raw)
 }
+# Kafka 4 dropped the ZooKeeper-mode inter-broker APIs whole (issue 17 needs
+# them); tests/protocol/test_zk_inter_broker_codecs.py checks them instead.
+ZK_INTER_BROKER_API_KEYS = (4, 5, 6, 7)
+KIO_MISSING.update({
+    (raw["name"], version): "ZooKeeper-mode inter-broker API, not in Kafka 4"
+    for raw in SCHEMAS.values()
+    if raw.get("apiKey") in ZK_INTER_BROKER_API_KEYS and raw["type"] in ("request", "response")
+    for version in APIS[raw["apiKey"]].versions
+})
 
 UUID_ZERO = UUID(int=0)
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
