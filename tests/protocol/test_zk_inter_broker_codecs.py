@@ -24,7 +24,7 @@ from protocol.messages import controlled_shutdown, leader_and_isr, stop_replica,
 from tests.protocol.conftest import Node, build_ours, in_range, load_schemas, snake
 
 SCHEMAS = load_schemas()
-KAFKA_3_9_RANGES = {4: range(0, 8), 5: range(0, 5), 6: range(0, 9), 7: range(0, 4)}
+KAFKA_3_9_RANGES = {4: range(8), 5: range(5), 6: range(9), 7: range(4)}
 HANDLERS = Path(__file__).resolve().parents[2] / "broker" / "handlers"
 
 
