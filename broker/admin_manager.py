@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from broker.config.config_def import ConfigValueError
@@ -70,6 +70,50 @@ class TopicCreation:
     num_partitions: int
     replication_factor: int
     configs: dict[str, str]
+    #: A manual assignment (partition -> replicas), as the request gave it.
+    assignments: dict[int, list[int]] | None = None
+
+
+def plan_topic_creation(dynamic_config: DynamicBrokerConfig, name: str, num_partitions: int,
+                        replication_factor: int, configs: Mapping[str, str | None],
+                        assignments: Mapping[int, list[int]] | None, exists: bool,
+                        live_brokers: list[int]) -> TopicCreation:
+    """Kafka's checks of a topic creation (the lone broker's and the cluster's alike); -1
+    partitions or RF means the broker default (KIP-464)."""
+    config = dynamic_config.config
+    validate_topic_name(name)
+    if exists:
+        raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    if assignments:
+        if num_partitions != -1 or replication_factor != -1:
+            raise AdminError(ErrorCode.INVALID_REQUEST,
+                             "Both numPartitions or replicationFactor and replicasAssignments were set.")
+        for replicas in assignments.values():
+            if any(r not in live_brokers for r in replicas):
+                raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT, "Unknown broker in the replica assignment.")
+            if len(set(replicas)) != len(replicas):
+                raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                 "Duplicate brokers not allowed in replica assignment.")
+        num_partitions = len(assignments)
+        replication_factor = len(next(iter(assignments.values())))
+    if num_partitions == -1:
+        num_partitions = config.num_partitions
+    if replication_factor == -1:
+        replication_factor = config.default_replication_factor
+    if num_partitions <= 0:
+        raise AdminError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise AdminError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+    if replication_factor > len(live_brokers):
+        raise AdminError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {replication_factor} time(s): "
+            f"The target replication factor of {replication_factor} cannot be reached because only "
+            f"{len(live_brokers)} broker(s) are registered.",
+        )
+    overrides = validate_topic_configs(dynamic_config.default_log_config, configs)
+    return TopicCreation(name, num_partitions, replication_factor, overrides,
+                         {p: list(r) for p, r in assignments.items()} if assignments else None)
 
 
 class AdminManager:
@@ -81,6 +125,8 @@ class AdminManager:
         self.log_manager = log_manager
         self.replica_manager = replica_manager
         self.log_cleaner = log_cleaner
+        #: A cluster member's: writes a topic's overrides to ZooKeeper (blocking, append thread).
+        self.cluster_config_writer: Callable[[str, dict[str, str]], None] | None = None
 
     def host_topic(self, topic: TopicMetadata) -> None:
         """Lead every partition of the topic here (blocking: creates logs)."""
@@ -94,36 +140,8 @@ class AdminManager:
     def plan_topic(self, name: str, num_partitions: int, replication_factor: int,
                    configs: Mapping[str, str | None], assignments: Mapping[int, list[int]] | None = None) -> TopicCreation:
         """Validate a creation; -1 partitions or RF means the broker default (KIP-464)."""
-        config = self.dynamic_config.config
-        validate_topic_name(name)
-        if name in self.metadata:
-            raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        if assignments:
-            if num_partitions != -1 or replication_factor != -1:
-                raise AdminError(ErrorCode.INVALID_REQUEST,
-                                 "Both numPartitions or replicationFactor and replicasAssignments were set.")
-            for replicas in assignments.values():
-                if any(r not in self.live_brokers for r in replicas):
-                    raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT, "Unknown broker in the replica assignment.")
-            num_partitions = len(assignments)
-            replication_factor = len(next(iter(assignments.values())))
-        if num_partitions == -1:
-            num_partitions = config.num_partitions
-        if replication_factor == -1:
-            replication_factor = config.default_replication_factor
-        if num_partitions <= 0:
-            raise AdminError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-        if replication_factor <= 0:
-            raise AdminError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-        if replication_factor > len(self.live_brokers):
-            raise AdminError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {replication_factor} time(s): "
-                f"The target replication factor of {replication_factor} cannot be reached because only "
-                f"{len(self.live_brokers)} broker(s) are registered.",
-            )
-        overrides = validate_topic_configs(self.dynamic_config.default_log_config, configs)
-        return TopicCreation(name, num_partitions, replication_factor, overrides)
+        return plan_topic_creation(self.dynamic_config, name, num_partitions, replication_factor, configs,
+                                   assignments, name in self.metadata, self.live_brokers)
 
     def create_topic(self, plan: TopicCreation) -> TopicMetadata:
         brokers = self.live_brokers
@@ -232,6 +250,9 @@ class AdminManager:
 
     def set_topic_configs(self, name: str, overrides: dict[str, str]) -> None:
         """Replace a topic's overrides: durable first, then applied to its open logs (append thread)."""
+        if self.cluster_config_writer is not None:
+            self.cluster_config_writer(name, overrides)
+            return
         self.metadata.set_topic_configs(name, overrides)
         self.log_manager.update_topic_config(name, overrides)
         log.info("[KafkaServer id=%d] topic %s configs now %s", self.broker_id, name, overrides)

@@ -32,7 +32,13 @@ async def run_broker(config_file: str | None, overrides: tuple[str, ...]) -> Non
     from broker.kafka_server import KafkaServer
 
     config = load_broker_config(config_file, overrides)
-    server = KafkaServer(config)
+    if config.is_cluster_member:
+        # Only a cluster member imports ZooKeeper's client and the controller.
+        from broker.cluster.zk_broker import ZkBroker
+
+        server = KafkaServer(config, await ZkBroker.connect(config))
+    else:
+        server = KafkaServer(config)
     await server.startup()
     _tune_cyclic_collector()
     stop = asyncio.Event()

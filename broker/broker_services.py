@@ -10,36 +10,46 @@ stays out of reach of a handler.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminManager
 from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
 from broker.fetch_session import FetchSessionCache
-from broker.metadata_store import MetadataStore
-from broker.producer_id_manager import ProducerIdManager
+from broker.metadata_view import ClusterView, TopicRegistry
 from broker.socket_server import SocketServer
 from coordinator.group.group_coordinator import GroupCoordinator
-from coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from coordinator.transaction.transaction_coordinator import ProducerIdGenerator, TransactionCoordinator
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
 from storage.log_config import LogConfig
+
+if TYPE_CHECKING:
+    from broker.cluster.zk_broker import ZkBroker
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerServices:
     broker_id: int
-    metadata: MetadataStore
+    #: The topics: the MetadataStore of a lone broker, the metadata cache of a cluster member.
+    metadata: TopicRegistry
     dynamic_config: DynamicBrokerConfig
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
     transaction_coordinator: TransactionCoordinator
     admin: AdminManager
-    producer_ids: ProducerIdManager
+    #: A fresh producer id: from a block of the lone broker's file, or of ZooKeeper's
+    #: /latest_producer_id_block in a cluster.
+    generate_producer_id: ProducerIdGenerator
     fetch_sessions: FetchSessionCache
     #: Admin changes that write files (topics, configs, producer-id blocks) run here,
     #: in order with appends.
     append_thread: AppendThread
     socket_server: SocketServer
+    #: Brokers, controller and leadership, as clients are told (see broker.metadata_view).
+    cluster_view: ClusterView
+    #: The broker's part in a ZooKeeper cluster (None: the embedded single broker).
+    cluster: ZkBroker | None = None
 
     @property
     def config(self) -> BrokerConfig:

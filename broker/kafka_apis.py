@@ -30,7 +30,9 @@ class UnsupportedRequest(Exception):
 class KafkaApis:
     def __init__(self, services: BrokerServices) -> None:
         self.services = services
-        self.handlers: dict[int, ModuleType] = {module.API_KEY: module for module in handlers.MODULES}
+        cluster = services.cluster is not None
+        self.handlers: dict[int, ModuleType] = {module.API_KEY: module for module in handlers.MODULES
+                                                if api_versions.served_by(module, cluster)}
 
     def dispatch(self, ctx: RequestContext) -> Any:
         request = ctx.request
@@ -41,5 +43,5 @@ class KafkaApis:
         return module.handle(ctx, self.services, request.body)
 
     @staticmethod
-    def unsupported_api_versions_response() -> Any:
-        return api_versions.build_response(ErrorCode.UNSUPPORTED_VERSION)
+    def unsupported_api_versions_response(cluster: bool = False) -> Any:
+        return api_versions.build_response(ErrorCode.UNSUPPORTED_VERSION, cluster)

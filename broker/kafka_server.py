@@ -19,8 +19,8 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from broker.add_partitions_to_txn_manager import LocalAddPartitionsToTxnManager
 from broker.admin_manager import AdminManager
@@ -37,6 +37,7 @@ from broker.coordinator_wiring import (
 from broker.fetch_session import FetchSessionCache
 from broker.kafka_apis import KafkaApis
 from broker.metadata_store import MetadataStore
+from broker.metadata_view import LocalClusterView, TopicRegistry
 from broker.producer_id_manager import ProducerIdManager
 from broker.socket_server import SocketServer
 from replication.append_thread import AppendThread
@@ -44,6 +45,9 @@ from replication.replica_manager import ReplicaManager
 from storage.log_cleaner import LogCleaner
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from broker.cluster.zk_broker import ZkBroker
 
 log = logging.getLogger(__name__)
 
@@ -53,14 +57,26 @@ SHUTDOWN_DRAIN_SECONDS = 5.0
 
 
 class KafkaServer:
-    def __init__(self, config: BrokerConfig) -> None:
-        # broker.id -1 asks for a generated id; a lone broker takes 0.
-        self.broker_id = max(config.node_id, 0)
-        self.metadata = MetadataStore(config.log_dirs[0])
+    def __init__(self, config: BrokerConfig, cluster: ZkBroker | None = None) -> None:
+        """``cluster``: the broker's connected ZooKeeper membership (broker.cluster.zk_broker),
+        which fixed its broker id and cluster id; None for the embedded single broker."""
+        self.cluster = cluster
+        self.metadata: TopicRegistry
+        if cluster is None:
+            # broker.id -1 asks for a generated id; a lone broker takes 0.
+            self.broker_id = max(config.node_id, 0)
+            self.store: MetadataStore | None = MetadataStore(config.log_dirs[0])
+            self.metadata = self.store
+            topic_configs = {t.name: t.configs for t in self.store}
+        else:
+            self.broker_id = cluster.broker_id
+            self.store = None
+            self.metadata = cluster.metadata_cache
+            topic_configs = cluster.initial_topic_configs
         self.log_manager = LogManager(
             config.log_dirs,
             default_config=LogConfig.from_broker_defaults(config),
-            topic_configs={t.name: t.configs for t in self.metadata},
+            topic_configs=topic_configs,
             broker_id=self.broker_id,
             cluster_id=self.metadata.cluster_id,
         )
@@ -69,7 +85,7 @@ class KafkaServer:
         self.append_thread = AppendThread(
             concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-append"))
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.append_thread)
-        self.producer_ids = ProducerIdManager(config.log_dirs[0])
+        self.producer_ids = ProducerIdManager(config.log_dirs[0]) if cluster is None else None
         # Kafka's kafka-scheduler: checkpoint files are written (two fsyncs each) off the
         # append thread, so a produce never queues behind one (it read offsets, it mutates no log).
         self.scheduler_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-scheduler")
@@ -80,8 +96,8 @@ class KafkaServer:
             producer_id_expiration_ms=config.producer_id_expiration_ms,
         ) if config.log_cleaner_enable else None
         self.cleaner_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-log-cleaner")
-        self.admin = AdminManager(self.broker_id, self.metadata, self.dynamic_config, self.log_manager,
-                                  self.replica_manager, self.log_cleaner)
+        self.admin = AdminManager(self.broker_id, self.store or MetadataStore.detached(self.metadata.cluster_id),
+                                  self.dynamic_config, self.log_manager, self.replica_manager, self.log_cleaner)
         self.group_coordinator = build_group_coordinator(self.config, self.broker_id, self.replica_manager)
         self.transaction_state_manager = build_transaction_state_manager(self.config, self.broker_id,
                                                                          self.replica_manager)
@@ -93,23 +109,38 @@ class KafkaServer:
         self.replica_manager.set_transaction_verifier(
             LocalAddPartitionsToTxnManager(self.broker_id, self.replica_manager, self.transaction_coordinator),
             lambda: self.config.transaction_partition_verification_enable)
+        in_cluster = cluster is not None
         self.socket_server = SocketServer(
-            _not_serving_yet, KafkaApis.unsupported_api_versions_response, config.socket_request_max_bytes)
+            _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(in_cluster),
+            config.socket_request_max_bytes)
         self.services = BrokerServices(
             broker_id=self.broker_id, metadata=self.metadata, dynamic_config=self.dynamic_config,
             replica_manager=self.replica_manager, group_coordinator=self.group_coordinator,
             transaction_coordinator=self.transaction_coordinator, admin=self.admin,
-            producer_ids=self.producer_ids,
+            generate_producer_id=self._generate_producer_id,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
-            append_thread=self.append_thread, socket_server=self.socket_server)
+            append_thread=self.append_thread, socket_server=self.socket_server,
+            cluster_view=(LocalClusterView(self.broker_id, self.dynamic_config, self.socket_server,
+                                           self.replica_manager)
+                          if cluster is None else cluster.metadata_cache),
+            cluster=cluster)
+        if cluster is not None:
+            from broker.cluster.zk_broker import ServerParts
+
+            cluster.attach(ServerParts(self.replica_manager, self.group_coordinator, self.dynamic_config,
+                                       self.append_thread, self.socket_server, self.admin, self.log_manager))
         # The socket server is one of the services and KafkaApis needs them all: routed once both exist.
         self.socket_server.dispatch = KafkaApis(self.services).dispatch
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.started_at = 0.0
 
-    def _generate_producer_id(self) -> asyncio.Future[int]:
-        """A fresh producer id, claimed on the append thread (a new block is an fsync)."""
+    def _generate_producer_id(self) -> Awaitable[int]:
+        """A fresh producer id: a lone broker claims blocks on the append thread (a new block is
+        an fsync), a cluster member from ZooKeeper."""
+        if self.cluster is not None:
+            return self.cluster.generate_producer_id()
+        assert self.producer_ids is not None
         return self.append_thread.run(self.producer_ids.generate_producer_id)
 
     @property
@@ -125,13 +156,18 @@ class KafkaServer:
     async def startup(self) -> None:
         started = time.monotonic()
         await asyncio.to_thread(self.log_manager.startup)  # creates and locks the log dirs
-        await asyncio.to_thread(self.metadata.save)  # fixes the cluster id on first start
-        for topic in self.metadata:
-            self.admin.host_topic(topic)
+        if self.store is not None:
+            await asyncio.to_thread(self.store.save)  # fixes the cluster id on first start
+            for topic in self.store:
+                self.admin.host_topic(topic)
+        # A cluster member hosts partitions when the controller's LeaderAndIsr says so.
         self.group_coordinator.startup()  # loads groups from the __consumer_offsets partitions led here
         follow_leadership(self.group_coordinator, self.replica_manager)  # partitions created or deleted later
         start_transaction_coordinator(self.transaction_coordinator, self.replica_manager)  # likewise
         await self.socket_server.start(self.config.listeners)
+        if self.cluster is not None:
+            # Registered with the bound ports; then the controller election is joined.
+            await self.cluster.startup()
         self._start_background_tasks()
         self.started_at = time.time()
         log.info("[KafkaServer id=%d] started in %.0f ms (cluster id %s)",
@@ -139,6 +175,9 @@ class KafkaServer:
 
     async def shutdown(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        if self.cluster is not None:
+            # Leaderships move to other replicas while this broker still serves (ControlledShutdown).
+            await self.cluster.controlled_shutdown()
         self.socket_server.stop_accepting()
         await self.group_coordinator.shutdown()  # answers parked joins/syncs, cancels its timers
         # Cancels its timers and marker writes, then the state manager's loads and expiry timer.
@@ -159,6 +198,8 @@ class KafkaServer:
         self.scheduler_executor.shutdown(wait=True)
         self.append_thread.shutdown()
         await asyncio.to_thread(self.log_manager.shutdown)
+        if self.cluster is not None:
+            await self.cluster.shutdown()  # controller resigns, registration goes with the session
         log.info("[KafkaServer id=%d] shut down cleanly", self.broker_id)
         self._stopped.set()
 

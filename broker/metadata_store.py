@@ -87,15 +87,23 @@ def new_topic_id() -> uuid.UUID:
 class MetadataStore:
     """The durable topic registry of a broker without ZooKeeper."""
 
-    def __init__(self, log_dir: str | os.PathLike[str]) -> None:
-        self.path = Path(log_dir) / FILE_NAME
+    def __init__(self, log_dir: str | os.PathLike[str] | None) -> None:
+        self.path = Path(log_dir) / FILE_NAME if log_dir is not None else None
         self._lock = threading.Lock()
         self.topics: dict[str, TopicMetadata] = {}
         self.cluster_id = ""
         self._load()
 
+    @classmethod
+    def detached(cls, cluster_id: str) -> MetadataStore:
+        """An empty store kept nowhere: a cluster member's topics live in ZooKeeper, so its local
+        admin manager holds this one, which nothing writes (cluster admin goes through ZooKeeper)."""
+        store = cls(None)
+        store.cluster_id = cluster_id
+        return store
+
     def _load(self) -> None:
-        if not self.path.exists():
+        if self.path is None or not self.path.exists():
             self.cluster_id = new_cluster_id()
             return
         doc = json.loads(self.path.read_text())
@@ -105,6 +113,8 @@ class MetadataStore:
         self.topics = {name: TopicMetadata.from_json(name, t) for name, t in doc["topics"].items()}
 
     def _save(self) -> None:
+        if self.path is None:
+            raise RuntimeError("a detached metadata store is never written: cluster topics live in ZooKeeper")
         doc = {
             "version": FORMAT_VERSION,
             "cluster_id": self.cluster_id,

@@ -21,13 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 log = logging.getLogger(__name__)
 
 ENV_PREFIX = "PAFKA_"
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: Kafka's listener.security.protocol.map default.
+DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,18 @@ class BrokerConfig(BaseModel):
     advertised_listeners: list[Listener] | None = _prop(None, "advertised.listeners")
     zookeeper_connect: str | None = _prop(None, "zookeeper.connect")
     zookeeper_session_timeout_ms: int = _prop(18000, "zookeeper.session.timeout.ms")
+    #: Unset: the session timeout, as Kafka's default.
+    zookeeper_connection_timeout_ms: int | None = _prop(None, "zookeeper.connection.timeout.ms")
     rack: str | None = _prop(None, "broker.rack")
+    broker_id_generation_enable: bool = _prop(True, "broker.id.generation.enable")
+    reserved_broker_max_id: int = _prop(1000, "reserved.broker.max.id")
+    #: Kafka rejects both set at once; neither set means PLAINTEXT.
+    inter_broker_listener_name: str | None = _prop(None, "inter.broker.listener.name")
+    security_inter_broker_protocol: str = _prop("PLAINTEXT", "security.inter.broker.protocol")
+    controlled_shutdown_enable: bool = _prop(True, "controlled.shutdown.enable")
+    controlled_shutdown_max_retries: int = _prop(3, "controlled.shutdown.max.retries")
+    controlled_shutdown_retry_backoff_ms: int = _prop(5000, "controlled.shutdown.retry.backoff.ms")
+    controller_socket_timeout_ms: int = _prop(30000, "controller.socket.timeout.ms")
 
     # Log basics.
     log_dirs: list[str] = _prop(["/tmp/kafka-logs"], "log.dirs", "log.dir")
@@ -157,6 +171,14 @@ class BrokerConfig(BaseModel):
     replica_fetch_wait_max_ms: int = _prop(500, "replica.fetch.wait.max.ms")
     replica_fetch_min_bytes: int = _prop(1, "replica.fetch.min.bytes")
     unclean_leader_election_enable: bool = _prop(False, "unclean.leader.election.enable")
+    num_replica_fetchers: int = _prop(1, "num.replica.fetchers")
+    replica_fetch_response_max_bytes: int = _prop(10485760, "replica.fetch.response.max.bytes")
+    replica_fetch_backoff_ms: int = _prop(1000, "replica.fetch.backoff.ms")
+    replica_socket_timeout_ms: int = _prop(30000, "replica.socket.timeout.ms")
+    replica_high_watermark_checkpoint_interval_ms: int = _prop(5000, "replica.high.watermark.checkpoint.interval.ms")
+    auto_leader_rebalance_enable: bool = _prop(True, "auto.leader.rebalance.enable")
+    leader_imbalance_per_broker_percentage: int = _prop(10, "leader.imbalance.per.broker.percentage")
+    leader_imbalance_check_interval_seconds: int = _prop(300, "leader.imbalance.check.interval.seconds")
 
     # Fetch sessions (KIP-227).
     max_incremental_fetch_session_cache_slots: int = _prop(1000, "max.incremental.fetch.session.cache.slots")
@@ -173,6 +195,30 @@ class BrokerConfig(BaseModel):
     @classmethod
     def _parse_list(cls, value: Any) -> Any:
         return _split_list(value)
+
+    @field_validator("security_inter_broker_protocol")
+    @classmethod
+    def _check_security_protocol(cls, value: str) -> str:
+        if value not in SECURITY_PROTOCOLS:
+            raise ValueError(f"must be one of {', '.join(SECURITY_PROTOCOLS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_cluster_settings(self) -> BrokerConfig:
+        """Kafka's KafkaConfig checks of the ZooKeeper-mode settings (same wording)."""
+        fields = self.model_fields_set
+        if "inter_broker_listener_name" in fields and "security_inter_broker_protocol" in fields:
+            raise ValueError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
+        if self.zookeeper_connect is not None and not -1 <= self.node_id <= self.reserved_broker_max_id:
+            raise ValueError("broker.id must be greater than or equal to -1 and not greater than "
+                             "reserved.broker.max.id")
+        if self.zookeeper_connect is not None:
+            advertised = {listener.name for listener in self.effective_advertised_listeners}
+            if self.inter_broker_listener != "" and self.inter_broker_listener not in advertised:
+                raise ValueError(
+                    f"inter.broker.listener.name must be a listener name defined in advertised.listeners. "
+                    f"The valid options based on currently configured listeners are {','.join(sorted(advertised))}")
+        return self
 
     @field_validator("log_message_timestamp_type")
     @classmethod
@@ -200,6 +246,45 @@ class BrokerConfig(BaseModel):
         if self.log_flush_interval_ms is not None:
             return self.log_flush_interval_ms
         return self.log_flush_scheduler_interval_ms
+
+    @property
+    def zookeeper_connection_timeout(self) -> int:
+        """zookeeper.connection.timeout.ms, defaulting to the session timeout (Kafka's rule)."""
+        if self.zookeeper_connection_timeout_ms is not None:
+            return self.zookeeper_connection_timeout_ms
+        return self.zookeeper_session_timeout_ms
+
+    @property
+    def listener_security_protocol_map(self) -> dict[str, str]:
+        """listener.security.protocol.map: listener name -> security protocol (Kafka's default maps
+        each protocol's name to itself)."""
+        text = (self.model_extra or {}).get("listener.security.protocol.map") or DEFAULT_PROTOCOL_MAP
+        mapping: dict[str, str] = {}
+        for item in str(text).split(","):
+            name, sep, protocol = item.strip().partition(":")
+            if sep:
+                mapping[name.strip().upper()] = protocol.strip().upper()
+        return mapping
+
+    def security_protocol_of(self, listener_name: str) -> str:
+        return self.listener_security_protocol_map.get(listener_name, listener_name)
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener brokers use to reach each other: inter.broker.listener.name, else the
+        first advertised listener whose protocol is security.inter.broker.protocol ("" if none)."""
+        if self.inter_broker_listener_name is not None:
+            return self.inter_broker_listener_name.upper()
+        protocol = self.security_inter_broker_protocol
+        for listener in self.effective_advertised_listeners:
+            if self.security_protocol_of(listener.name) == protocol:
+                return listener.name
+        return ""
+
+    @property
+    def is_cluster_member(self) -> bool:
+        """A broker with zookeeper.connect joins a cluster; without it is the embedded single broker."""
+        return bool(self.zookeeper_connect)
 
     @property
     def effective_advertised_listeners(self) -> list[Listener]:

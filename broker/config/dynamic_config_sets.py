@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from broker.config.broker_config import BrokerConfig, Listener
+from broker.config.broker_config import DEFAULT_PROTOCOL_MAP, SECURITY_PROTOCOLS, BrokerConfig, Listener
 from broker.config.config_def import (
     INT_MAX,
     LONG_MAX,
@@ -45,8 +45,6 @@ from protocol.config_types import ConfigType
 
 _T = ConfigType
 NOT_APPLIED = "Accepted and stored; pafka does not apply this setting yet."
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 
 
 @dataclass(frozen=True, slots=True)

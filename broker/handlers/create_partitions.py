@@ -3,11 +3,14 @@
 Validation follows Kafka: the count must grow (INVALID_PARTITIONS otherwise),
 manual assignments must name one live broker list per new partition
 (INVALID_REPLICATION_ASSIGNMENT). Creation writes the metadata store and new
-partition directories, so it runs on the append thread.
+partition directories, so it runs on the append thread. In a cluster the new
+partitions are written to ZooKeeper (any broker) and the answer waits, at most
+the request's timeout, until they have leaders in this broker's metadata cache.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
@@ -50,7 +53,37 @@ def _create_all(broker: BrokerServices, request: CreatePartitionsRequest) -> lis
     return results
 
 
+async def _create_in_cluster(broker: BrokerServices, request: CreatePartitionsRequest
+                             ) -> list[CreatePartitionsTopicResult]:
+    """Written to ZooKeeper; answered once the new partitions have leaders here (at most the timeout)."""
+    assert broker.cluster is not None
+    admin = broker.cluster.admin
+    names = [t.name for t in request.topics]
+    results = []
+    waits: list[tuple[CreatePartitionsTopicResult, int]] = []
+    for topic in request.topics:
+        result = CreatePartitionsTopicResult(name=topic.name, error_code=ErrorCode.NO_ERROR, error_message=None)
+        results.append(result)
+        if names.count(topic.name) > 1:
+            result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+            continue
+        assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+        outcome = await admin.create_partitions(topic.name, topic.count, assignments, request.validate_only)
+        result.error_code, result.error_message = outcome.error_code, outcome.message
+        if outcome.error_code == ErrorCode.NO_ERROR and not request.validate_only:
+            waits.append((result, topic.count))
+    if waits and request.timeout_ms > 0:
+        ready = await asyncio.gather(*(admin.wait_for_leaders(r.name, n, request.timeout_ms) for r, n in waits))
+        for (result, _), ok in zip(waits, ready, strict=True):
+            if not ok:
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+                result.error_message = "Timed out waiting for the new partitions to get leaders."
+    return results
+
+
 async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    if broker.cluster is not None:
+        return CreatePartitionsResponse(throttle_time_ms=0, results=await _create_in_cluster(broker, request))
     results = await broker.append_thread.run(_create_all, broker, request)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

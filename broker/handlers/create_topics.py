@@ -1,7 +1,9 @@
 """CreateTopics (19): validate and create topics (``validate_only`` checks only).
 
 Creation writes the metadata store and partition directories with fsyncs, so
-it runs on the append thread.
+it runs on the append thread. In a cluster it is written to ZooKeeper instead
+(any broker), and answered once the controller gave every new partition a
+leader that this broker's metadata cache shows (Kafka's DelayedCreatePartitions).
 
 v0 and v1 (removed in Kafka 4) are served as Kafka 3.9 served them: v0 has
 no ``validate_only`` (it always creates) and its results carry no error
@@ -10,6 +12,7 @@ message (the codec leaves it out); v1 adds both.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
@@ -47,11 +50,7 @@ def _create_one(broker: BrokerServices, topic: CreatableTopic, validate_only: bo
     if not validate_only:
         result.topic_id = broker.admin.create_topic(plan).topic_id
     result.num_partitions, result.replication_factor = plan.num_partitions, plan.replication_factor
-    result.configs = [
-        CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
-                              is_sensitive=e.sensitive)
-        for e in topic_config_entries(broker.dynamic_config, broker.metadata.configs_of(topic.name))
-    ] if not validate_only else []
+    result.configs = _config_entries(broker, broker.metadata.configs_of(topic.name)) if not validate_only else []
     return result
 
 
@@ -68,6 +67,58 @@ def _create_all(broker: BrokerServices, request: CreateTopicsRequest) -> list[Cr
     return results
 
 
+def _config_entries(broker: BrokerServices, configs: dict[str, str]) -> list[CreatableTopicConfigs]:
+    return [CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                                  is_sensitive=e.sensitive)
+            for e in topic_config_entries(broker.dynamic_config, configs)]
+
+
+async def _create_in_cluster(broker: BrokerServices, request: CreateTopicsRequest) -> list[CreatableTopicResult]:
+    """Validate here, write to ZooKeeper, and answer once every new partition has a leader in this
+    broker's cache (at most the request's timeout: REQUEST_TIMED_OUT after)."""
+    assert broker.cluster is not None
+    admin = broker.cluster.admin
+    names = [t.name for t in request.topics]
+    results: list[CreatableTopicResult] = []
+    created: list[tuple[CreatableTopicResult, int]] = []
+    for topic in request.topics:
+        result = CreatableTopicResult(name=topic.name, error_code=ErrorCode.NO_ERROR, num_partitions=-1,
+                                      replication_factor=-1)
+        results.append(result)
+        if names.count(topic.name) > 1:
+            result.error_code = ErrorCode.INVALID_REQUEST
+            result.error_message = "Create topics request from client contains duplicate topic names."
+            continue
+        try:
+            plan = admin.plan_topic(topic.name, topic.num_partitions, topic.replication_factor,
+                                    {c.name: c.value for c in topic.configs},
+                                    {a.partition_index: list(a.broker_ids) for a in topic.assignments})
+        except AdminError as exc:
+            result.error_code, result.error_message = exc.error_code, exc.message
+            continue
+        if not request.validate_only:
+            outcome = await admin.create_topic(plan)
+            if outcome.error_code != ErrorCode.NO_ERROR:
+                result.error_code, result.error_message = outcome.error_code, outcome.message
+                continue
+            created.append((result, plan.num_partitions))
+            result.configs = _config_entries(broker, plan.configs)
+        result.num_partitions, result.replication_factor = plan.num_partitions, plan.replication_factor
+    if created and request.timeout_ms > 0:
+        ready = await asyncio.gather(*(admin.wait_for_leaders(r.name, n, request.timeout_ms) for r, n in created))
+        for (result, _), ok in zip(created, ready, strict=True):
+            if not ok:
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+                result.error_message = "Timed out waiting for the topic's partitions to get leaders."
+    for result, _ in created:
+        known = broker.metadata.get(result.name)
+        if known is not None:
+            result.topic_id = known.topic_id
+    return results
+
+
 async def handle(ctx: RequestContext, broker: BrokerServices, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    if broker.cluster is not None:
+        return CreateTopicsResponse(throttle_time_ms=0, topics=await _create_in_cluster(broker, request))
     results = await broker.append_thread.run(_create_all, broker, request)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -3,11 +3,14 @@
 Each topic leaves the metadata store first, then its partitions are unhosted
 and their directories renamed to ``<tp>.<uuid>-delete`` and removed by the
 log manager, all on the append thread. A topic created again under the same
-name gets a new id and empty logs.
+name gets a new id and empty logs. In a cluster the topic is marked in
+ZooKeeper's ``/admin/delete_topics`` (any broker) and the answer waits until
+the controller's UpdateMetadata removed it here (Kafka's DelayedDeleteTopics).
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import TYPE_CHECKING
 
@@ -64,12 +67,60 @@ def _delete_all(broker: BrokerServices, wanted: list[tuple[str | None, uuid.UUID
     return results
 
 
+async def _delete_in_cluster(broker: BrokerServices, wanted: list[tuple[str | None, uuid.UUID]], version: int,
+                             timeout_ms: int) -> list[DeletableTopicResult]:
+    """Mark each topic for deletion in ZooKeeper; answer once they left this broker's cache (at most
+    the request's timeout: REQUEST_TIMED_OUT after), as Kafka's DelayedDeleteTopics."""
+    assert broker.cluster is not None
+    admin = broker.cluster.admin
+    results: list[DeletableTopicResult] = []
+    marked: list[DeletableTopicResult] = []
+    names = [n for n, _ in wanted if n is not None]
+    ids = [i for n, i in wanted if n is None and i != ZERO_UUID]
+    for name, topic_id in wanted:
+        if name is not None and topic_id != ZERO_UUID:
+            results.append(_result(name, topic_id, ErrorCode.INVALID_REQUEST,
+                                   "You may not specify both topic name and topic id."))
+            continue
+        if (name is not None and names.count(name) > 1) or (name is None and ids.count(topic_id) > 1):
+            results.append(_result(name, topic_id, ErrorCode.INVALID_REQUEST,
+                                   "Duplicate topic name." if name is not None else "Duplicate topic id."))
+            continue
+        if name is None:
+            known = broker.metadata.by_id(topic_id)
+            if known is None:
+                results.append(_result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
+                                       "This server does not host this topic ID."))
+                continue
+            name = known.name
+        existing = broker.metadata.get(name)
+        outcome = await admin.delete_topic(name)
+        code = outcome.error_code
+        if code == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
+            code = ErrorCode.INVALID_REQUEST
+        result = _result(name, existing.topic_id if existing is not None else topic_id, code, outcome.message)
+        results.append(result)
+        if code == ErrorCode.NO_ERROR:
+            marked.append(result)
+    if marked and timeout_ms > 0:
+        gone = await asyncio.gather(*(admin.wait_until_deleted([r.name or ""], timeout_ms) for r in marked))
+        for result, ok in zip(marked, gone, strict=True):
+            if not ok:
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+                result.error_message = "Timed out waiting for the topic to be deleted."
+    return results
+
+
 async def handle(ctx: RequestContext, broker: BrokerServices, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     version = ctx.api_version
     if version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    if broker.cluster is not None:
+        # Offsets of the deleted topics go when the controller's UpdateMetadata removes them.
+        return DeleteTopicsResponse(throttle_time_ms=0, responses=await _delete_in_cluster(
+            broker, wanted, version, request.timeout_ms))
     results = await broker.append_thread.run(_delete_all, broker, wanted, version)
     deleted = {r.name for r in results if r.error_code == ErrorCode.NO_ERROR and r.name}
     if deleted:

@@ -1,6 +1,7 @@
 """DescribeCluster (60): the cluster id, controller and brokers (KIP-700).
 
-A lone broker is its own controller. Asked for controller endpoints
+A lone broker is its own controller; a broker in a cluster names the controller
+and the live brokers its metadata cache knows. Asked for controller endpoints
 (endpoint_type 2), a broker answers MISMATCHED_ENDPOINT_TYPE as Kafka's do.
 """
 
@@ -34,7 +35,7 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: DescribeCluster
     endpoint_type = request.endpoint_type if version >= 1 else ENDPOINT_TYPE_BROKER
     response = DescribeClusterResponse(
         throttle_time_ms=0, error_code=ErrorCode.NO_ERROR, error_message=None, endpoint_type=endpoint_type,
-        cluster_id=broker.cluster_id, controller_id=broker.broker_id, brokers=[],
+        cluster_id=broker.cluster_id, controller_id=broker.cluster_view.controller_id(), brokers=[],
         cluster_authorized_operations=(CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
                                        else AUTHORIZED_OPERATIONS_OMITTED),
     )

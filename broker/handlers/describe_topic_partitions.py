@@ -3,8 +3,9 @@
 Topics come in name order (all of them when the request names none). At most
 ``response_partition_limit`` partitions (capped at Kafka's 2000) are returned;
 when more remain, ``next_cursor`` names the topic and partition to ask for
-next. A lone broker has no eligible leader replicas and no offline replicas:
-those lists are empty.
+next. Leadership comes from ``broker.cluster_view`` (in a cluster, the metadata
+cache: every broker answers alike). pafka has no eligible leader replicas
+(KIP-966's ELR is KRaft's): those lists are empty.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def _error_topic(name: str, code: ErrorCode) -> DescribeTopicPartitionsResponseT
 def _partitions(broker: BrokerServices, topic: TopicMetadata, start: int,
                 limit: int) -> list[DescribeTopicPartitionsResponsePartition]:
     found: list[DescribeTopicPartitionsResponsePartition] = []
-    for partition in broker.replica_manager.partitions_of(topic.name):
+    view = broker.cluster_view
+    for partition in view.partition_states(topic.name):
         if partition.partition_index < start:
             continue
         if len(found) == limit:
@@ -53,7 +55,7 @@ def _partitions(broker: BrokerServices, topic: TopicMetadata, start: int,
             error_code=ErrorCode.NO_ERROR, partition_index=partition.partition_index,
             leader_id=partition.leader_id, leader_epoch=partition.leader_epoch,
             replica_nodes=list(partition.replicas), isr_nodes=list(partition.isr),
-            eligible_leader_replicas=[], last_known_elr=[], offline_replicas=[]))
+            eligible_leader_replicas=[], last_known_elr=[], offline_replicas=view.offline_replicas(partition)))
     return found
 
 

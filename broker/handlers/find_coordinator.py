@@ -40,6 +40,9 @@ async def ensure_offsets_topic(broker: BrokerServices) -> ErrorCode:
 
 
 async def ensure_internal_topic(broker: BrokerServices, name: str) -> ErrorCode:
+    if broker.cluster is not None:
+        # Created through ZooKeeper; COORDINATOR_NOT_AVAILABLE until its partitions have leaders here.
+        return await broker.cluster.admin.ensure_internal_topic(name)
     topic = broker.metadata.get(name)
     if topic is not None:
         if len(broker.replica_manager.partitions_of(name)) < topic.partition_count:
@@ -55,7 +58,25 @@ async def ensure_internal_topic(broker: BrokerServices, name: str) -> ErrorCode:
     return ErrorCode.NO_ERROR
 
 
+def _find_in_cluster(broker: BrokerServices, key: str, topic: str, partition: int, listener: str) -> Coordinator:
+    """The leader of the key's partition, as this broker's metadata cache names it."""
+    view = broker.cluster_view
+    state = next((p for p in view.partition_states(topic) if p.partition_index == partition), None)
+    node = view.leader_node(state.leader_id, listener) if state is not None and state.leader_id >= 0 else None
+    if node is None:
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                           error_message="The coordinator is not available.")
+    return Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port, error_code=ErrorCode.NO_ERROR,
+                       error_message=None)
+
+
 def _find(broker: BrokerServices, key: str, key_type: int, listener: str) -> Coordinator:
+    if broker.cluster is not None and key_type in (CoordinatorType.TRANSACTION, CoordinatorType.GROUP):
+        if key_type == CoordinatorType.TRANSACTION:
+            return _find_in_cluster(broker, key, TRANSACTION_STATE_TOPIC_NAME,
+                                    broker.transaction_coordinator.txn_manager.partition_for(key), listener)
+        return _find_in_cluster(broker, key, GROUP_METADATA_TOPIC_NAME,
+                                broker.group_coordinator.manager.partition_for(key), listener)
     if key_type == CoordinatorType.TRANSACTION:
         txn_manager = broker.transaction_coordinator.txn_manager
         local = txn_manager.coordinator_log.is_local_leader(txn_manager.partition_for(key))

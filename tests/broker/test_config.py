@@ -74,3 +74,49 @@ def test_properties_parser_handles_separators_and_continuations() -> None:
 def test_property_names_cover_the_model() -> None:
     names = BrokerConfig.property_names()
     assert "log.dirs" in names and "node.id" in names and len(names) == len(set(names))
+
+
+def test_cluster_settings_have_kafkas_names_and_defaults() -> None:
+    config = load_broker_config(environ={})
+    assert not config.is_cluster_member and config.zookeeper_connect is None
+    assert config.zookeeper_session_timeout_ms == 18000
+    assert config.zookeeper_connection_timeout == 18000  # unset: the session timeout
+    assert (config.broker_id_generation_enable, config.reserved_broker_max_id) == (True, 1000)
+    assert (config.num_replica_fetchers, config.replica_fetch_response_max_bytes) == (1, 10485760)
+    assert (config.replica_fetch_backoff_ms, config.replica_socket_timeout_ms) == (1000, 30000)
+    assert (config.auto_leader_rebalance_enable, config.leader_imbalance_per_broker_percentage,
+            config.leader_imbalance_check_interval_seconds) == (True, 10, 300)
+    assert (config.controlled_shutdown_enable, config.controlled_shutdown_max_retries,
+            config.controlled_shutdown_retry_backoff_ms) == (True, 3, 5000)
+    assert (config.transaction_state_log_replication_factor, config.transaction_state_log_min_isr) == (3, 2)
+    assert config.offsets_topic_replication_factor == 3 and config.default_replication_factor == 1
+    assert config.security_inter_broker_protocol == "PLAINTEXT" and config.inter_broker_listener == "PLAINTEXT"
+    tuned = load_broker_config(overrides=["zookeeper.connect=127.0.0.1:2181/pafka", "broker.id=2",
+                                          "zookeeper.connection.timeout.ms=4000", "broker.rack=r1"], environ={})
+    assert tuned.is_cluster_member and tuned.node_id == 2 and tuned.rack == "r1"
+    assert tuned.zookeeper_connection_timeout == 4000
+
+
+def test_inter_broker_listener_resolution_and_kafkas_checks() -> None:
+    two = ["listeners=CLIENT://127.0.0.1:9092,REPLICATION://127.0.0.1:9093",
+           "listener.security.protocol.map=CLIENT:PLAINTEXT,REPLICATION:SSL"]
+    by_name = load_broker_config(overrides=[*two, "inter.broker.listener.name=replication"], environ={})
+    assert by_name.inter_broker_listener == "REPLICATION"
+    assert by_name.security_protocol_of("REPLICATION") == "SSL"
+    by_protocol = load_broker_config(overrides=[*two, "security.inter.broker.protocol=SSL"], environ={})
+    assert by_protocol.inter_broker_listener == "REPLICATION"
+    with pytest.raises(ValidationError, match="Only one of inter.broker.listener.name and "
+                                              "security.inter.broker.protocol should be set"):
+        load_broker_config(overrides=["inter.broker.listener.name=PLAINTEXT",
+                                      "security.inter.broker.protocol=PLAINTEXT"], environ={})
+    with pytest.raises(ValidationError, match="security.inter.broker.protocol|must be one of"):
+        load_broker_config(overrides=["security.inter.broker.protocol=TLS"], environ={})
+    with pytest.raises(ValidationError, match="inter.broker.listener.name must be a listener name defined in "
+                                              "advertised.listeners"):
+        load_broker_config(overrides=["zookeeper.connect=127.0.0.1:2181", "inter.broker.listener.name=NOPE"],
+                           environ={})
+    with pytest.raises(ValidationError, match="broker.id must be greater than or equal to -1 and not greater "
+                                              "than reserved.broker.max.id"):
+        load_broker_config(overrides=["zookeeper.connect=127.0.0.1:2181", "broker.id=1001"], environ={})
+    # The embedded broker keeps accepting any id, as before.
+    assert load_broker_config(overrides=["broker.id=5000"], environ={}).node_id == 5000

@@ -1,0 +1,225 @@
+"""Topic administration of a cluster member (Kafka's ZkAdminManager and auto-topic creation).
+
+Any broker takes CreateTopics, DeleteTopics, CreatePartitions and topic config
+changes: it validates them as the lone broker does (against the live brokers
+in its metadata cache), writes them to ZooKeeper through the AdminZkClient,
+and the controller acts on its watches. The answer waits, at most the
+request's timeout, until the controller's UpdateMetadata shows the result here
+(Kafka's DelayedCreatePartitions / DelayedDeleteTopics): every partition of a
+new topic with a leader, a deleted topic gone. A timeout answers
+REQUEST_TIMED_OUT; the change itself stands.
+
+Auto-creation (Metadata, FindCoordinator) writes the topic and answers at once,
+LEADER_NOT_AVAILABLE (COORDINATOR_NOT_AVAILABLE for the coordinators' topics),
+as Kafka does; clients ask again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from broker.admin_manager import AdminError, TopicCreation, plan_topic_creation
+from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+from coordinator.transaction.transaction_state_manager import transaction_topic_configs
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from controller.zk.kafka_zk_client import KafkaZkClient
+
+    from broker.cluster.components import AdminZkClient
+    from broker.config.dynamic_broker_config import DynamicBrokerConfig
+    from broker.metadata_cache import ZkMetadataCache
+    from storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+#: The controller's LeaderAndIsr.NoLeader.
+NO_LEADER = -1
+#: How long a config write may wait for ZooKeeper (the append thread waits with it).
+ZK_WRITE_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class AdminResult:
+    error_code: ErrorCode
+    message: str | None = None
+
+
+OK = AdminResult(ErrorCode.NO_ERROR)
+
+
+def _error_of(exc: Exception) -> AdminResult:
+    """Kafka's error code for what the ZooKeeper admin client raised."""
+    if isinstance(exc, AdminError):
+        return AdminResult(exc.error_code, exc.message)
+    kind = type(exc).__name__
+    codes = {"TopicExistsError": ErrorCode.TOPIC_ALREADY_EXISTS,
+             "InvalidReplicationFactorError": ErrorCode.INVALID_REPLICATION_FACTOR,
+             "InvalidPartitionsError": ErrorCode.INVALID_PARTITIONS,
+             "InvalidReplicaAssignmentError": ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+             "BrokerNotAvailableError": ErrorCode.BROKER_NOT_AVAILABLE}
+    code = codes.get(kind)
+    if code is None:
+        log.error("topic administration failed", exc_info=exc)
+        return AdminResult(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc) or kind)
+    return AdminResult(code, str(exc) or None)
+
+
+class ZkTopicAdmin:
+    def __init__(self, broker_id: int, zk: KafkaZkClient, cache: ZkMetadataCache,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.cache = cache
+        self.loop = loop
+        self._client: AdminZkClient | None = None
+        self._dynamic_config: DynamicBrokerConfig | None = None
+        self._log_manager: LogManager | None = None
+
+    def attach(self, dynamic_config: DynamicBrokerConfig, log_manager: LogManager) -> None:
+        self._dynamic_config = dynamic_config
+        self._log_manager = log_manager
+
+    @property
+    def dynamic_config(self) -> DynamicBrokerConfig:
+        assert self._dynamic_config is not None, "ZkTopicAdmin.attach was not called"
+        return self._dynamic_config
+
+    @property
+    def client(self) -> AdminZkClient:
+        if self._client is None:
+            from broker.cluster.components import build_admin_zk_client
+
+            self._client = build_admin_zk_client(self.zk)
+        return self._client
+
+    def live_brokers(self) -> list[int]:
+        return self.cache.alive_broker_ids()
+
+    # -- creation ---------------------------------------------------------------
+    def plan_topic(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str | None],
+                   assignments: dict[int, list[int]] | None) -> TopicCreation:
+        return plan_topic_creation(self.dynamic_config, name, num_partitions, replication_factor,
+                                   configs, assignments, name in self.cache, self.live_brokers())
+
+    async def create_topic(self, plan: TopicCreation) -> AdminResult:
+        """Write the topic to ZooKeeper (config znode, then assignment); the controller does the rest."""
+        try:
+            await self.client.create_topic(plan.name, plan.num_partitions, plan.replication_factor, plan.configs,
+                                           plan.assignments)
+        except Exception as exc:
+            return _error_of(exc)
+        log.info("[KafkaServer id=%d] created topic %s (%d partition(s), RF %d) in ZooKeeper",
+                 self.broker_id, plan.name, plan.num_partitions, plan.replication_factor)
+        return OK
+
+    def has_leaders(self, topic: str, partitions: int) -> bool:
+        """Every partition of the topic is in the cache with a leader (DelayedCreatePartitions' test)."""
+        cache = self.cache
+        states = cache.partition_states(topic)
+        return len(states) >= partitions and all(s.leader_id != NO_LEADER for s in states)
+
+    async def wait_for_leaders(self, topic: str, partitions: int, timeout_ms: int) -> bool:
+        cache = self.cache
+        return await cache.wait_until(lambda: self.has_leaders(topic, partitions), max(timeout_ms, 0) / 1000)
+
+    async def auto_create_topic(self, name: str) -> ErrorCode:
+        """Metadata-triggered creation with the broker's defaults; LEADER_NOT_AVAILABLE once written."""
+        config = self.dynamic_config.config
+        partitions, rf, configs = config.num_partitions, config.default_replication_factor, {}
+        if name == GROUP_METADATA_TOPIC_NAME:
+            partitions, rf = config.offsets_topic_num_partitions, config.offsets_topic_replication_factor
+            configs = {"cleanup.policy": "compact", "segment.bytes": str(config.offsets_topic_segment_bytes)}
+        elif name == TRANSACTION_STATE_TOPIC_NAME:
+            partitions, rf = config.transaction_state_log_num_partitions, config.transaction_state_log_replication_factor
+            configs = transaction_topic_configs(config.transaction_state_log_min_isr,
+                                                config.transaction_state_log_segment_bytes)
+        try:
+            plan = self.plan_topic(name, partitions, rf, dict(configs), None)
+        except AdminError as exc:
+            if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                return ErrorCode.LEADER_NOT_AVAILABLE
+            log.warning("[KafkaServer id=%d] cannot create %s: %s", self.broker_id, name, exc.message)
+            return exc.error_code
+        result = await self.create_topic(plan)
+        if result.error_code in (ErrorCode.NO_ERROR, ErrorCode.TOPIC_ALREADY_EXISTS):
+            return ErrorCode.LEADER_NOT_AVAILABLE
+        return result.error_code
+
+    async def ensure_internal_topic(self, name: str) -> ErrorCode:
+        """FindCoordinator's: NO_ERROR once every partition has a leader here, else the topic is
+        created if missing and the answer is COORDINATOR_NOT_AVAILABLE (the client retries)."""
+        topic = self.cache.get(name)
+        if topic is not None:
+            if self.has_leaders(name, topic.partition_count):
+                return ErrorCode.NO_ERROR
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        await self.auto_create_topic(name)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    # -- deletion -----------------------------------------------------------------
+    async def delete_topic(self, name: str) -> AdminResult:
+        if name not in self.cache:
+            return AdminResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if not self.dynamic_config.config.delete_topic_enable:
+            return AdminResult(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        try:
+            await self.client.delete_topic(name)
+        except Exception as exc:
+            return _error_of(exc)
+        log.info("[KafkaServer id=%d] marked topic %s for deletion", self.broker_id, name)
+        return OK
+
+    async def wait_until_deleted(self, names: list[str], timeout_ms: int) -> bool:
+        cache = self.cache
+        return await cache.wait_until(lambda: not any(n in cache for n in names), max(timeout_ms, 0) / 1000)
+
+    # -- partitions -----------------------------------------------------------------
+    async def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None,
+                                validate_only: bool) -> AdminResult:
+        topic = self.cache.get(name)
+        if topic is None:
+            return AdminResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        current = topic.partition_count
+        if total < current:
+            return AdminResult(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {current} "
+                                                             f"partition(s); {total} would not be an increase.")
+        if total == current:
+            return AdminResult(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        manual = None
+        if assignments is not None:
+            if len(assignments) != total - current:
+                return AdminResult(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                   f"Attempted to add {total - current} additional partition(s), but only "
+                                   f"{len(assignments)} assignment(s) were specified.")
+            live = self.live_brokers()
+            for replicas in assignments:
+                unknown = [b for b in replicas if b not in live]
+                if unknown:
+                    return AdminResult(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                       f"The manual partition assignment includes broker {unknown[0]}, but no "
+                                       "such broker is registered.")
+                if len(set(replicas)) != len(replicas):
+                    return AdminResult(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                       "The manual partition assignment includes the broker more than once.")
+            manual = {current + i: list(r) for i, r in enumerate(assignments)}
+        try:
+            await self.client.add_partitions(name, total, manual, validate_only)
+        except Exception as exc:
+            return _error_of(exc)
+        return OK
+
+    # -- configs -------------------------------------------------------------------
+    def write_topic_configs_blocking(self, name: str, overrides: dict[str, str]) -> None:
+        """AlterConfigs / IncrementalAlterConfigs on a topic, called on the append thread (where the
+        config admin runs): /config/topics/T plus a change notification, which every broker follows;
+        this broker's logs and cache take the new overrides at once."""
+        loop = self.loop
+        asyncio.run_coroutine_threadsafe(self.zk.set_topic_configs(name, overrides), loop).result(
+            ZK_WRITE_TIMEOUT_S)
+        if self._log_manager is not None:
+            self._log_manager.update_topic_config(name, overrides)  # on the append thread, as the lone broker's
+        loop.call_soon_threadsafe(self.cache.set_topic_configs, name, dict(overrides))

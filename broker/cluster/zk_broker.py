@@ -1,0 +1,334 @@
+"""ZkBroker: one broker's membership of a ZooKeeper-mode cluster, from connect to deregister.
+
+Kafka's KafkaServer (ZooKeeper mode) in order:
+
+1. :meth:`ZkBroker.connect` (before anything touches the log dirs): connect to
+   ZooKeeper (the chroot is created if missing), get or create the cluster id
+   at ``/cluster/id``, check ``meta.properties`` in every log dir (a broker
+   pointed at another cluster's data refuses to start), fix the broker id
+   (``broker.id``; -1 takes the id the dirs carry, else ``/brokers/seqid`` +
+   ``reserved.broker.max.id`` when ``broker.id.generation.enable``), and read
+   every topic's config overrides so the logs load with them.
+2. The server builds its components around :attr:`metadata_cache` and calls
+   :meth:`attach`.
+3. :meth:`startup` once the listeners are bound: register ``/brokers/ids/N``
+   (every advertised listener with its bound port, the listener map, the rack;
+   the znode's czxid is the broker epoch), re-registering after a session
+   expiry; watch ``/config/changes`` for topic config changes; start the
+   AlterPartition sender and the KafkaController (every broker runs one; the
+   one elected through ``/controller`` acts).
+4. On SIGTERM, :meth:`controlled_shutdown` first (ControlledShutdown to the
+   controller, ``controlled.shutdown.max.retries`` attempts
+   ``controlled.shutdown.retry.backoff.ms`` apart), then the server's own
+   shutdown, then :meth:`shutdown`: the controller resigns and closing the
+   session removes the registration.
+
+kazoo runs on the ZooKeeper client's own thread (controller.zk.kafka_zk_client);
+everything here runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError
+from controller.zk.zk_data import BrokerInfo, EndPoint
+
+from broker.cluster.components import (
+    Controller,
+    build_alter_partition_manager,
+    build_controller,
+)
+from broker.cluster.controlled_shutdown import ControlledShutdownClient
+from broker.cluster.meta_properties_check import check_cluster_id, read_stored, resolve_broker_id, write_missing
+from broker.cluster.zk_admin import ZkTopicAdmin
+from broker.config.broker_config import BrokerConfig
+from broker.metadata_cache import ZkMetadataCache
+from broker.metadata_store import new_cluster_id
+from protocol.errors import ErrorCode
+from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
+from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
+from protocol.messages.update_metadata import UpdateMetadataRequest
+
+if TYPE_CHECKING:
+    from broker.admin_manager import AdminManager
+    from broker.config.dynamic_broker_config import DynamicBrokerConfig
+    from broker.socket_server import SocketServer
+    from coordinator.group.group_coordinator import GroupCoordinator
+    from replication.append_thread import AppendThread
+    from replication.replica_manager import ReplicaManager
+    from storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+#: Kafka's producer-id block size.
+PRODUCER_ID_BLOCK_SIZE = 1000
+#: Pause between registration attempts after a session expiry.
+REREGISTER_BACKOFF_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerParts:
+    """The server's components a cluster member works with (KafkaServer builds them)."""
+
+    replica_manager: ReplicaManager
+    group_coordinator: GroupCoordinator
+    dynamic_config: DynamicBrokerConfig
+    append_thread: AppendThread
+    socket_server: SocketServer
+    admin: AdminManager
+    log_manager: LogManager
+
+
+class BrokerIdGenerationDisabledError(Exception):
+    """broker.id is -1, the log dirs carry none and broker.id.generation.enable is false."""
+
+
+class ZkBroker:
+    """A broker's ZooKeeper session, registration, controller and cluster-wide admin path."""
+
+    def __init__(self, config: BrokerConfig, zk: KafkaZkClient, cluster_id: str, broker_id: int,
+                 initial_topic_configs: dict[str, dict[str, str]]) -> None:
+        self.config = config
+        self.zk = zk
+        self.cluster_id = cluster_id
+        self.broker_id = broker_id
+        #: Topic overrides read at connect time: the logs load with them.
+        self.initial_topic_configs = initial_topic_configs
+        self.metadata_cache = ZkMetadataCache(broker_id, cluster_id)
+        for topic, configs in initial_topic_configs.items():
+            self.metadata_cache.set_topic_configs(topic, configs)
+        #: The czxid of /brokers/ids/N: -1 until registered.
+        self.broker_epoch = -1
+        self.controller: Controller | None = None
+        self.alter_partition_manager: Any = None
+        self._parts: ServerParts | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._pid_lock = asyncio.Lock()
+        self._pid_next = 0
+        self._pid_last = -1
+        self._shutting_down = False
+        #: Built in connect(), on the broker's event loop.
+        self.loop = asyncio.get_running_loop()
+        self.admin = ZkTopicAdmin(broker_id, zk, self.metadata_cache, self.loop)
+
+    # -- 1. before the server exists -------------------------------------------
+    @classmethod
+    async def connect(cls, config: BrokerConfig) -> ZkBroker:
+        assert config.zookeeper_connect
+        zk = KafkaZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms,
+                           config.zookeeper_connection_timeout)
+        await zk.start()
+        try:
+            stored = await asyncio.to_thread(read_stored, config.log_dirs)
+            cluster_id = await zk.create_or_get_cluster_id(new_cluster_id())
+            check_cluster_id(stored, cluster_id)
+            broker_id = resolve_broker_id(config.node_id, stored)
+            if broker_id is None:
+                if not config.broker_id_generation_enable:
+                    raise BrokerIdGenerationDisabledError(
+                        "broker.id is -1 and broker.id.generation.enable is false: set broker.id")
+                broker_id = await zk.generate_broker_sequence_id() + config.reserved_broker_max_id
+            await asyncio.to_thread(write_missing, config.log_dirs, broker_id, cluster_id)
+            topics = await zk.get_all_topics()
+            configs = await zk.get_topic_configs(topics) if topics else {}
+        except BaseException:
+            await zk.close()
+            raise
+        log.info("[KafkaServer id=%d] joined cluster %s through %s", broker_id, cluster_id, config.zookeeper_connect)
+        return cls(config, zk, cluster_id, broker_id, {t: c for t, c in configs.items() if c})
+
+    def attach(self, parts: ServerParts) -> None:
+        self._parts = parts
+        self.admin.attach(parts.dynamic_config, parts.log_manager)
+        # Topic config changes (config admin, on the append thread) go to ZooKeeper.
+        parts.admin.cluster_config_writer = self.admin.write_topic_configs_blocking
+
+    @property
+    def parts(self) -> ServerParts:
+        assert self._parts is not None, "ZkBroker.attach was not called"
+        return self._parts
+
+    # -- 3. once the listeners are bound ---------------------------------------
+    async def startup(self) -> None:
+        self.zk.on_session_expired(self._on_session_expired)
+        await self._register()
+        self.zk.watch_children("/config/changes", self._on_config_changes)
+        self.alter_partition_manager = build_alter_partition_manager(
+            self.broker_id, lambda: self.broker_epoch, self.controller_node)
+        start = getattr(self.alter_partition_manager, "start", None)
+        if start is not None:
+            start()
+        self.parts.replica_manager.set_alter_partition_manager(self.alter_partition_manager)
+        self.controller = build_controller(self.config, self.broker_id, self.zk, lambda: self.broker_epoch)
+        await self.controller.startup()
+
+    def broker_info(self) -> BrokerInfo:
+        """This broker as /brokers/ids/N shows it: every advertised listener (bound ports for port 0)."""
+        config = self.config
+        bound = self.parts.socket_server.bound
+        endpoints = []
+        for listener in config.effective_advertised_listeners:
+            host, port = listener.host, listener.port
+            if port == 0:
+                host, port = bound.get(listener.name, (host, port))
+            endpoints.append(EndPoint(host, port, listener.name, config.security_protocol_of(listener.name)))
+        return BrokerInfo(self.broker_id, endpoints, config.rack)
+
+    async def _register(self) -> None:
+        self.broker_epoch = await self.zk.register_broker(self.broker_info())
+        log.info("[KafkaServer id=%d] registered /brokers/ids/%d (broker epoch %d)",
+                 self.broker_id, self.broker_id, self.broker_epoch)
+
+    def _on_session_expired(self) -> None:
+        """The ephemeral registration went with the old session: register again in the new one."""
+        if self._shutting_down:
+            return
+        log.warning("[KafkaServer id=%d] ZooKeeper session expired; registering again", self.broker_id)
+        self._spawn(self._reregister(), "zk-reregister")
+
+    async def _reregister(self) -> None:
+        while not self._shutting_down:
+            try:
+                await self._register()
+                return
+            except NodeExistsError:
+                # The old session's znode lingers until the server expires it.
+                pass
+            except Exception as exc:  # ZooKeeper not reachable yet
+                log.warning("[KafkaServer id=%d] registration failed: %r; retrying", self.broker_id, exc)
+            await asyncio.sleep(REREGISTER_BACKOFF_S)
+
+    def controller_node(self) -> tuple[int, str, int] | None:
+        """The controller's id and inter-broker endpoint, as the metadata cache knows it."""
+        cache = self.metadata_cache
+        node = cache.controller_node(self.config.inter_broker_listener)
+        return (node.node_id, node.host, node.port) if node is not None else None
+
+    async def lookup_controller(self) -> tuple[int, str, int] | None:
+        """The controller from the cache, else straight from ZooKeeper (no UpdateMetadata yet)."""
+        known = self.controller_node()
+        if known is not None:
+            return known
+        controller_id = await self.zk.get_controller_id()
+        if controller_id is None:
+            return None
+        brokers = await self.zk.get_all_brokers()
+        info = brokers.get(controller_id)
+        endpoint = info.endpoint(self.config.inter_broker_listener) if info is not None else None
+        return (controller_id, endpoint.host, endpoint.port) if endpoint is not None else None
+
+    # -- the controller's requests ------------------------------------------------
+    def check_broker_epoch(self, broker_epoch: int) -> ErrorCode:
+        """Kafka's isBrokerEpochStale: a request meant for an earlier registration of this broker
+        (its session expired and it registered again) is refused; -1 means the sender did not say."""
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        return ErrorCode.NO_ERROR
+
+    def update_metadata(self, request: UpdateMetadataRequest, version: int) -> ErrorCode:
+        cache = self.metadata_cache
+        error = self.check_broker_epoch(request.broker_epoch)
+        if error:
+            return error
+        rm_epoch = self.parts.replica_manager.controller_epoch
+        if request.controller_epoch < max(cache.controller_epoch, rm_epoch):
+            log.info("[KafkaServer id=%d] refusing UpdateMetadata from controller %d with epoch %d: the latest "
+                     "known controller epoch is %d", self.broker_id, request.controller_id, request.controller_epoch,
+                     max(cache.controller_epoch, rm_epoch))
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.parts.replica_manager.controller_epoch = request.controller_epoch
+        deleted = cache.update_metadata(request, version)
+        gone = {topic for topic, _ in deleted if topic not in cache}
+        if gone:
+            # Committed offsets of deleted topics go too (Kafka's onPartitionsDeleted).
+            self.parts.group_coordinator.handle_deleted_topics(gone)
+        return ErrorCode.NO_ERROR
+
+    async def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        # A new topic's overrides are in ZooKeeper before its assignment: read them before its logs exist.
+        await self.ensure_topic_configs(t.topic_name for t in request.topic_states)
+        return await self.parts.replica_manager.become_leader_or_follower(request)
+
+    async def stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse:
+        return await self.parts.replica_manager.stop_replicas(request)
+
+    # -- producer ids: blocks of /latest_producer_id_block -------------------------
+    async def generate_producer_id(self) -> int:
+        async with self._pid_lock:
+            if self._pid_next > self._pid_last:
+                first, last = await self.zk.claim_producer_id_block(self.broker_id, PRODUCER_ID_BLOCK_SIZE)
+                self._pid_next, self._pid_last = first, last
+            producer_id = self._pid_next
+            self._pid_next += 1
+            return producer_id
+
+    # -- topic configs: /config/topics/T, changes announced under /config/changes ------------
+    async def ensure_topic_configs(self, topics: Iterable[str]) -> None:
+        """Read the overrides of topics this broker has not seen yet, before their logs are created
+        (a LeaderAndIsr for a new topic: its config znode was written before its assignment)."""
+        cache = self.metadata_cache
+        unknown = sorted({t for t in topics if t not in cache and not cache.configs_of(t)})
+        if not unknown:
+            return
+        fetched = await self.zk.get_topic_configs(unknown)
+        for topic in unknown:
+            await self.apply_topic_configs(topic, fetched.get(topic, {}))
+
+    async def apply_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
+        if configs == self.metadata_cache.configs_of(topic):
+            return
+        self.metadata_cache.set_topic_configs(topic, configs)
+        if self._parts is not None:
+            await self._parts.append_thread.run(self._parts.log_manager.update_topic_config, topic, configs)
+
+    def _on_config_changes(self, children: list[str]) -> None:
+        if children:
+            self._spawn(self._reload_topic_configs(), "config-changes")
+
+    async def _reload_topic_configs(self) -> None:
+        """A config changed somewhere: re-read the overrides of the topics known here (Kafka reads the
+        notification's entity; every topic's read is simpler, and changes are rare)."""
+        topics = sorted({t.name for t in self.metadata_cache} | set(self.initial_topic_configs))
+        if not topics:
+            return
+        fetched = await self.zk.get_topic_configs(topics)
+        for topic in topics:
+            await self.apply_topic_configs(topic, fetched.get(topic, {}))
+
+    # -- 4. shutdown ---------------------------------------------------------------
+    async def controlled_shutdown(self) -> None:
+        """Move this broker's leaderships away before it stops serving (Kafka's controlledShutdown)."""
+        if not self.config.controlled_shutdown_enable or self.broker_epoch < 0:
+            return
+        client = ControlledShutdownClient(self.broker_id, lambda: self.broker_epoch, self.lookup_controller,
+                                          self.config)
+        await client.run()
+
+    async def shutdown(self) -> None:
+        self._shutting_down = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.controller is not None:
+            await self.controller.shutdown()
+        stop = getattr(self.alter_partition_manager, "shutdown", None)
+        if stop is not None:
+            result = stop()
+            if asyncio.iscoroutine(result):
+                await result
+        await self.zk.close()  # the ephemeral /brokers/ids/N goes with the session
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("[KafkaServer id=%d] %s failed", self.broker_id, task.get_name(), exc_info=task.exception())

@@ -1,0 +1,29 @@
+"""UpdateMetadata (6): the controller's view of the cluster, pushed to every broker.
+
+Only a broker in a cluster serves it (a lone broker does not advertise it). The
+metadata cache takes the live brokers, the controller and the partition states
+(``broker.metadata_cache``); a request from a deposed controller answers
+STALE_CONTROLLER_EPOCH, one meant for an earlier registration of this broker
+STALE_BROKER_EPOCH, and neither changes anything.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
+
+if TYPE_CHECKING:
+    from broker.broker_services import BrokerServices
+    from broker.socket_server import RequestContext
+
+API_KEY = 6
+MIN_VERSION = 0
+MAX_VERSION = 8
+#: Served only with zookeeper.connect: the controller's request to brokers.
+CLUSTER_ONLY = True
+
+
+def handle(ctx: RequestContext, broker: BrokerServices, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
+    assert broker.cluster is not None  # KafkaApis routes CLUSTER_ONLY APIs to cluster members only
+    return UpdateMetadataResponse(error_code=broker.cluster.update_metadata(request, ctx.api_version))
