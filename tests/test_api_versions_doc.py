@@ -22,6 +22,7 @@ from protocol.messages import API_INDEX  # noqa: E402
 
 DOC = ROOT / "docs" / "api_versions.md"
 BEGIN, END = "<!-- table: begin -->", "<!-- table: end -->"
+CLUSTER_BEGIN, CLUSTER_END = "<!-- cluster table: begin -->", "<!-- cluster table: end -->"
 
 _SWEEP = "tests/integration/test_version_sweep.py"
 _GROUPS = "tests/integration/test_groups_versions.py"
@@ -80,6 +81,18 @@ TESTS: dict[int, list[str]] = {
 }
 
 
+_CLUSTER = "tests/cluster/test_cluster_handlers.py"
+#: The inter-broker APIs a broker serves only in a cluster (zookeeper.connect), and their tests.
+CLUSTER_TESTS: dict[int, list[str]] = {
+    4: [f"{_CLUSTER}::test_leader_and_isr_versions"],
+    5: [f"{_CLUSTER}::test_stop_replica_versions"],
+    6: [f"{_CLUSTER}::test_update_metadata_versions"],
+    7: [f"{_CLUSTER}::test_controlled_shutdown_versions"],
+    43: [f"{_CLUSTER}::test_elect_leaders_versions"],
+    56: [f"{_CLUSTER}::test_alter_partition_versions"],
+}
+
+
 def _range(low: int, high: int) -> str:
     return f"v{low}" if low == high else f"v{low}–v{high}"
 
@@ -99,6 +112,29 @@ def expected_rows() -> list[str]:
     return rows
 
 
+def cluster_rows() -> list[str]:
+    files = schema_files()
+    alone = {key for key, _, _ in advertised_versions()}
+    rows = []
+    for key, low, high in advertised_versions(cluster=True):
+        if key in alone:
+            continue
+        name = API_INDEX[key][1]
+        legacy = KAFKA_3_9_API_VERSIONS.get(key)
+        if legacy is None:  # Kafka 4 dropped the schema; ours is Kafka 3.9's
+            spec = load_json(files[f"{name}Request"])["validVersions"]
+            low_39, _, high_39 = spec.partition("-")
+            legacy = (int(low_39), int(high_39 or low_39))
+        tests = ", ".join(f"`{t.removeprefix('tests/')}`" for t in CLUSTER_TESTS[key])
+        rows.append(f"| {name} | {key} | {_range(*legacy)} | {_range(low, high)} | {tests} |")
+    return rows
+
+
+def render_cluster_table() -> str:
+    head = ["| API | key | Kafka 3.9 | pafka | tests sending every pafka version |", "|---|---|---|---|---|"]
+    return "\n".join(head + cluster_rows())
+
+
 def render_table() -> str:
     head = ["| API | key | Kafka 3.9 | Kafka 4.x | pafka | tests sending every pafka version |",
             "|---|---|---|---|---|---|"]
@@ -111,10 +147,23 @@ def test_the_table_matches_the_code() -> None:
     assert table == render_table(), "docs/api_versions.md is stale: run tests/test_api_versions_doc.py and paste"
 
 
+def test_the_cluster_table_matches_the_code() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    table = text.split(CLUSTER_BEGIN, 1)[1].split(CLUSTER_END, 1)[0].strip()
+    assert table == render_cluster_table(), "docs/api_versions.md is stale: run tests/test_api_versions_doc.py"
+
+
+def test_a_lone_broker_advertises_no_inter_broker_api() -> None:
+    alone = {key for key, _, _ in advertised_versions()}
+    assert not alone & set(CLUSTER_TESTS)
+    assert set(CLUSTER_TESTS) <= {key for key, _, _ in advertised_versions(cluster=True)}
+
+
 def test_every_advertised_api_names_tests_that_exist() -> None:
-    for key, _, _ in advertised_versions():
-        assert TESTS.get(key), f"API {key} names no test"
-        for ref in TESTS[key]:
+    for key, _, _ in advertised_versions(cluster=True):
+        refs = TESTS.get(key) or CLUSTER_TESTS.get(key)
+        assert refs, f"API {key} names no test"
+        for ref in refs:
             path, _, name = ref.partition("::")
             source = (ROOT / path).read_text(encoding="utf-8")
             assert not name or re.search(rf"^def {name}\(", source, re.MULTILINE), ref
@@ -122,3 +171,5 @@ def test_every_advertised_api_names_tests_that_exist() -> None:
 
 if __name__ == "__main__":
     print(render_table())
+    print()
+    print(render_cluster_table())

@@ -157,7 +157,7 @@ class ZkBroker:
     async def startup(self) -> None:
         self.zk.on_session_expired(self._on_session_expired)
         await self._register()
-        self.zk.watch_children("/config/changes", self._on_config_changes)
+        await self.zk.watch_children("/config/changes", self._on_config_changes)
         self.alter_partition_manager = build_alter_partition_manager(
             self.broker_id, lambda: self.broker_epoch, self.controller_node)
         start = getattr(self.alter_partition_manager, "start", None)

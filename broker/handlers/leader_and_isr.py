@@ -1,6 +1,6 @@
 """LeaderAndIsr (4): the controller tells a broker which replicas it leads and follows.
 
-Only a broker in a cluster serves it. Requests below v5 list partition states
+Only a broker in a cluster serves it. Requests below v2 list partition states
 ungrouped (each naming its topic); they are grouped by topic here, so the
 replica manager sees one shape. Its answer comes back in the shape of the
 request's version: per-partition errors below v5, per topic (by id) from v5.
@@ -30,13 +30,15 @@ API_KEY = 4
 MIN_VERSION = 0
 MAX_VERSION = 7
 CLUSTER_ONLY = True
-#: The first version grouping partition states (and errors) by topic.
-GROUPED_VERSION = 5
+#: The first version grouping the request's partition states by topic.
+GROUPED_VERSION = 2
+#: The first version grouping the response's errors by topic id.
+GROUPED_ERRORS_VERSION = 5
 ZERO_UUID = uuid.UUID(int=0)
 
 
 def normalize(request: LeaderAndIsrRequest, version: int) -> LeaderAndIsrRequest:
-    """Group a pre-v5 request's partition states by topic (topic ids stay zero)."""
+    """Group a pre-v2 request's partition states by topic (topic ids stay zero before v5)."""
     if version >= GROUPED_VERSION:
         return request
     by_topic: dict[str, LeaderAndIsrTopicState] = {}
@@ -54,12 +56,12 @@ def shape_response(request: LeaderAndIsrRequest, response: LeaderAndIsrResponse,
     """Per-partition errors below v5, per topic id from v5, whichever form the replica manager filled."""
     names = {t.topic_id: t.topic_name for t in request.topic_states}
     ids = {t.topic_name: t.topic_id for t in request.topic_states}
-    if version < GROUPED_VERSION and not response.partition_errors and response.topics:
+    if version < GROUPED_ERRORS_VERSION and not response.partition_errors and response.topics:
         response.partition_errors = [
             LeaderAndIsrPartitionError(topic_name=p.topic_name or names.get(t.topic_id, ""),
                                        partition_index=p.partition_index, error_code=p.error_code)
             for t in response.topics for p in t.partition_errors]
-    elif version >= GROUPED_VERSION and not response.topics and response.partition_errors:
+    elif version >= GROUPED_ERRORS_VERSION and not response.topics and response.partition_errors:
         grouped: dict[str, LeaderAndIsrTopicError] = {}
         for p in response.partition_errors:
             topic = grouped.get(p.topic_name)

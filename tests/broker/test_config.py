@@ -1,5 +1,6 @@
 """Broker configuration: Kafka's names and defaults, and the file < env < override layering."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -105,18 +106,18 @@ def test_inter_broker_listener_resolution_and_kafkas_checks() -> None:
     assert by_name.security_protocol_of("REPLICATION") == "SSL"
     by_protocol = load_broker_config(overrides=[*two, "security.inter.broker.protocol=SSL"], environ={})
     assert by_protocol.inter_broker_listener == "REPLICATION"
-    with pytest.raises(ValidationError, match="Only one of inter.broker.listener.name and "
-                                              "security.inter.broker.protocol should be set"):
+    with pytest.raises(ValidationError, match=re.escape("Only one of inter.broker.listener.name and "
+                                                        "security.inter.broker.protocol should be set")):
         load_broker_config(overrides=["inter.broker.listener.name=PLAINTEXT",
                                       "security.inter.broker.protocol=PLAINTEXT"], environ={})
-    with pytest.raises(ValidationError, match="security.inter.broker.protocol|must be one of"):
+    with pytest.raises(ValidationError, match=r"must be one of"):
         load_broker_config(overrides=["security.inter.broker.protocol=TLS"], environ={})
-    with pytest.raises(ValidationError, match="inter.broker.listener.name must be a listener name defined in "
-                                              "advertised.listeners"):
+    with pytest.raises(ValidationError, match=re.escape("inter.broker.listener.name must be a listener name "
+                                                        "defined in advertised.listeners")):
         load_broker_config(overrides=["zookeeper.connect=127.0.0.1:2181", "inter.broker.listener.name=NOPE"],
                            environ={})
-    with pytest.raises(ValidationError, match="broker.id must be greater than or equal to -1 and not greater "
-                                              "than reserved.broker.max.id"):
+    with pytest.raises(ValidationError, match=re.escape("broker.id must be greater than or equal to -1 and not "
+                                                        "greater than reserved.broker.max.id")):
         load_broker_config(overrides=["zookeeper.connect=127.0.0.1:2181", "broker.id=1001"], environ={})
     # The embedded broker keeps accepting any id, as before.
     assert load_broker_config(overrides=["broker.id=5000"], environ={}).node_id == 5000

@@ -22,7 +22,7 @@ from protocol.messages.update_metadata import (
 )
 
 TOPIC_ID = uuid.UUID("8f1e2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b")
-VERSIONS = range(0, 9)
+VERSIONS = range(9)
 
 
 def _broker(broker_id: int, rack: str | None = None) -> UpdateMetadataBroker:

@@ -1,0 +1,324 @@
+"""Three real brokers against one real ZooKeeper: registration, one controller, one view.
+
+Every broker answers for the whole cluster: Metadata and DescribeCluster name
+the same live brokers, controller and partition leaders on each of them;
+topics created, deleted and reconfigured through any broker reach all; a
+broker that does not lead a partition answers NOT_LEADER_OR_FOLLOWER;
+confluent-kafka produces to and consumes from a 12-partition RF 3 topic spread
+over the three; meta.properties keeps a broker off another cluster's data; a
+generated broker id comes from /brokers/seqid; a SIGTERMed broker hands its
+leaderships over before it exits; a broker whose session expired registers
+again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from kazoo.client import KazooClient
+from testing.zookeeper import ZooKeeperProcess
+
+from client.connection import BrokerConnection
+from protocol.errors import ErrorCode
+from protocol.messages.api_versions import ApiVersionsRequest
+from protocol.messages.create_topics import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+from protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResponse
+from protocol.messages.incremental_alter_configs import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from protocol.messages.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopic,
+)
+from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from testing.broker_process import BrokerProcess
+from tests.integration.clients import ConfluentDriver
+from tests.integration.records import Produced
+
+pytestmark = pytest.mark.slow
+
+HOSTS = {1: "127.0.0.1", 2: "127.0.0.2", 3: "127.0.0.3"}
+SESSION_TIMEOUT_MS = 6000
+T = TypeVar("T")
+
+#: Settings every broker of these tests shares: small internal topics, quick controlled shutdown.
+COMMON = ["zookeeper.session.timeout.ms=6000", "controlled.shutdown.retry.backoff.ms=500",
+          "offsets.topic.num.partitions=6", "transaction.state.log.num.partitions=6"]
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout_s: float = 30.0, interval_s: float = 0.2) -> T:
+    """Poll until ``check`` returns something truthy (bounded in time)."""
+    deadline = time.monotonic() + timeout_s
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def request(broker: BrokerProcess, body: Any, version: int | None = None) -> Any:
+    with BrokerConnection(broker.host, broker.port) as conn:
+        return conn.request(body, version=version, timeout=30)
+
+
+def metadata(broker: BrokerProcess, topics: list[str] | None = None, auto_create: bool = False) -> MetadataResponse:
+    wanted = None if topics is None else [MetadataRequestTopic(name=t) for t in topics]
+    response = request(broker, MetadataRequest(topics=wanted, allow_auto_topic_creation=auto_create), version=12)
+    assert isinstance(response, MetadataResponse)
+    return response
+
+
+def leaders(response: MetadataResponse, topic: str) -> dict[int, tuple[int, int, tuple[int, ...], tuple[int, ...]]]:
+    """partition -> (leader, leader epoch, replicas, isr) as one broker answers."""
+    for t in response.topics:
+        if t.name == topic and t.error_code == ErrorCode.NO_ERROR:
+            return {p.partition_index: (p.leader_id, p.leader_epoch, tuple(p.replica_nodes), tuple(p.isr_nodes))
+                    for p in t.partitions}
+    return {}
+
+
+def agreed_leaders(brokers: list[BrokerProcess], topic: str, partitions: int, isr: int
+                   ) -> dict[int, tuple[int, int, tuple[int, ...], tuple[int, ...]]] | None:
+    """The topic's leadership when every broker answers the same, each partition led and in full ISR."""
+    views = [leaders(metadata(b, [topic]), topic) for b in brokers]
+    first = views[0]
+    if len(first) != partitions or any(v != first for v in views):
+        return None
+    if any(leader < 0 or len(in_sync) < isr for leader, _, _, in_sync in first.values()):
+        return None
+    return first
+
+
+def create_topic(broker: BrokerProcess, topic: str, partitions: int, rf: int,
+                 configs: dict[str, str] | None = None) -> CreateTopicsResponse:
+    body = CreateTopicsRequest(timeout_ms=30000, topics=[CreatableTopic(
+        name=topic, num_partitions=partitions, replication_factor=rf,
+        configs=[CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])])
+    response = request(broker, body, version=7)
+    assert isinstance(response, CreateTopicsResponse)
+    return response
+
+
+class Cluster:
+    def __init__(self, zookeeper: ZooKeeperProcess, chroot: str) -> None:
+        self.zookeeper = zookeeper
+        self.chroot = chroot
+        self.connect = zookeeper.chroot(chroot)
+        self.brokers: dict[int, BrokerProcess] = {
+            i: BrokerProcess(f"zookeeper.connect={self.connect}", f"broker.id={i}", f"broker.rack=r{i % 2}", *COMMON,
+                             host=host)
+            for i, host in HOSTS.items()}
+
+    @property
+    def all(self) -> list[BrokerProcess]:
+        return list(self.brokers.values())
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.all)
+
+    def start(self) -> None:
+        for broker in self.all:
+            broker.start()
+        wait_for("every broker to see all three", lambda: all(
+            len(metadata(b).brokers) == 3 and metadata(b).controller_id >= 0 for b in self.all))
+
+    def cleanup(self) -> None:
+        for broker in self.all:
+            broker.cleanup()
+
+    def kazoo(self) -> KazooClient:
+        client = KazooClient(hosts=self.connect, timeout=10)
+        client.start(timeout=10)
+        return client
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: ZooKeeperProcess) -> Iterator[Cluster]:
+    cluster = Cluster(zookeeper, f"brk-{uuid.uuid4().hex[:8]}")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.cleanup()
+
+
+def test_three_brokers_register_and_every_one_names_the_same_controller(cluster: Cluster) -> None:
+    zk = cluster.kazoo()
+    try:
+        assert sorted(zk.get_children("/brokers/ids"), key=int) == ["1", "2", "3"]
+        for broker_id, broker in cluster.brokers.items():
+            data, stat = zk.get(f"/brokers/ids/{broker_id}")
+            info = json.loads(data)
+            assert stat.ephemeralOwner != 0
+            assert info["host"] == broker.host and info["port"] == broker.port
+            assert info["endpoints"] == [f"PLAINTEXT://{broker.host}:{broker.port}"]
+            assert info["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}
+            assert info["rack"] == f"r{broker_id % 2}"
+        controller = json.loads(zk.get("/controller")[0])["brokerid"]
+        cluster_id = json.loads(zk.get("/cluster/id")[0])["id"]
+    finally:
+        zk.stop()
+        zk.close()
+    assert controller in cluster.brokers
+    for broker_id, broker in cluster.brokers.items():
+        response = metadata(broker)
+        assert response.controller_id == controller and response.cluster_id == cluster_id
+        assert sorted((b.node_id, b.host, b.port, b.rack) for b in response.brokers) == [
+            (i, b.host, b.port, f"r{i % 2}") for i, b in cluster.brokers.items()]
+        described = request(broker, DescribeClusterRequest(), version=1)
+        assert isinstance(described, DescribeClusterResponse)
+        assert described.controller_id == controller and described.cluster_id == cluster_id
+        assert len(described.brokers) == 3
+        meta = (broker.data_dir / "meta.properties").read_text()
+        assert f"cluster.id={cluster_id}" in meta and f"broker.id={broker_id}" in meta
+        keys = {k.api_key for k in request(broker, ApiVersionsRequest(), version=3).api_keys}
+        assert {4, 5, 6, 7, 43, 56} <= keys  # the inter-broker APIs, served in a cluster only
+
+
+def test_a_rf3_topic_has_the_same_leaders_everywhere_and_round_trips(cluster: Cluster) -> None:
+    topic = "orders-rf3"
+    created = create_topic(cluster.brokers[2], topic, 12, 3)
+    assert created.topics[0].error_code == ErrorCode.NO_ERROR, created.topics[0].error_message
+    assert created.topics[0].topic_id != uuid.UUID(int=0)
+    leadership = wait_for("all brokers to agree on the leaders", lambda: agreed_leaders(cluster.all, topic, 12, 3))
+    assert {leader for leader, _, _, _ in leadership.values()} == {1, 2, 3}  # spread over the brokers
+    for leader, _, replicas, _ in leadership.values():
+        assert sorted(replicas) == [1, 2, 3] and leader == replicas[0]
+
+    driver = ConfluentDriver()
+    now = int(time.time() * 1000)
+    records = [Produced(seq=i, key=f"k{i}".encode(), value=f"v{i}".encode(), headers=(), timestamp_ms=now)
+               for i in range(6000)]
+    driver.produce(cluster.bootstrap, topic, "none", records)
+    consumed = driver.consume(cluster.bootstrap, topic, 12, len(records))
+    assert sorted((c.key, c.value) for c in consumed) == sorted((r.key, r.value) for r in records)
+    assert len({(c.partition, c.offset) for c in consumed}) == len(records)  # each record once
+
+
+def test_a_partition_led_elsewhere_answers_not_leader(cluster: Cluster) -> None:
+    topic = "led-elsewhere"
+    assert create_topic(cluster.brokers[1], topic, 3, 2).topics[0].error_code == ErrorCode.NO_ERROR
+    leadership = wait_for("leaders", lambda: agreed_leaders(cluster.all, topic, 3, 2))
+    for partition, (leader, _, replicas, _) in leadership.items():
+        outsider = next(i for i in cluster.brokers if i not in replicas)
+        for broker_id in (outsider, next(r for r in replicas if r != leader)):
+            response = request(cluster.brokers[broker_id], ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsTopic(
+                name=topic, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=-1)])]), version=7)
+            assert isinstance(response, ListOffsetsResponse)
+            assert response.topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER, broker_id
+        led = request(cluster.brokers[leader], ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsTopic(
+            name=topic, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=-1)])]), version=7)
+        assert led.topics[0].partitions[0].error_code == ErrorCode.NO_ERROR
+
+
+def test_auto_creation_delete_and_configs_work_through_any_broker(cluster: Cluster) -> None:
+    first = metadata(cluster.brokers[3], ["auto-made"], auto_create=True)
+    assert first.topics[0].error_code in (ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NO_ERROR)
+    wait_for("the auto-created topic everywhere", lambda: agreed_leaders(cluster.all, "auto-made", 1, 1))
+
+    altered = request(cluster.brokers[2], IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
+        resource_type=2, resource_name="auto-made", configs=[AlterableConfig(name="retention.ms", config_operation=0,
+                                                                           value="123456")])]), version=1)
+    assert isinstance(altered, IncrementalAlterConfigsResponse) and altered.responses[0].error_code == 0
+
+    def retention_on(broker: BrokerProcess) -> str | None:
+        described = request(broker, DescribeConfigsRequest(resources=[DescribeConfigsResource(
+            resource_type=2, resource_name="auto-made", configuration_keys=["retention.ms"])]), version=4)
+        assert isinstance(described, DescribeConfigsResponse)
+        return described.results[0].configs[0].value if described.results[0].configs else None
+
+    wait_for("the config on every broker", lambda: all(retention_on(b) == "123456" for b in cluster.all))
+
+    deleted = request(cluster.brokers[1], DeleteTopicsRequest(topic_names=["auto-made"], timeout_ms=30000), version=5)
+    assert isinstance(deleted, DeleteTopicsResponse)
+    assert deleted.responses[0].error_code == ErrorCode.NO_ERROR
+    wait_for("the topic gone everywhere", lambda: all(
+        metadata(b, ["auto-made"]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for b in cluster.all))
+
+
+def test_a_broker_refuses_another_clusters_data_and_generates_ids(cluster: Cluster, tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "meta.properties").write_text("version=0\nbroker.id=7\ncluster.id=someOtherCluster\n")
+    stray = BrokerProcess(f"zookeeper.connect={cluster.connect}", "broker.id=7", *COMMON, data_dir=foreign,
+                          host="127.0.0.4", start_timeout_s=15)
+    try:
+        with pytest.raises(RuntimeError, match="doesn't match stored clusterId Some\\(someOtherCluster\\)"):
+            stray.start()
+    finally:
+        stray.cleanup()
+
+    generated = BrokerProcess(f"zookeeper.connect={cluster.connect}", *COMMON, host="127.0.0.4")
+    try:
+        generated.start()
+        zk = cluster.kazoo()
+        try:
+            ids = wait_for("the generated id", lambda: [i for i in zk.get_children("/brokers/ids") if int(i) > 1000])
+        finally:
+            zk.stop()
+            zk.close()
+        assert ids == ["1001"] or int(ids[0]) > 1000
+        assert f"broker.id={ids[0]}" in (generated.data_dir / "meta.properties").read_text()
+        generated.restart()  # keeps the id its log dirs carry
+        assert f"broker.id={ids[0]}" in (generated.data_dir / "meta.properties").read_text()
+        wait_for("the restarted broker in Metadata", lambda: int(ids[0]) in {b.node_id for b in metadata(
+            cluster.brokers[1]).brokers})
+    finally:
+        generated.cleanup()
+
+
+def test_a_broker_registers_again_after_its_session_expired(cluster: Cluster) -> None:
+    broker = cluster.brokers[3]
+    zk = cluster.kazoo()
+    try:
+        before = zk.exists("/brokers/ids/3")
+        assert before is not None and broker.pid is not None
+        os.kill(broker.pid, signal.SIGSTOP)
+        try:
+            wait_for("the session to expire", lambda: zk.exists("/brokers/ids/3") is None,
+                     timeout_s=SESSION_TIMEOUT_MS / 1000 + 10)
+        finally:
+            os.kill(broker.pid, signal.SIGCONT)
+        after = wait_for("the new registration", lambda: zk.exists("/brokers/ids/3"), timeout_s=20)
+        assert after.czxid > before.czxid  # a new broker epoch
+    finally:
+        zk.stop()
+        zk.close()
+    wait_for("every broker to see all three again", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.all))
+
+
+def test_sigterm_moves_leaderships_away_before_exit(cluster: Cluster) -> None:
+    topic = "handover"
+    assert create_topic(cluster.brokers[1], topic, 6, 3).topics[0].error_code == ErrorCode.NO_ERROR
+    wait_for("leaders", lambda: agreed_leaders(cluster.all, topic, 6, 3))
+    stopping = cluster.brokers[2]
+    assert stopping.terminate() == 0
+    assert "controlled shutdown succeeded" in stopping.log_text()
+    others = [cluster.brokers[1], cluster.brokers[3]]
+    shown = wait_for("the others to agree", lambda: agreed_leaders(others, topic, 6, 2))
+    assert all(leader in (1, 3) for leader, _, _, _ in shown.values())
+    stopping.start()
+    wait_for("all three back", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.all))
