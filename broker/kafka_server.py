@@ -185,6 +185,8 @@ class KafkaServer:
         # Parked long polls (and acks=all produces) are answered now with what they
         # have, so draining waits only for real work, not for fetch.wait.max.ms.
         self.replica_manager.shutdown()
+        if self.cluster is not None:
+            await self.cluster.shutdown_replication()  # fetchers stop before the logs close
         await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
         for task in self._tasks:
             task.cancel()

@@ -52,20 +52,14 @@ OK = AdminResult(ErrorCode.NO_ERROR)
 
 
 def _error_of(exc: Exception) -> AdminResult:
-    """Kafka's error code for what the ZooKeeper admin client raised."""
-    if isinstance(exc, AdminError):
-        return AdminResult(exc.error_code, exc.message)
-    kind = type(exc).__name__
-    codes = {"TopicExistsError": ErrorCode.TOPIC_ALREADY_EXISTS,
-             "InvalidReplicationFactorError": ErrorCode.INVALID_REPLICATION_FACTOR,
-             "InvalidPartitionsError": ErrorCode.INVALID_PARTITIONS,
-             "InvalidReplicaAssignmentError": ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-             "BrokerNotAvailableError": ErrorCode.BROKER_NOT_AVAILABLE}
-    code = codes.get(kind)
+    """Kafka's error code for what the ZooKeeper admin client raised (its errors carry one)."""
+    code = getattr(exc, "error_code", None)
     if code is None:
+        if type(exc).__name__ in ("TopicExistsError", "NodeExistsError"):
+            return AdminResult(ErrorCode.TOPIC_ALREADY_EXISTS, str(exc) or None)
         log.error("topic administration failed", exc_info=exc)
-        return AdminResult(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc) or kind)
-    return AdminResult(code, str(exc) or None)
+        return AdminResult(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc) or type(exc).__name__)
+    return AdminResult(ErrorCode(code), getattr(exc, "message", None) or str(exc) or None)
 
 
 class ZkTopicAdmin:
@@ -105,13 +99,16 @@ class ZkTopicAdmin:
         return plan_topic_creation(self.dynamic_config, name, num_partitions, replication_factor,
                                    configs, assignments, name in self.cache, self.live_brokers())
 
-    async def create_topic(self, plan: TopicCreation) -> AdminResult:
-        """Write the topic to ZooKeeper (config znode, then assignment); the controller does the rest."""
+    async def create_topic(self, plan: TopicCreation, validate_only: bool = False) -> AdminResult:
+        """Write the topic to ZooKeeper (config znode, then assignment); the controller does the rest.
+        ``validate_only``: the admin client's checks against ZooKeeper, nothing written."""
         try:
             await self.client.create_topic(plan.name, plan.num_partitions, plan.replication_factor, plan.configs,
-                                           plan.assignments)
+                                           plan.assignments, validate_only=validate_only)
         except Exception as exc:
             return _error_of(exc)
+        if validate_only:
+            return OK
         log.info("[KafkaServer id=%d] created topic %s (%d partition(s), RF %d) in ZooKeeper",
                  self.broker_id, plan.name, plan.num_partitions, plan.replication_factor)
         return OK
@@ -189,7 +186,6 @@ class ZkTopicAdmin:
                                                              f"partition(s); {total} would not be an increase.")
         if total == current:
             return AdminResult(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
-        manual = None
         if assignments is not None:
             if len(assignments) != total - current:
                 return AdminResult(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
@@ -205,9 +201,8 @@ class ZkTopicAdmin:
                 if len(set(replicas)) != len(replicas):
                     return AdminResult(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
                                        "The manual partition assignment includes the broker more than once.")
-            manual = {current + i: list(r) for i, r in enumerate(assignments)}
         try:
-            await self.client.add_partitions(name, total, manual, validate_only)
+            await self.client.add_partitions(name, total, assignments, validate_only=validate_only)
         except Exception as exc:
             return _error_of(exc)
         return OK

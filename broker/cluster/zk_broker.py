@@ -33,15 +33,17 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError
-from controller.zk.zk_data import BrokerInfo, EndPoint
 
 from broker.cluster.components import (
+    AlterPartitionSender,
     Controller,
+    ReplicaStateChanges,
     build_alter_partition_manager,
     build_controller,
+    replication_config,
 )
 from broker.cluster.controlled_shutdown import ControlledShutdownClient
 from broker.cluster.meta_properties_check import check_cluster_id, read_stored, resolve_broker_id, write_missing
@@ -49,6 +51,7 @@ from broker.cluster.zk_admin import ZkTopicAdmin
 from broker.config.broker_config import BrokerConfig
 from broker.metadata_cache import ZkMetadataCache
 from broker.metadata_store import new_cluster_id
+from controller.zk.zk_data import BrokerInfo, EndPoint
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
 from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
@@ -105,7 +108,7 @@ class ZkBroker:
         #: The czxid of /brokers/ids/N: -1 until registered.
         self.broker_epoch = -1
         self.controller: Controller | None = None
-        self.alter_partition_manager: Any = None
+        self.alter_partition_manager: AlterPartitionSender | None = None
         self._parts: ServerParts | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._pid_lock = asyncio.Lock()
@@ -144,6 +147,7 @@ class ZkBroker:
 
     def attach(self, parts: ServerParts) -> None:
         self._parts = parts
+        self.replica_states.replication_config = replication_config(self.config)
         self.admin.attach(parts.dynamic_config, parts.log_manager)
         # Topic config changes (config admin, on the append thread) go to ZooKeeper.
         parts.admin.cluster_config_writer = self.admin.write_topic_configs_blocking
@@ -153,17 +157,21 @@ class ZkBroker:
         assert self._parts is not None, "ZkBroker.attach was not called"
         return self._parts
 
+    @property
+    def replica_states(self) -> ReplicaStateChanges:
+        """The replica manager's cluster-mode calls (replication.replica_state_changes)."""
+        return cast(ReplicaStateChanges, self.parts.replica_manager)
+
     # -- 3. once the listeners are bound ---------------------------------------
     async def startup(self) -> None:
         self.zk.on_session_expired(self._on_session_expired)
         await self._register()
         await self.zk.watch_children("/config/changes", self._on_config_changes)
         self.alter_partition_manager = build_alter_partition_manager(
-            self.broker_id, lambda: self.broker_epoch, self.controller_node)
-        start = getattr(self.alter_partition_manager, "start", None)
-        if start is not None:
-            start()
-        self.parts.replica_manager.set_alter_partition_manager(self.alter_partition_manager)
+            self.config, self.broker_id, lambda: self.broker_epoch, self.controller_node)
+        states = self.replica_states
+        states.set_alter_partition_manager(self.alter_partition_manager)
+        states.start_replication()  # ISR expiration, and the fetchers followers need
         self.controller = build_controller(self.config, self.broker_id, self.zk, lambda: self.broker_epoch)
         await self.controller.startup()
 
@@ -235,13 +243,13 @@ class ZkBroker:
         error = self.check_broker_epoch(request.broker_epoch)
         if error:
             return error
-        rm_epoch = self.parts.replica_manager.controller_epoch
+        rm_epoch = self.replica_states.controller_epoch
         if request.controller_epoch < max(cache.controller_epoch, rm_epoch):
             log.info("[KafkaServer id=%d] refusing UpdateMetadata from controller %d with epoch %d: the latest "
                      "known controller epoch is %d", self.broker_id, request.controller_id, request.controller_epoch,
                      max(cache.controller_epoch, rm_epoch))
             return ErrorCode.STALE_CONTROLLER_EPOCH
-        self.parts.replica_manager.controller_epoch = request.controller_epoch
+        self.replica_states.controller_epoch = request.controller_epoch
         deleted = cache.update_metadata(request, version)
         gone = {topic for topic, _ in deleted if topic not in cache}
         if gone:
@@ -252,10 +260,10 @@ class ZkBroker:
     async def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
         # A new topic's overrides are in ZooKeeper before its assignment: read them before its logs exist.
         await self.ensure_topic_configs(t.topic_name for t in request.topic_states)
-        return await self.parts.replica_manager.become_leader_or_follower(request)
+        return await self.replica_states.become_leader_or_follower(request)
 
     async def stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse:
-        return await self.parts.replica_manager.stop_replicas(request)
+        return await self.replica_states.stop_replicas(request)
 
     # -- producer ids: blocks of /latest_producer_id_block -------------------------
     async def generate_producer_id(self) -> int:
@@ -309,18 +317,21 @@ class ZkBroker:
                                           self.config)
         await client.run()
 
+    async def shutdown_replication(self) -> None:
+        """Stop following (fetchers, ISR expiration) before the logs close."""
+        if self._parts is not None:
+            await self.replica_states.shutdown_replication()
+        if self.alter_partition_manager is not None:
+            await self.alter_partition_manager.shutdown()
+
     async def shutdown(self) -> None:
+        """After the server's shutdown: the controller resigns, the session (and registration) ends."""
         self._shutting_down = True
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.controller is not None:
             await self.controller.shutdown()
-        stop = getattr(self.alter_partition_manager, "shutdown", None)
-        if stop is not None:
-            result = stop()
-            if asyncio.iscoroutine(result):
-                await result
         await self.zk.close()  # the ephemeral /brokers/ids/N goes with the session
 
     def _spawn(self, coro: Any, name: str) -> None:

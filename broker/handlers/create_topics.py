@@ -96,11 +96,11 @@ async def _create_in_cluster(broker: BrokerServices, request: CreateTopicsReques
         except AdminError as exc:
             result.error_code, result.error_message = exc.error_code, exc.message
             continue
+        outcome = await admin.create_topic(plan, request.validate_only)
+        if outcome.error_code != ErrorCode.NO_ERROR:
+            result.error_code, result.error_message = outcome.error_code, outcome.message
+            continue
         if not request.validate_only:
-            outcome = await admin.create_topic(plan)
-            if outcome.error_code != ErrorCode.NO_ERROR:
-                result.error_code, result.error_message = outcome.error_code, outcome.message
-                continue
             created.append((result, plan.num_partitions))
             result.configs = _config_entries(broker, plan.configs)
         result.num_partitions, result.replication_factor = plan.num_partitions, plan.replication_factor
