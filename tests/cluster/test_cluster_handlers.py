@@ -158,7 +158,8 @@ def test_update_metadata_versions(member: Member, version: int) -> None:
     topic = f"um-v{version}"
     response = send(member.broker, _update_metadata(member, version, topic), version)
     assert isinstance(response, UpdateMetadataResponse) and response.error_code == ErrorCode.NO_ERROR
-    shown = send(member.broker, MetadataRequest(topics=[MetadataRequestTopic(name=topic)]), 12)
+    shown = send(member.broker, MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
+                                                allow_auto_topic_creation=False), 12)
     assert isinstance(shown, MetadataResponse)
     assert shown.controller_id == CONTROLLER_ID
     assert sorted((b.node_id, b.host, b.port) for b in shown.brokers) == [
@@ -176,7 +177,8 @@ def test_update_metadata_versions(member: Member, version: int) -> None:
         old = send(member.broker, _update_metadata(member, version, "old-" + topic,
                                                    broker_epoch=member.broker_epoch - 1), version)
         assert old.error_code == ErrorCode.STALE_BROKER_EPOCH
-    gone = send(member.broker, MetadataRequest(topics=[MetadataRequestTopic(name="stale-" + topic)]), 12)
+    gone = send(member.broker, MetadataRequest(topics=[MetadataRequestTopic(name="stale-" + topic)],
+                                               allow_auto_topic_creation=False), 12)
     assert gone.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
