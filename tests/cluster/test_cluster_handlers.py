@@ -111,7 +111,10 @@ def member(zookeeper: ZooKeeperProcess) -> Iterator[Member]:
 
 def send(broker: BrokerProcess, body: Any, version: int) -> Any:
     with BrokerConnection(broker.host, broker.port) as conn:
-        return conn.request(body, version=version, timeout=30)
+        try:
+            return conn.request(body, version=version, timeout=30)
+        except KafkaConnectionError as exc:
+            raise AssertionError(f"{exc}; the broker's log ends:\n{broker.log_text()[-3000:]}") from exc
 
 
 def latest_offset_error(broker: BrokerProcess, topic: str, partition: int = 0) -> int:
