@@ -53,15 +53,19 @@ def normalize(request: LeaderAndIsrRequest, version: int) -> LeaderAndIsrRequest
 
 
 def shape_response(request: LeaderAndIsrRequest, response: LeaderAndIsrResponse, version: int) -> LeaderAndIsrResponse:
-    """Per-partition errors below v5, per topic id from v5, whichever form the replica manager filled."""
+    """Per-partition errors below v5, per topic id from v5, whichever form the replica manager
+    filled (the other form is cleared: the codec refuses a field its version lacks)."""
     names = {t.topic_id: t.topic_name for t in request.topic_states}
     ids = {t.topic_name: t.topic_id for t in request.topic_states}
-    if version < GROUPED_ERRORS_VERSION and not response.partition_errors and response.topics:
-        response.partition_errors = [
-            LeaderAndIsrPartitionError(topic_name=p.topic_name or names.get(t.topic_id, ""),
-                                       partition_index=p.partition_index, error_code=p.error_code)
-            for t in response.topics for p in t.partition_errors]
-    elif version >= GROUPED_ERRORS_VERSION and not response.topics and response.partition_errors:
+    if version < GROUPED_ERRORS_VERSION:
+        if not response.partition_errors:
+            response.partition_errors = [
+                LeaderAndIsrPartitionError(topic_name=p.topic_name or names.get(t.topic_id, ""),
+                                           partition_index=p.partition_index, error_code=p.error_code)
+                for t in response.topics for p in t.partition_errors]
+        response.topics = []
+        return response
+    if not response.topics:
         grouped: dict[str, LeaderAndIsrTopicError] = {}
         for p in response.partition_errors:
             topic = grouped.get(p.topic_name)
@@ -69,6 +73,7 @@ def shape_response(request: LeaderAndIsrRequest, response: LeaderAndIsrResponse,
                 topic = grouped[p.topic_name] = LeaderAndIsrTopicError(topic_id=ids.get(p.topic_name, ZERO_UUID))
             topic.partition_errors.append(p)
         response.topics = list(grouped.values())
+    response.partition_errors = []
     return response
 
 
