@@ -232,7 +232,7 @@ def test_leader_and_isr_versions(member: Member, version: int) -> None:
 def _stop_replica(member: Member, version: int, topic: str, broker_epoch: int | None = None) -> StopReplicaRequest:
     request = StopReplicaRequest(controller_id=CONTROLLER_ID, controller_epoch=CONTROLLER_EPOCH,
                                  broker_epoch=member.broker_epoch if broker_epoch is None else broker_epoch,
-                                 delete_partitions=True)
+                                 delete_partitions=version <= 2)
     if version == 0:
         request.ungrouped_partitions = [StopReplicaPartitionV0(topic_name=topic, partition_index=0)]
     elif version <= 2:
