@@ -56,6 +56,7 @@ from tests.integration.clients import ConfluentDriver
 from tests.integration.records import Produced
 
 pytestmark = pytest.mark.slow
+API_VERSIONS = ApiVersionsRequest(client_software_name="pafka-tests", client_software_version="1")
 
 HOSTS = {1: "127.0.0.1", 2: "127.0.0.2", 3: "127.0.0.3"}
 SESSION_TIMEOUT_MS = 6000
@@ -194,7 +195,7 @@ def test_three_brokers_register_and_every_one_names_the_same_controller(cluster:
         assert len(described.brokers) == 3
         meta = (broker.data_dir / "meta.properties").read_text()
         assert f"cluster.id={cluster_id}" in meta and f"broker.id={broker_id}" in meta
-        keys = {k.api_key for k in request(broker, ApiVersionsRequest(), version=3).api_keys}
+        keys = {k.api_key for k in request(broker, API_VERSIONS, version=3).api_keys}
         assert {4, 5, 6, 7, 43, 56} <= keys  # the inter-broker APIs, served in a cluster only
 
 
