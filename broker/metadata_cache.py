@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from broker.metadata_store import TopicMetadata
 from broker.metadata_view import NO_CONTROLLER_ID, BrokerNode, PartitionStateView
+from protocol.errors import ErrorCode
 from protocol.messages.update_metadata import (
     UpdateMetadataBroker,
     UpdateMetadataPartitionState,
@@ -183,6 +184,13 @@ class ZkMetadataCache:
     def leader_node(self, leader_id: int, listener_name: str) -> BrokerNode | None:
         broker = self.brokers.get(leader_id)
         return broker.node(listener_name) if broker is not None else None
+
+    def unhosted_error(self, topic: str, partition: int) -> int:
+        """Kafka's getPartitionOrError for a partition not hosted here: NOT_LEADER_OR_FOLLOWER when the
+        cluster has it (the client refreshes its metadata), else UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.partition_state(topic, partition) is not None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def rack_of(self, broker_id: int) -> str | None:
         broker = self.brokers.get(broker_id)

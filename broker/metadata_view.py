@@ -22,6 +22,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from protocol.errors import ErrorCode
+
 if TYPE_CHECKING:
     from broker.config.broker_config import BrokerConfig
     from broker.metadata_store import TopicMetadata
@@ -94,6 +96,11 @@ class ClusterView(Protocol):
 
     def leader_node(self, leader_id: int, listener_name: str) -> BrokerNode | None: ...
 
+    def unhosted_error(self, topic: str, partition: int) -> int:
+        """The error for a partition this broker does not host (Kafka's getPartitionOrError):
+        NOT_LEADER_OR_FOLLOWER when the cluster has it elsewhere, else UNKNOWN_TOPIC_OR_PARTITION."""
+        ...
+
 
 class LocalClusterView:
     """The embedded single broker: the only live broker, its own controller, every partition's leader."""
@@ -133,6 +140,9 @@ class LocalClusterView:
         if leader_id != self.broker_id:
             return None
         return self.alive_brokers(listener_name)[0]
+
+    def unhosted_error(self, topic: str, partition: int) -> int:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # the lone broker hosts every partition there is
 
 
 class BrokerConfigSource(Protocol):

@@ -138,13 +138,16 @@ def _resolve_session(broker: BrokerServices, request: FetchRequest, uses_ids: bo
     return session, list(session.partitions.values()), True
 
 
-def _partition_data(cached: CachedPartition, result: LogReadResult, isolation: int, uses_ids: bool) -> PartitionData:
+def _partition_data(broker: BrokerServices, cached: CachedPartition, result: LogReadResult, isolation: int,
+                    uses_ids: bool) -> PartitionData:
     info = result.info
     records: FileRange | bytes = b""  # Kafka sends empty records, never null
     if info is None:
         code = result.error_code
         if uses_ids and not cached.topic:
             code = ErrorCode.UNKNOWN_TOPIC_ID  # the request named a topic id we do not know
+        elif code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            code = broker.cluster_view.unhosted_error(cached.topic, cached.partition)
         return PartitionData(partition_index=cached.partition, error_code=code,
                              high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
                              log_start_offset=result.log_start_offset, preferred_read_replica=-1,
@@ -164,8 +167,8 @@ def _partition_data(cached: CachedPartition, result: LogReadResult, isolation: i
     )
 
 
-def _response(partitions: list[CachedPartition], results: list[LogReadResult], session: FetchSession | None,
-              incremental: bool, isolation: int, uses_ids: bool) -> FetchResponse:
+def _response(broker: BrokerServices, partitions: list[CachedPartition], results: list[LogReadResult],
+              session: FetchSession | None, incremental: bool, isolation: int, uses_ids: bool) -> FetchResponse:
     topics: dict[object, FetchableTopicResponse] = {}
     for cached, result in zip(partitions, results, strict=True):
         has_records = result.info is not None and result.info.size > 0
@@ -177,7 +180,7 @@ def _response(partitions: list[CachedPartition], results: list[LogReadResult], s
         topic = topics.get(key)
         if topic is None:
             topic = topics[key] = FetchableTopicResponse(topic=cached.topic, topic_id=cached.topic_id, partitions=[])
-        topic.partitions.append(_partition_data(cached, result, isolation, uses_ids))
+        topic.partitions.append(_partition_data(broker, cached, result, isolation, uses_ids))
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NO_ERROR,
                          session_id=session.session_id if session else INVALID_SESSION_ID,
                          responses=list(topics.values()))
@@ -201,7 +204,7 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: FetchRequest
                          hard_max_bytes_limit=version <= 2)
     results = broker.replica_manager.fetch_messages(params, partitions)
     if isinstance(results, list):
-        response = _response(partitions, results, session, incremental, params.isolation_level, uses_ids)
+        response = _response(broker, partitions, results, session, incremental, params.isolation_level, uses_ids)
         return response if version >= ZSTD_MIN_VERSION else _for_old_version(broker, version, response, partitions)
     return _answer_later(broker, version, results, partitions, session, incremental, params.isolation_level,
                          uses_ids)
@@ -210,7 +213,7 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: FetchRequest
 async def _answer_later(broker: BrokerServices, version: int, pending: Awaitable[list[LogReadResult]],
                         partitions: list[CachedPartition], session: FetchSession | None, incremental: bool,
                         isolation: int, uses_ids: bool) -> FetchResponse:
-    response = _response(partitions, await pending, session, incremental, isolation, uses_ids)
+    response = _response(broker, partitions, await pending, session, incremental, isolation, uses_ids)
     if version >= ZSTD_MIN_VERSION:
         return response
     answer = _for_old_version(broker, version, response, partitions)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from protocol.errors import ErrorCode
 from protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
@@ -45,6 +46,8 @@ def _handle_v0(broker: BrokerServices, request: ListOffsetsRequest) -> ListOffse
         for p in topic.partitions:
             error, offsets = broker.replica_manager.legacy_fetch_offsets_for_timestamp(
                 (topic.name, p.partition_index), p.timestamp, p.max_num_offsets, from_consumer)
+            if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                error = broker.cluster_view.unhosted_error(topic.name, p.partition_index)
             partitions.append(ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=error,
                                                            old_style_offsets=offsets))
         topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
@@ -62,7 +65,10 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ListOffsetsRequ
             found = broker.replica_manager.fetch_offset_for_timestamp(
                 (topic.name, p.partition_index), p.timestamp, request.isolation_level, p.current_leader_epoch,
                 from_replica)
-            entry = ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=found.error_code,
+            error = found.error_code
+            if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                error = broker.cluster_view.unhosted_error(topic.name, p.partition_index)
+            entry = ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=error,
                                                  timestamp=found.timestamp, offset=found.offset, leader_epoch=-1)
             if ctx.api_version >= LEADER_EPOCH_MIN_VERSION:
                 # Older versions have no such field: it must keep its default.

@@ -129,8 +129,8 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ProduceRequest
         results = broker.replica_manager.append_records(appends, acks, request.timeout_ms, AppendOrigin.CLIENT,
                                                         transactional)
         if not isinstance(results, list):
-            return _answer_later(ctx, results, acks, responses, slots, by_topic_id)
-        _fill_results(slots, results, by_topic_id)
+            return _answer_later(ctx, broker, results, acks, responses, slots, appends, by_topic_id)
+        _fill_results(broker, slots, appends, results, by_topic_id)
     return _response(ctx, acks, responses)
 
 
@@ -170,21 +170,23 @@ def _handle_legacy(ctx: RequestContext, broker: BrokerServices, request: Produce
         results = broker.replica_manager.append_converted_records(appends, acks, request.timeout_ms,
                                                                   convert_for_append)
         if not isinstance(results, list):
-            return _answer_later(ctx, results, acks, responses, slots, False)
-        _fill_results(slots, results, False)
+            return _answer_later(ctx, broker, results, acks, responses, slots, appends, False)
+        _fill_results(broker, slots, appends, results, False)
     return _response(ctx, acks, responses)
 
 
-async def _answer_later(ctx: RequestContext, pending: Awaitable[list[PartitionAppendResult]], acks: int,
-                        responses: list[TopicProduceResponse], slots: list[PartitionProduceResponse],
+async def _answer_later(ctx: RequestContext, broker: BrokerServices, pending: Awaitable[list[PartitionAppendResult]],
+                        acks: int, responses: list[TopicProduceResponse], slots: list[PartitionProduceResponse],
+                        appends: list[tuple[str, int, memoryview | bytearray]],
                         by_topic_id: bool) -> ProduceResponse | None:
-    _fill_results(slots, await pending, by_topic_id)
+    _fill_results(broker, slots, appends, await pending, by_topic_id)
     return _response(ctx, acks, responses)
 
 
-def _fill_results(slots: list[PartitionProduceResponse], results: list[PartitionAppendResult],
+def _fill_results(broker: BrokerServices, slots: list[PartitionProduceResponse],
+                  appends: list[tuple[str, int, memoryview | bytearray]], results: list[PartitionAppendResult],
                   by_topic_id: bool) -> None:
-    for entry, result in zip(slots, results, strict=True):
+    for i, (entry, result) in enumerate(zip(slots, results, strict=True)):
         info = result.info
         if info is not None:
             entry.error_code = result.error_code
@@ -193,6 +195,9 @@ def _fill_results(slots: list[PartitionProduceResponse], results: list[Partition
             entry.log_start_offset = info.log_start_offset
         else:
             code = result.error_code
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                # Not hosted here: led elsewhere in a cluster (NOT_LEADER_OR_FOLLOWER), else unknown.
+                code = broker.cluster_view.unhosted_error(appends[i][0], appends[i][1])
             if by_topic_id and code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 code = ErrorCode.UNKNOWN_TOPIC_ID  # v13+ names topics by id
             entry.error_code = code
