@@ -107,6 +107,7 @@ class ZkMetadataCache:
         #: The highest controller epoch seen in an UpdateMetadata.
         self.controller_epoch = -1
         self.brokers: dict[int, CachedBroker] = {}
+        self._reachable: dict[str, frozenset[int]] = {}
         #: topic -> partition index -> state; each topic's dict is replaced, never changed in place.
         self._partitions: dict[str, dict[int, CachedPartitionState]] = {}
         self._sorted: dict[str, list[CachedPartitionState]] = {}
@@ -155,6 +156,14 @@ class ZkMetadataCache:
                 nodes.append(node)
         return nodes
 
+    def reachable_broker_ids(self, listener_name: str) -> frozenset[int]:
+        """The live brokers with an endpoint on this listener (computed once per update)."""
+        ids = self._reachable.get(listener_name)
+        if ids is None:
+            ids = self._reachable[listener_name] = frozenset(
+                b.broker_id for b in self.brokers.values() if listener_name in b.endpoints)
+        return ids
+
     def alive_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
 
@@ -202,6 +211,7 @@ class ZkMetadataCache:
         self.controller_epoch = request.controller_epoch
         self._controller_id = request.controller_id if request.controller_id >= 0 else None
         self.brokers = {b.id: _cached_broker(b, version) for b in request.live_brokers}
+        self._reachable = {}
         if version >= 5:
             states = [(t.topic_name, t.topic_id, s) for t in request.topic_states for s in t.partition_states]
             for t in request.topic_states:

@@ -96,6 +96,10 @@ class ClusterView(Protocol):
 
     def leader_node(self, leader_id: int, listener_name: str) -> BrokerNode | None: ...
 
+    def reachable_broker_ids(self, listener_name: str) -> frozenset[int]:
+        """The live brokers a client on this listener can reach."""
+        ...
+
     def unhosted_error(self, topic: str, partition: int) -> int:
         """The error for a partition this broker does not host (Kafka's getPartitionOrError):
         NOT_LEADER_OR_FOLLOWER when the cluster has it elsewhere, else UNKNOWN_TOPIC_OR_PARTITION."""
@@ -140,6 +144,9 @@ class LocalClusterView:
         if leader_id != self.broker_id:
             return None
         return self.alive_brokers(listener_name)[0]
+
+    def reachable_broker_ids(self, listener_name: str) -> frozenset[int]:
+        return frozenset((self.broker_id,))
 
     def unhosted_error(self, topic: str, partition: int) -> int:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # the lone broker hosts every partition there is

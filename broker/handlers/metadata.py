@@ -95,13 +95,10 @@ def partition_entries(broker: BrokerServices, topic: str, listener_name: str) ->
     view = broker.cluster_view
     if not view.is_cluster:  # the lone broker leads everything it hosts
         return [partition_entry(p) for p in view.partition_states(topic)]
-    entries = []
-    for p in view.partition_states(topic):
-        leader = p.leader_id
-        error = (ErrorCode.NO_ERROR if leader >= 0 and view.leader_node(leader, listener_name) is not None
-                 else ErrorCode.LEADER_NOT_AVAILABLE)
-        entries.append(partition_entry(p, view.offline_replicas(p), error))
-    return entries
+    reachable = view.reachable_broker_ids(listener_name)
+    return [partition_entry(p, view.offline_replicas(p),
+                            ErrorCode.NO_ERROR if p.leader_id in reachable else ErrorCode.LEADER_NOT_AVAILABLE)
+            for p in view.partition_states(topic)]
 
 
 def topic_response(broker: BrokerServices, topic: TopicMetadata, include_ops: bool,
