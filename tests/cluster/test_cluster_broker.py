@@ -260,6 +260,56 @@ def test_auto_creation_delete_and_configs_work_through_any_broker(cluster: Clust
         metadata(b, ["auto-made"]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for b in cluster.all))
 
 
+def test_a_consumer_group_commits_through_the_cluster(cluster: Cluster) -> None:
+    """FindCoordinator creates __consumer_offsets through ZooKeeper (RF 3 here) and names its leader."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = "grouped"
+    assert create_topic(cluster.brokers[3], topic, 6, 3).topics[0].error_code == ErrorCode.NO_ERROR
+    wait_for("leaders", lambda: agreed_leaders(cluster.all, topic, 6, 3))
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(600):
+        producer.produce(topic, key=str(i).encode(), value=b"v")
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "cluster-group",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    keys: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len(keys) < 600 and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            keys.append(message.key())
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(6)], timeout=30)
+    finally:
+        consumer.close()
+    assert sorted(keys) == sorted(str(i).encode() for i in range(600))
+    assert sum(tp.offset for tp in committed) == 600
+    offsets = wait_for("__consumer_offsets everywhere", lambda: agreed_leaders(cluster.all, "__consumer_offsets", 6, 3))
+    assert all(sorted(replicas) == [1, 2, 3] for _, _, replicas, _ in offsets.values())
+
+
+def test_metadata_of_a_thousand_partitions_on_a_non_controller(cluster: Cluster) -> None:
+    created = create_topic(cluster.brokers[1], "wide", 1000, 1)
+    assert created.topics[0].error_code == ErrorCode.NO_ERROR, created.topics[0].error_message
+    wait_for("1,000 leaders everywhere", lambda: agreed_leaders(cluster.all, "wide", 1000, 1), timeout_s=120)
+    controller = metadata(cluster.brokers[1]).controller_id
+    other = next(b for i, b in cluster.brokers.items() if i != controller)
+    wanted = MetadataRequest(topics=[MetadataRequestTopic(name="wide")], allow_auto_topic_creation=False)
+    with BrokerConnection(other.host, other.port) as conn:
+        took = []
+        for _ in range(21):
+            started = time.perf_counter()
+            response = conn.request(wanted, version=12, timeout=30)
+            took.append(time.perf_counter() - started)
+            assert isinstance(response, MetadataResponse) and len(response.topics[0].partitions) == 1000
+    assert sorted(took)[10] <= 0.020, f"median {sorted(took)[10] * 1000:.1f} ms"
+
+
 def test_a_broker_refuses_another_clusters_data_and_generates_ids(cluster: Cluster, tmp_path: Path) -> None:
     foreign = tmp_path / "foreign"
     foreign.mkdir()
