@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 import uuid
@@ -38,6 +39,14 @@ from protocol.messages.create_topics import (
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource, DescribeConfigsResponse
+from protocol.messages.describe_topic_partitions import (
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    TopicRequest,
+)
+from protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from protocol.messages.elect_leaders import TopicPartitions as ElectTopicPartitions
+from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from protocol.messages.incremental_alter_configs import (
     AlterableConfig,
     AlterConfigsResource,
@@ -208,6 +217,12 @@ def test_a_rf3_topic_has_the_same_leaders_everywhere_and_round_trips(cluster: Cl
     assert {leader for leader, _, _, _ in leadership.values()} == {1, 2, 3}  # spread over the brokers
     for leader, _, replicas, _ in leadership.values():
         assert sorted(replicas) == [1, 2, 3] and leader == replicas[0]
+    for broker in cluster.all:  # DescribeTopicPartitions tells the same
+        described = request(broker, DescribeTopicPartitionsRequest(
+            topics=[TopicRequest(name=topic)], response_partition_limit=2000), version=0)
+        assert isinstance(described, DescribeTopicPartitionsResponse)
+        assert {p.partition_index: (p.leader_id, p.leader_epoch, tuple(p.replica_nodes), tuple(p.isr_nodes))
+                for p in described.topics[0].partitions} == leadership
 
     driver = ConfluentDriver()
     now = int(time.time() * 1000)
@@ -230,6 +245,12 @@ def test_a_partition_led_elsewhere_answers_not_leader(cluster: Cluster) -> None:
                 name=topic, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=-1)])]), version=7)
             assert isinstance(response, ListOffsetsResponse)
             assert response.topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER, broker_id
+            fetched = request(cluster.brokers[broker_id], FetchRequest(
+                replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, session_epoch=-1,
+                topics=[FetchTopic(topic=topic, partitions=[FetchPartition(
+                    partition=partition, fetch_offset=0, partition_max_bytes=1 << 20)])]), version=12)
+            assert isinstance(fetched, FetchResponse)
+            assert fetched.responses[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER, broker_id
         led = request(cluster.brokers[leader], ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsTopic(
             name=topic, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=-1)])]), version=7)
         assert led.topics[0].partitions[0].error_code == ErrorCode.NO_ERROR
@@ -322,6 +343,14 @@ def test_a_broker_refuses_another_clusters_data_and_generates_ids(cluster: Clust
     finally:
         stray.cleanup()
 
+    no_id = BrokerProcess(f"zookeeper.connect={cluster.connect}", "broker.id.generation.enable=false", *COMMON,
+                          host="127.0.0.4", start_timeout_s=15)
+    try:
+        with pytest.raises(RuntimeError, match=re.escape("broker.id.generation.enable is false")):
+            no_id.start()
+    finally:
+        no_id.cleanup()
+
     generated = BrokerProcess(f"zookeeper.connect={cluster.connect}", *COMMON, host="127.0.0.4")
     try:
         generated.start()
@@ -373,3 +402,16 @@ def test_sigterm_moves_leaderships_away_before_exit(cluster: Cluster) -> None:
     assert all(leader in (1, 3) for leader, _, _, _ in shown.values())
     stopping.start()
     wait_for("all three back", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.all))
+    wait_for("broker 2 back in every ISR", lambda: agreed_leaders(cluster.all, topic, 6, 3), timeout_s=60)
+
+    # Preferred-leader election (through the controller) gives leadership back to the first replica.
+    controller = cluster.brokers[metadata(cluster.brokers[1]).controller_id]
+    elected = request(controller, ElectLeadersRequest(election_type=0, timeout_ms=30000, topic_partitions=[
+        ElectTopicPartitions(topic=topic, partitions=list(range(6)))]), version=2)
+    assert isinstance(elected, ElectLeadersResponse) and elected.error_code == ErrorCode.NO_ERROR
+    assert {p.error_code for r in elected.replica_election_results for p in r.partition_result} <= {
+        ErrorCode.NO_ERROR, ErrorCode.ELECTION_NOT_NEEDED}
+    back = wait_for("preferred leaders everywhere", lambda: (
+        (shown := agreed_leaders(cluster.all, topic, 6, 3)) and all(
+            leader == replicas[0] for leader, _, replicas, _ in shown.values()) and shown))
+    assert 2 in {leader for leader, _, _, _ in back.values()}
