@@ -115,6 +115,8 @@ class ZkBroker:
         self._pid_next = 0
         self._pid_last = -1
         self._shutting_down = False
+        #: Topics whose config znode is being read.
+        self._reading: set[str] = set()
         #: Built in connect(), on the broker's event loop.
         self.loop = asyncio.get_running_loop()
         self.admin = ZkTopicAdmin(broker_id, zk, self.metadata_cache, self.loop)
@@ -251,10 +253,17 @@ class ZkBroker:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         self.replica_states.controller_epoch = request.controller_epoch
         deleted = cache.update_metadata(request, version)
+        unread = [t.name for t in cache if not cache.has_topic_configs(t.name) and t.name not in self._reading]
+        if unread:  # topics this broker hosts no replica of: DescribeConfigs shows their overrides too
+            self._spawn(self.ensure_topic_configs(unread), "topic-configs")
         gone = {topic for topic, _ in deleted if topic not in cache}
         if gone:
-            # Committed offsets of deleted topics go too (Kafka's onPartitionsDeleted).
+            # Committed offsets of deleted topics go too (Kafka's onPartitionsDeleted), and their
+            # overrides: a topic created again under the name starts from its own config znode.
             self.parts.group_coordinator.handle_deleted_topics(gone)
+            for topic in gone:
+                cache.remove_topic_configs(topic)
+            self._spawn(self._forget_topic_configs(sorted(gone)), "forget-topic-configs")
         return ErrorCode.NO_ERROR
 
     async def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
@@ -280,19 +289,31 @@ class ZkBroker:
         """Read the overrides of topics this broker has not seen yet, before their logs are created
         (a LeaderAndIsr for a new topic: its config znode was written before its assignment)."""
         cache = self.metadata_cache
-        unknown = sorted({t for t in topics if t not in cache and not cache.configs_of(t)})
+        # A topic not in the cache yet is new (or this broker just started): its znode is read
+        # again, so a topic re-created under an old name never keeps the old overrides.
+        unknown = sorted({t for t in topics if t not in cache or not cache.has_topic_configs(t)})
         if not unknown:
             return
-        fetched = await self.zk.get_topic_configs(unknown)
-        for topic in unknown:
-            await self.apply_topic_configs(topic, fetched.get(topic, {}))
+        self._reading.update(unknown)
+        try:
+            fetched = await self.zk.get_topic_configs(unknown)
+            for topic in unknown:
+                await self.apply_topic_configs(topic, fetched.get(topic, {}))
+        finally:
+            self._reading.difference_update(unknown)
 
     async def apply_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
-        if configs == self.metadata_cache.configs_of(topic):
+        cache = self.metadata_cache
+        if cache.has_topic_configs(topic) and configs == cache.configs_of(topic):
             return
         self.metadata_cache.set_topic_configs(topic, configs)
         if self._parts is not None:
             await self._parts.append_thread.run(self._parts.log_manager.update_topic_config, topic, configs)
+
+    async def _forget_topic_configs(self, topics: list[str]) -> None:
+        log_manager = self.parts.log_manager
+        for topic in topics:
+            await self.parts.append_thread.run(log_manager.update_topic_config, topic, {})
 
     def _on_config_changes(self, children: list[str]) -> None:
         if children:
@@ -301,7 +322,8 @@ class ZkBroker:
     async def _reload_topic_configs(self) -> None:
         """A config changed somewhere: re-read the overrides of the topics known here (Kafka reads the
         notification's entity; every topic's read is simpler, and changes are rare)."""
-        topics = sorted({t.name for t in self.metadata_cache} | set(self.initial_topic_configs))
+        cache = self.metadata_cache
+        topics = sorted({t.name for t in cache} | set(cache.topics_with_configs()))
         if not topics:
             return
         fetched = await self.zk.get_topic_configs(topics)
