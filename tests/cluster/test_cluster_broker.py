@@ -256,6 +256,23 @@ def test_a_partition_led_elsewhere_answers_not_leader(cluster: Cluster) -> None:
         assert led.topics[0].partitions[0].error_code == ErrorCode.NO_ERROR
 
 
+def retention_on(broker: BrokerProcess, topic: str = "auto-made") -> str | None:
+    described = request(broker, DescribeConfigsRequest(resources=[DescribeConfigsResource(
+        resource_type=2, resource_name=topic, configuration_keys=["retention.ms"])]), version=4)
+    assert isinstance(described, DescribeConfigsResponse)
+    return described.results[0].configs[0].value if described.results[0].configs else None
+
+
+def test_a_topic_created_again_takes_its_own_configs(cluster: Cluster) -> None:
+    topic = "recreated"
+    assert create_topic(cluster.brokers[1], topic, 1, 1, {"retention.ms": "777"}).topics[0].error_code == 0
+    wait_for("the overrides everywhere", lambda: all(retention_on(b, topic) == "777" for b in cluster.all))
+    deleted = request(cluster.brokers[2], DeleteTopicsRequest(topic_names=[topic], timeout_ms=30000), version=5)
+    assert deleted.responses[0].error_code == ErrorCode.NO_ERROR
+    assert create_topic(cluster.brokers[3], topic, 1, 1).topics[0].error_code == ErrorCode.NO_ERROR
+    wait_for("the default everywhere", lambda: all(retention_on(b, topic) == "604800000" for b in cluster.all))
+
+
 def test_auto_creation_delete_and_configs_work_through_any_broker(cluster: Cluster) -> None:
     first = metadata(cluster.brokers[3], ["auto-made"], auto_create=True)
     assert first.topics[0].error_code in (ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NO_ERROR)
@@ -265,12 +282,6 @@ def test_auto_creation_delete_and_configs_work_through_any_broker(cluster: Clust
         resource_type=2, resource_name="auto-made", configs=[AlterableConfig(name="retention.ms", config_operation=0,
                                                                            value="123456")])]), version=1)
     assert isinstance(altered, IncrementalAlterConfigsResponse) and altered.responses[0].error_code == 0
-
-    def retention_on(broker: BrokerProcess) -> str | None:
-        described = request(broker, DescribeConfigsRequest(resources=[DescribeConfigsResource(
-            resource_type=2, resource_name="auto-made", configuration_keys=["retention.ms"])]), version=4)
-        assert isinstance(described, DescribeConfigsResponse)
-        return described.results[0].configs[0].value if described.results[0].configs else None
 
     wait_for("the config on every broker", lambda: all(retention_on(b) == "123456" for b in cluster.all))
 
