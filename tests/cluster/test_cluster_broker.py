@@ -269,7 +269,9 @@ def test_a_topic_created_again_takes_its_own_configs(cluster: Cluster) -> None:
     wait_for("the overrides everywhere", lambda: all(retention_on(b, topic) == "777" for b in cluster.all))
     deleted = request(cluster.brokers[2], DeleteTopicsRequest(topic_names=[topic], timeout_ms=30000), version=5)
     assert deleted.responses[0].error_code == ErrorCode.NO_ERROR
-    assert create_topic(cluster.brokers[3], topic, 1, 1).topics[0].error_code == ErrorCode.NO_ERROR
+    # Until the controller finished the deletion the name is taken ("marked for deletion"), as in Kafka.
+    wait_for("the name free again", lambda: create_topic(cluster.brokers[3], topic, 1, 1).topics[0].error_code
+             == ErrorCode.NO_ERROR)
     wait_for("the default everywhere", lambda: all(retention_on(b, topic) == "604800000" for b in cluster.all))
 
 
