@@ -61,7 +61,7 @@ from protocol.messages.list_offsets import (
 )
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from testing.broker_process import BrokerProcess
-from tests.integration.clients import ConfluentDriver
+from tests.integration.clients import AioKafkaDriver, ClientDriver, ConfluentDriver, KafkaPythonDriver
 from tests.integration.records import Produced
 
 pytestmark = pytest.mark.slow
@@ -208,8 +208,10 @@ def test_three_brokers_register_and_every_one_names_the_same_controller(cluster:
         assert {4, 5, 6, 7, 43, 56} <= keys  # the inter-broker APIs, served in a cluster only
 
 
-def test_a_rf3_topic_has_the_same_leaders_everywhere_and_round_trips(cluster: Cluster) -> None:
-    topic = "orders-rf3"
+@pytest.mark.parametrize("driver", [ConfluentDriver(), KafkaPythonDriver(), AioKafkaDriver()],
+                         ids=lambda d: d.name)
+def test_a_rf3_topic_has_the_same_leaders_everywhere_and_round_trips(cluster: Cluster, driver: ClientDriver) -> None:
+    topic = f"orders-rf3-{driver.name}"
     created = create_topic(cluster.brokers[2], topic, 12, 3)
     assert created.topics[0].error_code == ErrorCode.NO_ERROR, created.topics[0].error_message
     assert created.topics[0].topic_id != uuid.UUID(int=0)
@@ -224,7 +226,6 @@ def test_a_rf3_topic_has_the_same_leaders_everywhere_and_round_trips(cluster: Cl
         assert {p.partition_index: (p.leader_id, p.leader_epoch, tuple(p.replica_nodes), tuple(p.isr_nodes))
                 for p in described.topics[0].partitions} == leadership
 
-    driver = ConfluentDriver()
     now = int(time.time() * 1000)
     records = [Produced(seq=i, key=f"k{i}".encode(), value=f"v{i}".encode(), headers=(), timestamp_ms=now)
                for i in range(6000)]
