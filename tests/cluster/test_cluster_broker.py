@@ -229,7 +229,7 @@ def test_a_rf3_topic_has_the_same_leaders_everywhere_and_round_trips(cluster: Cl
     now = int(time.time() * 1000)
     records = [Produced(seq=i, key=f"k{i}".encode(), value=f"v{i}".encode(), headers=(), timestamp_ms=now)
                for i in range(6000)]
-    driver.produce(cluster.bootstrap, topic, "none", records)
+    driver.produce(cluster.bootstrap, topic, "gzip", records)
     consumed = driver.consume(cluster.bootstrap, topic, 12, len(records))
     assert sorted((c.key, c.value) for c in consumed) == sorted((r.key, r.value) for r in records)
     assert len({(c.partition, c.offset) for c in consumed}) == len(records)  # each record once
