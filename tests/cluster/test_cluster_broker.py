@@ -30,6 +30,7 @@ from testing.zookeeper import ZooKeeperProcess
 from client.connection import BrokerConnection
 from protocol.errors import ErrorCode
 from protocol.messages.api_versions import ApiVersionsRequest
+from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic
 from protocol.messages.create_topics import (
     CreatableTopic,
     CreatableTopicConfig,
@@ -262,6 +263,22 @@ def retention_on(broker: BrokerProcess, topic: str = "auto-made") -> str | None:
         resource_type=2, resource_name=topic, configuration_keys=["retention.ms"])]), version=4)
     assert isinstance(described, DescribeConfigsResponse)
     return described.results[0].configs[0].value if described.results[0].configs else None
+
+
+def test_partitions_added_through_any_broker(cluster: Cluster) -> None:
+    topic = "growing"
+    assert create_topic(cluster.brokers[1], topic, 3, 2).topics[0].error_code == ErrorCode.NO_ERROR
+    wait_for("leaders", lambda: agreed_leaders(cluster.all, topic, 3, 2))
+    grown = request(cluster.brokers[3], CreatePartitionsRequest(
+        topics=[CreatePartitionsTopic(name=topic, count=6, assignments=None)], timeout_ms=30000), version=3)
+    assert isinstance(grown, CreatePartitionsResponse)
+    assert grown.results[0].error_code == ErrorCode.NO_ERROR, grown.results[0].error_message
+    # Answered once the new partitions had leaders on the broker asked.
+    assert len(leaders(metadata(cluster.brokers[3], [topic]), topic)) == 6
+    wait_for("six partitions everywhere", lambda: agreed_leaders(cluster.all, topic, 6, 2))
+    shrink = request(cluster.brokers[2], CreatePartitionsRequest(
+        topics=[CreatePartitionsTopic(name=topic, count=4, assignments=None)], timeout_ms=30000), version=3)
+    assert shrink.results[0].error_code == ErrorCode.INVALID_PARTITIONS
 
 
 def test_a_topic_created_again_takes_its_own_configs(cluster: Cluster) -> None:
