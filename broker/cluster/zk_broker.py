@@ -167,7 +167,7 @@ class ZkBroker:
     # -- 3. once the listeners are bound ---------------------------------------
     async def startup(self) -> None:
         self.zk.on_session_expired(self._on_session_expired)
-        await self._register()
+        await self._register_at_startup()
         await self.zk.watch_children("/config/changes", self._on_config_changes)
         self.alter_partition_manager = build_alter_partition_manager(
             self.config, self.broker_id, lambda: self.broker_epoch, self.controller_node)
@@ -188,6 +188,22 @@ class ZkBroker:
                 host, port = bound.get(listener.name, (host, port))
             endpoints.append(EndPoint(host, port, listener.name, config.security_protocol_of(listener.name)))
         return BrokerInfo(self.broker_id, endpoints, config.rack)
+
+    async def _register_at_startup(self) -> None:
+        """A broker restarted right after a crash finds its previous registration still there until
+        ZooKeeper expires that session; it waits for it (Kafka would refuse to start) at most one
+        session timeout and a little more."""
+        deadline = self.loop.time() + self.config.zookeeper_session_timeout_ms / 1000 + 5.0
+        while True:
+            try:
+                await self._register()
+                return
+            except NodeExistsError:
+                if self.loop.time() >= deadline:
+                    raise
+                log.info("[KafkaServer id=%d] /brokers/ids/%d is held by an earlier session; waiting for it to "
+                         "expire", self.broker_id, self.broker_id)
+                await asyncio.sleep(REREGISTER_BACKOFF_S / 2)
 
     async def _register(self) -> None:
         self.broker_epoch = await self.zk.register_broker(self.broker_info())

@@ -421,6 +421,24 @@ def test_a_broker_registers_again_after_its_session_expired(cluster: Cluster) ->
     wait_for("every broker to see all three again", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.all))
 
 
+def test_a_broker_restarted_after_sigkill_registers_once_its_old_session_expired(cluster: Cluster) -> None:
+    broker = cluster.brokers[1]
+    zk = cluster.kazoo()
+    try:
+        before = zk.exists("/brokers/ids/1")
+        assert before is not None
+        broker.kill()
+        broker.start()  # while the crashed process's session still holds /brokers/ids/1
+        after = wait_for("the new registration", lambda: (
+            (stat := zk.exists("/brokers/ids/1")) is not None and stat.czxid != before.czxid and stat),
+            timeout_s=SESSION_TIMEOUT_MS / 1000 + 15)
+        assert after.czxid > before.czxid
+    finally:
+        zk.stop()
+        zk.close()
+    wait_for("every broker to see all three again", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.all))
+
+
 def test_sigterm_moves_leaderships_away_before_exit(cluster: Cluster) -> None:
     topic = "handover"
     assert create_topic(cluster.brokers[1], topic, 6, 3).topics[0].error_code == ErrorCode.NO_ERROR
