@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError
+from storage.meta_properties import check_meta_properties
 
 from broker.cluster.components import (
     AlterPartitionSender,
@@ -46,11 +47,11 @@ from broker.cluster.components import (
     replication_config,
 )
 from broker.cluster.controlled_shutdown import ControlledShutdownClient
-from broker.cluster.meta_properties_check import check_cluster_id, read_stored, resolve_broker_id, write_missing
 from broker.cluster.zk_admin import ZkTopicAdmin
 from broker.config.broker_config import BrokerConfig
 from broker.metadata_cache import ZkMetadataCache
 from broker.metadata_store import new_cluster_id
+from broker.zk_producer_id_manager import ZkProducerIdManager
 from controller.zk.zk_data import BrokerInfo, EndPoint
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
@@ -68,8 +69,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Kafka's producer-id block size.
-PRODUCER_ID_BLOCK_SIZE = 1000
 #: Pause between registration attempts after a session expiry.
 REREGISTER_BACKOFF_S = 1.0
 
@@ -111,9 +110,7 @@ class ZkBroker:
         self.alter_partition_manager: AlterPartitionSender | None = None
         self._parts: ServerParts | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._pid_lock = asyncio.Lock()
-        self._pid_next = 0
-        self._pid_last = -1
+        self.producer_ids = ZkProducerIdManager(broker_id, zk)
         self._shutting_down = False
         #: Topics whose config znode is being read.
         self._reading: set[str] = set()
@@ -129,16 +126,16 @@ class ZkBroker:
                            config.zookeeper_connection_timeout)
         await zk.start()
         try:
-            stored = await asyncio.to_thread(read_stored, config.log_dirs)
             cluster_id = await zk.create_or_get_cluster_id(new_cluster_id())
-            check_cluster_id(stored, cluster_id)
-            broker_id = resolve_broker_id(config.node_id, stored)
-            if broker_id is None:
+            # Another cluster's data, or another broker's, refuses the start (Kafka's errors).
+            stored = await asyncio.to_thread(check_meta_properties, config.log_dirs, cluster_id, config.node_id)
+            broker_id = stored.broker_id
+            if broker_id is None:  # broker.id -1 and no id in the log dirs: Kafka's generateBrokerId
                 if not config.broker_id_generation_enable:
                     raise BrokerIdGenerationDisabledError(
                         "broker.id is -1 and broker.id.generation.enable is false: set broker.id")
                 broker_id = await zk.generate_broker_sequence_id() + config.reserved_broker_max_id
-            await asyncio.to_thread(write_missing, config.log_dirs, broker_id, cluster_id)
+                await asyncio.to_thread(check_meta_properties, config.log_dirs, cluster_id, broker_id)
             topics = await zk.get_all_topics()
             configs = await zk.get_topic_configs(topics) if topics else {}
         except BaseException:
@@ -290,15 +287,9 @@ class ZkBroker:
     async def stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse:
         return await self.replica_states.stop_replicas(request)
 
-    # -- producer ids: blocks of /latest_producer_id_block -------------------------
+    # -- producer ids: blocks of /latest_producer_id_block --------------------------
     async def generate_producer_id(self) -> int:
-        async with self._pid_lock:
-            if self._pid_next > self._pid_last:
-                first, last = await self.zk.claim_producer_id_block(self.broker_id, PRODUCER_ID_BLOCK_SIZE)
-                self._pid_next, self._pid_last = first, last
-            producer_id = self._pid_next
-            self._pid_next += 1
-            return producer_id
+        return await self.producer_ids.generate_producer_id()
 
     # -- topic configs: /config/topics/T, changes announced under /config/changes ------------
     async def ensure_topic_configs(self, topics: Iterable[str]) -> None:
