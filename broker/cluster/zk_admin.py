@@ -127,12 +127,19 @@ class ZkTopicAdmin:
         """Metadata-triggered creation with the broker's defaults; LEADER_NOT_AVAILABLE once written."""
         config = self.dynamic_config.config
         partitions, rf, configs = config.num_partitions, config.default_replication_factor, {}
+        # The coordinators' topics take their own replication factor where enough brokers are
+        # registered, else every broker there is (as the lone broker does), with a warning.
+        live = len(self.live_brokers())
         if name == GROUP_METADATA_TOPIC_NAME:
-            partitions, rf = config.offsets_topic_num_partitions, config.offsets_topic_replication_factor
+            partitions, rf = config.offsets_topic_num_partitions, self._internal_rf(
+                name, config.offsets_topic_replication_factor, "offsets.topic.replication.factor", live)
             configs = {"cleanup.policy": "compact", "segment.bytes": str(config.offsets_topic_segment_bytes)}
         elif name == TRANSACTION_STATE_TOPIC_NAME:
-            partitions, rf = config.transaction_state_log_num_partitions, config.transaction_state_log_replication_factor
-            configs = transaction_topic_configs(config.transaction_state_log_min_isr,
+            partitions, rf = config.transaction_state_log_num_partitions, self._internal_rf(
+                name, config.transaction_state_log_replication_factor, "transaction.state.log.replication.factor",
+                live)
+            # min.isr above the replicas there are would refuse every acks=-1 write of the coordinator.
+            configs = transaction_topic_configs(min(config.transaction_state_log_min_isr, rf),
                                                 config.transaction_state_log_segment_bytes)
         try:
             plan = self.plan_topic(name, partitions, rf, dict(configs), None)
@@ -145,6 +152,13 @@ class ZkTopicAdmin:
         if result.error_code in (ErrorCode.NO_ERROR, ErrorCode.TOPIC_ALREADY_EXISTS):
             return ErrorCode.LEADER_NOT_AVAILABLE
         return result.error_code
+
+    def _internal_rf(self, name: str, wanted: int, config_name: str, live: int) -> int:
+        if 0 < live < wanted:
+            log.warning("[KafkaServer id=%d] creating %s with replication factor %d: only %d broker(s) are "
+                        "registered (%s=%d)", self.broker_id, name, live, live, config_name, wanted)
+            return live
+        return wanted
 
     async def ensure_internal_topic(self, name: str) -> ErrorCode:
         """FindCoordinator's: NO_ERROR once every partition has a leader here, else the topic is
