@@ -361,6 +361,18 @@ def test_metadata_of_a_thousand_partitions_on_a_non_controller(cluster: Cluster)
             assert isinstance(response, MetadataResponse) and len(response.topics[0].partitions) == 1000
     assert sorted(took)[10] <= 0.020, f"median {sorted(took)[10] * 1000:.1f} ms"
 
+    # A broker joining the cluster with 1,000 partitions serves them within 3 s of its launch.
+    other.terminate()
+    launched = time.monotonic()
+    other.start()
+
+    def serving() -> bool:
+        shown = leaders(metadata(other, ["wide"]), "wide")
+        return len(shown) == 1000 and all(leader >= 0 for leader, _, _, _ in shown.values())
+
+    wait_for("the restarted broker to serve", serving, timeout_s=30, interval_s=0.05)
+    assert time.monotonic() - launched <= 3.0, f"serving after {time.monotonic() - launched:.2f} s"
+
 
 def test_a_broker_refuses_another_clusters_data_and_generates_ids(cluster: Cluster, tmp_path: Path) -> None:
     foreign = tmp_path / "foreign"
