@@ -82,6 +82,8 @@ class KafkaServer:
         )
         # Loaded before the logs are: dynamic log defaults apply from the first read.
         self.dynamic_config = DynamicBrokerConfig(config, self.broker_id, self.log_manager)
+        if cluster is not None:
+            cluster.adopt_dynamic_configs(self.dynamic_config)  # ZooKeeper's, not the local copy's
         self.append_thread = AppendThread(
             concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-append"))
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.append_thread)

@@ -47,12 +47,12 @@ from broker.cluster.components import (
     replication_config,
 )
 from broker.cluster.controlled_shutdown import ControlledShutdownClient
-from broker.cluster.zk_admin import ZkTopicAdmin
+from broker.cluster.zk_admin import ZK_WRITE_TIMEOUT_S, ZkTopicAdmin
 from broker.config.broker_config import BrokerConfig
 from broker.metadata_cache import ZkMetadataCache
 from broker.metadata_store import new_cluster_id
 from broker.zk_producer_id_manager import ZkProducerIdManager
-from controller.zk.zk_data import BrokerInfo, EndPoint
+from controller.zk.zk_data import DEFAULT_ENTITY, BrokerInfo, EndPoint
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
 from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
@@ -117,6 +117,8 @@ class ZkBroker:
         #: Built in connect(), on the broker's event loop.
         self.loop = asyncio.get_running_loop()
         self.admin = ZkTopicAdmin(broker_id, zk, self.metadata_cache, self.loop)
+        #: /config/brokers/<id> and /config/brokers/<default> as read at connect time.
+        self.initial_broker_configs: tuple[dict[str, str], dict[str, str]] = ({}, {})
 
     # -- 1. before the server exists -------------------------------------------
     @classmethod
@@ -138,18 +140,27 @@ class ZkBroker:
                 await asyncio.to_thread(check_meta_properties, config.log_dirs, cluster_id, broker_id)
             topics = await zk.get_all_topics()
             configs = await zk.get_topic_configs(topics) if topics else {}
+            broker_configs = (await zk.get_broker_configs(str(broker_id)), await zk.get_broker_configs(DEFAULT_ENTITY))
         except BaseException:
             await zk.close()
             raise
         log.info("[KafkaServer id=%d] joined cluster %s through %s", broker_id, cluster_id, config.zookeeper_connect)
-        return cls(config, zk, cluster_id, broker_id, {t: c for t, c in configs.items() if c})
+        member = cls(config, zk, cluster_id, broker_id, {t: c for t, c in configs.items() if c})
+        member.initial_broker_configs = broker_configs
+        return member
 
     def attach(self, parts: ServerParts) -> None:
         self._parts = parts
         self.replica_states.replication_config = replication_config(self.config)
         self.admin.attach(parts.dynamic_config, parts.log_manager)
-        # Topic config changes (config admin, on the append thread) go to ZooKeeper.
+        # Topic and broker config changes (config admin, on the append thread) go to ZooKeeper.
         parts.admin.cluster_config_writer = self.admin.write_topic_configs_blocking
+        parts.dynamic_config.cluster_writer = self._write_broker_configs_blocking
+
+    def adopt_dynamic_configs(self, dynamic_config: DynamicBrokerConfig) -> None:
+        """The dynamic broker configs start from what ZooKeeper holds, before the server builds its
+        components from them (no file write here: this runs on the event loop)."""
+        dynamic_config.adopt(*self.initial_broker_configs, save=False)
 
     @property
     def parts(self) -> ServerParts:
@@ -325,6 +336,20 @@ class ZkBroker:
     def _on_config_changes(self, children: list[str]) -> None:
         if children:
             self._spawn(self._reload_topic_configs(), "config-changes")
+            self._spawn(self._reload_broker_configs(), "broker-config-changes")
+
+    def _write_broker_configs_blocking(self, resource_name: str, configs: dict[str, str]) -> None:
+        """A broker resource's dynamic configs to /config/brokers/<id> or <default> (append thread)."""
+        entity = DEFAULT_ENTITY if resource_name == "" else resource_name
+        asyncio.run_coroutine_threadsafe(self.zk.set_broker_configs(entity, configs), self.loop).result(
+            ZK_WRITE_TIMEOUT_S)
+
+    async def _reload_broker_configs(self) -> None:
+        per_broker = await self.zk.get_broker_configs(str(self.broker_id))
+        cluster_default = await self.zk.get_broker_configs(DEFAULT_ENTITY)
+        dynamic = self.parts.dynamic_config
+        if (per_broker, cluster_default) != (dynamic.per_broker, dynamic.cluster_default):
+            await self.parts.append_thread.run(dynamic.adopt, per_broker, cluster_default)
 
     async def _reload_topic_configs(self) -> None:
         """A config changed somewhere: re-read the overrides of the topics known here (Kafka reads the

@@ -7,7 +7,9 @@ with (file, env, ``--override``), and Kafka's default. Kafka keeps the dynamic
 values in ZooKeeper (``/config/brokers/<id>``, ``/config/brokers/<default>``) or
 the metadata log; the embedded broker keeps them in
 ``<log.dirs[0]>/pafka-dynamic-broker-configs.json`` (owner-only: it may hold
-passwords), replaced atomically.
+passwords), replaced atomically. A broker in a cluster writes them to
+ZooKeeper's znodes (``cluster_writer``) and takes every broker's changes from
+there (``adopt``), keeping the file as its local copy.
 
 Every config Kafka documents as dynamically updatable is accepted
 (``broker.config.dynamic_config_sets``), checked as Kafka checks it
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +179,9 @@ class DynamicBrokerConfig:
         self.cluster_default: dict[str, str] = {}
         self.config = static_config
         self.default_log_config = log_config_for(static_config)
+        #: A cluster member's: writes a broker resource's dynamic configs to ZooKeeper
+        #: (/config/brokers/<id> or <default>), blocking the append thread until it is there.
+        self.cluster_writer: Callable[[str, dict[str, str]], None] | None = None
         self._load()
         self._apply()
 
@@ -268,11 +273,27 @@ class DynamicBrokerConfig:
     def replace(self, resource_name: str, configs: Mapping[str, str]) -> None:
         """Replace the dynamic configs of this broker ("<id>") or the cluster default ("")."""
         self.check(resource_name, configs)
+        if self.cluster_writer is not None:
+            self.cluster_writer(resource_name, dict(configs))  # every broker follows it from there
         self.per_broker, self.cluster_default = self._replaced(resource_name, configs)
         self._save()
         self._apply()
         log.info("[KafkaServer id=%d] dynamic configs of broker resource %r now %s",
                  self.broker_id, resource_name, redacted(configs))
+
+    def adopt(self, per_broker: Mapping[str, str], cluster_default: Mapping[str, str], save: bool = True) -> bool:
+        """A cluster member takes the values ZooKeeper holds (at start-up, and when a change is
+        announced); invalid ones are dropped as at load. True when anything changed."""
+        new = (self._valid(dict(per_broker), "broker"), self._valid(dict(cluster_default), "default cluster"))
+        if new == (self.per_broker, self.cluster_default):
+            return False
+        self.per_broker, self.cluster_default = new
+        if save:
+            self._save()
+        self._apply()
+        log.info("[KafkaServer id=%d] dynamic broker configs from ZooKeeper: %s, cluster default: %s",
+                 self.broker_id, redacted(self.per_broker), redacted(self.cluster_default))
+        return True
 
     def current(self, resource_name: str) -> dict[str, str]:
         return dict(self.cluster_default if resource_name == "" else self.per_broker)

@@ -281,6 +281,38 @@ def test_partitions_added_through_any_broker(cluster: Cluster) -> None:
     assert shrink.results[0].error_code == ErrorCode.INVALID_PARTITIONS
 
 
+def test_dynamic_broker_configs_live_in_zookeeper(cluster: Cluster) -> None:
+    def alter(broker_id: int, resource: str, name: str, value: str) -> None:
+        altered = request(cluster.brokers[broker_id], IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
+            resource_type=4, resource_name=resource, configs=[AlterableConfig(name=name, config_operation=0,
+                                                                             value=value)])]), version=1)
+        assert altered.responses[0].error_code == ErrorCode.NO_ERROR, altered.responses[0].error_message
+
+    def described(broker_id: int, name: str) -> tuple[str | None, int]:
+        response = request(cluster.brokers[broker_id], DescribeConfigsRequest(resources=[DescribeConfigsResource(
+            resource_type=4, resource_name=str(broker_id), configuration_keys=[name])]), version=4)
+        entry = response.results[0].configs[0]
+        return entry.value, entry.config_source
+
+    alter(1, "", "log.cleaner.backoff.ms", "16000")  # the cluster default, through broker 1
+    alter(2, "2", "log.retention.ms", "7200000")  # broker 2's own
+    zk = cluster.kazoo()
+    try:
+        assert json.loads(zk.get("/config/brokers/<default>")[0])["config"] == {"log.cleaner.backoff.ms": "16000"}
+        assert json.loads(zk.get("/config/brokers/2")[0])["config"] == {"log.retention.ms": "7200000"}
+    finally:
+        zk.stop()
+        zk.close()
+    # DYNAMIC_DEFAULT_BROKER_CONFIG (4) on every broker; DYNAMIC_BROKER_CONFIG (1) on broker 2 only.
+    wait_for("the cluster default everywhere", lambda: all(
+        described(i, "log.cleaner.backoff.ms") == ("16000", 4) for i in cluster.brokers))
+    assert described(2, "log.retention.ms") == ("7200000", 1)
+    assert described(3, "log.retention.ms")[1] != 1
+    cluster.brokers[3].restart()  # a broker starting takes the cluster default from ZooKeeper
+    assert described(3, "log.cleaner.backoff.ms") == ("16000", 4)
+    wait_for("all three back", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.all))
+
+
 def test_a_topic_created_again_takes_its_own_configs(cluster: Cluster) -> None:
     topic = "recreated"
     assert create_topic(cluster.brokers[1], topic, 1, 1, {"retention.ms": "777"}).topics[0].error_code == 0
