@@ -28,6 +28,7 @@ from kazoo.client import KazooClient
 from testing.zookeeper import ZooKeeperProcess
 
 from client.connection import BrokerConnection
+from protocol.config_types import ConfigSource
 from protocol.errors import ErrorCode
 from protocol.messages.api_versions import ApiVersionsRequest
 from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic
@@ -303,13 +304,14 @@ def test_dynamic_broker_configs_live_in_zookeeper(cluster: Cluster) -> None:
     finally:
         zk.stop()
         zk.close()
-    # DYNAMIC_DEFAULT_BROKER_CONFIG (4) on every broker; DYNAMIC_BROKER_CONFIG (1) on broker 2 only.
+    # DYNAMIC_DEFAULT_BROKER_CONFIG on every broker; DYNAMIC_BROKER_CONFIG on broker 2 only.
+    default, own = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG
     wait_for("the cluster default everywhere", lambda: all(
-        described(i, "log.cleaner.backoff.ms") == ("16000", 4) for i in cluster.brokers))
-    assert described(2, "log.retention.ms") == ("7200000", 1)
-    assert described(3, "log.retention.ms")[1] != 1
+        described(i, "log.cleaner.backoff.ms") == ("16000", default) for i in cluster.brokers))
+    assert described(2, "log.retention.ms") == ("7200000", own)
+    assert described(3, "log.retention.ms")[1] != own
     cluster.brokers[3].restart()  # a broker starting takes the cluster default from ZooKeeper
-    assert described(3, "log.cleaner.backoff.ms") == ("16000", 4)
+    assert described(3, "log.cleaner.backoff.ms") == ("16000", default)
     wait_for("all three back", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.all))
 
 
