@@ -259,11 +259,17 @@ def test_a_partition_led_elsewhere_answers_not_leader(cluster: Cluster) -> None:
         assert led.topics[0].partitions[0].error_code == ErrorCode.NO_ERROR
 
 
-def retention_on(broker: BrokerProcess, topic: str = "auto-made") -> str | None:
+def retention_entry(broker: BrokerProcess, topic: str) -> tuple[str | None, int]:
+    """The topic's retention.ms as this broker describes it, and its source."""
     described = request(broker, DescribeConfigsRequest(resources=[DescribeConfigsResource(
         resource_type=2, resource_name=topic, configuration_keys=["retention.ms"])]), version=4)
     assert isinstance(described, DescribeConfigsResponse)
-    return described.results[0].configs[0].value if described.results[0].configs else None
+    entry = described.results[0].configs[0]
+    return entry.value, entry.config_source
+
+
+def retention_on(broker: BrokerProcess, topic: str = "auto-made") -> str | None:
+    return retention_entry(broker, topic)[0]
 
 
 def test_partitions_added_through_any_broker(cluster: Cluster) -> None:
@@ -324,7 +330,8 @@ def test_a_topic_created_again_takes_its_own_configs(cluster: Cluster) -> None:
     # Until the controller finished the deletion the name is taken ("marked for deletion"), as in Kafka.
     wait_for("the name free again", lambda: create_topic(cluster.brokers[3], topic, 1, 1).topics[0].error_code
              == ErrorCode.NO_ERROR)
-    wait_for("the default everywhere", lambda: all(retention_on(b, topic) == "604800000" for b in cluster.all))
+    wait_for("no override anywhere", lambda: all(
+        retention_entry(b, topic)[1] != ConfigSource.TOPIC_CONFIG for b in cluster.all))
 
 
 def test_auto_creation_delete_and_configs_work_through_any_broker(cluster: Cluster) -> None:
