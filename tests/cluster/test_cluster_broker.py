@@ -264,6 +264,8 @@ def retention_entry(broker: BrokerProcess, topic: str) -> tuple[str | None, int]
     described = request(broker, DescribeConfigsRequest(resources=[DescribeConfigsResource(
         resource_type=2, resource_name=topic, configuration_keys=["retention.ms"])]), version=4)
     assert isinstance(described, DescribeConfigsResponse)
+    if not described.results[0].configs:  # not (yet, or no longer) a topic there
+        return None, -1
     entry = described.results[0].configs[0]
     return entry.value, entry.config_source
 
@@ -331,7 +333,8 @@ def test_a_topic_created_again_takes_its_own_configs(cluster: Cluster) -> None:
     wait_for("the name free again", lambda: create_topic(cluster.brokers[3], topic, 1, 1).topics[0].error_code
              == ErrorCode.NO_ERROR)
     wait_for("no override anywhere", lambda: all(
-        retention_entry(b, topic)[1] != ConfigSource.TOPIC_CONFIG for b in cluster.all))
+        (entry := retention_entry(b, topic))[0] is not None and entry[1] != ConfigSource.TOPIC_CONFIG
+        for b in cluster.all))
 
 
 def test_auto_creation_delete_and_configs_work_through_any_broker(cluster: Cluster) -> None:
