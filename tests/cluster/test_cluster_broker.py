@@ -333,7 +333,7 @@ def test_a_topic_created_again_takes_its_own_configs(cluster: Cluster) -> None:
     wait_for("the name free again", lambda: create_topic(cluster.brokers[3], topic, 1, 1).topics[0].error_code
              == ErrorCode.NO_ERROR)
     wait_for("no override anywhere", lambda: all(
-        (entry := retention_entry(b, topic))[0] is not None and entry[1] != ConfigSource.TOPIC_CONFIG
+        (entry := retention_entry(b, topic))[0] is not None and entry[1] != ConfigSource.DYNAMIC_TOPIC_CONFIG
         for b in cluster.all))
 
 
