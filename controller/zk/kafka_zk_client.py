@@ -61,7 +61,7 @@ class KafkaZkClient(ZooKeeperSession):
                 except NoNodeError:
                     pass
                 try:
-                    self._retry(lambda: zk.create(zd.CLUSTER_ID_PATH, zd.encode_cluster_id(proposed), makepath=True))
+                    self._create(zd.CLUSTER_ID_PATH, zd.encode_cluster_id(proposed))
                     return proposed
                 except KazooNodeExistsError:
                     continue  # another broker won: read its id
@@ -77,7 +77,7 @@ class KafkaZkClient(ZooKeeperSession):
                     return int(stat.version)
                 except NoNodeError:
                     try:
-                        self._retry(lambda: zk.create(zd.BROKER_SEQUENCE_ID_PATH, b"", makepath=True))
+                        self._create(zd.BROKER_SEQUENCE_ID_PATH, b"")
                     except KazooNodeExistsError:
                         pass
         return await self._run(generate)
@@ -221,7 +221,7 @@ class KafkaZkClient(ZooKeeperSession):
                 raise TopicExistsError(f"Topic '{topic}' already exists.")
             self._set_or_create(zd.config_entity_path(zd.CONFIG_TYPE_TOPIC, topic), zd.encode_config(configs))
             try:
-                self._retry(lambda: zk.create(zd.topic_path(topic), zd.encode_topic_assignment(assignment), makepath=True))
+                self._create(zd.topic_path(topic), zd.encode_topic_assignment(assignment))
             except KazooNodeExistsError as e:
                 raise TopicExistsError(f"Topic '{topic}' already exists.") from e
         await self._run(create)
@@ -268,8 +268,7 @@ class KafkaZkClient(ZooKeeperSession):
         def write() -> None:
             self._set_or_create(zd.config_entity_path(entity_type, entity), zd.encode_config(configs))
             notification = zd.encode_config_change_notification(zd.config_entity_change_path(entity_type, entity))
-            self._retry(lambda: self._client.create(
-                f"{zd.CONFIG_CHANGES_PATH}/{zd.CONFIG_CHANGE_PREFIX}", notification, sequence=True, makepath=True))
+            self._create(f"{zd.CONFIG_CHANGES_PATH}/{zd.CONFIG_CHANGE_PREFIX}", notification, sequence=True)
         await self._run(write)
 
     async def get_broker_configs(self, entity: str) -> dict[str, str]:
@@ -280,7 +279,7 @@ class KafkaZkClient(ZooKeeperSession):
         """/admin/delete_topics/T; False if the topic was already marked (Kafka swallows that case too)."""
         def create() -> bool:
             try:
-                self._retry(lambda: self._client.create(zd.delete_topic_path(topic), b"", makepath=True))
+                self._create(zd.delete_topic_path(topic), b"")
                 return True
             except KazooNodeExistsError:
                 return False
@@ -397,7 +396,7 @@ class KafkaZkClient(ZooKeeperSession):
         """/isr_change_notification/isr_change_<seq> (what a Kafka broker writes after an ISR change)."""
         data = zd.encode_isr_change_notification(sorted(partitions))
         path = f"{zd.ISR_CHANGE_NOTIFICATION_PATH}/{zd.ISR_CHANGE_PREFIX}"
-        created: str = await self._run(lambda: self._retry(lambda: self._client.create(path, data, sequence=True, makepath=True)))
+        created: str = await self._run(lambda: self._create(path, data, sequence=True))
         return created
 
     # --- producer ids ----------------------------------------------------------------------------------------
@@ -415,7 +414,7 @@ class KafkaZkClient(ZooKeeperSession):
                     data, stat = self._retry(lambda: zk.get(zd.PRODUCER_ID_BLOCK_PATH))
                 except NoNodeError:
                     try:
-                        self._retry(lambda: zk.create(zd.PRODUCER_ID_BLOCK_PATH, b"", makepath=True))
+                        self._create(zd.PRODUCER_ID_BLOCK_PATH, b"")
                     except KazooNodeExistsError:
                         pass
                     continue

@@ -107,7 +107,7 @@ class ZooKeeperSession:
             bootstrap = KazooClient(hosts=self._servers, timeout=self.session_timeout_ms / 1000)
             try:
                 self._start_kazoo(bootstrap, timeout)
-                bootstrap.ensure_path(self._chroot)
+                ensure_path(bootstrap, self._chroot)
             finally:
                 bootstrap.stop()
                 bootstrap.close()
@@ -118,7 +118,7 @@ class ZooKeeperSession:
         client_id = zk.client_id
         self._session_id = client_id[0] if client_id else None
         for path in zd.PERSISTENT_PATHS:
-            self._retry(lambda p=path: zk.ensure_path(p))  # type: ignore[misc]
+            self._retry(lambda p=path: ensure_path(zk, p))  # type: ignore[misc]
 
     @staticmethod
     def _start_kazoo(zk: KazooClient, timeout: float) -> None:
@@ -264,7 +264,7 @@ class ZooKeeperSession:
         if new_session:
             try:
                 for path in zd.PERSISTENT_PATHS:
-                    zk.ensure_path(path)
+                    ensure_path(zk, path)
             except _RETRIABLE:
                 return
             log.info("ZooKeeper session 0x%x established (%s)", client_id[0], self.connect)
@@ -393,6 +393,19 @@ class ZooKeeperSession:
         return out
 
 
+    def _create(self, path: str, data: bytes, sequence: bool = False) -> str:
+        """Create a persistent znode and any missing parents (retried until connected); the created path."""
+        zk = self._client
+
+        def attempt() -> str:
+            try:
+                created: str = zk.create(path, data, sequence=sequence)
+            except NoNodeError:
+                ensure_path(zk, path.rsplit("/", 1)[0])
+                created = zk.create(path, data, sequence=sequence)
+            return created
+        return self._retry(attempt)
+
     def _set_or_create(self, path: str, data: bytes) -> None:
         zk = self._client
         while True:
@@ -402,7 +415,7 @@ class ZooKeeperSession:
             except NoNodeError:
                 pass
             try:
-                self._retry(lambda: zk.create(path, data, makepath=True))
+                self._create(path, data)
                 return
             except KazooNodeExistsError:
                 continue
@@ -419,6 +432,23 @@ class ZooKeeperSession:
             out += self._subtree_post_order(f"{root}/{child}")
         out.append(root)
         return out
+
+
+def ensure_path(zk: KazooClient, path: str) -> None:
+    """Create every missing znode of ``path``, synchronously on the calling thread.
+
+    (kazoo's own ensure_path chains its calls on kazoo's callback threads.)
+    """
+    current = ""
+    for part in path.strip("/").split("/"):
+        if not part:
+            continue
+        current += "/" + part
+        if zk.exists(current) is None:
+            try:
+                zk.create(current, b"")
+            except KazooNodeExistsError:
+                pass
 
 
 def _stop_kazoo(zk: KazooClient) -> None:

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from kazoo.client import KazooClient
@@ -363,3 +363,29 @@ def test_isr_change_notification_is_sequential(zk_connect: str, raw: KazooClient
     assert json.loads(data) == {"version": 1, "partitions": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}]}
 
 
+
+
+def test_every_kazoo_call_runs_on_the_one_dedicated_thread(zk_connect: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    callers: list[tuple[int, str]] = []
+    original = KazooClient._call
+
+    def recording_call(self: KazooClient, request: Any, async_object: Any) -> Any:
+        callers.append((threading.get_ident(), threading.current_thread().name))
+        return original(self, request, async_object)
+    monkeypatch.setattr(KazooClient, "_call", recording_call)
+
+    async def scenario() -> None:
+        client = await started(zk_connect + "/deeper")
+        seen: list[list[str]] = []
+        try:
+            await client.watch_children(zd.BROKER_IDS_PATH, seen.append)
+            await asyncio.gather(
+                client.register_broker(broker(1)), client.get_all_brokers(), client.claim_producer_id_block(1),
+                client.register_controller_and_increment_epoch(1), client.get_partition_states([("t", 0)]))
+            await wait_for(lambda: seen[-1] == ["1"])  # the re-armed watch's reads count too
+        finally:
+            await client.close()
+    run(scenario())
+    assert len(callers) > 20
+    assert {name.split("_")[0] for _, name in callers} == {"kafka-zk"}
+    assert len({ident for ident, _ in callers}) == 1
