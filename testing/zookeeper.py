@@ -164,3 +164,28 @@ def expire_session(connect_string: str, client_id: tuple[int, bytes], timeout: f
     finally:
         thief.stop()  # closing the session: ZooKeeper drops it and its ephemeral znodes
         thief.close()
+
+
+def pause_until_session_expired(pid: int, connect_string: str, ephemeral_path: str, timeout: float = 60.0) -> float:
+    """SIGSTOP process ``pid`` until ZooKeeper expired its session, then SIGCONT it; the seconds paused.
+
+    The session is known to be gone when ``ephemeral_path`` (a znode of that session, e.g.
+    ``/brokers/ids/1`` under the chroot of ``connect_string``) has disappeared. The process
+    is resumed even if that never happens (TimeoutError then).
+    """
+    from kazoo.client import KazooClient
+
+    watcher = KazooClient(hosts=connect_string, timeout=10.0)
+    watcher.start(timeout=10.0)
+    started = time.monotonic()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        while watcher.exists(ephemeral_path) is not None:
+            if time.monotonic() - started > timeout:
+                raise TimeoutError(f"{ephemeral_path} still exists after {timeout}s: the session did not expire")
+            time.sleep(0.05)
+        return time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        watcher.stop()
+        watcher.close()

@@ -389,3 +389,60 @@ def test_every_kazoo_call_runs_on_the_one_dedicated_thread(zk_connect: str, monk
     assert len(callers) > 20
     assert {name.split("_")[0] for _, name in callers} == {"kafka-zk"}
     assert len({ident for ident, _ in callers}) == 1
+
+
+CHILD = r"""
+import asyncio, sys
+from controller.zk.kafka_zk_client import KafkaZkClient
+from controller.zk import zk_data as zd
+
+async def main() -> None:
+    client = KafkaZkClient(sys.argv[1], 2000, 10000)
+    await client.start()
+    info = zd.BrokerInfo(1, [zd.EndPoint("127.0.0.1", 9092, "PLAINTEXT", "PLAINTEXT")], None)
+    done = asyncio.Event()
+
+    def expired() -> None:
+        print("expired", flush=True)
+
+    def reconnected() -> None:
+        print("reconnected", flush=True)
+
+        async def again() -> None:
+            await client.register_broker(info)
+            print("registered", flush=True)
+            done.set()
+        tasks.add(asyncio.get_running_loop().create_task(again()))
+    tasks: set[asyncio.Task[None]] = set()
+    client.on_session_expired(expired)
+    client.on_reconnected(reconnected)
+    await client.register_broker(info)
+    print("registered", flush=True)
+    await asyncio.wait_for(done.wait(), 60)
+    await client.close()
+
+asyncio.run(main())
+"""
+
+
+def test_a_process_paused_past_its_session_timeout_gets_a_new_session(zookeeper: ZooKeeperProcess, zk_connect: str) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from testing.zookeeper import pause_until_session_expired
+
+    root = Path(__file__).resolve().parents[2]
+    child = subprocess.Popen([sys.executable, "-c", CHILD, zk_connect], cwd=root, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "registered"
+        paused = pause_until_session_expired(child.pid, zookeeper.connect_string, chroot_of(zk_connect) + "/brokers/ids/1")
+        assert paused >= 1.5  # about the 2,000 ms session timeout
+        lines = [child.stdout.readline().strip() for _ in range(3)]
+        assert lines == ["expired", "reconnected", "registered"]
+        assert child.wait(timeout=30) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
