@@ -88,8 +88,7 @@ class ZooKeeperProcess:
             raise RuntimeError(INSTALL_HINT)
         self.dir = Path(tempfile.mkdtemp(prefix="pafka-zookeeper-"))
         (self.dir / "data").mkdir()
-        config = self.dir / "zoo.cfg"
-        config.write_text("\n".join([
+        (self.dir / "zoo.cfg").write_text("\n".join([
             f"tickTime={self.tick_time_ms}",
             f"dataDir={self.dir / 'data'}",
             f"clientPort={self.port}",
@@ -101,21 +100,26 @@ class ZooKeeperProcess:
             "4lw.commands.whitelist=ruok,srvr,stat,cons,mntr",
             "",
         ]))
+        try:
+            self.start_server()
+        except BaseException:
+            self.stop()
+            raise
+
+    def start_server(self) -> None:
+        """Start the java process on the existing config and data (again, after ``stop_server``)."""
+        assert self.dir is not None and self.process is None
         classpath = f"{ZOOKEEPER_JAR}:{_QUIET_LOGGING}" if _QUIET_LOGGING.is_file() else str(ZOOKEEPER_JAR)
-        log = open(self.dir / "zookeeper.log", "wb")  # the child process writes to it
+        log = open(self.dir / "zookeeper.log", "ab")  # the child process writes to it
         try:
             self.process = subprocess.Popen(
                 ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath,
-                 "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)],
+                 "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.dir / "zoo.cfg")],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.dir,
             )
         finally:
             log.close()
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+        self._wait_ready()
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.start_timeout
@@ -136,8 +140,8 @@ class ZooKeeperProcess:
             return ""
         return "\n".join((self.dir / "zookeeper.log").read_text("utf-8", "replace").splitlines()[-lines:])
 
-    def stop(self) -> None:
-        """SIGTERM by PID (SIGKILL after 10 s), then remove the data dir."""
+    def stop_server(self) -> None:
+        """SIGTERM the java process by PID (SIGKILL after 10 s); its data stays for ``start_server``."""
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
             os.kill(process.pid, signal.SIGTERM)
@@ -146,6 +150,10 @@ class ZooKeeperProcess:
             except subprocess.TimeoutExpired:
                 os.kill(process.pid, signal.SIGKILL)
                 process.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Stop the server and remove its data dir."""
+        self.stop_server()
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import queue
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -75,6 +76,53 @@ def split_connect(connect: str) -> tuple[str, str]:
     return connect[:slash], chroot
 
 
+class ZkThread:
+    """The one thread that makes every kazoo call, in submission order.
+
+    A daemon thread (unlike a ThreadPoolExecutor's): a process that exits while a call
+    waits for a ZooKeeper that is down is not held up by it.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue())
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self._thread.start()
+        self._shutdown = False
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+        if self._shutdown:
+            raise RuntimeError("the ZooKeeper thread is shut down")
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop after the jobs already submitted (waits up to ``timeout`` unless called on the thread itself)."""
+        if self._shutdown:
+            return
+        self._shutdown = True
+        self._jobs.put(None)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    @property
+    def ident(self) -> int | None:
+        return self._thread.ident
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, fn, args = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as e:
+                future.set_exception(e)
+            else:
+                future.set_result(result)
+
+
 class ZooKeeperSession:
     """One ZooKeeper connection (chroot created if missing) and its session, for asyncio."""
 
@@ -83,7 +131,7 @@ class ZooKeeperSession:
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms
         self._servers, self._chroot = split_connect(connect)
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-zk")
+        self._executor = ZkThread("kafka-zk")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._zk: KazooClient | None = None
         self._closing = threading.Event()
@@ -111,7 +159,9 @@ class ZooKeeperSession:
             finally:
                 bootstrap.stop()
                 bootstrap.close()
-        zk = KazooClient(hosts=self.connect, timeout=self.session_timeout_ms / 1000)
+        # Reconnect attempts at most a second apart, forever (kazoo's default backs off up to an hour).
+        zk = KazooClient(hosts=self.connect, timeout=self.session_timeout_ms / 1000,
+                         connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0})
         zk.add_listener(self._on_state)
         self._start_kazoo(zk, timeout)
         self._zk = zk
@@ -138,8 +188,8 @@ class ZooKeeperSession:
             watch.active = False
         zk = self._zk
         if zk is not None:
-            await asyncio.get_running_loop().run_in_executor(self._executor, _stop_kazoo, zk)
-        self._executor.shutdown(wait=True)
+            await asyncio.wrap_future(self._executor.submit(_stop_kazoo, zk))
+        self._executor.shutdown()
 
     @property
     def session_id(self) -> int | None:
@@ -168,7 +218,7 @@ class ZooKeeperSession:
     async def _run(self, fn: Callable[[], T]) -> T:
         if self._closing.is_set():
             raise ZkError("the ZooKeeper client is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        return await asyncio.wrap_future(self._executor.submit(fn))
 
     @property
     def _client(self) -> KazooClient:
@@ -181,6 +231,9 @@ class ZooKeeperSession:
         while True:
             if self._closing.is_set():
                 raise ZkError("the ZooKeeper client is closed")
+            if not self._client.connected:
+                # kazoo would queue the request until it reconnects: wait here instead, where close() is heard.
+                self._wait_connected()
             try:
                 return fn()
             except _RETRIABLE:
