@@ -23,6 +23,7 @@ from controller.zk.zk_session import (
     ControllerMovedError,
     NodeExistsError,
     TopicExistsError,
+    ZkBadVersionError,
     ZkError,
     ZooKeeperSession,
     first_error,
@@ -36,6 +37,7 @@ __all__ = [
     "KafkaZkClient",
     "NodeExistsError",
     "TopicExistsError",
+    "ZkBadVersionError",
     "ZkError",
     "ZkWatch",
     "split_connect",
@@ -386,7 +388,7 @@ class KafkaZkClient(ZooKeeperSession):
                 if error is None:
                     written[tp] = lai.with_partition_epoch(int(result[0].version))
                 elif isinstance(error, BadVersionError):
-                    failed[tp] = ZkError(f"partition state of {tp[0]}-{tp[1]} moved past version {lai.partition_epoch}")
+                    failed[tp] = ZkBadVersionError(f"partition state of {tp[0]}-{tp[1]} moved past version {lai.partition_epoch}")
                 else:
                     failed[tp] = ZkError(f"partition state of {tp[0]}-{tp[1]}: {error!r}")
             return written, failed

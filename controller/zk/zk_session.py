@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
+    BadVersionError,
     ConnectionLoss,
     NoNodeError,
     OperationTimeoutError,
@@ -61,6 +62,10 @@ class NodeExistsError(ZkError):
 
 class ControllerMovedError(ZkError):
     """Another broker is (or became) the controller: this broker's controller writes are refused."""
+
+
+class ZkBadVersionError(ZkError):
+    """A conditional write lost: the znode's version moved on (someone else wrote it first)."""
 
 
 class TopicExistsError(ZkError):
@@ -524,4 +529,6 @@ def raise_first_error(results: list[Any], path: str, ignore: tuple[type[Exceptio
         return
     if isinstance(error, KazooNodeExistsError):
         raise NodeExistsError(f"{path} already exists")
+    if isinstance(error, BadVersionError):
+        raise ZkBadVersionError(f"{path}: the znode's version moved on")
     raise ZkError(f"{path}: {error!r}") from error

@@ -18,7 +18,14 @@ import pytest
 from kazoo.client import KazooClient
 
 from controller.zk import zk_data as zd
-from controller.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient, NodeExistsError, TopicExistsError, split_connect
+from controller.zk.kafka_zk_client import (
+    ControllerMovedError,
+    KafkaZkClient,
+    NodeExistsError,
+    TopicExistsError,
+    ZkBadVersionError,
+    split_connect,
+)
 from testing.zookeeper import ZooKeeperProcess, expire_session
 
 T = TypeVar("T")
@@ -189,7 +196,7 @@ def test_stale_controller_epoch_version_is_refused(zk_connect: str, raw: KazooCl
             # A write at a stale partition epoch fails for that partition only.
             written, failed = await old.update_leader_and_isr(
                 {tp: zd.LeaderAndIsr(1, 0, [1, 2], partition_epoch=0)}, epoch, version)
-            assert written == {} and set(failed) == {tp}
+            assert written == {} and set(failed) == {tp} and isinstance(failed[tp], ZkBadVersionError)
             # Another controller takes over (the old one lost its /controller, e.g. its session expired).
             await asyncio.to_thread(raw.delete, root + "/controller")
             new_epoch, new_version = await new.register_controller_and_increment_epoch(2)
