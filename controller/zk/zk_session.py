@@ -401,6 +401,23 @@ class ZooKeeperSession:
             return data, stat.version
         return await self._run(get)
 
+    async def get_data_and_ctime(self, paths: Iterable[str]) -> dict[str, tuple[bytes, int]]:
+        """path -> (data, creation time in ms) for the znodes that exist (pipelined)."""
+        wanted = list(paths)
+
+        def get() -> dict[str, tuple[bytes, int]]:
+            zk = self._client
+            results = self._pipeline([lambda p=p: zk.get_async(p) for p in wanted])  # type: ignore[misc]
+            found: dict[str, tuple[bytes, int]] = {}
+            for path, result in zip(wanted, results, strict=True):
+                if isinstance(result, NoNodeError):
+                    continue
+                if isinstance(result, Exception):
+                    raise result
+                found[path] = (result[0], int(result[1].ctime))
+            return found
+        return await self._run(get)
+
     async def get_children(self, path: str) -> list[str]:
         """Sorted children; [] if the znode does not exist."""
         def get() -> list[str]:
