@@ -151,7 +151,7 @@ class KafkaZkClient(ZooKeeperSession):
         """
         return await self._run(lambda: self._register_controller(broker_id))
 
-    def _register_controller(self, broker_id: int) -> tuple[int, int]:
+    def _register_controller(self, broker_id: int, attempts: int = 5) -> tuple[int, int]:
         zk = self._client
         epoch, epoch_version = self._controller_epoch_or_create()
         new_epoch = epoch + 1
@@ -171,6 +171,9 @@ class KafkaZkClient(ZooKeeperSession):
             data, stat = self._retry(lambda: zk.get(zd.CONTROLLER_PATH))
             current_data, current_stat = self._retry(lambda: zk.get(zd.CONTROLLER_EPOCH_PATH))
         except NoNodeError as e:
+            # The epoch moved under us but nobody holds /controller (that controller is gone already): again.
+            if attempts > 1:
+                return self._register_controller(broker_id, attempts - 1)
             raise ControllerMovedError(f"controller moved while broker {broker_id} was being elected") from e
         current_epoch = zd.decode_controller_epoch(current_data)
         if zd.decode_controller(data) == broker_id and stat.ephemeralOwner == self.current_session_id() and current_epoch == new_epoch:
