@@ -35,9 +35,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError
-from storage.meta_properties import check_meta_properties
-
 from broker.cluster.components import (
     AlterPartitionSender,
     Controller,
@@ -52,11 +49,23 @@ from broker.config.broker_config import BrokerConfig
 from broker.metadata_cache import ZkMetadataCache
 from broker.metadata_store import new_cluster_id
 from broker.zk_producer_id_manager import ZkProducerIdManager
-from controller.zk.zk_data import DEFAULT_ENTITY, BrokerInfo, EndPoint
+from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError
+from controller.zk.zk_data import (
+    CONFIG_CHANGE_PREFIX,
+    CONFIG_CHANGES_PATH,
+    CONFIG_TYPE_BROKER,
+    CONFIG_TYPE_TOPIC,
+    DEFAULT_ENTITY,
+    BrokerInfo,
+    EndPoint,
+    decode_config_change_notification,
+)
+from controller.zk.zk_node_change_notification_listener import ZkNodeChangeNotificationListener
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
 from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from protocol.messages.update_metadata import UpdateMetadataRequest
+from storage.meta_properties import check_meta_properties
 
 if TYPE_CHECKING:
     from broker.admin_manager import AdminManager
@@ -107,6 +116,7 @@ class ZkBroker:
         #: The czxid of /brokers/ids/N: -1 until registered.
         self.broker_epoch = -1
         self.controller: Controller | None = None
+        self.config_changes: ZkNodeChangeNotificationListener | None = None
         self.alter_partition_manager: AlterPartitionSender | None = None
         self._parts: ServerParts | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -176,7 +186,10 @@ class ZkBroker:
     async def startup(self) -> None:
         self.zk.on_session_expired(self._on_session_expired)
         await self._register_at_startup()
-        await self.zk.watch_children("/config/changes", self._on_config_changes)
+        # Kafka's config change listener: each /config/changes notification once, in order.
+        self.config_changes = ZkNodeChangeNotificationListener(
+            self.zk, CONFIG_CHANGES_PATH, CONFIG_CHANGE_PREFIX, self._on_config_change)
+        await self.config_changes.start()
         self.alter_partition_manager = build_alter_partition_manager(
             self.config, self.broker_id, lambda: self.broker_epoch, self.controller_node)
         states = self.replica_states
@@ -333,10 +346,14 @@ class ZkBroker:
         for topic in topics:
             await self.parts.append_thread.run(log_manager.update_topic_config, topic, {})
 
-    def _on_config_changes(self, children: list[str]) -> None:
-        if children:
-            self._spawn(self._reload_topic_configs(), "config-changes")
-            self._spawn(self._reload_broker_configs(), "broker-config-changes")
+    async def _on_config_change(self, data: bytes) -> None:
+        """A config change notification: re-read the entity it names, if it concerns this broker."""
+        entity_type, _, name = decode_config_change_notification(data).partition("/")
+        if entity_type == CONFIG_TYPE_TOPIC:
+            fetched = await self.zk.get_topic_configs([name])
+            await self.apply_topic_configs(name, fetched.get(name, {}))
+        elif entity_type == CONFIG_TYPE_BROKER and name in (str(self.broker_id), DEFAULT_ENTITY):
+            await self._reload_broker_configs()
 
     def _write_broker_configs_blocking(self, resource_name: str, configs: dict[str, str]) -> None:
         """A broker resource's dynamic configs to /config/brokers/<id> or <default> (append thread)."""
@@ -350,17 +367,6 @@ class ZkBroker:
         dynamic = self.parts.dynamic_config
         if (per_broker, cluster_default) != (dynamic.per_broker, dynamic.cluster_default):
             await self.parts.append_thread.run(dynamic.adopt, per_broker, cluster_default)
-
-    async def _reload_topic_configs(self) -> None:
-        """A config changed somewhere: re-read the overrides of the topics known here (Kafka reads the
-        notification's entity; every topic's read is simpler, and changes are rare)."""
-        cache = self.metadata_cache
-        topics = sorted({t.name for t in cache} | set(cache.topics_with_configs()))
-        if not topics:
-            return
-        fetched = await self.zk.get_topic_configs(topics)
-        for topic in topics:
-            await self.apply_topic_configs(topic, fetched.get(topic, {}))
 
     # -- 4. shutdown ---------------------------------------------------------------
     async def controlled_shutdown(self) -> None:
@@ -384,6 +390,8 @@ class ZkBroker:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.config_changes is not None:
+            await self.config_changes.close()
         if self.controller is not None:
             await self.controller.shutdown()
         await self.zk.close()  # the ephemeral /brokers/ids/N goes with the session

@@ -25,7 +25,6 @@ from typing import Any, TypeVar
 
 import pytest
 from kazoo.client import KazooClient
-from testing.zookeeper import ZooKeeperProcess
 
 from client.connection import BrokerConnection
 from protocol.config_types import ConfigSource
@@ -63,6 +62,7 @@ from protocol.messages.list_offsets import (
 )
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from testing.broker_process import BrokerProcess
+from testing.zookeeper import ZooKeeperProcess
 from tests.integration.clients import AioKafkaDriver, ClientDriver, ConfluentDriver, KafkaPythonDriver
 from tests.integration.records import Produced
 
