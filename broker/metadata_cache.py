@@ -270,9 +270,6 @@ class ZkMetadataCache:
     def remove_topic_configs(self, topic: str) -> None:
         self._topic_configs.pop(topic, None)
 
-    def topics_with_configs(self) -> list[str]:
-        return list(self._topic_configs)
-
     def has_topic_configs(self, topic: str) -> bool:
         """Whether the topic's overrides (possibly none) were read from ZooKeeper."""
         return topic in self._topic_configs
