@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from testing.zookeeper import ZooKeeperProcess
 
 from broker.handlers import alter_partition, controlled_shutdown, elect_leaders, leader_and_isr, stop_replica
 from broker.handlers import update_metadata as update_metadata_handler
@@ -63,6 +62,7 @@ from protocol.messages.update_metadata import (
     UpdateMetadataTopicState,
 )
 from testing.broker_process import BrokerProcess
+from testing.zookeeper import ZooKeeperProcess
 
 pytestmark = pytest.mark.slow
 API_VERSIONS = ApiVersionsRequest(client_software_name="pafka-tests", client_software_version="1")
