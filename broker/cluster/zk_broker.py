@@ -8,15 +8,17 @@ Kafka's KafkaServer (ZooKeeper mode) in order:
    pointed at another cluster's data refuses to start), fix the broker id
    (``broker.id``; -1 takes the id the dirs carry, else ``/brokers/seqid`` +
    ``reserved.broker.max.id`` when ``broker.id.generation.enable``), and read
-   every topic's config overrides so the logs load with them.
+   every topic's config overrides (the logs load with them) and the dynamic
+   broker configs (``/config/brokers/<id>`` and ``<default>``).
 2. The server builds its components around :attr:`metadata_cache` and calls
    :meth:`attach`.
 3. :meth:`startup` once the listeners are bound: register ``/brokers/ids/N``
    (every advertised listener with its bound port, the listener map, the rack;
    the znode's czxid is the broker epoch), re-registering after a session
-   expiry; watch ``/config/changes`` for topic config changes; start the
-   AlterPartition sender and the KafkaController (every broker runs one; the
-   one elected through ``/controller`` acts).
+   expiry; follow ``/config/changes`` (Kafka's notification listener: each
+   topic or broker config change re-read once); start replication (ISR
+   expiration, fetchers), the AlterPartition sender and the KafkaController
+   (every broker runs one; the one elected through ``/controller`` acts).
 4. On SIGTERM, :meth:`controlled_shutdown` first (ControlledShutdown to the
    controller, ``controlled.shutdown.max.retries`` attempts
    ``controlled.shutdown.retry.backoff.ms`` apart), then the server's own
