@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import struct
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,6 @@ from protocol.messages import alter_partition as ap
 from tests.protocol.conftest import build_ours
 from tests.protocol.test_zk_inter_broker_codecs import full_message
 
-HANDLERS = Path(__file__).resolve().parents[2] / "broker" / "handlers"
 VERSIONS = range(4)
 
 
@@ -84,6 +82,6 @@ def test_request_v3_layout() -> None:
     assert request.to_bytes(3) == expected
 
 
-def test_not_advertised_and_not_served() -> None:
-    assert 56 not in advertised_versions()
-    assert "alter_partition" not in {path.stem for path in HANDLERS.glob("*.py")}
+def test_advertised_by_a_cluster_member_only() -> None:
+    assert 56 not in {key for key, _, _ in advertised_versions()}
+    assert (56, 0, 3) in advertised_versions(cluster=True)

@@ -13,19 +13,18 @@ from __future__ import annotations
 import itertools
 import struct
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import pytest
 
+from broker.handlers.api_versions import advertised_versions
 from protocol.api import APIS
 from protocol.messages import controlled_shutdown, leader_and_isr, stop_replica, update_metadata
 from tests.protocol.conftest import Node, build_ours, in_range, load_schemas, snake
 
 SCHEMAS = load_schemas()
 KAFKA_3_9_RANGES = {4: range(8), 5: range(5), 6: range(9), 7: range(4)}
-HANDLERS = Path(__file__).resolve().parents[2] / "broker" / "handlers"
 
 
 class NonDefaultValues:
@@ -165,7 +164,10 @@ def test_update_metadata_v0_broker_layout() -> None:
     assert request.to_bytes(0) == struct.pack(">iiiiih1si", 1, 2, 0, 1, 4, 1, b"h", 9092)
 
 
-def test_no_handler_serves_the_zookeeper_apis() -> None:
-    names = {path.stem for path in HANDLERS.glob("*.py")}
-    for api_key in KAFKA_3_9_RANGES:
-        assert APIS[api_key].module.__name__.rsplit(".", 1)[1] not in names
+def test_only_a_cluster_member_serves_the_zookeeper_apis() -> None:
+    alone = {key for key, _, _ in advertised_versions()}
+    in_cluster = {key: (low, high) for key, low, high in advertised_versions(cluster=True)}
+    for api_key, versions in KAFKA_3_9_RANGES.items():
+        assert api_key not in alone
+        # Every Kafka 3.9 version, each sent on the wire by tests/cluster/test_cluster_handlers.py.
+        assert in_cluster[api_key] == (versions.start, versions.stop - 1)
