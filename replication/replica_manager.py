@@ -32,15 +32,20 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from protocol.control_records import build_end_txn_marker_batch
 from protocol.errors import ErrorCode, ProtocolError
-from replication import txn_verification
+from replication import replica_state_changes, txn_verification
+from replication.alter_partition_manager import AlterPartitionError
 from replication.append_thread import AppendThread
 from replication.delayed_fetch import FetchPurgatory
 from replication.delayed_produce import ProducePurgatory
-from replication.partition import LogReadResult, Partition, read_error
+from replication.partition import LogReadResult, NotLeaderOrFollowerError, Partition, read_error
+from replication.partition_state import LeaderAndIsr
+from replication.replica_fetcher_manager import ReplicaFetcherManager
+from replication.replica_host import FetcherControl
+from replication.replication_config import ReplicationConfig
 from replication.txn_verification import TransactionalProduce
 from storage.errors import (
     InvalidRecordError,
@@ -63,6 +68,11 @@ from storage.producer_state import (
     TransactionCoordinatorFencedError,
 )
 from storage.producer_state_entry import ProducerStateEntry
+
+if TYPE_CHECKING:
+    from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
+    from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
+    from replication.alter_partition_manager import AlterPartitionManager
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +98,10 @@ _APPEND_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (TransactionCoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
     (OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
     (KafkaStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
+    (NotLeaderOrFollowerError, ErrorCode.NOT_LEADER_OR_FOLLOWER),
 )
+#: What an append may raise that becomes a per-partition error code.
+_APPEND_EXCEPTIONS = (StorageError, ProtocolError, NotLeaderOrFollowerError)
 
 
 def error_code_for(exc: BaseException) -> ErrorCode:
@@ -133,6 +146,9 @@ class FetchParams:
     isolation_level: int
     #: Fetch v0-v2 (KIP-74 came with v3): no partition gets a first batch larger than its limit.
     hard_max_bytes_limit: bool = False
+
+    #: The follower's broker epoch (Fetch v15+'s replica_state), -1 when not sent.
+    replica_epoch: int = -1
 
     @property
     def is_from_follower(self) -> bool:
@@ -180,8 +196,10 @@ class LogDirDescription:
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager, append_thread: AppendThread) -> None:
+    def __init__(self, broker_id: int, log_manager: LogManager, append_thread: AppendThread,
+                 replication_config: ReplicationConfig | None = None) -> None:
         self.broker_id = broker_id
+        self.replication_config = replication_config or ReplicationConfig()
         self.log_manager = log_manager
         self.append_thread = append_thread
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -189,13 +207,21 @@ class ReplicaManager:
         #: FindCoordinator list one topic's partitions without walking every partition hosted.
         self._by_topic: dict[str, dict[int, Partition]] = {}
         self.fetch_purgatory = FetchPurgatory()
-        self.produce_purgatory = ProducePurgatory(self._high_watermark_of)
+        self.produce_purgatory = ProducePurgatory(self._check_enough_replicas)
         #: topic → (on election, on resignation): coordinators load and unload their partitions.
         self._leadership_listeners: dict[str, tuple[LeadershipCallback, LeadershipCallback]] = {}
         #: topic → told of every transaction marker written to it (the group coordinator's offsets).
         self._txn_marker_listeners: dict[str, TxnMarkerCallback] = {}
         #: KIP-890 part 1; None: transactional produces are not verified (no coordinator wired).
         self.txn_verification: txn_verification.ProduceVerification | None = None
+        #: Cluster mode (``replication.replica_state_changes``): the last controller epoch seen, the
+        #: fetchers of followed partitions, ISR changes to the controller, the ISR expiration task.
+        self.controller_epoch = 0
+        self.replica_fetcher_manager: ReplicaFetcherManager | None = None
+        self.alter_partition_manager: AlterPartitionManager | None = None
+        self._isr_expiration: asyncio.Task[None] | None = None
+        #: Serializes LeaderAndIsr and StopReplica: each changes many partitions over several awaits.
+        self.state_change_lock = asyncio.Lock()
 
     def add_leadership_listener(self, topic: str, on_election: LeadershipCallback,
                                 on_resignation: LeadershipCallback) -> None:
@@ -251,14 +277,115 @@ class ReplicaManager:
     def partitions_of(self, topic: str) -> list[Partition]:
         return list(self._by_topic.get(topic, {}).values())
 
-    def _high_watermark_of(self, tp: TopicPartition) -> int | None:
+    def _check_enough_replicas(self, tp: TopicPartition, required_offset: int) -> tuple[bool, int]:
         partition = self.partitions.get(tp)
-        return None if partition is None else partition.high_watermark
+        if partition is None:
+            return False, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return partition.check_enough_replicas_reach_offset(required_offset)
 
     def shutdown(self) -> None:
-        """Answer parked fetches and produces now, so shutdown does not wait them out."""
+        """Answer parked fetches and produces now, so shutdown does not wait them out; stop the
+        fetchers and the ISR expiration task (``shutdown_replication`` awaits them too)."""
         self.fetch_purgatory.shutdown()
         self.produce_purgatory.shutdown()
+        if self._isr_expiration is not None:
+            self._isr_expiration.cancel()
+        if self.replica_fetcher_manager is not None:
+            self.replica_fetcher_manager.close()
+
+    # -- cluster mode (replication.replica_state_changes) -----------------------------
+    @property
+    def fetcher_control(self) -> FetcherControl | None:
+        return self.replica_fetcher_manager
+
+    def set_alter_partition_manager(self, manager: AlterPartitionManager) -> None:
+        """ISR changes go to the controller through ``manager`` (cluster mode)."""
+        self.alter_partition_manager = manager
+
+    def start_replication(self, fetcher_manager: ReplicaFetcherManager | None = None) -> None:
+        """Cluster mode: start the ISR expiration task (Kafka's isr-expiration, every half
+        ``replica.lag.time.max.ms``) and the fetcher manager followers need. Event loop."""
+        if self.replica_fetcher_manager is None:
+            self.replica_fetcher_manager = fetcher_manager or ReplicaFetcherManager(self)
+        if self._isr_expiration is None:
+            self._isr_expiration = asyncio.get_running_loop().create_task(
+                replica_state_changes.isr_expiration_loop(self), name=f"isr-expiration-{self.broker_id}")
+
+    async def shutdown_replication(self) -> None:
+        """Stop the fetchers and the ISR expiration task and wait until they are gone."""
+        task, self._isr_expiration = self._isr_expiration, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if self.replica_fetcher_manager is not None:
+            await self.replica_fetcher_manager.shutdown()
+
+    def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> Awaitable[LeaderAndIsrResponse]:
+        """LeaderAndIsr from the controller (see ``replica_state_changes.become_leader_or_follower``)."""
+        return replica_state_changes.become_leader_or_follower(self, request)
+
+    def stop_replicas(self, request: StopReplicaRequest) -> Awaitable[StopReplicaResponse]:
+        """StopReplica from the controller (see ``replica_state_changes.stop_replicas``)."""
+        return replica_state_changes.stop_replicas(self, request)
+
+    def add_partition(self, partition: Partition) -> None:
+        """Host ``partition`` (its log exists); index it by topic."""
+        topic, partition_index = partition.topic, partition.partition_index
+        self.partitions[(topic, partition_index)] = partition
+        by_index = self._by_topic.setdefault(topic, {})
+        out_of_order = bool(by_index) and partition_index < next(reversed(by_index))
+        by_index[partition_index] = partition
+        if out_of_order:
+            self._by_topic[topic] = dict(sorted(by_index.items()))
+
+    def remove_partition(self, topic: str, partition_index: int) -> Partition | None:
+        """Stop hosting a partition (its log stays unless the caller deletes it)."""
+        partition = self.partitions.pop((topic, partition_index), None)
+        by_index = self._by_topic.get(topic)
+        if by_index is not None:
+            by_index.pop(partition_index, None)
+            if not by_index:
+                del self._by_topic[topic]
+        return partition
+
+    def fire_leadership_change(self, topic: str, partition_index: int, elected: bool) -> None:
+        listener = self._leadership_listeners.get(topic)
+        if listener is None:
+            return
+        try:
+            listener[0 if elected else 1](partition_index)
+        except Exception:
+            log.exception("[ReplicaManager broker=%d] leadership listener of %s failed", self.broker_id, topic)
+
+    def submit_isr_change(self, partition: Partition, proposal: LeaderAndIsr | None) -> None:
+        """Send a proposed ISR change to the controller; apply its answer when it comes."""
+        if proposal is None:
+            return
+        manager = self.alter_partition_manager
+        if manager is None:
+            log.warning("[ReplicaManager broker=%d] no AlterPartition manager: ISR change of %s to %s not sent",
+                        self.broker_id, partition, list(proposal.isr))
+            partition.pending_isr = None
+            return
+        future = manager.submit(partition.topic, partition.topic_id, partition.partition_index, proposal)
+        future.add_done_callback(lambda done: self._isr_change_answered(partition, proposal, done))
+
+    def _isr_change_answered(self, partition: Partition, proposal: LeaderAndIsr,
+                             done: asyncio.Future[LeaderAndIsr]) -> None:
+        if done.cancelled():
+            return
+        exc = done.exception()
+        if exc is None:
+            moved = partition.handle_alter_partition_result(proposal, done.result())
+        else:
+            error = exc.error_code if isinstance(exc, AlterPartitionError) else ErrorCode.UNKNOWN_SERVER_ERROR
+            moved = partition.handle_alter_partition_result(proposal, None, error)
+        tp = (partition.topic, partition.partition_index)
+        if self.partitions.get(tp) is partition:
+            if moved:
+                self.on_high_watermark_advanced(tp)
+            else:
+                self.produce_purgatory.check_and_complete(tp)  # the ISR size may now fail waiting produces
 
     # -- append -----------------------------------------------------------
     def append_records(
@@ -504,18 +631,21 @@ class ReplicaManager:
             reserved += 1
         # Nothing can start waiting while these appends run: skip notify when nobody waits.
         notify = self.fetch_purgatory.notify if self.fetch_purgatory.watching else None
+        purgatory = self.produce_purgatory
         done = 0
         try:
             for i, partition, records in appends[:reserved]:
                 done += 1
                 try:
                     info = partition.append_reserved(records, origin, now, None if plan is None else plan.guard_of(i))
-                except (StorageError, ProtocolError) as exc:
+                except _APPEND_EXCEPTIONS as exc:
                     results[i] = self._append_failed(partition, exc)
                     continue
                 results[i] = PartitionAppendResult(ErrorCode.NO_ERROR, info, None)
                 if notify is not None:
                     notify((partition.topic, partition.partition_index))
+                if purgatory.watching and purgatory.is_watched((partition.topic, partition.partition_index)):
+                    purgatory.check_and_complete((partition.topic, partition.partition_index))
         finally:
             for _, partition, _ in appends[done:reserved]:  # only after an unexpected error
                 partition.release_reserved()
@@ -532,7 +662,7 @@ class ReplicaManager:
                     records = convert(records, partition.log.config, now)
                 info = partition.append_records_to_leader(records, origin, now, None if plan is None else plan.guard_of(i))
                 results.append(PartitionAppendResult(ErrorCode.NO_ERROR, info))
-            except (StorageError, ProtocolError) as exc:
+            except _APPEND_EXCEPTIONS as exc:
                 results.append(self._append_failed(partition, exc))
             except Exception as exc:
                 if self.partitions.get((partition.topic, partition.partition_index)) is not partition:
@@ -556,10 +686,14 @@ class ReplicaManager:
                                      timeout_ms: int) -> list[PartitionAppendResult]:
         done = await pending
         notify = self.fetch_purgatory.notify
+        purgatory = self.produce_purgatory
         for (i, partition, _), result in zip(appended, done, strict=True):
             results[i] = result
             if result.info is not None:
-                notify((partition.topic, partition.partition_index))
+                tp = (partition.topic, partition.partition_index)
+                notify(tp)
+                if purgatory.is_watched(tp):  # the append may have moved the high watermark
+                    purgatory.check_and_complete(tp)
         acknowledged = self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
         return acknowledged if isinstance(acknowledged, list) else await acknowledged
 
@@ -586,10 +720,11 @@ class ReplicaManager:
     async def _wait_for_high_watermark(self, entries: Sequence[tuple[str, int, Records]],
                                        results: list[PartitionAppendResult], required: dict[TopicPartition, int],
                                        timeout_ms: int) -> list[PartitionAppendResult]:
-        short = await self.produce_purgatory.wait(required, max(timeout_ms, 0) / 1000)
+        errors = await self.produce_purgatory.wait(required, max(timeout_ms, 0) / 1000)
         for (topic, index, _), result in zip(entries, results, strict=True):
-            if (topic, index) in short:
-                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+            error = errors.get((topic, index))
+            if error is not None:
+                result.error_code = error
                 result.info = None
         return results
 
@@ -609,6 +744,8 @@ class ReplicaManager:
         """
         deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
         results, total, any_error = self._read_from_log(params, partitions)
+        if params.is_from_follower:
+            self._update_follower_fetch_state(params, partitions, results)
         if total >= params.min_bytes or any_error or deadline <= time.monotonic() or not partitions:
             return results
         return self._delayed_fetch(params, partitions, deadline)
@@ -630,6 +767,27 @@ class ReplicaManager:
             if not await self.fetch_purgatory.wait(keys, remaining):
                 return self._read_from_log(params, partitions)[0]
 
+    def _update_follower_fetch_state(self, params: FetchParams, partitions: Sequence[FetchPartition],
+                                     results: list[LogReadResult]) -> None:
+        """A follower's fetch tells the leader its log end offset: the high watermark may move
+        (acks=all produces complete, consumers' long polls wake) and the follower may rejoin
+        the ISR (Kafka's updateFollowerFetchState)."""
+        now = now_ms()
+        replica_id = params.replica_id
+        for wanted, result in zip(partitions, results, strict=True):
+            if result.info is None:
+                continue
+            tp = (wanted.topic, wanted.partition)
+            partition = self.partitions.get(tp)
+            if partition is None:
+                continue
+            follower_start = getattr(wanted, "log_start_offset", -1)
+            if partition.update_follower_fetch_state(replica_id, wanted.fetch_offset, follower_start,
+                                                     result.log_end_offset, now, params.replica_epoch):
+                self.on_high_watermark_advanced(tp)
+            if replica_id not in partition.isr:
+                self.submit_isr_change(partition, partition.maybe_expand_isr(replica_id))
+
     def _read_from_log(self, params: FetchParams, partitions: Sequence[FetchPartition]
                        ) -> tuple[list[LogReadResult], int, bool]:
         """Read every partition once: (results, total bytes, any error)."""
@@ -640,6 +798,7 @@ class ReplicaManager:
         isolation = params.isolation_level
         min_one_message = not params.hard_max_bytes_limit  # for the first partition that finds data
         hosted = self.partitions
+        broker_id = self.broker_id
         for wanted in partitions:
             partition = hosted.get((wanted.topic, wanted.partition))
             if partition is None:
@@ -647,6 +806,8 @@ class ReplicaManager:
                 any_error = True
                 continue
             fenced = partition.leader_epoch_error(wanted.current_leader_epoch)
+            if fenced is None and partition.leader_id != broker_id:
+                fenced = ErrorCode.NOT_LEADER_OR_FOLLOWER
             if fenced is not None:
                 results.append(read_error(fenced, partition))
                 any_error = True
@@ -684,6 +845,8 @@ class ReplicaManager:
         fenced = partition.leader_epoch_error(current_leader_epoch)
         if fenced is not None:
             return ListOffsetsResult(fenced)
+        if not partition.is_leader:
+            return ListOffsetsResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         found_timestamp, offset, epoch = partition.fetch_offset_for_timestamp(timestamp, isolation_level,
                                                                               from_replica)
         return ListOffsetsResult(ErrorCode.NO_ERROR, found_timestamp, offset, epoch)
@@ -715,6 +878,8 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+        if not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
         log_ = partition.log
         if not log_.config.delete:
             return ErrorCode.POLICY_VIOLATION, -1
