@@ -334,9 +334,10 @@ class Partition:
     def maybe_increment_high_watermark(self, now: int | None = None) -> bool:
         """Move the HW up to the smallest log end offset over the (maximal) ISR; True when it moved.
 
-        A follower counts only while caught up (Kafka's maybeIncrementLeaderHW): one that has
-        fallen behind for ``replica.lag.time.max.ms`` is about to leave the ISR and must not hold
-        the high watermark meanwhile. The high watermark never moves back.
+        As Kafka 3.9's maybeIncrementLeaderHW: every member of the maximal ISR counts (a follower
+        that stopped fetching holds the high watermark until the controller accepts its removal),
+        and so does a caught-up follower outside the ISR, about to join it. The high watermark
+        never moves back.
         """
         isr = self.isr
         log_ = self.log
@@ -350,14 +351,15 @@ class Partition:
         now = now_ms() if now is None else now
         lag = self.replica_lag_time_max_ms
         remote = self.remote_replicas
-        for replica_id in self.maximal_isr:
-            if replica_id == self.broker_id:
-                continue
-            replica = remote.get(replica_id)
-            if replica is None:  # an ISR member that is no replica here: nothing known, nothing committed
-                return False
-            if replica.is_caught_up(leader_end, now, lag):
-                new_hw = min(new_hw, replica.log_end_offset)
+        maximal_isr = self.maximal_isr
+        for replica_id in maximal_isr:
+            if replica_id != self.broker_id and replica_id not in remote:
+                return False  # an ISR member that is no replica here: nothing known, nothing committed
+        for replica_id, replica in remote.items():
+            if replica.log_end_offset < new_hw and (
+                    replica_id in maximal_isr or (replica.is_caught_up(leader_end, now, lag)
+                                                  and replica_id not in self.removing_replicas)):
+                new_hw = replica.log_end_offset
         before = log_.high_watermark
         if new_hw <= before:
             return False
