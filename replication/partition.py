@@ -303,7 +303,7 @@ class Partition:
         each in the CPU caches, which at 1,000 partitions a request is measurable.
         """
         log_ = self.log
-        if not self.is_leader or not log_.lock.acquire(blocking=False):
+        if self.leader_id != self.broker_id or not log_.lock.acquire(blocking=False):
             return False
         # Three header fields, not a full parse: the request's decoder checked this header.
         last_offset_delta, base_timestamp, max_timestamp = last_offset_delta_and_timestamps(records)

@@ -145,7 +145,7 @@ class Controller:
 class KafkaServer:
     """ApiVersions, Fetch and ListOffsets through the broker's handlers; AlterPartition to a Controller."""
 
-    def __init__(self, replica_manager: ReplicaManager, topics: dict[str, uuid.UUID],
+    def __init__(self, replica_manager: ReplicaManager | None, topics: dict[str, uuid.UUID],
                  controller: Controller | None = None) -> None:
         self.services = types.SimpleNamespace(metadata=_Metadata(topics), fetch_sessions=FetchSessionCache(100),
                                               replica_manager=replica_manager)

@@ -111,7 +111,7 @@ def test_follower_replicates_and_acks_all_waits_for_it(tmp_path: Path) -> None:
         assert lp is not None and fp is not None and lp.is_leader and not fp.is_leader
         assert follower.rm.replica_fetcher_manager is not None
         assert follower.rm.replica_fetcher_manager.fetcher_for(TP) is not None
-        for i in range(20):
+        for _ in range(20):
             result = await _produce(leader.rm, 5)
             assert result.error_code == ErrorCode.NO_ERROR, result
             # acks=all answered only once the follower has it: the HW passed the append.
@@ -230,5 +230,34 @@ def test_leadership_switches_and_back(tmp_path: Path) -> None:
         await _until(lambda: p1.log_end_offset == 10, "broker 1 to follow again")
         assert [e for e in elected if e[0] == 0] == [(0, "elected", 0), (0, "resigned", 0), (0, "elected", 0)]
         assert [e for e in elected if e[0] == 1] == [(1, "elected", 0), (1, "resigned", 0)]
+
+    _run(tmp_path, scenario)
+
+
+def test_offset_out_of_range_truncates_or_restarts_at_the_leaders_log_start(tmp_path: Path) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        b0, b1 = await cluster.start(0), await cluster.start(1)
+        # Broker 1 led alone for a while (epoch 0) and wrote 9 records no one else has.
+        await cluster.elect([1], leader=1, isr=[1])
+        assert (await _produce(b1.rm, 9)).error_code == ErrorCode.NO_ERROR
+        # Broker 0 takes over with less data: the follower's log ends past the leader's.
+        await cluster.elect([0, 1], leader=0, isr=[0])
+        p0, p1 = b0.rm.get_partition(*TP), b1.rm.get_partition(*TP)
+        assert p0 is not None and p1 is not None
+        assert (await _produce(b0.rm, 4, acks=1)).error_code == ErrorCode.NO_ERROR
+        await _until(lambda: p1.log_end_offset == 4, "the follower to truncate to the leader's end")
+        assert (await _produce(b0.rm, 3, acks=1)).error_code == ErrorCode.NO_ERROR
+        await _until(lambda: p1.log_end_offset == 7, "the follower to fetch on")
+        assert _batches(p1.log) == _batches(p0.log)
+        # The leader's log now starts past everything the follower has: it starts over there.
+        await cluster.stop(1)
+        await b0.rm.append_thread.run(p0.log.truncate_fully_and_start_at, 50)
+        assert (await _produce(b0.rm, 5, acks=1)).error_code == ErrorCode.NO_ERROR
+        restarted = await cluster.start(1)
+        await cluster.resend(1, [0, 1])
+        fp = restarted.rm.get_partition(*TP)
+        assert fp is not None
+        await _until(lambda: fp.log_end_offset == 55, "the follower to restart at the leader's log start")
+        assert fp.log.log_start_offset == 50 and _batches(fp.log) == _batches(p0.log)
 
     _run(tmp_path, scenario)
