@@ -46,7 +46,6 @@ from protocol.messages.list_offsets import (
 from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from replication.partition import Partition
 from replication.replica_host import BrokerEndpoint, ReplicaHost
-from storage.log_append import LogAppendInfo
 
 log = logging.getLogger(__name__)
 
@@ -257,8 +256,13 @@ class ReplicaFetcherThread:
         if appends:
             results = await self.manager.append_thread.run(_append_fetched, appends)
             for (partition, _, _, _, leader_hw, _), appended in zip(appends, results, strict=True):
-                if appended:
+                if appended is True:
                     partition.update_follower_high_watermark(leader_hw)
+                elif isinstance(appended, Exception):
+                    # One partition's bad data (a corrupt batch, a storage error) holds up only it.
+                    tp = (partition.topic, partition.partition_index)
+                    log.error("[%s] %s-%d: append as follower failed: %s", self.name, *tp, appended)
+                    errors.append(tp)
         if errors:
             self._delay(errors, backoff)
         for tp, state in out_of_range:
@@ -308,22 +312,26 @@ class ReplicaFetcherThread:
 
 
 def _append_fetched(appends: list[tuple[Partition, memoryview | bytes | bytearray, int, int, int, int]]
-                    ) -> list[bool]:
+                    ) -> list[bool | Exception]:
     """Append thread: append each partition's fetched batches as follower, if the partition is
     still a follower at the epoch the fetch was made for and its log still ends at the fetch
-    offset; then take the leader's log start offset where it is ahead. True per append made."""
-    done = []
+    offset; then take the leader's log start offset where it is ahead. Per partition: True when
+    done, False when skipped, the exception when the append failed."""
+    done: list[bool | Exception] = []
     for partition, records, fetch_offset, leader_epoch, _, leader_log_start in appends:
         log_ = partition.log
         if partition.is_leader or partition.leader_epoch != leader_epoch or log_.log_end_offset != fetch_offset:
             done.append(False)
             continue
-        info: LogAppendInfo | None = None
-        if len(records):
-            info = log_.append_as_follower(records)
-        if 0 <= leader_log_start and log_.log_start_offset < leader_log_start <= log_.high_watermark:
-            log_.maybe_increment_log_start_offset(leader_log_start, "leader log start offset incremented")
-        done.append(info is not None or not len(records))
+        try:
+            if len(records):
+                log_.append_as_follower(records)
+            if 0 <= leader_log_start and log_.log_start_offset < leader_log_start <= log_.high_watermark:
+                log_.maybe_increment_log_start_offset(leader_log_start, "leader log start offset incremented")
+        except Exception as exc:
+            done.append(exc)
+            continue
+        done.append(True)
     return done
 
 
