@@ -9,7 +9,7 @@ of it they use, so the imports run one way.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -22,6 +22,8 @@ from replication.replication_config import ReplicationConfig
 from storage.log_manager import LogManager
 
 TopicPartition = tuple[str, int]
+#: Told a partition index whose leadership arrived or left.
+LeadershipCallback = Callable[[int], None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,19 +32,19 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from protocol.control_records import build_end_txn_marker_batch
 from protocol.errors import ErrorCode, ProtocolError
-from replication import replica_state_changes, txn_verification
-from replication.alter_partition_manager import AlterPartitionError
+from replication import txn_verification
 from replication.append_thread import AppendThread
 from replication.delayed_fetch import FetchPurgatory
 from replication.delayed_produce import ProducePurgatory
+from replication.fetch_params import FetchParams, FetchPartition
 from replication.partition import LogReadResult, NotLeaderOrFollowerError, Partition, read_error
-from replication.partition_state import LeaderAndIsr
 from replication.replica_fetcher_manager import ReplicaFetcherManager
-from replication.replica_host import FetcherControl
+from replication.replica_host import LeadershipCallback
+from replication.replica_manager_cluster import ClusterReplication
 from replication.replication_config import ReplicationConfig
 from replication.txn_verification import TransactionalProduce
 from storage.errors import (
@@ -70,16 +70,14 @@ from storage.producer_state import (
 from storage.producer_state_entry import ProducerStateEntry
 
 if TYPE_CHECKING:
-    from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
-    from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
     from replication.alter_partition_manager import AlterPartitionManager
 
 log = logging.getLogger(__name__)
 
+__all__ = ["FetchParams", "FetchPartition", "ReplicaManager"]
+
 TopicPartition = tuple[str, int]
 Records = bytearray | memoryview
-#: Told a partition index whose leadership arrived or left (on whichever thread changed it).
-LeadershipCallback = Callable[[int], None]
 #: Told (producer id, the partitions of one topic a marker was written to, committed?) on the event loop.
 TxnMarkerCallback = Callable[[int, set[int], bool], None]
 
@@ -136,41 +134,6 @@ class TxnMarker:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchParams:
-    """The request-wide part of a fetch (Kafka's FetchParams)."""
-
-    replica_id: int
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-    isolation_level: int
-    #: Fetch v0-v2 (KIP-74 came with v3): no partition gets a first batch larger than its limit.
-    hard_max_bytes_limit: bool = False
-
-    #: The follower's broker epoch (Fetch v15+'s replica_state), -1 when not sent.
-    replica_epoch: int = -1
-
-    @property
-    def is_from_follower(self) -> bool:
-        return self.replica_id >= 0
-
-
-class FetchPartition(Protocol):
-    """One partition of a fetch: what the replica manager reads of it."""
-
-    @property
-    def topic(self) -> str: ...
-    @property
-    def partition(self) -> int: ...
-    @property
-    def fetch_offset(self) -> int: ...
-    @property
-    def max_bytes(self) -> int: ...
-    @property
-    def current_leader_epoch(self) -> int: ...
-
-
-@dataclass(frozen=True, slots=True)
 class ListOffsetsResult:
     error_code: int
     timestamp: int = -1
@@ -195,7 +158,7 @@ class LogDirDescription:
     partitions: list[LogDirPartition] = field(default_factory=list)
 
 
-class ReplicaManager:
+class ReplicaManager(ClusterReplication):
     def __init__(self, broker_id: int, log_manager: LogManager, append_thread: AppendThread,
                  replication_config: ReplicationConfig | None = None) -> None:
         self.broker_id = broker_id
@@ -292,100 +255,6 @@ class ReplicaManager:
             self._isr_expiration.cancel()
         if self.replica_fetcher_manager is not None:
             self.replica_fetcher_manager.close()
-
-    # -- cluster mode (replication.replica_state_changes) -----------------------------
-    @property
-    def fetcher_control(self) -> FetcherControl | None:
-        return self.replica_fetcher_manager
-
-    def set_alter_partition_manager(self, manager: AlterPartitionManager) -> None:
-        """ISR changes go to the controller through ``manager`` (cluster mode)."""
-        self.alter_partition_manager = manager
-
-    def start_replication(self, fetcher_manager: ReplicaFetcherManager | None = None) -> None:
-        """Cluster mode: start the ISR expiration task (Kafka's isr-expiration, every half
-        ``replica.lag.time.max.ms``) and the fetcher manager followers need. Event loop."""
-        if self.replica_fetcher_manager is None:
-            self.replica_fetcher_manager = fetcher_manager or ReplicaFetcherManager(self)
-        if self._isr_expiration is None:
-            self._isr_expiration = asyncio.get_running_loop().create_task(
-                replica_state_changes.isr_expiration_loop(self), name=f"isr-expiration-{self.broker_id}")
-
-    async def shutdown_replication(self) -> None:
-        """Stop the fetchers and the ISR expiration task and wait until they are gone."""
-        task, self._isr_expiration = self._isr_expiration, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        if self.replica_fetcher_manager is not None:
-            await self.replica_fetcher_manager.shutdown()
-
-    def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> Awaitable[LeaderAndIsrResponse]:
-        """LeaderAndIsr from the controller (see ``replica_state_changes.become_leader_or_follower``)."""
-        return replica_state_changes.become_leader_or_follower(self, request)
-
-    def stop_replicas(self, request: StopReplicaRequest) -> Awaitable[StopReplicaResponse]:
-        """StopReplica from the controller (see ``replica_state_changes.stop_replicas``)."""
-        return replica_state_changes.stop_replicas(self, request)
-
-    def add_partition(self, partition: Partition) -> None:
-        """Host ``partition`` (its log exists); index it by topic."""
-        topic, partition_index = partition.topic, partition.partition_index
-        self.partitions[(topic, partition_index)] = partition
-        by_index = self._by_topic.setdefault(topic, {})
-        out_of_order = bool(by_index) and partition_index < next(reversed(by_index))
-        by_index[partition_index] = partition
-        if out_of_order:
-            self._by_topic[topic] = dict(sorted(by_index.items()))
-
-    def remove_partition(self, topic: str, partition_index: int) -> Partition | None:
-        """Stop hosting a partition (its log stays unless the caller deletes it)."""
-        partition = self.partitions.pop((topic, partition_index), None)
-        by_index = self._by_topic.get(topic)
-        if by_index is not None:
-            by_index.pop(partition_index, None)
-            if not by_index:
-                del self._by_topic[topic]
-        return partition
-
-    def fire_leadership_change(self, topic: str, partition_index: int, elected: bool) -> None:
-        listener = self._leadership_listeners.get(topic)
-        if listener is None:
-            return
-        try:
-            listener[0 if elected else 1](partition_index)
-        except Exception:
-            log.exception("[ReplicaManager broker=%d] leadership listener of %s failed", self.broker_id, topic)
-
-    def submit_isr_change(self, partition: Partition, proposal: LeaderAndIsr | None) -> None:
-        """Send a proposed ISR change to the controller; apply its answer when it comes."""
-        if proposal is None:
-            return
-        manager = self.alter_partition_manager
-        if manager is None:
-            log.warning("[ReplicaManager broker=%d] no AlterPartition manager: ISR change of %s to %s not sent",
-                        self.broker_id, partition, list(proposal.isr))
-            partition.pending_isr = None
-            return
-        future = manager.submit(partition.topic, partition.topic_id, partition.partition_index, proposal)
-        future.add_done_callback(lambda done: self._isr_change_answered(partition, proposal, done))
-
-    def _isr_change_answered(self, partition: Partition, proposal: LeaderAndIsr,
-                             done: asyncio.Future[LeaderAndIsr]) -> None:
-        if done.cancelled():
-            return
-        exc = done.exception()
-        if exc is None:
-            moved = partition.handle_alter_partition_result(proposal, done.result())
-        else:
-            error = exc.error_code if isinstance(exc, AlterPartitionError) else ErrorCode.UNKNOWN_SERVER_ERROR
-            moved = partition.handle_alter_partition_result(proposal, None, error)
-        tp = (partition.topic, partition.partition_index)
-        if self.partitions.get(tp) is partition:
-            if moved:
-                self.on_high_watermark_advanced(tp)
-            else:
-                self.produce_purgatory.check_and_complete(tp)  # the ISR size may now fail waiting produces
 
     # -- append -----------------------------------------------------------
     def append_records(
@@ -745,7 +614,7 @@ class ReplicaManager:
         deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
         results, total, any_error = self._read_from_log(params, partitions)
         if params.is_from_follower:
-            self._update_follower_fetch_state(params, partitions, results)
+            self.update_follower_fetch_state(params, partitions, results)
         if total >= params.min_bytes or any_error or deadline <= time.monotonic() or not partitions:
             return results
         return self._delayed_fetch(params, partitions, deadline)
@@ -766,27 +635,6 @@ class ReplicaManager:
                 return results
             if not await self.fetch_purgatory.wait(keys, remaining):
                 return self._read_from_log(params, partitions)[0]
-
-    def _update_follower_fetch_state(self, params: FetchParams, partitions: Sequence[FetchPartition],
-                                     results: list[LogReadResult]) -> None:
-        """A follower's fetch tells the leader its log end offset: the high watermark may move
-        (acks=all produces complete, consumers' long polls wake) and the follower may rejoin
-        the ISR (Kafka's updateFollowerFetchState)."""
-        now = now_ms()
-        replica_id = params.replica_id
-        for wanted, result in zip(partitions, results, strict=True):
-            if result.info is None:
-                continue
-            tp = (wanted.topic, wanted.partition)
-            partition = self.partitions.get(tp)
-            if partition is None:
-                continue
-            follower_start = getattr(wanted, "log_start_offset", -1)
-            if partition.update_follower_fetch_state(replica_id, wanted.fetch_offset, follower_start,
-                                                     result.log_end_offset, now, params.replica_epoch):
-                self.on_high_watermark_advanced(tp)
-            if replica_id not in partition.isr:
-                self.submit_isr_change(partition, partition.maybe_expand_isr(replica_id))
 
     def _read_from_log(self, params: FetchParams, partitions: Sequence[FetchPartition]
                        ) -> tuple[list[LogReadResult], int, bool]:
