@@ -22,7 +22,8 @@ appends:
 3. followers are truncated (append thread): to the high watermark, Kafka's
    behaviour before KIP-101. ``follower_truncation_offset`` is the one place
    that decides; leader-epoch truncation (OffsetForLeaderEpoch) replaces it
-   (issue 18);
+   (issue 18). New leaders record their epoch's start offset (their log end
+   at the election) in the leader epoch cache, as Kafka's makeLeader does;
 4. the followers' fetchers start from their log end offsets (event loop).
 
 Requests are handled one at a time (``ReplicaManager.state_change_lock``).
@@ -170,6 +171,7 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
     lag = manager.replication_config.replica_lag_time_max_ms
     now = now_ms()
     new_followers: list[tuple[Partition, BrokerEndpoint | None]] = []
+    new_leaders: list[tuple[Partition, int, int]] = []
     for tp, item in accepted.items():
         partition = manager.partitions[tp]
         partition.replica_lag_time_max_ms = lag
@@ -181,6 +183,8 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
             if fetchers is not None:
                 fetchers.remove_fetcher_for_partitions([tp])
             partition.make_leader(state, now)
+            if partition.leader_epoch_start_offset is not None:
+                new_leaders.append((partition, state.leader_epoch, partition.leader_epoch_start_offset))
             log.info("[ReplicaManager broker=%d] %s-%d: leader at epoch %d, ISR %s, partition epoch %d",
                      broker_id, *tp, state.leader_epoch, list(state.isr), state.partition_epoch)
             if not was_leader:
@@ -199,10 +203,11 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
             manager.fetch_purgatory.notify(tp)
             new_followers.append((partition, live_leaders.get(state.leader)))
 
-    # 3. Truncate the new followers (append thread, after any append queued before step 2).
-    if new_followers:
+    # 3. Truncate the new followers and record where the leaders' epochs start (append thread,
+    # after any append queued before step 2).
+    if new_followers or new_leaders:
         try:
-            await manager.append_thread.run(_truncate_followers, [p for p, _ in new_followers])
+            await manager.append_thread.run(_truncate_and_assign_epochs, [p for p, _ in new_followers], new_leaders)
         except Exception as exc:
             log.error("[ReplicaManager broker=%d] follower truncation failed: %s", broker_id, exc)
             for partition, _ in new_followers:
@@ -226,7 +231,11 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
     return _leader_and_isr_response(request, errors, topic_ids)
 
 
-def _truncate_followers(partitions: list[Partition]) -> None:
+def _truncate_and_assign_epochs(partitions: list[Partition], leaders: list[tuple[Partition, int, int]]) -> None:
+    for partition, epoch, start_offset in leaders:
+        log_ = partition.log
+        with log_.lock:  # appends assign epochs too
+            log_.leader_epoch_cache.assign(epoch, start_offset)
     for partition in partitions:
         if partition.is_leader:
             continue

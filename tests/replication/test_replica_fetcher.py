@@ -216,6 +216,7 @@ def test_leadership_switches_and_back(tmp_path: Path) -> None:
         p0, p1 = b0.rm.get_partition(*TP), b1.rm.get_partition(*TP)
         assert p0 is not None and p1 is not None
         assert p1.is_leader and not p0.is_leader and p0.leader_epoch == p1.leader_epoch == 1
+        assert [(e.epoch, e.start_offset) for e in p1.log.leader_epoch_cache.entries] == [(0, 0), (1, 5)]
         assert b0.rm.replica_fetcher_manager is not None and b0.rm.replica_fetcher_manager.fetcher_for(TP)
         assert b1.rm.replica_fetcher_manager is not None and not b1.rm.replica_fetcher_manager.fetcher_for(TP)
         result = await _produce(b1.rm, 3)

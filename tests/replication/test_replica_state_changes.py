@@ -79,6 +79,7 @@ def test_leader_and_isr_creates_logs_and_answers_per_partition(tmp_path: Path) -
         assert rm.controller_epoch == 3 and heard == [("elected", 0), ("elected", 1)]
         p0 = rm.get_partition("t", 0)
         assert p0 is not None and p0.is_leader and p0.topic_id == TOPIC_ID and p0.isr == [0]
+        assert p0.log.leader_epoch_cache.latest_epoch == 0  # the epoch starts at the election, not the first append
         # The same leader epoch again, or an older one: STALE_CONTROLLER_EPOCH for the partition (Kafka's answer).
         again = await rm.become_leader_or_follower(_request(3, ("t", 0, 0, 0, [0])))
         assert _errors(again) == {("t", 0): ErrorCode.STALE_CONTROLLER_EPOCH}
