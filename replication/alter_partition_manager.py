@@ -47,6 +47,7 @@ MAX_VERSION = 3
 #: (controller id, host, port) of the controller's inter-broker endpoint, or None when unknown.
 ControllerNode = tuple[int, str, int]
 TopicPartition = tuple[str, int]
+ZERO_UUID = uuid.UUID(int=0)
 
 
 class AlterPartitionError(Exception):
@@ -179,7 +180,8 @@ class AlterPartitionManager:
         for item in items:
             topic = topics.get(item.topic_id)
             if topic is None:
-                topic = topics[item.topic_id] = AlterPartitionRequestTopicData(topic_id=item.topic_id, partitions=[])
+                topic = topics[item.topic_id] = AlterPartitionRequestTopicData(
+                    topic_name=item.topic, topic_id=item.topic_id, partitions=[])
             proposal = item.proposal
             data = AlterPartitionRequestPartitionData(
                 partition_index=item.partition_index, leader_epoch=proposal.leader_epoch,
@@ -201,13 +203,20 @@ class AlterPartitionManager:
             log.info("[AlterPartitionManager broker=%d] AlterPartition answered %s, retrying", self.broker_id,
                      _name(response.error_code))
             return True
-        by_id = {(item.topic_id, item.partition_index): (tp, item) for tp, item in batch.items()}
+        # v2+ answer by topic id, v0-v1 by name.
+        by_id: dict[tuple[uuid.UUID | str, int], tuple[TopicPartition, _Item]] = {}
+        for tp, item in batch.items():
+            by_id[(item.topic_id, item.partition_index)] = by_id[tp] = (tp, item)
         for topic in response.topics:
             for answer in topic.partitions:
-                found = by_id.pop((topic.topic_id, answer.partition_index), None)
+                key = (topic.topic_id, answer.partition_index) if topic.topic_id != ZERO_UUID \
+                    else (topic.topic_name, answer.partition_index)
+                found = by_id.pop(key, None)
                 if found is None:
                     continue
                 tp, item = found
+                by_id.pop(tp, None)
+                by_id.pop((item.topic_id, item.partition_index), None)
                 if self._unsent.get(tp) is item:
                     del self._unsent[tp]
                 if item.future.done():

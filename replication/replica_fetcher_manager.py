@@ -74,10 +74,11 @@ class ReplicaFetcherManager:
                      self.manager.broker_id, endpoint.broker_id, sorted(tps))
 
     def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        """Stop fetching these partitions (a fetcher left idle stays until
+        ``shutdown_idle_fetcher_threads``: the same request may give it partitions again)."""
         wanted = list(tps)
         for fetcher in self.fetchers.values():
             fetcher.remove_partitions(wanted)
-        self.shutdown_idle_fetcher_threads()
 
     def shutdown_idle_fetcher_threads(self) -> None:
         for key, fetcher in list(self.fetchers.items()):

@@ -228,6 +228,7 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
             to_fetch[tp] = leader
         if to_fetch:
             fetchers.add_fetcher_for_partitions(to_fetch)
+        fetchers.shutdown_idle_fetcher_threads()
     return _leader_and_isr_response(request, errors, topic_ids)
 
 
@@ -293,6 +294,7 @@ async def _stop_replicas(manager: ReplicaHost, request: StopReplicaRequest) -> S
     fetchers = manager.fetcher_control
     if fetchers is not None and stopped:
         fetchers.remove_fetcher_for_partitions(list(stopped))
+        fetchers.shutdown_idle_fetcher_threads()
     to_delete: list[TopicPartition] = []
     for tp, delete in stopped.items():
         if delete:
