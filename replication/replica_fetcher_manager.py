@@ -39,7 +39,8 @@ def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
     value = (31 * java_string_hash(tp[0]) + tp[1]) & 0xFFFFFFFF
     if value >= 1 << 31:
         value -= 1 << 32
-    return (value & 0x7FFFFFFF) % max(num_fetchers, 1)
+    value = 0 if value == -(1 << 31) else abs(value)  # Kafka's Utils.abs
+    return value % max(num_fetchers, 1)
 
 
 class ReplicaFetcherManager:
