@@ -9,8 +9,8 @@ In a cluster the controller's LeaderAndIsr makes a replica leader
 (``make_leader``) or follower (``make_follower``). The leader tracks each
 follower (``replication.replica.Replica``: log end offset, last caught-up
 time) from its fetches; the high watermark is the smallest log end offset over
-the ISR (the maximal ISR while a change is pending, without replicas that have
-fallen behind) and never moves back. ``maybe_shrink_isr`` drops followers not
+the ISR (the maximal ISR while a change is pending, and caught-up followers about
+to join it) and never moves back. ``maybe_shrink_isr`` drops followers not
 caught up for ``replica.lag.time.max.ms``; ``maybe_expand_isr`` adds a follower
 that reached the high watermark (and the current leader epoch's start offset).
 Both only *propose* the change (``replication.partition_state``): the replica
@@ -157,8 +157,8 @@ class Partition:
         #: The log end offset when this broker became leader at ``leader_epoch`` (None: not leader).
         self.leader_epoch_start_offset: int | None = log.log_end_offset
         self.replica_lag_time_max_ms = DEFAULT_REPLICA_LAG_TIME_MAX_MS
-        #: The followers, as the leader knows them; replaced whole, never mutated, so the append
-        #: thread can iterate it while the loop changes leadership.
+        #: The followers, as the leader knows them. The dict is replaced whole, never resized, so
+        #: the append thread can iterate it while the loop changes leadership.
         self.remote_replicas: dict[int, Replica] = {}
         now = now_ms()
         self._reset_remote_replicas(self.replicas, set(self.replicas), now, self.log.log_end_offset, True)
