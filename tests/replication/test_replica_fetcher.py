@@ -262,3 +262,50 @@ def test_offset_out_of_range_truncates_or_restarts_at_the_leaders_log_start(tmp_
         assert fp.log.log_start_offset == 50 and _batches(fp.log) == _batches(p0.log)
 
     _run(tmp_path, scenario)
+
+
+def test_three_brokers_lead_and_follow_many_partitions_with_two_fetchers_each(tmp_path: Path) -> None:
+    partitions = 6
+    config = ReplicationConfig(replica_lag_time_max_ms=5000, replica_fetch_wait_max_ms=100,
+                               replica_fetch_backoff_ms=50, num_replica_fetchers=2)
+
+    async def main() -> None:
+        controller = Controller()
+        topic_id = uuid.uuid4()
+        nodes: dict[int, Node] = {}
+        ports: dict[int, int] = {}
+        try:
+            for broker_id in range(3):
+                node = nodes[broker_id] = Node(broker_id, tmp_path / f"b{broker_id}", config, {TOPIC: topic_id},
+                                               controller)
+                ports[broker_id] = await node.start(lambda: (0, "127.0.0.1", ports[0]))
+            assignment = {p: [p % 3, (p + 1) % 3, (p + 2) % 3] for p in range(partitions)}
+            for p, replicas in assignment.items():
+                request = controller.leader_and_isr(1, TOPIC, topic_id, p, replicas, ports)
+                for broker_id in replicas:
+                    await nodes[broker_id].rm.become_leader_or_follower(request)
+            for broker_id, node in nodes.items():
+                fetchers = node.rm.replica_fetcher_manager
+                assert fetchers is not None
+                # Each broker follows 4 partitions led by the two others, spread over fetcher ids 0 and 1.
+                assert {source for source, _ in fetchers.fetchers} == {0, 1, 2} - {broker_id}
+                assert len(fetchers.fetchers) > 2
+            for round_ in range(5):
+                for p, replicas in assignment.items():
+                    outcome = nodes[replicas[0]].rm.append_records([(TOPIC, p, make_batch(round_ + 1))], -1, 5000)
+                    results = outcome if isinstance(outcome, list) else await outcome
+                    assert results[0].error_code == ErrorCode.NO_ERROR
+            for p, replicas in assignment.items():
+                logs = [nodes[b].rm.get_partition(TOPIC, p) for b in replicas]
+                assert all(x is not None for x in logs)
+                leader = logs[0]
+                assert leader is not None and leader.high_watermark == 15 and leader.isr == replicas
+                for follower in logs[1:]:
+                    assert follower is not None
+                    await _until(lambda f=follower: f.high_watermark == 15, f"{TOPIC}-{p}'s follower HW")
+                    assert _batches(follower.log) == _batches(leader.log)
+        finally:
+            for node in nodes.values():
+                await node.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
