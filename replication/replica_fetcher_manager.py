@@ -94,9 +94,9 @@ class ReplicaFetcherManager:
         return None
 
     def close(self) -> None:
+        """Cancel every fetcher now (``shutdown`` also waits for them)."""
         for fetcher in self.fetchers.values():
             fetcher.close()
-        self.fetchers.clear()
 
     async def shutdown(self) -> None:
         fetchers, self.fetchers = list(self.fetchers.values()), {}

@@ -113,7 +113,7 @@ class ReplicaFetcherThread:
         return not self.partitions
 
     def close(self) -> None:
-        """Cancel the task and close the connection (no wait)."""
+        """Cancel the task and close the connection (no wait; ``shutdown`` waits)."""
         if self._task is not None:
             self._task.cancel()
         if self._connection is not None:
