@@ -48,6 +48,8 @@ class ReplicaFetcherManager:
         self.manager = manager
         self._broker_epoch_fn = broker_epoch_fn
         self.fetchers: dict[tuple[int, int], ReplicaFetcherThread] = {}
+        #: Fetchers closed (idle, or their leader moved) whose tasks may still be finishing.
+        self._retired: list[ReplicaFetcherThread] = []
 
     def add_fetcher_for_partitions(self, leaders: dict[TopicPartition, BrokerEndpoint]) -> None:
         """Fetch each partition from its leader, from the follower's log end offset."""
@@ -63,6 +65,7 @@ class ReplicaFetcherManager:
             endpoint = endpoints[key]
             if fetcher is not None and fetcher.source != endpoint:
                 fetcher.close()  # the leader moved to another address: start afresh
+                self._retired.append(fetcher)
                 moved = [tp for tp in fetcher.partitions if tp not in tps]
                 tps = tps + moved
                 fetcher = None
@@ -85,7 +88,9 @@ class ReplicaFetcherManager:
         for key, fetcher in list(self.fetchers.items()):
             if fetcher.idle:
                 fetcher.close()
+                self._retired.append(fetcher)
                 del self.fetchers[key]
+        self._retired = [f for f in self._retired if not f.finished]
 
     def fetcher_for(self, tp: TopicPartition) -> ReplicaFetcherThread | None:
         for fetcher in self.fetchers.values():
@@ -99,5 +104,6 @@ class ReplicaFetcherManager:
             fetcher.close()
 
     async def shutdown(self) -> None:
-        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        fetchers, self.fetchers = [*self.fetchers.values(), *self._retired], {}
+        self._retired = []
         await asyncio.gather(*(f.shutdown() for f in fetchers), return_exceptions=True)

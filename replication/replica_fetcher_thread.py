@@ -112,6 +112,11 @@ class ReplicaFetcherThread:
     def idle(self) -> bool:
         return not self.partitions
 
+    @property
+    def finished(self) -> bool:
+        """The task has ended (or never started)."""
+        return self._task is None or self._task.done()
+
     def close(self) -> None:
         """Cancel the task and close the connection (no wait; ``shutdown`` waits)."""
         if self._task is not None:
@@ -121,7 +126,7 @@ class ReplicaFetcherThread:
             self._connection = None
 
     async def shutdown(self) -> None:
-        task, self._task = self._task, None
+        task = self._task
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
