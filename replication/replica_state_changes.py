@@ -121,8 +121,7 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
     for topic, topic_id, state in states:
         tp = (topic, state.partition_index)
         partition = manager.partitions.get(tp)
-        current_epoch = partition.leader_epoch if partition is not None and partition.leader_id != NO_LEADER \
-            else NO_EPOCH
+        current_epoch = partition.leader_epoch if partition is not None else NO_EPOCH
         if partition is not None and topic_id != ZERO_UUID and partition.topic_id != ZERO_UUID \
                 and partition.topic_id != topic_id:
             errors[tp] = ErrorCode.INCONSISTENT_TOPIC_ID
