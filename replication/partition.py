@@ -27,6 +27,7 @@ Only the replica manager calls into a Partition; everything else goes through
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -124,7 +125,7 @@ def read_error(error_code: int, partition: Partition | None) -> LogReadResult:
 
 class Partition:
     __slots__ = (
-        '__weakref__', 'adding_replicas', 'broker_id', 'isr', 'leader_epoch', 'leader_epoch_start_offset',
+        '__weakref__', '_hw_lock', 'adding_replicas', 'broker_id', 'isr', 'leader_epoch', 'leader_epoch_start_offset',
         'leader_id', 'leader_recovery_state', 'log', 'partition_epoch', 'partition_index', 'pending_isr',
         'remote_replicas', 'removing_replicas', 'replica_lag_time_max_ms', 'replicas', 'topic', 'topic_id',
     )
@@ -160,6 +161,10 @@ class Partition:
         #: The followers, as the leader knows them. The dict is replaced whole, never resized, so
         #: the append thread can iterate it while the loop changes leadership.
         self.remote_replicas: dict[int, Replica] = {}
+        #: Makes the leader's check-and-move of the HW atomic: the append thread (after an append)
+        #: and the loop (after a follower's fetch) both move it, and it must never move back.
+        #: Held for the comparison and the assignment only, never across I/O.
+        self._hw_lock = threading.Lock()
         now = now_ms()
         self._reset_remote_replicas(self.replicas, set(self.replicas), now, self.log.log_end_offset, True)
 
@@ -360,10 +365,11 @@ class Partition:
                     replica_id in maximal_isr or (replica.is_caught_up(leader_end, now, lag)
                                                   and replica_id not in self.removing_replicas)):
                 new_hw = replica.log_end_offset
-        before = log_.high_watermark
-        if new_hw <= before:
-            return False
-        return log_.update_high_watermark(new_hw) != before
+        with self._hw_lock:
+            before = log_.high_watermark
+            if new_hw <= before:
+                return False
+            return log_.update_high_watermark(new_hw) != before
 
     # -- followers at the leader (event loop) -----------------------------------------
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, follower_log_start_offset: int,
