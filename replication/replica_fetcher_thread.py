@@ -221,9 +221,12 @@ class ReplicaFetcherThread:
                 last_fetched_epoch=-1, log_start_offset=log_.log_start_offset,
                 partition_max_bytes=config.replica_fetch_max_bytes))
             sent[tp] = (state, fetch_offset)
+        # Before v15 the replica id is a field of the request; from v15 it is in replica_state.
+        old = version < REPLICA_STATE_MIN_VERSION
         request = FetchRequest(
-            replica_id=self.broker_id if version < REPLICA_STATE_MIN_VERSION else -1,
-            replica_state=ReplicaState(replica_id=self.broker_id, replica_epoch=self.broker_epoch),
+            replica_id=self.broker_id if old else -1,
+            replica_state=ReplicaState() if old else ReplicaState(replica_id=self.broker_id,
+                                                                  replica_epoch=self.broker_epoch),
             max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=config.replica_fetch_min_bytes,
             max_bytes=config.replica_fetch_response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
             topics=list(topics.values()))

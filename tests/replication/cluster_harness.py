@@ -154,6 +154,10 @@ class KafkaServer:
         self.port = 0
         self._connections: set[asyncio.Task[None]] = set()
         self.requests: dict[int, int] = {}
+        #: (API key, version) of every request served.
+        self.versions: set[tuple[int, int]] = set()
+        #: API key → the highest version advertised (an older broker).
+        self.max_versions: dict[int, int] = {}
 
     async def start(self) -> int:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -170,6 +174,7 @@ class KafkaServer:
                 frame = await reader.readexactly(size)
                 decoded = decode_request(frame)
                 self.requests[decoded.api_key] = self.requests.get(decoded.api_key, 0) + 1
+                self.versions.add((decoded.api_key, decoded.api_version))
                 answer = self._handle(decoded.api_key, decoded.api_version, decoded.body)
                 body = answer if isinstance(answer, Message) else await answer
                 for chunk in encode_response(decoded.api_key, decoded.api_version, decoded.correlation_id, body):
@@ -189,6 +194,8 @@ class KafkaServer:
         if api_key == 18:
             response = api_versions_handler.build_response()
             response.api_keys.append(ApiVersion(api_key=56, min_version=2, max_version=3))
+            for key in response.api_keys:
+                key.max_version = min(key.max_version, self.max_versions.get(key.api_key, key.max_version))
             return response
         if api_key == 1:
             return fetch_handler.handle(ctx, self.services, body)  # type: ignore[arg-type]

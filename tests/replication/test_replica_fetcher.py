@@ -122,6 +122,8 @@ def test_follower_replicates_and_acks_all_waits_for_it(tmp_path: Path) -> None:
         # Offsets, epochs and bytes kept: the same batches, CRCs equal, in order.
         assert _batches(fp.log) == _batches(lp.log) and len(_batches(lp.log)) == 20
         assert fp.log.leader_epoch_cache.latest_epoch == lp.leader_epoch
+        # The newest Fetch both speak: replica id in replica_state (v15+), topics by id (v13+).
+        assert {v for k, v in leader.server.versions if k == 1} == {17}
         # Produce and consume at the follower are refused.
         refused = await _produce(follower.rm, 1, acks=1)
         assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -309,3 +311,17 @@ def test_three_brokers_lead_and_follow_many_partitions_with_two_fetchers_each(tm
                 await node.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_an_older_leader_is_fetched_from_at_its_highest_fetch_version(tmp_path: Path) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        leader = await cluster.start(0)
+        leader.server.max_versions[1] = 11  # replica_id in the request body, topics by name
+        follower = await cluster.start(1)
+        await cluster.elect([0, 1])
+        assert (await _produce(leader.rm, 7)).error_code == ErrorCode.NO_ERROR
+        fp = follower.rm.get_partition(*TP)
+        assert fp is not None and fp.log_end_offset == 7
+        assert {v for k, v in leader.server.versions if k == 1} == {11}
+
+    _run(tmp_path, scenario)
