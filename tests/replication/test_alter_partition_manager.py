@@ -104,3 +104,21 @@ def test_shutdown_fails_what_is_unanswered() -> None:
             await pending
 
     _run(scenario)
+
+
+def test_version_2_sends_the_isr_without_epochs() -> None:
+    async def scenario() -> None:
+        controller = _controller()
+        server = KafkaServer(None, {}, controller)
+        server.max_versions[56] = 2
+        port = await server.start()
+        manager = AlterPartitionManager(0, lambda: 7, lambda: (0, "127.0.0.1", port), retry_backoff_ms=10)
+        try:
+            assert await manager.submit("t", TOPIC_ID, 0, LeaderAndIsr(0, 2, (0, 2), 5)) == LeaderAndIsr(0, 2, (0, 2), 6)
+            assert (56, 2) in server.versions
+            assert (56, 3) not in server.versions
+        finally:
+            await manager.shutdown()
+            await server.close()
+
+    _run(scenario)
