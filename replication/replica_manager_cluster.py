@@ -82,9 +82,12 @@ class ClusterReplication:
         if self.replica_fetcher_manager is not None:
             await self.replica_fetcher_manager.shutdown()
 
-    def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> Awaitable[LeaderAndIsrResponse]:
-        """LeaderAndIsr from the controller (see ``replica_state_changes.become_leader_or_follower``)."""
-        return replica_state_changes.become_leader_or_follower(self, request)
+    def become_leader_or_follower(self, request: LeaderAndIsrRequest,
+                                  version: int | None = None) -> Awaitable[LeaderAndIsrResponse]:
+        """LeaderAndIsr from the controller (see ``replica_state_changes.become_leader_or_follower``).
+        ``version``: the request's (its answer lists partitions flat below v5, by topic id from v5);
+        without it, a request naming topic ids is answered as v5+."""
+        return replica_state_changes.become_leader_or_follower(self, request, version)
 
     def stop_replicas(self, request: StopReplicaRequest) -> Awaitable[StopReplicaResponse]:
         """StopReplica from the controller (see ``replica_state_changes.stop_replicas``)."""

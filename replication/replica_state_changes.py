@@ -75,19 +75,32 @@ def _partition_states(request: LeaderAndIsrRequest
             yield topic.topic_name, topic.topic_id, state
 
 
-def _leader_and_isr_response(request: LeaderAndIsrRequest, errors: dict[TopicPartition, int],
+#: The first LeaderAndIsr version whose response groups partitions by topic id (KIP-516).
+TOPIC_IDS_MIN_VERSION = 5
+
+
+def _by_topic_id(request: LeaderAndIsrRequest, version: int | None) -> bool:
+    """Whether the answer groups partitions by topic id (v5+). Without the version, a request
+    naming topic ids is taken for v5+ (earlier versions cannot carry them)."""
+    if version is not None:
+        return version >= TOPIC_IDS_MIN_VERSION
+    return any(topic.topic_id != ZERO_UUID for topic in request.topic_states)
+
+
+def _leader_and_isr_response(by_topic_id: bool, errors: dict[TopicPartition, int],
                              topic_ids: dict[str, uuid.UUID], error_code: int = ErrorCode.NO_ERROR
                              ) -> LeaderAndIsrResponse:
-    """Per-partition errors as v0-v4 (a flat list) and v5+ (by topic id) carry them."""
-    flat = [LeaderAndIsrPartitionError(topic_name=t, partition_index=p, error_code=e)
-            for (t, p), e in errors.items()]
+    """Per-partition errors as v0-v4 carry them (a flat list) or v5+ (by topic id)."""
+    if not by_topic_id:
+        return LeaderAndIsrResponse(error_code=error_code, partition_errors=[
+            LeaderAndIsrPartitionError(topic_name=t, partition_index=p, error_code=e) for (t, p), e in errors.items()])
     by_topic: dict[str, LeaderAndIsrTopicError] = {}
     for (t, p), e in errors.items():
         entry = by_topic.get(t)
         if entry is None:
             entry = by_topic[t] = LeaderAndIsrTopicError(topic_id=topic_ids.get(t, ZERO_UUID), partition_errors=[])
-        entry.partition_errors.append(LeaderAndIsrPartitionError(topic_name=t, partition_index=p, error_code=e))
-    return LeaderAndIsrResponse(error_code=error_code, partition_errors=flat, topics=list(by_topic.values()))
+        entry.partition_errors.append(LeaderAndIsrPartitionError(partition_index=p, error_code=e))
+    return LeaderAndIsrResponse(error_code=error_code, topics=list(by_topic.values()))
 
 
 def follower_truncation_offset(partition: Partition) -> int:
@@ -96,12 +109,15 @@ def follower_truncation_offset(partition: Partition) -> int:
     return partition.log.high_watermark
 
 
-async def become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+async def become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsrRequest,
+                                    version: int | None = None) -> LeaderAndIsrResponse:
+    """``version``: the request's, which decides the answer's shape (see ``_by_topic_id``)."""
     async with manager.state_change_lock:
-        return await _become_leader_or_follower(manager, request)
+        return await _become_leader_or_follower(manager, request, _by_topic_id(request, version))
 
 
-async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsrRequest,
+                                     by_topic_id: bool) -> LeaderAndIsrResponse:
     broker_id = manager.broker_id
     errors: dict[TopicPartition, int] = {}
     topic_ids: dict[str, uuid.UUID] = {}
@@ -114,7 +130,7 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
                     request.controller_epoch, manager.controller_epoch)
         for topic, _, state in states:
             errors[(topic, state.partition_index)] = ErrorCode.STALE_CONTROLLER_EPOCH
-        return _leader_and_isr_response(request, errors, topic_ids, ErrorCode.STALE_CONTROLLER_EPOCH)
+        return _leader_and_isr_response(by_topic_id, errors, topic_ids, ErrorCode.STALE_CONTROLLER_EPOCH)
     manager.controller_epoch = request.controller_epoch
 
     accepted: dict[TopicPartition, _Accepted] = {}
@@ -138,7 +154,7 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
                      "than %d", broker_id, *tp, state.leader_epoch, current_epoch)
             errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
     if not accepted:
-        return _leader_and_isr_response(request, errors, topic_ids)
+        return _leader_and_isr_response(by_topic_id, errors, topic_ids)
 
     # 1. Logs of newly hosted partitions (blocking: creates directories and files).
     missing = [tp for tp in accepted if tp not in manager.partitions]
@@ -228,7 +244,7 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
         if to_fetch:
             fetchers.add_fetcher_for_partitions(to_fetch)
         fetchers.shutdown_idle_fetcher_threads()
-    return _leader_and_isr_response(request, errors, topic_ids)
+    return _leader_and_isr_response(by_topic_id, errors, topic_ids)
 
 
 def _truncate_and_assign_epochs(partitions: list[Partition], leaders: list[tuple[Partition, int, int]]) -> None:

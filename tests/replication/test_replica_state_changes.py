@@ -42,11 +42,14 @@ def _request(controller_epoch: int, *states: tuple[str, int, int, int, list[int]
     return LeaderAndIsrRequest(controller_id=0, controller_epoch=controller_epoch, topic_states=list(topics.values()))
 
 
-def _errors(response: LeaderAndIsrResponse) -> dict[tuple[str, int], int]:
-    flat = {(e.topic_name, e.partition_index): e.error_code for e in response.partition_errors}
-    by_id = {(e.topic_name, e.partition_index): e.error_code for t in response.topics for e in t.partition_errors}
-    assert flat == by_id  # v0-v4 and v5+ carry the same answers
-    return flat
+def _errors(response: LeaderAndIsrResponse, version: int = 7) -> dict[tuple[str, int], int]:
+    """The answer per partition, after a trip through the codec at ``version``."""
+    response = LeaderAndIsrResponse.decode(response.to_bytes(version), version)
+    if version < 5:
+        assert not response.topics
+        return {(e.topic_name, e.partition_index): e.error_code for e in response.partition_errors}
+    assert not response.partition_errors and all(t.topic_id != uuid.UUID(int=0) for t in response.topics)
+    return {("t", e.partition_index): e.error_code for t in response.topics for e in t.partition_errors}
 
 
 def _run(tmp_path: Path, scenario: Callable[[ReplicaManager, LogManager], Awaitable[None]]) -> None:
@@ -144,5 +147,30 @@ def test_stop_replica_fences_by_leader_epoch_and_deletes(tmp_path: Path) -> None
         assert rm.get_partition("t", 0) is None and not log_dir.exists() and log_manager.get_log("t", 0) is None
         assert rm.get_partition("t", 1) is not None  # stopped, not deleted
         assert heard == [("elected", 0), ("elected", 1), ("left", 0)]
+
+    _run(tmp_path, scenario)
+
+
+def test_answers_take_the_shape_of_the_request_version(tmp_path: Path) -> None:
+    async def scenario(rm: ReplicaManager, log_manager: LogManager) -> None:
+        # v0-v1 list partition states ungrouped and get a flat answer.
+        v1 = LeaderAndIsrRequest(controller_id=0, controller_epoch=1, ungrouped_partition_states=[
+            LeaderAndIsrPartitionState(topic_name="t", partition_index=0, controller_epoch=1, leader=0,
+                                       leader_epoch=0, isr=[0], replicas=[0]),
+            LeaderAndIsrPartitionState(topic_name="t", partition_index=1, controller_epoch=1, leader=0,
+                                       leader_epoch=0, isr=[2], replicas=[2])])
+        answer = await rm.become_leader_or_follower(v1, version=1)
+        assert _errors(answer, 1) == {("t", 0): 0, ("t", 1): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        # v2-v4 group by topic, without ids; v5+ answer by topic id (inferred from the ids when
+        # the version is not given).
+        v4 = _request(1, ("t", 0, 0, 1, [0]), topic_id=uuid.UUID(int=0))
+        assert _errors(await rm.become_leader_or_follower(v4, version=4), 4) == {("t", 0): 0}
+        v4_again = _request(1, ("t", 0, 0, 2, [0]), topic_id=uuid.UUID(int=0))
+        assert _errors(await rm.become_leader_or_follower(v4_again), 4) == {("t", 0): 0}
+        v7 = await rm.become_leader_or_follower(_request(1, ("t", 0, 0, 3, [0])))
+        assert _errors(v7) == {("t", 0): 0} and [t.topic_id for t in v7.topics] == [TOPIC_ID]
+        stale = await rm.become_leader_or_follower(_request(0, ("t", 0, 0, 4, [0])), version=7)
+        assert stale.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
+        assert _errors(stale) == {("t", 0): ErrorCode.STALE_CONTROLLER_EPOCH}
 
     _run(tmp_path, scenario)
