@@ -218,7 +218,7 @@ class ReplicaFetcherThread:
                 topic = topics[tp[0]] = FetchTopic(topic=tp[0], topic_id=partition.topic_id, partitions=[])
             topic.partitions.append(FetchPartition(
                 partition=tp[1], current_leader_epoch=state.leader_epoch, fetch_offset=fetch_offset,
-                last_fetched_epoch=-1, log_start_offset=log_.log_start_offset,
+                last_fetched_epoch=-1, log_start_offset=log_.log_start_offset if version >= 5 else -1,
                 partition_max_bytes=config.replica_fetch_max_bytes))
             sent[tp] = (state, fetch_offset)
         # Before v15 the replica id is a field of the request; from v15 it is in replica_state.
@@ -228,7 +228,8 @@ class ReplicaFetcherThread:
             replica_state=ReplicaState() if old else ReplicaState(replica_id=self.broker_id,
                                                                   replica_epoch=self.broker_epoch),
             max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=config.replica_fetch_min_bytes,
-            max_bytes=config.replica_fetch_response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+            max_bytes=config.replica_fetch_response_max_bytes if version >= 3 else 0x7FFFFFFF, isolation_level=0,
+            session_id=0, session_epoch=-1,
             topics=list(topics.values()))
         return request, version, sent
 

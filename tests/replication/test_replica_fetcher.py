@@ -10,6 +10,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
+
 from protocol.errors import ErrorCode
 from protocol.messages.stop_replica import StopReplicaPartitionState, StopReplicaRequest, StopReplicaTopicState
 from replication.replica_manager import FetchParams, PartitionAppendResult, ReplicaManager
@@ -313,15 +315,16 @@ def test_three_brokers_lead_and_follow_many_partitions_with_two_fetchers_each(tm
     asyncio.run(asyncio.wait_for(main(), 60))
 
 
-def test_an_older_leader_is_fetched_from_at_its_highest_fetch_version(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fetch_version", [4, 11, 14])
+def test_an_older_leader_is_fetched_from_at_its_highest_fetch_version(tmp_path: Path, fetch_version: int) -> None:
     async def scenario(cluster: Cluster) -> None:
         leader = await cluster.start(0)
-        leader.server.max_versions[1] = 11  # replica_id in the request body, topics by name
+        leader.server.max_versions[1] = fetch_version  # replica_id in the request body (< v15), names (< v13)
         follower = await cluster.start(1)
         await cluster.elect([0, 1])
         assert (await _produce(leader.rm, 7)).error_code == ErrorCode.NO_ERROR
         fp = follower.rm.get_partition(*TP)
         assert fp is not None and fp.log_end_offset == 7
-        assert {v for k, v in leader.server.versions if k == 1} == {11}
+        assert {v for k, v in leader.server.versions if k == 1} == {fetch_version}
 
     _run(tmp_path, scenario)
