@@ -150,7 +150,7 @@ class ReplicaFetcherThread:
                 assert isinstance(response, FetchResponse)
                 self.fetches += 1
                 if response.error_code != ErrorCode.NO_ERROR:
-                    log.info("[%s] fetch answered %s", self.name, ErrorCode(response.error_code).name)
+                    log.info("[%s] fetch answered %s", self.name, _name(response.error_code))
                     self._delay(list(sent), backoff)
                     await asyncio.sleep(backoff)
                     continue
