@@ -22,8 +22,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
+from controller.admin_zk_client import new_topic_id
 from controller.controller_channel_manager import ControllerChannelManager
 from controller.controller_config import ControllerConfig
 from controller.controller_context import (
@@ -40,6 +42,7 @@ from controller.partition_state_machine import ElectionStrategy, PartitionStateM
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.topic_deletion_manager import TopicDeletionManager
 from controller.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from controller.zk.zk_data import ZERO_UUID, TopicAssignment
 from protocol.messages.stop_replica import StopReplicaResponse
 from protocol.primitives import Message
 
@@ -291,7 +294,7 @@ class KafkaController(ControllerRequests):
         brokers = await self.zk.get_all_brokers()
         self.context.add_live_brokers(brokers.values())
         topics = await self.zk.get_all_topics()
-        assignments = await self.zk.get_topic_assignments(topics)
+        assignments = await self._ensure_topic_ids(await self.zk.get_topic_assignments(topics))
         for topic, assignment in assignments.items():
             self._add_topic_assignment(topic, assignment)
         for topic in topics:
@@ -302,7 +305,16 @@ class KafkaController(ControllerRequests):
         for broker in brokers.values():
             self.channel.add_broker(broker)
 
-    def _add_topic_assignment(self, topic: str, assignment: Any) -> list[TopicPartition]:
+    async def _ensure_topic_ids(self, assignments: dict[str, TopicAssignment]) -> dict[str, TopicAssignment]:
+        """Topics written without an id (by an old tool) get one, as Kafka's controller does (setTopicIds)."""
+        result = dict(assignments)
+        for topic, assignment in assignments.items():
+            if assignment.topic_id == ZERO_UUID:
+                result[topic] = replace(assignment, topic_id=new_topic_id())
+                await self.zk.set_topic_assignment(topic, result[topic], self.context.epoch_zk_version)
+        return result
+
+    def _add_topic_assignment(self, topic: str, assignment: TopicAssignment) -> list[TopicPartition]:
         """Record a topic's assignment; returns the partitions that were not known before."""
         self.context.add_topic(topic, assignment.topic_id)
         added = []
@@ -413,7 +425,7 @@ class KafkaController(ControllerRequests):
             return
         for topic in new_topics:
             await self._watch_topic(topic)
-        assignments = await self.zk.get_topic_assignments(new_topics)
+        assignments = await self._ensure_topic_ids(await self.zk.get_topic_assignments(new_topics))
         added: list[TopicPartition] = []
         for topic, assignment in assignments.items():
             added.extend(self._add_topic_assignment(topic, assignment))

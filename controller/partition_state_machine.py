@@ -216,20 +216,14 @@ class PartitionStateMachine:
         self, states: dict[TopicPartition, LeaderIsrAndControllerEpoch]
     ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
         """Create the state znodes; where one already exists (a previous controller got there), adopt it."""
-        try:
-            await self.zk.create_partition_states(states, self.context.epoch_zk_version)
-            return states
-        except NodeExistsError:
-            pass
-        created: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        for tp, state in states.items():
-            try:
-                await self.zk.create_partition_states({tp: state}, self.context.epoch_zk_version)
-                created[tp] = state
-            except NodeExistsError:
-                existing = (await self.zk.get_partition_states([tp])).get(tp)
-                if existing is not None:
-                    created[tp] = existing
+        failed = await self.zk.create_partition_states(states, self.context.epoch_zk_version)
+        created = {tp: state for tp, state in states.items() if tp not in failed}
+        existing_tps = [tp for tp, error in failed.items() if isinstance(error, NodeExistsError)]
+        for tp, error in failed.items():
+            if not isinstance(error, NodeExistsError):
+                log.error("controller: cannot create the state of %s-%d: %s", tp[0], tp[1], error)
+        if existing_tps:
+            created.update(await self.zk.get_partition_states(existing_tps))
         return created
 
     async def elect_leader_for_partitions(

@@ -158,7 +158,7 @@ class TopicDeletionManager:
             self.context.partition_states.setdefault(tp, PartitionState.OFFLINE)
         await self.psm.handle_state_changes(partitions, PartitionState.OFFLINE)
         await self.psm.handle_state_changes(partitions, PartitionState.NON_EXISTENT)
-        await self.zk.delete_topic_znodes(topic)
+        await self.zk.delete_topic_znodes(topic, self.context.epoch_zk_version)
         await self.zk.remove_delete_topic_markers({topic})
         self.context.remove_topic(topic)
         log.info("controller: deletion of topic %s completed", topic)
