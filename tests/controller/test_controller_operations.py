@@ -1,0 +1,355 @@
+"""The controller's reactions and requests on a real ZooKeeper: broker failure, controlled
+shutdown, AlterPartition, ElectLeaders, topic deletion, and a deposed controller."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from controller.admin_zk_client import AdminZkClient
+from controller.controller_config import ControllerConfig
+from controller.controller_requests import ELECTION_PREFERRED, ELECTION_UNCLEAN
+from controller.zk import zk_data as zd
+from controller.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from protocol.errors import ErrorCode
+from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionRequestPartitionData, AlterPartitionRequestTopicData, BrokerState
+from protocol.messages.leader_and_isr import LeaderAndIsrRequest
+from protocol.messages.stop_replica import StopReplicaRequest
+from protocol.messages.update_metadata import UpdateMetadataRequest
+from testing.zookeeper import ZooKeeperProcess, expire_session
+from tests.controller.cluster_harness import LISTENER, Cluster, run, wait_for, wait_for_async
+
+TP = tuple[str, int]
+
+
+async def _topic(cluster: Cluster, name: str, assignment: dict[int, list[int]], configs: dict[str, str] | None = None) -> None:
+    any_node = next(n for n in cluster.nodes.values() if n.running)
+    await AdminZkClient(any_node.zk).create_topic(name, -1, -1, configs or {}, assignment)
+    tps = [(name, p) for p in assignment]
+    await wait_for_async(lambda: _has_states(any_node.zk, tps), what=f"{name}'s partition states")
+    await cluster.wait_idle()
+
+
+async def _has_states(zk: KafkaZkClient, tps: list[TP]) -> bool:
+    return len(await zk.get_partition_states(tps)) == len(tps)
+
+
+async def _state(zk: KafkaZkClient, tp: TP) -> zd.LeaderAndIsr:
+    return (await zk.get_partition_states([tp]))[tp].leader_and_isr
+
+
+def _zk(cluster: Cluster) -> KafkaZkClient:
+    return next(n for n in cluster.nodes.values() if n.running).zk
+
+
+def test_failed_broker_loses_its_leaderships_and_isr_memberships(zk_connect: str) -> None:
+    async def scenario() -> None:
+        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        try:
+            victim = next(b for b in (1, 2, 3) if not cluster.nodes[b].controller.is_active)
+            others = [b for b in (1, 2, 3) if b != victim]
+            await _topic(cluster, "t", {0: [victim, others[0], others[1]], 1: [others[0], victim, others[1]]})
+            await _topic(cluster, "t2", {0: [victim, others[0]]})
+            before = await _state(_zk(cluster), ("t", 0))
+            await cluster.nodes[victim].stop()
+            zk = _zk(cluster)
+            await wait_for_async(lambda: _leader_is(zk, ("t", 0), others[0]), what="new leader of t-0")
+            await cluster.wait_idle()
+            p0, p1, p2 = (await _state(zk, ("t", 0))), (await _state(zk, ("t", 1))), (await _state(zk, ("t2", 0)))
+            assert (p0.leader, p0.isr) == (others[0], [others[0], others[1]])
+            assert p0.leader_epoch == before.leader_epoch + 1
+            assert (p1.leader, p1.isr) == (others[0], [others[0], others[1]])  # a follower left the ISR
+            assert (p2.leader, p2.isr) == (others[0], [others[0]])
+            # The surviving replicas were told the new leader.
+            node = cluster.nodes[others[1]]
+            await wait_for(lambda: any(_partition_leader(r, ("t", 0)) == others[0] for r in node.fake.of_type(LeaderAndIsrRequest)),
+                           what="LeaderAndIsr with the new leader")
+            # Every broker's metadata no longer lists the dead broker.
+            await wait_for(lambda: any({b.id for b in m.live_brokers} == set(others)
+                                       for m in node.fake.of_type(UpdateMetadataRequest)), what="UpdateMetadata")
+            # The broker comes back: it is told its replicas' states, and preferred election gives t-0 back.
+            await cluster.add(victim)
+            back = cluster.nodes[victim]
+            await wait_for(lambda: ("t", 0) in _told(back.fake), what="LeaderAndIsr to the returning broker")
+            results = await cluster.controller().elect_leaders(ELECTION_PREFERRED, [("t", 0)])
+            # Not in the ISR yet (no AlterPartition from a real leader here): Kafka's error.
+            assert results[("t", 0)][0] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        finally:
+            await cluster.stop()
+
+    run(scenario())
+
+
+async def _leader_is(zk: KafkaZkClient, tp: TP, leader: int) -> bool:
+    states = await zk.get_partition_states([tp])
+    return tp in states and states[tp].leader_and_isr.leader == leader
+
+
+def _partition_leader(request: object, tp: TP) -> int | None:
+    assert isinstance(request, LeaderAndIsrRequest)
+    for t in request.topic_states:
+        for p in t.partition_states:
+            if (t.topic_name, p.partition_index) == tp:
+                return p.leader
+    return None
+
+
+def _told(fake: object) -> set[TP]:
+    from tests.controller.fake_broker import FakeBroker
+
+    assert isinstance(fake, FakeBroker)
+    return {(t.topic_name, p.partition_index) for r in fake.of_type(LeaderAndIsrRequest)
+            if isinstance(r, LeaderAndIsrRequest) for t in r.topic_states for p in t.partition_states}
+
+
+def test_controlled_shutdown_moves_leaderships_and_shrinks_isrs(zk_connect: str) -> None:
+    async def scenario() -> None:
+        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        try:
+            leaving = next(b for b in (1, 2, 3) if not cluster.nodes[b].controller.is_active)
+            rest = [b for b in (1, 2, 3) if b != leaving]
+            await _topic(cluster, "cs", {0: [leaving, rest[0], rest[1]], 1: [rest[0], leaving, rest[1]]})
+            await _topic(cluster, "cs1", {0: [leaving]})
+            controller = cluster.controller()
+            stale = await controller.controlled_shutdown(leaving, cluster.nodes[leaving].broker_epoch - 1)
+            assert stale == (ErrorCode.STALE_BROKER_EPOCH, [])
+            assert await controller.controlled_shutdown(99, -1) == (ErrorCode.BROKER_NOT_AVAILABLE, [])
+            error, remaining = await controller.controlled_shutdown(leaving, cluster.nodes[leaving].broker_epoch)
+            # cs1-0 has one replica: nothing to move it to, so it is not reported (Kafka skips RF 1).
+            assert (error, remaining) == (ErrorCode.NO_ERROR, [])
+            zk = _zk(cluster)
+            p0, p1, p2 = (await _state(zk, ("cs", 0))), (await _state(zk, ("cs", 1))), (await _state(zk, ("cs1", 0)))
+            assert (p0.leader, p0.isr) == (rest[0], [rest[0], rest[1]])
+            assert (p1.leader, p1.isr) == (rest[0], [rest[0], rest[1]])
+            assert (p2.leader, p2.isr) == (leaving, [leaving])
+            # The shutting-down broker was told to stop following cs-1 (without deleting it).
+            await wait_for(lambda: cluster.nodes[leaving].fake.of_type(StopReplicaRequest) != [], what="StopReplica")
+            stop = cluster.nodes[leaving].fake.of_type(StopReplicaRequest)[0]
+            assert isinstance(stop, StopReplicaRequest)
+            assert [(t.topic_name, p.partition_index, p.delete_partition) for t in stop.topic_states for p in t.partition_states] == [("cs", 1, False)]
+            # Non-controllers refuse.
+            follower = cluster.nodes[rest[1]] if not cluster.nodes[rest[1]].controller.is_active else cluster.nodes[rest[0]]
+            assert (await follower.controller.controlled_shutdown(leaving, -1))[0] == ErrorCode.NOT_CONTROLLER
+        finally:
+            await cluster.stop()
+
+    run(scenario())
+
+
+def _alter(broker_id: int, broker_epoch: int, topic_id: object, partition: int, leader_epoch: int, isr: list[int],
+           partition_epoch: int, epochs: dict[int, int]) -> AlterPartitionRequest:
+    return AlterPartitionRequest(broker_id=broker_id, broker_epoch=broker_epoch, topics=[
+        AlterPartitionRequestTopicData(topic_id=topic_id, partitions=[AlterPartitionRequestPartitionData(
+            partition_index=partition, leader_epoch=leader_epoch,
+            new_isr_with_epochs=[BrokerState(broker_id=b, broker_epoch=epochs.get(b, -1)) for b in isr],
+            partition_epoch=partition_epoch)])])
+
+
+def test_alter_partition_checks_epochs_writes_zookeeper_and_answers_the_new_state(zk_connect: str) -> None:
+    async def scenario() -> None:
+        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        try:
+            await _topic(cluster, "ap", {0: [1, 2, 3]})
+            controller = cluster.controller()
+            zk = _zk(cluster)
+            topic_id = controller.context.topic_ids["ap"]
+            epochs = {b: n.broker_epoch for b, n in cluster.nodes.items()}
+            current = await _state(zk, ("ap", 0))
+            assert (current.leader, current.isr, current.partition_epoch) == (1, [1, 2, 3], 0)
+
+            response = await controller.alter_partition(_alter(1, epochs[1], topic_id, 0, current.leader_epoch, [1, 2], 0, epochs))
+            (part,) = response.topics[0].partitions
+            assert (response.error_code, part.error_code, part.leader_id, part.isr, part.partition_epoch) == (0, 0, 1, [1, 2], 1)
+            written = await _state(zk, ("ap", 0))
+            assert (written.isr, written.partition_epoch, written.leader_epoch) == ([1, 2], 1, current.leader_epoch)
+            # Every broker hears the new ISR.
+            await wait_for(lambda: any(
+                p.isr == [1, 2] for m in cluster.nodes[3].fake.of_type(UpdateMetadataRequest)
+                if isinstance(m, UpdateMetadataRequest) for t in m.topic_states for p in t.partition_states),
+                what="UpdateMetadata with the shrunk ISR")
+
+            def code(resp: object) -> int:
+                from protocol.messages.alter_partition import AlterPartitionResponse
+                assert isinstance(resp, AlterPartitionResponse)
+                return resp.error_code or resp.topics[0].partitions[0].error_code
+
+            # The same request again: already so (idempotent), answered with the current state.
+            again = await controller.alter_partition(_alter(1, epochs[1], topic_id, 0, current.leader_epoch, [1, 2], 0, epochs))
+            assert code(again) == 0 and again.topics[0].partitions[0].partition_epoch == 1
+            # A stale partition epoch.
+            assert code(await controller.alter_partition(
+                _alter(1, epochs[1], topic_id, 0, current.leader_epoch, [1], 0, epochs))) == ErrorCode.INVALID_UPDATE_VERSION
+            # A stale leader epoch.
+            assert code(await controller.alter_partition(
+                _alter(1, epochs[1], topic_id, 0, current.leader_epoch - 1, [1], 1, epochs))) == ErrorCode.FENCED_LEADER_EPOCH
+            # A stale broker epoch.
+            assert code(await controller.alter_partition(
+                _alter(1, epochs[1] - 1, topic_id, 0, current.leader_epoch, [1], 1, epochs))) == ErrorCode.STALE_BROKER_EPOCH
+            # An unknown topic id.
+            import uuid
+            assert code(await controller.alter_partition(
+                _alter(1, epochs[1], uuid.uuid4(), 0, 0, [1], 0, epochs))) == ErrorCode.UNKNOWN_TOPIC_ID
+            # Expanding back to 3 works (broker 3 is alive).
+            grown = await controller.alter_partition(_alter(1, epochs[1], topic_id, 0, current.leader_epoch, [1, 2, 3], 1, epochs))
+            assert code(grown) == 0 and grown.topics[0].partitions[0].isr == [1, 2, 3]
+            # Only the controller answers.
+            other = next(n for n in cluster.nodes.values() if not n.controller.is_active)
+            assert code(await other.controller.alter_partition(
+                _alter(1, epochs[1], topic_id, 0, current.leader_epoch, [1], 2, epochs))) == ErrorCode.NOT_CONTROLLER
+        finally:
+            await cluster.stop()
+
+    run(scenario())
+
+
+def test_elect_leaders_preferred_and_unclean(zk_connect: str) -> None:
+    async def scenario() -> None:
+        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        try:
+            await _topic(cluster, "el", {0: [1, 2], 1: [2, 3], 2: [3, 1]}, {"unclean.leader.election.enable": "false"})
+            controller = cluster.controller()
+            cid = next(b for b, n in cluster.nodes.items() if n.controller is controller)
+            zk = _zk(cluster)
+            results = await controller.elect_leaders(ELECTION_PREFERRED, [("el", 0), ("el", 9), ("nope", 0)])
+            assert results[("el", 0)][0] == ErrorCode.ELECTION_NOT_NEEDED
+            assert results[("el", 9)][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert results[("nope", 0)][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            # Controlled shutdown of el-0's preferred leader moves it; preferred election brings it back.
+            target = 1 if cid != 1 else 2
+            tp = ("el", 0) if target == 1 else ("el", 1)
+            await controller.controlled_shutdown(target, -1)
+            moved = await _state(zk, tp)
+            assert moved.leader != target
+            # The broker "restarts" its shutdown: it is back in the ISR by AlterPartition from the leader.
+            controller.context.shutting_down_broker_ids.discard(target)
+            topic_id = controller.context.topic_ids["el"]
+            epochs = {b: n.broker_epoch for b, n in cluster.nodes.items()}
+            answer = await controller.alter_partition(_alter(moved.leader, epochs[moved.leader], topic_id, tp[1], moved.leader_epoch,
+                                                             [*moved.isr, target], moved.partition_epoch, epochs))
+            assert answer.topics[0].partitions[0].error_code == 0
+            results = await controller.elect_leaders(ELECTION_PREFERRED, [tp])
+            assert results == {tp: (ErrorCode.NO_ERROR, None)}
+            assert (await _state(zk, tp)).leader == target
+            # Unclean: with the leader alive, no election is needed.
+            results = await controller.elect_leaders(ELECTION_UNCLEAN, [tp])
+            assert results[tp][0] == ErrorCode.ELECTION_NOT_NEEDED
+        finally:
+            await cluster.stop()
+
+    run(scenario())
+
+
+def test_unclean_leader_election_only_when_the_topic_allows_it(zk_connect: str) -> None:
+    async def scenario() -> None:
+        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        try:
+            cid = next(b for b, n in cluster.nodes.items() if n.controller.is_active)
+            a, b = [x for x in (1, 2, 3) if x != cid]
+            await _topic(cluster, "clean", {0: [a, b]})
+            await _topic(cluster, "dirty", {0: [a, b]}, {"unclean.leader.election.enable": "true"})
+            controller = cluster.controller()
+            epochs = {x: n.broker_epoch for x, n in cluster.nodes.items()}
+            zk = _zk(cluster)
+            for topic in ("clean", "dirty"):  # b falls out of the ISR
+                st = await _state(zk, (topic, 0))
+                resp = await controller.alter_partition(_alter(a, epochs[a], controller.context.topic_ids[topic], 0,
+                                                               st.leader_epoch, [a], st.partition_epoch, epochs))
+                assert resp.topics[0].partitions[0].error_code == 0
+            await cluster.nodes[a].stop()  # the only in-sync replica dies
+            await wait_for_async(lambda: _leader_is(zk, ("dirty", 0), b), what="unclean leader for dirty-0")
+            await cluster.wait_idle()
+            dirty, clean = await _state(zk, ("dirty", 0)), await _state(zk, ("clean", 0))
+            assert (dirty.leader, dirty.isr) == (b, [b])
+            assert (clean.leader, clean.isr) == (zd.LEADER_NONE, [a])  # offline: the last ISR member is kept
+            # ElectLeaders UNCLEAN forces it for the clean topic too.
+            results = await cluster.controller().elect_leaders(ELECTION_UNCLEAN, [("clean", 0), ("dirty", 0)])
+            assert results[("clean", 0)] == (ErrorCode.NO_ERROR, None)
+            assert results[("dirty", 0)][0] == ErrorCode.ELECTION_NOT_NEEDED
+            assert (await _state(zk, ("clean", 0))).leader == b
+        finally:
+            await cluster.stop()
+
+    run(scenario())
+
+
+def test_topic_deletion_stops_and_deletes_replicas_then_removes_znodes(zk_connect: str) -> None:
+    async def scenario() -> None:
+        cluster = await Cluster(zk_connect).start([1, 2])
+        try:
+            await _topic(cluster, "gone", {0: [1, 2], 1: [2, 1]})
+            zk = _zk(cluster)
+            await AdminZkClient(zk).delete_topic("gone")
+            await wait_for_async(lambda: _topic_absent(zk, "gone"), what="topic znodes removed")
+            assert await zk.get_delete_topic_markers() == set()
+            for node in cluster.nodes.values():
+                stops = [r for r in node.fake.of_type(StopReplicaRequest) if isinstance(r, StopReplicaRequest)]
+                deleted = {(t.topic_name, p.partition_index) for r in stops for t in r.topic_states
+                           for p in t.partition_states if p.delete_partition}
+                assert deleted == {("gone", 0), ("gone", 1)}
+                # Brokers heard "being deleted" (leader -2) before the StopReplica.
+                assert any(p.leader == -2 for m in node.fake.of_type(UpdateMetadataRequest)
+                           if isinstance(m, UpdateMetadataRequest) for t in m.topic_states for p in t.partition_states)
+            await cluster.wait_idle()
+            assert "gone" not in cluster.controller().context.all_topics
+            # The name can be used again.
+            await _topic(cluster, "gone", {0: [2]})
+        finally:
+            await cluster.stop()
+
+    run(scenario())
+
+
+async def _topic_absent(zk: KafkaZkClient, topic: str) -> bool:
+    return topic not in await zk.get_all_topics() and not (await zk.get_topic_configs([topic])).get(topic)
+
+
+def test_topic_deletion_disabled_drops_the_marker(zk_connect: str) -> None:
+    async def scenario() -> None:
+        config = ControllerConfig(inter_broker_listener_name=LISTENER, delete_topic_enable=False)
+        cluster = await Cluster(zk_connect, config).start([1])
+        try:
+            await _topic(cluster, "kept", {0: [1]})
+            zk = _zk(cluster)
+            await AdminZkClient(zk).delete_topic("kept")
+            await wait_for_async(lambda: _no_markers(zk), what="marker removed")
+            assert "kept" in await zk.get_all_topics()
+        finally:
+            await cluster.stop()
+
+    run(scenario())
+
+
+async def _no_markers(zk: KafkaZkClient) -> bool:
+    return not await zk.get_delete_topic_markers()
+
+
+def test_deposed_controller_stops_and_its_writes_are_refused(zk_connect: str, zookeeper: ZooKeeperProcess) -> None:
+    async def scenario() -> None:
+        cluster = await Cluster(zk_connect).start([1, 2])
+        try:
+            await _topic(cluster, "f", {0: [1, 2]})
+            old = cluster.active()
+            assert old is not None
+            old_context_epoch, old_zk_version = old.controller.context.epoch, old.controller.context.epoch_zk_version
+            client_id = old.zk.client_id
+            assert client_id is not None
+            await asyncio.to_thread(expire_session, zookeeper.connect_string, client_id)
+            await wait_for(lambda: not old.controller.is_active, timeout=10, what="the old controller to resign")
+            await wait_for(lambda: any(n.controller.is_active and n is not old for n in cluster.nodes.values()),
+                           timeout=15, what="a new controller")
+            new = cluster.active()
+            assert new is not None and new.controller.epoch > old_context_epoch
+            # A write fenced by the old controller epoch's znode version fails.
+            st = await _state(new.zk, ("f", 0))
+            try:
+                await old.zk.update_leader_and_isr({("f", 0): dataclasses.replace(st, isr=[st.leader])},
+                                                   old_context_epoch, old_zk_version)
+            except ControllerMovedError:
+                pass
+            else:
+                raise AssertionError("a deposed controller's write went through")
+            assert (await _state(new.zk, ("f", 0))).isr == st.isr
+        finally:
+            await cluster.stop()
+
+    run(scenario())
