@@ -12,7 +12,12 @@ from controller.controller_requests import ELECTION_PREFERRED, ELECTION_UNCLEAN
 from controller.zk import zk_data as zd
 from controller.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from protocol.errors import ErrorCode
-from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionRequestPartitionData, AlterPartitionRequestTopicData, BrokerState
+from protocol.messages.alter_partition import (
+    AlterPartitionRequest,
+    AlterPartitionRequestPartitionData,
+    AlterPartitionRequestTopicData,
+    BrokerState,
+)
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
@@ -126,7 +131,8 @@ def test_controlled_shutdown_moves_leaderships_and_shrinks_isrs(zk_connect: str)
             await wait_for(lambda: cluster.nodes[leaving].fake.of_type(StopReplicaRequest) != [], what="StopReplica")
             stop = cluster.nodes[leaving].fake.of_type(StopReplicaRequest)[0]
             assert isinstance(stop, StopReplicaRequest)
-            assert [(t.topic_name, p.partition_index, p.delete_partition) for t in stop.topic_states for p in t.partition_states] == [("cs", 1, False)]
+            stopped = [(t.topic_name, p.partition_index, p.delete_partition) for t in stop.topic_states for p in t.partition_states]
+            assert stopped == [("cs", 1, False)]
             # Non-controllers refuse.
             follower = cluster.nodes[rest[1]] if not cluster.nodes[rest[1]].controller.is_active else cluster.nodes[rest[0]]
             assert (await follower.controller.controlled_shutdown(leaving, -1))[0] == ErrorCode.NOT_CONTROLLER
