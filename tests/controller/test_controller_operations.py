@@ -359,3 +359,59 @@ def test_deposed_controller_stops_and_its_writes_are_refused(zk_connect: str, zo
             await cluster.stop()
 
     run(scenario())
+
+
+def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(zk_connect: str) -> None:
+    async def scenario() -> None:
+        config = ControllerConfig(inter_broker_listener_name=LISTENER, leader_imbalance_check_interval_seconds=0.3,
+                                  auto_leader_rebalance_initial_delay_s=0.1)
+        cluster = await Cluster(zk_connect, config).start([1, 2])
+        try:
+            controller = cluster.controller()
+            preferred = next(b for b, n in cluster.nodes.items() if n.controller is not controller)
+            other = 3 - preferred
+            await _topic(cluster, "rb", {0: [preferred, other]})
+            await controller.controlled_shutdown(preferred, -1)
+            zk = _zk(cluster)
+            moved = await _state(zk, ("rb", 0))
+            assert (moved.leader, moved.isr) == (other, [other])
+            # The broker stays (its shutdown was abandoned) and catches up: the leader re-adds it.
+            controller.context.shutting_down_broker_ids.discard(preferred)
+            epochs = {b: n.broker_epoch for b, n in cluster.nodes.items()}
+            answer = await controller.alter_partition(_alter(other, epochs[other], controller.context.topic_ids["rb"], 0,
+                                                             moved.leader_epoch, [other, preferred], moved.partition_epoch,
+                                                             epochs))
+            assert answer.topics[0].partitions[0].error_code == 0
+            await wait_for_async(lambda: _leader_is(zk, ("rb", 0), preferred), timeout=10, what="preferred leader back")
+            back = await _state(zk, ("rb", 0))
+            assert back.isr == [other, preferred] and back.leader_epoch == moved.leader_epoch + 1
+        finally:
+            await cluster.stop()
+
+    run(scenario())
+
+
+def test_auto_leader_rebalance_disabled_leaves_leaders_alone(zk_connect: str) -> None:
+    async def scenario() -> None:
+        config = ControllerConfig(inter_broker_listener_name=LISTENER, auto_leader_rebalance_enable=False,
+                                  leader_imbalance_check_interval_seconds=0.1, auto_leader_rebalance_initial_delay_s=0.1)
+        cluster = await Cluster(zk_connect, config).start([1, 2])
+        try:
+            controller = cluster.controller()
+            preferred = next(b for b, n in cluster.nodes.items() if n.controller is not controller)
+            other = 3 - preferred
+            await _topic(cluster, "rb", {0: [preferred, other]})
+            await controller.controlled_shutdown(preferred, -1)
+            controller.context.shutting_down_broker_ids.discard(preferred)
+            zk = _zk(cluster)
+            moved = await _state(zk, ("rb", 0))
+            epochs = {b: n.broker_epoch for b, n in cluster.nodes.items()}
+            await controller.alter_partition(_alter(other, epochs[other], controller.context.topic_ids["rb"], 0,
+                                                    moved.leader_epoch, [other, preferred], moved.partition_epoch, epochs))
+            await asyncio.sleep(1.0)
+            assert (await _state(zk, ("rb", 0))).leader == other
+            assert controller._rebalance_task is None
+        finally:
+            await cluster.stop()
+
+    run(scenario())
