@@ -128,7 +128,11 @@ class KafkaController(ControllerRequests):
         self.zk.on_session_expired(self._on_session_expired)
         self.zk.on_reconnected(self._on_reconnected)
         self.event_manager.start()
-        await self._enqueue("Startup", self._process_startup)
+        try:
+            await self._enqueue("Startup", self._process_startup)
+        except Exception:
+            # Logged by the event manager; the /controller watch (if it got registered) retries the election.
+            log.warning("controller %d: start-up election did not complete", self.broker_id)
 
     async def shutdown(self) -> None:
         """Stop processing events and resign (the /controller znode goes with the ZooKeeper session)."""

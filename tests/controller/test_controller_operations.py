@@ -355,6 +355,10 @@ def test_deposed_controller_stops_and_its_writes_are_refused(zk_connect: str, zo
             else:
                 raise AssertionError("a deposed controller's write went through")
             assert (await _state(new.zk, ("f", 0))).isr == st.isr
+            # With its new session, the old one follows the new controller and does not act.
+            await wait_for(lambda: old.controller.active_controller_id == new.broker_id, timeout=10,
+                           what="the old controller to follow the new one")
+            assert not old.controller.is_active and old.controller.context.partition_leadership_info == {}
         finally:
             await cluster.stop()
 
