@@ -81,6 +81,7 @@ def test_rack_aware_placement_from_registered_brokers(zk_connect: str) -> None:
 def test_partial_rack_information_is_refused(zk_connect: str) -> None:
     async def body(admin: AdminZkClient, zk: KafkaZkClient) -> None:
         code, message = await _error(admin.create_topic("t", 1, 1, {}))
+        assert code == ErrorCode.UNKNOWN_SERVER_ERROR  # Kafka: AdminOperationException
         assert "Not all brokers have rack information" in message
 
     run(_with_brokers(zk_connect, {1: "r1", 2: None}, body))
