@@ -41,7 +41,7 @@ from controller.controller_requests import ControllerRequests
 from controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.topic_deletion_manager import TopicDeletionManager
-from controller.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from controller.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient, ZkWatch
 from controller.zk.zk_data import ZERO_UUID, TopicAssignment
 from protocol.messages.stop_replica import StopReplicaResponse
 from protocol.primitives import Message
@@ -77,10 +77,12 @@ class KafkaController(ControllerRequests):
         #: True while this broker acts as the controller (won the election and finished nothing wrong).
         self._active = False
         self._new_components()
-        self._watched_topics: set[str] = set()
+        self._topic_watches: dict[str, ZkWatch] = {}
+        self._watches: list[ZkWatch] = []
         self._controller_watch_registered = False
         self._cluster_watches_registered = False
         self._rebalance_task: asyncio.Task[None] | None = None
+        self._reelect_task: asyncio.Task[None] | None = None
         self._started = False
 
     def _new_components(self) -> None:
@@ -137,6 +139,15 @@ class KafkaController(ControllerRequests):
     async def shutdown(self) -> None:
         """Stop processing events and resign (the /controller znode goes with the ZooKeeper session)."""
         self._started = False
+        for watch in [*self._watches, *self._topic_watches.values()]:
+            watch.cancel()
+        self._watches.clear()
+        self._topic_watches.clear()
+        reelect, self._reelect_task = self._reelect_task, None
+        if reelect is not None:
+            reelect.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reelect
         await self.event_manager.close()
         self._active = False
         await self._on_controller_resignation()
@@ -167,7 +178,7 @@ class KafkaController(ControllerRequests):
     async def _process_startup(self) -> None:
         if not self._controller_watch_registered:
             self._controller_watch_registered = True
-            await self.zk.watch_data(CONTROLLER_PATH, self._on_controller_znode)
+            self._watches.append(await self.zk.watch_data(CONTROLLER_PATH, self._on_controller_znode))
         await self._elect()
 
     def _on_controller_znode(self, data: bytes | None) -> None:
@@ -234,10 +245,23 @@ class KafkaController(ControllerRequests):
         try:
             await self._on_controller_failover()
         except Exception:
-            log.exception("controller %d: failover failed; resigning", self.broker_id)
+            log.exception("controller %d: failover failed; resigning and retrying", self.broker_id)
             self._active = False
             await self._on_controller_resignation()
+            # We still hold /controller, so nobody else can take over: try again after a pause.
+            self._schedule_reelect(1.0)
             raise
+
+    def _schedule_reelect(self, delay_s: float) -> None:
+        if self._reelect_task is not None and not self._reelect_task.done():
+            return
+
+        async def later() -> None:
+            await asyncio.sleep(delay_s)
+            if self._started:
+                self._post("Reelect", self._process_reelect)
+
+        self._reelect_task = asyncio.get_running_loop().create_task(later(), name=f"controller-{self.broker_id}-reelect")
 
     # ------------------------------------------------------------ failover and resignation
 
@@ -269,9 +293,18 @@ class KafkaController(ControllerRequests):
         if self._cluster_watches_registered:
             return
         self._cluster_watches_registered = True
-        await self.zk.watch_children(BROKER_IDS_PATH, lambda _: self._enqueue_if_active("BrokerChange", self._process_broker_change))
-        await self.zk.watch_children(BROKER_TOPICS_PATH, lambda _: self._enqueue_if_active("TopicChange", self._process_topic_change))
-        await self.zk.watch_children(DELETE_TOPICS_PATH, lambda _: self._enqueue_if_active("TopicDeletion", self._process_topic_deletion))
+        for path, name, process in (
+            (BROKER_IDS_PATH, "BrokerChange", self._process_broker_change),
+            (BROKER_TOPICS_PATH, "TopicChange", self._process_topic_change),
+            (DELETE_TOPICS_PATH, "TopicDeletion", self._process_topic_deletion),
+        ):
+            self._watches.append(await self.zk.watch_children(path, self._children_handler(name, process)))
+
+    def _children_handler(self, name: str, process: Callable[[], Awaitable[None]]) -> Callable[[list[str]], None]:
+        def handler(_: list[str]) -> None:
+            self._enqueue_if_active(name, process)
+
+        return handler
 
     def _enqueue_if_active(self, name: str, process: Callable[[], Awaitable[Any]]) -> None:
         if self._started and self.is_active:
@@ -285,14 +318,18 @@ class KafkaController(ControllerRequests):
         return run
 
     async def _watch_topic(self, topic: str) -> None:
-        if topic in self._watched_topics:
+        if topic in self._topic_watches:
             return
-        self._watched_topics.add(topic)
 
         def changed(_: bytes | None) -> None:
             self._enqueue_if_active(f"PartitionModifications({topic})", lambda: self._process_partition_modifications(topic))
 
-        await self.zk.watch_data(f"{BROKER_TOPICS_PATH}/{topic}", changed)
+        self._topic_watches[topic] = await self.zk.watch_data(f"{BROKER_TOPICS_PATH}/{topic}", changed)
+
+    def _unwatch_topic(self, topic: str) -> None:
+        watch = self._topic_watches.pop(topic, None)
+        if watch is not None:
+            self.zk.unwatch(watch)
 
     async def _initialize_controller_context(self) -> None:
         brokers = await self.zk.get_all_brokers()
@@ -425,6 +462,7 @@ class KafkaController(ControllerRequests):
         deleted_topics = self.context.all_topics - topics
         for topic in deleted_topics:
             self.context.remove_topic(topic)
+            self._unwatch_topic(topic)
         if not new_topics:
             return
         for topic in new_topics:
