@@ -32,6 +32,7 @@ from protocol.primitives import (
 
 _s_16s = Struct('>16s')
 _s_bi = Struct('>bi')
+_s_i = Struct('>i')
 _s_ih = Struct('>ih')
 _s_ihii = Struct('>ihii')
 _s_ii = Struct('>ii')
@@ -39,42 +40,45 @@ _s_iq = Struct('>iq')
 
 
 class AlterPartitionRequestTopicData(Struct_):
-    """The topics whose partitions change their ISR.
+    """Topics whose partitions' ISRs change.
 
     Attributes (schema name, versions; Kafka's description):
+        topic_name (TopicName, 0-1, ignorable): Name of the topic.
         topic_id (TopicId, 2+, ignorable): Id of the topic.
-        partitions (Partitions, 0+): The partitions of the topic.
+        partitions (Partitions, 0+): Partitions whose ISR changes.
     """
 
-    __slots__ = ('topic_id', 'partitions')
+    __slots__ = ('topic_name', 'topic_id', 'partitions')
+    topic_name: str
     topic_id: UUID
     partitions: list[AlterPartitionRequestPartitionData]
 
-    def __init__(self, *, topic_id: UUID = UUID_ZERO, partitions: list[AlterPartitionRequestPartitionData] | _Unset = UNSET) -> None:
+    def __init__(self, *, topic_name: str = '', topic_id: UUID = UUID_ZERO, partitions: list[AlterPartitionRequestPartitionData] | _Unset = UNSET) -> None:
+        self.topic_name = topic_name
         self.topic_id = topic_id
         self.partitions = [] if partitions is UNSET else partitions
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self.topic_id == other.topic_id and self.partitions == other.partitions
+        return self.topic_name == other.topic_name and self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
     def __repr__(self) -> str:
-        return f"AlterPartitionRequestTopicData(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+        return f"AlterPartitionRequestTopicData(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r})"
 
 
 class AlterPartitionRequestPartitionData(Struct_):
-    """The partitions of the topic.
+    """Partitions whose ISR changes.
 
     Attributes (schema name, versions; Kafka's description):
-        partition_index (PartitionIndex, 0+): Index of the partition.
-        leader_epoch (LeaderEpoch, 0+): The leader epoch the leader is at.
+        partition_index (PartitionIndex, 0+): Partition index.
+        leader_epoch (LeaderEpoch, 0+): The leader's epoch for this partition.
         new_isr (NewIsr, 0-2): The proposed ISR (replaced by NewIsrWithEpochs in version 3).
-        new_isr_with_epochs (NewIsrWithEpochs, 3+): The proposed ISR, each member with its broker epoch.
+        new_isr_with_epochs (NewIsrWithEpochs, 3+): The proposed ISR, each replica with its broker epoch.
         leader_recovery_state (LeaderRecoveryState, 1+): 1 while the partition recovers from an unclean leader election, else 0.
-        partition_epoch (PartitionEpoch, 0+): The partition epoch the change is based on (the state znode's version).
+        partition_epoch (PartitionEpoch, 0+): The partition epoch the leader expects (in ZooKeeper mode, the state znode's version).
     """
 
     __slots__ = ('partition_index', 'leader_epoch', 'new_isr', 'new_isr_with_epochs', 'leader_recovery_state', 'partition_epoch')
@@ -105,11 +109,11 @@ class AlterPartitionRequestPartitionData(Struct_):
 
 
 class BrokerState(Struct_):
-    """The proposed ISR, each member with its broker epoch.
+    """The proposed ISR, each replica with its broker epoch.
 
     Attributes (schema name, versions; Kafka's description):
-        broker_id (BrokerId, 3+): Id of the broker.
-        broker_epoch (BrokerEpoch, 3+): Epoch of the broker, -1 when the leader does not know it.
+        broker_id (BrokerId, 3+): Id of the replica's broker.
+        broker_epoch (BrokerEpoch, 3+): Epoch of that broker, -1 when the sender does not check epochs.
     """
 
     __slots__ = ('broker_id', 'broker_epoch')
@@ -132,43 +136,46 @@ class BrokerState(Struct_):
 
 
 class AlterPartitionResponseTopicData(Struct_):
-    """The answer for each topic.
+    """Results per topic.
 
     Attributes (schema name, versions; Kafka's description):
+        topic_name (TopicName, 0-1, ignorable): Name of the topic.
         topic_id (TopicId, 2+, ignorable): Id of the topic.
-        partitions (Partitions, 0+): The answer for each partition.
+        partitions (Partitions, 0+): Results per partition.
     """
 
-    __slots__ = ('topic_id', 'partitions')
+    __slots__ = ('topic_name', 'topic_id', 'partitions')
+    topic_name: str
     topic_id: UUID
     partitions: list[AlterPartitionResponsePartitionData]
 
-    def __init__(self, *, topic_id: UUID = UUID_ZERO, partitions: list[AlterPartitionResponsePartitionData] | _Unset = UNSET) -> None:
+    def __init__(self, *, topic_name: str = '', topic_id: UUID = UUID_ZERO, partitions: list[AlterPartitionResponsePartitionData] | _Unset = UNSET) -> None:
+        self.topic_name = topic_name
         self.topic_id = topic_id
         self.partitions = [] if partitions is UNSET else partitions
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self.topic_id == other.topic_id and self.partitions == other.partitions
+        return self.topic_name == other.topic_name and self.topic_id == other.topic_id and self.partitions == other.partitions
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
     def __repr__(self) -> str:
-        return f"AlterPartitionResponseTopicData(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+        return f"AlterPartitionResponseTopicData(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r})"
 
 
 class AlterPartitionResponsePartitionData(Struct_):
-    """The answer for each partition.
+    """Results per partition.
 
     Attributes (schema name, versions; Kafka's description):
-        partition_index (PartitionIndex, 0+): Index of the partition.
-        error_code (ErrorCode, 0+): Error for the partition, 0 when none.
+        partition_index (PartitionIndex, 0+): Partition index.
+        error_code (ErrorCode, 0+): Partition-level error code.
         leader_id (LeaderId, 0+): Id of the partition's leader.
         leader_epoch (LeaderEpoch, 0+): The leader epoch.
-        isr (Isr, 0+): The in-sync replicas now recorded.
+        isr (Isr, 0+): The ISR now in force.
         leader_recovery_state (LeaderRecoveryState, 1+, ignorable): 1 while the partition recovers from an unclean leader election, else 0.
-        partition_epoch (PartitionEpoch, 0+): The partition epoch now recorded.
+        partition_epoch (PartitionEpoch, 0+): The partition epoch now in force.
     """
 
     __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'isr', 'leader_recovery_state', 'partition_epoch')
@@ -204,13 +211,13 @@ class AlterPartitionRequest(Message):
     """The AlterPartitionRequest message.
 
     Attributes (schema name, versions; Kafka's description):
-        broker_id (BrokerId, 0+): Id of the broker sending the request (the partitions' leader).
+        broker_id (BrokerId, 0+): Id of the broker (the partitions' leader) sending the request.
         broker_epoch (BrokerEpoch, 0+): Epoch of that broker.
-        topics (Topics, 0+): The topics whose partitions change their ISR.
+        topics (Topics, 0+): Topics whose partitions' ISRs change.
     """
 
     API_KEY = 56
-    VALID_VERSIONS = range(2, 4)
+    VALID_VERSIONS = range(0, 4)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('broker_id', 'broker_epoch', 'topics')
     broker_id: int
@@ -237,13 +244,13 @@ class AlterPartitionResponse(Message):
     """The AlterPartitionResponse message.
 
     Attributes (schema name, versions; Kafka's description):
-        throttle_time_ms (ThrottleTimeMs, 0+): Time the request was throttled for, in milliseconds (0 when not).
-        error_code (ErrorCode, 0+): Error for the whole request, 0 when none.
-        topics (Topics, 0+): The answer for each topic.
+        throttle_time_ms (ThrottleTimeMs, 0+): Milliseconds the request was throttled for a quota violation, or zero.
+        error_code (ErrorCode, 0+): Top-level error code.
+        topics (Topics, 0+): Results per topic.
     """
 
     API_KEY = 56
-    VALID_VERSIONS = range(2, 4)
+    VALID_VERSIONS = range(0, 4)
     FLEXIBLE_MIN_VERSION = 0
     __slots__ = ('throttle_time_ms', 'error_code', 'topics')
     throttle_time_ms: int
@@ -268,7 +275,190 @@ class AlterPartitionResponse(Message):
 
 
 
-def _d_AlterPartitionRequestPartitionData_v2(buf, pos):
+def _d_AlterPartitionRequestPartitionData_v0(buf, pos):
+    f_partition_index, f_leader_epoch = _s_ii.unpack_from(buf, pos)
+    pos += 8
+    n1 = buf[pos]
+    pos += 1
+    if n1 & 0x80:
+        n1, pos = read_uvarint_tail(buf, pos, n1)
+    n1 -= 1
+    if n1 < 0:
+        raise ProtocolError('non-nullable field NewIsr is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('NewIsr')
+        f_new_isr = list(unpack_from('>%di' % n1, buf, pos))
+        pos += n1 * 4
+    f_partition_epoch, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    nt = buf[pos]
+    pos += 1
+    if nt:
+        if nt & 0x80:
+            nt, pos = read_uvarint_tail(buf, pos, nt)
+        if nt > len(buf) - pos:
+            raise truncated('tagged fields')
+        for _ in range(nt):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise truncated('tagged field')
+            pos = end
+    o = _new(AlterPartitionRequestPartitionData)
+    o.partition_index = f_partition_index
+    o.leader_epoch = f_leader_epoch
+    o.new_isr = f_new_isr
+    o.new_isr_with_epochs = []
+    o.leader_recovery_state = 0
+    o.partition_epoch = f_partition_epoch
+    return o, pos
+
+
+def _d_AlterPartitionRequestTopicData_v0(buf, pos):
+    n1 = buf[pos]
+    pos += 1
+    if n1 & 0x80:
+        n1, pos = read_uvarint_tail(buf, pos, n1)
+    n1 -= 1
+    if n1 < 0:
+        raise ProtocolError('non-nullable field TopicName is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('TopicName')
+        f_topic_name = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3 = buf[pos]
+    pos += 1
+    if n3 & 0x80:
+        n3, pos = read_uvarint_tail(buf, pos, n3)
+    n3 -= 1
+    if n3 < 0:
+        raise ProtocolError('non-nullable field Partitions is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('Partitions')
+        f_partitions = []
+        for _ in range(n3):
+            item4, pos = _d_AlterPartitionRequestPartitionData_v0(buf, pos)
+            f_partitions.append(item4)
+    nt = buf[pos]
+    pos += 1
+    if nt:
+        if nt & 0x80:
+            nt, pos = read_uvarint_tail(buf, pos, nt)
+        if nt > len(buf) - pos:
+            raise truncated('tagged fields')
+        for _ in range(nt):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise truncated('tagged field')
+            pos = end
+    o = _new(AlterPartitionRequestTopicData)
+    o.topic_name = f_topic_name
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
+
+
+def _d_AlterPartitionRequest_v0(buf, pos):
+    f_broker_id, f_broker_epoch = _s_iq.unpack_from(buf, pos)
+    pos += 12
+    n1 = buf[pos]
+    pos += 1
+    if n1 & 0x80:
+        n1, pos = read_uvarint_tail(buf, pos, n1)
+    n1 -= 1
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n1):
+            item2, pos = _d_AlterPartitionRequestTopicData_v0(buf, pos)
+            f_topics.append(item2)
+    nt = buf[pos]
+    pos += 1
+    if nt:
+        if nt & 0x80:
+            nt, pos = read_uvarint_tail(buf, pos, nt)
+        if nt > len(buf) - pos:
+            raise truncated('tagged fields')
+        for _ in range(nt):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise truncated('tagged field')
+            pos = end
+    o = _new(AlterPartitionRequest)
+    o.broker_id = f_broker_id
+    o.broker_epoch = f_broker_epoch
+    o.topics = f_topics
+    return o, pos
+
+
+def _e_AlterPartitionRequestPartitionData_v0(o, b, chunks):
+    x1 = o.new_isr_with_epochs != []
+    if x1:
+        raise UnsupportedVersionError('AlterPartitionRequestPartitionData.new_isr_with_epochs cannot be sent at this version')
+    x2 = o.leader_recovery_state != 0
+    if x2:
+        raise UnsupportedVersionError('AlterPartitionRequestPartitionData.leader_recovery_state cannot be sent at this version')
+    b += _s_ii.pack(o.partition_index, o.leader_epoch)
+    a3 = o.new_isr
+    n4 = len(a3) + 1
+    if n4 < 0x80:
+        b.append(n4)
+    else:
+        b += uvarint(n4)
+    b += pack('>%di' % len(a3), *a3)
+    b += _s_i.pack(o.partition_epoch)
+    b.append(0)
+    return b
+
+
+def _e_AlterPartitionRequestTopicData_v0(o, b, chunks):
+    v1 = o.topic_name
+    v1 = v1.encode()
+    n2 = len(v1) + 1
+    if n2 < 0x80:
+        b.append(n2)
+    else:
+        b += uvarint(n2)
+    b += v1
+    a3 = o.partitions
+    n4 = len(a3) + 1
+    if n4 < 0x80:
+        b.append(n4)
+    else:
+        b += uvarint(n4)
+    for item5 in a3:
+        b = _e_AlterPartitionRequestPartitionData_v0(item5, b, chunks)
+    b.append(0)
+    return b
+
+
+def _e_AlterPartitionRequest_v0(o, b, chunks):
+    b += _s_iq.pack(o.broker_id, o.broker_epoch)
+    a1 = o.topics
+    n2 = len(a1) + 1
+    if n2 < 0x80:
+        b.append(n2)
+    else:
+        b += uvarint(n2)
+    for item3 in a1:
+        b = _e_AlterPartitionRequestTopicData_v0(item3, b, chunks)
+    b.append(0)
+    return b
+
+
+def _d_AlterPartitionRequestPartitionData_v1(buf, pos):
     f_partition_index, f_leader_epoch = _s_ii.unpack_from(buf, pos)
     pos += 8
     n1 = buf[pos]
@@ -309,6 +499,145 @@ def _d_AlterPartitionRequestPartitionData_v2(buf, pos):
     return o, pos
 
 
+def _d_AlterPartitionRequestTopicData_v1(buf, pos):
+    n1 = buf[pos]
+    pos += 1
+    if n1 & 0x80:
+        n1, pos = read_uvarint_tail(buf, pos, n1)
+    n1 -= 1
+    if n1 < 0:
+        raise ProtocolError('non-nullable field TopicName is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('TopicName')
+        f_topic_name = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3 = buf[pos]
+    pos += 1
+    if n3 & 0x80:
+        n3, pos = read_uvarint_tail(buf, pos, n3)
+    n3 -= 1
+    if n3 < 0:
+        raise ProtocolError('non-nullable field Partitions is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('Partitions')
+        f_partitions = []
+        for _ in range(n3):
+            item4, pos = _d_AlterPartitionRequestPartitionData_v1(buf, pos)
+            f_partitions.append(item4)
+    nt = buf[pos]
+    pos += 1
+    if nt:
+        if nt & 0x80:
+            nt, pos = read_uvarint_tail(buf, pos, nt)
+        if nt > len(buf) - pos:
+            raise truncated('tagged fields')
+        for _ in range(nt):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise truncated('tagged field')
+            pos = end
+    o = _new(AlterPartitionRequestTopicData)
+    o.topic_name = f_topic_name
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
+
+
+def _d_AlterPartitionRequest_v1(buf, pos):
+    f_broker_id, f_broker_epoch = _s_iq.unpack_from(buf, pos)
+    pos += 12
+    n1 = buf[pos]
+    pos += 1
+    if n1 & 0x80:
+        n1, pos = read_uvarint_tail(buf, pos, n1)
+    n1 -= 1
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n1):
+            item2, pos = _d_AlterPartitionRequestTopicData_v1(buf, pos)
+            f_topics.append(item2)
+    nt = buf[pos]
+    pos += 1
+    if nt:
+        if nt & 0x80:
+            nt, pos = read_uvarint_tail(buf, pos, nt)
+        if nt > len(buf) - pos:
+            raise truncated('tagged fields')
+        for _ in range(nt):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise truncated('tagged field')
+            pos = end
+    o = _new(AlterPartitionRequest)
+    o.broker_id = f_broker_id
+    o.broker_epoch = f_broker_epoch
+    o.topics = f_topics
+    return o, pos
+
+
+def _e_AlterPartitionRequestPartitionData_v1(o, b, chunks):
+    x1 = o.new_isr_with_epochs != []
+    if x1:
+        raise UnsupportedVersionError('AlterPartitionRequestPartitionData.new_isr_with_epochs cannot be sent at this version')
+    b += _s_ii.pack(o.partition_index, o.leader_epoch)
+    a2 = o.new_isr
+    n3 = len(a2) + 1
+    if n3 < 0x80:
+        b.append(n3)
+    else:
+        b += uvarint(n3)
+    b += pack('>%di' % len(a2), *a2)
+    b += _s_bi.pack(o.leader_recovery_state, o.partition_epoch)
+    b.append(0)
+    return b
+
+
+def _e_AlterPartitionRequestTopicData_v1(o, b, chunks):
+    v1 = o.topic_name
+    v1 = v1.encode()
+    n2 = len(v1) + 1
+    if n2 < 0x80:
+        b.append(n2)
+    else:
+        b += uvarint(n2)
+    b += v1
+    a3 = o.partitions
+    n4 = len(a3) + 1
+    if n4 < 0x80:
+        b.append(n4)
+    else:
+        b += uvarint(n4)
+    for item5 in a3:
+        b = _e_AlterPartitionRequestPartitionData_v1(item5, b, chunks)
+    b.append(0)
+    return b
+
+
+def _e_AlterPartitionRequest_v1(o, b, chunks):
+    b += _s_iq.pack(o.broker_id, o.broker_epoch)
+    a1 = o.topics
+    n2 = len(a1) + 1
+    if n2 < 0x80:
+        b.append(n2)
+    else:
+        b += uvarint(n2)
+    for item3 in a1:
+        b = _e_AlterPartitionRequestTopicData_v1(item3, b, chunks)
+    b.append(0)
+    return b
+
+
 def _d_AlterPartitionRequestTopicData_v2(buf, pos):
     f_topic_id, = _s_16s.unpack_from(buf, pos)
     pos += 16
@@ -325,7 +654,7 @@ def _d_AlterPartitionRequestTopicData_v2(buf, pos):
             raise truncated('Partitions')
         f_partitions = []
         for _ in range(n1):
-            item2, pos = _d_AlterPartitionRequestPartitionData_v2(buf, pos)
+            item2, pos = _d_AlterPartitionRequestPartitionData_v1(buf, pos)
             f_partitions.append(item2)
     nt = buf[pos]
     pos += 1
@@ -342,6 +671,7 @@ def _d_AlterPartitionRequestTopicData_v2(buf, pos):
                 raise truncated('tagged field')
             pos = end
     o = _new(AlterPartitionRequestTopicData)
+    o.topic_name = ''
     o.topic_id = f_topic_id
     o.partitions = f_partitions
     return o, pos
@@ -385,23 +715,6 @@ def _d_AlterPartitionRequest_v2(buf, pos):
     return o, pos
 
 
-def _e_AlterPartitionRequestPartitionData_v2(o, b, chunks):
-    x1 = o.new_isr_with_epochs != []
-    if x1:
-        raise UnsupportedVersionError('AlterPartitionRequestPartitionData.new_isr_with_epochs cannot be sent at this version')
-    b += _s_ii.pack(o.partition_index, o.leader_epoch)
-    a2 = o.new_isr
-    n3 = len(a2) + 1
-    if n3 < 0x80:
-        b.append(n3)
-    else:
-        b += uvarint(n3)
-    b += pack('>%di' % len(a2), *a2)
-    b += _s_bi.pack(o.leader_recovery_state, o.partition_epoch)
-    b.append(0)
-    return b
-
-
 def _e_AlterPartitionRequestTopicData_v2(o, b, chunks):
     b += _s_16s.pack(o.topic_id.bytes)
     a1 = o.partitions
@@ -411,7 +724,7 @@ def _e_AlterPartitionRequestTopicData_v2(o, b, chunks):
     else:
         b += uvarint(n2)
     for item3 in a1:
-        b = _e_AlterPartitionRequestPartitionData_v2(item3, b, chunks)
+        b = _e_AlterPartitionRequestPartitionData_v1(item3, b, chunks)
     b.append(0)
     return b
 
@@ -529,6 +842,7 @@ def _d_AlterPartitionRequestTopicData_v3(buf, pos):
                 raise truncated('tagged field')
             pos = end
     o = _new(AlterPartitionRequestTopicData)
+    o.topic_name = ''
     o.topic_id = f_topic_id
     o.partitions = f_partitions
     return o, pos
@@ -624,7 +938,185 @@ def _e_AlterPartitionRequest_v3(o, b, chunks):
     return b
 
 
-def _d_AlterPartitionResponsePartitionData_v2(buf, pos):
+def _d_AlterPartitionResponsePartitionData_v0(buf, pos):
+    f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _s_ihii.unpack_from(buf, pos)
+    pos += 14
+    n1 = buf[pos]
+    pos += 1
+    if n1 & 0x80:
+        n1, pos = read_uvarint_tail(buf, pos, n1)
+    n1 -= 1
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Isr is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Isr')
+        f_isr = list(unpack_from('>%di' % n1, buf, pos))
+        pos += n1 * 4
+    f_partition_epoch, = _s_i.unpack_from(buf, pos)
+    pos += 4
+    nt = buf[pos]
+    pos += 1
+    if nt:
+        if nt & 0x80:
+            nt, pos = read_uvarint_tail(buf, pos, nt)
+        if nt > len(buf) - pos:
+            raise truncated('tagged fields')
+        for _ in range(nt):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise truncated('tagged field')
+            pos = end
+    o = _new(AlterPartitionResponsePartitionData)
+    o.partition_index = f_partition_index
+    o.error_code = f_error_code
+    o.leader_id = f_leader_id
+    o.leader_epoch = f_leader_epoch
+    o.isr = f_isr
+    o.leader_recovery_state = 0
+    o.partition_epoch = f_partition_epoch
+    return o, pos
+
+
+def _d_AlterPartitionResponseTopicData_v0(buf, pos):
+    n1 = buf[pos]
+    pos += 1
+    if n1 & 0x80:
+        n1, pos = read_uvarint_tail(buf, pos, n1)
+    n1 -= 1
+    if n1 < 0:
+        raise ProtocolError('non-nullable field TopicName is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('TopicName')
+        f_topic_name = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3 = buf[pos]
+    pos += 1
+    if n3 & 0x80:
+        n3, pos = read_uvarint_tail(buf, pos, n3)
+    n3 -= 1
+    if n3 < 0:
+        raise ProtocolError('non-nullable field Partitions is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('Partitions')
+        f_partitions = []
+        for _ in range(n3):
+            item4, pos = _d_AlterPartitionResponsePartitionData_v0(buf, pos)
+            f_partitions.append(item4)
+    nt = buf[pos]
+    pos += 1
+    if nt:
+        if nt & 0x80:
+            nt, pos = read_uvarint_tail(buf, pos, nt)
+        if nt > len(buf) - pos:
+            raise truncated('tagged fields')
+        for _ in range(nt):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise truncated('tagged field')
+            pos = end
+    o = _new(AlterPartitionResponseTopicData)
+    o.topic_name = f_topic_name
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
+
+
+def _d_AlterPartitionResponse_v0(buf, pos):
+    f_throttle_time_ms, f_error_code = _s_ih.unpack_from(buf, pos)
+    pos += 6
+    n1 = buf[pos]
+    pos += 1
+    if n1 & 0x80:
+        n1, pos = read_uvarint_tail(buf, pos, n1)
+    n1 -= 1
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n1):
+            item2, pos = _d_AlterPartitionResponseTopicData_v0(buf, pos)
+            f_topics.append(item2)
+    nt = buf[pos]
+    pos += 1
+    if nt:
+        if nt & 0x80:
+            nt, pos = read_uvarint_tail(buf, pos, nt)
+        if nt > len(buf) - pos:
+            raise truncated('tagged fields')
+        for _ in range(nt):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise truncated('tagged field')
+            pos = end
+    o = _new(AlterPartitionResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.topics = f_topics
+    return o, pos
+
+
+def _e_AlterPartitionResponsePartitionData_v0(o, b, chunks):
+    b += _s_ihii.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
+    a1 = o.isr
+    n2 = len(a1) + 1
+    if n2 < 0x80:
+        b.append(n2)
+    else:
+        b += uvarint(n2)
+    b += pack('>%di' % len(a1), *a1)
+    b += _s_i.pack(o.partition_epoch)
+    b.append(0)
+    return b
+
+
+def _e_AlterPartitionResponseTopicData_v0(o, b, chunks):
+    v1 = o.topic_name
+    v1 = v1.encode()
+    n2 = len(v1) + 1
+    if n2 < 0x80:
+        b.append(n2)
+    else:
+        b += uvarint(n2)
+    b += v1
+    a3 = o.partitions
+    n4 = len(a3) + 1
+    if n4 < 0x80:
+        b.append(n4)
+    else:
+        b += uvarint(n4)
+    for item5 in a3:
+        b = _e_AlterPartitionResponsePartitionData_v0(item5, b, chunks)
+    b.append(0)
+    return b
+
+
+def _e_AlterPartitionResponse_v0(o, b, chunks):
+    b += _s_ih.pack(o.throttle_time_ms, o.error_code)
+    a1 = o.topics
+    n2 = len(a1) + 1
+    if n2 < 0x80:
+        b.append(n2)
+    else:
+        b += uvarint(n2)
+    for item3 in a1:
+        b = _e_AlterPartitionResponseTopicData_v0(item3, b, chunks)
+    b.append(0)
+    return b
+
+
+def _d_AlterPartitionResponsePartitionData_v1(buf, pos):
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _s_ihii.unpack_from(buf, pos)
     pos += 14
     n1 = buf[pos]
@@ -666,6 +1158,142 @@ def _d_AlterPartitionResponsePartitionData_v2(buf, pos):
     return o, pos
 
 
+def _d_AlterPartitionResponseTopicData_v1(buf, pos):
+    n1 = buf[pos]
+    pos += 1
+    if n1 & 0x80:
+        n1, pos = read_uvarint_tail(buf, pos, n1)
+    n1 -= 1
+    if n1 < 0:
+        raise ProtocolError('non-nullable field TopicName is null')
+    else:
+        e2 = pos + n1
+        if e2 > len(buf):
+            raise truncated('TopicName')
+        f_topic_name = str(buf[pos:e2], 'utf-8')
+        pos = e2
+    n3 = buf[pos]
+    pos += 1
+    if n3 & 0x80:
+        n3, pos = read_uvarint_tail(buf, pos, n3)
+    n3 -= 1
+    if n3 < 0:
+        raise ProtocolError('non-nullable field Partitions is null')
+    else:
+        if n3 > len(buf) - pos:
+            raise truncated('Partitions')
+        f_partitions = []
+        for _ in range(n3):
+            item4, pos = _d_AlterPartitionResponsePartitionData_v1(buf, pos)
+            f_partitions.append(item4)
+    nt = buf[pos]
+    pos += 1
+    if nt:
+        if nt & 0x80:
+            nt, pos = read_uvarint_tail(buf, pos, nt)
+        if nt > len(buf) - pos:
+            raise truncated('tagged fields')
+        for _ in range(nt):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise truncated('tagged field')
+            pos = end
+    o = _new(AlterPartitionResponseTopicData)
+    o.topic_name = f_topic_name
+    o.topic_id = UUID_ZERO
+    o.partitions = f_partitions
+    return o, pos
+
+
+def _d_AlterPartitionResponse_v1(buf, pos):
+    f_throttle_time_ms, f_error_code = _s_ih.unpack_from(buf, pos)
+    pos += 6
+    n1 = buf[pos]
+    pos += 1
+    if n1 & 0x80:
+        n1, pos = read_uvarint_tail(buf, pos, n1)
+    n1 -= 1
+    if n1 < 0:
+        raise ProtocolError('non-nullable field Topics is null')
+    else:
+        if n1 > len(buf) - pos:
+            raise truncated('Topics')
+        f_topics = []
+        for _ in range(n1):
+            item2, pos = _d_AlterPartitionResponseTopicData_v1(buf, pos)
+            f_topics.append(item2)
+    nt = buf[pos]
+    pos += 1
+    if nt:
+        if nt & 0x80:
+            nt, pos = read_uvarint_tail(buf, pos, nt)
+        if nt > len(buf) - pos:
+            raise truncated('tagged fields')
+        for _ in range(nt):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise truncated('tagged field')
+            pos = end
+    o = _new(AlterPartitionResponse)
+    o.throttle_time_ms = f_throttle_time_ms
+    o.error_code = f_error_code
+    o.topics = f_topics
+    return o, pos
+
+
+def _e_AlterPartitionResponsePartitionData_v1(o, b, chunks):
+    b += _s_ihii.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
+    a1 = o.isr
+    n2 = len(a1) + 1
+    if n2 < 0x80:
+        b.append(n2)
+    else:
+        b += uvarint(n2)
+    b += pack('>%di' % len(a1), *a1)
+    b += _s_bi.pack(o.leader_recovery_state, o.partition_epoch)
+    b.append(0)
+    return b
+
+
+def _e_AlterPartitionResponseTopicData_v1(o, b, chunks):
+    v1 = o.topic_name
+    v1 = v1.encode()
+    n2 = len(v1) + 1
+    if n2 < 0x80:
+        b.append(n2)
+    else:
+        b += uvarint(n2)
+    b += v1
+    a3 = o.partitions
+    n4 = len(a3) + 1
+    if n4 < 0x80:
+        b.append(n4)
+    else:
+        b += uvarint(n4)
+    for item5 in a3:
+        b = _e_AlterPartitionResponsePartitionData_v1(item5, b, chunks)
+    b.append(0)
+    return b
+
+
+def _e_AlterPartitionResponse_v1(o, b, chunks):
+    b += _s_ih.pack(o.throttle_time_ms, o.error_code)
+    a1 = o.topics
+    n2 = len(a1) + 1
+    if n2 < 0x80:
+        b.append(n2)
+    else:
+        b += uvarint(n2)
+    for item3 in a1:
+        b = _e_AlterPartitionResponseTopicData_v1(item3, b, chunks)
+    b.append(0)
+    return b
+
+
 def _d_AlterPartitionResponseTopicData_v2(buf, pos):
     f_topic_id, = _s_16s.unpack_from(buf, pos)
     pos += 16
@@ -682,7 +1310,7 @@ def _d_AlterPartitionResponseTopicData_v2(buf, pos):
             raise truncated('Partitions')
         f_partitions = []
         for _ in range(n1):
-            item2, pos = _d_AlterPartitionResponsePartitionData_v2(buf, pos)
+            item2, pos = _d_AlterPartitionResponsePartitionData_v1(buf, pos)
             f_partitions.append(item2)
     nt = buf[pos]
     pos += 1
@@ -699,6 +1327,7 @@ def _d_AlterPartitionResponseTopicData_v2(buf, pos):
                 raise truncated('tagged field')
             pos = end
     o = _new(AlterPartitionResponseTopicData)
+    o.topic_name = ''
     o.topic_id = f_topic_id
     o.partitions = f_partitions
     return o, pos
@@ -742,20 +1371,6 @@ def _d_AlterPartitionResponse_v2(buf, pos):
     return o, pos
 
 
-def _e_AlterPartitionResponsePartitionData_v2(o, b, chunks):
-    b += _s_ihii.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
-    a1 = o.isr
-    n2 = len(a1) + 1
-    if n2 < 0x80:
-        b.append(n2)
-    else:
-        b += uvarint(n2)
-    b += pack('>%di' % len(a1), *a1)
-    b += _s_bi.pack(o.leader_recovery_state, o.partition_epoch)
-    b.append(0)
-    return b
-
-
 def _e_AlterPartitionResponseTopicData_v2(o, b, chunks):
     b += _s_16s.pack(o.topic_id.bytes)
     a1 = o.partitions
@@ -765,7 +1380,7 @@ def _e_AlterPartitionResponseTopicData_v2(o, b, chunks):
     else:
         b += uvarint(n2)
     for item3 in a1:
-        b = _e_AlterPartitionResponsePartitionData_v2(item3, b, chunks)
+        b = _e_AlterPartitionResponsePartitionData_v1(item3, b, chunks)
     b.append(0)
     return b
 
@@ -784,14 +1399,14 @@ def _e_AlterPartitionResponse_v2(o, b, chunks):
     return b
 
 
-AlterPartitionRequest._DECODERS = {2: _d_AlterPartitionRequest_v2, 3: _d_AlterPartitionRequest_v3}
-AlterPartitionRequest._ENCODERS = {2: _e_AlterPartitionRequest_v2, 3: _e_AlterPartitionRequest_v3}
-AlterPartitionResponse._DECODERS = {2: _d_AlterPartitionResponse_v2, 3: _d_AlterPartitionResponse_v2}
-AlterPartitionResponse._ENCODERS = {2: _e_AlterPartitionResponse_v2, 3: _e_AlterPartitionResponse_v2}
+AlterPartitionRequest._DECODERS = {0: _d_AlterPartitionRequest_v0, 1: _d_AlterPartitionRequest_v1, 2: _d_AlterPartitionRequest_v2, 3: _d_AlterPartitionRequest_v3}
+AlterPartitionRequest._ENCODERS = {0: _e_AlterPartitionRequest_v0, 1: _e_AlterPartitionRequest_v1, 2: _e_AlterPartitionRequest_v2, 3: _e_AlterPartitionRequest_v3}
+AlterPartitionResponse._DECODERS = {0: _d_AlterPartitionResponse_v0, 1: _d_AlterPartitionResponse_v1, 2: _d_AlterPartitionResponse_v2, 3: _d_AlterPartitionResponse_v2}
+AlterPartitionResponse._ENCODERS = {0: _e_AlterPartitionResponse_v0, 1: _e_AlterPartitionResponse_v1, 2: _e_AlterPartitionResponse_v2, 3: _e_AlterPartitionResponse_v2}
 
 API_KEY = 56
 API_NAME = 'AlterPartition'
-VALID_VERSIONS = range(2, 4)
+VALID_VERSIONS = range(0, 4)
 FLEXIBLE_MIN_VERSION = 0
 LISTENERS = ('zkBroker', 'controller')
 REQUEST = AlterPartitionRequest
