@@ -25,6 +25,7 @@ from protocol.messages.alter_partition import (
     AlterPartitionResponsePartitionData,
     AlterPartitionResponseTopicData,
 )
+from protocol.primitives import UUID_ZERO
 
 if TYPE_CHECKING:
     from controller.controller_config import ControllerConfig
@@ -49,6 +50,8 @@ RECOVERED = 0
 RECOVERING = 1
 
 ElectionResults = dict[TopicPartition, tuple[int, str | None]]
+#: A request's partition: (topic name as sent (v0-1), topic id as sent (v2+), partition).
+_Key = tuple[str, uuid.UUID, int]
 
 
 class ControllerRequests:
@@ -131,16 +134,18 @@ class ControllerRequests:
         if known_epoch is None or (request.broker_epoch != UNKNOWN_BROKER_EPOCH and request.broker_epoch != known_epoch):
             return AlterPartitionResponse(error_code=int(ErrorCode.STALE_BROKER_EPOCH))
         names = {topic_id: name for name, topic_id in ctx.topic_ids.items()}
-        errors: dict[tuple[uuid.UUID, int], int] = {}
-        answers: dict[tuple[uuid.UUID, int], LeaderAndIsr] = {}
+        errors: dict[_Key, int] = {}
+        answers: dict[_Key, LeaderAndIsr] = {}
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
-        keys: dict[TopicPartition, tuple[uuid.UUID, int]] = {}
+        keys: dict[TopicPartition, _Key] = {}
         for topic in request.topics:
-            name = names.get(topic.topic_id)
+            # v0-1 name the topic, v2+ give its id.
+            by_name = topic.topic_id == UUID_ZERO
+            name = (topic.topic_name if topic.topic_name in ctx.topic_ids else None) if by_name else names.get(topic.topic_id)
             for p in topic.partitions:
-                key = (topic.topic_id, p.partition_index)
+                key = (topic.topic_name, topic.topic_id, p.partition_index)
                 if name is None:
-                    errors[key] = int(ErrorCode.UNKNOWN_TOPIC_ID)
+                    errors[key] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if by_name else ErrorCode.UNKNOWN_TOPIC_ID)
                     continue
                 tp = (name, p.partition_index)
                 isr = [b.broker_id for b in p.new_isr_with_epochs] if p.new_isr_with_epochs else list(p.new_isr)
@@ -195,13 +200,13 @@ class ControllerRequests:
 
     @staticmethod
     def _alter_partition_response(
-        request: AlterPartitionRequest, errors: dict[tuple[uuid.UUID, int], int], answers: dict[tuple[uuid.UUID, int], LeaderAndIsr]
+        request: AlterPartitionRequest, errors: dict[_Key, int], answers: dict[_Key, LeaderAndIsr]
     ) -> AlterPartitionResponse:
         topics = []
         for topic in request.topics:
             partitions = []
             for p in topic.partitions:
-                key = (topic.topic_id, p.partition_index)
+                key = (topic.topic_name, topic.topic_id, p.partition_index)
                 lai = answers.get(key)
                 if lai is not None:
                     partitions.append(AlterPartitionResponsePartitionData(
@@ -214,7 +219,8 @@ class ControllerRequests:
                         partition_index=p.partition_index,
                         error_code=errors.get(key, int(ErrorCode.UNKNOWN_SERVER_ERROR)),
                     ))
-            topics.append(AlterPartitionResponseTopicData(topic_id=topic.topic_id, partitions=partitions))
+            topics.append(AlterPartitionResponseTopicData(topic_name=topic.topic_name, topic_id=topic.topic_id,
+                                                          partitions=partitions))
         return AlterPartitionResponse(topics=topics)
 
     # ------------------------------------------------------------ ElectLeaders

@@ -195,9 +195,15 @@ def test_alter_partition_checks_epochs_writes_zookeeper_and_answers_the_new_stat
             import uuid
             assert code(await controller.alter_partition(
                 _alter(1, epochs[1], uuid.uuid4(), 0, 0, [1], 0, epochs))) == ErrorCode.UNKNOWN_TOPIC_ID
-            # Expanding back to 3 works (broker 3 is alive).
-            grown = await controller.alter_partition(_alter(1, epochs[1], topic_id, 0, current.leader_epoch, [1, 2, 3], 1, epochs))
+            # Expanding back to 3 works (broker 3 is alive); a v0-1 request names the topic instead of its id.
+            by_name = AlterPartitionRequest(broker_id=1, broker_epoch=epochs[1], topics=[AlterPartitionRequestTopicData(
+                topic_name="ap", partitions=[AlterPartitionRequestPartitionData(
+                    partition_index=0, leader_epoch=current.leader_epoch, new_isr=[1, 2, 3], partition_epoch=1)])])
+            grown = await controller.alter_partition(by_name)
             assert code(grown) == 0 and grown.topics[0].partitions[0].isr == [1, 2, 3]
+            assert grown.topics[0].topic_name == "ap"
+            by_name.topics[0].topic_name = "nope"
+            assert code(await controller.alter_partition(by_name)) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             # Only the controller answers.
             other = next(n for n in cluster.nodes.values() if not n.controller.is_active)
             assert code(await other.controller.alter_partition(
