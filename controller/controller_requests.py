@@ -16,7 +16,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from controller.controller_context import ControllerContext, PartitionReplica, PartitionState, ReplicaState, TopicPartition
+from controller.controller_event_manager import ControllerEventPreemptedError
 from controller.partition_state_machine import ElectionKind, ElectionStrategy, StateChangeFailedError
+from controller.zk.kafka_zk_client import ControllerMovedError
 from controller.zk.zk_data import LEADER_NONE, LeaderAndIsr, LeaderIsrAndControllerEpoch
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import (
@@ -41,6 +43,9 @@ log = logging.getLogger(__name__)
 #: ElectLeaders' election types.
 ELECTION_PREFERRED = 0
 ELECTION_UNCLEAN = 1
+
+#: The controller resigned while the request waited or ran: the broker should ask the new one.
+_DEPOSED = (ControllerEventPreemptedError, ControllerMovedError)
 
 #: Kafka's "unknown broker epoch" in control requests: skip the epoch check.
 UNKNOWN_BROKER_EPOCH = -1
@@ -77,9 +82,15 @@ class ControllerRequests:
         """Move ``broker_id``'s leaderships away and take it out of ISRs; answer what it still leads."""
         if not self.is_active:
             return int(ErrorCode.NOT_CONTROLLER), []
-        result: tuple[int, list[TopicPartition]] = await self._enqueue(
-            f"ControlledShutdown({broker_id})", lambda: self._process_controlled_shutdown(broker_id, broker_epoch)
-        )
+        try:
+            result: tuple[int, list[TopicPartition]] = await self._enqueue(
+                f"ControlledShutdown({broker_id})", lambda: self._process_controlled_shutdown(broker_id, broker_epoch)
+            )
+        except _DEPOSED:
+            return int(ErrorCode.NOT_CONTROLLER), []
+        except Exception:
+            log.exception("controller %d: controlled shutdown of broker %d failed", self.broker_id, broker_id)
+            return int(ErrorCode.UNKNOWN_SERVER_ERROR), []
         return result
 
     async def _process_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, list[TopicPartition]]:
@@ -121,9 +132,15 @@ class ControllerRequests:
         """A leader's ISR change (Kafka's processAlterPartition), checked by broker, leader and partition epoch."""
         if not self.is_active:
             return AlterPartitionResponse(error_code=int(ErrorCode.NOT_CONTROLLER))
-        response: AlterPartitionResponse = await self._enqueue(
-            f"AlterPartitionReceived({request.broker_id})", lambda: self._process_alter_partition(request)
-        )
+        try:
+            response: AlterPartitionResponse = await self._enqueue(
+                f"AlterPartitionReceived({request.broker_id})", lambda: self._process_alter_partition(request)
+            )
+        except _DEPOSED:
+            return AlterPartitionResponse(error_code=int(ErrorCode.NOT_CONTROLLER))
+        except Exception:
+            log.exception("controller %d: AlterPartition from broker %d failed", self.broker_id, request.broker_id)
+            return AlterPartitionResponse(error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR))
         return response
 
     async def _process_alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
@@ -230,9 +247,15 @@ class ControllerRequests:
         if not self.is_active:
             tps = partitions or []
             return {tp: (int(ErrorCode.NOT_CONTROLLER), None) for tp in tps}
-        results: ElectionResults = await self._enqueue(
-            "ReplicaLeaderElection", lambda: self._process_replica_leader_election(election_type, partitions)
-        )
+        try:
+            results: ElectionResults = await self._enqueue(
+                "ReplicaLeaderElection", lambda: self._process_replica_leader_election(election_type, partitions)
+            )
+        except _DEPOSED:
+            return {tp: (int(ErrorCode.NOT_CONTROLLER), None) for tp in partitions or []}
+        except Exception as exc:
+            log.exception("controller %d: leader election failed", self.broker_id)
+            return {tp: (int(ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)) for tp in partitions or []}
         return results
 
     async def _process_replica_leader_election(
