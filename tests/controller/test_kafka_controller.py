@@ -8,7 +8,6 @@ what it wrote is read back from ZooKeeper.
 from __future__ import annotations
 
 from controller.admin_zk_client import AdminZkClient
-from controller.zk import zk_data as zd
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
 from tests.controller.cluster_harness import Cluster, run, wait_for, wait_for_async
@@ -132,5 +131,42 @@ def _metadata_partitions(fake: object) -> set[tuple[str, int]]:
     return seen
 
 
-def test_zk_data_is_the_merged_interface() -> None:
-    assert zd.LEADER_NONE == -1
+def test_new_controller_rebuilds_from_zookeeper_and_re_announces_every_partition(zk_connect: str) -> None:
+    async def scenario() -> None:
+        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        try:
+            first = cluster.active()
+            assert first is not None
+            admin = AdminZkClient(first.zk)
+            created = await admin.create_topic("fo", 6, 2, {})
+            tps = [("fo", p) for p in range(6)]
+            await wait_for_async(lambda: _count_states(first.zk, tps, 6), what="partition states")
+            await cluster.wait_idle()
+            await first.stop()
+            await wait_for(lambda: cluster.active() is not None, timeout=10, what="a new controller")
+            second = cluster.active()
+            assert second is not None
+            await cluster.wait_idle()
+            states = await second.zk.get_partition_states(tps)
+            for tp, state in states.items():
+                lai = state.leader_and_isr
+                assert lai.leader != first.broker_id and lai.leader in created.partitions[tp[1]]
+                assert first.broker_id not in lai.isr
+            ctx = second.controller.context
+            assert ctx.topic_ids["fo"] == created.topic_id
+            assert {tp: ctx.partition_leadership_info[tp].leader_and_isr for tp in tps} == {
+                tp: s.leader_and_isr for tp, s in states.items()}
+            # Every surviving replica heard its partitions' state from the new controller (epoch 2).
+            for node in cluster.nodes.values():
+                if not node.running:
+                    continue
+                mine = {tp for tp in tps if node.broker_id in created.partitions[tp[1]]}
+                await wait_for(lambda node=node, mine=mine: mine <= {
+                    (t.topic_name, p.partition_index)
+                    for r in node.fake.of_type(LeaderAndIsrRequest) if isinstance(r, LeaderAndIsrRequest)
+                    and r.controller_epoch == 2 for t in r.topic_states for p in t.partition_states},
+                    what="LeaderAndIsr from the new controller")
+        finally:
+            await cluster.stop()
+
+    run(scenario())
