@@ -27,7 +27,7 @@ from controller.leader_election import (
     reassign_partition_leader,
 )
 from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError
-from controller.zk.zk_data import LeaderAndIsr, LeaderIsrAndControllerEpoch
+from controller.zk.zk_data import DEFAULT_ENTITY, LeaderAndIsr, LeaderIsrAndControllerEpoch
 
 __all__ = [
     "ElectionStrategy",
@@ -44,6 +44,8 @@ _VALID_PREVIOUS: dict[PartitionState, set[PartitionState]] = {
     PartitionState.OFFLINE: {PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE},
     PartitionState.NON_EXISTENT: {PartitionState.OFFLINE},
 }
+
+UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 
 #: Updates that lose a race on a znode's version are re-read and retried this often.
 _MAX_ZK_RETRIES = 5
@@ -327,10 +329,18 @@ class PartitionStateMachine:
         if strategy.allow_unclean:
             return needing
         configs = await self.zk.get_topic_configs(needing)
+        default = await self._broker_unclean_default()
         allowed = set()
         for topic in needing:
-            value = configs.get(topic, {}).get("unclean.leader.election.enable")
-            enabled = self.unclean_leader_election_enable if value is None else value.strip().lower() == "true"
-            if enabled:
+            value = configs.get(topic, {}).get(UNCLEAN_LEADER_ELECTION_ENABLE)
+            if default if value is None else value.strip().lower() == "true":
                 allowed.add(topic)
         return allowed
+
+    async def _broker_unclean_default(self) -> bool:
+        """The controller's broker setting: its dynamic per-broker value, the cluster default, or the static one."""
+        for entity in (str(self.batch.controller_id), DEFAULT_ENTITY):
+            value = (await self.zk.get_broker_configs(entity)).get(UNCLEAN_LEADER_ELECTION_ENABLE)
+            if value is not None:
+                return value.strip().lower() == "true"
+        return self.unclean_leader_election_enable

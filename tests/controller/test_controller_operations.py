@@ -257,12 +257,14 @@ def test_unclean_leader_election_only_when_the_topic_allows_it(zk_connect: str) 
         try:
             cid = next(b for b, n in cluster.nodes.items() if n.controller.is_active)
             a, b = [x for x in (1, 2, 3) if x != cid]
-            await _topic(cluster, "clean", {0: [a, b]})
+            await _topic(cluster, "clean", {0: [a, b]}, {"unclean.leader.election.enable": "false"})
             await _topic(cluster, "dirty", {0: [a, b]}, {"unclean.leader.election.enable": "true"})
+            await _topic(cluster, "plain", {0: [a, b]})  # no override: the brokers' dynamic default (true) applies
+            await _zk(cluster).set_broker_configs("<default>", {"unclean.leader.election.enable": "true"})
             controller = cluster.controller()
             epochs = {x: n.broker_epoch for x, n in cluster.nodes.items()}
             zk = _zk(cluster)
-            for topic in ("clean", "dirty"):  # b falls out of the ISR
+            for topic in ("clean", "dirty", "plain"):  # b falls out of the ISR
                 st = await _state(zk, (topic, 0))
                 resp = await controller.alter_partition(_alter(a, epochs[a], controller.context.topic_ids[topic], 0,
                                                                st.leader_epoch, [a], st.partition_epoch, epochs))
@@ -270,6 +272,7 @@ def test_unclean_leader_election_only_when_the_topic_allows_it(zk_connect: str) 
             await cluster.nodes[a].stop()  # the only in-sync replica dies
             await wait_for_async(lambda: _leader_is(zk, ("dirty", 0), b), what="unclean leader for dirty-0")
             await cluster.wait_idle()
+            await wait_for_async(lambda: _leader_is(zk, ("plain", 0), b), what="unclean leader for plain-0")
             dirty, clean = await _state(zk, ("dirty", 0)), await _state(zk, ("clean", 0))
             assert (dirty.leader, dirty.isr) == (b, [b])
             assert (clean.leader, clean.isr) == (zd.LEADER_NONE, [a])  # offline: the last ISR member is kept
