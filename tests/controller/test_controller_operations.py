@@ -428,3 +428,38 @@ def test_auto_leader_rebalance_disabled_leaves_leaders_alone(zk_connect: str) ->
             await cluster.stop()
 
     run(scenario())
+
+
+def test_topic_deletion_waits_for_a_dead_replica_and_completes_when_it_returns(zk_connect: str) -> None:
+    async def scenario() -> None:
+        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        try:
+            cid = next(b for b, n in cluster.nodes.items() if n.controller.is_active)
+            a, b = [x for x in (1, 2, 3) if x != cid]
+            await _topic(cluster, "later", {0: [a, b]})
+            await cluster.nodes[b].stop()
+            zk = _zk(cluster)
+            await wait_for_async(lambda: _leader_is(zk, ("later", 0), a), what="a leads alone")
+            await cluster.wait_idle()
+            await AdminZkClient(zk).delete_topic("later")
+            await wait_for(lambda: _deleted_at(cluster.nodes[a].fake) == {("later", 0)}, what="StopReplica(delete) to a")
+            await cluster.wait_idle()
+            assert "later" in await zk.get_all_topics()  # b's replica is not deleted yet
+            assert "later" in cluster.controller().context.topics_ineligible_for_deletion
+            returned = await cluster.add(b)
+            await wait_for(lambda: _deleted_at(returned.fake) == {("later", 0)}, what="StopReplica(delete) to b")
+            await wait_for_async(lambda: _topic_absent(zk, "later"), what="topic znodes removed")
+            assert await zk.get_delete_topic_markers() == set()
+            assert ("later", 0) not in _told(returned.fake)  # never told to host the dying topic
+        finally:
+            await cluster.stop()
+
+    run(scenario())
+
+
+def _deleted_at(fake: object) -> set[TP]:
+    from tests.controller.fake_broker import FakeBroker
+
+    assert isinstance(fake, FakeBroker)
+    return {(t.topic_name, p.partition_index) for r in fake.of_type(StopReplicaRequest) if isinstance(r, StopReplicaRequest)
+            for t in r.topic_states for p in t.partition_states if p.delete_partition}
