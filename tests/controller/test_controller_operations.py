@@ -463,3 +463,44 @@ def _deleted_at(fake: object) -> set[TP]:
     assert isinstance(fake, FakeBroker)
     return {(t.topic_name, p.partition_index) for r in fake.of_type(StopReplicaRequest) if isinstance(r, StopReplicaRequest)
             for t in r.topic_states for p in t.partition_states if p.delete_partition}
+
+
+def test_controller_resigns_when_another_broker_holds_controller_and_its_requests_are_refused(zk_connect: str) -> None:
+    async def scenario() -> None:
+        from kazoo.client import KazooClient
+
+        from controller.zk.kafka_zk_client import split_connect
+
+        cluster = await Cluster(zk_connect).start([1, 2])
+        servers, chroot = split_connect(zk_connect)
+        raw = KazooClient(hosts=servers)
+        await asyncio.to_thread(raw.start, 10)
+        try:
+            await _topic(cluster, "mv", {0: [1, 2]})
+            node = cluster.active()
+            assert node is not None
+            # Another broker (99) takes over: /controller names it and the epoch moves on.
+            epoch = node.controller.epoch
+
+            def take_over() -> None:
+                tx = raw.transaction()
+                tx.delete(f"{chroot}/controller")
+                tx.create(f"{chroot}/controller", zd.encode_controller(99))
+                tx.set_data(f"{chroot}/controller_epoch", zd.encode_controller_epoch(epoch + 1))
+                results = tx.commit()
+                assert not any(isinstance(r, Exception) for r in results), results
+
+            await asyncio.to_thread(take_over)
+            await wait_for(lambda: not node.controller.is_active, timeout=10, what="resignation")
+            assert node.controller.active_controller_id == 99
+            assert node.controller.context.partition_leadership_info == {}
+            error, _ = await node.controller.controlled_shutdown(2, -1)
+            assert error == ErrorCode.NOT_CONTROLLER
+            assert (await node.controller.elect_leaders(ELECTION_PREFERRED, [("mv", 0)]))[("mv", 0)][0] == ErrorCode.NOT_CONTROLLER
+            assert all(not n.controller.is_active for n in cluster.nodes.values())
+        finally:
+            await asyncio.to_thread(raw.stop)
+            raw.close()
+            await cluster.stop()
+
+    run(scenario())
