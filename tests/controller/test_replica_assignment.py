@@ -88,3 +88,23 @@ def test_validation_errors_are_kafkas() -> None:
         assign_replicas_to_brokers(brokers, 0, 1)
     with pytest.raises(AdminOperationError, match="Not all brokers have rack information"):
         assign_replicas_to_brokers([BrokerMetadata(0, "a"), BrokerMetadata(1)], 1, 1)
+
+
+@pytest.mark.parametrize("start", [-1, 0, 3, 11])
+def test_large_rack_aware_assignment_is_even(start: int) -> None:
+    # AdminRackAwareTest.testLargeNumberPartitionsAssignment: 12 brokers on 3 racks, 96 partitions, RF 3.
+    rack_of = {0: "rack1", 1: "rack2", 2: "rack2", 3: "rack3", 4: "rack3", 5: "rack1",
+               6: "rack1", 7: "rack2", 8: "rack2", 9: "rack3", 10: "rack1", 11: "rack3"}
+    assignment = assign_replicas_to_brokers(_racked(rack_of), 96, 3, fixed_start_index=start)
+    assert all(len({rack_of[b] for b in r}) == 3 for r in assignment.values())
+    assert Counter(r[0] for r in assignment.values()) == Counter(dict.fromkeys(range(12), 8))
+    assert Counter(b for r in assignment.values() for b in r) == Counter(dict.fromkeys(range(12), 24))
+
+
+def test_rack_aware_expansion_continues_the_layout() -> None:
+    # AdminRackAwareTest.testRackAwareExpansion: partitions 12..23 on brokers 6..11 stay rack-spread.
+    rack_of = {6: "rack1", 7: "rack2", 8: "rack2", 9: "rack3", 10: "rack3", 11: "rack1"}
+    assignment = assign_replicas_to_brokers(_racked(rack_of), 12, 2, start_partition_id=12)
+    assert sorted(assignment) == list(range(12, 24))
+    assert all(len({rack_of[b] for b in r}) == 2 for r in assignment.values())
+    assert Counter(r[0] for r in assignment.values()) == Counter(dict.fromkeys(range(6, 12), 2))
