@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from controller.controller_context import ControllerContext, PartitionReplica, PartitionState, ReplicaState, TopicPartition
 from controller.controller_event_manager import ControllerEventPreemptedError
 from controller.partition_state_machine import ElectionKind, ElectionStrategy, StateChangeFailedError
-from controller.zk.kafka_zk_client import ControllerMovedError
+from controller.zk.kafka_zk_client import ControllerMovedError, ZkBadVersionError
 from controller.zk.zk_data import LEADER_NONE, LeaderAndIsr, LeaderIsrAndControllerEpoch
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import (
@@ -182,7 +182,8 @@ class ControllerRequests:
                 answers[keys[tp]] = lai
             for tp, error in failed.items():
                 log.info("controller %d: AlterPartition of %s-%d failed in ZooKeeper: %s", self.broker_id, tp[0], tp[1], error)
-                errors[keys[tp]] = int(ErrorCode.INVALID_UPDATE_VERSION)
+                bad_version = isinstance(error, ZkBadVersionError)
+                errors[keys[tp]] = int(ErrorCode.INVALID_UPDATE_VERSION if bad_version else ErrorCode.UNKNOWN_SERVER_ERROR)
             if updated:
                 self.batch.new_batch()
                 self.batch.add_update_metadata_request_for_brokers(ctx.live_or_shutting_down_broker_ids, list(updated))

@@ -26,7 +26,7 @@ from controller.leader_election import (
     preferred_replica_leader,
     reassign_partition_leader,
 )
-from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError
+from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError, ZkBadVersionError
 from controller.zk.zk_data import DEFAULT_ENTITY, LeaderAndIsr, LeaderIsrAndControllerEpoch
 
 __all__ = [
@@ -284,9 +284,14 @@ class PartitionStateMachine:
                 recipients[tp], tp, state, self.context.partition_replica_assignment(tp), is_new=False
             )
             results[tp] = lai
+        retry = []
         for tp, error in failed.items():
-            log.info("controller: leader and ISR update of %s-%d lost a race (%s); retrying", tp[0], tp[1], error)
-        return results, list(failed)
+            if isinstance(error, ZkBadVersionError):
+                log.info("controller: leader and ISR update of %s-%d lost a race (%s); retrying", tp[0], tp[1], error)
+                retry.append(tp)
+            else:
+                results[tp] = StateChangeFailedError(f"partition {tp[0]}-{tp[1]}: {error}")
+        return results, retry
 
     def _elect(
         self, tp: TopicPartition, lai: LeaderAndIsr, assignment: list[int], strategy: ElectionStrategy, unclean: bool

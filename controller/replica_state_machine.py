@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from controller.controller_context import ControllerContext, PartitionReplica, ReplicaState, TopicPartition
 from controller.controller_request_batch import ControllerRequestBatch
 from controller.partition_state_machine import new_leader_and_isr
-from controller.zk.kafka_zk_client import KafkaZkClient
+from controller.zk.kafka_zk_client import KafkaZkClient, ZkBadVersionError
 from controller.zk.zk_data import LEADER_NONE, LeaderAndIsr, LeaderIsrAndControllerEpoch
 
 __all__ = ["ReplicaStateMachine"]
@@ -191,5 +191,8 @@ class ReplicaStateMachine:
                 state = LeaderIsrAndControllerEpoch(lai, self.context.epoch)
                 self.context.partition_leadership_info[tp] = state
                 results[tp] = state
-            remaining = list(failed)
+            for tp, error in failed.items():
+                if not isinstance(error, ZkBadVersionError):
+                    log.error("controller: cannot remove broker %d from the ISR of %s-%d: %s", broker_id, tp[0], tp[1], error)
+            remaining = [tp for tp, error in failed.items() if isinstance(error, ZkBadVersionError)]
         return results
