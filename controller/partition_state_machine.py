@@ -207,11 +207,19 @@ class PartitionStateMachine:
         if not to_create:
             return results
         to_create = await self._create_partition_states(to_create)
+        adopted_leaderless: list[TopicPartition] = []
         for tp, state in to_create.items():
             self.context.partition_leadership_info[tp] = state
+            if not self.context.is_replica_online(state.leader_and_isr.leader, include_shutting_down=True):
+                # A state another controller wrote, whose leader is gone: elect one as for an offline partition.
+                self.context.partition_states[tp] = PartitionState.OFFLINE
+                adopted_leaderless.append(tp)
+                continue
             replicas = self.context.partition_replica_assignment(tp)
             self.batch.add_leader_and_isr_request_for_brokers(state.leader_and_isr.isr, tp, state, replicas, is_new=True)
             results[tp] = state.leader_and_isr
+        if adopted_leaderless:
+            results.update(await self.elect_leader_for_partitions(adopted_leaderless, ElectionStrategy.offline()))
         return results
 
     async def _create_partition_states(

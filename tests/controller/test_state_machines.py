@@ -110,3 +110,21 @@ def test_offline_partition_elects_from_live_isr_and_replica_offline_shrinks_isr(
         assert (t0.leader, t0.isr) == (zd.LEADER_NONE, [3])
 
     run(_with_machines(zk_connect, body))
+
+
+def test_new_partition_whose_state_znode_exists_adopts_it_and_elects_if_its_leader_is_gone(zk_connect: str) -> None:
+    async def body(m: Machines) -> None:
+        ctx, zk, psm, _, _ = m
+        written = zd.LeaderIsrAndControllerEpoch(zd.LeaderAndIsr(5, 4, [5, 1]), ctx.epoch)
+        live_written = zd.LeaderIsrAndControllerEpoch(zd.LeaderAndIsr(3, 2, [3, 2]), ctx.epoch)
+        assert await zk.create_partition_states({("t", 2): written, ("t", 1): live_written}, ctx.epoch_zk_version) == {}
+        tps = [("t", 1), ("t", 2)]
+        await psm.handle_state_changes(tps, PartitionState.NEW)
+        results = await psm.handle_state_changes(tps, PartitionState.ONLINE)
+        assert results[("t", 1)] == zd.LeaderAndIsr(3, 2, [3, 2])  # adopted as it is: its leader lives
+        t2 = results[("t", 2)]
+        assert isinstance(t2, zd.LeaderAndIsr)
+        assert (t2.leader, t2.isr, t2.leader_epoch, t2.partition_epoch) == (1, [1], 5, 1)  # elected from the live ISR
+        assert ctx.partition_state(("t", 2)) is PartitionState.ONLINE
+
+    run(_with_machines(zk_connect, body))
