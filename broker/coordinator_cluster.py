@@ -24,6 +24,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from broker.config.broker_config import BrokerConfig
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
@@ -120,3 +121,60 @@ class CoordinatorCluster:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+# -- the metadata cache, structurally (broker/metadata_cache.py implements these names) ------------
+class _PartitionLeadership(Protocol):
+    @property
+    def leader_id(self) -> int: ...
+
+
+class _Node(Protocol):
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+
+class _Topic(Protocol):
+    @property
+    def partition_count(self) -> int: ...
+
+
+class MetadataCacheView(Protocol):
+    """What the coordinators read of a cluster member's metadata cache (fed by UpdateMetadata)."""
+
+    def get(self, name: str) -> _Topic | None: ...
+
+    def partition_state(self, topic: str, partition: int) -> _PartitionLeadership | None: ...
+
+    def leader_node(self, leader_id: int, listener_name: str) -> _Node | None: ...
+
+    def alive_broker_ids(self) -> list[int]: ...
+
+
+def coordinator_cluster_from_cache(broker_id: int, config: Callable[[], BrokerConfig], cache: MetadataCacheView,
+                                   create_topic: InternalTopicCreator,
+                                   inter_broker_listener: str) -> CoordinatorCluster:
+    """A :class:`CoordinatorCluster` reading the broker's metadata cache (Kafka's
+    MetadataCache.getPartitionLeaderEndpoint: a leader without the listener, or not alive, is none)."""
+
+    def partition_leader(topic: str, partition: int, listener_name: str) -> LeaderEndpoint | None:
+        state = cache.partition_state(topic, partition)
+        if state is None or state.leader_id < 0:
+            return None
+        node = cache.leader_node(state.leader_id, listener_name)
+        return None if node is None else LeaderEndpoint(node.node_id, node.host, node.port)
+
+    def partition_count(topic: str) -> int | None:
+        found = cache.get(topic)
+        return None if found is None else found.partition_count
+
+    return CoordinatorCluster(broker_id=broker_id, config=config, partition_leader=partition_leader,
+                              partition_count=partition_count,
+                              alive_broker_count=lambda: len(cache.alive_broker_ids()),
+                              create_topic=create_topic, inter_broker_listener=inter_broker_listener)

@@ -32,8 +32,7 @@ RECOVERY_VERSION = 3
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is None:
-        # The coordinator's generator: a block on disk on a lone broker, ZooKeeper's blocks in a cluster.
-        producer_id = await broker.transaction_coordinator.generate_producer_id()
+        producer_id = await broker.append_thread.run(broker.producer_ids.generate_producer_id)
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NO_ERROR,
                                       producer_id=producer_id, producer_epoch=0)
     recovering = ctx.api_version >= RECOVERY_VERSION

@@ -50,6 +50,7 @@ WRITE_TXN_MARKERS_VERSION = 1
 WRITE_TXN_MARKERS_API_KEY = 27
 #: Kafka's socket.connection.setup.timeout.ms default.
 CONNECT_TIMEOUT_S = 10.0
+RESPONSE_MARGIN_S = 5.0
 
 
 class ClusterLeaderLookup:
@@ -197,7 +198,9 @@ class RemoteMarkerSender:
     async def _send_request(self, dest: _Destination, batch: list[_Queued]) -> list[MarkerErrors]:
         markers = [m for queued in batch for m in queued.markers]
         request = WriteTxnMarkersRequest(markers=[_writable(m) for m in markers])
-        timeout_s = max(q.timeout_ms for q in batch) / 1000
+        # The leader answers REQUEST_TIMED_OUT itself after the markers' timeout: wait a little longer
+        # than that, so its answer (retried per partition) wins over a closed connection.
+        timeout_s = max(q.timeout_ms for q in batch) / 1000 + RESPONSE_MARGIN_S
         connection = await self._connection(dest)
         response = await connection.request(request, version=WRITE_TXN_MARKERS_VERSION, timeout=timeout_s)
         assert isinstance(response, WriteTxnMarkersResponse)

@@ -14,7 +14,7 @@ import pytest
 
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, LocalAddPartitionsToTxnManager
 from broker.config.broker_config import BrokerConfig
-from broker.coordinator_cluster import CoordinatorCluster
+from broker.coordinator_cluster import CoordinatorCluster, coordinator_cluster_from_cache
 from broker.handlers import find_coordinator
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from coordinator.common.partition_leader import LeaderEndpoint
@@ -157,6 +157,25 @@ def test_a_failed_creation_is_tried_again_by_the_next_request() -> None:
         await cluster.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_the_cluster_reads_the_metadata_cache() -> None:
+    """The adapter over the broker's metadata cache: a leader without the listener, or no leader, is none."""
+    states = {("t", 0): SimpleNamespace(leader_id=2), ("t", 1): SimpleNamespace(leader_id=-1)}
+    nodes = {(2, "INTERNAL"): SimpleNamespace(node_id=2, host="127.0.0.2", port=9092)}
+    cache = SimpleNamespace(
+        get=lambda name: SimpleNamespace(partition_count=2) if name == "t" else None,
+        partition_state=lambda topic, partition: states.get((topic, partition)),
+        leader_node=lambda leader_id, listener: nodes.get((leader_id, listener)),
+        alive_broker_ids=lambda: [1, 2])
+    cluster = coordinator_cluster_from_cache(1, BrokerConfig, cache, FakeMetadata().create_topic,  # type: ignore[arg-type]
+                                             "INTERNAL")
+    assert cluster.partition_leader("t", 0, "INTERNAL") == LeaderEndpoint(2, "127.0.0.2", 9092)
+    assert cluster.partition_leader("t", 0, "EXTERNAL") is None
+    assert cluster.partition_leader("t", 1, "INTERNAL") is None
+    assert cluster.partition_leader("u", 0, "INTERNAL") is None
+    assert (cluster.partition_count("t"), cluster.partition_count("u")) == (2, None)
+    assert cluster.alive_broker_count() == 2
 
 
 # -- transaction verification with a coordinator on another broker ---------------------------------
