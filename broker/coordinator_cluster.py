@@ -34,8 +34,9 @@ from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-#: Creates a topic in the cluster: (name, partitions, replication factor, configs). Raises on failure
-#: (TopicExistsError included: a concurrent creation won, which is fine).
+#: Creates a topic in the cluster: (name, partitions, replication factor, configs). It may raise or return
+#: an error (TopicExists included: a concurrent creation won, which is fine): either way the topic is
+#: there once the metadata shows it, and until then FindCoordinator answers COORDINATOR_NOT_AVAILABLE.
 InternalTopicCreator = Callable[[str, int, int, dict[str, str]], Awaitable[object]]
 
 
@@ -103,9 +104,9 @@ class CoordinatorCluster:
 
     async def _create(self, name: str, spec: InternalTopicSpec) -> None:
         try:
-            await self.create_topic(name, spec.partitions, spec.replication_factor, dict(spec.configs))
-            log.info("[KafkaApi-%d] created %s with %d partitions, replication factor %d", self.broker_id, name,
-                     spec.partitions, spec.replication_factor)
+            outcome = await self.create_topic(name, spec.partitions, spec.replication_factor, dict(spec.configs))
+            log.info("[KafkaApi-%d] creating %s with %d partitions, replication factor %d: %s", self.broker_id,
+                     name, spec.partitions, spec.replication_factor, outcome)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a concurrent creation (TopicExists) or ZooKeeper trouble: the client retries
