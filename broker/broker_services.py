@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from broker.admin_manager import AdminManager
 from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
-from broker.coordinator_cluster import CoordinatorCluster
 from broker.fetch_session import FetchSessionCache
 from broker.metadata_store import MetadataStore
 from broker.producer_id_manager import ProducerIdManager
@@ -41,8 +40,6 @@ class BrokerServices:
     #: in order with appends.
     append_thread: AppendThread
     socket_server: SocketServer
-    #: Cluster mode only: where coordinators are, and internal topic creation (None on a lone broker).
-    coordinator_cluster: CoordinatorCluster | None = None
 
     @property
     def config(self) -> BrokerConfig:

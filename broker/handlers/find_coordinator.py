@@ -5,10 +5,7 @@ The coordinator of a group is the leader of partition
 ``__consumer_offsets``; that of a transactional id (key type TRANSACTION) the
 leader of its partition of ``__transaction_state``. Each topic is created on
 first use, as Kafka does; Kafka answers COORDINATOR_NOT_AVAILABLE until the
-creation finishes, a lone pafka broker waits for it (on the append thread) and
-answers at once. In a cluster the leader comes from the cluster's metadata and
-the topic is created through it (``broker.coordinator_cluster``), answering
-COORDINATOR_NOT_AVAILABLE meanwhile, as Kafka does.
+creation finishes, pafka waits for it (on the append thread) and answers at once.
 """
 
 from __future__ import annotations
@@ -43,8 +40,6 @@ async def ensure_offsets_topic(broker: BrokerServices) -> ErrorCode:
 
 
 async def ensure_internal_topic(broker: BrokerServices, name: str) -> ErrorCode:
-    if broker.coordinator_cluster is not None:
-        return await broker.coordinator_cluster.ensure_internal_topic(name)
     topic = broker.metadata.get(name)
     if topic is not None:
         if len(broker.replica_manager.partitions_of(name)) < topic.partition_count:
@@ -60,32 +55,19 @@ async def ensure_internal_topic(broker: BrokerServices, name: str) -> ErrorCode:
     return ErrorCode.NO_ERROR
 
 
-_NOT_AVAILABLE = "The coordinator is not available."
-
-
 def _find(broker: BrokerServices, key: str, key_type: int, listener: str) -> Coordinator:
     if key_type == CoordinatorType.TRANSACTION:
         txn_manager = broker.transaction_coordinator.txn_manager
-        topic, partition = TRANSACTION_STATE_TOPIC_NAME, txn_manager.partition_for(key)
-        local = txn_manager.coordinator_log.is_local_leader(partition)
+        local = txn_manager.coordinator_log.is_local_leader(txn_manager.partition_for(key))
     elif key_type == CoordinatorType.GROUP:
         coordinator = broker.group_coordinator
-        topic, partition = GROUP_METADATA_TOPIC_NAME, coordinator.manager.partition_for(key)
-        local = coordinator.coordinator_log.is_local_leader(partition)
+        local = coordinator.coordinator_log.is_local_leader(coordinator.manager.partition_for(key))
     else:
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"Unknown coordinator type {key_type} in request")
-    cluster = broker.coordinator_cluster
-    if cluster is not None:
-        leader = cluster.coordinator_endpoint(topic, partition, listener)
-        if leader is None:
-            return Coordinator(key=key, node_id=-1, host="", port=-1,
-                               error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=_NOT_AVAILABLE)
-        return Coordinator(key=key, node_id=leader.node_id, host=leader.host, port=leader.port,
-                           error_code=ErrorCode.NO_ERROR, error_message=None)
     if not local:
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                           error_message=_NOT_AVAILABLE)
+                           error_message="The coordinator is not available.")
     host, port = advertised_endpoint(broker, listener)
     return Coordinator(key=key, node_id=broker.broker_id, host=host, port=port, error_code=ErrorCode.NO_ERROR,
                        error_message=None)
@@ -106,7 +88,7 @@ async def handle(ctx: RequestContext, broker: BrokerServices,
     for key in keys:
         if error != ErrorCode.NO_ERROR:
             results.append(Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error,
-                                       error_message=_NOT_AVAILABLE))
+                                       error_message="The coordinator is not available."))
         else:
             results.append(_find(broker, key, key_type, ctx.listener_name))
     if version >= 4:
