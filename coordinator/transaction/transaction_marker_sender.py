@@ -151,8 +151,8 @@ class RemoteMarkerSender:
                         queued.future.set_exception(ConnectionError("the marker sender is shut down"))
                 raise
             except Exception as exc:  # whatever it was, the callers must hear of it (and retry)
-                level = logging.INFO if isinstance(exc, (KafkaClientError, OSError)) else logging.WARNING
-                log.log(level, "%s WriteTxnMarkers to broker %d failed: %r", self._prefix(), dest.node_id, exc)
+                report = log.info if isinstance(exc, (KafkaClientError, OSError)) else log.warning
+                report("%s WriteTxnMarkers to broker %d failed: %r", self._prefix(), dest.node_id, exc)
                 self._disconnect(dest)
                 for queued in batch:
                     if not queued.future.done():
