@@ -67,6 +67,9 @@ class LocalAddPartitionsToTxnManager:
                                                                    set(partitions))
         return dict(errors)
 
+    async def shutdown(self) -> None:
+        """Nothing to close: the coordinator is in this process."""
+
     def _coordinator_of(self, transactional_id: str) -> int | None:
         partition = self.coordinator.txn_manager.partition_for(transactional_id)
         hosted = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC_NAME, partition)
