@@ -13,7 +13,9 @@ import asyncio
 import os
 from collections.abc import Callable
 
+from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, LocalAddPartitionsToTxnManager
 from broker.config.broker_config import BrokerConfig
+from broker.coordinator_cluster import CoordinatorCluster
 from coordinator.common.coordinator_log import ReplicaCoordinatorLog
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from coordinator.common.scheduler import AsyncioScheduler
@@ -27,10 +29,13 @@ from coordinator.transaction.transaction_coordinator import (
 )
 from coordinator.transaction.transaction_marker_channel_manager import (
     CrashPoint,
+    LeaderLookup,
     LocalMarkerSender,
+    MarkerSender,
     TransactionMarkerChannelManager,
     replica_leader_lookup,
 )
+from coordinator.transaction.transaction_marker_sender import ClusterLeaderLookup, RemoteMarkerSender
 from coordinator.transaction.transaction_state_manager import (
     TransactionStateManager,
     TransactionStateManagerConfig,
@@ -96,13 +101,24 @@ def _coordinator_epoch(replica_manager: ReplicaManager, partition: int) -> int |
 def build_transaction_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager,
                                   manager: TransactionStateManager, generate_producer_id: ProducerIdGenerator,
                                   topic_exists: Callable[[str], bool],
-                                  offsets_partition_for: Callable[[str], int]) -> TransactionCoordinator:
-    """The transaction coordinator; its markers go to this broker's replica manager (the only leader
-    there is until brokers replicate)."""
+                                  offsets_partition_for: Callable[[str], int],
+                                  cluster: CoordinatorCluster | None = None) -> TransactionCoordinator:
+    """The transaction coordinator. On a lone broker its markers go to this broker's replica manager
+    (the only leader there is); in a ``cluster`` a marker for a partition led elsewhere goes to that
+    leader as WriteTxnMarkers (``RemoteMarkerSender``), and ``generate_producer_id`` is the cluster's
+    (ZooKeeper's producer-id blocks)."""
     scheduler = AsyncioScheduler()
+    local_sender = LocalMarkerSender(broker_id, replica_manager)
+    sender: MarkerSender
+    leader_of: LeaderLookup
+    if cluster is None:
+        sender, leader_of = local_sender, replica_leader_lookup(broker_id, replica_manager, topic_exists)
+    else:
+        lookup = ClusterLeaderLookup(broker_id, replica_manager, cluster.partition_leader, cluster.partition_count,
+                                     cluster.inter_broker_listener)
+        sender, leader_of = RemoteMarkerSender(broker_id, local_sender, lookup.endpoint), lookup
     channel = TransactionMarkerChannelManager(
-        broker_id, manager, LocalMarkerSender(broker_id, replica_manager),
-        replica_leader_lookup(broker_id, replica_manager, topic_exists), scheduler,
+        broker_id, manager, sender, leader_of, scheduler,
         request_timeout_ms=TRANSACTION_LOG_APPEND_TIMEOUT_MS,
         crash_point=CrashPoint.from_env(os.environ))  # TEST ONLY: unset outside the recovery tests
     return TransactionCoordinator(
@@ -129,7 +145,10 @@ def start_transaction_state_manager(manager: TransactionStateManager, replica_ma
 
     def on_election(partition: int) -> None:
         epoch = _coordinator_epoch(replica_manager, partition)
-        if epoch is not None:
+        # Loaded (or loading) already: the leader epoch moved while leadership stayed here, which
+        # keeps the coordinator epoch, as Kafka's onElection is called for new leaders only.
+        if (epoch is not None and partition not in manager.loading_partitions
+                and partition not in manager.transaction_metadata_cache):
             manager.load_transactions_for_txn_topic_partition(partition, epoch)
 
     def elected(partition: int) -> None:
@@ -142,3 +161,14 @@ def start_transaction_state_manager(manager: TransactionStateManager, replica_ma
             loop.call_soon_threadsafe(manager.remove_transactions_for_txn_topic_partition, partition, None)
 
     replica_manager.add_leadership_listener(TRANSACTION_STATE_TOPIC_NAME, elected, resigned)
+
+
+def build_transaction_verifier(broker_id: int, replica_manager: ReplicaManager, coordinator: TransactionCoordinator,
+                               cluster: CoordinatorCluster | None = None
+                               ) -> LocalAddPartitionsToTxnManager | AddPartitionsToTxnManager:
+    """What partition leaders verify transactional produces with: this broker's coordinator on a lone
+    broker; in a cluster, the coordinator's broker wherever it is (AddPartitionsToTxn v5)."""
+    local = LocalAddPartitionsToTxnManager(broker_id, replica_manager, coordinator)
+    if cluster is None:
+        return local
+    return AddPartitionsToTxnManager(local, cluster.partition_leader, cluster.inter_broker_listener)

@@ -24,7 +24,7 @@ from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from coordinator.common.scheduler import Scheduler, Timer
 from coordinator.group.group_admin import GroupAdmin
 from coordinator.group.group_membership import GroupConfig, GroupMembership
-from coordinator.group.group_metadata import GroupMetadata, JoinGroupResult, SyncGroupResult
+from coordinator.group.group_metadata import GroupMetadata, GroupState, JoinGroupResult, SyncGroupResult
 from coordinator.group.group_metadata_manager import GroupMetadataManager
 from coordinator.group.group_offsets import GroupOffsets
 from protocol.errors import ErrorCode
@@ -39,6 +39,9 @@ class GroupCoordinator(GroupOffsets, GroupAdmin, GroupMembership):
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._expiry_timer: Timer | None = None
         self._load_tasks: set[asyncio.Task[None]] = set()
+        #: Partition → the token of its latest load: a load whose partition resigned (or was loaded
+        #: again since) must not install what it read.
+        self._loads: dict[int, object] = {}
         manager.request_load = self._load_in_background
 
     @property
@@ -52,9 +55,19 @@ class GroupCoordinator(GroupOffsets, GroupAdmin, GroupMembership):
     def load_partition(self, partition: int) -> None:
         """Synchronous load (tests, and the tail of a background load)."""
         self.manager.begin_loading([partition])
-        self._apply_loaded(partition, list(self.coordinator_log.read_entries(partition)))
+        token = self._loads[partition] = object()
+        self._apply_loaded(partition, list(self.coordinator_log.read_entries(partition)), token)
 
-    def _apply_loaded(self, partition: int, entries: list[LogEntry]) -> None:
+    def _apply_loaded(self, partition: int, entries: list[LogEntry], token: object | None = None) -> None:
+        """Install a load's read; ``token`` (its load's) None: whatever load is running."""
+        if token is None:
+            token = self._loads.get(partition)
+        if self._loads.get(partition) is not token or partition not in self.manager.loading_partitions:
+            # Leadership left while the partition was read (or a newer load replaced this one).
+            log.info("[GroupCoordinator %d]: dropping a stale load of %s-%d", self.broker_id,
+                     GROUP_METADATA_TOPIC_NAME, partition)
+            return
+        self._loads.pop(partition, None)
         for group in self.manager.complete_loading(partition, entries):
             self.on_group_loaded(group)
 
@@ -64,11 +77,15 @@ class GroupCoordinator(GroupOffsets, GroupAdmin, GroupMembership):
     def _load_in_background(self, partitions: list[int]) -> None:
         """Read the partitions off the event loop, then rebuild their groups on it."""
         self.manager.begin_loading(partitions)
+        tokens = {p: object() for p in partitions}
+        self._loads.update(tokens)
 
         async def load() -> None:
             for partition in partitions:
+                if self._loads.get(partition) is not tokens[partition]:
+                    continue  # resigned before its turn
                 records = await asyncio.to_thread(self._read_partition, partition)
-                self._apply_loaded(partition, records)
+                self._apply_loaded(partition, records, tokens[partition])
 
         task = asyncio.get_running_loop().create_task(load(), name="group-metadata-load")
         self._load_tasks.add(task)
@@ -113,8 +130,10 @@ class GroupCoordinator(GroupOffsets, GroupAdmin, GroupMembership):
 
     # -- leadership of __consumer_offsets partitions (Kafka's onElection / onResignation) -----
     def on_election(self, partition: int) -> None:
-        """This broker now leads ``partition``: load its groups (in the background if it holds data)."""
-        if not self.active or partition in self.manager.owned_partitions:
+        """This broker now leads ``partition``: load its groups (in the background if it holds data).
+        Already owned or being loaded (adopted by a request that came first): nothing to do."""
+        if (not self.active or partition in self.manager.owned_partitions
+                or partition in self.manager.loading_partitions):
             return
         if self.coordinator_log.log_end_offset(partition) == 0:
             self.manager.owned_partitions.add(partition)
@@ -129,15 +148,25 @@ class GroupCoordinator(GroupOffsets, GroupAdmin, GroupMembership):
             self.manager.handle_txn_completion(producer_id, partitions, committed)
 
     def on_resignation(self, partition: int) -> None:
-        """Leadership of ``partition`` left (or the topic is gone): its groups are no longer ours."""
-        for group in self.manager.remove_groups_for_partition(partition):
+        """Leadership of ``partition`` left (or the topic is gone): its groups are no longer ours.
+        A load in progress is abandoned: what it read is dropped when it finishes."""
+        self._loads.pop(partition, None)
+        removed = self.manager.remove_groups_for_partition(partition)
+        for group in removed:
             self.on_group_unloaded(group)
+        if removed:
+            log.info("[GroupCoordinator %d]: unloaded %d group(s) of %s-%d", self.broker_id, len(removed),
+                     GROUP_METADATA_TOPIC_NAME, partition)
 
     def on_group_unloaded(self, group: GroupMetadata) -> None:
-        """Answer the group's parked requests: its members must find the coordinator again."""
+        """Answer the group's parked requests (its members must find the coordinator again), stop its
+        timers, and mark it Dead so that a write still in flight for it changes nothing (Kafka's onGroupUnloaded)."""
         for member in list(group.members.values()):
             group.maybe_invoke_join_callback(member, JoinGroupResult(ErrorCode.NOT_COORDINATOR, member.member_id))
             group.maybe_invoke_sync_callback(member, SyncGroupResult(ErrorCode.NOT_COORDINATOR))
+        self.cancel_group_timers(group)
+        if not group.is_(GroupState.DEAD):
+            group.transition_to(GroupState.DEAD, self.scheduler.now_ms())
 
     async def shutdown(self) -> None:
         self.shutdown_timers()

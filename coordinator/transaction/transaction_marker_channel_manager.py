@@ -15,8 +15,10 @@ prepared when it loads and writes the markers itself.
 
 The destination is a broker id: :class:`MarkerSender` decides how a request
 reaches it. On a lone broker :class:`LocalMarkerSender` takes the path the
-WriteTxnMarkers handler takes (``ReplicaManager.write_txn_markers``); a
-networked sender can replace it without changing this module.
+WriteTxnMarkers handler takes (``ReplicaManager.write_txn_markers``); in a
+cluster ``transaction_marker_sender.RemoteMarkerSender`` sends the markers of
+partitions led elsewhere as WriteTxnMarkers requests (and keeps the local path
+for the rest).
 
 TEST ONLY: ``PAFKA_TEST_TXN_CRASH=<step>:<transactional id>`` in the broker's
 environment, read once when the manager is built, makes the broker SIGKILL
@@ -303,4 +305,8 @@ class TransactionMarkerChannelManager:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        # A networked sender owns connections and drain tasks (transaction_marker_sender).
+        close = getattr(self.sender, "shutdown", None)
+        if close is not None:
+            await close()
         self.pending.clear()
