@@ -22,15 +22,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.add_partitions_to_txn_manager import LocalAddPartitionsToTxnManager
 from broker.admin_manager import AdminManager
 from broker.broker_services import BrokerServices
 from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
+from broker.coordinator_cluster import coordinator_cluster_from_cache
 from broker.coordinator_wiring import (
     build_group_coordinator,
     build_transaction_coordinator,
     build_transaction_state_manager,
+    build_transaction_verifier,
     follow_leadership,
     start_transaction_coordinator,
 )
@@ -103,14 +104,18 @@ class KafkaServer:
         self.group_coordinator = build_group_coordinator(self.config, self.broker_id, self.replica_manager)
         self.transaction_state_manager = build_transaction_state_manager(self.config, self.broker_id,
                                                                          self.replica_manager)
+        # In a cluster, markers and verifications go to the partitions' leaders the metadata cache names.
+        coordinator_cluster = None if cluster is None else coordinator_cluster_from_cache(
+            self.broker_id, cluster.metadata_cache, config.inter_broker_listener)
         self.transaction_coordinator = build_transaction_coordinator(
             self.config, self.broker_id, self.replica_manager, self.transaction_state_manager,
             self._generate_producer_id, lambda topic: self.metadata.get(topic) is not None,
-            self.group_coordinator.manager.partition_for)
+            self.group_coordinator.manager.partition_for, coordinator_cluster)
         # Transactional produces are verified with the coordinator while the (dynamic) config says so.
+        self.transaction_verifier = build_transaction_verifier(
+            self.broker_id, self.replica_manager, self.transaction_coordinator, coordinator_cluster)
         self.replica_manager.set_transaction_verifier(
-            LocalAddPartitionsToTxnManager(self.broker_id, self.replica_manager, self.transaction_coordinator),
-            lambda: self.config.transaction_partition_verification_enable)
+            self.transaction_verifier, lambda: self.config.transaction_partition_verification_enable)
         in_cluster = cluster is not None
         self.socket_server = SocketServer(
             _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(in_cluster),
@@ -184,6 +189,7 @@ class KafkaServer:
         await self.group_coordinator.shutdown()  # answers parked joins/syncs, cancels its timers
         # Cancels its timers and marker writes, then the state manager's loads and expiry timer.
         await self.transaction_coordinator.shutdown()
+        await self.transaction_verifier.shutdown()  # its connections to other brokers' coordinators
         # Parked long polls (and acks=all produces) are answered now with what they
         # have, so draining waits only for real work, not for fetch.wait.max.ms.
         self.replica_manager.shutdown()

@@ -389,6 +389,48 @@ def test_a_consumer_group_commits_through_the_cluster(cluster: Cluster) -> None:
     assert all(sorted(replicas) == [1, 2, 3] for _, _, replicas, _ in offsets.values())
 
 
+def test_transactions_commit_across_brokers(cluster: Cluster) -> None:
+    """Verification and markers reach partition leaders on other brokers; read_committed sees the
+    committed records only."""
+    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+    topic = "transactional"
+    assert create_topic(cluster.brokers[2], topic, 3, 3).topics[0].error_code == ErrorCode.NO_ERROR
+    leadership = wait_for("leaders", lambda: agreed_leaders(cluster.all, topic, 3, 3))
+    assert len({leader for leader, _, _, _ in leadership.values()}) == 3  # one partition led by each broker
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "cluster-txn"})
+    producer.init_transactions(60)
+    for _ in range(3):
+        producer.begin_transaction()
+        for i in range(100):
+            producer.produce(topic, key=str(i).encode(), value=b"committed", partition=i % 3)
+        producer.commit_transaction(60)
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce(topic, key=b"a", value=b"aborted", partition=i % 3)
+    producer.abort_transaction(60)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "txn-reader",
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+    values: list[bytes] = []
+    at_end: set[int] = set()
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+        deadline = time.monotonic() + 60
+        while len(at_end) < 3 and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                at_end.add(message.partition())
+                continue
+            values.append(message.value())
+    finally:
+        consumer.close()
+    assert values == [b"committed"] * 300
+
+
 def test_metadata_of_a_thousand_partitions_on_a_non_controller(cluster: Cluster) -> None:
     created = create_topic(cluster.brokers[1], "wide", 1000, 1)
     assert created.topics[0].error_code == ErrorCode.NO_ERROR, created.topics[0].error_message
