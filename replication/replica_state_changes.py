@@ -185,7 +185,7 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
         fetchers = manager.fetcher_control
     lag = manager.replication_config.replica_lag_time_max_ms
     now = now_ms()
-    new_followers: list[tuple[Partition, BrokerEndpoint | None]] = []
+    new_followers: list[tuple[Partition, BrokerEndpoint]] = []
     new_leaders: list[tuple[Partition, int, int]] = []
     for tp, item in accepted.items():
         partition = manager.partitions[tp]
@@ -216,7 +216,16 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
             # Waiting produces end (NOT_LEADER_OR_FOLLOWER), consumers' long polls wake to find out.
             manager.produce_purgatory.check_and_complete(tp)
             manager.fetch_purgatory.notify(tp)
-            new_followers.append((partition, live_leaders.get(state.leader)))
+            leader = live_leaders.get(state.leader)
+            if leader is None or leader.broker_id == NO_LEADER:
+                # No live leader (the controller took a dead leader out of the ISR before electing):
+                # as Kafka's makeFollowers, neither truncate nor fetch. Truncating to the high
+                # watermark here would drop acknowledged records that this replica, perhaps the
+                # next leader, is the one to keep.
+                log.warning("[ReplicaManager broker=%d] %s-%d: leader %d is not among the live leaders; not "
+                            "truncating or fetching", broker_id, *tp, state.leader)
+                continue
+            new_followers.append((partition, leader))
 
     # 3. Truncate the new followers and record where the leaders' epochs start (append thread,
     # after any append queued before step 2).
@@ -235,10 +244,6 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
         for partition, leader in new_followers:
             tp = (partition.topic, partition.partition_index)
             if manager.partitions.get(tp) is not partition or partition.is_leader:
-                continue
-            if leader is None or leader.broker_id == NO_LEADER:
-                log.warning("[ReplicaManager broker=%d] %s-%d: leader %d is not among the live leaders; not "
-                            "fetching", broker_id, *tp, partition.leader_id)
                 continue
             to_fetch[tp] = leader
         if to_fetch:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import (
+    LeaderAndIsrLiveLeader,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
@@ -30,7 +31,7 @@ TOPIC_ID = uuid.uuid4()
 
 
 def _request(controller_epoch: int, *states: tuple[str, int, int, int, list[int]],
-             topic_id: uuid.UUID = TOPIC_ID) -> LeaderAndIsrRequest:
+             topic_id: uuid.UUID = TOPIC_ID, live_leaders: tuple[int, ...] = ()) -> LeaderAndIsrRequest:
     """States as (topic, partition, leader, leader epoch, replicas); the ISR is the replicas."""
     topics: dict[str, LeaderAndIsrTopicState] = {}
     for topic, index, leader, epoch, replicas in states:
@@ -39,7 +40,10 @@ def _request(controller_epoch: int, *states: tuple[str, int, int, int, list[int]
         entry.partition_states.append(LeaderAndIsrPartitionState(
             partition_index=index, controller_epoch=controller_epoch, leader=leader, leader_epoch=epoch,
             isr=list(replicas), partition_epoch=epoch, replicas=list(replicas)))
-    return LeaderAndIsrRequest(controller_id=0, controller_epoch=controller_epoch, topic_states=list(topics.values()))
+    # A live leader's port refuses connections: a follower's fetcher starts and backs off.
+    leaders = [LeaderAndIsrLiveLeader(broker_id=b, host_name="127.0.0.1", port=1) for b in live_leaders]
+    return LeaderAndIsrRequest(controller_id=0, controller_epoch=controller_epoch, topic_states=list(topics.values()),
+                               live_leaders=leaders)
 
 
 def _errors(response: LeaderAndIsrResponse, version: int = 7) -> dict[tuple[str, int], int]:
@@ -112,14 +116,38 @@ def test_becoming_follower_truncates_to_the_hw_and_resigns(tmp_path: Path) -> No
         waiting = asyncio.ensure_future(pending)
         await asyncio.sleep(0.05)
         assert p.log_end_offset == 4 and p.high_watermark == 0
-        # Leadership moves to broker 1 (not live here: no fetcher starts).
-        response = await rm.become_leader_or_follower(_request(1, ("t", 0, 1, 1, [0, 1])))
+        # Leadership moves to broker 1 (live: a fetcher starts, finding nothing to fetch from).
+        response = await rm.become_leader_or_follower(_request(1, ("t", 0, 1, 1, [0, 1]), live_leaders=(1,)))
         assert _errors(response) == {("t", 0): 0}
         assert not p.is_leader and p.leader_id == 1 and heard == [("elected", 0), ("left", 0)]
         # The waiting produce ends at once, not at its timeout; the unreplicated suffix is gone.
         results = await asyncio.wait_for(waiting, 1)
         assert results[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
         assert p.log_end_offset == 0
+
+    _run(tmp_path, scenario)
+
+
+def test_a_follower_of_no_live_leader_keeps_its_log(tmp_path: Path) -> None:
+    """The controller takes a dead leader out of the ISR (leader -1) before it elects: a follower
+    told so must keep everything above its high watermark, since it may be the next leader and
+    those records may have been acknowledged (Kafka's makeFollowers skips such partitions)."""
+    async def scenario(rm: ReplicaManager, log_manager: LogManager) -> None:
+        await rm.become_leader_or_follower(_request(1, ("t", 0, 0, 0, [0, 1])))
+        p = rm.get_partition("t", 0)
+        assert p is not None
+        results = rm.append_records([("t", 0, make_batch(4))], 1, 10_000)
+        results = results if isinstance(results, list) else await results
+        # acks=1: written, not yet replicated, so above the high watermark.
+        assert results[0].error_code == 0 and p.log_end_offset == 4 and p.high_watermark == 0
+        # Leader 1 is not among the live leaders, then no leader at all: the log stays whole.
+        for leader, epoch in ((1, 1), (-1, 2)):
+            response = await rm.become_leader_or_follower(_request(1, ("t", 0, leader, epoch, [0, 1])))
+            assert _errors(response) == {("t", 0): 0}
+            assert not p.is_leader and p.log_end_offset == 4
+        # Elected again: everything it kept is there to be served.
+        await rm.become_leader_or_follower(_request(1, ("t", 0, 0, 3, [0])))
+        assert p.is_leader and p.log_end_offset == 4
 
     _run(tmp_path, scenario)
 
