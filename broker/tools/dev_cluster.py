@@ -133,7 +133,7 @@ class DevCluster:
                 pass
             if time.monotonic() > deadline:
                 raise TimeoutError(f"broker {broker.broker_id} did not see all {len(self.brokers)} brokers "
-                                   f"within {READY_TIMEOUT_S:.0f}s; see {broker.output_path}")
+                                   f"within {READY_TIMEOUT_S:.0f}s; its output ends:\n" + _tail(broker.output_path))
             stopping.wait(0.2)
 
     def check_alive(self) -> None:
