@@ -163,6 +163,10 @@ class Cluster:
         os.kill(self._pid(broker_id), signal.SIGCONT)
         self._paused.discard(broker_id)
 
+    @property
+    def paused_ids(self) -> frozenset[int]:
+        return frozenset(self._paused)
+
     def _pid(self, broker_id: int) -> int:
         pid = self.brokers[broker_id].pid
         if pid is None or not self.brokers[broker_id].running:
