@@ -63,6 +63,7 @@ API_INDEX: dict[int, tuple[str, str]] = {
     50: ('describe_user_scram_credentials', 'DescribeUserScramCredentials'),
     51: ('alter_user_scram_credentials', 'AlterUserScramCredentials'),
     55: ('describe_quorum', 'DescribeQuorum'),
+    56: ('alter_partition', 'AlterPartition'),
     57: ('update_features', 'UpdateFeatures'),
     60: ('describe_cluster', 'DescribeCluster'),
     61: ('describe_producers', 'DescribeProducers'),
