@@ -28,6 +28,7 @@ import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -105,9 +106,7 @@ class Cluster:
             for broker_id in range(1, self.size + 1):
                 self.brokers[broker_id] = self._make_broker(broker_id)
             if self.start_brokers:
-                for broker_id in self.brokers:
-                    self.start(broker_id, wait_registered=False)
-                self.wait_until_registered(self.brokers)
+                self.start_all(self.brokers)
         except BaseException:
             self.cleanup()
             raise
@@ -131,6 +130,14 @@ class Cluster:
         if wait_registered:
             self.wait_until_registered([broker_id])
         return broker
+
+    def start_all(self, broker_ids: Iterable[int]) -> None:
+        """Launch several brokers at once (each start waits for its listener) and wait for their registrations."""
+        ids = list(broker_ids)
+        with ThreadPoolExecutor(max_workers=len(ids) or 1) as pool:
+            for future in [pool.submit(self.brokers[i].start) for i in ids]:
+                future.result()
+        self.wait_until_registered(ids)
 
     def kill(self, broker_id: int) -> int:
         """SIGKILL: a crash; returns once the process is gone (its znode goes at session expiry)."""

@@ -170,7 +170,7 @@ def test_clients_produce_and_consume_exactly_once(cluster3: Cluster, driver: Cli
     bootstrap = {"confluent-kafka": cluster3.bootstrap, "kafka-python": cluster3.broker(2).bootstrap,
                  "aiokafka": cluster3.broker(3).bootstrap}[driver.name]
     records = make_records(RECORDS_PER_CLIENT, 1_700_000_000_000)
-    driver.produce(bootstrap, topic, "none", records)
+    driver.produce(bootstrap, topic, "lz4", records)  # every client of the three supports it
     consumed = driver.consume(bootstrap, topic, PARTITIONS, len(records))
     check_consumed(records, consumed)
     assert len({c.partition for c in consumed}) == PARTITIONS, "keys spread over every partition"
