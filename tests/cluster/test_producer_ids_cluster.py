@@ -37,6 +37,15 @@ class Collected:
 
 
 def worker(cluster: Cluster, first_broker: int, collected: Collected, deadline: float) -> None:
+    """Requests ids until there are enough; anything unexpected is a fatal finding, never a silent thread death."""
+    try:
+        request_ids(cluster, first_broker, collected, deadline)
+    except Exception as exc:
+        with collected.lock:
+            collected.fatal.append(f"worker for broker {first_broker}: {exc!r}")
+
+
+def request_ids(cluster: Cluster, first_broker: int, collected: Collected, deadline: float) -> None:
     order = itertools.cycle(sorted(cluster.broker_ids, key=lambda b: (b != first_broker, b)))
     broker_id = next(order)
     conn: BrokerConnection | None = None
@@ -57,7 +66,7 @@ def worker(cluster: Cluster, first_broker: int, collected: Collected, deadline: 
             continue
         code = ErrorCode(response.error_code)
         with collected.lock:
-            if code == ErrorCode.NONE:
+            if code == ErrorCode.NO_ERROR:
                 collected.ids.append((response.producer_id, response.producer_epoch, broker_id))
                 if len(collected.ids) >= TOTAL // 2:
                     collected.halfway.set()
@@ -81,7 +90,8 @@ def test_producer_ids_distinct_across_brokers_and_a_controller_change(cluster3: 
     for thread in threads:
         thread.start()
     try:
-        assert collected.halfway.wait(DEADLINE_S / 2), f"not halfway: {len(collected.ids)} ids, {collected.fatal}"
+        assert collected.halfway.wait(DEADLINE_S / 2) and not collected.fatal, \
+            f"not halfway: {len(collected.ids)} ids, {collected.fatal[:5]}"
         cluster3.kill(old)
         new = cluster3.wait_for(lambda: (c := cluster3.controller_id()) is not None and c != old and c, 15.0,
                                 "a new controller")
