@@ -55,7 +55,8 @@ def elect_with_confluent(cluster: Cluster, topic: str, partitions: list[int]) ->
     future = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, p) for p in range(PARTITIONS)])
     for tp, error in future.result(timeout=30).items():
         if tp.partition in partitions:
-            assert error is None, f"{tp}: {error}"
+            assert error is None, (f"{tp}: {error}; leaders in ZooKeeper {leaders_in_zookeeper(cluster, topic, PARTITIONS)}, "
+                                   f"preferred {preferred(cluster, topic)}, controller {cluster.controller_id()}")
         else:  # already led by its preferred replica
             assert error is None or error.code() == KafkaError.ELECTION_NOT_NEEDED, f"{tp}: {error}"
 
