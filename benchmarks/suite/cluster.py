@@ -40,7 +40,7 @@ from pathlib import Path
 if not __package__:  # run as a file: imports start at the repository root, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from benchmarks.suite.bench_brokers import BenchBroker, median, proc_cpu_seconds, start_pafka, start_peer
+from benchmarks.suite.bench_brokers import DEFAULT_PEER_LAUNCHER, BenchBroker, median, proc_cpu_seconds, start_pafka, start_peer
 from benchmarks.suite.client_common import OthersMeter, delete_topic, human, log, markdown_table
 from benchmarks.suite.client_latency import STAMP, WARMUP_SEQ, ReceiveThread, producer_for, quantiles_ms, send_paced
 from benchmarks.suite.client_latency import Scenario as LatencyScenario
@@ -300,13 +300,13 @@ def check(checks: dict[str, dict], name: str, value: float | None, limit: float,
 
 
 @contextmanager
-def targets_running() -> Iterator[tuple[Cluster, list[Target]]]:
+def targets_running(peer_launcher: Path) -> Iterator[tuple[Cluster, list[Target]]]:
     """The cluster, a single pafka and the peer, all stopped at the end."""
     single = peer = None
     with Cluster(3, *CLUSTER_OVERRIDES) as cluster:
         try:
             single = start_pafka()
-            peer = start_peer()
+            peer = start_peer(launcher=peer_launcher)
             yield cluster, [cluster_target(cluster), Target("pafka RF 1", single, [single.pid], 1),
                             Target("peer", peer, [peer.pid], 1)]
         finally:
@@ -322,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="runs per setup (default 3, quick 1)")
     parser.add_argument("--only", default="produce,latency,catch-up", help="comma-separated parts")
     parser.add_argument("--timeout", type=float, default=300.0, help="bound per phase, seconds")
+    parser.add_argument("--peer-launcher", type=Path, default=DEFAULT_PEER_LAUNCHER,
+                        help="the peer's launcher script (default: ../shared/bench/peer.py beside the checkout)")
     args = parser.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 3)
     parts = {p.strip() for p in args.only.split(",")}
@@ -329,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, object] = {}
     checks: dict[str, dict] = {}
     gc.disable()  # the timed loops make millions of short-lived objects
-    with targets_running() as (cluster, targets):
+    with targets_running(args.peer_launcher) as (cluster, targets):
         names = [t.name for t in targets]
         rf3, rf1, peer = names
         if "produce" in parts:
