@@ -124,11 +124,14 @@ class Cluster:
                              log_path=self.root / f"broker-{broker_id}.log")
 
     def start(self, broker_id: int, *, wait_registered: bool = True) -> BrokerProcess:
-        """Start (again) on the same address and data; by default wait until it is in /brokers/ids."""
+        """Start (again) on the same address and data; by default wait until this start registered it in
+        /brokers/ids (a registration left by a killed run lives until its session expires: not that one)."""
         broker = self.brokers[broker_id]
+        previous = self.broker_epoch(broker_id) if wait_registered else None
         broker.start()
         if wait_registered:
-            self.wait_until_registered([broker_id])
+            self.wait_for(lambda: self.broker_epoch(broker_id) not in (None, previous), REGISTRATION_TIMEOUT_S,
+                          f"broker {broker_id} registered by its new start")
         return broker
 
     def start_all(self, broker_ids: Iterable[int]) -> None:
@@ -229,6 +232,16 @@ class Cluster:
             return {int(child) for child in self.kazoo.get_children("/brokers/ids")}
         except NoNodeError:
             return set()
+
+    def broker_epoch(self, broker_id: int) -> int | None:
+        """The broker's epoch as Kafka defines it (the czxid of /brokers/ids/N), None if not registered."""
+        if self.zookeeper is None:
+            return None
+        try:
+            stat = self.kazoo.exists(f"/brokers/ids/{broker_id}")
+        except Exception:  # the chroot may not exist before the first broker created it
+            return None
+        return None if stat is None else int(stat.czxid)
 
     def controller_id(self) -> int | None:
         """The broker id in /controller, or None when no broker is controller."""
