@@ -36,6 +36,8 @@ from typing import Any, TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from client.client import KafkaClient
+from client.errors import KafkaClientError
 from testing.broker_process import BrokerProcess
 from testing.zookeeper import ZooKeeperProcess
 
@@ -132,6 +134,7 @@ class Cluster:
         if wait_registered:
             self.wait_for(lambda: self.broker_epoch(broker_id) not in (None, previous), REGISTRATION_TIMEOUT_S,
                           f"broker {broker_id} registered by its new start")
+            self.wait_until_serving([broker_id])
         return broker
 
     def start_all(self, broker_ids: Iterable[int]) -> None:
@@ -141,6 +144,7 @@ class Cluster:
             for future in [pool.submit(self.brokers[i].start) for i in ids]:
                 future.result()
         self.wait_until_registered(ids)
+        self.wait_until_serving(ids)
 
     def kill(self, broker_id: int) -> int:
         """SIGKILL: a crash; returns once the process is gone (its znode goes at session expiry)."""
@@ -267,6 +271,21 @@ class Cluster:
         wanted = set(broker_ids)
         self.wait_for(lambda: wanted <= self.registered_ids() and self.controller_id() is not None, timeout,
                       f"brokers {sorted(wanted)} registered and a controller elected")
+
+    def wait_until_serving(self, broker_ids: Iterable[int], timeout: float = REGISTRATION_TIMEOUT_S) -> None:
+        """Each broker's Metadata names a controller and every registered broker (the controller's
+        UpdateMetadata reached it): admin clients that wait for a controller find one at once."""
+        def serving(broker_id: int) -> bool:
+            try:
+                with KafkaClient(self.brokers[broker_id].bootstrap, timeout=5.0) as client:
+                    metadata = client.refresh_metadata([])
+            except (KafkaClientError, OSError):
+                return False
+            registered = self.registered_ids()
+            return metadata.controller_id in registered and registered <= set(metadata.brokers)
+
+        for broker_id in broker_ids:
+            self.wait_for(lambda b=broker_id: serving(b), timeout, f"broker {broker_id} serving cluster metadata")
 
     def wait_for_topic(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
         """Every partition of ``topic`` has a state znode with a live leader."""
