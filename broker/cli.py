@@ -34,5 +34,9 @@ from broker.tools.transactions_command import transactions_command  # noqa: E402
 
 main.add_command(transactions_command)
 
+from broker.tools.dev_cluster import dev_cluster_command  # noqa: E402  (issue 17)
+
+main.add_command(dev_cluster_command)
+
 if __name__ == "__main__":
     main()

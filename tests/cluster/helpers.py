@@ -1,0 +1,201 @@
+"""What the cluster tests share: topics through a real admin client, per-broker metadata, produce and
+consume with confluent-kafka, and the batches of a replica's log read from its files."""
+
+from __future__ import annotations
+
+import base64
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from client.client import KafkaClient
+from client.metadata import ClusterMetadata
+from protocol.record_batch import LOG_OVERHEAD, parse_batch_header, peek_offset_and_length
+from testing.broker_process import BrokerProcess
+from testing.cluster import Cluster
+
+#: Every wait in these tests is bounded.
+TOPIC_READY_TIMEOUT_S = 60.0
+CONSUME_TIMEOUT_S = 120.0
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def kafka_uuid(text: str) -> uuid.UUID:
+    """A topic id as Kafka prints it (URL-safe base64 of the 16 bytes, no padding)."""
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    assert len(raw) == 16, text
+    return uuid.UUID(bytes=raw)
+
+
+def create_topic(cluster: Cluster, name: str, partitions: int, replication_factor: int,
+                 configs: Mapping[str, str] | None = None, bootstrap: str | None = None) -> None:
+    """CreateTopics through confluent-kafka's AdminClient, then wait until every partition has a live leader."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap or cluster.bootstrap})
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                     config=dict(configs or {}))
+    admin.create_topics([topic], operation_timeout=30)[name].result(timeout=TOPIC_READY_TIMEOUT_S)
+    cluster.wait_for_topic(name, partitions, TOPIC_READY_TIMEOUT_S)
+
+
+def broker_metadata(broker: BrokerProcess, topics: Iterable[str] | None) -> ClusterMetadata:
+    """Metadata as ``broker`` alone answers it (it is the only bootstrap server)."""
+    with KafkaClient(broker.bootstrap, timeout=10.0) as client:
+        return client.refresh_metadata(list(topics) if topics is not None else None)
+
+
+def leaders_seen_by(broker: BrokerProcess, topic: str) -> dict[int, int]:
+    metadata = broker_metadata(broker, [topic])
+    return {p: m.leader for p, m in metadata.topics[topic].partitions.items()}
+
+
+def leaders_in_zookeeper(cluster: Cluster, topic: str, partitions: int) -> dict[int, int]:
+    states = {p: cluster.partition_state(topic, p) for p in range(partitions)}
+    return {p: (s["leader"] if s is not None else -1) for p, s in states.items()}
+
+
+def isr_in_zookeeper(cluster: Cluster, topic: str, partition: int) -> list[int]:
+    state = cluster.partition_state(topic, partition)
+    return list(state["isr"]) if state is not None else []
+
+
+# -- records -----------------------------------------------------------------------------
+
+def value_of(seq: int, size: int = 100) -> bytes:
+    """A ``size``-byte value that starts with its sequence number."""
+    head = b"%010d:" % seq
+    return head + b"x" * (size - len(head))
+
+
+def seq_of(value: bytes) -> int:
+    return int(value[:10])
+
+
+@dataclass
+class ProduceOutcome:
+    #: seq -> (partition, offset) of every acknowledged record
+    acked: dict[int, tuple[int, int]]
+    #: seq -> error text of every record whose delivery failed
+    failed: dict[int, str]
+    #: error codes (librdkafka names) of the failed deliveries
+    failed_codes: set[str]
+
+
+def produce_confluent(bootstrap: str, topic: str, seqs: Iterable[int], *, acks: str = "all",
+                      extra: Mapping[str, object] | None = None, flush_timeout: float = 180.0,
+                      value_size: int = 100, partition: int | None = None) -> ProduceOutcome:
+    """Produce one record per seq with confluent-kafka; every delivery report collected."""
+    from confluent_kafka import KafkaError, Producer
+
+    outcome = ProduceOutcome({}, {}, set())
+
+    def on_delivery(err: KafkaError | None, msg: object) -> None:
+        seq = seq_of(msg.value())  # type: ignore[attr-defined]
+        if err is None:
+            outcome.acked[seq] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+        else:
+            outcome.failed[seq] = str(err)
+            outcome.failed_codes.add(err.name())
+
+    config: dict[str, object] = {"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+                                 "queue.buffering.max.messages": 1_000_000, "batch.num.messages": 10_000}
+    config.update(extra or {})
+    producer = Producer(config)
+    for seq in seqs:
+        while True:
+            try:
+                if partition is None:
+                    producer.produce(topic, key=b"%d" % seq, value=value_of(seq, value_size), on_delivery=on_delivery)
+                else:
+                    producer.produce(topic, partition=partition, key=b"%d" % seq, value=value_of(seq, value_size),
+                                     on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    remaining = producer.flush(flush_timeout)
+    assert remaining == 0, f"{remaining} records neither delivered nor failed after {flush_timeout}s"
+    return outcome
+
+
+def consume_confluent(bootstrap: str, topic: str, partitions: int, expected: int,
+                      timeout: float = CONSUME_TIMEOUT_S) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of every record from the beginning, until ``expected`` arrived or ``timeout``."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("unused"), "enable.auto.commit": False,
+                         "fetch.max.bytes": 50 * 1024 * 1024})
+    out: list[tuple[int, int, bytes]] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        deadline = time.monotonic() + timeout
+        while len(out) < expected and time.monotonic() < deadline:
+            out.extend((m.partition(), m.offset(), m.value()) for m in consumer.consume(10_000, timeout=1.0)
+                       if m.error() is None)
+        # A short grace: anything past ``expected`` (a duplicate) must show up too.
+        out.extend((m.partition(), m.offset(), m.value()) for m in consumer.consume(10_000, timeout=0.5)
+                   if m.error() is None)
+    finally:
+        consumer.close()
+    return out
+
+
+def assert_exactly_once(consumed: Iterable[tuple[int, int, bytes]], wanted: Iterable[int]) -> None:
+    seen: dict[int, tuple[int, int]] = {}
+    for partition, offset, value in consumed:
+        seq = seq_of(value)
+        assert seq not in seen, f"record {seq} consumed twice: {seen[seq]} and {(partition, offset)}"
+        seen[seq] = (partition, offset)
+    wanted_set = set(wanted)
+    missing = wanted_set - set(seen)
+    extra = set(seen) - wanted_set
+    assert not missing, f"{len(missing)} records never consumed, first {sorted(missing)[:10]}"
+    assert not extra, f"{len(extra)} records consumed that were not expected, first {sorted(extra)[:10]}"
+
+
+# -- replica logs on disk ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BatchOnDisk:
+    base_offset: int
+    last_offset: int
+    crc: int
+
+
+def partition_dir(cluster: Cluster, broker_id: int, topic: str, partition: int) -> Path:
+    return cluster.broker(broker_id).data_dir / f"{topic}-{partition}"
+
+
+def log_batches(log_dir: Path) -> list[BatchOnDisk]:
+    """Every whole batch in the replica's segments, in offset order, read with pafka's own header parser.
+
+    A batch still being written at the end of the active segment (a partial one) is left out.
+    """
+    batches: list[BatchOnDisk] = []
+    for segment in sorted(log_dir.glob("*.log")):
+        data = segment.read_bytes()
+        pos = 0
+        while len(data) - pos >= LOG_OVERHEAD:
+            _, length = peek_offset_and_length(data, pos)
+            if length <= 0 or pos + LOG_OVERHEAD + length > len(data):
+                break  # preallocated zeros or a batch not yet complete
+            header = parse_batch_header(data, pos)
+            batches.append(BatchOnDisk(header.base_offset, header.last_offset, header.crc))
+            pos += header.size_in_bytes
+    return batches
+
+
+def log_end_offset(batches: list[BatchOnDisk]) -> int:
+    return batches[-1].last_offset + 1 if batches else 0
+
+
+def replicas_identical(cluster: Cluster, topic: str, partition: int, replicas: Iterable[int]) -> bool:
+    """Every replica's log holds the same batches (offsets and CRCs, in order)."""
+    logs = [log_batches(partition_dir(cluster, b, topic, partition)) for b in replicas]
+    return all(log == logs[0] for log in logs[1:])
