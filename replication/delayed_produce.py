@@ -3,12 +3,16 @@
 Kafka's DelayedProduce: a produce with ``acks=-1`` is answered once every
 partition it appended to has a high watermark past its append (the ISR has
 it), or with REQUEST_TIMED_OUT for the partitions still short when the
-request's ``timeout_ms`` passes. With the leader as the only in-sync replica
-the high watermark passes the append as it is made, so nothing waits here; a
-follower's fetch that advances a high watermark calls ``check_and_complete``.
+request's ``timeout_ms`` passes. A partition is also done, with an error, when
+its leadership moved (NOT_LEADER_OR_FOLLOWER) or its ISR shrank below
+``min.insync.replicas`` while it waited (NOT_ENOUGH_REPLICAS_AFTER_APPEND): the
+partition's ``check_enough_replicas_reach_offset`` decides. With the leader as
+the only in-sync replica the high watermark passes the append as it is made,
+so nothing waits here; a follower's fetch that advances a high watermark, or a
+leadership change, calls ``check_and_complete``.
 
-Event loop only: registration and completion never race (no await between the
-replica manager's check of the high watermark and the registration).
+Event loop only. A produce registers, then checks once more before it waits:
+the high watermark may have moved between the append and the registration.
 """
 
 from __future__ import annotations
@@ -16,32 +20,47 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from protocol.errors import ErrorCode
+
 TopicPartition = tuple[str, int]
+#: (partition, required high watermark) → (done, error code); (True, NO_ERROR) once acknowledged.
+CheckReplicas = Callable[[TopicPartition, int], tuple[bool, int]]
 
 
 class DelayedProduce:
-    __slots__ = ('future', 'required')
+    __slots__ = ('errors', 'future', 'required')
 
     def __init__(self, required: dict[TopicPartition, int]) -> None:
         #: Partition → the high watermark that acknowledges the append (its last offset + 1).
         self.required = required
+        #: Partitions done with an error.
+        self.errors: dict[TopicPartition, int] = {}
         self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
 class ProducePurgatory:
-    def __init__(self, high_watermark: Callable[[TopicPartition], int | None]) -> None:
-        #: Reads a partition's current high watermark (None once the partition is gone).
-        self._high_watermark = high_watermark
+    def __init__(self, check: CheckReplicas) -> None:
+        self._check = check
         self._watchers: dict[TopicPartition, list[DelayedProduce]] = {}
 
-    async def wait(self, required: dict[TopicPartition, int], timeout: float) -> set[TopicPartition]:
-        """Wait until every partition's high watermark reaches its required offset, or
-        ``timeout`` (s) passes; the partitions still short (empty when all made it)."""
+    @property
+    def watching(self) -> bool:
+        return bool(self._watchers)
+
+    def is_watched(self, tp: TopicPartition) -> bool:
+        return tp in self._watchers
+
+    async def wait(self, required: dict[TopicPartition, int], timeout: float) -> dict[TopicPartition, int]:
+        """Wait until every partition is done or ``timeout`` (s) passes; the error of each
+        partition not acknowledged (REQUEST_TIMED_OUT for those still short), empty when all were."""
         delayed = DelayedProduce(dict(required))
         for tp in required:
             self._watchers.setdefault(tp, []).append(delayed)
+        for tp in list(required):
+            self.check_and_complete(tp)
         try:
-            await asyncio.wait_for(asyncio.shield(delayed.future), timeout)
+            if not delayed.future.done():
+                await asyncio.wait_for(asyncio.shield(delayed.future), timeout)
         except TimeoutError:
             pass
         finally:
@@ -51,21 +70,29 @@ class ProducePurgatory:
                     watchers.remove(delayed)
                     if not watchers:
                         del self._watchers[tp]
-        return set(delayed.required)
+        errors = dict(delayed.errors)
+        for tp in delayed.required:
+            errors[tp] = ErrorCode.REQUEST_TIMED_OUT
+        return errors
 
     def check_and_complete(self, tp: TopicPartition) -> None:
-        """The high watermark of ``tp`` may have moved: complete what it acknowledges."""
+        """The high watermark, ISR or leadership of ``tp`` may have changed: complete what it settles."""
         watchers = self._watchers.get(tp)
         if not watchers:
             return
-        hw = self._high_watermark(tp)
         for delayed in list(watchers):
             needed = delayed.required.get(tp)
-            if needed is not None and hw is not None and hw >= needed:
-                del delayed.required[tp]
-                watchers.remove(delayed)
-                if not delayed.required and not delayed.future.done():
-                    delayed.future.set_result(None)
+            if needed is None:
+                continue
+            done, error = self._check(tp, needed)
+            if not done and error == ErrorCode.NO_ERROR:
+                continue
+            del delayed.required[tp]
+            if error != ErrorCode.NO_ERROR:
+                delayed.errors[tp] = error
+            watchers.remove(delayed)
+            if not delayed.required and not delayed.future.done():
+                delayed.future.set_result(None)
         if not watchers:
             self._watchers.pop(tp, None)
 

@@ -1,10 +1,24 @@
 """Partition: a log plus its replication state (leader epoch, ISR, high watermark).
 
-This is Kafka's ``kafka.cluster.Partition`` reduced to what a broker needs
-today: the leader's side. With a single broker the ISR is the leader alone, so
-an append is committed (the high watermark moves) as soon as it is in the log;
-``acks=all`` then means exactly what it means in Kafka with one in-sync replica.
-The follower side (fetchers, ISR shrink/expand) builds on the same object.
+This is Kafka's ``kafka.cluster.Partition``. With a single broker the ISR is
+the leader alone, so an append is committed (the high watermark moves) as soon
+as it is in the log; ``acks=all`` then means exactly what it means in Kafka
+with one in-sync replica.
+
+In a cluster the controller's LeaderAndIsr makes a replica leader
+(``make_leader``) or follower (``make_follower``). The leader tracks each
+follower (``replication.replica.Replica``: log end offset, last caught-up
+time) from its fetches; the high watermark is the smallest log end offset over
+the ISR (the maximal ISR while a change is pending, and caught-up followers about
+to join it) and never moves back. ``maybe_shrink_isr`` drops followers not
+caught up for ``replica.lag.time.max.ms``; ``maybe_expand_isr`` adds a follower
+that reached the high watermark (and the current leader epoch's start offset).
+Both only *propose* the change (``replication.partition_state``): the replica
+manager sends it to the controller (AlterPartition) and hands the answer to
+``handle_alter_partition_result``.
+
+Threads: leadership, ISR and follower state change on the event loop; appends
+run on the append thread (or on the loop when they cannot block) and read them.
 
 Only the replica manager calls into a Partition; everything else goes through
 :class:`replication.replica_manager.ReplicaManager`.
@@ -13,8 +27,11 @@ Only the replica manager calls into a Partition; everything else goes through
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from protocol.errors import ErrorCode
 from protocol.record_batch import last_offset_delta_and_timestamps
@@ -25,7 +42,15 @@ from protocol.request_constants import (
     LATEST_TIMESTAMP,
     READ_COMMITTED,
 )
-from storage.log import FetchIsolation, Log
+from replication.partition_state import (
+    RECOVERED,
+    LeaderAndIsr,
+    PendingExpandIsr,
+    PendingIsrState,
+    PendingShrinkIsr,
+)
+from replication.replica import Replica
+from storage.log import FetchIsolation, Log, now_ms
 from storage.log_append import AppendOrigin, LogAppendInfo
 from storage.log_segment import FetchDataInfo
 from storage.producer_state import SENTINEL_GUARD, VerificationGuard
@@ -49,6 +74,48 @@ class LogReadResult:
     log_end_offset: int
 
 
+#: No leader (Kafka's LeaderAndIsr.NoLeader).
+NO_LEADER = -1
+#: The leader epoch of a partition no LeaderAndIsr has reached yet (Kafka's LeaderAndIsr.NoEpoch).
+NO_EPOCH = -1
+#: replica.lag.time.max.ms's default.
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
+
+
+class NotLeaderOrFollowerError(Exception):
+    """An append as leader reached a partition this broker no longer leads."""
+
+    error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class PartitionStateLike(Protocol):
+    """What make_leader/make_follower read of a LeaderAndIsr partition state."""
+
+    @property
+    def leader(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def isr(self) -> list[int]: ...
+    @property
+    def partition_epoch(self) -> int: ...
+    @property
+    def replicas(self) -> list[int]: ...
+    @property
+    def adding_replicas(self) -> list[int]: ...
+    @property
+    def removing_replicas(self) -> list[int]: ...
+    @property
+    def leader_recovery_state(self) -> int: ...
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
 def read_error(error_code: int, partition: Partition | None) -> LogReadResult:
     if partition is None:
         return LogReadResult(error_code, None, -1, -1, -1, -1)
@@ -58,8 +125,9 @@ def read_error(error_code: int, partition: Partition | None) -> LogReadResult:
 
 class Partition:
     __slots__ = (
-        '__weakref__', 'broker_id', 'isr', 'leader_epoch', 'leader_id', 'log', 'partition_epoch', 'partition_index',
-        'replicas', 'topic', 'topic_id',
+        '__weakref__', '_hw_lock', 'adding_replicas', 'broker_id', 'isr', 'leader_epoch', 'leader_epoch_start_offset',
+        'leader_id', 'leader_recovery_state', 'log', 'partition_epoch', 'partition_index', 'pending_isr',
+        'remote_replicas', 'removing_replicas', 'replica_lag_time_max_ms', 'replicas', 'topic', 'topic_id',
     )
 
     def __init__(
@@ -82,13 +150,94 @@ class Partition:
         self.leader_id = broker_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = 0
+        self.leader_recovery_state = RECOVERED
+        self.adding_replicas: list[int] = []
+        self.removing_replicas: list[int] = []
+        #: The ISR change proposed to the controller and not answered yet (None: committed).
+        self.pending_isr: PendingIsrState | None = None
+        #: The log end offset when this broker became leader at ``leader_epoch`` (None: not leader).
+        self.leader_epoch_start_offset: int | None = log.log_end_offset
+        self.replica_lag_time_max_ms = DEFAULT_REPLICA_LAG_TIME_MAX_MS
+        #: The followers, as the leader knows them. The dict is replaced whole, never resized, so
+        #: the append thread can iterate it while the loop changes leadership.
+        self.remote_replicas: dict[int, Replica] = {}
+        #: Makes the leader's check-and-move of the HW atomic: the append thread (after an append)
+        #: and the loop (after a follower's fetch) both move it, and it must never move back.
+        #: Held for the comparison and the assignment only, never across I/O.
+        self._hw_lock = threading.Lock()
+        now = now_ms()
+        self._reset_remote_replicas(self.replicas, set(self.replicas), now, self.log.log_end_offset, True)
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition_index}, epoch={self.leader_epoch})"
 
+    # -- leadership (event loop) ---------------------------------------------------
+    def _reset_remote_replicas(self, replicas: Sequence[int], in_sync: set[int], now: int, leader_end_offset: int,
+                               is_new_leader: bool) -> None:
+        existing = self.remote_replicas
+        remote: dict[int, Replica] = {}
+        for replica_id in replicas:
+            if replica_id == self.broker_id:
+                continue
+            replica = existing.get(replica_id) or Replica(replica_id)
+            replica.reset_replica_state(now, leader_end_offset, is_new_leader, replica_id in in_sync)
+            remote[replica_id] = replica
+        self.remote_replicas = remote
+
+    def _update_assignment_and_isr(self, state: PartitionStateLike) -> None:
+        self.replicas = list(state.replicas)
+        self.adding_replicas = list(state.adding_replicas)
+        self.removing_replicas = list(state.removing_replicas)
+        self.isr = list(state.isr)
+        self.pending_isr = None
+        self.leader_recovery_state = state.leader_recovery_state
+        self.partition_epoch = state.partition_epoch
+
+    def make_leader(self, state: PartitionStateLike, now: int | None = None) -> bool:
+        """Become (or stay) leader under the controller's ``state``; True when this broker was
+        not the leader before (Kafka's makeLeader). Followers in the ISR count as caught up now;
+        the high watermark may move (the ISR may be this broker alone)."""
+        now = now_ms() if now is None else now
+        is_new_leader = not self.is_leader or self.leader_epoch_start_offset is None
+        leader_end_offset = self.log.log_end_offset
+        self._update_assignment_and_isr(state)
+        self._reset_remote_replicas(self.replicas, set(self.isr), now, leader_end_offset, is_new_leader)
+        if is_new_leader or state.leader_epoch != self.leader_epoch:
+            # The first offset this leader epoch writes (issue 18's OffsetForLeaderEpoch answers from it).
+            self.leader_epoch_start_offset = leader_end_offset
+        self.leader_id = self.broker_id
+        self.leader_epoch = state.leader_epoch
+        self.maybe_increment_high_watermark(now)
+        return is_new_leader
+
+    def make_follower(self, state: PartitionStateLike) -> bool:
+        """Follow ``state.leader`` (Kafka's makeFollower); True when the leader or its epoch changed
+        (the fetcher must restart from this log's end). The ISR is recorded, never acted on."""
+        changed = state.leader != self.leader_id or state.leader_epoch != self.leader_epoch
+        self._update_assignment_and_isr(state)
+        self.remote_replicas = {}
+        self.leader_epoch_start_offset = None
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        return changed
+
+    def stop_replica(self) -> None:
+        """This broker no longer hosts the partition as leader or follower (StopReplica)."""
+        self.leader_id = NO_LEADER
+        self.remote_replicas = {}
+        self.pending_isr = None
+        self.leader_epoch_start_offset = None
+
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.broker_id
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The ISR the high watermark is computed over: the committed ISR plus a replica whose
+        addition is pending (a pending removal still counts the removed replicas)."""
+        pending = self.pending_isr
+        return self.isr if pending is None else pending.maximal_isr(self.isr)
 
     @property
     def high_watermark(self) -> int:
@@ -139,8 +288,12 @@ class Partition:
         """Append as leader and advance the HW (the ISR is this broker alone).
 
         Blocking (may fsync on roll or under flush.messages): the replica manager
-        calls it on the append thread, never on the event loop.
+        calls it on the append thread, never on the event loop. Refused when this broker
+        stopped leading the partition since the append was queued.
         """
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.topic}-"
+                                           f"{self.partition_index} (leader {self.leader_id})")
         info = self.log.append_as_leader(records, self.leader_epoch, origin, now,
                                          verification_guard=verification_guard)
         self.maybe_increment_high_watermark()
@@ -155,7 +308,7 @@ class Partition:
         each in the CPU caches, which at 1,000 partitions a request is measurable.
         """
         log_ = self.log
-        if not log_.lock.acquire(blocking=False):
+        if self.leader_id != self.broker_id or not log_.lock.acquire(blocking=False):
             return False
         # Three header fields, not a full parse: the request's decoder checked this header.
         last_offset_delta, base_timestamp, max_timestamp = last_offset_delta_and_timestamps(records)
@@ -183,14 +336,151 @@ class Partition:
         """Give back a reservation that will not be used."""
         self.log.lock.release()
 
-    def maybe_increment_high_watermark(self) -> bool:
-        """Move the HW to the smallest log end offset in the ISR; True when it moved."""
+    def maybe_increment_high_watermark(self, now: int | None = None) -> bool:
+        """Move the HW up to the smallest log end offset over the (maximal) ISR; True when it moved.
+
+        As Kafka 3.9's maybeIncrementLeaderHW: every member of the maximal ISR counts (a follower
+        that stopped fetching holds the high watermark until the controller accepts its removal),
+        and so does a caught-up follower outside the ISR, about to join it. The high watermark
+        never moves back.
+        """
         isr = self.isr
-        if len(isr) == 1 and isr[0] == self.broker_id:
-            log_ = self.log
+        log_ = self.log
+        if len(isr) == 1 and isr[0] == self.broker_id and self.pending_isr is None:
             before = log_.high_watermark
             return log_.update_high_watermark(log_.log_end_offset) != before
+        if not self.is_leader:
+            return False
+        leader_end = log_.log_end_offset
+        new_hw = leader_end
+        now = now_ms() if now is None else now
+        lag = self.replica_lag_time_max_ms
+        remote = self.remote_replicas
+        maximal_isr = self.maximal_isr
+        for replica_id in maximal_isr:
+            if replica_id != self.broker_id and replica_id not in remote:
+                return False  # an ISR member that is no replica here: nothing known, nothing committed
+        for replica_id, replica in remote.items():
+            if replica.log_end_offset < new_hw and (
+                    replica_id in maximal_isr or (replica.is_caught_up(leader_end, now, lag)
+                                                  and replica_id not in self.removing_replicas)):
+                new_hw = replica.log_end_offset
+        with self._hw_lock:
+            before = log_.high_watermark
+            if new_hw <= before:
+                return False
+            return log_.update_high_watermark(new_hw) != before
+
+    # -- followers at the leader (event loop) -----------------------------------------
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, follower_log_start_offset: int,
+                                    leader_end_offset: int, now: int, broker_epoch: int = -1) -> bool:
+        """Record a follower's fetch (Kafka's updateFollowerFetchState); True when the high
+        watermark moved. A fetch from a broker that is not a replica here changes nothing."""
+        replica = self.remote_replicas.get(replica_id)
+        if replica is None:
+            return False
+        previous_end = replica.log_end_offset
+        replica.update_fetch_state(fetch_offset, follower_log_start_offset, now, leader_end_offset, broker_epoch)
+        if previous_end != replica.log_end_offset or replica_id in self.maximal_isr:
+            return self.maybe_increment_high_watermark(now)
         return False
+
+    def is_follower_in_sync(self, replica: Replica) -> bool:
+        """Caught up to the high watermark and into this leader epoch (Kafka's isFollowerInSync)."""
+        start = self.leader_epoch_start_offset
+        end = replica.log_end_offset
+        return start is not None and end >= self.log.high_watermark and end >= start
+
+    def maybe_expand_isr(self, replica_id: int) -> LeaderAndIsr | None:
+        """Propose adding a follower that caught up (Kafka's maybeExpandIsr); the proposal to
+        send, or None. Only a leader with no change pending proposes; a replica being removed
+        by a reassignment is not added."""
+        if not self.is_leader or self.pending_isr is not None or replica_id in self.isr:
+            return None
+        replica = self.remote_replicas.get(replica_id)
+        if replica is None or replica_id in self.removing_replicas or not self.is_follower_in_sync(replica):
+            return None
+        proposal = LeaderAndIsr(self.broker_id, self.leader_epoch, (*self.isr, replica_id), self.partition_epoch,
+                                self.leader_recovery_state)
+        self.pending_isr = PendingExpandIsr(replica_id, proposal, tuple(self.isr))
+        log.info("[Partition %s-%d broker=%d] Expanding ISR from %s to %s", self.topic, self.partition_index,
+                 self.broker_id, self.isr, list(proposal.isr))
+        return proposal
+
+    def out_of_sync_replicas(self, now: int) -> set[int]:
+        """ISR followers not caught up for ``replica.lag.time.max.ms`` (Kafka's getOutOfSyncReplicas)."""
+        leader_end = self.log.log_end_offset
+        remote = self.remote_replicas
+        lag = self.replica_lag_time_max_ms
+        return {replica_id for replica_id in self.isr if replica_id != self.broker_id
+                and ((replica := remote.get(replica_id)) is None or not replica.is_caught_up(leader_end, now, lag))}
+
+    def maybe_shrink_isr(self, now: int | None = None) -> LeaderAndIsr | None:
+        """Propose removing followers that fell behind (Kafka's maybeShrinkIsr); the proposal to
+        send, or None. The leader itself always stays."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        now = now_ms() if now is None else now
+        out_of_sync = self.out_of_sync_replicas(now)
+        if not out_of_sync:
+            return None
+        new_isr = tuple(r for r in self.isr if r not in out_of_sync)
+        proposal = LeaderAndIsr(self.broker_id, self.leader_epoch, new_isr, self.partition_epoch,
+                                self.leader_recovery_state)
+        self.pending_isr = PendingShrinkIsr(frozenset(out_of_sync), proposal, tuple(self.isr))
+        log.info("[Partition %s-%d broker=%d] Shrinking ISR from %s to %s (out of sync: %s; leader end offset %d, "
+                 "high watermark %d)", self.topic, self.partition_index, self.broker_id, self.isr, list(new_isr),
+                 sorted(out_of_sync), self.log.log_end_offset, self.log.high_watermark)
+        return proposal
+
+    def handle_alter_partition_result(self, proposal: LeaderAndIsr, result: LeaderAndIsr | None,
+                                      error: int = ErrorCode.NO_ERROR, now: int | None = None) -> bool:
+        """Apply the controller's answer to ``proposal``; True when the high watermark moved.
+
+        Success: the controller's state becomes the committed one (unless a LeaderAndIsr
+        has moved the partition on meanwhile). OPERATION_NOT_ATTEMPTED and
+        INELIGIBLE_REPLICA say the change was not made: back to the committed state, to be
+        proposed again. Other errors (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION,
+        UNKNOWN_TOPIC_OR_PARTITION...) leave the change pending, as Kafka does: the
+        controller's next LeaderAndIsr resets the partition.
+        """
+        pending = self.pending_isr
+        if pending is None or pending.sent_leader_and_isr != proposal:
+            return False  # a LeaderAndIsr (or an earlier answer) replaced it
+        if error != ErrorCode.NO_ERROR or result is None:
+            if error in (ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA):
+                self.pending_isr = None
+            log.info("[Partition %s-%d broker=%d] ISR change to %s failed: %s", self.topic, self.partition_index,
+                     self.broker_id, list(proposal.isr), _error_name(error))
+            return False
+        if result.leader_epoch != self.leader_epoch or result.partition_epoch < self.partition_epoch:
+            return False  # from before the partition's current leadership
+        self.isr = list(result.isr)
+        self.partition_epoch = result.partition_epoch
+        self.leader_recovery_state = result.leader_recovery_state
+        self.pending_isr = None
+        log.info("[Partition %s-%d broker=%d] ISR updated to %s and partition epoch to %d", self.topic,
+                 self.partition_index, self.broker_id, self.isr, self.partition_epoch)
+        return self.maybe_increment_high_watermark(now)
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, int]:
+        """Whether an acks=all append up to ``required_offset`` is acknowledged: (done, error)
+        (Kafka's checkEnoughReplicasReachOffset). Done with NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        when the ISR shrank below min.insync.replicas while it waited; NOT_LEADER_OR_FOLLOWER
+        when leadership moved."""
+        if not self.is_leader:
+            return False, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.log.high_watermark >= required_offset:
+            if len(self.isr) >= self.log.config.min_insync_replicas:
+                return True, ErrorCode.NO_ERROR
+            return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return False, ErrorCode.NO_ERROR
+
+    # -- follower side ------------------------------------------------------------------
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """A follower's HW: the leader's, bounded by its own log end (Kafka's follower rule)."""
+        log_ = self.log
+        log_.update_high_watermark(min(leader_high_watermark, log_.log_end_offset))
 
     # -- read -----------------------------------------------------------------------
     def read_records(self, fetch_offset: int, max_bytes: int, isolation_level: int,

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from protocol.control_records import build_end_txn_marker_batch
 from protocol.errors import ErrorCode, ProtocolError
@@ -40,7 +40,12 @@ from replication import txn_verification
 from replication.append_thread import AppendThread
 from replication.delayed_fetch import FetchPurgatory
 from replication.delayed_produce import ProducePurgatory
-from replication.partition import LogReadResult, Partition, read_error
+from replication.fetch_params import FetchParams, FetchPartition
+from replication.partition import LogReadResult, NotLeaderOrFollowerError, Partition, read_error
+from replication.replica_fetcher_manager import ReplicaFetcherManager
+from replication.replica_host import LeadershipCallback
+from replication.replica_manager_cluster import ClusterReplication
+from replication.replication_config import ReplicationConfig
 from replication.txn_verification import TransactionalProduce
 from storage.errors import (
     InvalidRecordError,
@@ -64,12 +69,15 @@ from storage.producer_state import (
 )
 from storage.producer_state_entry import ProducerStateEntry
 
+if TYPE_CHECKING:
+    from replication.alter_partition_manager import AlterPartitionManager
+
 log = logging.getLogger(__name__)
+
+__all__ = ["FetchParams", "FetchPartition", "ReplicaManager"]
 
 TopicPartition = tuple[str, int]
 Records = bytearray | memoryview
-#: Told a partition index whose leadership arrived or left (on whichever thread changed it).
-LeadershipCallback = Callable[[int], None]
 #: Told (producer id, the partitions of one topic a marker was written to, committed?) on the event loop.
 TxnMarkerCallback = Callable[[int, set[int], bool], None]
 
@@ -88,7 +96,10 @@ _APPEND_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (TransactionCoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
     (OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
     (KafkaStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
+    (NotLeaderOrFollowerError, ErrorCode.NOT_LEADER_OR_FOLLOWER),
 )
+#: What an append may raise that becomes a per-partition error code.
+_APPEND_EXCEPTIONS = (StorageError, ProtocolError, NotLeaderOrFollowerError)
 
 
 def error_code_for(exc: BaseException) -> ErrorCode:
@@ -123,38 +134,6 @@ class TxnMarker:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchParams:
-    """The request-wide part of a fetch (Kafka's FetchParams)."""
-
-    replica_id: int
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-    isolation_level: int
-    #: Fetch v0-v2 (KIP-74 came with v3): no partition gets a first batch larger than its limit.
-    hard_max_bytes_limit: bool = False
-
-    @property
-    def is_from_follower(self) -> bool:
-        return self.replica_id >= 0
-
-
-class FetchPartition(Protocol):
-    """One partition of a fetch: what the replica manager reads of it."""
-
-    @property
-    def topic(self) -> str: ...
-    @property
-    def partition(self) -> int: ...
-    @property
-    def fetch_offset(self) -> int: ...
-    @property
-    def max_bytes(self) -> int: ...
-    @property
-    def current_leader_epoch(self) -> int: ...
-
-
-@dataclass(frozen=True, slots=True)
 class ListOffsetsResult:
     error_code: int
     timestamp: int = -1
@@ -179,9 +158,11 @@ class LogDirDescription:
     partitions: list[LogDirPartition] = field(default_factory=list)
 
 
-class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager, append_thread: AppendThread) -> None:
+class ReplicaManager(ClusterReplication):
+    def __init__(self, broker_id: int, log_manager: LogManager, append_thread: AppendThread,
+                 replication_config: ReplicationConfig | None = None) -> None:
         self.broker_id = broker_id
+        self.replication_config = replication_config or ReplicationConfig()
         self.log_manager = log_manager
         self.append_thread = append_thread
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -189,13 +170,21 @@ class ReplicaManager:
         #: FindCoordinator list one topic's partitions without walking every partition hosted.
         self._by_topic: dict[str, dict[int, Partition]] = {}
         self.fetch_purgatory = FetchPurgatory()
-        self.produce_purgatory = ProducePurgatory(self._high_watermark_of)
+        self.produce_purgatory = ProducePurgatory(self._check_enough_replicas)
         #: topic → (on election, on resignation): coordinators load and unload their partitions.
         self._leadership_listeners: dict[str, tuple[LeadershipCallback, LeadershipCallback]] = {}
         #: topic → told of every transaction marker written to it (the group coordinator's offsets).
         self._txn_marker_listeners: dict[str, TxnMarkerCallback] = {}
         #: KIP-890 part 1; None: transactional produces are not verified (no coordinator wired).
         self.txn_verification: txn_verification.ProduceVerification | None = None
+        #: Cluster mode (``replication.replica_state_changes``): the last controller epoch seen, the
+        #: fetchers of followed partitions, ISR changes to the controller, the ISR expiration task.
+        self.controller_epoch = 0
+        self.replica_fetcher_manager: ReplicaFetcherManager | None = None
+        self.alter_partition_manager: AlterPartitionManager | None = None
+        self._isr_expiration: asyncio.Task[None] | None = None
+        #: Serializes LeaderAndIsr and StopReplica: each changes many partitions over several awaits.
+        self.state_change_lock = asyncio.Lock()
 
     def add_leadership_listener(self, topic: str, on_election: LeadershipCallback,
                                 on_resignation: LeadershipCallback) -> None:
@@ -251,14 +240,21 @@ class ReplicaManager:
     def partitions_of(self, topic: str) -> list[Partition]:
         return list(self._by_topic.get(topic, {}).values())
 
-    def _high_watermark_of(self, tp: TopicPartition) -> int | None:
+    def _check_enough_replicas(self, tp: TopicPartition, required_offset: int) -> tuple[bool, int]:
         partition = self.partitions.get(tp)
-        return None if partition is None else partition.high_watermark
+        if partition is None:
+            return False, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return partition.check_enough_replicas_reach_offset(required_offset)
 
     def shutdown(self) -> None:
-        """Answer parked fetches and produces now, so shutdown does not wait them out."""
+        """Answer parked fetches and produces now, so shutdown does not wait them out; stop the
+        fetchers and the ISR expiration task (``shutdown_replication`` awaits them too)."""
         self.fetch_purgatory.shutdown()
         self.produce_purgatory.shutdown()
+        if self._isr_expiration is not None:
+            self._isr_expiration.cancel()
+        if self.replica_fetcher_manager is not None:
+            self.replica_fetcher_manager.close()
 
     # -- append -----------------------------------------------------------
     def append_records(
@@ -504,18 +500,21 @@ class ReplicaManager:
             reserved += 1
         # Nothing can start waiting while these appends run: skip notify when nobody waits.
         notify = self.fetch_purgatory.notify if self.fetch_purgatory.watching else None
+        purgatory = self.produce_purgatory
         done = 0
         try:
             for i, partition, records in appends[:reserved]:
                 done += 1
                 try:
                     info = partition.append_reserved(records, origin, now, None if plan is None else plan.guard_of(i))
-                except (StorageError, ProtocolError) as exc:
+                except _APPEND_EXCEPTIONS as exc:
                     results[i] = self._append_failed(partition, exc)
                     continue
                 results[i] = PartitionAppendResult(ErrorCode.NO_ERROR, info, None)
                 if notify is not None:
                     notify((partition.topic, partition.partition_index))
+                if purgatory.watching and purgatory.is_watched((partition.topic, partition.partition_index)):
+                    purgatory.check_and_complete((partition.topic, partition.partition_index))
         finally:
             for _, partition, _ in appends[done:reserved]:  # only after an unexpected error
                 partition.release_reserved()
@@ -532,7 +531,7 @@ class ReplicaManager:
                     records = convert(records, partition.log.config, now)
                 info = partition.append_records_to_leader(records, origin, now, None if plan is None else plan.guard_of(i))
                 results.append(PartitionAppendResult(ErrorCode.NO_ERROR, info))
-            except (StorageError, ProtocolError) as exc:
+            except _APPEND_EXCEPTIONS as exc:
                 results.append(self._append_failed(partition, exc))
             except Exception as exc:
                 if self.partitions.get((partition.topic, partition.partition_index)) is not partition:
@@ -556,10 +555,14 @@ class ReplicaManager:
                                      timeout_ms: int) -> list[PartitionAppendResult]:
         done = await pending
         notify = self.fetch_purgatory.notify
+        purgatory = self.produce_purgatory
         for (i, partition, _), result in zip(appended, done, strict=True):
             results[i] = result
             if result.info is not None:
-                notify((partition.topic, partition.partition_index))
+                tp = (partition.topic, partition.partition_index)
+                notify(tp)
+                if purgatory.is_watched(tp):  # the append may have moved the high watermark
+                    purgatory.check_and_complete(tp)
         acknowledged = self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
         return acknowledged if isinstance(acknowledged, list) else await acknowledged
 
@@ -586,10 +589,11 @@ class ReplicaManager:
     async def _wait_for_high_watermark(self, entries: Sequence[tuple[str, int, Records]],
                                        results: list[PartitionAppendResult], required: dict[TopicPartition, int],
                                        timeout_ms: int) -> list[PartitionAppendResult]:
-        short = await self.produce_purgatory.wait(required, max(timeout_ms, 0) / 1000)
+        errors = await self.produce_purgatory.wait(required, max(timeout_ms, 0) / 1000)
         for (topic, index, _), result in zip(entries, results, strict=True):
-            if (topic, index) in short:
-                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+            error = errors.get((topic, index))
+            if error is not None:
+                result.error_code = error
                 result.info = None
         return results
 
@@ -609,6 +613,8 @@ class ReplicaManager:
         """
         deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
         results, total, any_error = self._read_from_log(params, partitions)
+        if params.is_from_follower:
+            self.update_follower_fetch_state(params, partitions, results)
         if total >= params.min_bytes or any_error or deadline <= time.monotonic() or not partitions:
             return results
         return self._delayed_fetch(params, partitions, deadline)
@@ -640,6 +646,7 @@ class ReplicaManager:
         isolation = params.isolation_level
         min_one_message = not params.hard_max_bytes_limit  # for the first partition that finds data
         hosted = self.partitions
+        broker_id = self.broker_id
         for wanted in partitions:
             partition = hosted.get((wanted.topic, wanted.partition))
             if partition is None:
@@ -647,6 +654,8 @@ class ReplicaManager:
                 any_error = True
                 continue
             fenced = partition.leader_epoch_error(wanted.current_leader_epoch)
+            if fenced is None and partition.leader_id != broker_id:
+                fenced = ErrorCode.NOT_LEADER_OR_FOLLOWER
             if fenced is not None:
                 results.append(read_error(fenced, partition))
                 any_error = True
@@ -684,6 +693,8 @@ class ReplicaManager:
         fenced = partition.leader_epoch_error(current_leader_epoch)
         if fenced is not None:
             return ListOffsetsResult(fenced)
+        if not partition.is_leader:
+            return ListOffsetsResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         found_timestamp, offset, epoch = partition.fetch_offset_for_timestamp(timestamp, isolation_level,
                                                                               from_replica)
         return ListOffsetsResult(ErrorCode.NO_ERROR, found_timestamp, offset, epoch)
@@ -715,6 +726,8 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+        if not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
         log_ = partition.log
         if not log_.config.delete:
             return ErrorCode.POLICY_VIOLATION, -1

@@ -1,0 +1,359 @@
+"""ReplicaFetcherThread: one follower task fetching partitions from one leader broker.
+
+Kafka's ReplicaFetcherThread/AbstractFetcherThread on asyncio: a task that
+sends Fetch requests to the source broker over one
+:class:`~client.async_connection.AsyncBrokerConnection` and appends what comes
+back as follower. Each request:
+
+* is at the highest Fetch version both brokers support (v13+ names topics by
+  id, v15+ carries the replica id in ``replica_state``, with the broker epoch);
+* asks every partition from the follower's log end offset, with the leader
+  epoch the follower knows (the leader fences a stale one) and its log start
+  offset; sessionless (a full fetch every time, KIP-227's epoch -1);
+* long-polls at the leader like a consumer's: ``replica.fetch.wait.max.ms``,
+  ``replica.fetch.min.bytes``, ``replica.fetch.max.bytes`` per partition and
+  ``replica.fetch.response.max.bytes`` per response.
+
+The fetched batches are appended on the append thread (``Log.append_as_follower``:
+offsets and epochs kept, only structure and CRCs checked), then the follower's
+high watermark becomes min(leader's high watermark, own log end offset).
+A partition whose leadership changed since the request went out is skipped.
+
+Errors: OFFSET_OUT_OF_RANGE resets the partition as Kafka does in the simple
+case (the leader's log end below ours: truncate to it; ours below the leader's
+log start: start over there), found with ListOffsets. Other partition errors and
+connection failures back off ``replica.fetch.backoff.ms``. The owner
+(``ReplicaFetcherManager``) cancels the task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+from client.async_connection import AsyncBrokerConnection
+from protocol.errors import ErrorCode
+from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic, ReplicaState
+from protocol.messages.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopic,
+)
+from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from replication.partition import Partition
+from replication.replica_host import BrokerEndpoint, ReplicaHost
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+FETCH_API_KEY = 1
+LIST_OFFSETS_API_KEY = 2
+#: The first Fetch version that names topics by id, and the first with replica_state.
+TOPIC_IDS_MIN_VERSION = 13
+REPLICA_STATE_MIN_VERSION = 15
+#: The newest Fetch this follower speaks: v17 adds only a tagged directory id (KIP-853).
+MAX_FETCH_VERSION = 17
+ZERO_UUID = uuid.UUID(int=0)
+#: Errors that only need a pause and another try (the leader moves, or a LeaderAndIsr is on its way).
+_RETRIABLE = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.LEADER_NOT_AVAILABLE,
+})
+
+
+@dataclass(slots=True)
+class PartitionFetchState:
+    partition: Partition
+    #: The leader epoch the fetcher was started for: a later LeaderAndIsr replaces the state.
+    leader_epoch: int
+    #: monotonic time before which the partition is not fetched (after an error).
+    delayed_until: float = 0.0
+
+
+class ReplicaFetcherThread:
+    def __init__(self, fetcher_id: int, source: BrokerEndpoint, manager: ReplicaHost,
+                 broker_epoch: int = -1) -> None:
+        self.fetcher_id = fetcher_id
+        self.source = source
+        self.manager = manager
+        self.broker_id = manager.broker_id
+        self.broker_epoch = broker_epoch
+        self.config = manager.replication_config
+        self.name = f"ReplicaFetcherThread-{fetcher_id}-{source.broker_id}"
+        self.partitions: dict[TopicPartition, PartitionFetchState] = {}
+        self._changed = asyncio.Event()
+        self._connection: AsyncBrokerConnection | None = None
+        self._task: asyncio.Task[None] | None = None
+        #: Fetch requests answered (tests and diagnostics).
+        self.fetches = 0
+
+    def __repr__(self) -> str:
+        return f"{self.name}(partitions={len(self.partitions)})"
+
+    # -- partitions (event loop) ---------------------------------------------------------
+    def add_partitions(self, partitions: list[Partition]) -> None:
+        for partition in partitions:
+            tp = (partition.topic, partition.partition_index)
+            self.partitions[tp] = PartitionFetchState(partition, partition.leader_epoch)
+        self._changed.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+
+    def remove_partitions(self, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            self.partitions.pop(tp, None)
+
+    @property
+    def idle(self) -> bool:
+        return not self.partitions
+
+    @property
+    def finished(self) -> bool:
+        """The task has ended (or never started)."""
+        return self._task is None or self._task.done()
+
+    def close(self) -> None:
+        """Cancel the task and close the connection (no wait; ``shutdown`` waits)."""
+        if self._task is not None:
+            self._task.cancel()
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    async def shutdown(self) -> None:
+        task = self._task
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    # -- the loop --------------------------------------------------------------------------
+    async def _run(self) -> None:
+        backoff = self.config.replica_fetch_backoff_ms / 1000
+        while True:
+            ready = self._fetchable()
+            if not ready:
+                await self._wait_for_partitions()
+                continue
+            try:
+                connection = await self._connect()
+                request, version, sent = self._build_request(connection, ready)
+                timeout = (self.config.replica_socket_timeout_ms + self.config.replica_fetch_wait_max_ms) / 1000
+                response = await connection.request(request, version=version, timeout=timeout)
+                assert isinstance(response, FetchResponse)
+                self.fetches += 1
+                if response.error_code != ErrorCode.NO_ERROR:
+                    log.info("[%s] fetch answered %s", self.name, _name(response.error_code))
+                    self._delay(list(sent), backoff)
+                    await asyncio.sleep(backoff)
+                    continue
+                await self._process_response(connection, response, sent, backoff)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("[%s] error fetching from broker %d at %s:%d: %s", self.name, self.source.broker_id,
+                         self.source.host, self.source.port, exc)
+                self._disconnect()
+                await asyncio.sleep(backoff)
+
+    def _fetchable(self) -> dict[TopicPartition, PartitionFetchState]:
+        now = time.monotonic()
+        return {tp: state for tp, state in self.partitions.items() if state.delayed_until <= now}
+
+    async def _wait_for_partitions(self) -> None:
+        """Nothing to fetch: wait for a partition to be added or the first delay to end."""
+        self._changed.clear()
+        delays = [s.delayed_until for s in self.partitions.values()]
+        timeout = max(min(delays) - time.monotonic(), 0.001) if delays else None
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    def _delay(self, tps: list[TopicPartition], seconds: float) -> None:
+        until = time.monotonic() + seconds
+        for tp in tps:
+            state = self.partitions.get(tp)
+            if state is not None:
+                state.delayed_until = until
+
+    async def _connect(self) -> AsyncBrokerConnection:
+        connection = self._connection
+        if connection is not None and connection.connected:
+            return connection
+        connection = AsyncBrokerConnection(self.source.host, self.source.port, node_id=self.source.broker_id,
+                                           client_id=f"broker-{self.broker_id}-fetcher-{self.fetcher_id}",
+                                           request_timeout=self.config.replica_socket_timeout_ms / 1000)
+        await connection.connect()
+        self._connection = connection
+        return connection
+
+    def _disconnect(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    # -- requests --------------------------------------------------------------------------
+    def _build_request(self, connection: AsyncBrokerConnection, ready: dict[TopicPartition, PartitionFetchState]
+                       ) -> tuple[FetchRequest, int, dict[TopicPartition, tuple[PartitionFetchState, int]]]:
+        version = connection.version_for(FETCH_API_KEY, max_version=MAX_FETCH_VERSION)
+        if version >= TOPIC_IDS_MIN_VERSION and any(s.partition.topic_id == ZERO_UUID for s in ready.values()):
+            version = TOPIC_IDS_MIN_VERSION - 1  # a partition without a topic id is named
+        config = self.config
+        topics: dict[str, FetchTopic] = {}
+        sent: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
+        for tp, state in ready.items():
+            partition = state.partition
+            log_ = partition.log
+            fetch_offset = log_.log_end_offset
+            topic = topics.get(tp[0])
+            if topic is None:
+                topic = topics[tp[0]] = FetchTopic(topic=tp[0], topic_id=partition.topic_id, partitions=[])
+            topic.partitions.append(FetchPartition(
+                partition=tp[1], current_leader_epoch=state.leader_epoch, fetch_offset=fetch_offset,
+                last_fetched_epoch=-1, log_start_offset=log_.log_start_offset if version >= 5 else -1,
+                partition_max_bytes=config.replica_fetch_max_bytes))
+            sent[tp] = (state, fetch_offset)
+        # Before v15 the replica id is a field of the request; from v15 it is in replica_state.
+        old = version < REPLICA_STATE_MIN_VERSION
+        request = FetchRequest(
+            replica_id=self.broker_id if old else -1,
+            replica_state=ReplicaState() if old else ReplicaState(replica_id=self.broker_id,
+                                                                  replica_epoch=self.broker_epoch),
+            max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=config.replica_fetch_min_bytes,
+            max_bytes=config.replica_fetch_response_max_bytes if version >= 3 else 0x7FFFFFFF, isolation_level=0,
+            session_id=0, session_epoch=-1,
+            topics=list(topics.values()))
+        return request, version, sent
+
+    async def _process_response(self, connection: AsyncBrokerConnection, response: FetchResponse,
+                                sent: dict[TopicPartition, tuple[PartitionFetchState, int]], backoff: float) -> None:
+        names = {state.partition.topic_id: tp[0] for tp, (state, _) in sent.items()}
+        appends: list[tuple[Partition, memoryview | bytes | bytearray, int, int, int, int]] = []
+        errors: list[TopicPartition] = []
+        out_of_range: list[tuple[TopicPartition, PartitionFetchState]] = []
+        for topic in response.responses:
+            name = topic.topic or names.get(topic.topic_id, "")
+            for data in topic.partitions:
+                tp = (name, data.partition_index)
+                entry = sent.get(tp)
+                if entry is None:
+                    continue
+                state, fetch_offset = entry
+                if self.partitions.get(tp) is not state or not self._still_following(state):
+                    continue  # leadership changed while the fetch was out
+                if data.error_code == ErrorCode.NO_ERROR:
+                    records = data.records
+                    if isinstance(records, list | tuple):  # never from a decoder; keep the types honest
+                        records = b"".join(bytes(r) for r in records)  # type: ignore[arg-type]
+                    payload = records if isinstance(records, bytes | bytearray | memoryview) else b""
+                    appends.append((state.partition, payload, fetch_offset, state.leader_epoch,
+                                    data.high_watermark, data.log_start_offset))
+                elif data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    out_of_range.append((tp, state))
+                else:
+                    if data.error_code not in _RETRIABLE:
+                        log.warning("[%s] %s-%d: fetch answered %s", self.name, *tp, _name(data.error_code))
+                    errors.append(tp)
+        if appends:
+            results = await self.manager.append_thread.run(_append_fetched, appends)
+            for (partition, _, _, _, leader_hw, _), appended in zip(appends, results, strict=True):
+                if appended is True:
+                    partition.update_follower_high_watermark(leader_hw)
+                elif isinstance(appended, Exception):
+                    # One partition's bad data (a corrupt batch, a storage error) holds up only it.
+                    tp = (partition.topic, partition.partition_index)
+                    log.error("[%s] %s-%d: append as follower failed: %s", self.name, *tp, appended)
+                    errors.append(tp)
+        if errors:
+            self._delay(errors, backoff)
+        for tp, state in out_of_range:
+            try:
+                await self._handle_out_of_range(connection, tp, state)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("[%s] %s-%d: cannot reset after OFFSET_OUT_OF_RANGE: %s", self.name, *tp, exc)
+                self._delay([tp], backoff)
+
+    def _still_following(self, state: PartitionFetchState) -> bool:
+        partition = state.partition
+        return (not partition.is_leader and partition.leader_epoch == state.leader_epoch
+                and self.manager.partitions.get((partition.topic, partition.partition_index)) is partition)
+
+    async def _handle_out_of_range(self, connection: AsyncBrokerConnection, tp: TopicPartition,
+                                   state: PartitionFetchState) -> None:
+        """Kafka's simple case: our log ends past the leader's (truncate to its end) or before its
+        start (start over at its log start offset)."""
+        leader_end = await self._list_offset(connection, tp, state, LATEST_TIMESTAMP)
+        partition = state.partition
+        if leader_end < partition.log.log_end_offset:
+            target, fully = leader_end, False
+        else:
+            target, fully = await self._list_offset(connection, tp, state, EARLIEST_TIMESTAMP), True
+        if not self._still_following(state) or self.partitions.get(tp) is not state:
+            return
+        await self.manager.append_thread.run(_reset_follower_log, partition, target, fully)
+        log.info("[%s] %s-%d: out of range; %s at offset %d", self.name, *tp,
+                 "restarted" if fully else "truncated", target)
+
+    async def _list_offset(self, connection: AsyncBrokerConnection, tp: TopicPartition,
+                           state: PartitionFetchState, timestamp: int) -> int:
+        version = connection.version_for(LIST_OFFSETS_API_KEY)
+        request = ListOffsetsRequest(replica_id=self.broker_id, topics=[ListOffsetsTopic(name=tp[0], partitions=[
+            ListOffsetsPartition(partition_index=tp[1], current_leader_epoch=state.leader_epoch,
+                                 timestamp=timestamp)])])
+        response = await connection.request(request, version=version)
+        assert isinstance(response, ListOffsetsResponse)
+        answer = response.topics[0].partitions[0]
+        if answer.error_code != ErrorCode.NO_ERROR:
+            raise RuntimeError(f"ListOffsets answered {_name(answer.error_code)}")
+        if version == 0:
+            return answer.old_style_offsets[0] if answer.old_style_offsets else -1
+        return answer.offset
+
+
+def _append_fetched(appends: list[tuple[Partition, memoryview | bytes | bytearray, int, int, int, int]]
+                    ) -> list[bool | Exception]:
+    """Append thread: append each partition's fetched batches as follower, if the partition is
+    still a follower at the epoch the fetch was made for and its log still ends at the fetch
+    offset; then take the leader's log start offset where it is ahead. Per partition: True when
+    done, False when skipped, the exception when the append failed."""
+    done: list[bool | Exception] = []
+    for partition, records, fetch_offset, leader_epoch, _, leader_log_start in appends:
+        log_ = partition.log
+        if partition.is_leader or partition.leader_epoch != leader_epoch or log_.log_end_offset != fetch_offset:
+            done.append(False)
+            continue
+        try:
+            if len(records):
+                log_.append_as_follower(records)
+            if 0 <= leader_log_start and log_.log_start_offset < leader_log_start <= log_.high_watermark:
+                log_.maybe_increment_log_start_offset(leader_log_start, "leader log start offset incremented")
+        except Exception as exc:
+            done.append(exc)
+            continue
+        done.append(True)
+    return done
+
+
+def _reset_follower_log(partition: Partition, target: int, fully: bool) -> None:
+    log_ = partition.log
+    if fully:
+        log_.truncate_fully_and_start_at(target)
+    else:
+        log_.truncate_to(target)
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)

@@ -1,0 +1,31 @@
+"""The broker settings replication runs by (Kafka's names and defaults).
+
+The broker builds one from its config (``replica.*``, ``num.replica.fetchers``);
+a lone broker without ZooKeeper never reads most of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationConfig:
+    #: replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR.
+    replica_lag_time_max_ms: int = 30_000
+    #: num.replica.fetchers: fetcher tasks per source broker.
+    num_replica_fetchers: int = 1
+    #: replica.fetch.wait.max.ms: how long a follower's fetch long-polls at the leader.
+    replica_fetch_wait_max_ms: int = 500
+    #: replica.fetch.min.bytes: what a follower's fetch waits for.
+    replica_fetch_min_bytes: int = 1
+    #: replica.fetch.max.bytes: per partition (the first batch always comes whole, KIP-74).
+    replica_fetch_max_bytes: int = 1_048_576
+    #: replica.fetch.response.max.bytes: per fetch response.
+    replica_fetch_response_max_bytes: int = 10_485_760
+    #: replica.fetch.backoff.ms: the pause after a failed fetch.
+    replica_fetch_backoff_ms: int = 1_000
+    #: replica.socket.timeout.ms: a fetch's request timeout is this plus the wait.
+    replica_socket_timeout_ms: int = 30_000
+    #: The AlterPartition manager's pause before resending after an error.
+    alter_partition_retry_backoff_ms: int = 50
