@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError, TopicCreation, plan_topic_creation
+from controller.admin_zk_client import AdminZkClient
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from coordinator.transaction.transaction_state_manager import transaction_topic_configs
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.cluster.components import AdminZkClient
     from broker.config.dynamic_broker_config import DynamicBrokerConfig
     from broker.metadata_cache import ZkMetadataCache
     from controller.zk.kafka_zk_client import KafkaZkClient
@@ -84,9 +84,7 @@ class ZkTopicAdmin:
     @property
     def client(self) -> AdminZkClient:
         if self._client is None:
-            from broker.cluster.components import build_admin_zk_client
-
-            self._client = build_admin_zk_client(self.zk)
+            self._client = AdminZkClient(self.zk)
         return self._client
 
     def live_brokers(self) -> list[int]:

@@ -35,22 +35,16 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from broker.cluster.components import (
-    AlterPartitionSender,
-    Controller,
-    ReplicaStateChanges,
-    build_alter_partition_manager,
-    build_controller,
-    replication_config,
-)
+from broker.cluster.components import controller_config, replication_config
 from broker.cluster.controlled_shutdown import ControlledShutdownClient
 from broker.cluster.zk_admin import ZK_WRITE_TIMEOUT_S, ZkTopicAdmin
 from broker.config.broker_config import BrokerConfig
 from broker.metadata_cache import ZkMetadataCache
 from broker.metadata_store import new_cluster_id
 from broker.zk_producer_id_manager import ZkProducerIdManager
+from controller.kafka_controller import KafkaController
 from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError
 from controller.zk.zk_data import (
     CONFIG_CHANGE_PREFIX,
@@ -67,6 +61,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
 from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from protocol.messages.update_metadata import UpdateMetadataRequest
+from replication.alter_partition_manager import AlterPartitionManager
 from storage.meta_properties import check_meta_properties
 
 if TYPE_CHECKING:
@@ -117,9 +112,9 @@ class ZkBroker:
             self.metadata_cache.set_topic_configs(topic, configs)
         #: The czxid of /brokers/ids/N: -1 until registered.
         self.broker_epoch = -1
-        self.controller: Controller | None = None
+        self.controller: KafkaController | None = None
         self.config_changes: ZkNodeChangeNotificationListener | None = None
-        self.alter_partition_manager: AlterPartitionSender | None = None
+        self.alter_partition_manager: AlterPartitionManager | None = None
         self._parts: ServerParts | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.producer_ids = ZkProducerIdManager(broker_id, zk)
@@ -180,9 +175,9 @@ class ZkBroker:
         return self._parts
 
     @property
-    def replica_states(self) -> ReplicaStateChanges:
-        """The replica manager's cluster-mode calls (replication.replica_state_changes)."""
-        return cast(ReplicaStateChanges, self.parts.replica_manager)
+    def replica_states(self) -> ReplicaManager:
+        """The replica manager, for its cluster-mode calls (replication.replica_manager_cluster)."""
+        return self.parts.replica_manager
 
     # -- 3. once the listeners are bound ---------------------------------------
     async def startup(self) -> None:
@@ -192,12 +187,14 @@ class ZkBroker:
         self.config_changes = ZkNodeChangeNotificationListener(
             self.zk, CONFIG_CHANGES_PATH, CONFIG_CHANGE_PREFIX, self._on_config_change)
         await self.config_changes.start()
-        self.alter_partition_manager = build_alter_partition_manager(
-            self.config, self.broker_id, lambda: self.broker_epoch, self.controller_node)
+        self.alter_partition_manager = AlterPartitionManager(
+            self.broker_id, lambda: self.broker_epoch, self.controller_node,
+            request_timeout_ms=self.config.controller_socket_timeout_ms)
         states = self.replica_states
         states.set_alter_partition_manager(self.alter_partition_manager)
         states.start_replication()  # ISR expiration, and the fetchers followers need
-        self.controller = build_controller(self.config, self.broker_id, self.zk, lambda: self.broker_epoch)
+        self.controller = KafkaController(controller_config(self.config), self.broker_id, self.zk,
+                                          lambda: self.broker_epoch)
         await self.controller.startup()
 
     def broker_info(self) -> BrokerInfo:
