@@ -36,6 +36,7 @@ def big_cluster() -> Iterator[tuple[Cluster, list[str]]]:
         for broker_id in (1, 2, 3):
             cluster.start(broker_id, wait_registered=False)
         cluster.wait_until_registered([1, 2, 3])
+        cluster.wait_until_serving([1, 2, 3])  # the controller's UpdateMetadata reached each of them
         topics = [unique(f"big{i}") for i in range(TOPICS)]
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_of([1, 2, 3])})
         futures = admin.create_topics([NewTopic(t, num_partitions=PARTITIONS_PER_TOPIC, replication_factor=1)

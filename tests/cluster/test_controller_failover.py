@@ -33,6 +33,9 @@ def restore(cluster: Cluster) -> None:
         if not cluster.broker(broker_id).running:
             cluster.start(broker_id, wait_registered=False)
     cluster.wait_until_registered(cluster.broker_ids, timeout=60.0)
+    # Registered in ZooKeeper is not yet known to the controller: wait until every broker's Metadata
+    # (fed by the controller's UpdateMetadata) names all of them, or the next CreateTopics may see two.
+    cluster.wait_until_serving(cluster.broker_ids, timeout=60.0)
 
 
 def test_sigkill_controller_new_controller_within_session_timeout(cluster3: Cluster) -> None:
