@@ -18,23 +18,26 @@ from collections.abc import Hashable, Iterable
 
 class FetchPurgatory:
     def __init__(self) -> None:
-        self._watchers: dict[Hashable, set[asyncio.Future[None]]] = {}
+        self._watchers: dict[Hashable, set[asyncio.Future[bool]]] = {}
         self._closed = False
 
     async def wait(self, keys: Iterable[Hashable], timeout: float) -> bool:
         """Wait until one of ``keys`` is notified or ``timeout`` passes; True if notified."""
         if timeout <= 0 or self._closed:
             return False
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        # The waiter's result says how it ended: True from notify, False from the timer. One
+        # future and one timer handle: asyncio.wait_for would add a future and callbacks to
+        # every long poll, and followers long-poll once per append.
+        waiter: asyncio.Future[bool] = loop.create_future()
         keys = list(keys)
         for key in keys:
             self._watchers.setdefault(key, set()).add(waiter)
+        timer = loop.call_later(timeout, _end, waiter, False)
         try:
-            await asyncio.wait_for(waiter, timeout)
-            return True
-        except TimeoutError:
-            return False
+            return await waiter
         finally:
+            timer.cancel()
             for key in keys:
                 watchers = self._watchers.get(key)
                 if watchers is not None:
@@ -53,14 +56,17 @@ class FetchPurgatory:
         watchers = self._watchers.pop(key, None)
         if watchers:
             for waiter in watchers:
-                if not waiter.done():
-                    waiter.set_result(None)
+                _end(waiter, True)
 
     def shutdown(self) -> None:
         """Complete every waiting fetch now, so shutdown does not wait out long polls."""
         self._closed = True
         for watchers in self._watchers.values():
             for waiter in watchers:
-                if not waiter.done():
-                    waiter.set_result(None)
+                _end(waiter, True)
         self._watchers.clear()
+
+
+def _end(waiter: asyncio.Future[bool], notified: bool) -> None:
+    if not waiter.done():
+        waiter.set_result(notified)

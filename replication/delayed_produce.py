@@ -58,12 +58,16 @@ class ProducePurgatory:
             self._watchers.setdefault(tp, []).append(delayed)
         for tp in list(required):
             self.check_and_complete(tp)
+        # A timer ends the wait (REQUEST_TIMED_OUT for what is still short): one handle, where
+        # asyncio.wait_for and shield would add two futures to every acks=all produce.
+        timer = None
         try:
             if not delayed.future.done():
-                await asyncio.wait_for(asyncio.shield(delayed.future), timeout)
-        except TimeoutError:
-            pass
+                timer = asyncio.get_running_loop().call_later(max(timeout, 0.0), _time_out, delayed.future)
+                await delayed.future
         finally:
+            if timer is not None:
+                timer.cancel()
             for tp in required:
                 watchers = self._watchers.get(tp)
                 if watchers is not None and delayed in watchers:
@@ -103,3 +107,8 @@ class ProducePurgatory:
                 if not delayed.future.done():
                     delayed.future.set_result(None)
         self._watchers.clear()
+
+
+def _time_out(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

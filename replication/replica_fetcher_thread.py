@@ -14,8 +14,9 @@ back as follower. Each request:
   ``replica.fetch.min.bytes``, ``replica.fetch.max.bytes`` per partition and
   ``replica.fetch.response.max.bytes`` per response.
 
-The fetched batches are appended on the append thread (``Log.append_as_follower``:
-offsets and epochs kept, only structure and CRCs checked), then the follower's
+The fetched batches are appended as follower (``Log.append_as_follower``: offsets
+and epochs kept, only structure and CRCs checked), on the event loop when the
+append cannot block and on the append thread when it can, then the follower's
 high watermark becomes min(leader's high watermark, own log end offset).
 A partition whose leadership changed since the request went out is skipped.
 
@@ -263,7 +264,11 @@ class ReplicaFetcherThread:
                         log.warning("[%s] %s-%d: fetch answered %s", self.name, *tp, _name(data.error_code))
                     errors.append(tp)
         if appends:
-            results = await self.manager.append_thread.run(_append_fetched, appends)
+            # On the event loop while no append can block (the common case: no roll, no flush, and
+            # nothing queued on the append thread to overtake); the rest on the append thread.
+            results = _append_fetched(appends, on_loop=True) if self.manager.append_thread.idle else []
+            if len(results) < len(appends):
+                results += await self.manager.append_thread.run(_append_fetched, appends[len(results):])
             for (partition, _, _, _, leader_hw, _), appended in zip(appends, results, strict=True):
                 if appended is True:
                     partition.update_follower_high_watermark(leader_hw)
@@ -320,12 +325,16 @@ class ReplicaFetcherThread:
         return answer.offset
 
 
-def _append_fetched(appends: list[tuple[Partition, memoryview | bytes | bytearray, int, int, int, int]]
-                    ) -> list[bool | Exception]:
-    """Append thread: append each partition's fetched batches as follower, if the partition is
-    still a follower at the epoch the fetch was made for and its log still ends at the fetch
-    offset; then take the leader's log start offset where it is ahead. Per partition: True when
-    done, False when skipped, the exception when the append failed."""
+def _append_fetched(appends: list[tuple[Partition, memoryview | bytes | bytearray, int, int, int, int]],
+                    on_loop: bool = False) -> list[bool | Exception]:
+    """Append each partition's fetched batches as follower, if the partition is still a
+    follower at the epoch the fetch was made for and its log still ends at the fetch offset;
+    then take the leader's log start offset where it is ahead. Per partition, in order: True
+    when done, False when skipped, the exception when the append failed.
+
+    The append thread's, or ``on_loop``: on the event loop, stopping (a shorter list) at the
+    first partition whose append could block (a roll, a flush, a busy lock, a log start
+    offset to move): that one and the rest are for the append thread."""
     done: list[bool | Exception] = []
     for partition, records, fetch_offset, leader_epoch, _, leader_log_start in appends:
         log_ = partition.log
@@ -333,9 +342,13 @@ def _append_fetched(appends: list[tuple[Partition, memoryview | bytes | bytearra
             done.append(False)
             continue
         try:
-            if len(records):
+            moves_start = 0 <= leader_log_start and log_.log_start_offset < leader_log_start <= log_.high_watermark
+            if on_loop:
+                if moves_start or (len(records) and log_.try_append_as_follower(records) is None):
+                    break
+            elif len(records):
                 log_.append_as_follower(records)
-            if 0 <= leader_log_start and log_.log_start_offset < leader_log_start <= log_.high_watermark:
+            if moves_start:
                 log_.maybe_increment_log_start_offset(leader_log_start, "leader log start offset incremented")
         except Exception as exc:
             done.append(exc)

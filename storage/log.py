@@ -267,23 +267,51 @@ class Log:
         """Append batches replicated from the leader, keeping their offsets and epochs."""
         now = now_ms() if now is None else now
         with self.lock:
-            analyzed = analyze_and_validate(
-                records, self.config, AppendOrigin.REPLICATION, now, self.producer_state, assign_offsets=False
-            )
-            if not analyzed.batches:
-                return analyzed.to_append_info(self.log_start_offset)
-            if analyzed.valid_bytes < len(records):
-                records = memoryview(records)[: analyzed.valid_bytes]
-            first = analyzed.batches[0][1]
-            if first.base_offset < self.log_end_offset:
-                raise UnexpectedAppendOffsetError(
-                    f"{self.name}: follower append starts at {first.base_offset}, below the log end {self.log_end_offset}"
-                )
-            self._append(records, analyzed.batches, now)
-            for _, header in analyzed.batches:
-                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-            self._after_append(analyzed.batches, analyzed.markers)
+            info = self._append_as_follower_locked(records, now, roll_checked=False)
+        assert info is not None
+        return info
+
+    @storage_errors
+    def try_append_as_follower(self, records: bytearray | memoryview | bytes,
+                               now: int | None = None) -> LogAppendInfo | None:
+        """``append_as_follower`` when it cannot block: the lock is free now and the append
+        needs no roll and no ``flush.messages`` flush. None (nothing appended) otherwise: the
+        caller appends on the append thread. For a follower appending on its event loop."""
+        now = now_ms() if now is None else now
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            return self._append_as_follower_locked(records, now, roll_checked=True)
+        finally:
+            self.lock.release()
+
+    def _append_as_follower_locked(self, records: bytearray | memoryview | bytes, now: int,
+                                   roll_checked: bool) -> LogAppendInfo | None:
+        """Under the lock. ``roll_checked``: refuse (None) an append that would roll or flush."""
+        analyzed = analyze_and_validate(
+            records, self.config, AppendOrigin.REPLICATION, now, self.producer_state, assign_offsets=False
+        )
+        if not analyzed.batches:
             return analyzed.to_append_info(self.log_start_offset)
+        if analyzed.valid_bytes < len(records):
+            records = memoryview(records)[: analyzed.valid_bytes]
+        batches = analyzed.batches
+        first, last = batches[0][1], batches[-1][1]
+        if first.base_offset < self.log_end_offset:
+            raise UnexpectedAppendOffsetError(
+                f"{self.name}: follower append starts at {first.base_offset}, below the log end {self.log_end_offset}"
+            )
+        if roll_checked:
+            max_timestamp = last.max_timestamp if len(batches) == 1 else max(h.max_timestamp for _, h in batches)
+            if (last.last_offset + 1 - self.recovery_point >= self.config.flush_messages
+                    or self.active_segment.should_roll(len(records), max_timestamp, last.last_offset, now,
+                                                       self.config)):
+                return None
+        self._append(records, batches, now, roll_checked)
+        for _, header in batches:
+            self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        self._after_append(batches, analyzed.markers)
+        return analyzed.to_append_info(self.log_start_offset)
 
     def append_would_block(self, size: int, max_timestamp: int, last_offset_delta: int, now: int | None = None) -> bool:
         """Whether appending one batch of ``size`` bytes now could fsync: a roll, or a

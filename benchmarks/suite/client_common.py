@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -76,11 +77,17 @@ def machine_busy_s() -> float:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
 
 
+class CpuMeasured(Protocol):
+    """A broker, or several (a cluster), whose CPU seconds so far can be read."""
+
+    def cpu_seconds(self) -> float: ...
+
+
 class OthersMeter:
-    """CPU seconds that neither the broker nor this process used during a ``with`` block:
+    """CPU seconds that neither the broker(s) nor this process used during a ``with`` block:
     the other jobs on this shared machine, a noise figure printed beside the results."""
 
-    def __init__(self, broker: BenchBroker) -> None:
+    def __init__(self, broker: CpuMeasured) -> None:
         self.broker = broker
         self.other_cpu_s = 0.0
 

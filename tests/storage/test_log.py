@@ -188,6 +188,50 @@ def test_follower_append_keeps_offsets_and_epochs(checked_tmp_path) -> None:
     log.close()
 
 
+def test_try_append_as_follower_appends_only_what_cannot_block(checked_tmp_path) -> None:
+    """The event-loop form of a follower append: done when no roll and no flush is due and the
+    lock is free; otherwise nothing happens (None) and the append thread's form does it."""
+    import threading
+
+    first = make_batch(3, timestamp=NOW)
+    log = _open(checked_tmp_path, segment_bytes=len(first) * 2 + 10)
+    info = log.try_append_as_follower(first, now=NOW)
+    assert info is not None and log.log_end_offset == 3
+    second = make_batch(3, timestamp=NOW)
+    patch_base_offset(second, 0, 3)
+    assert log.try_append_as_follower(second, now=NOW) is not None
+    third = make_batch(3, timestamp=NOW)
+    patch_base_offset(third, 0, 6)
+    segments = len(log.segments)
+    assert log.try_append_as_follower(third, now=NOW) is None  # would roll: refused, untouched
+    assert (log.log_end_offset, len(log.segments)) == (6, segments)
+    held, release = threading.Event(), threading.Event()
+
+    def hold_lock() -> None:
+        with log.lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold_lock)
+    holder.start()
+    held.wait(10)
+    try:
+        assert log.try_append_as_follower(third, now=NOW) is None  # the lock is busy: never waits
+    finally:
+        release.set()
+        holder.join(10)
+    log.append_as_follower(third, now=NOW)  # the blocking form rolls
+    assert (log.log_end_offset, len(log.segments)) == (9, segments + 1)
+    assert [offset for offset, _ in _read_all(log)] == [0, 3, 6]  # batch base offsets
+    log.close()
+    flushing = _open(checked_tmp_path / "flush", flush_messages=5)
+    assert flushing.try_append_as_follower(make_batch(3, timestamp=NOW), now=NOW) is not None
+    fourth = make_batch(3, timestamp=NOW)
+    patch_base_offset(fourth, 0, 3)
+    assert flushing.try_append_as_follower(fourth, now=NOW) is None  # flush.messages would flush
+    flushing.close()
+
+
 def test_list_offsets_lookups_match_a_brute_force_scan(checked_tmp_path) -> None:
     rng = random.Random(7)
     log = _open(checked_tmp_path, segment_bytes=3000, index_interval_bytes=200)
