@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -109,6 +109,11 @@ class PartitionStateLike(Protocol):
     def leader_recovery_state(self) -> int: ...
 
 
+def _any_replica_eligible(replica_id: int) -> bool:
+    """A lone broker's partitions, and tests': no metadata cache says otherwise."""
+    return True
+
+
 def _error_name(code: int) -> str:
     try:
         return ErrorCode(code).name
@@ -127,7 +132,8 @@ class Partition:
     __slots__ = (
         '__weakref__', '_hw_lock', 'adding_replicas', 'broker_id', 'isr', 'leader_epoch', 'leader_epoch_start_offset',
         'leader_id', 'leader_recovery_state', 'log', 'partition_epoch', 'partition_index', 'pending_isr',
-        'remote_replicas', 'removing_replicas', 'replica_lag_time_max_ms', 'replicas', 'topic', 'topic_id',
+        'remote_replicas', 'removing_replicas', 'replica_isr_eligible', 'replica_lag_time_max_ms', 'replicas',
+        'topic', 'topic_id',
     )
 
     def __init__(
@@ -158,6 +164,11 @@ class Partition:
         #: The log end offset when this broker became leader at ``leader_epoch`` (None: not leader).
         self.leader_epoch_start_offset: int | None = log.log_end_offset
         self.replica_lag_time_max_ms = DEFAULT_REPLICA_LAG_TIME_MAX_MS
+        #: Whether a follower may join the ISR (Kafka's isReplicaIsrEligible: in ZooKeeper mode, its
+        #: broker is alive in the metadata cache). Only an eligible follower outside the ISR holds
+        #: the high watermark back while it is caught up; a dead one must not, for its last
+        #: caught-up time stays recent for replica.lag.time.max.ms after it died.
+        self.replica_isr_eligible: Callable[[int], bool] = _any_replica_eligible
         #: The followers, as the leader knows them. The dict is replaced whole, never resized, so
         #: the append thread can iterate it while the loop changes leadership.
         self.remote_replicas: dict[int, Replica] = {}
@@ -363,7 +374,8 @@ class Partition:
         for replica_id, replica in remote.items():
             if replica.log_end_offset < new_hw and (
                     replica_id in maximal_isr or (replica.is_caught_up(leader_end, now, lag)
-                                                  and replica_id not in self.removing_replicas)):
+                                                  and replica_id not in self.removing_replicas
+                                                  and self.replica_isr_eligible(replica_id))):
                 new_hw = replica.log_end_offset
         with self._hw_lock:
             before = log_.high_watermark
@@ -398,7 +410,8 @@ class Partition:
         if not self.is_leader or self.pending_isr is not None or replica_id in self.isr:
             return None
         replica = self.remote_replicas.get(replica_id)
-        if replica is None or replica_id in self.removing_replicas or not self.is_follower_in_sync(replica):
+        if (replica is None or replica_id in self.removing_replicas or not self.is_follower_in_sync(replica)
+                or not self.replica_isr_eligible(replica_id)):
             return None
         proposal = LeaderAndIsr(self.broker_id, self.leader_epoch, (*self.isr, replica_id), self.partition_epoch,
                                 self.leader_recovery_state)

@@ -183,6 +183,8 @@ class ReplicaManager(ClusterReplication):
         self.replica_fetcher_manager: ReplicaFetcherManager | None = None
         self.alter_partition_manager: AlterPartitionManager | None = None
         self._isr_expiration: asyncio.Task[None] | None = None
+        #: Cluster mode: which brokers are alive (the metadata cache's view); None: all are.
+        self._isr_eligibility: Callable[[int], bool] | None = None
         #: Serializes LeaderAndIsr and StopReplica: each changes many partitions over several awaits.
         self.state_change_lock = asyncio.Lock()
 

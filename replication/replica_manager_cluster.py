@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
@@ -52,6 +52,7 @@ class ClusterReplication:
     alter_partition_manager: AlterPartitionManager | None
     _isr_expiration: asyncio.Task[None] | None
     state_change_lock: asyncio.Lock
+    _isr_eligibility: Callable[[int], bool] | None
 
     def on_high_watermark_advanced(self, tp: TopicPartition) -> None:
         raise NotImplementedError  # ReplicaManager's
@@ -63,6 +64,16 @@ class ClusterReplication:
     def set_alter_partition_manager(self, manager: AlterPartitionManager) -> None:
         """ISR changes go to the controller through ``manager`` (cluster mode)."""
         self.alter_partition_manager = manager
+
+    def replica_isr_eligible(self, replica_id: int) -> bool:
+        """Whether a follower may join an ISR (and, caught up outside it, hold a high watermark
+        back): Kafka's isReplicaIsrEligible, in ZooKeeper mode its broker being alive."""
+        check = self._isr_eligibility
+        return check is None or check(replica_id)
+
+    def set_isr_eligibility(self, is_alive: Callable[[int], bool]) -> None:
+        """Cluster mode: ``is_alive`` (the metadata cache's) decides ISR eligibility."""
+        self._isr_eligibility = is_alive
 
     def start_replication(self, fetcher_manager: ReplicaFetcherManager | None = None) -> None:
         """Cluster mode: start the ISR expiration task (Kafka's isr-expiration, every half

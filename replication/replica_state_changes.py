@@ -174,6 +174,7 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
                                   NO_EPOCH)
             partition.leader_id = NO_LEADER
             partition.leader_epoch_start_offset = None
+            partition.replica_isr_eligible = manager.replica_isr_eligible
             manager.add_partition(partition)
 
     # 2. Apply the states (event loop, no await).

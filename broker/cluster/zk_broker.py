@@ -192,6 +192,7 @@ class ZkBroker:
             request_timeout_ms=self.config.controller_socket_timeout_ms)
         states = self.replica_states
         states.set_alter_partition_manager(self.alter_partition_manager)
+        states.set_isr_eligibility(self.metadata_cache.has_alive_broker)
         states.start_replication()  # ISR expiration, and the fetchers followers need
         self.controller = KafkaController(controller_config(self.config), self.broker_id, self.zk,
                                           lambda: self.broker_epoch)

@@ -10,6 +10,7 @@ leader down -> a new leader from the ISR, and every acknowledged record is still
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 
@@ -163,3 +164,31 @@ def test_follower_and_leader_failures(cluster3: Cluster) -> None:
     # The old leader rejoins as a follower and catches up.
     cluster3.wait_for(lambda: sorted(isr_in_zookeeper(cluster3, topic, 0)) == [1, 2, 3], CATCH_UP_TIMEOUT_S,
                       "the old leader back in the ISR")
+
+
+def test_a_stopped_follower_does_not_hold_acks_all_back(cluster3: Cluster) -> None:
+    """A follower SIGTERMed leaves the ISR by controlled shutdown; its last caught-up time stays
+    recent for replica.lag.time.max.ms (30 s). Kafka's leader waits for a caught-up follower
+    outside the ISR only while its broker is alive; pafka once waited the 30 s, so the first
+    acks=all produce after the stop timed out and its retry wrote a duplicate."""
+    topic = unique("stopped-follower")
+    create_topic(cluster3, topic, 1, 3, {"min.insync.replicas": "2"})
+    state = cluster3.partition_state(topic, 0)
+    assert state is not None
+    leader = state["leader"]
+    follower = next(b for b in cluster3.topic_assignment(topic)[0] if b != leader)
+    try:
+        assert not produce_confluent(cluster3.bootstrap, topic, range(100)).failed
+        cluster3.terminate(follower)
+        cluster3.wait_for(lambda: follower not in isr_in_zookeeper(cluster3, topic, 0), ISR_CHANGE_TIMEOUT_S,
+                          f"broker {follower} out of the ISR")
+        survivors = cluster3.bootstrap_of(b for b in cluster3.broker_ids if b != follower)
+        started = time.monotonic()
+        outcome = produce_confluent(survivors, topic, range(100, 101), extra={"retries": 0, "request.timeout.ms": 10_000})
+        elapsed = time.monotonic() - started
+        assert not outcome.failed, outcome.failed
+        assert elapsed < 5.0, f"the first acks=all produce after the stop took {elapsed:.1f} s"
+        assert latest_offset(survivors, topic, 0) == 101  # acknowledged once, no retry's duplicate
+    finally:
+        if not cluster3.broker(follower).running:
+            cluster3.start(follower)

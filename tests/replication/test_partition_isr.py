@@ -156,6 +156,32 @@ def test_expand_needs_the_hw_and_the_leader_epoch_start(partition: Partition) ->
     assert partition.isr == [0, 1]
 
 
+def test_only_a_live_follower_outside_the_isr_holds_the_high_watermark(partition: Partition) -> None:
+    """Kafka's maybeIncrementLeaderHW waits for a caught-up follower outside the ISR only when
+    it is ISR-eligible (ZooKeeper mode: its broker alive). A follower that just died stays
+    "caught up" for replica.lag.time.max.ms: without the check every acks=all produce after a
+    broker's SIGTERM waited that long (30 s by default) for its replica."""
+    alive = {0, 1, 2}
+    partition.replica_isr_eligible = alive.__contains__
+    partition.make_leader(State(0, 1, [0, 1, 2]), T0)
+    _append(partition, 4)
+    _fetch(partition, 1, 4, T0 + 1)
+    _fetch(partition, 2, 4, T0 + 1)
+    assert partition.high_watermark == 4
+    # Broker 2 leaves the ISR (controlled shutdown) while it was caught up.
+    partition.make_leader(State(0, 2, [0, 1], partition_epoch=1), T0 + 2)
+    _append(partition, 3)
+    _fetch(partition, 1, 7, T0 + 3)
+    assert partition.high_watermark == 4  # alive and caught up: about to rejoin, so it counts
+    alive.discard(2)  # the metadata cache learns that broker 2 is gone
+    _fetch(partition, 1, 7, T0 + 4)
+    assert partition.high_watermark == 7
+    _fetch(partition, 2, 7, T0 + 5)  # a late fetch from the dead broker: no ISR expansion
+    assert partition.maybe_expand_isr(2) is None
+    alive.add(2)
+    assert partition.maybe_expand_isr(2) == LeaderAndIsr(0, 2, (0, 1, 2), 1)
+
+
 def test_answer_from_an_older_leader_epoch_is_ignored(partition: Partition) -> None:
     partition.make_leader(State(0, 3, [0, 1, 2], partition_epoch=7), T0)
     proposal = partition.maybe_shrink_isr(T0 + LAG + 1)
