@@ -188,15 +188,18 @@ def latency_run(target: Target, s: LatencyScenario) -> dict:
         producer.flush(10)
         if not receiver.wait_for(100, 15.0, warmup=True):
             raise RuntimeError("warm-up records did not reach the consumer in 15 s")
-        with cpu_meter(target) as cpu:
+        with OthersMeter(target) as others, cpu_meter(target) as cpu:
+            client_cpu0 = time.process_time()
             started = time.perf_counter()
             sent, stalled_ms = send_paced(producer, topic, s, pad)
             unflushed = producer.flush(30)
             elapsed = time.perf_counter() - started
+            client_cpu_s = time.process_time() - client_cpu0
         arrived = receiver.wait_for(sent, 15.0)
         missing = sum(1 for seq in range(sent) if seq not in receiver.seen)
         result.update({"sent": sent, "acked": len(produce_ns), "produce_errors": len(failures), "unflushed": unflushed,
                        "missing": missing, "achieved_msgs_s": len(produce_ns) / elapsed, "cpu_s": cpu["cpu_s"],
+                       "client_cpu_s": client_cpu_s, "other_cpu_s": others.other_cpu_s,
                        "client_stalled_ms": stalled_ms, **quantiles_ms(produce_ns, "produce"),
                        **quantiles_ms(receiver.latencies_ns, "e2e")})
         problems = [k for k in ("produce_errors", "unflushed", "missing") if result[k]]
