@@ -31,11 +31,14 @@ def test_a_call_waits_for_zookeeper_to_come_back() -> None:
                 await asyncio.sleep(1.0)
                 assert not create.done()  # waiting for the connection, not failed
                 await asyncio.to_thread(zookeeper.start_server)
-                await asyncio.wait_for(create, 20)
+                # Bounded above the session timeout: a reconnection that reaches the server while it
+                # is still starting waits out kazoo's handshake read (session timeout / hosts, 20 s)
+                # before it tries again, as happened under CI load.
+                await asyncio.wait_for(create, 60)
                 assert await client.get_all_topics() == {"t"}
             finally:
                 await client.close()
-        asyncio.run(asyncio.wait_for(scenario(), 90))
+        asyncio.run(asyncio.wait_for(scenario(), 150))
 
 
 CHILD = r"""
