@@ -408,6 +408,11 @@ def test_transactions_commit_across_brokers(cluster: Cluster) -> None:
     producer.begin_transaction()
     for i in range(30):
         producer.produce(topic, key=b"a", value=b"aborted", partition=i % 3)
+    # Delivered first: the partitions are then registered in this transaction. An abort sent while
+    # AddPartitionsToTxn still retries (CONCURRENT_TRANSACTIONS: the last commit's markers are being
+    # written, each waiting for its RF 3 partition's ISR) finds the coordinator in PrepareCommit, and
+    # Kafka's state machine answers that INVALID_TXN_STATE, fatal for librdkafka; seen under CI load.
+    assert producer.flush(60) == 0
     producer.abort_transaction(60)
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "txn-reader",
                          "isolation.level": "read_committed", "enable.partition.eof": True,
