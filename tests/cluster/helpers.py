@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from client.client import KafkaClient
+from client.errors import KafkaClientError
 from client.metadata import ClusterMetadata
 from protocol.record_batch import LOG_OVERHEAD, parse_batch_header, peek_offset_and_length
 from testing.broker_process import BrokerProcess
@@ -42,6 +43,23 @@ def create_topic(cluster: Cluster, name: str, partitions: int, replication_facto
                      config=dict(configs or {}))
     admin.create_topics([topic], operation_timeout=30)[name].result(timeout=TOPIC_READY_TIMEOUT_S)
     cluster.wait_for_topic(name, partitions, TOPIC_READY_TIMEOUT_S)
+    # ZooKeeper holds the leaders before the controller's UpdateMetadata reaches every broker (as in
+    # Kafka, only the broker that took CreateTopics waits for its own cache): wait for all of them.
+    live = cluster.registered_ids() - set(cluster.paused_ids)
+    for broker_id in sorted(live):
+        broker = cluster.broker(broker_id)
+        if broker.running:
+            cluster.wait_for(lambda b=broker: _knows_topic(b, name, partitions), TOPIC_READY_TIMEOUT_S,
+                             f"broker {broker_id}'s metadata: {name} with {partitions} led partitions")
+
+
+def _knows_topic(broker: BrokerProcess, topic: str, partitions: int) -> bool:
+    try:
+        found = broker_metadata(broker, [topic]).topics.get(topic)
+    except (KafkaClientError, OSError):
+        return False
+    return (found is not None and len(found.partitions) == partitions
+            and all(p.leader >= 0 for p in found.partitions.values()))
 
 
 def broker_metadata(broker: BrokerProcess, topics: Iterable[str] | None) -> ClusterMetadata:
