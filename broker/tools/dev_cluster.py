@@ -11,7 +11,6 @@ lives in a temp dir removed at the end; a ``--data-dir`` given is kept for the n
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import signal
 import subprocess
@@ -26,6 +25,7 @@ from types import FrameType
 
 import click
 
+from broker.tools.child_process import stop_child
 from broker.tools.common import fail
 from broker.tools.local_zookeeper import DEBIAN_ZOOKEEPER_JAR, LocalZooKeeper, ZooKeeperUnavailable
 from broker.tools.local_zookeeper import zookeeper_jar as find_zookeeper_jar
@@ -65,16 +65,8 @@ class DevBroker:
 
     def stop(self) -> None:
         """SIGTERM (controlled shutdown), SIGKILL if it outlives the grace period."""
-        proc = self.process
-        if proc is None or proc.poll() is not None:
-            return
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=BROKER_STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            click.echo(f"broker {self.broker_id} did not stop in {BROKER_STOP_TIMEOUT_S:.0f}s: SIGKILL", err=True)
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=BROKER_STOP_TIMEOUT_S)
+        stop_child(self.process, BROKER_STOP_TIMEOUT_S, lambda: click.echo(
+            f"broker {self.broker_id} did not stop in {BROKER_STOP_TIMEOUT_S:.0f}s: SIGKILL", err=True))
 
 
 @dataclass

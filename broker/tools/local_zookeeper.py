@@ -8,13 +8,13 @@ and is ended by its own PID.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
+
+from broker.tools.child_process import stop_child
 
 DEBIAN_ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 INSTALL_HINT = "apt-get install zookeeper"
@@ -109,12 +109,4 @@ class LocalZooKeeper:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after a grace period; by PID."""
-        proc = self.process
-        if proc is None or proc.poll() is not None:
-            return
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=STOP_TIMEOUT_S)
+        stop_child(self.process, STOP_TIMEOUT_S)
