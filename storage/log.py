@@ -96,6 +96,11 @@ def storage_errors(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _max_timestamp(batches: Sequence[tuple[int, RecordBatchHeader]]) -> int:
+    # A produce request carries one batch per partition: no generator for that case.
+    return batches[-1][1].max_timestamp if len(batches) == 1 else max(h.max_timestamp for _, h in batches)
+
+
 def parse_topic_partition(dir_name: str) -> tuple[str, int]:
     """``my-topic-3`` → ("my-topic", 3); topics may contain dashes, partitions cannot."""
     topic, sep, partition = dir_name.rpartition("-")
@@ -301,12 +306,8 @@ class Log:
             raise UnexpectedAppendOffsetError(
                 f"{self.name}: follower append starts at {first.base_offset}, below the log end {self.log_end_offset}"
             )
-        if roll_checked:
-            max_timestamp = last.max_timestamp if len(batches) == 1 else max(h.max_timestamp for _, h in batches)
-            if (last.last_offset + 1 - self.recovery_point >= self.config.flush_messages
-                    or self.active_segment.should_roll(len(records), max_timestamp, last.last_offset, now,
-                                                       self.config)):
-                return None
+        if roll_checked and self._roll_or_flush_due(len(records), _max_timestamp(batches), last.last_offset, now):
+            return None
         self._append(records, batches, now, roll_checked)
         for _, header in batches:
             self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
@@ -320,22 +321,24 @@ class Log:
         Conservative by construction: it asks the same roll test the append uses.
         """
         now = now_ms() if now is None else now
+        if self.config.log_append_time:  # the append stamps ``now``: roll on what it will write
+            max_timestamp = now
+        return self._roll_or_flush_due(size, max_timestamp, self.log_end_offset + last_offset_delta, now)
+
+    def _roll_or_flush_due(self, size: int, max_timestamp: int, last_offset: int, now: int) -> bool:
+        """An append of ``size`` bytes ending at ``last_offset`` would roll the active segment or
+        reach ``flush.messages``: the roll test the append itself asks."""
         config = self.config
-        last_offset = self.log_end_offset + last_offset_delta
         if last_offset + 1 - self.recovery_point >= config.flush_messages:
             return True
-        if config.log_append_time:  # the append stamps ``now``: roll on what it will write
-            max_timestamp = now
         return self.active_segment.should_roll(size, max_timestamp, last_offset, now, config)
 
     def _append(self, buf: Buffer, batches: Sequence[tuple[int, RecordBatchHeader]], now: int,
                 roll_checked: bool = False) -> None:
         size = batches[-1][0] + batches[-1][1].size_in_bytes - batches[0][0]
         first, last = batches[0][1], batches[-1][1]
-        # A produce request carries one batch per partition: no generator for that case.
-        max_timestamp = last.max_timestamp if len(batches) == 1 else max(h.max_timestamp for _, h in batches)
         segment = self.active_segment
-        if not roll_checked and segment.should_roll(size, max_timestamp, last.last_offset, now, self.config):
+        if not roll_checked and segment.should_roll(size, _max_timestamp(batches), last.last_offset, now, self.config):
             segment = self.roll(first.base_offset, now)
         segment.append(buf, batches)
         self.log_end_offset = last.next_offset
