@@ -179,35 +179,55 @@ def quantiles_ms(values_ns: list[int], prefix: str) -> dict[str, float | None]:
             for name, p in (("50", 50), ("99", 99), ("999", 99.9))}
 
 
+class StampedClients:
+    """A producer of stamped records and the thread receiving them, on one topic, warmed up
+    (connections, metadata and a fetch in flight) before any clock runs. ``stop`` ends the
+    receiving thread."""
+
+    def __init__(self, broker: BenchBroker, topic: str, acks: str) -> None:
+        self.topic = topic
+        #: Produce latencies (send to delivery report) of the measured records.
+        self.produce_ns: list[int] = []
+        self.failures: list[str] = []
+        self.pad = bytes(RECORD_SIZE - STAMP.size)
+        self.receiver = ReceiveThread(broker, topic)
+        self.receiver.start()
+        self.producer = producer_for(broker, acks, self._on_delivery)
+
+    def _on_delivery(self, err, msg) -> None:
+        now = time.perf_counter_ns()
+        if err is not None:
+            self.failures.append(str(err))
+        elif (stamp := STAMP.unpack_from(msg.value()))[0] != WARMUP_SEQ:
+            self.produce_ns.append(now - stamp[1])
+
+    def warm_up(self) -> None:
+        for _ in range(100):
+            self.producer.produce(self.topic, STAMP.pack(WARMUP_SEQ, 0) + self.pad)
+        self.producer.flush(10)
+        if not self.receiver.wait_for(100, 15.0, warmup=True):
+            raise RuntimeError("warm-up records did not reach the consumer in 15 s")
+
+    def stop(self) -> None:
+        if self.receiver.is_alive():
+            self.receiver.stop.set()
+            self.receiver.join(10)
+
+
 def run_once(broker: BenchBroker, s: Scenario) -> dict:
     topic = "lat-" + uuid.uuid4().hex[:12]
     result: dict = {"broker": broker.name, "topic": topic}
-    receiver = None
+    clients = None
     try:
         create_topic(broker.bootstrap, topic, 1)
-        produce_ns: list[int] = []
-        failures: list[str] = []
-
-        def on_delivery(err, msg) -> None:
-            now = time.perf_counter_ns()
-            if err is not None:
-                failures.append(str(err))
-            elif (stamp := STAMP.unpack_from(msg.value()))[0] != WARMUP_SEQ:
-                produce_ns.append(now - stamp[1])
-
-        receiver = ReceiveThread(broker, topic)
-        receiver.start()
-        producer = producer_for(broker, s.acks, on_delivery)
-        pad = bytes(RECORD_SIZE - STAMP.size)
-        for _ in range(100):  # connections, metadata and a fetch in flight before the clock
-            producer.produce(topic, STAMP.pack(WARMUP_SEQ, 0) + pad)
-        producer.flush(10)
-        if not receiver.wait_for(100, 15.0, warmup=True):
-            raise RuntimeError("warm-up records did not reach the consumer in 15 s")
+        clients = StampedClients(broker, topic, s.acks)
+        clients.warm_up()
+        producer, receiver, produce_ns, failures = (clients.producer, clients.receiver, clients.produce_ns,
+                                                    clients.failures)
         with ResourceMeter(broker) as meter, OthersMeter(broker) as others:
             started = time.perf_counter()
             sender = send_paced if s.rate else send_saturated
-            sent, stalled_ms = sender(producer, topic, s, pad)
+            sent, stalled_ms = sender(producer, topic, s, clients.pad)
             unflushed = producer.flush(30)
             elapsed = time.perf_counter() - started
         arrived = receiver.wait_for(sent, 15.0)
@@ -232,9 +252,8 @@ def run_once(broker: BenchBroker, s: Scenario) -> dict:
     except Exception as exc:  # a failed scenario is recorded, never a crash
         result.update(ok=False, error=f"{broker.name}: {type(exc).__name__}: {exc}")
     finally:
-        if receiver is not None and receiver.is_alive():
-            receiver.stop.set()
-            receiver.join(10)
+        if clients is not None:
+            clients.stop()
         gc.collect()
         result["delete_error"] = delete_topic(broker, topic)
     return result

@@ -42,8 +42,8 @@ if not __package__:  # run as a file: imports start at the repository root, not 
 
 from benchmarks.suite.bench_brokers import DEFAULT_PEER_LAUNCHER, BenchBroker, median, proc_cpu_seconds, start_pafka, start_peer
 from benchmarks.suite.client_common import OthersMeter, delete_topic, human, log, markdown_table
-from benchmarks.suite.client_latency import STAMP, WARMUP_SEQ, ReceiveThread, producer_for, quantiles_ms, send_paced
 from benchmarks.suite.client_latency import Scenario as LatencyScenario
+from benchmarks.suite.client_latency import StampedClients, quantiles_ms, send_paced
 from benchmarks.suite.client_throughput import Scenario, build_values, consume_phase, produce_phase, verify
 from client import AdminClient, KafkaClient, NewTopic
 from client.groups import find_coordinator
@@ -166,32 +166,17 @@ def produce_run(target: Target, s: Scenario, values: list[bytes], timeout_s: flo
 def latency_run(target: Target, s: LatencyScenario) -> dict:
     topic = "cl-lat-" + uuid.uuid4().hex[:12]
     result: dict = {"target": target.name, "topic": topic}
-    receiver = None
+    clients = None
     try:
         create_replicated_topic(target, topic, 1)
-        produce_ns: list[int] = []
-        failures: list[str] = []
-
-        def on_delivery(err: object, msg: object) -> None:
-            now = time.perf_counter_ns()
-            if err is not None:
-                failures.append(str(err))
-            elif (stamp := STAMP.unpack_from(msg.value()))[0] != WARMUP_SEQ:  # type: ignore[attr-defined]
-                produce_ns.append(now - stamp[1])
-
-        receiver = ReceiveThread(target.broker, topic)
-        receiver.start()
-        producer = producer_for(target.broker, s.acks, on_delivery)
-        pad = bytes(RECORD_SIZE - STAMP.size)
-        for _ in range(100):  # connections, metadata and a fetch in flight before the clock
-            producer.produce(topic, STAMP.pack(WARMUP_SEQ, 0) + pad)
-        producer.flush(10)
-        if not receiver.wait_for(100, 15.0, warmup=True):
-            raise RuntimeError("warm-up records did not reach the consumer in 15 s")
+        clients = StampedClients(target.broker, topic, s.acks)
+        clients.warm_up()
+        producer, receiver, produce_ns, failures = (clients.producer, clients.receiver, clients.produce_ns,
+                                                    clients.failures)
         with OthersMeter(target) as others, cpu_meter(target) as cpu:
             client_cpu0 = time.process_time()
             started = time.perf_counter()
-            sent, stalled_ms = send_paced(producer, topic, s, pad)
+            sent, stalled_ms = send_paced(producer, topic, s, clients.pad)
             unflushed = producer.flush(30)
             elapsed = time.perf_counter() - started
             client_cpu_s = time.process_time() - client_cpu0
@@ -211,9 +196,8 @@ def latency_run(target: Target, s: LatencyScenario) -> dict:
     except Exception as exc:
         result.update(ok=False, error=f"{target.name}: {type(exc).__name__}: {exc}")
     finally:
-        if receiver is not None and receiver.is_alive():
-            receiver.stop.set()
-            receiver.join(10)
+        if clients is not None:
+            clients.stop()
         gc.collect()
         result["delete_error"] = delete_topic(target.broker, topic)
     return result
