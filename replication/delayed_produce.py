@@ -18,6 +18,7 @@ the high watermark may have moved between the append and the registration.
 from __future__ import annotations
 
 import asyncio
+import bisect
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode
@@ -41,7 +42,8 @@ class DelayedProduce:
 class ProducePurgatory:
     def __init__(self, check: CheckReplicas) -> None:
         self._check = check
-        self._watchers: dict[TopicPartition, list[DelayedProduce]] = {}
+        #: Per partition, (high watermark needed, produce), in order of what they need.
+        self._watchers: dict[TopicPartition, list[tuple[int, DelayedProduce]]] = {}
 
     @property
     def watching(self) -> bool:
@@ -54,8 +56,14 @@ class ProducePurgatory:
         """Wait until every partition is done or ``timeout`` (s) passes; the error of each
         partition not acknowledged (REQUEST_TIMED_OUT for those still short), empty when all were."""
         delayed = DelayedProduce(dict(required))
-        for tp in required:
-            self._watchers.setdefault(tp, []).append(delayed)
+        for tp, needed in required.items():
+            watchers = self._watchers.get(tp)
+            if watchers is None:
+                self._watchers[tp] = [(needed, delayed)]
+            elif watchers[-1][0] <= needed:  # appends to a partition usually register in offset order
+                watchers.append((needed, delayed))
+            else:
+                bisect.insort(watchers, (needed, delayed), key=_needed)
         for tp in list(required):
             self.check_and_complete(tp)
         # A timer ends the wait (REQUEST_TIMED_OUT for what is still short): one handle, where
@@ -68,45 +76,65 @@ class ProducePurgatory:
         finally:
             if timer is not None:
                 timer.cancel()
-            for tp in required:
-                watchers = self._watchers.get(tp)
-                if watchers is not None and delayed in watchers:
-                    watchers.remove(delayed)
-                    if not watchers:
-                        del self._watchers[tp]
+            # Partitions completed were removed by check_and_complete; only the ones still short
+            # (a timeout, a cancelled request) are in the watcher lists.
+            for tp in delayed.required:
+                self._unwatch(tp, delayed)
         errors = dict(delayed.errors)
         for tp in delayed.required:
             errors[tp] = ErrorCode.REQUEST_TIMED_OUT
         return errors
 
     def check_and_complete(self, tp: TopicPartition) -> None:
-        """The high watermark, ISR or leadership of ``tp`` may have changed: complete what it settles."""
+        """The high watermark, ISR or leadership of ``tp`` may have changed: complete what it settles.
+
+        The watchers are in order of the high watermark they need, and a check that is not
+        done without an error (the high watermark is below what it needs) is not done for any
+        later watcher either: the scan stops there, so an append or a follower's fetch costs
+        what it completes, not what waits.
+        """
         watchers = self._watchers.get(tp)
         if not watchers:
             return
-        for delayed in list(watchers):
-            needed = delayed.required.get(tp)
-            if needed is None:
-                continue
-            done, error = self._check(tp, needed)
+        check = self._check
+        settled = 0
+        for needed, delayed in watchers:
+            done, error = check(tp, needed)
             if not done and error == ErrorCode.NO_ERROR:
-                continue
+                break
+            settled += 1
             del delayed.required[tp]
             if error != ErrorCode.NO_ERROR:
                 delayed.errors[tp] = error
-            watchers.remove(delayed)
             if not delayed.required and not delayed.future.done():
                 delayed.future.set_result(None)
+        if settled == len(watchers):
+            del self._watchers[tp]
+        elif settled:
+            del watchers[:settled]
+
+    def _unwatch(self, tp: TopicPartition, delayed: DelayedProduce) -> None:
+        watchers = self._watchers.get(tp)
+        if watchers is None:
+            return
+        for i, (_, watcher) in enumerate(watchers):
+            if watcher is delayed:
+                del watchers[i]
+                break
         if not watchers:
-            self._watchers.pop(tp, None)
+            del self._watchers[tp]
 
     def shutdown(self) -> None:
         """Answer every waiting produce now (with what it has): shutdown does not wait them out."""
         for watchers in self._watchers.values():
-            for delayed in watchers:
+            for _, delayed in watchers:
                 if not delayed.future.done():
                     delayed.future.set_result(None)
         self._watchers.clear()
+
+
+def _needed(entry: tuple[int, DelayedProduce]) -> int:
+    return entry[0]
 
 
 def _time_out(future: asyncio.Future[None]) -> None:
