@@ -20,10 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from protocol.errors import ErrorCode
-
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
-INVALID_SESSION_ID = 0
+from protocol.request_constants import MAX_SESSION_EPOCH
 
 #: (topic name, partition) or, from Fetch v13, (topic id, partition)
 PartitionKey = tuple[object, int]
@@ -116,7 +113,7 @@ class FetchSessionCache:
             raise FetchSessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         if session.epoch != epoch:
             raise FetchSessionError(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
-        session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
+        session.epoch = session.epoch + 1 if session.epoch < MAX_SESSION_EPOCH else 1
         session.last_used = time.monotonic()
         self._sessions.move_to_end(session_id)
         return session

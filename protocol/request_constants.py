@@ -9,6 +9,9 @@ Kafka's:
 - ListOffsets' special ``Timestamp`` values (Kafka's ``ListOffsetsRequest``
   constants): LATEST -1, EARLIEST -2, MAX -3 (KIP-734), EARLIEST_LOCAL -4
   (KIP-405), LATEST_TIERED -5 (KIP-1005), EARLIEST_PENDING_UPLOAD -6 (KIP-1023).
+- Fetch's incremental sessions (KIP-227, Kafka's ``FetchMetadata``): session id 0
+  is no session; epoch 0 (INITIAL) opens one, -1 (FINAL) is a sessionless full
+  fetch that closes the named session, and N > 0 continues one.
 - FindCoordinator's ``KeyType`` (Kafka's ``FindCoordinatorRequest.CoordinatorType``):
   GROUP 0, TRANSACTION 1, SHARE 2 (KIP-932).
 """
@@ -22,13 +25,23 @@ __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_PENDING_UPLOAD_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
+    "FINAL_EPOCH",
+    "INITIAL_EPOCH",
+    "INVALID_SESSION_ID",
     "LATEST_TIERED_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "MAX_SESSION_EPOCH",
     "MAX_TIMESTAMP",
     "READ_COMMITTED",
     "READ_UNCOMMITTED",
     "CoordinatorType",
 ]
+
+INVALID_SESSION_ID: Final = 0
+INITIAL_EPOCH: Final = 0
+FINAL_EPOCH: Final = -1
+#: After this epoch a session's next is 1 (0 would open a new session).
+MAX_SESSION_EPOCH: Final = 2**31 - 1
 
 READ_UNCOMMITTED: Final = 0
 READ_COMMITTED: Final = 1

@@ -31,15 +31,7 @@ import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from broker.fetch_session import (
-    FINAL_EPOCH,
-    INITIAL_EPOCH,
-    INVALID_SESSION_ID,
-    CachedPartition,
-    FetchSession,
-    FetchSessionError,
-    PartitionKey,
-)
+from broker.fetch_session import CachedPartition, FetchSession, FetchSessionError, PartitionKey
 from protocol.buffers import FileRange
 from protocol.errors import CorruptRecordError, ErrorCode
 from protocol.legacy_record import UnsupportedCompressionError, down_convert_fetched
@@ -50,7 +42,7 @@ from protocol.messages.fetch import (
     FetchResponse,
     PartitionData,
 )
-from protocol.request_constants import READ_COMMITTED
+from protocol.request_constants import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, READ_COMMITTED
 from replication.partition import LogReadResult
 from replication.replica_manager import FetchParams
 
@@ -129,13 +121,28 @@ def _resolve_session(broker: BrokerServices, request: FetchRequest, uses_ids: bo
         if existing is None:
             session.partitions[key] = cached
         else:
+            existing.topic = cached.topic
             existing.fetch_offset = cached.fetch_offset
             existing.max_bytes = cached.max_bytes
             existing.current_leader_epoch = cached.current_leader_epoch
             existing.last_fetched_epoch = cached.last_fetched_epoch
             existing.log_start_offset = cached.log_start_offset
     _forgotten(request, uses_ids, session)
+    if uses_ids:
+        _resolve_unknown_names(broker, session)
     return session, list(session.partitions.values()), True
+
+
+def _resolve_unknown_names(broker: BrokerServices, session: FetchSession) -> None:
+    """Name the session's partitions whose topic id was unknown when they joined it (Kafka's
+    ``maybeResolveUnknownName``): a follower learns of a new topic from LeaderAndIsr, and may fetch
+    before this broker's metadata has it. An incremental request does not name such a partition
+    again, so without this it would be answered UNKNOWN_TOPIC_ID for as long as the session lives."""
+    for cached in session.partitions.values():
+        if not cached.topic:
+            meta = broker.metadata.by_id(cached.topic_id)
+            if meta is not None:
+                cached.topic = meta.name
 
 
 def _partition_data(broker: BrokerServices, cached: CachedPartition, result: LogReadResult, isolation: int,
