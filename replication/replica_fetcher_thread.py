@@ -9,7 +9,11 @@ back as follower. Each request:
   id, v15+ carries the replica id in ``replica_state``, with the broker epoch);
 * asks every partition from the follower's log end offset, with the leader
   epoch the follower knows (the leader fences a stale one) and its log start
-  offset; sessionless (a full fetch every time, KIP-227's epoch -1);
+  offset, in an incremental fetch session (KIP-227, ``FetchSessionHandler``):
+  after the first, full request only the partitions whose fetch offset (or
+  epoch, or log start) moved are sent, and the leader answers only partitions
+  with something new, so a follower of dozens of idle partitions (the internal
+  topics') does not encode, read and decode each of them on every round;
 * long-polls at the leader like a consumer's: ``replica.fetch.wait.max.ms``,
   ``replica.fetch.min.bytes``, ``replica.fetch.max.bytes`` per partition and
   ``replica.fetch.response.max.bytes`` per response.
@@ -36,15 +40,23 @@ import uuid
 from dataclasses import dataclass
 
 from client.async_connection import AsyncBrokerConnection
+from client.fetch_session_handler import SESSIONS_MIN_VERSION, FetchRequestData, FetchSessionHandler, SessionPartition
 from protocol.errors import ErrorCode
-from protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic, ReplicaState
+from protocol.messages.fetch import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    ForgottenTopic,
+    ReplicaState,
+)
 from protocol.messages.list_offsets import (
     ListOffsetsPartition,
     ListOffsetsRequest,
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
-from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from protocol.request_constants import EARLIEST_TIMESTAMP, FINAL_EPOCH, INVALID_SESSION_ID, LATEST_TIMESTAMP
 from replication.partition import Partition
 from replication.replica_host import BrokerEndpoint, ReplicaHost
 
@@ -89,6 +101,7 @@ class ReplicaFetcherThread:
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._changed = asyncio.Event()
         self._connection: AsyncBrokerConnection | None = None
+        self._session = FetchSessionHandler()
         self._task: asyncio.Task[None] | None = None
         #: Fetch requests answered (tests and diagnostics).
         self.fetches = 0
@@ -145,11 +158,17 @@ class ReplicaFetcherThread:
                 continue
             try:
                 connection = await self._connect()
-                request, version, sent = self._build_request(connection, ready)
+                request, version, sent, session_data = self._build_request(connection, ready)
                 timeout = (self.config.replica_socket_timeout_ms + self.config.replica_fetch_wait_max_ms) / 1000
-                response = await connection.request(request, version=version, timeout=timeout)
+                try:
+                    response = await connection.request(request, version=version, timeout=timeout)
+                except Exception:
+                    self._session.handle_error()
+                    raise
                 assert isinstance(response, FetchResponse)
                 self.fetches += 1
+                if session_data is not None:
+                    self._session.handle_response(session_data, response.error_code, response.session_id)
                 if response.error_code != ErrorCode.NO_ERROR:
                     log.info("[%s] fetch answered %s", self.name, _name(response.error_code))
                     self._delay(list(sent), backoff)
@@ -203,25 +222,31 @@ class ReplicaFetcherThread:
 
     # -- requests --------------------------------------------------------------------------
     def _build_request(self, connection: AsyncBrokerConnection, ready: dict[TopicPartition, PartitionFetchState]
-                       ) -> tuple[FetchRequest, int, dict[TopicPartition, tuple[PartitionFetchState, int]]]:
+                       ) -> tuple[FetchRequest, int, dict[TopicPartition, tuple[PartitionFetchState, int]],
+                                  FetchRequestData | None]:
+        """The request, its version, every fetched partition with the offset it is fetched from
+        (an incremental answer may carry any of them), and the session's share (None: sessionless)."""
         version = connection.version_for(FETCH_API_KEY, max_version=MAX_FETCH_VERSION)
         if version >= TOPIC_IDS_MIN_VERSION and any(s.partition.topic_id == ZERO_UUID for s in ready.values()):
             version = TOPIC_IDS_MIN_VERSION - 1  # a partition without a topic id is named
         config = self.config
-        topics: dict[str, FetchTopic] = {}
+        max_bytes = config.replica_fetch_max_bytes
+        wanted: dict[TopicPartition, SessionPartition] = {}
         sent: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
         for tp, state in ready.items():
-            partition = state.partition
-            log_ = partition.log
+            log_ = state.partition.log
             fetch_offset = log_.log_end_offset
-            topic = topics.get(tp[0])
-            if topic is None:
-                topic = topics[tp[0]] = FetchTopic(topic=tp[0], topic_id=partition.topic_id, partitions=[])
-            topic.partitions.append(FetchPartition(
-                partition=tp[1], current_leader_epoch=state.leader_epoch, fetch_offset=fetch_offset,
-                last_fetched_epoch=-1, log_start_offset=log_.log_start_offset if version >= 5 else -1,
-                partition_max_bytes=config.replica_fetch_max_bytes))
+            wanted[tp] = SessionPartition(state.partition.topic_id, fetch_offset,
+                                          log_.log_start_offset if version >= 5 else -1, state.leader_epoch, -1,
+                                          max_bytes)
             sent[tp] = (state, fetch_offset)
+        session_data: FetchRequestData | None = None
+        if version >= SESSIONS_MIN_VERSION:
+            session_data = self._session.build(wanted, version >= TOPIC_IDS_MIN_VERSION)
+            to_send, session_id, epoch = session_data.to_send, session_data.session_id, session_data.epoch
+            forgotten = _forgotten_topics(session_data)
+        else:
+            to_send, session_id, epoch, forgotten = wanted, INVALID_SESSION_ID, FINAL_EPOCH, []
         # Before v15 the replica id is a field of the request; from v15 it is in replica_state.
         old = version < REPLICA_STATE_MIN_VERSION
         request = FetchRequest(
@@ -230,9 +255,9 @@ class ReplicaFetcherThread:
                                                                   replica_epoch=self.broker_epoch),
             max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=config.replica_fetch_min_bytes,
             max_bytes=config.replica_fetch_response_max_bytes if version >= 3 else 0x7FFFFFFF, isolation_level=0,
-            session_id=0, session_epoch=-1,
-            topics=list(topics.values()))
-        return request, version, sent
+            session_id=session_id, session_epoch=epoch,
+            topics=_fetch_topics(to_send), forgotten_topics_data=forgotten)
+        return request, version, sent, session_data
 
     async def _process_response(self, connection: AsyncBrokerConnection, response: FetchResponse,
                                 sent: dict[TopicPartition, tuple[PartitionFetchState, int]], backoff: float) -> None:
@@ -355,6 +380,29 @@ def _append_fetched(appends: list[tuple[Partition, memoryview | bytes | bytearra
             continue
         done.append(True)
     return done
+
+
+def _fetch_topics(partitions: dict[TopicPartition, SessionPartition]) -> list[FetchTopic]:
+    topics: dict[str, FetchTopic] = {}
+    for (name, index), p in partitions.items():
+        topic = topics.get(name)
+        if topic is None:
+            topic = topics[name] = FetchTopic(topic=name, topic_id=p.topic_id, partitions=[])
+        topic.partitions.append(FetchPartition(
+            partition=index, current_leader_epoch=p.current_leader_epoch, fetch_offset=p.fetch_offset,
+            last_fetched_epoch=p.last_fetched_epoch, log_start_offset=p.log_start_offset,
+            partition_max_bytes=p.max_bytes))
+    return list(topics.values())
+
+
+def _forgotten_topics(session_data: FetchRequestData) -> list[ForgottenTopic]:
+    topics: dict[str, ForgottenTopic] = {}
+    for (name, index), topic_id in session_data.to_forget.items():
+        topic = topics.get(name)
+        if topic is None:
+            topic = topics[name] = ForgottenTopic(topic=name, topic_id=topic_id, partitions=[])
+        topic.partitions.append(index)
+    return list(topics.values())
 
 
 def _reset_follower_log(partition: Partition, target: int, fully: bool) -> None:

@@ -158,6 +158,8 @@ class KafkaServer:
         self.versions: set[tuple[int, int]] = set()
         #: API key → the highest version advertised (an older broker).
         self.max_versions: dict[int, int] = {}
+        #: Every Fetch request served, decoded, in order.
+        self.fetch_requests: list[Any] = []
 
     async def start(self) -> int:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -198,6 +200,7 @@ class KafkaServer:
                 key.max_version = min(key.max_version, self.max_versions.get(key.api_key, key.max_version))
             return response
         if api_key == 1:
+            self.fetch_requests.append(body)
             return fetch_handler.handle(ctx, self.services, body)  # type: ignore[arg-type]
         if api_key == 2:
             return list_offsets_handler.handle(ctx, self.services, body)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.fetch_session import FetchSessionCache
 from protocol.errors import ErrorCode
 from protocol.messages.stop_replica import StopReplicaPartitionState, StopReplicaRequest, StopReplicaTopicState
 from replication.replica_manager import FetchParams, PartitionAppendResult, ReplicaManager
@@ -326,5 +327,70 @@ def test_an_older_leader_is_fetched_from_at_its_highest_fetch_version(tmp_path: 
         fp = follower.rm.get_partition(*TP)
         assert fp is not None and fp.log_end_offset == 7
         assert {v for k, v in leader.server.versions if k == 1} == {fetch_version}
+
+    _run(tmp_path, scenario)
+
+
+def test_a_follower_fetches_in_an_incremental_session(tmp_path: Path) -> None:
+    """KIP-227 between brokers: once the session is open, a follower's request names only the
+    partitions whose fetch offset moved; a session the leader lost is opened again."""
+    partitions = 8
+
+    async def scenario(cluster: Cluster) -> None:
+        leader, follower = await cluster.start(0), await cluster.start(1)
+        for p in range(partitions):
+            request = cluster.controller.leader_and_isr(1, TOPIC, cluster.topic_id, p, [0, 1], cluster.ports)
+            for node in (leader, follower):
+                await node.rm.become_leader_or_follower(request)
+
+        async def produce(p: int, count: int) -> None:
+            outcome = leader.rm.append_records([(TOPIC, p, make_batch(count))], -1, 5000)
+            results = outcome if isinstance(outcome, list) else await outcome
+            assert results[0].error_code == ErrorCode.NO_ERROR
+
+        for p in range(partitions):
+            await produce(p, 2)
+        requests = leader.server.fetch_requests
+        mark = len(requests)
+        for _ in range(3):
+            await produce(5, 4)
+        incremental = requests[mark:]
+        named = [{(t.topic_id, q.partition) for t in r.topics for q in t.partitions} for r in incremental]
+        assert incremental and all(r.session_id != 0 and r.session_epoch > 0 for r in incremental)
+        assert all(n <= {(cluster.topic_id, 5)} for n in named) and any(named)
+        # The leader forgets every session (as a full cache evicts one): the follower's next request
+        # is answered FETCH_SESSION_ID_NOT_FOUND, and it starts over with a full one.
+        mark = len(requests)
+        leader.server.services.fetch_sessions = FetchSessionCache(100)
+        await produce(2, 3)
+        restarted = requests[mark:]
+        assert any(r.session_epoch == 0 and sum(len(t.partitions) for t in r.topics) == partitions
+                   for r in restarted)
+        await produce(6, 1)
+        for p in range(partitions):
+            lp, fp = leader.rm.get_partition(TOPIC, p), follower.rm.get_partition(TOPIC, p)
+            assert lp is not None and fp is not None
+            await _until(lambda f=fp, lead=lp: f.log_end_offset == lead.log_end_offset, f"{TOPIC}-{p} replicated")
+            assert _batches(fp.log) == _batches(lp.log)
+
+    _run(tmp_path, scenario)
+
+
+def test_a_session_opened_before_the_leader_knew_the_topic_id_heals(tmp_path: Path) -> None:
+    """LeaderAndIsr can reach a follower before UpdateMetadata reaches its leader: the follower's
+    first fetch names a topic id the leader does not know yet (UNKNOWN_TOPIC_ID). The session keeps
+    the partition, and once the leader's metadata has the topic its incremental fetches read it."""
+    async def scenario(cluster: Cluster) -> None:
+        leader, follower = await cluster.start(0), await cluster.start(1)
+        known = leader.server.services.metadata.topics
+        hidden = known.pop(TOPIC)
+        await cluster.elect([0, 1])
+        await _until(lambda: len(leader.server.fetch_requests) >= 2, "the follower's fetches")
+        assert leader.server.fetch_requests[-1].session_epoch > 0  # the session is open
+        known[TOPIC] = hidden
+        result = await _produce(leader.rm, 5, timeout_ms=5000)
+        assert result.error_code == ErrorCode.NO_ERROR
+        fp = follower.rm.get_partition(*TP)
+        assert fp is not None and fp.log_end_offset == 5
 
     _run(tmp_path, scenario)
