@@ -52,8 +52,9 @@ from replication.partition_state import (
 from replication.replica import Replica
 from storage.log import FetchIsolation, Log, now_ms
 from storage.log_append import AppendOrigin, LogAppendInfo
-from storage.log_segment import FetchDataInfo
+from storage.log_segment import FetchDataInfo, LogOffsetMetadata
 from storage.producer_state import SENTINEL_GUARD, VerificationGuard
+from storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -393,7 +394,11 @@ class Partition:
             return False
         previous_end = replica.log_end_offset
         replica.update_fetch_state(fetch_offset, follower_log_start_offset, now, leader_end_offset, broker_epoch)
-        if previous_end != replica.log_end_offset or replica_id in self.maximal_isr:
+        # A follower whose log end moved may move the high watermark, and so may one whose log end
+        # is above it (what held it back may be gone: a dead broker's replica no longer counts).
+        # A follower at the high watermark cannot: an idle partition's fetch costs no scan.
+        end = replica.log_end_offset
+        if previous_end != end or end > self.log.high_watermark:
             return self.maybe_increment_high_watermark(now)
         return False
 
@@ -509,12 +514,18 @@ class Partition:
         log_start = log_.log_start_offset
         leo = log_.log_end_offset
         if not fetch_only_committed:
-            isolation = FetchIsolation.LOG_END
+            isolation, upper = FetchIsolation.LOG_END, leo
         elif isolation_level == READ_COMMITTED:
-            isolation = FetchIsolation.TXN_COMMITTED  # also collects the aborted transactions
+            isolation, upper = FetchIsolation.TXN_COMMITTED, lso  # also collects the aborted transactions
         else:
-            isolation = FetchIsolation.HIGH_WATERMARK
-        info = log_.read(fetch_offset, max_bytes, min_one_message=min_one_message, isolation=isolation)
+            isolation, upper = FetchIsolation.HIGH_WATERMARK, hw
+        if fetch_offset == upper:
+            # Nothing to read yet (a caught-up follower or consumer; most partitions of a long poll):
+            # the log's read would find the same without its layers.
+            aborted: list[AbortedTxn] | None = [] if isolation is FetchIsolation.TXN_COMMITTED else None
+            info = FetchDataInfo(LogOffsetMetadata(fetch_offset), None, aborted_transactions=aborted)
+        else:
+            info = log_.read(fetch_offset, max_bytes, min_one_message=min_one_message, isolation=isolation)
         return LogReadResult(ErrorCode.NO_ERROR, info, hw, lso, log_start, leo)
 
     def legacy_fetch_offsets_for_timestamp(self, timestamp: int, max_num_offsets: int,

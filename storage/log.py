@@ -424,9 +424,12 @@ class Log:
         Raises OffsetOutOfRangeError outside [logStartOffset, logEndOffset].
         """
         if isolation is not None and max_offset is None:
-            max_offset = {FetchIsolation.LOG_END: self.log_end_offset,
-                          FetchIsolation.HIGH_WATERMARK: self.high_watermark,
-                          FetchIsolation.TXN_COMMITTED: self.last_stable_offset}[isolation]
+            if isolation is FetchIsolation.LOG_END:
+                max_offset = self.log_end_offset
+            elif isolation is FetchIsolation.HIGH_WATERMARK:
+                max_offset = self.high_watermark
+            else:
+                max_offset = self.last_stable_offset
         info = self._read(offset, max_bytes, max_offset, min_one_message)
         if isolation is FetchIsolation.TXN_COMMITTED:
             upper = info.next_offset if info.next_offset is not None else self.log_end_offset
