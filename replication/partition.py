@@ -30,8 +30,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from protocol.errors import ErrorCode
 from protocol.record_batch import last_offset_delta_and_timestamps
@@ -59,12 +58,12 @@ from storage.transaction_index import AbortedTxn
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class LogReadResult:
+class LogReadResult(NamedTuple):
     """What a fetch of one partition found, with the offsets the response reports.
 
     ``info`` is None when the read failed (``error_code`` says why); the offsets
     are then the partition's current ones, or -1 when it is not hosted here.
+    A named tuple: a fetch makes one per partition it names, most of them empty.
     """
 
     error_code: int

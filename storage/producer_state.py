@@ -204,8 +204,10 @@ class ProducerStateManager:
 
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest transaction that is undecided or not yet replicated."""
-        candidates = [min(txns) for txns in (self.ongoing_txns, self.unreplicated_txns) if txns]
-        return min(candidates) if candidates else None
+        ongoing, unreplicated = self.ongoing_txns, self.unreplicated_txns
+        if not ongoing:  # every read asks (for the LSO): no transaction open is the common case
+            return min(unreplicated) if unreplicated else None
+        return min(min(ongoing), min(unreplicated)) if unreplicated else min(ongoing)
 
     def last_stable_offset(self, completed: CompletedTxn) -> int:
         """The LSO once ``completed`` has its marker: the next undecided transaction's start, if any."""
