@@ -18,24 +18,26 @@ from collections.abc import Hashable, Iterable
 
 class FetchPurgatory:
     def __init__(self) -> None:
-        self._watchers: dict[Hashable, set[asyncio.Future[bool]]] = {}
+        self._watchers: dict[Hashable, set[_Waiter]] = {}
         self._closed = False
 
-    async def wait(self, keys: Iterable[Hashable], timeout: float) -> bool:
-        """Wait until one of ``keys`` is notified or ``timeout`` passes; True if notified."""
+    async def wait(self, keys: Iterable[Hashable], timeout: float) -> list[Hashable]:
+        """Wait until one of ``keys`` is notified or ``timeout`` passes: the keys notified
+        meanwhile (at least one), or an empty list when the wait ran out."""
         if timeout <= 0 or self._closed:
-            return False
+            return []
         loop = asyncio.get_running_loop()
-        # The waiter's result says how it ended: True from notify, False from the timer. One
-        # future and one timer handle: asyncio.wait_for would add a future and callbacks to
-        # every long poll, and followers long-poll once per append.
-        waiter: asyncio.Future[bool] = loop.create_future()
+        # One future and one timer handle: asyncio.wait_for would add a future and callbacks to
+        # every long poll, and followers long-poll once per append. Every key notified before the
+        # waiter resumes is recorded, so the fetch can read just those partitions again.
+        waiter = _Waiter(loop.create_future())
         keys = list(keys)
         for key in keys:
             self._watchers.setdefault(key, set()).add(waiter)
-        timer = loop.call_later(timeout, _end, waiter, False)
+        timer = loop.call_later(timeout, _end, waiter.future)
         try:
-            return await waiter
+            await waiter.future
+            return waiter.notified
         finally:
             timer.cancel()
             for key in keys:
@@ -56,17 +58,28 @@ class FetchPurgatory:
         watchers = self._watchers.pop(key, None)
         if watchers:
             for waiter in watchers:
-                _end(waiter, True)
+                waiter.notified.append(key)
+                _end(waiter.future)
 
     def shutdown(self) -> None:
         """Complete every waiting fetch now, so shutdown does not wait out long polls."""
         self._closed = True
         for watchers in self._watchers.values():
             for waiter in watchers:
-                _end(waiter, True)
+                _end(waiter.future)
         self._watchers.clear()
 
 
-def _end(waiter: asyncio.Future[bool], notified: bool) -> None:
-    if not waiter.done():
-        waiter.set_result(notified)
+class _Waiter:
+    """One parked fetch: its future, and the keys notified since it parked."""
+
+    __slots__ = ("future", "notified")
+
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self.future = future
+        self.notified: list[Hashable] = []
+
+
+def _end(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -29,7 +29,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -630,13 +630,31 @@ class ReplicaManager(ClusterReplication):
         them, or a notify could fall in the gap and the fetch sleep out its wait.
         """
         keys = [(p.topic, p.partition) for p in partitions]
+        results, total, any_error = self._read_from_log(params, partitions)
         while True:
-            results, total, any_error = self._read_from_log(params, partitions)
             remaining = deadline - time.monotonic()
             if total >= params.min_bytes or any_error or remaining <= 0:
                 return results
-            if not await self.fetch_purgatory.wait(keys, remaining):
+            notified = await self.fetch_purgatory.wait(keys, remaining)
+            if not notified:
                 return self._read_from_log(params, partitions)[0]
+            if total:
+                results, total, any_error = self._read_from_log(params, partitions)
+            else:
+                total, any_error = self._read_again(params, partitions, keys, notified, results)
+
+    def _read_again(self, params: FetchParams, partitions: Sequence[FetchPartition], keys: list[TopicPartition],
+                    notified: list[Hashable], results: list[LogReadResult]) -> tuple[int, bool]:
+        """Read only the partitions an append (or a high watermark move) touched since the last
+        read found nothing anywhere; the others' results stand. With nothing found before, the
+        byte budget is untouched, so these reads answer what a read of every partition would,
+        and a follower parked on dozens of idle partitions wakes to read one."""
+        touched = set(notified)
+        indexes = [i for i, key in enumerate(keys) if key in touched]
+        fresh, total, any_error = self._read_from_log(params, [partitions[i] for i in indexes])
+        for i, result in zip(indexes, fresh, strict=True):
+            results[i] = result
+        return total, any_error
 
     def _read_from_log(self, params: FetchParams, partitions: Sequence[FetchPartition]
                        ) -> tuple[list[LogReadResult], int, bool]:

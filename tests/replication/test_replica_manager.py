@@ -121,3 +121,43 @@ def test_fetch_is_fenced_by_leader_epoch(tmp_path: Path) -> None:
         partition.log.close()
 
     asyncio.run(scenario())
+
+
+def test_a_woken_fetch_reads_again_every_partition_appended_to_and_only_those(tmp_path: Path) -> None:
+    """A fetch parked on many idle partitions wakes to read the ones appended to since it parked:
+    both, when two appends land before it runs; the others keep their (empty) first answer."""
+    async def scenario() -> None:
+        manager, partition, executor = _manager(tmp_path, [0])
+        others = []
+        for index in (1, 2, 3):
+            log = Log.open(tmp_path / f"t-{index}", LogConfig(), had_clean_shutdown=True)
+            other = Partition("t", index, partition.topic_id, log, 0, [0])
+            manager.partitions[("t", index)] = other
+            others.append(other)
+        params = FetchParams(replica_id=-1, max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20, isolation_level=0)
+        wanted = [_Wanted("t", index, 0) for index in range(4)]
+        parked = manager.fetch_messages(params, wanted)
+        assert not isinstance(parked, list)
+        task = asyncio.ensure_future(parked)  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        reads: list[int] = []
+        read = manager._read_from_log
+
+        def counting(p: FetchParams, partitions: list[_Wanted]) -> object:
+            reads.append(len(partitions))
+            return read(p, partitions)  # type: ignore[arg-type]
+
+        manager._read_from_log = counting  # type: ignore[assignment, method-assign]
+        for index in (1, 3):  # both land before the parked fetch runs again
+            appended = manager.append_records([("t", index, make_batch(2 + index))], 1, 1000)
+            assert isinstance(appended, list)
+        results = await asyncio.wait_for(task, 2)
+        assert reads == [2]  # one read, of the two partitions appended to
+        sizes = [0 if r.info is None else r.info.size for r in results]
+        assert sizes[0] == sizes[2] == 0 and sizes[1] > 0 and sizes[3] > 0
+        assert [r.high_watermark for r in results] == [0, 3, 0, 5]
+        executor.shutdown()
+        for p in (partition, *others):
+            p.log.close()
+
+    asyncio.run(scenario())
