@@ -5,8 +5,17 @@ parks it in a purgatory keyed by partition and completes it when an append to
 one of its partitions (or a high-watermark move) could satisfy it; it must not
 simply sleep out the wait, or end-to-end latency becomes half the wait.
 
+What can satisfy a fetch depends on who fetches, as in Kafka's DelayedFetch: a
+follower reads to the log end, so only an append brings it bytes; a consumer
+reads to the high watermark (or the last stable offset), so only a move of that
+does. Each waits on its own side: an acks=all append wakes the followers and not
+the consumers (whose read would stop at the unmoved high watermark), and the high
+watermark's move then wakes the consumers and not the followers (who have those
+bytes already; Kafka's followers learn the high watermark with their next data).
+``notify`` wakes both: a leadership change ends every wait.
+
 Appends finish on the event loop (the append thread's future resolves there),
-so ``notify`` and ``wait`` never race: between a fetch's read and its
+so notifications and ``wait`` never race: between a fetch's read and its
 registration there is no await.
 """
 
@@ -18,12 +27,15 @@ from collections.abc import Hashable, Iterable
 
 class FetchPurgatory:
     def __init__(self) -> None:
-        self._watchers: dict[Hashable, set[_Waiter]] = {}
+        #: Fetches bound by the log end (followers) and by the high watermark (consumers).
+        self._log_end: dict[Hashable, set[_Waiter]] = {}
+        self._high_watermark: dict[Hashable, set[_Waiter]] = {}
         self._closed = False
 
-    async def wait(self, keys: Iterable[Hashable], timeout: float) -> list[Hashable]:
+    async def wait(self, keys: Iterable[Hashable], timeout: float, to_log_end: bool = False) -> list[Hashable]:
         """Wait until one of ``keys`` is notified or ``timeout`` passes: the keys notified
-        meanwhile (at least one), or an empty list when the wait ran out."""
+        meanwhile (at least one), or an empty list when the wait ran out. ``to_log_end``: the
+        fetch reads to the log end (a follower's), else to the high watermark."""
         if timeout <= 0 or self._closed:
             return []
         loop = asyncio.get_running_loop()
@@ -31,9 +43,10 @@ class FetchPurgatory:
         # every long poll, and followers long-poll once per append. Every key notified before the
         # waiter resumes is recorded, so the fetch can read just those partitions again.
         waiter = _Waiter(loop.create_future())
+        side = self._log_end if to_log_end else self._high_watermark
         keys = list(keys)
         for key in keys:
-            self._watchers.setdefault(key, set()).add(waiter)
+            side.setdefault(key, set()).add(waiter)
         timer = loop.call_later(timeout, _end, waiter.future)
         try:
             await waiter.future
@@ -41,33 +54,49 @@ class FetchPurgatory:
         finally:
             timer.cancel()
             for key in keys:
-                watchers = self._watchers.get(key)
+                watchers = side.get(key)
                 if watchers is not None:
                     watchers.discard(waiter)
                     if not watchers:
-                        del self._watchers[key]
+                        del side[key]
 
     @property
     def watching(self) -> bool:
         """Some fetch is waiting (appends skip notifying when none is)."""
-        return bool(self._watchers)
+        return bool(self._log_end) or bool(self._high_watermark)
+
+    def notify_log_end(self, key: Hashable) -> None:
+        """An append to ``key``: the fetches reading to the log end may now find bytes."""
+        _wake(self._log_end, key)
+
+    def notify_high_watermark(self, key: Hashable) -> None:
+        """``key``'s high watermark (or last stable offset) moved: consumers may now find bytes."""
+        _wake(self._high_watermark, key)
 
     def notify(self, key: Hashable) -> None:
-        if not self._watchers:  # every appended partition notifies; usually nobody waits
-            return
-        watchers = self._watchers.pop(key, None)
-        if watchers:
-            for waiter in watchers:
-                waiter.notified.append(key)
-                _end(waiter.future)
+        """Something else changed for ``key`` (leadership, an append whose effect on the high
+        watermark is not known here): every fetch waiting on it reads again."""
+        _wake(self._log_end, key)
+        _wake(self._high_watermark, key)
 
     def shutdown(self) -> None:
         """Complete every waiting fetch now, so shutdown does not wait out long polls."""
         self._closed = True
-        for watchers in self._watchers.values():
-            for waiter in watchers:
-                _end(waiter.future)
-        self._watchers.clear()
+        for side in (self._log_end, self._high_watermark):
+            for watchers in side.values():
+                for waiter in watchers:
+                    _end(waiter.future)
+            side.clear()
+
+
+def _wake(side: dict[Hashable, set[_Waiter]], key: Hashable) -> None:
+    if not side:  # every appended partition notifies; usually nobody waits
+        return
+    watchers = side.pop(key, None)
+    if watchers:
+        for waiter in watchers:
+            waiter.notified.append(key)
+            _end(waiter.future)
 
 
 class _Waiter:

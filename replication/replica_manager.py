@@ -500,21 +500,25 @@ class ReplicaManager(ClusterReplication):
             if not partition.reserve_append(records, now):
                 break
             reserved += 1
-        # Nothing can start waiting while these appends run: skip notify when nobody waits.
-        notify = self.fetch_purgatory.notify if self.fetch_purgatory.watching else None
+        # Nothing can start waiting while these appends run: skip notifying when nobody waits.
+        fetches = self.fetch_purgatory if self.fetch_purgatory.watching else None
         purgatory = self.produce_purgatory
         done = 0
         try:
             for i, partition, records in appends[:reserved]:
                 done += 1
+                high_watermark = partition.high_watermark
                 try:
                     info = partition.append_reserved(records, origin, now, None if plan is None else plan.guard_of(i))
                 except _APPEND_EXCEPTIONS as exc:
                     results[i] = self._append_failed(partition, exc)
                     continue
                 results[i] = PartitionAppendResult(ErrorCode.NO_ERROR, info, None)
-                if notify is not None:
-                    notify((partition.topic, partition.partition_index))
+                if fetches is not None:
+                    tp = (partition.topic, partition.partition_index)
+                    fetches.notify_log_end(tp)
+                    if partition.high_watermark != high_watermark:  # a lone in-sync replica's append
+                        fetches.notify_high_watermark(tp)
                 if purgatory.watching and purgatory.is_watched((partition.topic, partition.partition_index)):
                     purgatory.check_and_complete((partition.topic, partition.partition_index))
         finally:
@@ -602,7 +606,7 @@ class ReplicaManager(ClusterReplication):
     def on_high_watermark_advanced(self, tp: TopicPartition) -> None:
         """A partition's high watermark moved (a follower caught up): complete what waits on it."""
         self.produce_purgatory.check_and_complete(tp)
-        self.fetch_purgatory.notify(tp)
+        self.fetch_purgatory.notify_high_watermark(tp)
 
     # -- fetch ------------------------------------------------------------
     def fetch_messages(self, params: FetchParams, partitions: Sequence[FetchPartition]
@@ -635,7 +639,7 @@ class ReplicaManager(ClusterReplication):
             remaining = deadline - time.monotonic()
             if total >= params.min_bytes or any_error or remaining <= 0:
                 return results
-            notified = await self.fetch_purgatory.wait(keys, remaining)
+            notified = await self.fetch_purgatory.wait(keys, remaining, to_log_end=params.is_from_follower)
             if not notified:
                 return self._read_from_log(params, partitions)[0]
             if total:

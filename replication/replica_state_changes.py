@@ -206,6 +206,7 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
             if not was_leader:
                 manager.fire_leadership_change(tp[0], tp[1], True)
             manager.on_high_watermark_advanced(tp)
+            manager.fetch_purgatory.notify(tp)  # a new epoch: every parked fetch reads again
         else:
             if fetchers is not None:
                 fetchers.remove_fetcher_for_partitions([tp])

@@ -161,3 +161,50 @@ def test_a_woken_fetch_reads_again_every_partition_appended_to_and_only_those(tm
             p.log.close()
 
     asyncio.run(scenario())
+
+
+def test_an_append_wakes_followers_and_a_high_watermark_move_wakes_consumers(tmp_path: Path) -> None:
+    """Kafka's DelayedFetch: a follower reads to the log end, a consumer to the high watermark.
+    An acks=all append wakes the follower's long poll and leaves the consumer's parked (its read
+    would stop at the same high watermark); the high watermark's move wakes the consumer and not
+    a follower that already has the bytes."""
+    async def scenario() -> None:
+        manager, partition, executor = _manager(tmp_path, [0, 1])
+        reads: list[str] = []
+        read = manager._read_from_log
+
+        def counting(p: FetchParams, partitions: list[_Wanted]) -> object:
+            reads.append("follower" if p.is_from_follower else "consumer")
+            return read(p, partitions)  # type: ignore[arg-type]
+
+        manager._read_from_log = counting  # type: ignore[assignment, method-assign]
+        consumer = FetchParams(replica_id=-1, max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20, isolation_level=0)
+        follower = FetchParams(replica_id=1, max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20, isolation_level=0)
+        consumer_task = asyncio.ensure_future(manager.fetch_messages(consumer, [_Wanted("t", 0, 0)]))  # type: ignore[arg-type]
+        follower_task = asyncio.ensure_future(manager.fetch_messages(follower, [_Wanted("t", 0, 0)]))  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        reads.clear()
+        produce = asyncio.ensure_future(manager.append_records([("t", 0, make_batch(3))], -1, 5000))  # type: ignore[arg-type]
+        fetched = await asyncio.wait_for(follower_task, 1)
+        assert fetched[0].info is not None and fetched[0].info.size > 0
+        await asyncio.sleep(0.05)
+        assert reads == ["follower"]  # the consumer was not woken to read nothing
+        assert not consumer_task.done() and not produce.done()
+        # The follower fetches again from the log end (3): the high watermark moves to 3 and the
+        # consumer wakes with the records.
+        follower_again = asyncio.ensure_future(manager.fetch_messages(follower, [_Wanted("t", 0, 3)]))  # type: ignore[arg-type]
+        assert partition.high_watermark == 3
+        consumed = await asyncio.wait_for(consumer_task, 1)
+        assert consumed[0].info is not None and consumed[0].info.size > 0 and consumed[0].high_watermark == 3
+        assert (await asyncio.wait_for(produce, 1))[0].error_code == ErrorCode.NO_ERROR
+        await asyncio.sleep(0.05)
+        # Another high watermark notification (an ISR change, say) leaves the parked follower be.
+        reads.clear()
+        manager.on_high_watermark_advanced(("t", 0))
+        await asyncio.sleep(0.05)
+        assert reads == [] and not follower_again.done()
+        follower_again.cancel()
+        executor.shutdown()
+        partition.log.close()
+
+    asyncio.run(scenario())
