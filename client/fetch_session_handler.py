@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from protocol.errors import ErrorCode
 from protocol.request_constants import INITIAL_EPOCH, INVALID_SESSION_ID, MAX_SESSION_EPOCH
@@ -31,9 +32,9 @@ TopicPartition = tuple[str, int]
 SESSIONS_MIN_VERSION = 7
 
 
-@dataclass(frozen=True, slots=True)
-class SessionPartition:
-    """What one partition of a fetch asks: the fields whose change the broker must hear of."""
+class SessionPartition(NamedTuple):
+    """What one partition of a fetch asks: the fields whose change the broker must hear of.
+    (A named tuple: each round makes and compares one per partition fetched.)"""
 
     topic_id: uuid.UUID
     fetch_offset: int
