@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from broker.config.config_def import ConfigValueError
@@ -35,6 +35,41 @@ class AdminError(Exception):
         super().__init__(message)
         self.error_code = error_code
         self.message = message
+
+
+def check_partition_increase(topic: TopicMetadata, total: int, assignments: list[list[int]] | None,
+                             registered: Collection[int]) -> int:
+    """Kafka's checks of a CreatePartitions request (its messages), for the lone broker and the
+    cluster alike; returns the replication factor the new partitions take (the topic's)."""
+    current = topic.partition_count
+    if total < current:
+        raise AdminError(ErrorCode.INVALID_PARTITIONS,
+                         f"The topic {topic.name} currently has {current} partition(s); {total} would not be an "
+                         "increase.")
+    if total == current:
+        raise AdminError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+    rf = len(next(iter(topic.partitions.values()))) if topic.partitions else 1
+    if assignments is None:
+        return rf
+    if len(assignments) != total - current:
+        raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                         f"Attempted to add {total - current} additional partition(s), but only "
+                         f"{len(assignments)} assignment(s) were specified.")
+    for replicas in assignments:
+        if len(replicas) != rf:
+            raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                             f"The manual partition assignment includes a partition with {len(replicas)} "
+                             f"replica(s), but this is not consistent with previous partitions, which have "
+                             f"{rf} replica(s).")
+        unknown = [b for b in replicas if b not in registered]
+        if unknown:
+            raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                             f"The manual partition assignment includes broker {unknown[0]}, but no such "
+                             "broker is registered.")
+        if len(set(replicas)) != len(replicas):
+            raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                             "The manual partition assignment includes the broker more than once.")
+    return rf
 
 
 def validate_topic_name(name: str) -> None:
@@ -208,35 +243,11 @@ class AdminManager:
         topic = self.metadata.get(name)
         if topic is None:
             raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-        current = topic.partition_count
-        if total < current:
-            raise AdminError(ErrorCode.INVALID_PARTITIONS,
-                             f"The topic {name} currently has {current} partition(s); {total} would not be an "
-                             "increase.")
-        if total == current:
-            raise AdminError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
         brokers = self.live_brokers
-        rf = len(topic.partitions[0]) if topic.partitions else 1
+        rf = check_partition_increase(topic, total, assignments, brokers)
+        current = topic.partition_count
         if assignments is None:
             return {p: [brokers[(p + r) % len(brokers)] for r in range(rf)] for p in range(current, total)}
-        if len(assignments) != total - current:
-            raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                             f"Attempted to add {total - current} additional partition(s), but only "
-                             f"{len(assignments)} assignment(s) were specified.")
-        for replicas in assignments:
-            if len(replicas) != rf:
-                raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                                 f"The manual partition assignment includes a partition with {len(replicas)} "
-                                 f"replica(s), but this is not consistent with previous partitions, which have "
-                                 f"{rf} replica(s).")
-            unknown = [b for b in replicas if b not in brokers]
-            if unknown:
-                raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                                 f"The manual partition assignment includes broker {unknown[0]}, but no such "
-                                 "broker is registered.")
-            if len(set(replicas)) != len(replicas):
-                raise AdminError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                                 "The manual partition assignment includes the broker more than once.")
         return {current + i: list(replicas) for i, replicas in enumerate(assignments)}
 
     def create_partitions(self, name: str, total: int, validate_only: bool,

@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.admin_manager import AdminError, TopicCreation, plan_topic_creation
+from broker.admin_manager import AdminError, TopicCreation, check_partition_increase, plan_topic_creation
 from controller.admin_zk_client import AdminZkClient
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from coordinator.transaction.transaction_state_manager import transaction_topic_configs
@@ -191,27 +191,10 @@ class ZkTopicAdmin:
         topic = self.cache.get(name)
         if topic is None:
             return AdminResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-        current = topic.partition_count
-        if total < current:
-            return AdminResult(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {current} "
-                                                             f"partition(s); {total} would not be an increase.")
-        if total == current:
-            return AdminResult(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
-        if assignments is not None:
-            if len(assignments) != total - current:
-                return AdminResult(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                                   f"Attempted to add {total - current} additional partition(s), but only "
-                                   f"{len(assignments)} assignment(s) were specified.")
-            live = self.live_brokers()
-            for replicas in assignments:
-                unknown = [b for b in replicas if b not in live]
-                if unknown:
-                    return AdminResult(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                                       f"The manual partition assignment includes broker {unknown[0]}, but no "
-                                       "such broker is registered.")
-                if len(set(replicas)) != len(replicas):
-                    return AdminResult(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                                       "The manual partition assignment includes the broker more than once.")
+        try:
+            check_partition_increase(topic, total, assignments, self.live_brokers())
+        except AdminError as exc:
+            return AdminResult(exc.error_code, exc.message)
         try:
             await self.client.add_partitions(name, total, assignments, validate_only=validate_only)
         except Exception as exc:

@@ -30,7 +30,12 @@ from client.connection import BrokerConnection
 from protocol.config_types import ConfigSource
 from protocol.errors import ErrorCode
 from protocol.messages.api_versions import ApiVersionsRequest
-from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic
+from protocol.messages.create_partitions import (
+    CreatePartitionsAssignment,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
+)
 from protocol.messages.create_topics import (
     CreatableTopic,
     CreatableTopicConfig,
@@ -288,6 +293,18 @@ def test_partitions_added_through_any_broker(cluster: Cluster) -> None:
     shrink = request(cluster.brokers[2], CreatePartitionsRequest(
         topics=[CreatePartitionsTopic(name=topic, count=4, assignments=None)], timeout_ms=30000), version=3)
     assert shrink.results[0].error_code == ErrorCode.INVALID_PARTITIONS
+    # A manual assignment must keep the topic's replication factor (2), as Kafka checks.
+    uneven = request(cluster.brokers[2], CreatePartitionsRequest(topics=[CreatePartitionsTopic(
+        name=topic, count=7, assignments=[CreatePartitionsAssignment(broker_ids=[1, 2, 3])])], timeout_ms=30000),
+        version=3)
+    assert uneven.results[0].error_code == ErrorCode.INVALID_REPLICATION_ASSIGNMENT
+    assert "not consistent with previous partitions" in (uneven.results[0].error_message or "")
+    manual = request(cluster.brokers[2], CreatePartitionsRequest(topics=[CreatePartitionsTopic(
+        name=topic, count=7, assignments=[CreatePartitionsAssignment(broker_ids=[3, 1])])], timeout_ms=30000),
+        version=3)
+    assert manual.results[0].error_code == ErrorCode.NO_ERROR, manual.results[0].error_message
+    placed = wait_for("the seventh partition everywhere", lambda: agreed_leaders(cluster.all, topic, 7, 2))
+    assert list(placed[6][2]) == [3, 1]
 
 
 def test_dynamic_broker_configs_live_in_zookeeper(cluster: Cluster) -> None:
