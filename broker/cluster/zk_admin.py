@@ -193,11 +193,8 @@ class ZkTopicAdmin:
             return AdminResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         try:
             check_partition_increase(topic, total, assignments, self.live_brokers())
-        except AdminError as exc:
-            return AdminResult(exc.error_code, exc.message)
-        try:
             await self.client.add_partitions(name, total, assignments, validate_only=validate_only)
-        except Exception as exc:
+        except Exception as exc:  # an AdminError of the checks carries its code and message too
             return _error_of(exc)
         return OK
 
