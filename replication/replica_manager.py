@@ -514,13 +514,13 @@ class ReplicaManager(ClusterReplication):
                     results[i] = self._append_failed(partition, exc)
                     continue
                 results[i] = PartitionAppendResult(ErrorCode.NO_ERROR, info, None)
+                tp = (partition.topic, partition.partition_index)
                 if fetches is not None:
-                    tp = (partition.topic, partition.partition_index)
                     fetches.notify_log_end(tp)
                     if partition.high_watermark != high_watermark:  # a lone in-sync replica's append
                         fetches.notify_high_watermark(tp)
-                if purgatory.watching and purgatory.is_watched((partition.topic, partition.partition_index)):
-                    purgatory.check_and_complete((partition.topic, partition.partition_index))
+                if purgatory.watching and purgatory.is_watched(tp):
+                    purgatory.check_and_complete(tp)
         finally:
             for _, partition, _ in appends[done:reserved]:  # only after an unexpected error
                 partition.release_reserved()
