@@ -49,6 +49,7 @@ from replication.partition_state import (
     PendingShrinkIsr,
 )
 from replication.replica import Replica
+from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from storage.log import FetchIsolation, Log, now_ms
 from storage.log_append import AppendOrigin, LogAppendInfo
 from storage.log_segment import FetchDataInfo, LogOffsetMetadata
@@ -72,6 +73,9 @@ class LogReadResult(NamedTuple):
     last_stable_offset: int
     log_start_offset: int
     log_end_offset: int
+    #: KIP-320: (epoch, end offset) where the fetcher's log diverges from this one, when its
+    #: last fetched epoch says so; the read then carries no records.
+    diverging_epoch: tuple[int, int] | None = None
 
 
 #: No leader (Kafka's LeaderAndIsr.NoLeader).
@@ -274,6 +278,40 @@ class Partition:
         if current_leader_epoch < self.leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH
         return ErrorCode.UNKNOWN_LEADER_EPOCH
+
+    # -- leader epochs (KIP-101, KIP-279, KIP-320) ------------------------------------------
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int,
+                                     fetch_only_from_leader: bool = True) -> tuple[int, int, int]:
+        """OffsetsForLeaderEpoch on this replica: (error, epoch, end offset) of the largest epoch at
+        most ``leader_epoch`` in the log, and where the epoch after it starts (the log end for the
+        latest); (NO_ERROR, -1, -1) when the log knows no such epoch. The caller's current leader
+        epoch is fenced as a fetch's is, and only the leader answers unless told otherwise."""
+        fenced = self.leader_epoch_error(current_leader_epoch)
+        if fenced is None and fetch_only_from_leader and self.leader_id != self.broker_id:
+            fenced = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if fenced is not None:
+            return fenced, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        found = self.log.end_offset_for_epoch(leader_epoch)
+        if found is None:
+            return ErrorCode.NO_ERROR, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        return ErrorCode.NO_ERROR, found[0], found[1]
+
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        """KIP-320, at the leader: a fetcher whose last fetched epoch this log does not have up to
+        ``fetch_offset`` has diverged; answer the largest epoch both may share and where it ends,
+        so the fetcher truncates there (Kafka's validateFetchOffsetAndMaybeGetDivergingEpoch)."""
+        found = self.log.end_offset_for_epoch(last_fetched_epoch)
+        epoch, end_offset = found if found is not None else (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        if epoch < last_fetched_epoch or end_offset < fetch_offset:
+            return epoch, end_offset
+        return None
+
+    def diverged_read(self, fetch_offset: int, diverging: tuple[int, int]) -> LogReadResult:
+        """A fetch's answer when the fetcher's log diverged: no records, the divergence point."""
+        log_ = self.log
+        info = FetchDataInfo(LogOffsetMetadata(fetch_offset), None)
+        return LogReadResult(ErrorCode.NO_ERROR, info, log_.high_watermark, log_.last_stable_offset,
+                             log_.log_start_offset, log_.log_end_offset, diverging)
 
     # -- append -------------------------------------------------------------------
     def isr_too_small(self) -> str:

@@ -40,6 +40,7 @@ import uuid
 from dataclasses import dataclass
 
 from client.async_connection import AsyncBrokerConnection
+from client.errors import NoCompatibleVersionError
 from client.fetch_session_handler import SESSIONS_MIN_VERSION, FetchRequestData, FetchSessionHandler, SessionPartition
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import (
@@ -56,6 +57,12 @@ from protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
+from protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
 from protocol.request_constants import EARLIEST_TIMESTAMP, FINAL_EPOCH, INVALID_SESSION_ID, LATEST_TIMESTAMP
 from replication.partition import Partition
 from replication.replica_host import BrokerEndpoint, ReplicaHost
@@ -70,6 +77,9 @@ TOPIC_IDS_MIN_VERSION = 13
 REPLICA_STATE_MIN_VERSION = 15
 #: The newest Fetch this follower speaks: v17 adds only a tagged directory id (KIP-853).
 MAX_FETCH_VERSION = 17
+#: The first Fetch version whose leader checks the follower's last fetched epoch (KIP-320).
+TRUNCATION_ON_FETCH_MIN_VERSION = 12
+OFFSET_FOR_LEADER_EPOCH_API_KEY = 23
 ZERO_UUID = uuid.UUID(int=0)
 #: Errors that only need a pause and another try (the leader moves, or a LeaderAndIsr is on its way).
 _RETRIABLE = frozenset({
@@ -86,6 +96,11 @@ class PartitionFetchState:
     leader_epoch: int
     #: monotonic time before which the partition is not fetched (after an error).
     delayed_until: float = 0.0
+    #: Kafka's Truncating state: a leader too old to answer a fetch's last fetched epoch (below
+    #: Fetch v12) is asked OffsetForLeaderEpoch first, and the log truncated where it says.
+    truncating: bool = True
+    #: The leader answered that it knows none of our epochs: fetch without the epoch check.
+    epoch_unknown_to_leader: bool = False
 
 
 class ReplicaFetcherThread:
@@ -158,6 +173,11 @@ class ReplicaFetcherThread:
                 continue
             try:
                 connection = await self._connect()
+                if any(state.truncating for state in ready.values()):
+                    await self._truncate_before_fetching(connection, ready)
+                    ready = {tp: state for tp, state in ready.items() if not state.truncating}
+                    if not ready:
+                        continue
                 request, version, sent, session_data = self._build_request(connection, ready)
                 timeout = (self.config.replica_socket_timeout_ms + self.config.replica_fetch_wait_max_ms) / 1000
                 try:
@@ -231,14 +251,17 @@ class ReplicaFetcherThread:
             version = TOPIC_IDS_MIN_VERSION - 1  # a partition without a topic id is named
         config = self.config
         max_bytes = config.replica_fetch_max_bytes
+        epochs_checked = version >= TRUNCATION_ON_FETCH_MIN_VERSION and not config.truncate_to_high_watermark_only
         wanted: dict[TopicPartition, SessionPartition] = {}
         sent: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
         for tp, state in ready.items():
             log_ = state.partition.log
             fetch_offset = log_.log_end_offset
+            # KIP-320: the epoch of our last batch lets the leader tell us where we diverged.
+            last_epoch = log_.latest_epoch if epochs_checked and not state.epoch_unknown_to_leader else None
             wanted[tp] = SessionPartition(state.partition.topic_id, fetch_offset,
-                                          log_.log_start_offset if version >= 5 else -1, state.leader_epoch, -1,
-                                          max_bytes)
+                                          log_.log_start_offset if version >= 5 else -1, state.leader_epoch,
+                                          -1 if last_epoch is None else last_epoch, max_bytes)
             sent[tp] = (state, fetch_offset)
         session_data: FetchRequestData | None = None
         if version >= SESSIONS_MIN_VERSION:
@@ -265,6 +288,7 @@ class ReplicaFetcherThread:
         appends: list[tuple[Partition, memoryview | bytes | bytearray, int, int, int, int]] = []
         errors: list[TopicPartition] = []
         out_of_range: list[tuple[TopicPartition, PartitionFetchState]] = []
+        diverged: list[tuple[TopicPartition, PartitionFetchState, int, int]] = []
         for topic in response.responses:
             name = topic.topic or names.get(topic.topic_id, "")
             for data in topic.partitions:
@@ -276,6 +300,10 @@ class ReplicaFetcherThread:
                 if self.partitions.get(tp) is not state or not self._still_following(state):
                     continue  # leadership changed while the fetch was out
                 if data.error_code == ErrorCode.NO_ERROR:
+                    divergence = data.diverging_epoch
+                    if divergence.epoch >= 0 or divergence.end_offset >= 0:
+                        diverged.append((tp, state, divergence.epoch, divergence.end_offset))
+                        continue
                     records = data.records
                     if isinstance(records, list | tuple):  # never from a decoder; keep the types honest
                         records = b"".join(bytes(r) for r in records)  # type: ignore[arg-type]
@@ -304,6 +332,14 @@ class ReplicaFetcherThread:
                     errors.append(tp)
         if errors:
             self._delay(errors, backoff)
+        for tp, state, epoch, end_offset in diverged:
+            try:
+                await self._truncate(tp, state, epoch, end_offset)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("[%s] %s-%d: truncation to the leader's epoch %d failed: %s", self.name, *tp, epoch, exc)
+                self._delay([tp], backoff)
         for tp, state in out_of_range:
             try:
                 await self._handle_out_of_range(connection, tp, state)
@@ -312,6 +348,92 @@ class ReplicaFetcherThread:
             except Exception as exc:
                 log.info("[%s] %s-%d: cannot reset after OFFSET_OUT_OF_RANGE: %s", self.name, *tp, exc)
                 self._delay([tp], backoff)
+
+    # -- truncation by leader epoch (KIP-101, KIP-279, KIP-320) -------------------------------
+    async def _truncate(self, tp: TopicPartition, state: PartitionFetchState, leader_epoch: int,
+                        leader_end_offset: int) -> bool:
+        """Truncate to where the leader says its ``leader_epoch`` ends (Kafka's
+        getOffsetTruncationState); True when the logs now agree. When we do not know that epoch,
+        we cut to the end of the largest one we know below it and the next fetch (or request)
+        asks again with that: each round moves down an epoch until both agree (KIP-279)."""
+        partition = state.partition
+        log_ = partition.log
+        end = log_.log_end_offset
+        complete = True
+        if leader_end_offset < 0:
+            # The leader knows none of our epochs: the high watermark is all that is safe, and
+            # fetching carries on without the epoch check (else the same answer would come back).
+            target = min(log_.high_watermark, end)
+            state.epoch_unknown_to_leader = True
+        else:
+            ours = log_.end_offset_for_epoch(leader_epoch)
+            if ours is None:
+                # Our log has no epoch at or below the leader's: everything past its end goes.
+                target = min(leader_end_offset, end)
+            elif ours[0] != leader_epoch:
+                target, complete = min(ours[1], end), False
+            else:
+                target = min(ours[1], leader_end_offset, end)
+        if not self._still_following(state) or self.partitions.get(tp) is not state:
+            return False
+        truncated = await self.manager.append_thread.run(log_.truncate_to, target)
+        if truncated:
+            log.info("[%s] %s-%d: truncated to offset %d (leader epoch %d ends at %d there)%s", self.name, *tp,
+                     target, leader_epoch, leader_end_offset, "" if complete else "; asking again")
+        return complete
+
+    async def _truncate_before_fetching(self, connection: AsyncBrokerConnection,
+                                        ready: dict[TopicPartition, PartitionFetchState]) -> None:
+        """Kafka's Truncating state, for a leader that cannot check a fetch's last fetched epoch
+        (below Fetch v12): ask OffsetForLeaderEpoch for our latest epoch's end and truncate there.
+        A leader that answers the check in Fetch (and the test switch) needs none of this."""
+        config = self.config
+        version = connection.version_for(FETCH_API_KEY, max_version=MAX_FETCH_VERSION)
+        truncating = {tp: state for tp, state in ready.items() if state.truncating}
+        if version >= TRUNCATION_ON_FETCH_MIN_VERSION or config.truncate_to_high_watermark_only:
+            for state in truncating.values():
+                state.truncating = False
+            return
+        asked: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
+        for tp, state in truncating.items():
+            epoch = state.partition.log.latest_epoch
+            if epoch is None:  # nothing to compare: Kafka truncates such a log to its high watermark
+                await self._truncate(tp, state, -1, -1)
+                state.epoch_unknown_to_leader = False
+                state.truncating = False
+            else:
+                asked[tp] = (state, epoch)
+        if not asked:
+            return
+        try:
+            api_version = connection.version_for(OFFSET_FOR_LEADER_EPOCH_API_KEY)
+        except NoCompatibleVersionError:
+            api_version = -1
+        if api_version < 0:  # a leader without leader epochs at all: the old way
+            for tp, (state, _) in asked.items():
+                await self._truncate(tp, state, -1, -1)
+                state.truncating = False
+            return
+        request = OffsetForLeaderEpochRequest(replica_id=self.broker_id, topics=[
+            OffsetForLeaderTopic(topic=name, partitions=[OffsetForLeaderPartition(
+                partition=index, current_leader_epoch=state.leader_epoch, leader_epoch=epoch)])
+            for (name, index), (state, epoch) in asked.items()])
+        response = await connection.request(request, version=api_version)
+        assert isinstance(response, OffsetForLeaderEpochResponse)
+        backoff = config.replica_fetch_backoff_ms / 1000
+        for topic in response.topics:
+            for answer in topic.partitions:
+                tp = (topic.topic, answer.partition)
+                entry = asked.get(tp)
+                if entry is None:
+                    continue
+                state = entry[0]
+                if answer.error_code != ErrorCode.NO_ERROR:
+                    log.info("[%s] %s-%d: OffsetForLeaderEpoch answered %s", self.name, *tp,
+                             _name(answer.error_code))
+                    self._delay([tp], backoff)
+                elif await self._truncate(tp, state, answer.leader_epoch, answer.end_offset):
+                    state.truncating = False
 
     def _still_following(self, state: PartitionFetchState) -> bool:
         partition = state.partition

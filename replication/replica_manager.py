@@ -684,6 +684,12 @@ class ReplicaManager(ClusterReplication):
                 results.append(read_error(fenced, partition))
                 any_error = True
                 continue
+            if wanted.last_fetched_epoch >= 0:
+                diverging = partition.diverging_epoch(wanted.fetch_offset, wanted.last_fetched_epoch)
+                if diverging is not None:  # answered at once, with no records (KIP-320)
+                    results.append(partition.diverged_read(wanted.fetch_offset, diverging))
+                    any_error = True
+                    continue
             limit = min(wanted.max_bytes, max(max_bytes - total, 0))
             try:
                 result = partition.read_records(wanted.fetch_offset, limit, isolation,
@@ -709,6 +715,15 @@ class ReplicaManager(ClusterReplication):
             return read_error(ErrorCode.OFFSET_OUT_OF_RANGE, partition)
 
     # -- offsets, records and producers -------------------------------------
+    def last_offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
+                                     leader_epoch: int) -> tuple[int, int, int]:
+        """OffsetsForLeaderEpoch at the leader: (error, epoch, end offset), see
+        ``Partition.last_offset_for_leader_epoch``. UNKNOWN_TOPIC_OR_PARTITION when not hosted."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+        return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+
     def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int, isolation_level: int,
                                    current_leader_epoch: int, from_replica: bool) -> ListOffsetsResult:
         partition = self.partitions.get(tp)

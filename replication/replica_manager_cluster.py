@@ -171,8 +171,8 @@ class ClusterReplication:
         now = now_ms()
         replica_id = params.replica_id
         for wanted, result in zip(partitions, results, strict=True):
-            if result.info is None:
-                continue
+            if result.info is None or result.diverging_epoch is not None:
+                continue  # a diverged follower's fetch offset is not in this log: it truncates first
             tp = (wanted.topic, wanted.partition)
             partition = self.partitions.get(tp)
             if partition is None:

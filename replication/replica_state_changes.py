@@ -19,11 +19,11 @@ appends:
    on a partition that is now a follower are answered NOT_LEADER_OR_FOLLOWER.
    From here an append queued as leader finds the partition a follower and is
    refused;
-3. followers are truncated (append thread): to the high watermark, Kafka's
-   behaviour before KIP-101. ``follower_truncation_offset`` is the one place
-   that decides; leader-epoch truncation (OffsetForLeaderEpoch) replaces it
-   (issue 18). New leaders record their epoch's start offset (their log end
-   at the election) in the leader epoch cache, as Kafka's makeLeader does;
+3. new leaders record their epoch's start offset (their log end at the
+   election) in the leader epoch cache, as Kafka's makeLeader does (append
+   thread). Followers are not truncated here: each fetcher truncates its
+   partition where the leader's epochs say the logs diverge (KIP-101, KIP-279,
+   KIP-320; ``ReplicaFetcherThread``);
 4. the followers' fetchers start from their log end offsets (event loop).
 
 Requests are handled one at a time (``ReplicaManager.state_change_lock``).
@@ -101,12 +101,6 @@ def _leader_and_isr_response(by_topic_id: bool, errors: dict[TopicPartition, int
             entry = by_topic[t] = LeaderAndIsrTopicError(topic_id=topic_ids.get(t, ZERO_UUID), partition_errors=[])
         entry.partition_errors.append(LeaderAndIsrPartitionError(partition_index=p, error_code=e))
     return LeaderAndIsrResponse(error_code=error_code, topics=list(by_topic.values()))
-
-
-def follower_truncation_offset(partition: Partition) -> int:
-    """Where a new follower truncates its log before fetching: its high watermark (Kafka before
-    KIP-101). The seam for issue 18: leader-epoch truncation asks the leader instead."""
-    return partition.log.high_watermark
 
 
 async def become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsrRequest,
@@ -229,11 +223,14 @@ async def _become_leader_or_follower(manager: ReplicaHost, request: LeaderAndIsr
                 continue
             new_followers.append((partition, leader))
 
-    # 3. Truncate the new followers and record where the leaders' epochs start (append thread,
-    # after any append queued before step 2).
-    if new_followers or new_leaders:
+    # 3. Record where the leaders' epochs start (append thread, after any append queued before
+    # step 2). Followers are not truncated here: their fetchers truncate by leader epoch, at the
+    # point the leader names (KIP-101, KIP-320), which a high watermark cannot know; truncating to
+    # it loses acknowledged records or forks the log (tests/replication/test_leader_epochs.py).
+    to_truncate = [p for p, _ in new_followers] if manager.replication_config.truncate_to_high_watermark_only else []
+    if to_truncate or new_leaders:
         try:
-            await manager.append_thread.run(_truncate_and_assign_epochs, [p for p, _ in new_followers], new_leaders)
+            await manager.append_thread.run(_truncate_and_assign_epochs, to_truncate, new_leaders)
         except Exception as exc:
             log.error("[ReplicaManager broker=%d] follower truncation failed: %s", broker_id, exc)
             for partition, _ in new_followers:
@@ -262,7 +259,7 @@ def _truncate_and_assign_epochs(partitions: list[Partition], leaders: list[tuple
     for partition in partitions:
         if partition.is_leader:
             continue
-        offset = follower_truncation_offset(partition)
+        offset = partition.log.high_watermark  # only with truncate_to_high_watermark_only
         if partition.log.truncate_to(offset):
             log.info("Truncated %s to offset %d on becoming a follower", partition, offset)
 

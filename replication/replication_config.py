@@ -29,3 +29,7 @@ class ReplicationConfig:
     replica_socket_timeout_ms: int = 30_000
     #: The AlterPartition manager's pause before resending after an error.
     alter_partition_retry_backoff_ms: int = 50
+    #: Not a Kafka setting and never read from a config: followers truncate to their high watermark
+    #: on becoming followers and never by leader epoch (Kafka before KIP-101). It exists only for the
+    #: tests that replay the two ways that loses or forks data (tests/replication/test_leader_epochs.py).
+    truncate_to_high_watermark_only: bool = False

@@ -82,18 +82,29 @@ class LeaderEpochFileCache:
         return found
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(epoch, end offset) for OffsetsForLeaderEpoch, as Kafka's endOffsetFor."""
-        if requested_epoch == UNDEFINED_EPOCH or not self._entries:
+        """(epoch, end offset) for OffsetsForLeaderEpoch, as Kafka's ``endOffsetFor``: the largest
+        epoch at most ``requested_epoch`` this log knows, and the offset where the next epoch
+        starts (the log end for the latest epoch). UNDEFINED for an undefined request or an
+        empty cache."""
+        entries = self._entries
+        if requested_epoch == UNDEFINED_EPOCH or not entries:
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        if requested_epoch == self._entries[-1].epoch:
+        if requested_epoch == entries[-1].epoch:
+            # A consumer checking its position after a rebalance may ask for the current epoch.
             return requested_epoch, log_end_offset
-        lower = [e for e in self._entries if e.epoch <= requested_epoch]
-        higher = [e for e in self._entries if e.epoch > requested_epoch]
-        if not higher:
-            return requested_epoch, log_end_offset
-        if not lower:
+        higher = next((e for e in entries if e.epoch > requested_epoch), None)
+        if higher is None:
+            # Above every known epoch: the latest cached epoch is the largest, so this is unexpected.
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        return lower[-1].epoch, higher[0].start_offset
+        floor = None
+        for entry in entries:
+            if entry.epoch > requested_epoch:
+                break
+            floor = entry
+        if floor is None:
+            # Older than every epoch left (the rest was deleted): replicate from the first one's start.
+            return requested_epoch, higher.start_offset
+        return floor.epoch, higher.start_offset
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop entries starting at or after ``end_offset`` (log truncated there)."""

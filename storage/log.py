@@ -38,7 +38,7 @@ from protocol.record_batch import (
 from protocol.request_constants import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from storage.checkpoints import fsync_dir
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
-from storage.leader_epoch_cache import LeaderEpochFileCache
+from storage.leader_epoch_cache import UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
 from storage.log_append import AppendOrigin, LogAppendInfo, analyze_and_validate
 from storage.log_config import LogConfig
 from storage.log_loader import load_log, rebuild_producer_state
@@ -201,6 +201,13 @@ class Log:
     @property
     def latest_epoch(self) -> int | None:
         return self.leader_epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None:
+        """(epoch, end offset) of the largest epoch at most ``leader_epoch`` in this log, None when
+        the log knows no such epoch (Kafka's UnifiedLog.endOffsetForEpoch). Lock-free like every
+        read: the cache swaps its entry list whole, so one read of it is consistent."""
+        epoch, end_offset = self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+        return None if end_offset == UNDEFINED_EPOCH_OFFSET else (epoch, end_offset)
 
     @property
     def last_stable_offset(self) -> int:
@@ -524,6 +531,9 @@ class Log:
             if target_offset < 0:
                 raise ValueError("cannot truncate to a negative offset")
             if target_offset >= self.log_end_offset:
+                # No batch goes, but an epoch this broker recorded when it was elected and wrote
+                # nothing in may sit at the log end and conflict with the leader's (Kafka does the same).
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
                 return False
             if target_offset < self.active_segment.base_offset and target_offset <= self.log_start_offset:
                 self.truncate_fully_and_start_at(target_offset)

@@ -59,6 +59,7 @@ TESTS: dict[int, list[str]] = {
     21: [f"{_ADMIN}::test_delete_records_versions"],
     22: [f"{_SWEEP}::test_init_producer_id", f"{_TXN}::test_init_producer_id_bumps_the_epoch_and_fences",
          _TXN_CLIENT],
+    23: ["tests/integration/test_leader_epoch_wire.py::test_offset_for_leader_epoch_at_every_version"],
     24: [f"{_TXN}::test_add_partitions_to_txn", f"{_TXN}::test_add_partitions_to_txn_batched_and_verify_only",
          _TXN_CLIENT],
     25: [f"{_TXN}::test_add_offsets_to_txn", f"{_TXN_CLIENT}::test_send_offsets_to_transaction"],

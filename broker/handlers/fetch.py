@@ -37,6 +37,7 @@ from protocol.errors import CorruptRecordError, ErrorCode
 from protocol.legacy_record import UnsupportedCompressionError, down_convert_fetched
 from protocol.messages.fetch import (
     AbortedTransaction,
+    EpochEndOffset,
     FetchableTopicResponse,
     FetchRequest,
     FetchResponse,
@@ -162,6 +163,13 @@ def _partition_data(broker: BrokerServices, cached: CachedPartition, result: Log
     slice_ = info.records
     if slice_ is not None and slice_.size:
         records = FileRange(slice_.file, slice_.position, slice_.size)
+    if result.diverging_epoch is not None:
+        epoch, end_offset = result.diverging_epoch
+        return PartitionData(
+            partition_index=cached.partition, error_code=ErrorCode.NO_ERROR,
+            high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
+            log_start_offset=result.log_start_offset, preferred_read_replica=-1, aborted_transactions=None,
+            diverging_epoch=EpochEndOffset(epoch=epoch, end_offset=end_offset), records=records)
     return PartitionData(
         partition_index=cached.partition, error_code=ErrorCode.NO_ERROR,
         high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
@@ -181,6 +189,7 @@ def _response(broker: BrokerServices, partitions: list[CachedPartition], results
         has_records = result.info is not None and result.info.size > 0
         send = cached.needs_response(result.error_code, has_records, result.high_watermark,
                                      result.last_stable_offset, result.log_start_offset)
+        send = send or result.diverging_epoch is not None
         if incremental and not send:
             continue
         key = cached.topic_id if uses_ids else cached.topic

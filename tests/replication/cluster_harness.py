@@ -1,7 +1,7 @@
 """Replica managers on one event loop, each behind a small real Kafka socket server.
 
 A follower's fetcher must talk to a leader over a real socket, through the
-broker's own Fetch and ListOffsets handlers (``broker.handlers``): this server
+broker's own Fetch, ListOffsets and OffsetForLeaderEpoch handlers (``broker.handlers``): this server
 decodes requests with ``protocol.api``, runs those handlers over the leader's
 ReplicaManager and writes their responses (file ranges read with pread). It
 also plays a ZooKeeper-mode controller for AlterPartition: a change is applied
@@ -17,9 +17,10 @@ import asyncio
 import concurrent.futures
 import os
 import struct
+import time
 import types
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from broker.fetch_session import FetchSessionCache
 from broker.handlers import api_versions as api_versions_handler
 from broker.handlers import fetch as fetch_handler
 from broker.handlers import list_offsets as list_offsets_handler
+from broker.handlers import offset_for_leader_epoch as offset_for_leader_epoch_handler
 from protocol.api import decode_request, encode_response
 from protocol.buffers import FileRange
 from protocol.errors import ErrorCode
@@ -48,9 +50,11 @@ from protocol.primitives import Message
 from replication.alter_partition_manager import AlterPartitionManager
 from replication.append_thread import AppendThread
 from replication.partition_state import LeaderAndIsr
-from replication.replica_manager import ReplicaManager
+from replication.replica_manager import PartitionAppendResult, ReplicaManager
 from replication.replication_config import ReplicationConfig
+from storage.log import Log
 from storage.log_manager import LogManager
+from tests.storage.helpers import make_batch
 
 TopicPartition = tuple[str, int]
 
@@ -143,11 +147,14 @@ class Controller:
 
 
 class KafkaServer:
-    """ApiVersions, Fetch and ListOffsets through the broker's handlers; AlterPartition to a Controller."""
+    """ApiVersions, Fetch, ListOffsets and OffsetForLeaderEpoch through the broker's handlers;
+    AlterPartition to a Controller."""
 
     def __init__(self, replica_manager: ReplicaManager | None, topics: dict[str, uuid.UUID],
                  controller: Controller | None = None) -> None:
         self.services = types.SimpleNamespace(metadata=_Metadata(topics), fetch_sessions=FetchSessionCache(100),
+                                              cluster_view=types.SimpleNamespace(
+                                                  unhosted_error=lambda *_: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                               replica_manager=replica_manager)
         self.controller = controller
         self.server: asyncio.Server | None = None
@@ -204,6 +211,8 @@ class KafkaServer:
             return fetch_handler.handle(ctx, self.services, body)  # type: ignore[arg-type]
         if api_key == 2:
             return list_offsets_handler.handle(ctx, self.services, body)  # type: ignore[arg-type]
+        if api_key == 23:
+            return offset_for_leader_epoch_handler.handle(ctx, self.services, body)  # type: ignore[arg-type]
         if api_key == 56 and self.controller is not None:
             return self.controller.alter_partition(body)
         raise AssertionError(f"unexpected API {api_key}")
@@ -248,3 +257,88 @@ class Node:
         await self.server.close()
         self.executor.shutdown(wait=True)
         self.log_manager.shutdown()
+
+
+# -- two or three brokers replicating one partition ---------------------------------------------------
+TOPIC = "t"
+TP = (TOPIC, 0)
+
+
+async def until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def batches(log: Log) -> list[tuple[int, int, int]]:
+    """(base offset, partition leader epoch, CRC) of every batch, in order."""
+    return [(h.base_offset, h.partition_leader_epoch, h.crc)
+            for segment in log.log_segments() for _, h in segment.batches()]
+
+
+async def produce(rm: ReplicaManager, count: int, acks: int = -1, timeout_ms: int = 5000,
+                  batch: bytearray | None = None) -> PartitionAppendResult:
+    outcome = rm.append_records([(TOPIC, 0, batch if batch is not None else make_batch(count))], acks, timeout_ms)
+    results = outcome if isinstance(outcome, list) else await outcome
+    return results[0]
+
+
+class Cluster:
+    """Brokers replicating partition ``TP`` under a hand-driven controller: each step (start,
+    stop, election, a state resent) happens when the test says, so a scenario is exact."""
+
+    def __init__(self, tmp_path: Path, topic_id: uuid.UUID, config: ReplicationConfig) -> None:
+        self.tmp_path = tmp_path
+        self.topic_id = topic_id
+        self.config = config
+        self.controller = Controller()
+        self.controller_epoch = 1
+        self.nodes: dict[int, Node] = {}
+        self.ports: dict[int, int] = {}
+
+    async def start(self, broker_id: int) -> Node:
+        node = Node(broker_id, self.tmp_path / f"broker-{broker_id}", self.config, {TOPIC: self.topic_id},
+                    self.controller)
+        # Broker 0's server answers AlterPartition for the whole cluster.
+        self.ports[broker_id] = await node.start(lambda: (0, "127.0.0.1", self.ports[0]))
+        self.nodes[broker_id] = node
+        return node
+
+    async def stop(self, broker_id: int) -> None:
+        node = self.nodes.pop(broker_id)
+        del self.ports[broker_id]
+        await node.close()
+
+    async def elect(self, replicas: list[int], **change: object) -> None:
+        """Record a new state with the controller and send LeaderAndIsr to every live replica."""
+        request = self.controller.leader_and_isr(self.controller_epoch, TOPIC, self.topic_id, 0, replicas,
+                                                 self.ports, **change)  # type: ignore[arg-type]
+        for broker_id in replicas:
+            if broker_id in self.nodes:
+                response = await self.nodes[broker_id].rm.become_leader_or_follower(request)
+                assert [e.error_code for t in response.topics for e in t.partition_errors] == [0]
+
+    async def resend(self, broker_id: int, replicas: list[int], live: dict[int, int] | None = None) -> None:
+        """The current state to one broker (a restarted broker learns it so); ``live`` overrides
+        the live brokers' ports the request names (a leader the controller still thinks alive)."""
+        request = self.controller.request_for(self.controller_epoch, TOPIC, self.topic_id, 0, replicas,
+                                              self.ports if live is None else live)
+        await self.nodes[broker_id].rm.become_leader_or_follower(request)
+
+    async def close(self) -> None:
+        for broker_id in list(self.nodes):
+            await self.stop(broker_id)
+
+
+def run_cluster(tmp_path: Path, config: ReplicationConfig, scenario: Callable[[Cluster], Awaitable[None]],
+                timeout: float = 60) -> None:
+    async def main() -> None:
+        cluster = Cluster(tmp_path, uuid.uuid4(), config)
+        try:
+            await scenario(cluster)
+        finally:
+            await cluster.close()
+
+    asyncio.run(asyncio.wait_for(main(), timeout))

@@ -15,95 +15,34 @@ import pytest
 from broker.fetch_session import FetchSessionCache
 from protocol.errors import ErrorCode
 from protocol.messages.stop_replica import StopReplicaPartitionState, StopReplicaRequest, StopReplicaTopicState
-from replication.replica_manager import FetchParams, PartitionAppendResult, ReplicaManager
+from replication.replica_manager import FetchParams
 from replication.replication_config import ReplicationConfig
-from storage.log import Log
 from storage.log_config import LogConfig
-from tests.replication.cluster_harness import Controller, Node
+from tests.replication.cluster_harness import (
+    TOPIC,
+    TP,
+    Cluster,
+    Controller,
+    Node,
+    batches,
+    produce,
+    run_cluster,
+    until,
+)
 from tests.storage.helpers import make_batch
 
-TOPIC = "t"
-TP = (TOPIC, 0)
 CONFIG = ReplicationConfig(replica_lag_time_max_ms=600, replica_fetch_wait_max_ms=100, replica_fetch_backoff_ms=50)
-
-
-async def _until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
-def _batches(log: Log) -> list[tuple[int, int, int]]:
-    """(base offset, partition leader epoch, CRC) of every batch, in order."""
-    return [(h.base_offset, h.partition_leader_epoch, h.crc)
-            for segment in log.log_segments() for _, h in segment.batches()]
-
-
-async def _produce(rm: ReplicaManager, count: int, acks: int = -1, timeout_ms: int = 5000
-                   ) -> PartitionAppendResult:
-    outcome = rm.append_records([(TOPIC, 0, make_batch(count))], acks, timeout_ms)
-    results = outcome if isinstance(outcome, list) else await outcome
-    return results[0]
 
 
 class _Wanted:
     def __init__(self, fetch_offset: int) -> None:
         self.topic, self.partition, self.fetch_offset = TOPIC, 0, fetch_offset
         self.max_bytes, self.current_leader_epoch = 1 << 20, -1
-
-
-class Cluster:
-    def __init__(self, tmp_path: Path, topic_id: uuid.UUID) -> None:
-        self.tmp_path = tmp_path
-        self.topic_id = topic_id
-        self.controller = Controller()
-        self.controller_epoch = 1
-        self.nodes: dict[int, Node] = {}
-        self.ports: dict[int, int] = {}
-
-    async def start(self, broker_id: int) -> Node:
-        node = Node(broker_id, self.tmp_path / f"broker-{broker_id}", CONFIG, {TOPIC: self.topic_id},
-                    self.controller)
-        # Broker 0's server answers AlterPartition for the whole cluster.
-        self.ports[broker_id] = await node.start(lambda: (0, "127.0.0.1", self.ports[0]))
-        self.nodes[broker_id] = node
-        return node
-
-    async def stop(self, broker_id: int) -> None:
-        node = self.nodes.pop(broker_id)
-        del self.ports[broker_id]
-        await node.close()
-
-    async def elect(self, replicas: list[int], **change: object) -> None:
-        """Record a new state with the controller and send LeaderAndIsr to every live replica."""
-        request = self.controller.leader_and_isr(self.controller_epoch, TOPIC, self.topic_id, 0, replicas,
-                                                 self.ports, **change)  # type: ignore[arg-type]
-        for broker_id in replicas:
-            if broker_id in self.nodes:
-                response = await self.nodes[broker_id].rm.become_leader_or_follower(request)
-                assert [e.error_code for t in response.topics for e in t.partition_errors] == [0]
-
-    async def resend(self, broker_id: int, replicas: list[int]) -> None:
-        """The current state to one broker (a restarted broker learns it so)."""
-        request = self.controller.request_for(self.controller_epoch, TOPIC, self.topic_id, 0, replicas, self.ports)
-        await self.nodes[broker_id].rm.become_leader_or_follower(request)
-
-    async def close(self) -> None:
-        for broker_id in list(self.nodes):
-            await self.stop(broker_id)
+        self.last_fetched_epoch = -1
 
 
 def _run(tmp_path: Path, scenario: Callable[[Cluster], Awaitable[None]]) -> None:
-    async def main() -> None:
-        cluster = Cluster(tmp_path, uuid.uuid4())
-        try:
-            await scenario(cluster)
-        finally:
-            await cluster.close()
-
-    asyncio.run(asyncio.wait_for(main(), 60))
+    run_cluster(tmp_path, CONFIG, scenario)
 
 
 def test_follower_replicates_and_acks_all_waits_for_it(tmp_path: Path) -> None:
@@ -115,20 +54,20 @@ def test_follower_replicates_and_acks_all_waits_for_it(tmp_path: Path) -> None:
         assert follower.rm.replica_fetcher_manager is not None
         assert follower.rm.replica_fetcher_manager.fetcher_for(TP) is not None
         for _ in range(20):
-            result = await _produce(leader.rm, 5)
+            result = await produce(leader.rm, 5)
             assert result.error_code == ErrorCode.NO_ERROR, result
             # acks=all answered only once the follower has it: the HW passed the append.
             assert lp.high_watermark >= result.info.last_offset + 1  # type: ignore[union-attr]
             assert fp.log_end_offset >= result.info.last_offset + 1  # type: ignore[union-attr]
         assert lp.log_end_offset == 100
-        await _until(lambda: fp.high_watermark == 100, "the follower's HW (min(leader HW, own LEO))")
+        await until(lambda: fp.high_watermark == 100, "the follower's HW (min(leader HW, own LEO))")
         # Offsets, epochs and bytes kept: the same batches, CRCs equal, in order.
-        assert _batches(fp.log) == _batches(lp.log) and len(_batches(lp.log)) == 20
+        assert batches(fp.log) == batches(lp.log) and len(batches(lp.log)) == 20
         assert fp.log.leader_epoch_cache.latest_epoch == lp.leader_epoch
         # The newest Fetch both speak: replica id in replica_state (v15+), topics by id (v13+).
         assert {v for k, v in leader.server.versions if k == 1} == {17}
         # Produce and consume at the follower are refused.
-        refused = await _produce(follower.rm, 1, acks=1)
+        refused = await produce(follower.rm, 1, acks=1)
         assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
         consumer = FetchParams(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0)
         read = follower.rm.fetch_messages(consumer, [_Wanted(0)])
@@ -143,7 +82,7 @@ def test_consumers_see_only_up_to_the_hw_and_wake_when_it_moves(tmp_path: Path) 
         await cluster.elect([0, 1])
         lp = leader.rm.get_partition(*TP)
         assert lp is not None
-        await _produce(leader.rm, 3)
+        await produce(leader.rm, 3)
         assert lp.high_watermark == 3
         # The follower stops fetching (StopReplica without delete, as before a controlled shutdown).
         stop = StopReplicaRequest(controller_epoch=1, topic_states=[StopReplicaTopicState(
@@ -151,7 +90,7 @@ def test_consumers_see_only_up_to_the_hw_and_wake_when_it_moves(tmp_path: Path) 
         answer = await follower.rm.stop_replicas(stop)
         assert [e.error_code for e in answer.partition_errors] == [0]
         assert follower.rm.get_partition(*TP) is not None  # hosted still: not deleted
-        acked = await _produce(leader.rm, 2, acks=1)
+        acked = await produce(leader.rm, 2, acks=1)
         assert acked.error_code == ErrorCode.NO_ERROR and lp.log_end_offset == 5 and lp.high_watermark == 3
         consumer = FetchParams(replica_id=-1, max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20, isolation_level=0)
         read = leader.rm.fetch_messages(consumer, [_Wanted(3)])
@@ -176,32 +115,32 @@ def test_isr_shrinks_then_a_restarted_follower_catches_up_and_rejoins(tmp_path: 
         lp = leader.rm.get_partition(*TP)
         assert lp is not None
         lp.log.config = LogConfig.model_validate({"min.insync.replicas": 2})
-        assert (await _produce(leader.rm, 10)).error_code == ErrorCode.NO_ERROR
+        assert (await produce(leader.rm, 10)).error_code == ErrorCode.NO_ERROR
         # The follower dies: acks=all waits, then the ISR shrinks (AlterPartition) after the lag time.
         await cluster.stop(1)
         started = time.monotonic()
-        waiting = asyncio.ensure_future(_produce(leader.rm, 1, timeout_ms=10_000))
-        await _until(lambda: lp.isr == [0], "the ISR to shrink to the leader")
+        waiting = asyncio.ensure_future(produce(leader.rm, 1, timeout_ms=10_000))
+        await until(lambda: lp.isr == [0], "the ISR to shrink to the leader")
         assert time.monotonic() - started >= CONFIG.replica_lag_time_max_ms / 1000 * 0.9
         assert cluster.controller.states[TP].isr == (0,) and lp.partition_epoch == 1
         # The append waiting for the HW ends once the ISR is below min.insync.replicas.
         assert (await asyncio.wait_for(waiting, 5)).error_code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         # Below min.insync.replicas nothing more is appended.
         end = lp.log_end_offset
-        assert (await _produce(leader.rm, 1)).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert (await produce(leader.rm, 1)).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
         assert lp.log_end_offset == end
-        assert (await _produce(leader.rm, 4, acks=1)).error_code == ErrorCode.NO_ERROR
+        assert (await produce(leader.rm, 4, acks=1)).error_code == ErrorCode.NO_ERROR
         # The follower restarts on its old log dir and learns the current state: it catches up
         # and the leader proposes it back into the ISR.
         restarted = await cluster.start(1)
         await cluster.resend(1, [0, 1])
-        await _until(lambda: lp.isr == [0, 1], "the follower to rejoin the ISR")
+        await until(lambda: lp.isr == [0, 1], "the follower to rejoin the ISR")
         assert cluster.controller.states[TP].isr == (0, 1) and lp.partition_epoch == 2
         fp = restarted.rm.get_partition(*TP)
         assert fp is not None
-        await _until(lambda: fp.log_end_offset == lp.log_end_offset, "the follower to catch up")
-        assert _batches(fp.log) == _batches(lp.log)
-        assert (await _produce(leader.rm, 1)).error_code == ErrorCode.NO_ERROR
+        await until(lambda: fp.log_end_offset == lp.log_end_offset, "the follower to catch up")
+        assert batches(fp.log) == batches(lp.log)
+        assert (await produce(leader.rm, 1)).error_code == ErrorCode.NO_ERROR
 
     _run(tmp_path, scenario)
 
@@ -215,7 +154,7 @@ def test_leadership_switches_and_back(tmp_path: Path) -> None:
                 TOPIC, lambda p, b=node.broker_id: elected.append((b, "elected", p)),
                 lambda p, b=node.broker_id: elected.append((b, "resigned", p)))
         await cluster.elect([0, 1])
-        assert (await _produce(b0.rm, 5)).error_code == ErrorCode.NO_ERROR
+        assert (await produce(b0.rm, 5)).error_code == ErrorCode.NO_ERROR
         # Broker 1 takes over at a new leader epoch; broker 0 follows it.
         await cluster.elect([0, 1], leader=1)
         p0, p1 = b0.rm.get_partition(*TP), b1.rm.get_partition(*TP)
@@ -224,16 +163,16 @@ def test_leadership_switches_and_back(tmp_path: Path) -> None:
         assert [(e.epoch, e.start_offset) for e in p1.log.leader_epoch_cache.entries] == [(0, 0), (1, 5)]
         assert b0.rm.replica_fetcher_manager is not None and b0.rm.replica_fetcher_manager.fetcher_for(TP)
         assert b1.rm.replica_fetcher_manager is not None and not b1.rm.replica_fetcher_manager.fetcher_for(TP)
-        result = await _produce(b1.rm, 3)
+        result = await produce(b1.rm, 3)
         assert result.error_code == ErrorCode.NO_ERROR and result.info is not None and result.info.first_offset == 5
-        await _until(lambda: p0.log_end_offset == 8, "the old leader to follow")
-        assert _batches(p0.log) == _batches(p1.log)
-        assert [e for (_, _, e) in _batches(p1.log)] and _batches(p1.log)[-1][1] == 1
+        await until(lambda: p0.log_end_offset == 8, "the old leader to follow")
+        assert batches(p0.log) == batches(p1.log)
+        assert [e for (_, _, e) in batches(p1.log)] and batches(p1.log)[-1][1] == 1
         # And back: the preferred leader leads again.
         await cluster.elect([0, 1], leader=0)
         assert p0.is_leader and not p1.is_leader
-        assert (await _produce(b0.rm, 2)).error_code == ErrorCode.NO_ERROR
-        await _until(lambda: p1.log_end_offset == 10, "broker 1 to follow again")
+        assert (await produce(b0.rm, 2)).error_code == ErrorCode.NO_ERROR
+        await until(lambda: p1.log_end_offset == 10, "broker 1 to follow again")
         assert [e for e in elected if e[0] == 0] == [(0, "elected", 0), (0, "resigned", 0), (0, "elected", 0)]
         assert [e for e in elected if e[0] == 1] == [(1, "elected", 0), (1, "resigned", 0)]
 
@@ -245,26 +184,26 @@ def test_offset_out_of_range_truncates_or_restarts_at_the_leaders_log_start(tmp_
         b0, b1 = await cluster.start(0), await cluster.start(1)
         # Broker 1 led alone for a while (epoch 0) and wrote 9 records no one else has.
         await cluster.elect([1], leader=1, isr=[1])
-        assert (await _produce(b1.rm, 9)).error_code == ErrorCode.NO_ERROR
+        assert (await produce(b1.rm, 9)).error_code == ErrorCode.NO_ERROR
         # Broker 0 takes over with less data: the follower's log ends past the leader's.
         await cluster.elect([0, 1], leader=0, isr=[0])
         p0, p1 = b0.rm.get_partition(*TP), b1.rm.get_partition(*TP)
         assert p0 is not None and p1 is not None
-        assert (await _produce(b0.rm, 4, acks=1)).error_code == ErrorCode.NO_ERROR
-        await _until(lambda: p1.log_end_offset == 4, "the follower to truncate to the leader's end")
-        assert (await _produce(b0.rm, 3, acks=1)).error_code == ErrorCode.NO_ERROR
-        await _until(lambda: p1.log_end_offset == 7, "the follower to fetch on")
-        assert _batches(p1.log) == _batches(p0.log)
+        assert (await produce(b0.rm, 4, acks=1)).error_code == ErrorCode.NO_ERROR
+        await until(lambda: p1.log_end_offset == 4, "the follower to truncate to the leader's end")
+        assert (await produce(b0.rm, 3, acks=1)).error_code == ErrorCode.NO_ERROR
+        await until(lambda: p1.log_end_offset == 7, "the follower to fetch on")
+        assert batches(p1.log) == batches(p0.log)
         # The leader's log now starts past everything the follower has: it starts over there.
         await cluster.stop(1)
         await b0.rm.append_thread.run(p0.log.truncate_fully_and_start_at, 50)
-        assert (await _produce(b0.rm, 5, acks=1)).error_code == ErrorCode.NO_ERROR
+        assert (await produce(b0.rm, 5, acks=1)).error_code == ErrorCode.NO_ERROR
         restarted = await cluster.start(1)
         await cluster.resend(1, [0, 1])
         fp = restarted.rm.get_partition(*TP)
         assert fp is not None
-        await _until(lambda: fp.log_end_offset == 55, "the follower to restart at the leader's log start")
-        assert fp.log.log_start_offset == 50 and _batches(fp.log) == _batches(p0.log)
+        await until(lambda: fp.log_end_offset == 55, "the follower to restart at the leader's log start")
+        assert fp.log.log_start_offset == 50 and batches(fp.log) == batches(p0.log)
 
     _run(tmp_path, scenario)
 
@@ -307,8 +246,8 @@ def test_three_brokers_lead_and_follow_many_partitions_with_two_fetchers_each(tm
                 assert leader is not None and leader.high_watermark == 15 and leader.isr == replicas
                 for follower in logs[1:]:
                     assert follower is not None
-                    await _until(lambda f=follower: f.high_watermark == 15, f"{TOPIC}-{p}'s follower HW")
-                    assert _batches(follower.log) == _batches(leader.log)
+                    await until(lambda f=follower: f.high_watermark == 15, f"{TOPIC}-{p}'s follower HW")
+                    assert batches(follower.log) == batches(leader.log)
         finally:
             for node in nodes.values():
                 await node.close()
@@ -323,7 +262,7 @@ def test_an_older_leader_is_fetched_from_at_its_highest_fetch_version(tmp_path: 
         leader.server.max_versions[1] = fetch_version  # replica_id in the request body (< v15), names (< v13)
         follower = await cluster.start(1)
         await cluster.elect([0, 1])
-        assert (await _produce(leader.rm, 7)).error_code == ErrorCode.NO_ERROR
+        assert (await produce(leader.rm, 7)).error_code == ErrorCode.NO_ERROR
         fp = follower.rm.get_partition(*TP)
         assert fp is not None and fp.log_end_offset == 7
         assert {v for k, v in leader.server.versions if k == 1} == {fetch_version}
@@ -370,8 +309,8 @@ def test_a_follower_fetches_in_an_incremental_session(tmp_path: Path) -> None:
         for p in range(partitions):
             lp, fp = leader.rm.get_partition(TOPIC, p), follower.rm.get_partition(TOPIC, p)
             assert lp is not None and fp is not None
-            await _until(lambda f=fp, lead=lp: f.log_end_offset == lead.log_end_offset, f"{TOPIC}-{p} replicated")
-            assert _batches(fp.log) == _batches(lp.log)
+            await until(lambda f=fp, lead=lp: f.log_end_offset == lead.log_end_offset, f"{TOPIC}-{p} replicated")
+            assert batches(fp.log) == batches(lp.log)
 
     _run(tmp_path, scenario)
 
@@ -385,10 +324,10 @@ def test_a_session_opened_before_the_leader_knew_the_topic_id_heals(tmp_path: Pa
         known = leader.server.services.metadata.topics
         hidden = known.pop(TOPIC)
         await cluster.elect([0, 1])
-        await _until(lambda: len(leader.server.fetch_requests) >= 2, "the follower's fetches")
+        await until(lambda: len(leader.server.fetch_requests) >= 2, "the follower's fetches")
         assert leader.server.fetch_requests[-1].session_epoch > 0  # the session is open
         known[TOPIC] = hidden
-        result = await _produce(leader.rm, 5, timeout_ms=5000)
+        result = await produce(leader.rm, 5, timeout_ms=5000)
         assert result.error_code == ErrorCode.NO_ERROR
         fp = follower.rm.get_partition(*TP)
         assert fp is not None and fp.log_end_offset == 5

@@ -23,6 +23,7 @@ class _Wanted:
     def __init__(self, topic: str, partition: int, fetch_offset: int, current_leader_epoch: int = -1) -> None:
         self.topic, self.partition, self.fetch_offset = topic, partition, fetch_offset
         self.max_bytes, self.current_leader_epoch = 1 << 20, current_leader_epoch
+        self.last_fetched_epoch = -1
 
 
 def _manager(tmp_path: Path, isr: list[int]) -> tuple[ReplicaManager, Partition, concurrent.futures.Executor]:

@@ -9,6 +9,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
+
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import (
     LeaderAndIsrLiveLeader,
@@ -24,6 +26,7 @@ from protocol.messages.stop_replica import (
 )
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
+from replication.replication_config import ReplicationConfig
 from storage.log_manager import LogManager
 from tests.storage.helpers import make_batch
 
@@ -56,12 +59,13 @@ def _errors(response: LeaderAndIsrResponse, version: int = 7) -> dict[tuple[str,
     return {("t", e.partition_index): e.error_code for t in response.topics for e in t.partition_errors}
 
 
-def _run(tmp_path: Path, scenario: Callable[[ReplicaManager, LogManager], Awaitable[None]]) -> None:
+def _run(tmp_path: Path, scenario: Callable[[ReplicaManager, LogManager], Awaitable[None]],
+         config: ReplicationConfig | None = None) -> None:
     async def main() -> None:
         log_manager = LogManager([tmp_path / "logs"], broker_id=0)
         log_manager.startup()
         executor = concurrent.futures.ThreadPoolExecutor(1)
-        rm = ReplicaManager(0, log_manager, AppendThread(executor))
+        rm = ReplicaManager(0, log_manager, AppendThread(executor), config)
         try:
             await scenario(rm, log_manager)
         finally:
@@ -104,7 +108,11 @@ def test_leader_and_isr_creates_logs_and_answers_per_partition(tmp_path: Path) -
     _run(tmp_path, scenario)
 
 
-def test_becoming_follower_truncates_to_the_hw_and_resigns(tmp_path: Path) -> None:
+@pytest.mark.parametrize("high_watermark_only", [False, True])
+def test_becoming_follower_resigns_and_leaves_truncation_to_the_fetcher(tmp_path: Path,
+                                                                        high_watermark_only: bool) -> None:
+    """A new follower keeps its log: its fetcher truncates where the leader's epochs say it
+    diverged (KIP-101). Only the test switch for Kafka's old behaviour truncates to the HW."""
     async def scenario(rm: ReplicaManager, log_manager: LogManager) -> None:
         heard: list[tuple[str, int]] = []
         rm.add_leadership_listener("t", lambda p: heard.append(("elected", p)), lambda p: heard.append(("left", p)))
@@ -120,12 +128,12 @@ def test_becoming_follower_truncates_to_the_hw_and_resigns(tmp_path: Path) -> No
         response = await rm.become_leader_or_follower(_request(1, ("t", 0, 1, 1, [0, 1]), live_leaders=(1,)))
         assert _errors(response) == {("t", 0): 0}
         assert not p.is_leader and p.leader_id == 1 and heard == [("elected", 0), ("left", 0)]
-        # The waiting produce ends at once, not at its timeout; the unreplicated suffix is gone.
+        # The waiting produce ends at once, not at its timeout.
         results = await asyncio.wait_for(waiting, 1)
         assert results[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-        assert p.log_end_offset == 0
+        assert p.log_end_offset == (0 if high_watermark_only else 4)
 
-    _run(tmp_path, scenario)
+    _run(tmp_path, scenario, ReplicationConfig(truncate_to_high_watermark_only=high_watermark_only))
 
 
 def test_a_follower_of_no_live_leader_keeps_its_log(tmp_path: Path) -> None:

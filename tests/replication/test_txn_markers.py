@@ -33,6 +33,7 @@ class _Wanted:
     def __init__(self, topic: str, partition: int, fetch_offset: int) -> None:
         self.topic, self.partition, self.fetch_offset = topic, partition, fetch_offset
         self.max_bytes, self.current_leader_epoch = 1 << 20, -1
+        self.last_fetched_epoch = -1
 
 
 class Broker:

@@ -52,10 +52,14 @@ def test_leader_epoch_cache(tmp_path) -> None:
     assert cache.end_offset_for(5, 400) == (5, 400)
     assert cache.end_offset_for(2, 400) == (2, 300)
     assert cache.end_offset_for(3, 400) == (2, 300)   # unknown epoch: the one below it
+    assert cache.end_offset_for(0, 400) == (0, 100)
+    assert cache.end_offset_for(6, 400) == (-1, -1)   # above the latest: Kafka answers UNDEFINED
+    assert cache.end_offset_for(-1, 400) == (-1, -1)
     cache.truncate_from_end(300)
     assert cache.latest_epoch == 2
     cache.truncate_from_start(150)
     assert [tuple(e) for e in cache.entries] == [(2, 150)]
+    assert cache.end_offset_for(1, 400) == (1, 150)   # below every epoch left: the first one's start
     cache.assign(1, 200)  # an older epoch at a later offset replaces what conflicts
     assert [tuple(e) for e in cache.entries] == [(1, 200)]
 
