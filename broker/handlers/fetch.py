@@ -11,6 +11,13 @@ and encodes what it returns.
 the first partition with data always gets at least one whole batch (KIP-74),
 so an oversized batch can never stall a consumer.
 
+From v12 a fetcher may name the epoch of the last batch it holds
+(``last_fetched_epoch``, KIP-320): when the leader's log does not have that epoch
+up to the fetch offset, the partition is answered at once with no records and
+the ``diverging_epoch`` (the largest epoch both may share and where it ends),
+and the fetcher truncates there. A follower's fetch that diverged does not move
+the leader's view of its log end.
+
 Versions Kafka 4 removed (v0-v3) are served as Kafka 3.9 served them: no
 response-level ``max_bytes`` below v3 (Int.MaxValue) and no KIP-74 (a partition
 whose first batch exceeds its limit answers no records), and the stored v2
@@ -57,7 +64,8 @@ API_KEY = 1
 MIN_VERSION = 0
 #: v17 (ReplicaDirectoryId, KIP-853; Kafka 3.9's newest) and v18 (the follower's HighWatermark,
 #: KIP-1166) add tagged fields that only a follower sends: a consumer's fetch at v17-v18 is its v16
-#: fetch. pafka has no followers yet; the replica fetcher (issue 17) will read them.
+#: fetch. pafka's followers send neither (a directory id matters only with several log dirs per
+#: replica in KRaft; the high watermark they learn from the answer), so both are read as absent.
 MAX_VERSION = 18
 #: The first version that may read zstd (KIP-110).
 ZSTD_MIN_VERSION = 10

@@ -34,13 +34,20 @@ def kafka_uuid(text: str) -> uuid.UUID:
 
 
 def create_topic(cluster: Cluster, name: str, partitions: int, replication_factor: int,
-                 configs: Mapping[str, str] | None = None, bootstrap: str | None = None) -> None:
-    """CreateTopics through confluent-kafka's AdminClient, then wait until every partition has a live leader."""
+                 configs: Mapping[str, str] | None = None, bootstrap: str | None = None,
+                 assignment: list[list[int]] | None = None) -> None:
+    """CreateTopics through confluent-kafka's AdminClient, then wait until every partition has a live
+    leader. ``assignment``: each partition's replicas, the first preferred (``partitions`` and
+    ``replication_factor`` must then match it)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap or cluster.bootstrap})
-    topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
-                     config=dict(configs or {}))
+    if assignment is not None:
+        assert len(assignment) == partitions and all(len(r) == replication_factor for r in assignment)
+        topic = NewTopic(name, num_partitions=partitions, replica_assignment=assignment, config=dict(configs or {}))
+    else:
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                         config=dict(configs or {}))
     admin.create_topics([topic], operation_timeout=30)[name].result(timeout=TOPIC_READY_TIMEOUT_S)
     cluster.wait_for_topic(name, partitions, TOPIC_READY_TIMEOUT_S)
     # ZooKeeper holds the leaders before the controller's UpdateMetadata reaches every broker (as in
@@ -184,6 +191,8 @@ class BatchOnDisk:
     base_offset: int
     last_offset: int
     crc: int
+    #: The partition leader epoch the batch was written in.
+    epoch: int = -1
 
 
 def partition_dir(cluster: Cluster, broker_id: int, topic: str, partition: int) -> Path:
@@ -204,7 +213,8 @@ def log_batches(log_dir: Path) -> list[BatchOnDisk]:
             if length <= 0 or pos + LOG_OVERHEAD + length > len(data):
                 break  # preallocated zeros or a batch not yet complete
             header = parse_batch_header(data, pos)
-            batches.append(BatchOnDisk(header.base_offset, header.last_offset, header.crc))
+            batches.append(BatchOnDisk(header.base_offset, header.last_offset, header.crc,
+                                       header.partition_leader_epoch))
             pos += header.size_in_bytes
     return batches
 
