@@ -39,6 +39,7 @@ from kazoo.exceptions import NoNodeError
 from client.client import KafkaClient
 from client.errors import KafkaClientError
 from testing.broker_process import BrokerProcess
+from testing.network_faults import ClusterLinks
 from testing.zookeeper import ZooKeeperProcess
 
 T = TypeVar("T")
@@ -56,7 +57,7 @@ class Cluster:
 
     def __init__(self, brokers: int = 3, *overrides: str, session_timeout_ms: int = TEST_SESSION_TIMEOUT_MS,
                  broker_overrides: dict[int, list[str]] | None = None, zookeeper: ZooKeeperProcess | None = None,
-                 start_brokers: bool = True) -> None:
+                 start_brokers: bool = True, link_faults: bool = False) -> None:
         if not 1 <= brokers <= 254:
             raise ValueError("brokers: 1..254 (one loopback address each)")
         self.size = brokers
@@ -72,6 +73,10 @@ class Cluster:
         self._paused: set[int] = set()
         self._kazoo_clients: list[KazooClient] = []
         self._kazoo: KazooClient | None = None
+        self.link_faults = link_faults
+        #: With ``link_faults``: a proxy on every client, broker-to-broker and ZooKeeper link
+        #: (``testing.network_faults``), made when the cluster starts.
+        self.links: ClusterLinks | None = None
 
     # -- addresses -------------------------------------------------------------------
     @property
@@ -105,6 +110,8 @@ class Cluster:
                 zookeeper = ZooKeeperProcess()
                 zookeeper.__enter__()
                 self.zookeeper = zookeeper
+            if self.link_faults:
+                self.links = ClusterLinks((self.zookeeper.host, self.zookeeper.port), self.chroot)
             for broker_id in range(1, self.size + 1):
                 self.brokers[broker_id] = self._make_broker(broker_id)
             if self.start_brokers:
@@ -122,8 +129,11 @@ class Cluster:
         overrides = [f"broker.id={broker_id}", f"zookeeper.connect={self.zookeeper_connect}",
                      f"zookeeper.session.timeout.ms={self.session_timeout_ms}",
                      *self.overrides, *self.broker_overrides.get(broker_id, [])]
-        return BrokerProcess(*overrides, data_dir=self.root / f"broker-{broker_id}", host=f"127.0.0.{broker_id}",
-                             log_path=self.root / f"broker-{broker_id}.log")
+        broker = BrokerProcess(*overrides, data_dir=self.root / f"broker-{broker_id}", host=f"127.0.0.{broker_id}",
+                               log_path=self.root / f"broker-{broker_id}.log")
+        if self.links is not None:  # the later overrides win: listeners and ZooKeeper through the proxies
+            broker.overrides += self.links.broker_overrides(broker_id, broker.host, broker.port)
+        return broker
 
     def start(self, broker_id: int, *, wait_registered: bool = True) -> BrokerProcess:
         """Start (again) on the same address and data; by default wait until this start registered it in
@@ -202,6 +212,8 @@ class Cluster:
                 client.close()
         self._kazoo_clients.clear()
         self._kazoo = None
+        if self.links is not None:
+            self.links.close()
         if self.zookeeper is not None and self._shared_zookeeper is None:
             with contextlib.suppress(Exception):
                 self.zookeeper.__exit__(None, None, None)

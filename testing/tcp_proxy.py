@@ -19,6 +19,13 @@ a mode, applied to every connection through the proxy:
 * BLACKHOLE: bytes are read and thrown away (the connection stays open);
 * CLOSE: the connection is closed (both ways) when bytes arrive.
 
+A proxy given a ``classify`` function names the *source* of each connection
+from its first bytes (``kafka_client_source`` reads the client id of a Kafka
+request: ``broker-2-fetcher-0`` and ``controller-2`` are both "broker-2"), and a
+mode set for one source applies to that source's connections only: one proxy
+in front of a broker's inter-broker listener then controls every link from
+another broker to it, each on its own.
+
 ``drop()`` closes every open connection at once. The proxy runs on its own
 threads (blocking sockets), so it serves synchronous and asyncio tests alike;
 it binds an OS-chosen free port on a loopback address and is closed by the
@@ -28,10 +35,13 @@ it binds an OS-chosen free port on a loopback address and is closed by the
 from __future__ import annotations
 
 import enum
+import re
 import select
 import socket
+import struct
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 
 _CHUNK = 1 << 16
@@ -51,6 +61,26 @@ class Mode(enum.Enum):
     CLOSE = "close"
 
 
+#: A Kafka request header's first fields: size, api key, api version, correlation id, client id length.
+_KAFKA_HEADER = struct.Struct(">ihhih")
+_BROKER_CLIENT_ID = re.compile(r"^(?:broker|controller)-(\d+)\b")
+
+
+def kafka_client_source(first_bytes: bytes) -> str | None:
+    """The source of a Kafka connection from its first request: "broker-N" for pafka's
+    inter-broker clients (client ids ``broker-N-...`` and ``controller-N``), else the client id;
+    None while the header is not complete yet."""
+    if len(first_bytes) < _KAFKA_HEADER.size:
+        return None
+    *_, length = _KAFKA_HEADER.unpack_from(first_bytes)
+    end = _KAFKA_HEADER.size + max(length, 0)
+    if len(first_bytes) < end:
+        return None
+    client_id = first_bytes[_KAFKA_HEADER.size:end].decode(errors="replace")
+    match = _BROKER_CLIENT_ID.match(client_id)
+    return f"broker-{match.group(1)}" if match else client_id
+
+
 class _Link:
     """One client connection and its connection to the target."""
 
@@ -59,6 +89,9 @@ class _Link:
         self.sockets = {Direction.UPSTREAM: (client, target), Direction.DOWNSTREAM: (target, client)}
         self.held: dict[Direction, list[bytes]] = {d: [] for d in Direction}
         self.closed = False
+        #: Who is at the client end, once ``classify`` has told (None: not known or not asked).
+        self.source: str | None = None
+        self._head = b""
         self.threads = [threading.Thread(target=self._pump, args=(d,), daemon=True,
                                          name=f"tcp-proxy-{d.name.lower()}") for d in Direction]
 
@@ -83,11 +116,15 @@ class _Link:
             self.close()
 
     def _forward(self, direction: Direction, data: bytes) -> None:
-        mode, delay_ms = self.proxy.mode(direction)
+        classify = self.proxy.classify
+        if classify is not None and self.source is None and direction is Direction.UPSTREAM:
+            self._head += data
+            self.source = classify(self._head)
+        mode, delay_ms = self.proxy.mode(direction, self.source)
         if mode is Mode.DELAY:
             time.sleep(delay_ms / 1000)  # per chunk, on this direction's thread: order is kept
         with self.proxy.lock:
-            mode, _ = self.proxy.mode(direction)  # re-read: a release may have run meanwhile
+            mode, _ = self.proxy.mode(direction, self.source)  # re-read: a release may have run meanwhile
             if mode is Mode.HOLD:
                 self.held[direction].append(data)
                 self.proxy.changed.notify_all()
@@ -116,11 +153,15 @@ class _Link:
 
 
 class TcpProxy:
-    def __init__(self, target: tuple[str, int], host: str = "127.0.0.1") -> None:
+    def __init__(self, target: tuple[str, int], host: str = "127.0.0.1",
+                 classify: Callable[[bytes], str | None] | None = None) -> None:
         self.target = target
+        self.classify = classify
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self._modes: dict[Direction, tuple[Mode, int]] = dict.fromkeys(Direction, (Mode.PASS, 0))
+        #: (source, direction) -> mode, over the proxy-wide one for that source's connections.
+        self._source_modes: dict[tuple[str, Direction], tuple[Mode, int]] = {}
         self._links: list[_Link] = []
         self._closed = threading.Event()
         self._listener = socket.create_server((host, 0))
@@ -131,12 +172,23 @@ class TcpProxy:
         self._acceptor.start()
 
     # -- control -----------------------------------------------------------------------------
-    def set(self, direction: Direction, mode: Mode, delay_ms: int = 0) -> None:
-        """Apply ``mode`` to ``direction`` from now on (bytes already held stay held)."""
+    def set(self, direction: Direction, mode: Mode, delay_ms: int = 0, source: str | None = None) -> None:
+        """Apply ``mode`` to ``direction`` from now on (bytes already held stay held); with
+        ``source``, only to the connections ``classify`` says come from it (PASS: back to the
+        proxy-wide mode)."""
         with self.lock:
-            self._modes[direction] = (mode, delay_ms)
+            if source is None:
+                self._modes[direction] = (mode, delay_ms)
+            elif mode is Mode.PASS:
+                self._source_modes.pop((source, direction), None)
+            else:
+                self._source_modes[(source, direction)] = (mode, delay_ms)
 
-    def mode(self, direction: Direction) -> tuple[Mode, int]:
+    def mode(self, direction: Direction, source: str | None = None) -> tuple[Mode, int]:
+        if source is not None:
+            found = self._source_modes.get((source, direction))
+            if found is not None:
+                return found
         return self._modes[direction]
 
     def release(self, direction: Direction) -> int:

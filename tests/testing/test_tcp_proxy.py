@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from testing.tcp_proxy import Direction, Mode, TcpProxy
+from testing.tcp_proxy import Direction, Mode, TcpProxy, kafka_client_source
 
 
 class EchoServer:
@@ -172,3 +173,32 @@ def test_close_ends_the_listener(echo: EchoServer) -> None:
         assert _recv(sock, 1) == b""
     with pytest.raises(OSError):
         socket.create_connection((proxy.host, proxy.port), timeout=1).close()
+
+
+def _kafka_header(client_id: str) -> bytes:
+    """A Kafka request header as far as the client id (ApiVersions v3, correlation id 1)."""
+    raw = client_id.encode()
+    return struct.pack(">ihhih", 10 + len(raw), 18, 3, 1, len(raw)) + raw
+
+
+def test_kafka_client_source_names_pafka_brokers_and_waits_for_a_whole_header() -> None:
+    assert kafka_client_source(_kafka_header("broker-2-fetcher-0")) == "broker-2"
+    assert kafka_client_source(_kafka_header("controller-12")) == "broker-12"
+    assert kafka_client_source(_kafka_header("rdkafka")) == "rdkafka"
+    assert kafka_client_source(_kafka_header("broker-2-fetcher-0")[:15]) is None
+
+
+def test_a_mode_set_for_one_source_applies_to_its_connections_only(echo: EchoServer) -> None:
+    with TcpProxy(("127.0.0.1", echo.port), classify=kafka_client_source) as proxy:
+        proxy.set(Direction.UPSTREAM, Mode.BLACKHOLE, source="broker-2")
+        with _connect(proxy) as cut, _connect(proxy) as kept:
+            cut.sendall(_kafka_header("broker-2-fetcher-0"))
+            kept.sendall(_kafka_header("controller-3"))
+            header = _kafka_header("controller-3")
+            assert _recv(kept, len(header)) == header
+            assert _silent(cut, 0.3)
+            # Healed: the same connection carries broker 2's bytes again.
+            proxy.set(Direction.UPSTREAM, Mode.PASS, source="broker-2")
+            cut.sendall(b"again")
+            assert _recv(cut, 5) == b"again"
+
