@@ -1,0 +1,387 @@
+"""Chaos: a three-broker cluster under random faults, with producers and consumers running
+throughout, then a check that nothing acknowledged was lost, duplicated, moved or reordered.
+
+    python -m testing.chaos --faults 100 --seed 7        # the documented run (docs/chaos.md)
+
+The cluster: three brokers (``testing.cluster.Cluster`` with ``link_faults``), a topic with
+``PARTITIONS`` partitions, RF 3, ``min.insync.replicas=2``. Two idempotent ``acks=all`` producers
+(confluent-kafka) send values that name their sequence number, each to a partition of its own
+choosing, and record every acknowledgement (partition, offset); two consumers read every
+partition from the start and record every (partition, offset, value) they get.
+
+Faults are drawn from a seeded ``random.Random``; each is healed before the next is drawn, and
+the cluster must be healthy again (every broker registered, every partition led by a live broker
+with at least ``min.insync.replicas`` in its ISR) within ``HEAL_TIMEOUT_S``:
+
+- ``kill``: SIGKILL a broker (the controller a third of the time) and start it again;
+- ``pause``: SIGSTOP a broker past its ZooKeeper session timeout, then SIGCONT;
+- ``link``: black-hole the link between two brokers (both ways, or one) for a few seconds;
+- ``zk-isolate-leader``: cut a partition leader's ZooKeeper link past the session timeout; its
+  clients and peers still reach it.
+
+Findings (each a line; none means the run passed):
+
+- ``lost``: an acknowledged value is not at the offset its acknowledgement named;
+- ``duplicate``: a value is in a partition's final log more than once;
+- ``reordered``: a producer's acknowledged values in a partition are not in the order it sent them;
+- ``inconsistent-read``: a consumer read a value at an offset that holds another in the final log;
+- ``diverged``: the replicas of a partition do not hold the same batches (CRCs, in order);
+- ``offline`` / ``unhealthy``: a partition without a live leader, or the cluster not healthy in time;
+- ``stuck``: a consumer did not reach a partition's end after the faults were healed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from protocol.record_batch import LOG_OVERHEAD, parse_batch_header, peek_offset_and_length
+from testing.cluster import Cluster
+from testing.tcp_proxy import Direction, Mode
+
+TOPIC = "chaos"
+PARTITIONS = 3
+BROKERS = 3
+MIN_ISR = 2
+PRODUCERS = 2
+CONSUMERS = 2
+#: A producer's sequence numbers start at its index times this.
+SEQ_SPACE = 100_000_000
+HEAL_TIMEOUT_S = 90.0
+#: Each producer sends about this many records a second.
+RATE = 200
+FAULTS = ("kill", "pause", "link", "zk-isolate-leader")
+
+
+def value_of(seq: int) -> bytes:
+    return b"%012d" % seq + b"." * 52
+
+
+def seq_of(value: bytes) -> int:
+    return int(value[:12])
+
+
+@dataclass
+class History:
+    """What the clients saw; written from their threads (appends and dict stores only)."""
+
+    #: seq -> (partition, offset) of every acknowledged value.
+    acked: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: seq -> error of every value whose delivery failed (it may or may not be in the log).
+    failed: dict[int, str] = field(default_factory=dict)
+    #: per consumer: every (partition, offset, value) read, in order.
+    reads: list[list[tuple[int, int, bytes]]] = field(default_factory=list)
+    #: per consumer: partition -> the highest offset read.
+    reached: list[dict[int, int]] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    seed: int
+    faults: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def lines(self) -> list[str]:
+        head = [f"seed {self.seed}: {len(self.faults)} faults in {self.seconds:.0f} s, {len(self.findings)} findings",
+                "counts: " + ", ".join(f"{k} {v}" for k, v in self.counts.items())]
+        return head + [f"fault {i + 1}: {f}" for i, f in enumerate(self.faults)] + \
+            [f"FINDING {f}" for f in self.findings]
+
+
+# -- clients ------------------------------------------------------------------------------------------
+def _produce(cluster: Cluster, index: int, history: History, stop: threading.Event) -> None:
+    from confluent_kafka import Producer
+
+    def report(err: Any, msg: Any) -> None:
+        seq = seq_of(msg.value())
+        if err is None:
+            history.acked[seq] = (msg.partition(), msg.offset())
+        else:
+            history.failed[seq] = err.name()
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "message.timeout.ms": 120_000})
+    seq, sent = index * SEQ_SPACE, 0
+    started = time.monotonic()
+    while not stop.is_set():
+        producer.produce(TOPIC, partition=seq % PARTITIONS, value=value_of(seq), on_delivery=report)
+        seq, sent = seq + 1, sent + 1
+        ahead = sent / RATE - (time.monotonic() - started)
+        producer.poll(max(ahead, 0.0))
+    producer.flush(180)
+
+
+def _consume(cluster: Cluster, reads: list[tuple[int, int, bytes]], reached: dict[int, int],
+             stop: threading.Event) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"chaos-{id(reads)}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        while not stop.is_set():
+            for m in consumer.consume(500, timeout=0.2):
+                if m.error() is None:
+                    reads.append((m.partition(), m.offset(), m.value()))
+                    reached[m.partition()] = max(reached.get(m.partition(), -1), m.offset())
+    finally:
+        consumer.close()
+
+
+# -- faults ---------------------------------------------------------------------------------------------
+class FaultInjector:
+    def __init__(self, cluster: Cluster, rng: random.Random) -> None:
+        self.cluster = cluster
+        self.rng = rng
+        assert cluster.links is not None
+        self.links = cluster.links
+        self.session_s = cluster.session_timeout_ms / 1000
+
+    def inject(self) -> str:
+        kind = self.rng.choice(FAULTS)
+        return getattr(self, "_" + kind.replace("-", "_"))()
+
+    def _any_broker(self) -> int:
+        controller = self.cluster.controller_id()
+        if controller is not None and self.rng.random() < 1 / 3:
+            return controller
+        return self.rng.randint(1, BROKERS)
+
+    def _kill(self) -> str:
+        broker = self._any_broker()
+        was_controller = broker == self.cluster.controller_id()
+        down = self.rng.uniform(0.5, 3.0)
+        self.cluster.kill(broker)
+        time.sleep(down)
+        self.cluster.start(broker)
+        return f"kill broker {broker}{' (controller)' if was_controller else ''}, down {down:.1f} s"
+
+    def _pause(self) -> str:
+        broker = self._any_broker()
+        stopped = self.session_s + self.rng.uniform(1.0, 3.0)
+        self.cluster.pause(broker)
+        time.sleep(stopped)
+        self.cluster.resume(broker)
+        return f"pause broker {broker} for {stopped:.1f} s"
+
+    def _link(self) -> str:
+        a, b = self.rng.sample(range(1, BROKERS + 1), 2)
+        one_way = self.rng.random() < 0.5
+        seconds = self.rng.uniform(2.0, 8.0)
+        directions = (self.rng.choice(list(Direction)),) if one_way else tuple(Direction)
+        self.links.cut(a, b, Mode.BLACKHOLE, directions)
+        if not one_way:
+            self.links.cut(b, a, Mode.BLACKHOLE)
+        time.sleep(seconds)
+        self.links.heal()
+        what = f"{a}->{b} {directions[0].name.lower()} only" if one_way else f"{a}<->{b}"
+        return f"black-hole link {what} for {seconds:.1f} s"
+
+    def _zk_isolate_leader(self) -> str:
+        leaders = [state["leader"] for p in range(PARTITIONS)
+                   if (state := self.cluster.partition_state(TOPIC, p)) is not None and state["leader"] > 0]
+        broker = self.rng.choice(leaders) if leaders else self._any_broker()
+        seconds = self.session_s + self.rng.uniform(1.0, 3.0)
+        self.links.cut_zookeeper(broker)
+        time.sleep(seconds)
+        self.links.heal()
+        return f"cut leader {broker} from ZooKeeper for {seconds:.1f} s"
+
+
+def _unhealthy(cluster: Cluster) -> str | None:
+    """Why the cluster is not healthy yet (None: it is)."""
+    registered = cluster.registered_ids()
+    if registered != set(range(1, BROKERS + 1)):
+        return f"registered brokers {sorted(registered)}"
+    for p in range(PARTITIONS):
+        state = cluster.partition_state(TOPIC, p)
+        if state is None or state["leader"] not in registered:
+            return f"partition {p} has no live leader ({state})"
+        if len(state["isr"]) < MIN_ISR:
+            return f"partition {p} has ISR {state['isr']}"
+    return None
+
+
+def _wait_healthy(cluster: Cluster, timeout: float) -> str | None:
+    deadline = time.monotonic() + timeout
+    while True:
+        why = _unhealthy(cluster)
+        if why is None or time.monotonic() > deadline:
+            return why
+        time.sleep(0.2)
+
+
+# -- the checks --------------------------------------------------------------------------------------------
+def read_replica(cluster: Cluster, broker_id: int, partition: int) -> list[tuple[int, int]]:
+    """(base offset, CRC) of every whole batch of a replica's segments."""
+    batches = []
+    for segment in sorted((cluster.broker(broker_id).data_dir / f"{TOPIC}-{partition}").glob("*.log")):
+        data, pos = segment.read_bytes(), 0
+        while len(data) - pos >= LOG_OVERHEAD:
+            _, length = peek_offset_and_length(data, pos)
+            if length <= 0 or pos + LOG_OVERHEAD + length > len(data):
+                break
+            header = parse_batch_header(data, pos)
+            batches.append((header.base_offset, header.crc))
+            pos += header.size_in_bytes
+    return batches
+
+
+def read_all(cluster: Cluster, end_offsets: dict[int, int], timeout: float = 120.0
+             ) -> dict[int, dict[int, bytes]]:
+    """partition -> offset -> value, everything below ``end_offsets``, read by a fresh consumer."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    log: dict[int, dict[int, bytes]] = {p: {} for p in range(PARTITIONS)}
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "chaos-check",
+                         "enable.auto.commit": False, "fetch.max.bytes": 50 << 20})
+    try:
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(len(log[p]) < end_offsets[p] for p in log):
+            for m in consumer.consume(10_000, timeout=0.5):
+                if m.error() is None:
+                    log[m.partition()][m.offset()] = m.value()
+    finally:
+        consumer.close()
+    return log
+
+
+def end_offsets(cluster: Cluster) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "chaos-ends"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1]
+                for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+
+
+def check(history: History, log: dict[int, dict[int, bytes]], ends: dict[int, int]) -> list[str]:
+    findings: list[str] = []
+    where: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for partition, records in log.items():
+        for offset, value in records.items():
+            where[seq_of(value)].append((partition, offset))
+    for seq, places in where.items():
+        if len(places) > 1:
+            findings.append(f"duplicate: value {seq} at {sorted(places)}")
+    for seq, (partition, offset) in sorted(history.acked.items()):
+        found = log[partition].get(offset)
+        if found is None or seq_of(found) != seq:
+            findings.append(f"lost: value {seq} acknowledged at {partition}/{offset}, the log holds "
+                            f"{None if found is None else seq_of(found)} there")
+    by_producer: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for seq, (partition, offset) in history.acked.items():
+        by_producer[(seq // SEQ_SPACE, partition)].append((seq, offset))
+    for (producer, partition), pairs in by_producer.items():
+        offsets = [offset for _, offset in sorted(pairs)]
+        if offsets != sorted(offsets):
+            findings.append(f"reordered: producer {producer}'s values in partition {partition}")
+    for i, reads in enumerate(history.reads):
+        for partition, offset, value in reads:
+            final = log[partition].get(offset)
+            if final != value:
+                findings.append(f"inconsistent-read: consumer {i} read {seq_of(value)} at {partition}/{offset}, "
+                                f"the log holds {None if final is None else seq_of(final)}")
+        for partition, end in ends.items():
+            reached = history.reached[i].get(partition, -1)
+            if reached < end - 1:
+                findings.append(f"stuck: consumer {i} reached {partition}/{reached}, the end is {end}")
+    return findings
+
+
+# -- the run -----------------------------------------------------------------------------------------------
+def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: None) -> Report:
+    rng = random.Random(seed)
+    report = Report(seed)
+    started = time.monotonic()
+    history = History(reads=[[] for _ in range(CONSUMERS)], reached=[{} for _ in range(CONSUMERS)])
+    with Cluster(BROKERS, f"min.insync.replicas={MIN_ISR}", "default.replication.factor=3",
+                 "offsets.topic.replication.factor=3", link_faults=True) as cluster:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(timeout=60)
+        cluster.wait_for_topic(TOPIC, PARTITIONS, 60)
+        stop_producers, stop_consumers = threading.Event(), threading.Event()
+        threads = [threading.Thread(target=_produce, args=(cluster, i, history, stop_producers), daemon=True)
+                   for i in range(PRODUCERS)]
+        threads += [threading.Thread(target=_consume, args=(cluster, reads, reached, stop_consumers), daemon=True)
+                    for reads, reached in zip(history.reads, history.reached, strict=True)]
+        for thread in threads:
+            thread.start()
+        injector = FaultInjector(cluster, rng)
+        try:
+            time.sleep(2.0)
+            for n in range(faults):
+                fault = injector.inject()
+                report.faults.append(fault)
+                why = _wait_healthy(cluster, HEAL_TIMEOUT_S)
+                if why is not None:
+                    report.findings.append(f"unhealthy: {HEAL_TIMEOUT_S:.0f} s after fault {n + 1}: {why}")
+                    break
+                progress(f"fault {n + 1}/{faults}: {fault} (acked {len(history.acked)})")
+                time.sleep(rng.uniform(0.5, 2.0))
+        finally:
+            assert cluster.links is not None
+            cluster.links.heal()
+            for broker_id in cluster.paused_ids:
+                cluster.resume(broker_id)
+            stop_producers.set()
+            for thread in threads[:PRODUCERS]:
+                thread.join(240)
+        why = _wait_healthy(cluster, HEAL_TIMEOUT_S)
+        if why is not None:
+            report.findings.append(f"offline: at the end, {why}")
+        ends = end_offsets(cluster)
+        # The consumers have a while to reach the end, then stop.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(
+                reached.get(partition, -1) >= end - 1 for reached in history.reached for partition, end in ends.items()):
+            time.sleep(0.5)
+        stop_consumers.set()
+        for thread in threads[PRODUCERS:]:
+            thread.join(60)
+        log = read_all(cluster, ends)
+        report.findings += check(history, log, ends)
+        for p in range(PARTITIONS):
+            replicas = {b: read_replica(cluster, b, p) for b in range(1, BROKERS + 1)}
+            if len({tuple(batches) for batches in replicas.values()}) != 1:
+                report.findings.append(f"diverged: partition {p}: batches per replica "
+                                       f"{ {b: len(v) for b, v in replicas.items()} }")
+        report.counts = {"acked": len(history.acked), "failed": len(history.failed),
+                         "in the log": sum(len(v) for v in log.values()),
+                         **{f"read by consumer {i}": len(r) for i, r in enumerate(history.reads)}}
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--faults", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--json", type=Path, default=None, help="write the report here too")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    report = run(args.faults, seed, progress=lambda line: print(line, flush=True))
+    print("\n".join(report.lines()))
+    if args.json is not None:
+        args.json.write_text(json.dumps(report.__dict__, indent=2) + "\n")
+    return 1 if report.findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
