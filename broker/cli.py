@@ -40,3 +40,7 @@ main.add_command(dev_cluster_command)
 
 if __name__ == "__main__":
     main()
+
+from broker.tools.reassign_partitions_command import reassign_partitions_command  # noqa: E402  (issue 18)
+
+main.add_command(reassign_partitions_command)

@@ -14,16 +14,18 @@ from uuid import UUID
 
 from client.client import KafkaClient
 from client.connection import BrokerConnection
-from client.errors import check_error
+from client.errors import KafkaApiError, api_error, check_error
 from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigSource
+from protocol.messages import alter_partition_reassignments as _apr
 from protocol.messages import create_partitions as _cp
 from protocol.messages import create_topics as _ct
 from protocol.messages import delete_topics as _dt
 from protocol.messages import describe_configs as _dc
 from protocol.messages import incremental_alter_configs as _iac
+from protocol.messages import list_partition_reassignments as _lpr
 from protocol.primitives import UUID_ZERO
 
-__all__ = ["AdminClient", "ConfigEntry", "CreatedTopic", "NewTopic"]
+__all__ = ["AdminClient", "ConfigEntry", "CreatedTopic", "NewTopic", "OngoingReassignment"]
 
 
 @dataclass(slots=True)
@@ -56,6 +58,15 @@ class ConfigEntry:
     @property
     def is_default(self) -> bool:
         return self.source == ConfigSource.DEFAULT_CONFIG
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingReassignment:
+    """A partition being reassigned: its replica set now, and those being added and removed."""
+
+    replicas: list[int]
+    adding: list[int]
+    removing: list[int]
 
 
 class AdminClient:
@@ -145,6 +156,44 @@ class AdminClient:
             check_error(
                 result.error_code, api_name="CreatePartitions", topic=result.name, message=result.error_message
             )
+
+    # ------------------------------------------------------------ reassignments
+
+    def alter_partition_reassignments(self, wanted: Mapping[tuple[str, int], Sequence[int] | None]
+                                      ) -> dict[tuple[str, int], KafkaApiError | None]:
+        """Move each partition to its replicas, or cancel its move (None); per partition, the
+        error the controller answered (None: started)."""
+        by_topic: dict[str, list[_apr.ReassignablePartition]] = {}
+        for (topic, partition), replicas in wanted.items():
+            by_topic.setdefault(topic, []).append(_apr.ReassignablePartition(
+                partition_index=partition, replicas=None if replicas is None else list(replicas)))
+        request = _apr.AlterPartitionReassignmentsRequest(
+            timeout_ms=self.timeout_ms,
+            topics=[_apr.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        response = self.client.controller_connection().request(request, version=0)
+        assert isinstance(response, _apr.AlterPartitionReassignmentsResponse)
+        check_error(response.error_code, api_name="AlterPartitionReassignments", message=response.error_message)
+        return {(t.name, p.partition_index): (api_error(p.error_code, api_name="AlterPartitionReassignments",
+                                                        topic=t.name, partition=p.partition_index,
+                                                        message=p.error_message) if p.error_code else None)
+                for t in response.responses for p in t.partitions}
+
+    def list_partition_reassignments(self, partitions: Iterable[tuple[str, int]] | None = None
+                                     ) -> dict[tuple[str, int], OngoingReassignment]:
+        """The reassignments in progress (of ``partitions``, or all)."""
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                by_topic.setdefault(topic, []).append(partition)
+            topics = [_lpr.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
+        request = _lpr.ListPartitionReassignmentsRequest(timeout_ms=self.timeout_ms, topics=topics)
+        response = self.client.controller_connection().request(request, version=0)
+        assert isinstance(response, _lpr.ListPartitionReassignmentsResponse)
+        check_error(response.error_code, api_name="ListPartitionReassignments", message=response.error_message)
+        return {(t.name, p.partition_index): OngoingReassignment(list(p.replicas), list(p.adding_replicas),
+                                                                 list(p.removing_replicas))
+                for t in response.topics for p in t.partitions}
 
     # ------------------------------------------------------------ configs
 

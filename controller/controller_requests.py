@@ -76,6 +76,8 @@ class ControllerRequests:
 
         def _enqueue(self, name: str, process: Callable[[], Awaitable[Any]]) -> asyncio.Future[Any]: ...
 
+        async def maybe_complete_reassignments(self, tps: list[TopicPartition]) -> None: ...
+
     # ------------------------------------------------------------ ControlledShutdown
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, list[TopicPartition]]:
@@ -188,6 +190,8 @@ class ControllerRequests:
                 self.batch.new_batch()
                 self.batch.add_update_metadata_request_for_brokers(ctx.live_or_shutting_down_broker_ids, list(updated))
                 self.batch.send_requests_to_brokers(ctx.epoch)
+                # An adding replica that joined the ISR may finish its partition's reassignment.
+                await self.maybe_complete_reassignments(sorted(updated))
         return self._alter_partition_response(request, errors, answers)
 
     def _check_alter_partition(self, tp: TopicPartition, proposed: LeaderAndIsr) -> int | LeaderAndIsr | None:

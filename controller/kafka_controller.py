@@ -38,6 +38,7 @@ from controller.controller_context import (
 from controller.controller_event_manager import ControllerEventManager
 from controller.controller_request_batch import ControllerRequestBatch
 from controller.controller_requests import ControllerRequests
+from controller.partition_reassignment import PartitionReassignment
 from controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.topic_deletion_manager import TopicDeletionManager
@@ -61,7 +62,7 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-class KafkaController(ControllerRequests):
+class KafkaController(ControllerRequests, PartitionReassignment):
     """One broker's controller: elected through /controller, active while it holds it."""
 
     def __init__(
@@ -282,6 +283,7 @@ class KafkaController(ControllerRequests):
         # ...then every live replica its partition's leader and ISR; leaderless partitions elect one.
         await self.replica_state_machine.startup()
         await self.partition_state_machine.startup()
+        await self.resume_reassignments()
         await self.topic_deletion_manager.resume_deletions()
         if self.config.auto_leader_rebalance_enable:
             self._schedule_auto_leader_rebalance(self.config.auto_leader_rebalance_initial_delay_s)
@@ -428,6 +430,8 @@ class KafkaController(ControllerRequests):
                     if not self.context.is_topic_queued_up_for_deletion(r.topic)]
         await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
         await self.partition_state_machine.trigger_online_partition_state_change()
+        # A reassignment waiting for a replica on a broker that was down goes on (Kafka's onBrokerStartup).
+        await self.maybe_complete_reassignments(sorted({(r.topic, r.partition) for r in replicas}))
         with_deleted = {r.topic for r in self.context.replicas_on_brokers(new_ids)} & self.context.topics_to_be_deleted
         if with_deleted:
             await self.topic_deletion_manager.resume_deletion_for_topics(with_deleted)

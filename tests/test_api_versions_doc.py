@@ -90,6 +90,10 @@ CLUSTER_TESTS: dict[int, list[str]] = {
     6: [f"{_CLUSTER}::test_update_metadata_versions"],
     7: [f"{_CLUSTER}::test_controlled_shutdown_versions"],
     43: [f"{_CLUSTER}::test_elect_leaders_versions"],
+    45: [f"{_CLUSTER}::test_alter_partition_reassignments_versions",
+         "tests/cluster/test_reassignment.py::test_the_cli_moves_a_partition_and_verify_reports_it_done"],
+    46: [f"{_CLUSTER}::test_list_partition_reassignments_versions",
+         "tests/cluster/test_reassignment.py::test_the_controller_checks_each_request"],
     56: [f"{_CLUSTER}::test_alter_partition_versions"],
 }
 

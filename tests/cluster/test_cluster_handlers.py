@@ -22,7 +22,15 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from broker.handlers import alter_partition, controlled_shutdown, elect_leaders, leader_and_isr, stop_replica
+from broker.handlers import (
+    alter_partition,
+    alter_partition_reassignments,
+    controlled_shutdown,
+    elect_leaders,
+    leader_and_isr,
+    list_partition_reassignments,
+    stop_replica,
+)
 from broker.handlers import update_metadata as update_metadata_handler
 from client.connection import BrokerConnection
 from client.errors import KafkaConnectionError
@@ -32,6 +40,12 @@ from protocol.messages.alter_partition import (
     AlterPartitionRequestPartitionData,
     AlterPartitionRequestTopicData,
     AlterPartitionResponse,
+)
+from protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartition,
+    ReassignableTopic,
 )
 from protocol.messages.api_versions import ApiVersionsRequest
 from protocol.messages.controlled_shutdown import ControlledShutdownRequest, ControlledShutdownResponse
@@ -44,6 +58,10 @@ from protocol.messages.leader_and_isr import (
     LeaderAndIsrTopicState,
 )
 from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic
+from protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from protocol.messages.stop_replica import (
     StopReplicaPartitionState,
@@ -296,9 +314,25 @@ def test_elect_leaders_versions(member: Member, version: int) -> None:
         assert everything.error_code == ErrorCode.NOT_CONTROLLER
 
 
+@pytest.mark.parametrize("version", _versions(alter_partition_reassignments))
+def test_alter_partition_reassignments_versions(member: Member, version: int) -> None:
+    response = send(member.broker, AlterPartitionReassignmentsRequest(timeout_ms=5000, topics=[ReassignableTopic(
+        name="lai-v7", partitions=[ReassignablePartition(partition_index=0, replicas=[BROKER_ID])])]), version)
+    assert isinstance(response, AlterPartitionReassignmentsResponse)
+    assert response.error_code == ErrorCode.NOT_CONTROLLER and response.responses == []
+
+
+@pytest.mark.parametrize("version", _versions(list_partition_reassignments))
+def test_list_partition_reassignments_versions(member: Member, version: int) -> None:
+    response = send(member.broker, ListPartitionReassignmentsRequest(timeout_ms=5000, topics=None), version)
+    assert isinstance(response, ListPartitionReassignmentsResponse)
+    assert response.error_code == ErrorCode.NOT_CONTROLLER and response.topics == []
+
+
 # -- a lone broker has none of them ---------------------------------------------------------------
 INTER_BROKER = {4: LeaderAndIsrRequest, 5: StopReplicaRequest, 6: UpdateMetadataRequest,
-                7: ControlledShutdownRequest, 43: ElectLeadersRequest, 56: AlterPartitionRequest}
+                7: ControlledShutdownRequest, 43: ElectLeadersRequest, 45: AlterPartitionReassignmentsRequest,
+                46: ListPartitionReassignmentsRequest, 56: AlterPartitionRequest}
 
 
 @pytest.fixture(scope="module")
