@@ -12,7 +12,8 @@ Kafka's options, JSON files and messages:
   ``follower.replication.throttled.replicas`` (the replicas being added);
 - ``--verify --reassignment-json-file F``: each partition's status; once every one is done, the
   throttles are removed (run it until they are, as Kafka says);
-- ``--cancel --reassignment-json-file F``: cancel the reassignments still in progress.
+- ``--cancel --reassignment-json-file F``: cancel the reassignments still in progress (and remove
+  the throttles, unless ``--preserve-throttles``).
 
 The file: ``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3,4]}]}``
 (``log_dirs``, if present, must be "any": pafka has one log directory per broker).
@@ -187,13 +188,16 @@ def _verify(client: KafkaClient, admin: AdminClient, wanted: dict[TopicPartition
     return done
 
 
-def _cancel(admin: AdminClient, wanted: dict[TopicPartition, list[int]]) -> None:
+def _cancel(client: KafkaClient, admin: AdminClient, wanted: dict[TopicPartition, list[int]],
+            preserve_throttles: bool) -> None:
     errors = admin.alter_partition_reassignments(dict.fromkeys(wanted))
     for (t, p), error in sorted(errors.items()):
         if error is None:
             click.echo(f"Successfully cancelled partition reassignment for {t}-{p}")
         else:
             click.echo(f"Error cancelling partition reassignment for {t}-{p}: {error}", err=True)
+    if not preserve_throttles:  # as Kafka's --cancel does
+        _clear_throttles(client, admin, {t for t, _ in wanted})
 
 
 @click.command("reassign-partitions")
@@ -208,7 +212,7 @@ def _cancel(admin: AdminClient, wanted: dict[TopicPartition, list[int]]) -> None
               help='With --generate: {"version":1,"topics":[{"topic":"t"}]}.')
 @click.option("--broker-list", help="With --generate: the brokers to assign to, e.g. 1,2,3.")
 @click.option("--throttle", type=click.IntRange(min=1), help="With --execute: the replication limit in B/s.")
-@click.option("--preserve-throttles", is_flag=True, help="With --verify: leave the throttles in place.")
+@click.option("--preserve-throttles", is_flag=True, help="With --verify/--cancel: leave the throttles in place.")
 @click.option("--timeout", "timeout_s", type=int, default=30, show_default=True, help="Request timeout in seconds.")
 def reassign_partitions_command(bootstrap_server: str, action: str | None, reassignment_json_file: Path | None,
                                 topics_to_move_json_file: Path | None, broker_list: str | None,
@@ -232,7 +236,7 @@ def reassign_partitions_command(bootstrap_server: str, action: str | None, reass
             elif action == "verify":
                 _verify(client, admin, wanted, preserve_throttles)
             else:
-                _cancel(admin, wanted)
+                _cancel(client, admin, wanted, preserve_throttles)
     except KafkaClientError as exc:
         fail(f"Error: {exc}")
     sys.stdout.flush()

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from broker.cli import main
 from client import AdminClient, KafkaClient
 from client.errors import KafkaApiError
+from protocol.config_types import ConfigResourceType
 from protocol.errors import ErrorCode
 from testing.cluster import Cluster
 from tests.cluster.helpers import (
@@ -126,7 +127,97 @@ def test_the_controller_checks_each_request(cluster4: Cluster) -> None:
     assert cluster4.topic_assignment(topic) == {0: [1, 2]}
 
 
-def _threaded(target: object) -> threading.Thread:
-    thread = threading.Thread(target=target, daemon=True)  # type: ignore[arg-type]
-    thread.start()
-    return thread
+def _segment_bytes(cluster: Cluster, broker_id: int, topic: str) -> int:
+    directory = partition_dir(cluster, broker_id, topic, 0)
+    return sum(f.stat().st_size for f in directory.glob("*.log")) if directory.exists() else 0
+
+
+THROTTLE = 1_000_000  # B/s
+BACKLOG = 200_000  # records of 100 B before the move: 20 MB to copy
+
+
+def test_a_move_under_acks_all_load_loses_nothing_and_keeps_to_the_throttle(cluster4: Cluster,
+                                                                             tmp_path: Path) -> None:
+    """{1,2,3} -> {2,3,4} with --throttle while an idempotent acks=all producer runs: only retriable
+    errors, every acknowledged record still there once, and broker 4 copies at the throttle
+    (within 20 %, measured once the quota's first windows have passed)."""
+    topic = unique("throttled")
+    create_topic(cluster4, topic, 1, 3, assignment=[[1, 2, 3]])
+    assert len(produce_confluent(cluster4.bootstrap, topic, range(BACKLOG), partition=0).acked) == BACKLOG
+    stop = threading.Event()
+    outcome: list[object] = []
+
+    def load() -> None:
+        seq = BACKLOG
+        while not stop.is_set():
+            outcome.append(produce_confluent(cluster4.bootstrap, topic, range(seq, seq + 200), partition=0,
+                                             extra={"enable.idempotence": True}))
+            seq += 200
+            time.sleep(0.2)
+
+    producer = threading.Thread(target=load, daemon=True)
+    producer.start()
+    plan = _plan(tmp_path, topic, [2, 3, 4])
+    try:
+        code, out, err = reassign(cluster4, "--execute", "--reassignment-json-file", str(plan),
+                                  "--throttle", str(THROTTLE))
+        assert code == 0, err
+        assert f"The inter-broker throttle limit was set to {THROTTLE} B/s" in out
+        target = _segment_bytes(cluster4, 1, topic)
+        samples: list[tuple[float, int]] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            copied = _segment_bytes(cluster4, 4, topic)
+            samples.append((time.monotonic(), copied))
+            if copied >= target:
+                break
+            time.sleep(0.25)
+        out = _verify_until_done(cluster4, plan)
+        assert "Clearing topic-level throttles on topic " + topic in out
+    finally:
+        stop.set()
+        producer.join(60)
+    # The steady part of the copy: from 50 % to 90 % of what the leader had when it started.
+    start = next((t, b) for t, b in samples if b >= target * 0.5)
+    end = next((t, b) for t, b in samples if b >= target * 0.9)
+    rate = (end[1] - start[1]) / (end[0] - start[0])
+    assert 0.8 * THROTTLE <= rate <= 1.2 * THROTTLE, f"copied at {rate:,.0f} B/s with a {THROTTLE:,} B/s throttle"
+    # The throttles are gone, the move is done, nothing acknowledged is lost.
+    with KafkaClient(cluster4.bootstrap) as client:
+        topic_configs = AdminClient(client).describe_configs(ConfigResourceType.TOPIC, topic)
+    assert topic_configs["leader.replication.throttled.replicas"].value in ("", None)
+    assert cluster4.topic_assignment(topic) == {0: [2, 3, 4]}
+    acked: set[int] = set(range(BACKLOG))
+    for result in outcome:
+        acked |= set(result.acked)  # type: ignore[attr-defined]
+        retriable = {"NOT_LEADER_OR_FOLLOWER", "_MSG_TIMED_OUT", "REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS",
+                     "LEADER_NOT_AVAILABLE", "_TRANSPORT"}
+        assert result.failed_codes <= retriable, result.failed_codes  # type: ignore[attr-defined]
+    consumed = consume_confluent(cluster4.bootstrap, topic, 1, len(acked))
+    seen = [int(value[:10]) for _, _, value in consumed]
+    assert len(seen) == len(set(seen)), "a record twice"
+    assert acked <= set(seen), f"{len(acked - set(seen))} acknowledged records lost"
+
+
+def test_a_cancelled_move_goes_back_to_the_original_replicas(cluster4: Cluster, tmp_path: Path) -> None:
+    topic = unique("cancelled")
+    create_topic(cluster4, topic, 1, 2, assignment=[[1, 2]])
+    assert len(produce_confluent(cluster4.bootstrap, topic, range(100_000), partition=0).acked) == 100_000
+    plan = _plan(tmp_path, topic, [3, 4])
+    # A slow copy (10 KB/s, after the quota's first windows) stays in progress long enough to cancel.
+    code, _, err = reassign(cluster4, "--execute", "--reassignment-json-file", str(plan), "--throttle", "10000")
+    assert code == 0, err
+    with KafkaClient(cluster4.bootstrap) as client:
+        ongoing = AdminClient(client).list_partition_reassignments()
+    assert ongoing[(topic, 0)].adding == [3, 4] and ongoing[(topic, 0)].removing == [1, 2]
+    code, out, _ = reassign(cluster4, "--verify", "--reassignment-json-file", str(plan))
+    assert f"Reassignment of partition {topic}-0 is still in progress." in out
+    code, out, err = reassign(cluster4, "--cancel", "--reassignment-json-file", str(plan))
+    assert code == 0 and f"Successfully cancelled partition reassignment for {topic}-0" in out, err
+    assert cluster4.topic_assignment(topic) == {0: [1, 2]}
+    with KafkaClient(cluster4.bootstrap) as client:
+        assert AdminClient(client).list_partition_reassignments() == {}
+    for broker_id in (3, 4):
+        cluster4.wait_for(lambda b=broker_id: not partition_dir(cluster4, b, topic, 0).exists(), WAIT_S,
+                          f"broker {broker_id}'s copy deleted")
+    assert_exactly_once(consume_confluent(cluster4.bootstrap, topic, 1, 100_000), range(100_000))
