@@ -431,7 +431,7 @@ class KafkaController(ControllerRequests, PartitionReassignment):
         await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
         await self.partition_state_machine.trigger_online_partition_state_change()
         # A reassignment waiting for a replica on a broker that was down goes on (Kafka's onBrokerStartup).
-        await self.maybe_complete_reassignments(sorted({(r.topic, r.partition) for r in replicas}))
+        await self.resume_reassignments(new_ids)
         with_deleted = {r.topic for r in self.context.replicas_on_brokers(new_ids)} & self.context.topics_to_be_deleted
         if with_deleted:
             await self.topic_deletion_manager.resume_deletion_for_topics(with_deleted)

@@ -225,12 +225,14 @@ class PartitionReassignment:
             if set(target_replicas(assignment)) <= set(info.leader_and_isr.isr):
                 await self._on_partition_reassignment(tp, assignment)
 
-    async def resume_reassignments(self) -> None:
-        """A new controller carries on the reassignments ZooKeeper records (Kafka's
-        initializePartitionReassignments)."""
+    async def resume_reassignments(self, on_brokers: set[int] | None = None) -> None:
+        """Carry on the reassignments in progress (of partitions with a replica on ``on_brokers``):
+        a new controller resumes what ZooKeeper records (Kafka's initializePartitionReassignments),
+        and a broker that comes back hears of the move it is part of (its onBrokerStartup)."""
         ctx = self.context
         ongoing = [(tp, a) for tp in list(ctx.all_partitions())
-                   if (a := ctx.partition_assignments[tp[0]][tp[1]]).adding or a.removing]
+                   if ((a := ctx.partition_assignments[tp[0]][tp[1]]).adding or a.removing)
+                   and (on_brokers is None or on_brokers & set(a.replicas))]
         for tp, assignment in ongoing:
             if not ctx.is_topic_queued_up_for_deletion(tp[0]):
                 await self._on_partition_reassignment(tp, assignment)

@@ -221,3 +221,32 @@ def test_a_cancelled_move_goes_back_to_the_original_replicas(cluster4: Cluster, 
         cluster4.wait_for(lambda b=broker_id: not partition_dir(cluster4, b, topic, 0).exists(), WAIT_S,
                           f"broker {broker_id}'s copy deleted")
     assert_exactly_once(consume_confluent(cluster4.bootstrap, topic, 1, 100_000), range(100_000))
+
+
+def test_a_new_controller_carries_on_a_move_the_old_one_started(tmp_path: Path) -> None:
+    """The adding broker is paused, so the move waits in phase 1; the controller dies and the
+    next one, reading adding/removing replicas from ZooKeeper, finishes the move once the adding
+    broker is back and caught up."""
+    with Cluster(4, "auto.leader.rebalance.enable=false") as cluster:
+        controller = cluster.controller_id()
+        assert controller is not None
+        adding = max(b for b in range(1, 5) if b != controller)
+        origin = [b for b in range(1, 5) if b != adding]
+        target = [*origin[1:], adding]
+        topic = unique("resumed")
+        create_topic(cluster, topic, 1, 3, assignment=[origin])
+        assert len(produce_confluent(cluster.bootstrap, topic, range(5000), partition=0).acked) == 5000
+        cluster.pause(adding)
+        try:
+            with KafkaClient(cluster.bootstrap_of(origin)) as client:
+                assert AdminClient(client).alter_partition_reassignments({(topic, 0): target}) == {(topic, 0): None}
+            znode = cluster.read_json(f"/brokers/topics/{topic}")
+            assert znode["adding_replicas"] == {"0": [adding]} and znode["removing_replicas"] == {"0": [origin[0]]}
+            cluster.kill(controller)
+            cluster.wait_for(lambda: cluster.controller_id() not in (None, controller), WAIT_S, "a new controller")
+        finally:
+            cluster.resume(adding)
+        cluster.wait_for(lambda: cluster.topic_assignment(topic) == {0: target}, WAIT_S, "the move to finish")
+        assert cluster.read_json(f"/brokers/topics/{topic}")["adding_replicas"] == {}
+        cluster.wait_for(lambda: replicas_identical(cluster, topic, 0, target), WAIT_S, "replicas identical")
+        assert_exactly_once(consume_confluent(cluster.bootstrap_of(target), topic, 1, 5000), range(5000))
