@@ -66,10 +66,14 @@ from protocol.messages.offset_for_leader_epoch import (
 from protocol.request_constants import EARLIEST_TIMESTAMP, FINAL_EPOCH, INVALID_SESSION_ID, LATEST_TIMESTAMP
 from replication.partition import Partition
 from replication.replica_host import BrokerEndpoint, ReplicaHost
+from replication.replication_quota_manager import should_follower_throttle
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+#: One partition's fetched batches to append: (partition, records, fetch offset, leader epoch,
+#: leader's high watermark, leader's log start offset).
+FetchedAppend = tuple[Partition, memoryview | bytes | bytearray, int, int, int, int]
 FETCH_API_KEY = 1
 LIST_OFFSETS_API_KEY = 2
 #: The first Fetch version that names topics by id, and the first with replica_state.
@@ -101,6 +105,14 @@ class PartitionFetchState:
     truncating: bool = True
     #: The leader answered that it knows none of our epochs: fetch without the epoch check.
     epoch_unknown_to_leader: bool = False
+    #: How far our log end is behind the leader's high watermark after the last fetch (Kafka's
+    #: PartitionFetchState.lag); None until a fetch answered. Caught up (0): never throttled.
+    lag: int | None = None
+
+    @property
+    def in_sync(self) -> bool:
+        """Kafka's isReplicaInSync: the last fetch left nothing to catch up on."""
+        return self.lag is not None and self.lag <= 0
 
 
 class ReplicaFetcherThread:
@@ -178,7 +190,13 @@ class ReplicaFetcherThread:
                     ready = {tp: state for tp, state in ready.items() if not state.truncating}
                     if not ready:
                         continue
-                request, version, sent, session_data = self._build_request(connection, ready)
+                fetching = self._unthrottled(ready)
+                if not fetching:
+                    # Kafka's fetcher with nothing to fetch waits replica.fetch.backoff.ms; the quota
+                    # is measured again then.
+                    self._delay(list(ready), backoff)
+                    continue
+                request, version, sent, session_data = self._build_request(connection, fetching)
                 timeout = (self.config.replica_socket_timeout_ms + self.config.replica_fetch_wait_max_ms) / 1000
                 try:
                     response = await connection.request(request, version=version, timeout=timeout)
@@ -202,6 +220,17 @@ class ReplicaFetcherThread:
                          self.source.host, self.source.port, exc)
                 self._disconnect()
                 await asyncio.sleep(backoff)
+
+    def _unthrottled(self, ready: dict[TopicPartition, PartitionFetchState]
+                     ) -> dict[TopicPartition, PartitionFetchState]:
+        """The partitions this request fetches: those the follower quota holds back are left out
+        (Kafka's shouldFollowerThrottle), so their leader sends nothing for them."""
+        quota = self.manager.quotas.follower
+        throttled = quota.throttled_topics
+        if not throttled or all(tp[0] not in throttled for tp in ready):
+            return ready
+        return {tp: state for tp, state in ready.items()
+                if not should_follower_throttle(quota, tp, state.in_sync)}
 
     def _fetchable(self) -> dict[TopicPartition, PartitionFetchState]:
         now = time.monotonic()
@@ -285,7 +314,7 @@ class ReplicaFetcherThread:
     async def _process_response(self, connection: AsyncBrokerConnection, response: FetchResponse,
                                 sent: dict[TopicPartition, tuple[PartitionFetchState, int]], backoff: float) -> None:
         names = {state.partition.topic_id: tp[0] for tp, (state, _) in sent.items()}
-        appends: list[tuple[Partition, memoryview | bytes | bytearray, int, int, int, int]] = []
+        appends: list[FetchedAppend] = []
         errors: list[TopicPartition] = []
         out_of_range: list[tuple[TopicPartition, PartitionFetchState]] = []
         diverged: list[tuple[TopicPartition, PartitionFetchState, int, int]] = []
@@ -322,14 +351,7 @@ class ReplicaFetcherThread:
             results = _append_fetched(appends, on_loop=True) if self.manager.append_thread.idle else []
             if len(results) < len(appends):
                 results += await self.manager.append_thread.run(_append_fetched, appends[len(results):])
-            for (partition, _, _, _, leader_hw, _), appended in zip(appends, results, strict=True):
-                if appended is True:
-                    partition.update_follower_high_watermark(leader_hw)
-                elif isinstance(appended, Exception):
-                    # One partition's bad data (a corrupt batch, a storage error) holds up only it.
-                    tp = (partition.topic, partition.partition_index)
-                    log.error("[%s] %s-%d: append as follower failed: %s", self.name, *tp, appended)
-                    errors.append(tp)
+            errors += self._after_appends(appends, results)
         if errors:
             self._delay(errors, backoff)
         for tp, state, epoch, end_offset in diverged:
@@ -348,6 +370,30 @@ class ReplicaFetcherThread:
             except Exception as exc:
                 log.info("[%s] %s-%d: cannot reset after OFFSET_OUT_OF_RANGE: %s", self.name, *tp, exc)
                 self._delay([tp], backoff)
+
+    def _after_appends(self, appends: list[FetchedAppend], results: list[bool | Exception]) -> list[TopicPartition]:
+        """Each appended partition's high watermark and lag; the partitions whose append failed.
+        What throttled partitions appended counts against the follower quota, in sync or not
+        (Kafka's processPartitionData)."""
+        failed: list[TopicPartition] = []
+        quota = self.manager.quotas.follower
+        throttled_bytes = 0
+        for (partition, records, _, _, leader_hw, _), appended in zip(appends, results, strict=True):
+            tp = (partition.topic, partition.partition_index)
+            if appended is True:
+                partition.update_follower_high_watermark(leader_hw)
+                state = self.partitions.get(tp)
+                if state is not None:
+                    state.lag = max(0, leader_hw - partition.log.log_end_offset)
+                if quota.throttled_topics and quota.is_throttled(tp):
+                    throttled_bytes += len(records)
+            elif isinstance(appended, Exception):
+                # One partition's bad data (a corrupt batch, a storage error) holds up only it.
+                log.error("[%s] %s-%d: append as follower failed: %s", self.name, *tp, appended)
+                failed.append(tp)
+        if throttled_bytes:
+            quota.record(throttled_bytes)
+        return failed
 
     # -- truncation by leader epoch (KIP-101, KIP-279, KIP-320) -------------------------------
     async def _truncate(self, tp: TopicPartition, state: PartitionFetchState, leader_epoch: int,
@@ -472,7 +518,7 @@ class ReplicaFetcherThread:
         return answer.offset
 
 
-def _append_fetched(appends: list[tuple[Partition, memoryview | bytes | bytearray, int, int, int, int]],
+def _append_fetched(appends: list[FetchedAppend],
                     on_loop: bool = False) -> list[bool | Exception]:
     """Append each partition's fetched batches as follower, if the partition is still a
     follower at the epoch the fetch was made for and its log still ends at the fetch offset;

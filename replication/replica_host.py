@@ -19,6 +19,7 @@ from replication.delayed_produce import ProducePurgatory
 from replication.partition import Partition
 from replication.partition_state import LeaderAndIsr
 from replication.replication_config import ReplicationConfig
+from replication.replication_quota_manager import ReplicationQuotas
 from storage.log_manager import LogManager
 
 TopicPartition = tuple[str, int]
@@ -48,6 +49,7 @@ class ReplicaHost(Protocol):
     log_manager: LogManager
     append_thread: AppendThread
     replication_config: ReplicationConfig
+    quotas: ReplicationQuotas
     partitions: dict[TopicPartition, Partition]
     fetch_purgatory: FetchPurgatory
     produce_purgatory: ProducePurgatory

@@ -46,6 +46,7 @@ from replication.replica_fetcher_manager import ReplicaFetcherManager
 from replication.replica_host import LeadershipCallback
 from replication.replica_manager_cluster import ClusterReplication
 from replication.replication_config import ReplicationConfig
+from replication.replication_quota_manager import ReplicationQuotas, should_leader_throttle
 from replication.txn_verification import TransactionalProduce
 from storage.errors import (
     InvalidRecordError,
@@ -61,6 +62,7 @@ from storage.log import now_ms
 from storage.log_append import AppendOrigin, LogAppendInfo
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
+from storage.log_segment import FetchDataInfo
 from storage.producer_state import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
@@ -160,10 +162,14 @@ class LogDirDescription:
 
 class ReplicaManager(ClusterReplication):
     def __init__(self, broker_id: int, log_manager: LogManager, append_thread: AppendThread,
-                 replication_config: ReplicationConfig | None = None) -> None:
+                 replication_config: ReplicationConfig | None = None,
+                 quotas: ReplicationQuotas | None = None) -> None:
         self.broker_id = broker_id
         self.replication_config = replication_config or ReplicationConfig()
         self.log_manager = log_manager
+        #: The leader and follower replication throttles (KIP-73). The broker feeds them: its
+        #: dynamic configs the rates, the topics' configs (``update_throttled_replicas``) the partitions.
+        self.quotas = quotas or ReplicationQuotas()
         self.append_thread = append_thread
         self.partitions: dict[TopicPartition, Partition] = {}
         #: The same partitions by topic, in index order: Metadata, DescribeTopicPartitions and
@@ -187,6 +193,12 @@ class ReplicaManager(ClusterReplication):
         self._isr_eligibility: Callable[[int], bool] | None = None
         #: Serializes LeaderAndIsr and StopReplica: each changes many partitions over several awaits.
         self.state_change_lock = asyncio.Lock()
+
+    def update_throttled_replicas(self, topic: str, config: LogConfig) -> None:
+        """A topic's config changed (or was loaded): its throttled replicas on this broker
+        (Kafka's TopicConfigHandler; a LogManager topic config listener)."""
+        self.quotas.update_throttled_replicas(topic, config.leader_replication_throttled_replicas,
+                                              config.follower_replication_throttled_replicas, self.broker_id)
 
     def add_leadership_listener(self, topic: str, on_election: LeadershipCallback,
                                 on_resignation: LeadershipCallback) -> None:
@@ -619,11 +631,33 @@ class ReplicaManager(ClusterReplication):
         """
         deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
         results, total, any_error = self._read_from_log(params, partitions)
+        throttling = params.is_from_follower and bool(self.quotas.leader.throttled_topics)
         if params.is_from_follower:
             self.update_follower_fetch_state(params, partitions, results)
         if total >= params.min_bytes or any_error or deadline <= time.monotonic() or not partitions:
+            if throttling:
+                self._record_leader_quota(partitions, results)
             return results
+        if throttling:
+            return self._delayed_throttled_fetch(params, partitions, deadline)
         return self._delayed_fetch(params, partitions, deadline)
+
+    async def _delayed_throttled_fetch(self, params: FetchParams, partitions: Sequence[FetchPartition],
+                                       deadline: float) -> list[LogReadResult]:
+        results = await self._delayed_fetch(params, partitions, deadline)
+        self._record_leader_quota(partitions, results)
+        return results
+
+    def _record_leader_quota(self, partitions: Sequence[FetchPartition], results: list[LogReadResult]) -> None:
+        """Kafka's sizeOfThrottledPartitions: what a follower's answer carries of throttled partitions
+        counts against the leader quota, in sync or not, once the answer is final (a long poll
+        reads again, and only what is sent was replicated)."""
+        quota = self.quotas.leader
+        size = 0
+        for wanted, result in zip(partitions, results, strict=True):
+            if result.info is not None and quota.is_throttled((wanted.topic, wanted.partition)):
+                size += result.info.size
+        quota.record(size)
 
     async def _delayed_fetch(self, params: FetchParams, partitions: Sequence[FetchPartition],
                              deadline: float) -> list[LogReadResult]:
@@ -671,6 +705,8 @@ class ReplicaManager(ClusterReplication):
         min_one_message = not params.hard_max_bytes_limit  # for the first partition that finds data
         hosted = self.partitions
         broker_id = self.broker_id
+        # The leader quota's throttled topics; empty (falsy) unless a reassignment throttles some.
+        throttled = self.quotas.leader.throttled_topics if params.is_from_follower else None
         for wanted in partitions:
             partition = hosted.get((wanted.topic, wanted.partition))
             if partition is None:
@@ -699,6 +735,9 @@ class ReplicaManager(ClusterReplication):
                 results.append(read_error(ErrorCode.OFFSET_OUT_OF_RANGE, partition))
                 any_error = True
                 continue
+            if throttled and wanted.topic in throttled and should_leader_throttle(
+                    self.quotas.leader, (wanted.topic, wanted.partition), partition.isr, params.replica_id):
+                result = _without_records(result)  # Kafka's "simply return an empty set"
             total += result.info.size  # type: ignore[union-attr]  # a successful read has info
             results.append(result)
         return results, total, any_error
@@ -810,6 +849,12 @@ class ReplicaManager(ClusterReplication):
                 description.error_code = ErrorCode.KAFKA_STORAGE_ERROR
             described.append(description)
         return described
+
+
+def _without_records(result: LogReadResult) -> LogReadResult:
+    """A throttled read: the partition's offsets as read, no records (the follower asks again)."""
+    assert result.info is not None
+    return result._replace(info=FetchDataInfo(result.info.fetch_offset_metadata, None))
 
 
 def _in_dir(hosted: Iterable[Partition], path: Path, wanted: dict[str, set[int]] | None) -> Iterable[Partition]:

@@ -28,6 +28,7 @@ from replication.partition_state import LeaderAndIsr
 from replication.replica_fetcher_manager import ReplicaFetcherManager
 from replication.replica_host import FetcherControl, LeadershipCallback
 from replication.replication_config import ReplicationConfig
+from replication.replication_quota_manager import ReplicationQuotas
 from storage.log import now_ms
 from storage.log_manager import LogManager
 
@@ -42,6 +43,7 @@ class ClusterReplication:
     log_manager: LogManager
     append_thread: AppendThread
     replication_config: ReplicationConfig
+    quotas: ReplicationQuotas
     partitions: dict[TopicPartition, Partition]
     _by_topic: dict[str, dict[int, Partition]]
     fetch_purgatory: FetchPurgatory

@@ -49,10 +49,15 @@ class LogConfig(BaseModel):
     compression_type: str = _prop("producer", "compression.type")
     min_insync_replicas: int = _prop(1, "min.insync.replicas")
     unclean_leader_election_enable: bool = _prop(False, "unclean.leader.election.enable")
+    # Kafka's QuotaConfig topic configs (KIP-73): "partition:broker" entries or "*"; the replica
+    # manager's quotas read them (replication.replication_quota_manager), the log never does.
+    leader_replication_throttled_replicas: list[str] = _prop([], "leader.replication.throttled.replicas")
+    follower_replication_throttled_replicas: list[str] = _prop([], "follower.replication.throttled.replicas")
 
-    @field_validator("cleanup_policy", mode="before")
+    @field_validator("cleanup_policy", "leader_replication_throttled_replicas",
+                     "follower_replication_throttled_replicas", mode="before")
     @classmethod
-    def _split_policy(cls, value: Any) -> Any:
+    def _split_list(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value

@@ -51,6 +51,8 @@ DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 
 TopicPartition = tuple[str, int]
+#: Told a topic and its config (defaults with the topic's overrides) whenever the overrides change.
+TopicConfigListener = Callable[[str, LogConfig], None]
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -85,6 +87,7 @@ class LogManager:
         self._mutex = threading.RLock()
         # checkpoint files are written from the scheduler, append and loop threads; one at a time
         self._checkpoint_lock = threading.Lock()
+        self._topic_config_listeners: list[TopicConfigListener] = []
         self.started = False
 
     # --- startup / shutdown -----------------------------------------------------------
@@ -211,6 +214,21 @@ class LogManager:
             for (t, _), opened in self.logs.items():
                 if t == topic:
                     opened.config = config
+            for listener in self._topic_config_listeners:
+                listener(topic, config)
+
+    def add_topic_config_listener(self, listener: TopicConfigListener) -> None:
+        """Be told every topic's config now and on every change of its overrides.
+
+        Kafka's TopicConfigHandler hands a changed topic config to the logs and to the
+        replication quotas; here every override, from the admin APIs or ZooKeeper, passes
+        through ``update_topic_config``, so the quotas follow it from there. Called on the
+        thread making the change (the append thread, or the loop at start-up).
+        """
+        with self._mutex:
+            self._topic_config_listeners.append(listener)
+            for topic in list(self.topic_overrides):
+                listener(topic, self.config_for(topic))
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
