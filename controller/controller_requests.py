@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from controller.replica_state_machine import ReplicaStateMachine
     from controller.zk.kafka_zk_client import KafkaZkClient
 
-__all__ = ["ELECTION_PREFERRED", "ELECTION_UNCLEAN", "ControllerRequests"]
+__all__ = ["CONTROLLER_DEPOSED", "ELECTION_PREFERRED", "ELECTION_UNCLEAN", "ControllerRequests"]
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,8 @@ ELECTION_PREFERRED = 0
 ELECTION_UNCLEAN = 1
 
 #: The controller resigned while the request waited or ran: the broker should ask the new one.
-_DEPOSED = (ControllerEventPreemptedError, ControllerMovedError)
+CONTROLLER_DEPOSED = (ControllerEventPreemptedError, ControllerMovedError)
+_DEPOSED = CONTROLLER_DEPOSED
 
 #: Kafka's "unknown broker epoch" in control requests: skip the epoch check.
 UNKNOWN_BROKER_EPOCH = -1

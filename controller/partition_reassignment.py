@@ -36,9 +36,8 @@ from controller.controller_context import (
     ReplicaState,
     TopicPartition,
 )
-from controller.controller_event_manager import ControllerEventPreemptedError
+from controller.controller_requests import CONTROLLER_DEPOSED as _DEPOSED
 from controller.partition_state_machine import ElectionKind, ElectionStrategy, new_leader_and_isr
-from controller.zk.kafka_zk_client import ControllerMovedError
 from controller.zk.zk_data import LeaderIsrAndControllerEpoch, TopicAssignment
 from protocol.errors import ErrorCode
 
@@ -53,7 +52,6 @@ __all__ = ["PartitionReassignment", "ReassignmentResults", "reassign_to"]
 
 log = logging.getLogger(__name__)
 
-_DEPOSED = (ControllerEventPreemptedError, ControllerMovedError)
 #: Per partition: (error code, message).
 ReassignmentResults = dict[TopicPartition, tuple[int, str | None]]
 
