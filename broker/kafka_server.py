@@ -43,6 +43,13 @@ from broker.producer_id_manager import ProducerIdManager
 from broker.socket_server import SocketServer
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
+from replication.replication_quota_manager import (
+    FOLLOWER_REPLICATION_THROTTLED_RATE,
+    LEADER_REPLICATION_THROTTLED_RATE,
+    QuotaType,
+    ReplicationQuotaManager,
+    ReplicationQuotas,
+)
 from storage.log_cleaner import LogCleaner
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
@@ -87,7 +94,12 @@ class KafkaServer:
             cluster.adopt_dynamic_configs(self.dynamic_config)  # ZooKeeper's, not the local copy's
         self.append_thread = AppendThread(
             concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-append"))
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.append_thread)
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.append_thread,
+                                              quotas=replication_quotas(config))
+        # Kafka's BrokerConfigHandler and TopicConfigHandler: the throttled rates (broker configs) and
+        # throttled replicas (topic configs) reach the replication quotas now and on every change.
+        self.dynamic_config.add_reconfigurable(self._update_replication_quotas)
+        self.log_manager.add_topic_config_listener(self.replica_manager.update_throttled_replicas)
         self.producer_ids = ProducerIdManager(config.log_dirs[0]) if cluster is None else None
         # Kafka's kafka-scheduler: checkpoint files are written (two fsyncs each) off the
         # append thread, so a produce never queues behind one (it read offsets, it mutates no log).
@@ -149,6 +161,10 @@ class KafkaServer:
             return self.cluster.generate_producer_id()
         assert self.producer_ids is not None
         return self.append_thread.run(self.producer_ids.generate_producer_id)
+
+    def _update_replication_quotas(self, dynamic: DynamicBrokerConfig) -> None:
+        self.replica_manager.quotas.update_rates(dynamic.long_value(LEADER_REPLICATION_THROTTLED_RATE),
+                                                 dynamic.long_value(FOLLOWER_REPLICATION_THROTTLED_RATE))
 
     @property
     def config(self) -> BrokerConfig:
@@ -274,6 +290,16 @@ class KafkaServer:
                     log.exception("[KafkaServer id=%d] background task %s failed", self.broker_id, name)
 
         self._tasks.append(asyncio.create_task(loop(), name=name))
+
+
+def replication_quotas(config: BrokerConfig) -> ReplicationQuotas:
+    """Kafka's QuotaFactory: the leader and follower quotas over the configured rate windows,
+    unbounded until the dynamic throttled rates say otherwise."""
+    def quota(quota_type: QuotaType) -> ReplicationQuotaManager:
+        return ReplicationQuotaManager(quota_type, num_samples=config.replication_quota_window_num,
+                                       window_size_seconds=config.replication_quota_window_size_seconds)
+
+    return ReplicationQuotas(quota(QuotaType.LEADER_REPLICATION), quota(QuotaType.FOLLOWER_REPLICATION))
 
 
 def _not_serving_yet(_: object) -> None:

@@ -168,6 +168,8 @@ class ReplicationQuotaManager:
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``clock``: seconds, monotonic (tests pass their own to step time)."""
         self.quota_type = quota_type
+        self.num_quota_samples = num_samples
+        self.quota_window_size_seconds = window_size_seconds
         self._bound = float(bound)
         self._rate = SimpleRate(num_samples, window_size_seconds * 1000.0)
         self._clock = clock

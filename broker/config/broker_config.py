@@ -176,6 +176,9 @@ class BrokerConfig(BaseModel):
     replica_fetch_backoff_ms: int = _prop(1000, "replica.fetch.backoff.ms")
     replica_socket_timeout_ms: int = _prop(30000, "replica.socket.timeout.ms")
     replica_high_watermark_checkpoint_interval_ms: int = _prop(5000, "replica.high.watermark.checkpoint.interval.ms")
+    #: The replication throttles' rate windows (KIP-73): this many samples of this many seconds.
+    replication_quota_window_num: int = _prop(11, "replication.quota.window.num")
+    replication_quota_window_size_seconds: int = _prop(1, "replication.quota.window.size.seconds")
     auto_leader_rebalance_enable: bool = _prop(True, "auto.leader.rebalance.enable")
     leader_imbalance_per_broker_percentage: int = _prop(10, "leader.imbalance.per.broker.percentage")
     leader_imbalance_check_interval_seconds: int = _prop(300, "leader.imbalance.check.interval.seconds")
@@ -189,6 +192,13 @@ class BrokerConfig(BaseModel):
         value = _split_list(value)
         if isinstance(value, list):
             return [Listener.parse(v) if isinstance(v, str) else v for v in value]
+        return value
+
+    @field_validator("replication_quota_window_num", "replication_quota_window_size_seconds")
+    @classmethod
+    def _at_least_one(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("Value must be at least 1")
         return value
 
     @field_validator("log_dirs", "log_cleanup_policy", mode="before")

@@ -15,9 +15,10 @@ Every config Kafka documents as dynamically updatable is accepted
 (``broker.config.dynamic_config_sets``), checked as Kafka checks it
 (``broker.config.dynamic_config_validation``), stored and described. The log
 defaults behind topic configs apply at once to every open log without a topic
-override; the others are stored and reported with a documentation saying pafka
-does not apply them yet. Password values never leave the broker: described as
-null with ``is_sensitive``, and hidden in the log.
+override, and the replication throttled rates to the replica manager's quotas
+(through ``add_reconfigurable``); the others are stored and reported with a
+documentation saying pafka does not apply them yet. Password values never leave
+the broker: described as null with ``is_sensitive``, and hidden in the log.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ log = logging.getLogger(__name__)
 
 FILE_NAME = "pafka-dynamic-broker-configs.json"
 FORMAT_VERSION = 1
+#: A running component told of the broker's current config after each dynamic change.
+Reconfigurable = Callable[["DynamicBrokerConfig"], None]
 
 #: Kafka's brokerSynonyms: broker properties that set the same thing, most specific first.
 _SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
@@ -109,6 +112,8 @@ _DOCS: dict[str, str] = {
     "replica.fetch.wait.max.ms": "The maximum wait time for each fetcher request issued by follower replicas.",
     "replica.fetch.min.bytes": "Minimum bytes expected for each fetch response.",
     "max.incremental.fetch.session.cache.slots": "The maximum number of incremental fetch sessions kept.",
+    "replication.quota.window.num": "The number of samples to retain in memory for replication quotas.",
+    "replication.quota.window.size.seconds": "The time span of each sample for replication quotas.",
 }
 
 #: Types where the Python value does not tell Kafka's type.
@@ -182,6 +187,7 @@ class DynamicBrokerConfig:
         #: A cluster member's: writes a broker resource's dynamic configs to ZooKeeper
         #: (/config/brokers/<id> or <default>), blocking the append thread until it is there.
         self.cluster_writer: Callable[[str, dict[str, str]], None] | None = None
+        self._reconfigurables: list[Reconfigurable] = []
         self._load()
         self._apply()
 
@@ -237,9 +243,17 @@ class DynamicBrokerConfig:
         for values in (cluster_default, per_broker):  # the more specific one last, so it wins
             for name, text in values.items():
                 definition = DYNAMIC_CONFIGS.get(name)
-                if definition is not None and definition.applied:
+                # Applied configs without a BrokerConfig field reach their component as reconfigurables.
+                if definition is not None and definition.applied and name in _FIELD_OF:
                     update[_FIELD_OF[name]] = definition.key.parse(text)
         return self.static_config.model_copy(update=update)
+
+    def long_value(self, name: str) -> int:
+        """A LONG config's current value (dynamic, static or Kafka's default)."""
+        text = self.value_text(name, self.per_broker, self.cluster_default)
+        if text is None:
+            raise KeyError(f"{name} has no value and no default")
+        return int(text)
 
     def value_text(self, name: str, per_broker: Mapping[str, str], cluster_default: Mapping[str, str]) -> str | None:
         """A config's effective text with these dynamic layers: the first of its synonym chain."""
@@ -257,6 +271,21 @@ class DynamicBrokerConfig:
         log_manager.default_config = self.default_log_config
         for (topic, _), opened in list(log_manager.logs.items()):
             opened.config = log_manager.config_for(topic)
+        for reconfigure in self._reconfigurables:
+            self._reconfigure(reconfigure)
+
+    def add_reconfigurable(self, reconfigure: Reconfigurable) -> None:
+        """Kafka's addReconfigurable: ``reconfigure`` is told now and after every change of the
+        dynamic values, on the thread making it (the append thread for the admin APIs)."""
+        self._reconfigurables.append(reconfigure)
+        self._reconfigure(reconfigure)
+
+    def _reconfigure(self, reconfigure: Reconfigurable) -> None:
+        try:
+            reconfigure(self)
+        except Exception:
+            # The values are stored and valid; one component failing to follow must not undo them.
+            log.exception("[KafkaServer id=%d] reconfiguration by %r failed", self.broker_id, reconfigure)
 
     # -- changes (on the append thread) ---------------------------------------
     def check(self, resource_name: str, configs: Mapping[str, str]) -> None:

@@ -192,13 +192,14 @@ CONNECTION_QUOTA_CONFIGS = (
 )
 
 #: DynamicConfig.Broker: set only dynamically (no server.properties name), default Long.MAX.
+#: The two throttled rates reach the replica manager's quotas (replication.replication_quota_manager).
 REPLICATION_QUOTA_CONFIGS = (
     _define("leader.replication.throttled.rate", _T.LONG, str(LONG_MAX), "The upper bound (bytes/sec) on "
             "replication traffic for leaders enumerated in leader.replication.throttled.replicas (for each "
-            "topic).", at_least(0)),
+            "topic).", at_least(0), applied=True),
     _define("follower.replication.throttled.rate", _T.LONG, str(LONG_MAX), "The upper bound (bytes/sec) on "
             "replication traffic for followers enumerated in follower.replication.throttled.replicas (for each "
-            "topic).", at_least(0)),
+            "topic).", at_least(0), applied=True),
     _define("replica.alter.log.dirs.io.max.bytes.per.second", _T.LONG, str(LONG_MAX), "The upper bound "
             "(bytes/sec) on disk IO used for moving replicas between log directories on the same broker.",
             at_least(0)),

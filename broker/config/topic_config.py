@@ -27,6 +27,7 @@ from broker.config.config_def import (
     one_of,
 )
 from protocol.config_types import ConfigSource, ConfigType
+from replication.replication_quota_manager import THROTTLED_REPLICAS_FORMAT, is_valid_throttled_replicas
 from storage.log_config import LogConfig
 
 # Kept under their old names: CreateTopics and Metadata use them.
@@ -39,6 +40,15 @@ MIN_SEGMENT_BYTES = 1024 * 1024
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 _T = ConfigType
+
+
+def _throttled_replicas(name: str, value: Any) -> None:
+    """Kafka's ThrottledReplicaListValidator (its words: the client sees them)."""
+    if not is_valid_throttled_replicas(value or []):
+        raise ConfigValueError(name, value, f"{name} must be the literal '*' or a list of replicas in the "
+                                            f"following format: {THROTTLED_REPLICAS_FORMAT}")
+
+
 TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     ConfigKey("cleanup.policy", _T.LIST, "The retention policy for old log segments: delete and/or compact.",
               list_of("compact", "delete")),
@@ -50,7 +60,13 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {k.name: k for k in (
               at_least(0)),
     ConfigKey("flush.messages", _T.LONG, "Force an fsync of the log after this many messages.", at_least(1)),
     ConfigKey("flush.ms", _T.LONG, "Force an fsync of the log after this much time.", at_least(0)),
+    ConfigKey("follower.replication.throttled.replicas", _T.LIST, "A list of replicas for which log replication "
+              "should be throttled on the follower side: [PartitionId]:[BrokerId],[PartitionId]:[BrokerId],... or "
+              "the wildcard '*' for all replicas of this topic.", _throttled_replicas),
     ConfigKey("index.interval.bytes", _T.INT, "How often an entry is added to the offset index.", at_least(0)),
+    ConfigKey("leader.replication.throttled.replicas", _T.LIST, "A list of replicas for which log replication "
+              "should be throttled on the leader side: [PartitionId]:[BrokerId],[PartitionId]:[BrokerId],... or "
+              "the wildcard '*' for all replicas of this topic.", _throttled_replicas),
     ConfigKey("max.compaction.lag.ms", _T.LONG, "The maximum time a message stays ineligible for compaction.",
               at_least(1)),
     ConfigKey("max.message.bytes", _T.INT, "The largest record batch size allowed by Kafka (after compression).",

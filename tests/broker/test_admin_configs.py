@@ -86,7 +86,7 @@ def produce_one(broker: BrokerProcess, topic: str, size: int) -> KafkaError | No
 def test_describe_topic_sources_and_synonym_chain(admin):
     admin.create_topics({"dc-a": {"num_partitions": 1, "configs": {"cleanup.policy": "compact"}}})
     entries = describe_topic(admin, "dc-a", include_synonyms=True)
-    assert len(entries) == 23  # every topic config
+    assert len(entries) == 25  # every topic config
     policy = entries["cleanup.policy"]
     assert (policy["value"], policy["config_source"], policy["config_type"]) == ("compact", "DYNAMIC_TOPIC_CONFIG",
                                                                                "LIST")
