@@ -302,12 +302,14 @@ async def _stop_replicas(manager: ReplicaHost, request: StopReplicaRequest) -> S
     for tp, leader_epoch, delete in wanted:
         partition = manager.partitions.get(tp)
         current = partition.leader_epoch if partition is not None else NO_EPOCH
-        if partition is None or leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or leader_epoch > current:
+        # The epoch the controller knew when it decided (Kafka's check is >=: a replica is stopped at its
+        # current epoch, as when a reassignment removes it or a follower shuts down).
+        if partition is None or leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or leader_epoch >= current:
             stopped[tp] = delete
             errors[tp] = ErrorCode.NO_ERROR
         else:
-            log.info("[ReplicaManager broker=%d] Ignoring StopReplica (delete=%s) for %s-%d: leader epoch %d is not "
-                     "newer than %d", broker_id, delete, *tp, leader_epoch, current)
+            log.info("[ReplicaManager broker=%d] Ignoring StopReplica (delete=%s) for %s-%d: leader epoch %d is "
+                     "older than %d", broker_id, delete, *tp, leader_epoch, current)
             errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
 
     fetchers = manager.fetcher_control

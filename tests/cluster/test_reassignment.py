@@ -181,6 +181,7 @@ def test_a_move_under_acks_all_load_loses_nothing_and_keeps_to_the_throttle(clus
     start = next((t, b) for t, b in samples if b >= target * 0.5)
     end = next((t, b) for t, b in samples if b >= target * 0.9)
     rate = (end[1] - start[1]) / (end[0] - start[0])
+    print(f"broker 4 copied at {rate:,.0f} B/s (throttle {THROTTLE:,} B/s)")
     assert 0.8 * THROTTLE <= rate <= 1.2 * THROTTLE, f"copied at {rate:,.0f} B/s with a {THROTTLE:,} B/s throttle"
     # The throttles are gone, the move is done, nothing acknowledged is lost.
     with KafkaClient(cluster4.bootstrap) as client:
@@ -246,6 +247,7 @@ def test_a_new_controller_carries_on_a_move_the_old_one_started(tmp_path: Path) 
             cluster.wait_for(lambda: cluster.controller_id() not in (None, controller), WAIT_S, "a new controller")
         finally:
             cluster.resume(adding)
+        cluster.start(controller)  # it may be one of the target replicas: the move waits for it too
         cluster.wait_for(lambda: cluster.topic_assignment(topic) == {0: target}, WAIT_S, "the move to finish")
         assert cluster.read_json(f"/brokers/topics/{topic}")["adding_replicas"] == {}
         cluster.wait_for(lambda: replicas_identical(cluster, topic, 0, target), WAIT_S, "replicas identical")
