@@ -144,3 +144,57 @@ def test_leader_epochs_truncate_the_divergent_record(tmp_path: Path, leader_fetc
 def test_truncating_to_the_high_watermark_leaves_the_replicas_diverged(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="the replicas diverged"):
         _run(tmp_path, HIGH_WATERMARK_ONLY, _divergence_scenario)
+
+
+# -- KIP-279: the follower knows epochs the leader never had, and the leader epochs it never had ------
+def test_truncation_walks_down_the_epochs_until_both_logs_agree(tmp_path: Path) -> None:
+    """Fast leader changes leave each replica with an epoch the other never saw. The leader
+    answers the follower's last epoch (2) with the largest one it has below it (1, ending at 7);
+    the follower has no epoch 1, so it cuts to where its own epoch 0 ends (3) and asks again with
+    epoch 0, which both share up to 3: two rounds, then identical logs (KIP-279)."""
+    async def scenario(cluster: Cluster) -> None:
+        lead, follow = A, B
+        await cluster.start(lead)
+        await cluster.start(follow)
+        await cluster.elect([lead, follow])                                   # epoch 0
+        assert (await produce(cluster.nodes[lead].rm, 3)).error_code == ErrorCode.NO_ERROR
+        await until(lambda: _partition(cluster, follow).log_end_offset == 3, "the follower to replicate")
+        await cluster.stop(follow)
+        await cluster.elect([lead, follow], isr=[lead])                       # epoch 1: 4 records, A only
+        assert (await produce(cluster.nodes[lead].rm, 4, acks=1)).error_code == ErrorCode.NO_ERROR
+        await cluster.stop(lead)
+        await cluster.start(follow)
+        await cluster.elect([lead, follow], leader=follow, isr=[follow])      # epoch 2: 5 records, B only
+        assert (await produce(cluster.nodes[follow].rm, 5, acks=1)).error_code == ErrorCode.NO_ERROR
+        await cluster.stop(follow)
+        await cluster.start(lead)
+        await cluster.elect([lead, follow], leader=lead, isr=[lead])          # epoch 3: 3 records, A only
+        assert (await produce(cluster.nodes[lead].rm, 3, acks=1)).error_code == ErrorCode.NO_ERROR
+        a = _partition(cluster, lead)
+        assert [tuple(e) for e in a.log.leader_epoch_cache.entries] == [(0, 0), (1, 3), (3, 7)]
+        await cluster.start(follow)
+        b_log = cluster.nodes[follow].log_manager.get_log(*TP)
+        assert b_log is not None and [tuple(e) for e in b_log.leader_epoch_cache.entries] == [(0, 0), (2, 3)]
+        await cluster.elect([lead, follow], leader=lead, isr=[lead])          # epoch 4: B follows A
+        await until(lambda: batches(_partition(cluster, follow).log) == batches(a.log), "the logs to agree")
+        assert _partition(cluster, follow).log_end_offset == a.log_end_offset == 10
+        fetched = cluster.nodes[lead].server.fetch_requests
+        asked = [p.last_fetched_epoch for r in fetched for t in r.topics for p in t.partitions]
+        assert 2 in asked and 0 in asked  # the follower asked with epoch 2, then, after cutting, with 0
+
+    _run(tmp_path, LONG_POLL, scenario)
+
+
+def test_offset_for_leader_epoch_fences_older_and_newer_callers(tmp_path: Path) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        await cluster.start(A)
+        await cluster.elect([A], leader_epoch=3)
+        assert (await produce(cluster.nodes[A].rm, 2, acks=1)).error_code == ErrorCode.NO_ERROR
+        rm = cluster.nodes[A].rm
+        assert rm.last_offset_for_leader_epoch(TP, 3, 3) == (ErrorCode.NO_ERROR, 3, 2)
+        assert rm.last_offset_for_leader_epoch(TP, -1, 1) == (ErrorCode.NO_ERROR, 1, 0)  # below every epoch
+        assert rm.last_offset_for_leader_epoch(TP, 2, 3)[0] == ErrorCode.FENCED_LEADER_EPOCH
+        assert rm.last_offset_for_leader_epoch(TP, 4, 3)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH
+        assert rm.last_offset_for_leader_epoch(("other", 0), -1, 3)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    _run(tmp_path, LONG_POLL, scenario)
