@@ -82,6 +82,8 @@ class History:
     reads: list[list[tuple[int, int, bytes]]] = field(default_factory=list)
     #: per consumer: partition -> the highest offset read.
     reached: list[dict[int, int]] = field(default_factory=list)
+    #: per consumer: the errors its poll returned, "NAME: text", in order (a stuck consumer's story).
+    errors: list[list[str]] = field(default_factory=list)
 
 
 @dataclass
@@ -122,7 +124,7 @@ def _produce(cluster: Cluster, index: int, history: History, stop: threading.Eve
     producer.flush(180)
 
 
-def _consume(cluster: Cluster, reads: list[tuple[int, int, bytes]], reached: dict[int, int],
+def _consume(cluster: Cluster, reads: list[tuple[int, int, bytes]], reached: dict[int, int], errors: list[str],
              stop: threading.Event) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -135,6 +137,8 @@ def _consume(cluster: Cluster, reads: list[tuple[int, int, bytes]], reached: dic
                 if m.error() is None:
                     reads.append((m.partition(), m.offset(), m.value()))
                     reached[m.partition()] = max(reached.get(m.partition(), -1), m.offset())
+                else:
+                    errors.append(f"{m.error().name()}: {m.error().str()}")
     finally:
         consumer.close()
 
@@ -299,7 +303,9 @@ def check(history: History, log: dict[int, dict[int, bytes]], ends: dict[int, in
         for partition, end in ends.items():
             reached = history.reached[i].get(partition, -1)
             if reached < end - 1:
-                findings.append(f"stuck: consumer {i} reached {partition}/{reached}, the end is {end}")
+                last = history.errors[i][-3:] if i < len(history.errors) else []
+                findings.append(f"stuck: consumer {i} reached {partition}/{reached}, the end is {end}"
+                                + (f"; its last errors: {last}" if last else ""))
     return findings
 
 
@@ -308,7 +314,8 @@ def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: 
     rng = random.Random(seed)
     report = Report(seed)
     started = time.monotonic()
-    history = History(reads=[[] for _ in range(CONSUMERS)], reached=[{} for _ in range(CONSUMERS)])
+    history = History(reads=[[] for _ in range(CONSUMERS)], reached=[{} for _ in range(CONSUMERS)],
+                      errors=[[] for _ in range(CONSUMERS)])
     with Cluster(BROKERS, f"min.insync.replicas={MIN_ISR}", "default.replication.factor=3",
                  "offsets.topic.replication.factor=3", link_faults=True) as cluster:
         from confluent_kafka.admin import AdminClient, NewTopic
@@ -319,8 +326,9 @@ def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: 
         stop_producers, stop_consumers = threading.Event(), threading.Event()
         threads = [threading.Thread(target=_produce, args=(cluster, i, history, stop_producers), daemon=True)
                    for i in range(PRODUCERS)]
-        threads += [threading.Thread(target=_consume, args=(cluster, reads, reached, stop_consumers), daemon=True)
-                    for reads, reached in zip(history.reads, history.reached, strict=True)]
+        threads += [threading.Thread(target=_consume, args=(cluster, reads, reached, errors, stop_consumers),
+                                     daemon=True)
+                    for reads, reached, errors in zip(history.reads, history.reached, history.errors, strict=True)]
         for thread in threads:
             thread.start()
         injector = FaultInjector(cluster, rng)
@@ -364,7 +372,8 @@ def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: 
                                        f"{ {b: len(v) for b, v in replicas.items()} }")
         report.counts = {"acked": len(history.acked), "failed": len(history.failed),
                          "in the log": sum(len(v) for v in log.values()),
-                         **{f"read by consumer {i}": len(r) for i, r in enumerate(history.reads)}}
+                         **{f"read by consumer {i}": len(r) for i, r in enumerate(history.reads)},
+                         **{f"errors of consumer {i}": len(e) for i, e in enumerate(history.errors)}}
     report.seconds = time.monotonic() - started
     return report
 

@@ -29,3 +29,10 @@ def test_each_anomaly_is_found() -> None:
     # 0 twice (duplicate), 3 acknowledged at 0/3 where 0 is (lost), 2 before 1 at later offsets
     # (reordered), 9 read where 7 is (inconsistent-read), partition 1 never read (stuck).
     assert kinds == ["duplicate", "inconsistent-read", "lost", "reordered", "stuck"]
+
+
+def test_a_stuck_consumer_is_reported_with_its_last_errors() -> None:
+    history = _history({0: (0, 0)}, reached={0: -1})
+    history.errors = [["_TRANSPORT: down", "UNKNOWN_LEADER_EPOCH: fenced"]]
+    (finding,) = check(history, _log([0]), {0: 1})
+    assert finding.startswith("stuck: consumer 0 reached 0/-1") and "UNKNOWN_LEADER_EPOCH: fenced" in finding
