@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import sys
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,12 +125,42 @@ def _produce(cluster: Cluster, index: int, history: History, stop: threading.Eve
     producer.flush(180)
 
 
+class ConsumerTrace(logging.Handler):
+    """The last lines of a consumer's librdkafka debug log and a condensed line of each of its
+    statistics, kept in a ring, written out after a run (a stuck consumer's evidence)."""
+
+    def __init__(self, keep: int = 40_000) -> None:
+        super().__init__()
+        self.lines: deque[str] = deque(maxlen=keep)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.created:.3f} {record.getMessage()}")
+
+    def stats(self, text: str) -> None:
+        stats = json.loads(text)
+        brokers = " ".join(f"{b['nodeid']}:{b['state']}/out{b['outbuf_cnt']}/wait{b['waitresp_cnt']}"
+                           for b in stats["brokers"].values() if b["nodeid"] >= 0)
+        parts = " ".join(f"{p['partition']}:{p['fetch_state']}@{p['leader']}/next{p['next_offset']}"
+                         f"/app{p['app_offset']}/q{p['fetchq_cnt']}"
+                         for t in stats["topics"].values() for p in t["partitions"].values() if p["partition"] >= 0)
+        self.lines.append(f"{time.time():.3f} STATS brokers {brokers} | partitions {parts}")
+
+    def consumer_config(self) -> dict[str, Any]:
+        logger = logging.getLogger(f"chaos.consumer.{id(self)}")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(self)
+        return {"logger": logger, "debug": "consumer,fetch,topic,metadata,broker",
+                "statistics.interval.ms": 2000, "stats_cb": self.stats}
+
+
 def _consume(cluster: Cluster, reads: list[tuple[int, int, bytes]], reached: dict[int, int], errors: list[str],
-             stop: threading.Event) -> None:
+             stop: threading.Event, trace: ConsumerTrace | None = None) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"chaos-{id(reads)}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         **(trace.consumer_config() if trace is not None else {})})
     try:
         consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
         while not stop.is_set():
@@ -310,7 +341,10 @@ def check(history: History, log: dict[int, dict[int, bytes]], ends: dict[int, in
 
 
 # -- the run -----------------------------------------------------------------------------------------------
-def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: None) -> Report:
+def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: None,
+        trace_dir: Path | None = None) -> Report:
+    """``trace_dir``: trace the consumers (librdkafka debug and statistics) and write their last
+    lines there, ``consumer-N.log``, when the run ends."""
     rng = random.Random(seed)
     report = Report(seed)
     started = time.monotonic()
@@ -326,9 +360,11 @@ def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: 
         stop_producers, stop_consumers = threading.Event(), threading.Event()
         threads = [threading.Thread(target=_produce, args=(cluster, i, history, stop_producers), daemon=True)
                    for i in range(PRODUCERS)]
-        threads += [threading.Thread(target=_consume, args=(cluster, reads, reached, errors, stop_consumers),
+        traces = [ConsumerTrace() if trace_dir is not None else None for _ in range(CONSUMERS)]
+        threads += [threading.Thread(target=_consume, args=(cluster, reads, reached, errors, stop_consumers, trace),
                                      daemon=True)
-                    for reads, reached, errors in zip(history.reads, history.reached, history.errors, strict=True)]
+                    for reads, reached, errors, trace in zip(history.reads, history.reached, history.errors, traces,
+                                                             strict=True)]
         for thread in threads:
             thread.start()
         injector = FaultInjector(cluster, rng)
@@ -363,6 +399,11 @@ def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: 
         stop_consumers.set()
         for thread in threads[PRODUCERS:]:
             thread.join(60)
+        if trace_dir is not None:
+            trace_dir.mkdir(parents=True, exist_ok=True)
+            for i, trace in enumerate(traces):
+                assert trace is not None
+                (trace_dir / f"consumer-{i}.log").write_text("\n".join(trace.lines) + "\n")
         log = read_all(cluster, ends)
         report.findings += check(history, log, ends)
         for p in range(PARTITIONS):
@@ -383,9 +424,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", type=int, default=100)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write the report here too")
+    parser.add_argument("--trace", type=Path, default=None,
+                        help="trace the consumers (librdkafka debug and statistics), their last lines go here")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
-    report = run(args.faults, seed, progress=lambda line: print(line, flush=True))
+    report = run(args.faults, seed, progress=lambda line: print(line, flush=True), trace_dir=args.trace)
     print("\n".join(report.lines()))
     if args.json is not None:
         args.json.write_text(json.dumps(report.__dict__, indent=2) + "\n")

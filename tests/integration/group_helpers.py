@@ -157,7 +157,23 @@ def stable_assignment(broker: BrokerProcess, group: str, members: list[Member], 
             return None
         return assignment
 
-    return wait_until(check, timeout, f"group {group} stable with {[m.name for m in members]}", interval=0.2)
+    try:
+        return wait_until(check, timeout, f"group {group} stable with {[m.name for m in members]}", interval=0.2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{group_story(broker, group, members)}") from None
+
+
+def group_story(broker: BrokerProcess, group: str, members: list[Member], lines: int = 25) -> str:
+    """What a group test that timed out needs to be diagnosed after its temp dir is gone: the group as
+    the broker describes it, and each member's callbacks and the end of its client's log."""
+    out = [f"broker describes {group}: {describe_group(broker, group)}"]
+    for m in members:
+        events = [e for e in m.events() if e["event"] not in ("processing", "committed")]
+        out.append(f"--- {m.name}: exit {m.process.poll()}, owns {sorted(m.owned())}, callbacks {events[-6:]}")
+        log = m.events_path.with_suffix(".log")
+        text = log.read_text(errors="replace") if log.exists() else ""
+        out += [f"    {line}" for line in text.splitlines()[-lines:]]
+    return "\n".join(out)
 
 
 @dataclass
