@@ -50,6 +50,7 @@ from protocol.messages.fetch import (
     FetchResponse,
     PartitionData,
 )
+from protocol.primitives import UNSET
 from protocol.request_constants import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, READ_COMMITTED
 from replication.partition import LogReadResult
 from replication.replica_manager import FetchParams
@@ -171,23 +172,20 @@ def _partition_data(broker: BrokerServices, cached: CachedPartition, result: Log
     slice_ = info.records
     if slice_ is not None and slice_.size:
         records = FileRange(slice_.file, slice_.position, slice_.size)
+    aborted = None
+    if isolation == READ_COMMITTED and result.diverging_epoch is None:
+        aborted = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                   for a in info.aborted_transactions or ()]
+    # KIP-320: the fetcher truncates at the diverging epoch's end and is sent nothing past it.
+    diverging: EpochEndOffset | None = None
     if result.diverging_epoch is not None:
         epoch, end_offset = result.diverging_epoch
-        return PartitionData(
-            partition_index=cached.partition, error_code=ErrorCode.NO_ERROR,
-            high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
-            log_start_offset=result.log_start_offset, preferred_read_replica=-1, aborted_transactions=None,
-            diverging_epoch=EpochEndOffset(epoch=epoch, end_offset=end_offset), records=records)
+        diverging = EpochEndOffset(epoch=epoch, end_offset=end_offset)
     return PartitionData(
         partition_index=cached.partition, error_code=ErrorCode.NO_ERROR,
         high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
         log_start_offset=result.log_start_offset, preferred_read_replica=-1,
-        aborted_transactions=(
-            [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-             for a in info.aborted_transactions or ()]
-            if isolation == READ_COMMITTED else None),
-        records=records,
-    )
+        aborted_transactions=aborted, diverging_epoch=diverging or UNSET, records=records)
 
 
 def _response(broker: BrokerServices, partitions: list[CachedPartition], results: list[LogReadResult],
