@@ -27,7 +27,9 @@ Findings (each a line; none means the run passed):
 - ``inconsistent-read``: a consumer read a value at an offset that holds another in the final log;
 - ``diverged``: the replicas of a partition do not hold the same batches (CRCs, in order);
 - ``offline`` / ``unhealthy``: a partition without a live leader, or the cluster not healthy in time;
-- ``stuck``: a consumer did not reach a partition's end after the faults were healed.
+- ``stuck``: a consumer did not reach a partition's end after the faults were healed;
+- ``producer-failed``: a producer stopped on a fatal client error (its values after that are
+  neither acknowledged nor failed, so the run checks less than it should).
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ class History:
     reached: list[dict[int, int]] = field(default_factory=list)
     #: per consumer: the errors its poll returned, "NAME: text", in order (a stuck consumer's story).
     errors: list[list[str]] = field(default_factory=list)
+    #: a producer's fatal error, which ended it: "producer N: text".
+    producer_errors: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -104,7 +108,7 @@ class Report:
 
 # -- clients ------------------------------------------------------------------------------------------
 def _produce(cluster: Cluster, index: int, history: History, stop: threading.Event) -> None:
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaException, Producer
 
     def report(err: Any, msg: Any) -> None:
         seq = seq_of(msg.value())
@@ -113,16 +117,23 @@ def _produce(cluster: Cluster, index: int, history: History, stop: threading.Eve
         else:
             history.failed[seq] = err.name()
 
+    # batch.num.messages: after a long stall a partition's queue holds thousands of records; in one
+    # batch, librdkafka 2.16 may fail to rebuild it identically for a retry when it shares the request
+    # with other partitions' batches (a local fatal error, "Unable to reconstruct MessageSet"). Batches
+    # of at most 1,000 records (~80 KB) always fit a retried request whole.
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 5, "message.timeout.ms": 120_000})
+                         "linger.ms": 5, "message.timeout.ms": 120_000, "batch.num.messages": 1000})
     seq, sent = index * SEQ_SPACE, 0
     started = time.monotonic()
-    while not stop.is_set():
-        producer.produce(TOPIC, partition=seq % PARTITIONS, value=value_of(seq), on_delivery=report)
-        seq, sent = seq + 1, sent + 1
-        ahead = sent / RATE - (time.monotonic() - started)
-        producer.poll(max(ahead, 0.0))
-    producer.flush(180)
+    try:
+        while not stop.is_set():
+            producer.produce(TOPIC, partition=seq % PARTITIONS, value=value_of(seq), on_delivery=report)
+            seq, sent = seq + 1, sent + 1
+            ahead = sent / RATE - (time.monotonic() - started)
+            producer.poll(max(ahead, 0.0))
+        producer.flush(180)
+    except KafkaException as exc:  # a fatal error: this producer is done, and the run says so
+        history.producer_errors.append(f"producer {index}: {exc.args[0].str() if exc.args else exc}")
 
 
 class ConsumerTrace(logging.Handler):
@@ -305,7 +316,7 @@ def end_offsets(cluster: Cluster) -> dict[int, int]:
 
 
 def check(history: History, log: dict[int, dict[int, bytes]], ends: dict[int, int]) -> list[str]:
-    findings: list[str] = []
+    findings: list[str] = [f"producer-failed: {error}" for error in history.producer_errors]
     where: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for partition, records in log.items():
         for offset, value in records.items():

@@ -36,3 +36,9 @@ def test_a_stuck_consumer_is_reported_with_its_last_errors() -> None:
     history.errors = [["_TRANSPORT: down", "UNKNOWN_LEADER_EPOCH: fenced"]]
     (finding,) = check(history, _log([0]), {0: 1})
     assert finding.startswith("stuck: consumer 0 reached 0/-1") and "UNKNOWN_LEADER_EPOCH: fenced" in finding
+
+
+def test_a_producer_stopped_by_a_fatal_error_is_a_finding() -> None:
+    history = _history({0: (0, 0)}, reached={0: 0})
+    history.producer_errors = ["producer 1: Unable to reconstruct MessageSet"]
+    assert check(history, _log([0]), {0: 1}) == ["producer-failed: producer 1: Unable to reconstruct MessageSet"]
