@@ -79,6 +79,10 @@ class History:
 
     #: seq -> (partition, offset) of every acknowledged value.
     acked: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: seq -> partition of every value acknowledged without an offset: librdkafka's idempotent
+    #: producer delivers a batch it knows was persisted (a later batch of the partition succeeded)
+    #: without learning where.
+    acked_unplaced: dict[int, int] = field(default_factory=dict)
     #: seq -> error of every value whose delivery failed (it may or may not be in the log).
     failed: dict[int, str] = field(default_factory=dict)
     #: per consumer: every (partition, offset, value) read, in order.
@@ -107,12 +111,15 @@ class Report:
 
 
 # -- clients ------------------------------------------------------------------------------------------
-def _produce(cluster: Cluster, index: int, history: History, stop: threading.Event) -> None:
+def _produce(cluster: Cluster, index: int, history: History, stop: threading.Event,
+             trace: ClientTrace | None = None) -> None:
     from confluent_kafka import KafkaException, Producer
 
     def report(err: Any, msg: Any) -> None:
         seq = seq_of(msg.value())
-        if err is None:
+        if err is None and msg.offset() is None:
+            history.acked_unplaced[seq] = msg.partition()
+        elif err is None:
             history.acked[seq] = (msg.partition(), msg.offset())
         else:
             history.failed[seq] = err.name()
@@ -122,7 +129,8 @@ def _produce(cluster: Cluster, index: int, history: History, stop: threading.Eve
     # with other partitions' batches (a local fatal error, "Unable to reconstruct MessageSet"). Batches
     # of at most 1,000 records (~80 KB) always fit a retried request whole.
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 5, "message.timeout.ms": 120_000, "batch.num.messages": 1000})
+                         "linger.ms": 5, "message.timeout.ms": 120_000, "batch.num.messages": 1000,
+                         **(trace.client_config("eos") if trace is not None else {})})
     seq, sent = index * SEQ_SPACE, 0
     started = time.monotonic()
     try:
@@ -136,9 +144,10 @@ def _produce(cluster: Cluster, index: int, history: History, stop: threading.Eve
         history.producer_errors.append(f"producer {index}: {exc.args[0].str() if exc.args else exc}")
 
 
-class ConsumerTrace(logging.Handler):
-    """The last lines of a consumer's librdkafka debug log and a condensed line of each of its
-    statistics, kept in a ring, written out after a run (a stuck consumer's evidence)."""
+class ClientTrace(logging.Handler):
+    """The last lines of a client's librdkafka debug log and a condensed line of each of its
+    statistics, kept in a ring, written out after a run (a stuck consumer's or a failed
+    producer's evidence)."""
 
     def __init__(self, keep: int = 40_000) -> None:
         super().__init__()
@@ -152,26 +161,25 @@ class ConsumerTrace(logging.Handler):
         brokers = " ".join(f"{b['nodeid']}:{b['state']}/out{b['outbuf_cnt']}/wait{b['waitresp_cnt']}"
                            for b in stats["brokers"].values() if b["nodeid"] >= 0)
         parts = " ".join(f"{p['partition']}:{p['fetch_state']}@{p['leader']}/next{p['next_offset']}"
-                         f"/app{p['app_offset']}/q{p['fetchq_cnt']}"
+                         f"/app{p['app_offset']}/q{p['fetchq_cnt']}/mq{p['msgq_cnt']}+{p['xmit_msgq_cnt']}"
                          for t in stats["topics"].values() for p in t["partitions"].values() if p["partition"] >= 0)
         self.lines.append(f"{time.time():.3f} STATS brokers {brokers} | partitions {parts}")
 
-    def consumer_config(self) -> dict[str, Any]:
-        logger = logging.getLogger(f"chaos.consumer.{id(self)}")
+    def client_config(self, debug: str) -> dict[str, Any]:
+        logger = logging.getLogger(f"chaos.client.{id(self)}")
         logger.propagate = False
         logger.setLevel(logging.DEBUG)
         logger.addHandler(self)
-        return {"logger": logger, "debug": "consumer,fetch,topic,metadata,broker",
-                "statistics.interval.ms": 2000, "stats_cb": self.stats}
+        return {"logger": logger, "debug": debug, "statistics.interval.ms": 2000, "stats_cb": self.stats}
 
 
 def _consume(cluster: Cluster, reads: list[tuple[int, int, bytes]], reached: dict[int, int], errors: list[str],
-             stop: threading.Event, trace: ConsumerTrace | None = None) -> None:
+             stop: threading.Event, trace: ClientTrace | None = None) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"chaos-{id(reads)}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         **(trace.consumer_config() if trace is not None else {})})
+                         **(trace.client_config("consumer,fetch,topic,metadata,broker") if trace is not None else {})})
     try:
         consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
         while not stop.is_set():
@@ -324,6 +332,10 @@ def check(history: History, log: dict[int, dict[int, bytes]], ends: dict[int, in
     for seq, places in where.items():
         if len(places) > 1:
             findings.append(f"duplicate: value {seq} at {sorted(places)}")
+    for seq, partition in sorted(history.acked_unplaced.items()):
+        if [place[0] for place in where.get(seq, [])] != [partition]:
+            findings.append(f"lost: value {seq} acknowledged (without an offset) in partition {partition}, "
+                            f"the log holds it at {where.get(seq, [])}")
     for seq, (partition, offset) in sorted(history.acked.items()):
         found = log[partition].get(offset)
         if found is None or seq_of(found) != seq:
@@ -354,8 +366,8 @@ def check(history: History, log: dict[int, dict[int, bytes]], ends: dict[int, in
 # -- the run -----------------------------------------------------------------------------------------------
 def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: None,
         trace_dir: Path | None = None) -> Report:
-    """``trace_dir``: trace the consumers (librdkafka debug and statistics) and write their last
-    lines there, ``consumer-N.log``, when the run ends."""
+    """``trace_dir``: trace the clients (librdkafka debug and statistics) and write their last
+    lines there, ``producer-N.log`` and ``consumer-N.log``, when the run ends."""
     rng = random.Random(seed)
     report = Report(seed)
     started = time.monotonic()
@@ -369,13 +381,15 @@ def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: 
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(timeout=60)
         cluster.wait_for_topic(TOPIC, PARTITIONS, 60)
         stop_producers, stop_consumers = threading.Event(), threading.Event()
-        threads = [threading.Thread(target=_produce, args=(cluster, i, history, stop_producers), daemon=True)
+        traces = {f"{kind}-{i}": ClientTrace() if trace_dir is not None else None
+                  for kind, count in (("producer", PRODUCERS), ("consumer", CONSUMERS)) for i in range(count)}
+        threads = [threading.Thread(target=_produce, args=(cluster, i, history, stop_producers,
+                                                           traces[f"producer-{i}"]), daemon=True)
                    for i in range(PRODUCERS)]
-        traces = [ConsumerTrace() if trace_dir is not None else None for _ in range(CONSUMERS)]
-        threads += [threading.Thread(target=_consume, args=(cluster, reads, reached, errors, stop_consumers, trace),
-                                     daemon=True)
-                    for reads, reached, errors, trace in zip(history.reads, history.reached, history.errors, traces,
-                                                             strict=True)]
+        threads += [threading.Thread(target=_consume, args=(cluster, reads, reached, errors, stop_consumers,
+                                                            traces[f"consumer-{i}"]), daemon=True)
+                    for i, (reads, reached, errors) in enumerate(zip(history.reads, history.reached, history.errors,
+                                                                     strict=True))]
         for thread in threads:
             thread.start()
         injector = FaultInjector(cluster, rng)
@@ -412,9 +426,9 @@ def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: 
             thread.join(60)
         if trace_dir is not None:
             trace_dir.mkdir(parents=True, exist_ok=True)
-            for i, trace in enumerate(traces):
+            for name, trace in traces.items():
                 assert trace is not None
-                (trace_dir / f"consumer-{i}.log").write_text("\n".join(trace.lines) + "\n")
+                (trace_dir / f"{name}.log").write_text("\n".join(trace.lines) + "\n")
         log = read_all(cluster, ends)
         report.findings += check(history, log, ends)
         for p in range(PARTITIONS):
@@ -422,7 +436,8 @@ def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: 
             if len({tuple(batches) for batches in replicas.values()}) != 1:
                 report.findings.append(f"diverged: partition {p}: batches per replica "
                                        f"{ {b: len(v) for b, v in replicas.items()} }")
-        report.counts = {"acked": len(history.acked), "failed": len(history.failed),
+        report.counts = {"acked": len(history.acked), "acked without an offset": len(history.acked_unplaced),
+                         "failed": len(history.failed),
                          "in the log": sum(len(v) for v in log.values()),
                          **{f"read by consumer {i}": len(r) for i, r in enumerate(history.reads)},
                          **{f"errors of consumer {i}": len(e) for i, e in enumerate(history.errors)}}
@@ -436,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write the report here too")
     parser.add_argument("--trace", type=Path, default=None,
-                        help="trace the consumers (librdkafka debug and statistics), their last lines go here")
+                        help="trace the clients (librdkafka debug and statistics), their last lines go here")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     report = run(args.faults, seed, progress=lambda line: print(line, flush=True), trace_dir=args.trace)

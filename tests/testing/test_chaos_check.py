@@ -42,3 +42,10 @@ def test_a_producer_stopped_by_a_fatal_error_is_a_finding() -> None:
     history = _history({0: (0, 0)}, reached={0: 0})
     history.producer_errors = ["producer 1: Unable to reconstruct MessageSet"]
     assert check(history, _log([0]), {0: 1}) == ["producer-failed: producer 1: Unable to reconstruct MessageSet"]
+
+
+def test_a_value_acknowledged_without_an_offset_must_be_in_its_partition_once() -> None:
+    history = _history({0: (0, 0)}, reached={0: 1, 1: 0})
+    history.acked_unplaced = {1: 0, 5: 1}  # 1 is at 0/1; 5 is nowhere
+    findings = check(history, _log([0, 1], [7]), {0: 2, 1: 1})
+    assert findings == ["lost: value 5 acknowledged (without an offset) in partition 1, the log holds it at []"]
