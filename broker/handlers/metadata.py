@@ -4,6 +4,17 @@ Brokers, the controller and each partition's leader, ISR and offline replicas co
 from ``broker.cluster_view``: the lone broker itself, or in a cluster the metadata
 cache the controller feeds, so every broker of a cluster answers the same.
 
+A cluster member that has not heard from a controller yet (just started, or
+restarted while the controller's old ZooKeeper session still holds
+``/controller``) knows no live broker, itself included. Kafka's ZooKeeper-mode
+broker answers such a Metadata with an empty broker list, and librdkafka (2.13
+and later) forgets every broker it knew on that answer and never reconnects
+(its issue #5301; a chaos run's producer stopped for good that way). So such a
+Metadata waits, up to ``zookeeper.session.timeout.ms`` (within which a new
+controller is elected and sends its UpdateMetadata), for the first live broker;
+if none has come, it names this broker alone, as a KRaft broker that waits to
+catch up before serving never shows a client an empty cluster.
+
 Unknown topics are auto-created when both ``auto.create.topics.enable`` and the
 request's ``allow_auto_topic_creation`` allow it (always allowed before v4).
 Creation fsyncs the metadata store, so it runs on the append thread.
@@ -56,6 +67,23 @@ def brokers(broker: BrokerServices, listener_name: str) -> list[MetadataResponse
     """The live brokers, as the client reaches them through the listener it used."""
     return [MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
             for b in broker.cluster_view.alive_brokers(listener_name)]
+
+
+async def live_brokers_or_self(broker: BrokerServices, listener_name: str) -> list[MetadataResponseBroker]:
+    """:func:`brokers`, but never an empty list (module docstring): a cluster member that knows
+    no live broker yet waits for its first UpdateMetadata, then names itself if it is still alone."""
+    known = brokers(broker, listener_name)
+    cluster = broker.cluster
+    if known or cluster is None:
+        return known
+    cache = cluster.metadata_cache
+    await cache.wait_until(lambda: bool(cache.alive_brokers(listener_name)),
+                           broker.config.zookeeper_session_timeout_ms / 1000)
+    known = brokers(broker, listener_name)
+    if known:
+        return known
+    host, port = advertised_endpoint(broker, listener_name)
+    return [MetadataResponseBroker(node_id=broker.broker_id, host=host, port=port, rack=broker.config.rack)]
 
 
 #: Each partition's entry as last answered, with the state it shows. Rebuilding the
@@ -122,6 +150,7 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: MetadataR
     version = ctx.api_version
     include_ops = bool(request.include_topic_authorized_operations)
     listener = ctx.listener_name
+    live_brokers = await live_brokers_or_self(broker, listener)  # before the topics: it may wait for them
     topics: list[MetadataResponseTopic] = []
     if request.topics is None or (version == 0 and not request.topics):
         topics = [topic_response(broker, t, include_ops, listener) for t in broker.metadata]
@@ -131,7 +160,7 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: MetadataR
             topics.append(await _describe(broker, wanted.name, wanted.topic_id, allow_create, include_ops, listener))
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=brokers(broker, listener),
+        brokers=live_brokers,
         cluster_id=broker.cluster_id,
         controller_id=broker.cluster_view.controller_id(),
         topics=topics,
