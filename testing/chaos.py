@@ -30,11 +30,17 @@ Findings (each a line; none means the run passed):
 - ``stuck``: a consumer did not reach a partition's end after the faults were healed;
 - ``producer-failed``: a producer stopped on a fatal client error (its values after that are
   neither acknowledged nor failed, so the run checks less than it should).
+
+Client faults are reported apart from findings: failures of the client library, not of the
+cluster, that the run works around. A consumer whose librdkafka main thread deadlocks (its
+statistics stop; librdkafka's open issue #5476) is left behind and replaced by one that reads on
+from the last offsets read, so the cluster is still checked for serving every consumer to the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import logging
 import random
@@ -93,6 +99,9 @@ class History:
     errors: list[list[str]] = field(default_factory=list)
     #: a producer's fatal error, which ended it: "producer N: text".
     producer_errors: list[str] = field(default_factory=list)
+    #: client-side failures the run worked around (a deadlocked consumer replaced): not findings
+    #: about the cluster, but reported.
+    client_faults: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -101,13 +110,14 @@ class Report:
     faults: list[str] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    client_faults: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def lines(self) -> list[str]:
         head = [f"seed {self.seed}: {len(self.faults)} faults in {self.seconds:.0f} s, {len(self.findings)} findings",
                 "counts: " + ", ".join(f"{k} {v}" for k, v in self.counts.items())]
         return head + [f"fault {i + 1}: {f}" for i, f in enumerate(self.faults)] + \
-            [f"FINDING {f}" for f in self.findings]
+            [f"CLIENT {f}" for f in self.client_faults] + [f"FINDING {f}" for f in self.findings]
 
 
 # -- clients ------------------------------------------------------------------------------------------
@@ -170,18 +180,46 @@ class ClientTrace(logging.Handler):
         logger.propagate = False
         logger.setLevel(logging.DEBUG)
         logger.addHandler(self)
-        return {"logger": logger, "debug": debug, "statistics.interval.ms": 2000, "stats_cb": self.stats}
+        return {"logger": logger, "debug": debug, "statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": self.stats}
 
 
-def _consume(cluster: Cluster, reads: list[tuple[int, int, bytes]], reached: dict[int, int], errors: list[str],
-             stop: threading.Event, trace: ClientTrace | None = None) -> None:
+#: librdkafka's main thread emits statistics every STATS_INTERVAL_MS whatever the brokers do; when
+#: they stop for DEADLOCKED_AFTER_S while the application keeps polling, that thread is blocked
+#: for good. Traced runs caught it: librdkafka's open issue #5476, a lock-order inversion between
+#: its main thread (finishing an OffsetForLeaderEpoch that failed because its broker was being
+#: decommissioned, a broker missing from a Metadata answer while its session had expired) and the
+#: decommissioned broker's thread. The consumer then never fetches again.
+STATS_INTERVAL_MS = 1000
+DEADLOCKED_AFTER_S = 20.0
+
+
+def _consume(cluster: Cluster, history: History, index: int, stop: threading.Event,
+             trace: ClientTrace | None = None) -> None:
+    """Read every partition from the start until ``stop``; a consumer whose librdkafka deadlocked
+    is left behind (never destroyed: that waits forever on the same lock) and replaced by one
+    that carries on after the last offsets read, and the run reports it."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"chaos-{id(reads)}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         **(trace.client_config("consumer,fetch,topic,metadata,broker") if trace is not None else {})})
+    reads, reached, errors = history.reads[index], history.reached[index], history.errors[index]
+    last_stats = [time.monotonic()]
+
+    def on_stats(text: str) -> None:
+        last_stats[0] = time.monotonic()
+        if trace is not None:
+            trace.stats(text)
+
+    def new_consumer() -> Any:
+        config = {"bootstrap.servers": cluster.bootstrap, "group.id": f"chaos-{index}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  **(trace.client_config("consumer,fetch,topic,metadata,broker") if trace is not None else {}),
+                  "statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": on_stats}
+        consumer = Consumer(config)
+        consumer.assign([TopicPartition(TOPIC, p, reached.get(p, -1) + 1) for p in range(PARTITIONS)])
+        last_stats[0] = time.monotonic()
+        return consumer
+
+    consumer = new_consumer()
     try:
-        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
         while not stop.is_set():
             for m in consumer.consume(500, timeout=0.2):
                 if m.error() is None:
@@ -189,8 +227,20 @@ def _consume(cluster: Cluster, reads: list[tuple[int, int, bytes]], reached: dic
                     reached[m.partition()] = max(reached.get(m.partition(), -1), m.offset())
                 else:
                     errors.append(f"{m.error().name()}: {m.error().str()}")
+            if time.monotonic() - last_stats[0] > DEADLOCKED_AFTER_S:
+                history.client_faults.append(
+                    f"consumer {index}: librdkafka's main thread stopped (no statistics for "
+                    f"{DEADLOCKED_AFTER_S:.0f} s) at {dict(sorted(reached.items()))}; replaced")
+                _leave_deadlocked(consumer)
+                consumer = new_consumer()
     finally:
         consumer.close()
+
+
+def _leave_deadlocked(consumer: Any) -> None:
+    """Keep a deadlocked librdkafka handle alive for good: its destructor would wait forever on
+    the lock its own threads hold (even at interpreter exit, when module globals are cleared)."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(consumer))
 
 
 # -- faults ---------------------------------------------------------------------------------------------
@@ -386,10 +436,9 @@ def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: 
         threads = [threading.Thread(target=_produce, args=(cluster, i, history, stop_producers,
                                                            traces[f"producer-{i}"]), daemon=True)
                    for i in range(PRODUCERS)]
-        threads += [threading.Thread(target=_consume, args=(cluster, reads, reached, errors, stop_consumers,
+        threads += [threading.Thread(target=_consume, args=(cluster, history, i, stop_consumers,
                                                             traces[f"consumer-{i}"]), daemon=True)
-                    for i, (reads, reached, errors) in enumerate(zip(history.reads, history.reached, history.errors,
-                                                                     strict=True))]
+                    for i in range(CONSUMERS)]
         for thread in threads:
             thread.start()
         injector = FaultInjector(cluster, rng)
@@ -436,6 +485,7 @@ def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: 
             if len({tuple(batches) for batches in replicas.values()}) != 1:
                 report.findings.append(f"diverged: partition {p}: batches per replica "
                                        f"{ {b: len(v) for b, v in replicas.items()} }")
+        report.client_faults = list(history.client_faults)
         report.counts = {"acked": len(history.acked), "acked without an offset": len(history.acked_unplaced),
                          "failed": len(history.failed),
                          "in the log": sum(len(v) for v in log.values()),

@@ -1,6 +1,14 @@
-"""testing.chaos.check finds each kind of anomaly it names, in a hand-made history and log."""
+"""testing.chaos.check finds each kind of anomaly it names, in a hand-made history and log; a
+consumer whose librdkafka deadlocks is reported and replaced."""
 
 from __future__ import annotations
+
+import threading
+import time
+import types
+from typing import ClassVar
+
+import pytest
 
 from testing.chaos import SEQ_SPACE, History, check, value_of
 
@@ -49,3 +57,49 @@ def test_a_value_acknowledged_without_an_offset_must_be_in_its_partition_once() 
     history.acked_unplaced = {1: 0, 5: 1}  # 1 is at 0/1; 5 is nowhere
     findings = check(history, _log([0, 1], [7]), {0: 2, 1: 1})
     assert findings == ["lost: value 5 acknowledged (without an offset) in partition 1, the log holds it at []"]
+
+
+class _SilentConsumer:
+    """A librdkafka consumer whose main thread is stuck: polls return nothing, statistics never come."""
+
+    made: ClassVar[list[_SilentConsumer]] = []
+
+    def __init__(self, config: dict[str, object]) -> None:
+        self.config = config
+        self.assigned: list[tuple[int, int]] = []
+        self.closed = False
+        _SilentConsumer.made.append(self)
+
+    def assign(self, partitions: list[object]) -> None:
+        self.assigned = [(p.partition, p.offset) for p in partitions]  # type: ignore[attr-defined]
+
+    def consume(self, num_messages: int, timeout: float) -> list[object]:
+        time.sleep(timeout)
+        return []
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_consumer_whose_statistics_stop_is_reported_and_replaced_after_its_last_reads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import confluent_kafka
+
+    from testing import chaos
+
+    monkeypatch.setattr(confluent_kafka, "Consumer", _SilentConsumer)
+    monkeypatch.setattr(chaos, "DEADLOCKED_AFTER_S", 0.5)
+    left: list[object] = []
+    monkeypatch.setattr(chaos, "_leave_deadlocked", left.append)
+    _SilentConsumer.made = []
+    history = History(reads=[[]], reached=[{0: 41, 2: 7}], errors=[[]])
+    stop = threading.Event()
+    thread = threading.Thread(target=chaos._consume, args=(types.SimpleNamespace(bootstrap="x:1"), history, 0, stop))
+    thread.start()
+    time.sleep(0.9)
+    stop.set()
+    thread.join(5)
+    first, second = _SilentConsumer.made[:2]
+    assert left[0] is first and not first.closed
+    assert second.assigned == [(0, 42), (1, 0), (2, 8)]  # after the last offsets read
+    assert history.client_faults[0].startswith("consumer 0: librdkafka's main thread stopped")
