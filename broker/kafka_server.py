@@ -40,6 +40,7 @@ from broker.kafka_apis import KafkaApis
 from broker.metadata_store import MetadataStore
 from broker.metadata_view import LocalClusterView, TopicRegistry
 from broker.producer_id_manager import ProducerIdManager
+from broker.security.channel_builders import listener_security
 from broker.socket_server import SocketServer
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
@@ -69,6 +70,9 @@ class KafkaServer:
         """``cluster``: the broker's connected ZooKeeper membership (broker.cluster.zk_broker),
         which fixed its broker id and cluster id; None for the embedded single broker."""
         self.cluster = cluster
+        # TLS contexts first: a bad key store or setting stops the broker before it touches its logs.
+        self.listener_security = {listener.name: listener_security(config, listener.name)
+                                  for listener in config.listeners}
         self.metadata: TopicRegistry
         if cluster is None:
             # broker.id -1 asks for a generated id; a lone broker takes 0.
@@ -118,7 +122,7 @@ class KafkaServer:
                                                                          self.replica_manager)
         # In a cluster, markers and verifications go to the partitions' leaders the metadata cache names.
         coordinator_cluster = None if cluster is None else coordinator_cluster_from_cache(
-            self.broker_id, cluster.metadata_cache, config.inter_broker_listener)
+            self.broker_id, cluster.metadata_cache, config.inter_broker_listener, cluster.inter_broker_ssl)
         self.transaction_coordinator = build_transaction_coordinator(
             self.config, self.broker_id, self.replica_manager, self.transaction_state_manager,
             self._generate_producer_id, lambda topic: self.metadata.get(topic) is not None,
@@ -187,7 +191,7 @@ class KafkaServer:
         self.group_coordinator.startup()  # loads groups from the __consumer_offsets partitions led here
         follow_leadership(self.group_coordinator, self.replica_manager)  # partitions created or deleted later
         start_transaction_coordinator(self.transaction_coordinator, self.replica_manager)  # likewise
-        await self.socket_server.start(self.config.listeners)
+        await self.socket_server.start(self.config.listeners, self.listener_security)
         if self.cluster is not None:
             # Registered with the bound ports; then the controller election is joined.
             await self.cluster.startup()

@@ -13,6 +13,12 @@ in user space on their way to disk. Responses that become ready while one read
 is being handled leave in one write; record bytes leave by sendfile (see
 ``broker.response_writer``).
 
+A listener mapped to SSL (or SASL_SSL) serves TLS through the event loop's SSL
+transport, which owns the bytes on the wire: its connections never sendfile,
+their record bytes are read from the segment and written through TLS (see
+``broker.response_writer``). Each connection knows its client's principal
+(``broker.security.channel_builders``) for the request context.
+
 Bad input never takes the broker down: an undecodable frame closes that one
 connection (logged once), an unsupported ApiVersions version is answered as
 Kafka answers it, and a handler that raises closes only its own connection.
@@ -25,11 +31,14 @@ import collections
 import inspect
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from broker.response_writer import ResponseWriter
+from broker.security.channel_builders import ListenerSecurity
+from broker.security.kafka_principal import ANONYMOUS, KafkaPrincipal
 from protocol.api import API_VERSIONS_KEY, DecodedRequest, decode_request, encode_response
 from protocol.buffers import Chunk
 from protocol.errors import ProtocolError
@@ -55,6 +64,8 @@ class RequestContext:
     request: DecodedRequest
     connection: KafkaConnection
     listener_name: str
+    #: Who the client is (User:ANONYMOUS unless it authenticated): what an authorizer checks.
+    principal: KafkaPrincipal
 
     @property
     def api_version(self) -> int:
@@ -90,9 +101,11 @@ def _is_awaitable(result: Any) -> TypeGuard[Awaitable[Any]]:
 class KafkaConnection(asyncio.BufferedProtocol):
     """One client connection: framing, pipelining and ordered responses."""
 
-    def __init__(self, server: SocketServer, listener_name: str) -> None:
+    def __init__(self, server: SocketServer, listener_name: str, security: ListenerSecurity) -> None:
         self._server = server
         self._listener_name = listener_name
+        self._security = security
+        self.principal: KafkaPrincipal = ANONYMOUS
         self._decoder = FrameDecoder(server.max_request_size, server.receive_scratch)
         self._writer: ResponseWriter | None = None
         self._corked = False  # handling one read: responses wait for its end
@@ -113,15 +126,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         sock = transport.get_extra_info("socket")
+        ssl_object = transport.get_extra_info("ssl_object")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-            self._sock_fd = sock.fileno()
+            # Over TLS the socket carries records only once encrypted: no sendfile on it.
+            self._sock_fd = sock.fileno() if ssl_object is None else None
         tcp.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self._writer = ResponseWriter(tcp, self._sock_fd, self._update_reading, self._write_failed)
         self._server.connections.add(self)
+        if ssl_object is not None:
+            self._authenticate(ssl_object)
+
+    def _authenticate(self, ssl_object: ssl.SSLObject) -> None:
+        try:
+            self.principal = self._security.principal(ssl_object)
+        except ValueError as exc:  # no mapping rule applies to its subject: not authenticated, as in Kafka
+            log.warning("closing connection from %s on %s: authentication failed: %s",
+                        self.peer, self._listener_name, exc)
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -174,7 +199,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         header = request.header
         slot = _Slot(header.request_api_key, header.request_api_version, header.correlation_id, frame=frame)
         self._slots.append(slot)
-        ctx = RequestContext(request, self, self._listener_name)
+        ctx = RequestContext(request, self, self._listener_name, self.principal)
         try:
             if self._tasks:
                 # An earlier request of this connection is still running as a task:
@@ -333,20 +358,23 @@ class SocketServer:
         self._servers: list[asyncio.base_events.Server] = []
         self.bound: dict[str, tuple[str, int]] = {}
 
-    async def start(self, listeners: list[Listener]) -> None:
+    async def start(self, listeners: list[Listener], security: Mapping[str, ListenerSecurity] | None = None) -> None:
+        """Bind every listener; ``security`` (by listener name) says which serve TLS (default: none)."""
         loop = asyncio.get_running_loop()
         for listener in listeners:
+            served = (security or {}).get(listener.name) or ListenerSecurity("PLAINTEXT")
             server = await loop.create_server(
-                lambda name=listener.name: KafkaConnection(self, name),
+                lambda name=listener.name, served=served: KafkaConnection(self, name, served),
                 host=listener.host or None,
                 port=listener.port,
                 reuse_address=True,
                 backlog=1024,
+                ssl=served.ssl_context,
             )
             self._servers.append(server)
             host, port = server.sockets[0].getsockname()[:2]
             self.bound[listener.name] = (host, port)
-            log.info("listening on %s://%s:%d", listener.name, host, port)
+            log.info("listening on %s://%s:%d (%s)", listener.name, host, port, served.security_protocol)
 
     def stop_accepting(self) -> None:
         for server in self._servers:

@@ -17,6 +17,10 @@ ids and in-order matching, ``client.node_api_versions`` for negotiation):
   :meth:`AsyncBrokerConnection.close` fail every request still waiting with
   :class:`~client.errors.KafkaConnectionError`; nothing waits forever.
 
+With an ``ssl_context`` the connection is TLS (a broker reaching others over an
+SSL inter-broker listener); the server's host name is the one checked against
+its certificate when the context checks host names.
+
 A caller that cancels its wait only gives up on that response: it is read and
 dropped when it arrives, and the connection stays usable.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from dataclasses import dataclass
 from typing import cast
 
@@ -98,8 +103,10 @@ class AsyncBrokerConnection:
         client_id: str | None = DEFAULT_CLIENT_ID,
         node_id: int | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.address = BrokerAddress(host, port)
+        self.ssl_context = ssl_context
         self.client_id = client_id
         self.node_id = node_id
         self.request_timeout = request_timeout
@@ -120,9 +127,12 @@ class AsyncBrokerConnection:
             return self
         loop = asyncio.get_running_loop()
         reader = _ResponseReader(self)
+        tls = self.ssl_context
         try:
             transport, _ = await asyncio.wait_for(
-                loop.create_connection(lambda: reader, self.address.host, self.address.port), timeout
+                loop.create_connection(lambda: reader, self.address.host, self.address.port, ssl=tls,
+                                       server_hostname=self.address.host if tls is not None else None),
+                timeout,
             )
         except (OSError, TimeoutError) as exc:
             raise KafkaConnectionError(f"cannot connect to {self.address}: {exc!r}") from exc

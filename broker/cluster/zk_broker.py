@@ -43,6 +43,7 @@ from broker.cluster.zk_admin import ZK_WRITE_TIMEOUT_S, ZkTopicAdmin
 from broker.config.broker_config import BrokerConfig
 from broker.metadata_cache import ZkMetadataCache
 from broker.metadata_store import new_cluster_id
+from broker.security.channel_builders import inter_broker_ssl_context
 from broker.zk_producer_id_manager import ZkProducerIdManager
 from controller.kafka_controller import KafkaController
 from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError
@@ -102,6 +103,9 @@ class ZkBroker:
     def __init__(self, config: BrokerConfig, zk: KafkaZkClient, cluster_id: str, broker_id: int,
                  initial_topic_configs: dict[str, dict[str, str]]) -> None:
         self.config = config
+        #: This broker's connections to the others (replication, controller, coordinators) use TLS when
+        #: the inter-broker listener is SSL, with that listener's ssl.* settings; None: plain TCP.
+        self.inter_broker_ssl = inter_broker_ssl_context(config)
         self.zk = zk
         self.cluster_id = cluster_id
         self.broker_id = broker_id
@@ -158,7 +162,7 @@ class ZkBroker:
 
     def attach(self, parts: ServerParts) -> None:
         self._parts = parts
-        self.replica_states.replication_config = replication_config(self.config)
+        self.replica_states.replication_config = replication_config(self.config, self.inter_broker_ssl)
         self.admin.attach(parts.dynamic_config, parts.log_manager)
         # Topic and broker config changes (config admin, on the append thread) go to ZooKeeper.
         parts.admin.cluster_config_writer = self.admin.write_topic_configs_blocking
@@ -189,12 +193,12 @@ class ZkBroker:
         await self.config_changes.start()
         self.alter_partition_manager = AlterPartitionManager(
             self.broker_id, lambda: self.broker_epoch, self.controller_node,
-            request_timeout_ms=self.config.controller_socket_timeout_ms)
+            request_timeout_ms=self.config.controller_socket_timeout_ms, ssl_context=self.inter_broker_ssl)
         states = self.replica_states
         states.set_alter_partition_manager(self.alter_partition_manager)
         states.set_isr_eligibility(self.metadata_cache.has_alive_broker)
         states.start_replication()  # ISR expiration, and the fetchers followers need
-        self.controller = KafkaController(controller_config(self.config), self.broker_id, self.zk,
+        self.controller = KafkaController(controller_config(self.config, self.inter_broker_ssl), self.broker_id, self.zk,
                                           lambda: self.broker_epoch)
         await self.controller.startup()
 
@@ -374,7 +378,7 @@ class ZkBroker:
         if not self.config.controlled_shutdown_enable or self.broker_epoch < 0:
             return
         client = ControlledShutdownClient(self.broker_id, lambda: self.broker_epoch, self.lookup_controller,
-                                          self.config)
+                                          self.config, self.inter_broker_ssl)
         await client.run()
 
     async def shutdown_replication(self) -> None:

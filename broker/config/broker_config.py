@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, ConfigDict, Field, field_validator, model_validator
+
+from broker.config.ssl_config import SslConfig, listener_ssl_config
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +66,9 @@ def _prop(default: Any, name: str, *synonyms: str) -> Any:
     return Field(default, validation_alias=AliasChoices(name, *synonyms), serialization_alias=name)
 
 
-class BrokerConfig(BaseModel):
-    """Broker settings under Kafka's property names, with Kafka's defaults.
+class BrokerConfig(SslConfig):
+    """Broker settings under Kafka's property names, with Kafka's defaults (the ``ssl.*`` ones
+    in :class:`~broker.config.ssl_config.SslConfig`).
 
     Where Kafka's default only makes sense for a multi-broker cluster
     (``offsets.topic.replication.factor=3``), the value is capped at the number
@@ -278,6 +281,10 @@ class BrokerConfig(BaseModel):
 
     def security_protocol_of(self, listener_name: str) -> str:
         return self.listener_security_protocol_map.get(listener_name, listener_name)
+
+    def ssl_config_for(self, listener_name: str) -> SslConfig:
+        """A listener's SSL settings: ``listener.name.<listener>.ssl.*`` over ``ssl.*``."""
+        return listener_ssl_config(self, self.model_extra or {}, listener_name)
 
     @property
     def inter_broker_listener(self) -> str:
