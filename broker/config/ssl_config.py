@@ -56,19 +56,19 @@ class SslConfig(BaseModel):
 
     @field_validator("ssl_enabled_protocols", "ssl_cipher_suites", mode="before")
     @classmethod
-    def _parse_list(cls, value: Any) -> Any:
+    def _parse_ssl_list(cls, value: Any) -> Any:  # not _parse_list: BrokerConfig's would replace it
         return _split_list(value)
 
     @field_validator("ssl_client_auth")
     @classmethod
-    def _check_client_auth(cls, value: str) -> str:
+    def _check_ssl_client_auth(cls, value: str) -> str:
         if value.lower() not in CLIENT_AUTH_VALUES:
             raise ValueError(f"String must be one of: {', '.join(CLIENT_AUTH_VALUES)}")
         return value.lower()
 
     @field_validator("ssl_keystore_type", "ssl_truststore_type")
     @classmethod
-    def _upper(cls, value: str) -> str:
+    def _upper_store_type(cls, value: str) -> str:
         return value.upper()
 
 

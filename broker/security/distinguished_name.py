@@ -5,7 +5,7 @@ Kafka's principal for a TLS client is built from
 last-encoded first, joined by commas; attributes RFC 2253 names by keyword
 (CN, L, ST, O, OU, C, STREET, DC, UID), any other as its dotted OID with the
 value's DER encoding in hex (``1.2.840.113549.1.9.1=#1611...``); the characters
-``,=+<>#;"\\`` and leading or trailing spaces escaped with a backslash.
+``,=+<>#;"\\`` and leading or trailing blanks escaped with a backslash.
 
 Python's ``getpeercert()`` dictionary loses the value types and the original
 order of multi-valued names, so the subject is read here from the DER
@@ -83,8 +83,11 @@ def _value_text(data: bytes, value: _Tlv, keyword: str | None) -> str:
     if keyword is None or encoding is None:
         return "#" + data[value.header_start:value.end].hex()
     text = data[value.start:value.end].decode(encoding, errors="replace")
-    last = len(text) - 1
-    return "".join("\\" + c if c in _ESCAPED or (c == " " and i in (0, last)) else c for i, c in enumerate(text))
+    # Java escapes every one of the leading and trailing blanks, and writes NUL as \00.
+    lead = len(text) - len(text.lstrip(" \r"))
+    trail = len(text.rstrip(" \r"))
+    return "".join("\\00" if c == "\0" else "\\" + c if c in _ESCAPED or not lead <= i < trail else c
+                   for i, c in enumerate(text))
 
 
 def _attribute(data: bytes, element: _Tlv) -> str:
