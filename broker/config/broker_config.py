@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import AliasChoices, ConfigDict, Field, field_validator, model_validator
 
-from broker.config.ssl_config import SslConfig, listener_ssl_config
+from broker.config.ssl_config import SSL_FIELDS, SslConfig, listener_ssl_config
 
 log = logging.getLogger(__name__)
 
@@ -323,6 +323,14 @@ class BrokerConfig(SslConfig):
         return [str(info.serialization_alias) for info in cls.model_fields.values()]
 
 
+def _read_without_a_field(name: str) -> bool:
+    """Properties the broker reads from its extras: the protocol map and listeners' ssl.* overrides."""
+    if name == "listener.security.protocol.map":
+        return True
+    match = re.fullmatch(r"listener\.name\.[^.]+\.(.+)", name)
+    return match is not None and match.group(1) in SSL_FIELDS
+
+
 def parse_properties(text: str) -> dict[str, str]:
     """Java ``.properties`` essentials: ``#``/``!`` comments, ``=`` or ``:`` separators,
     backslash line continuations."""
@@ -375,5 +383,6 @@ def load_broker_config(
     props.update(parse_overrides(overrides))
     config = BrokerConfig.model_validate(props)
     for name in config.unknown_properties:
-        log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+        if not _read_without_a_field(name):
+            log.warning("The configuration '%s' was supplied but isn't a known config.", name)
     return config
