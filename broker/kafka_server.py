@@ -41,6 +41,8 @@ from broker.metadata_store import MetadataStore
 from broker.metadata_view import LocalClusterView, TopicRegistry
 from broker.producer_id_manager import ProducerIdManager
 from broker.security.channel_builders import listener_security
+from broker.security.credential_cache import CredentialCache, ScramCredentialsFile
+from broker.security.scram_credentials_manager import ScramCredentialsManager
 from broker.socket_server import SocketServer
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
@@ -133,9 +135,13 @@ class KafkaServer:
         self.replica_manager.set_transaction_verifier(
             self.transaction_verifier, lambda: self.config.transaction_partition_verification_enable)
         in_cluster = cluster is not None
+        # SCRAM credentials: a lone broker's from its file, a cluster member's from /config/users.
+        self.credentials = CredentialCache()
+        self.scram_credentials = ScramCredentialsManager(
+            self.credentials, ScramCredentialsFile(config.log_dirs[0]) if cluster is None else None)
         self.socket_server = SocketServer(
             _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(in_cluster),
-            config.socket_request_max_bytes)
+            config.socket_request_max_bytes, self.credentials, config.connection_failed_authentication_delay_ms)
         self.services = BrokerServices(
             broker_id=self.broker_id, metadata=self.metadata, dynamic_config=self.dynamic_config,
             replica_manager=self.replica_manager, group_coordinator=self.group_coordinator,
@@ -143,6 +149,7 @@ class KafkaServer:
             generate_producer_id=self._generate_producer_id,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
             append_thread=self.append_thread, socket_server=self.socket_server,
+            scram_credentials=self.scram_credentials,
             cluster_view=(LocalClusterView(self.broker_id, self.dynamic_config, self.socket_server,
                                            self.replica_manager)
                           if cluster is None else cluster.metadata_cache),
@@ -191,6 +198,11 @@ class KafkaServer:
         self.group_coordinator.startup()  # loads groups from the __consumer_offsets partitions led here
         follow_leadership(self.group_coordinator, self.replica_manager)  # partitions created or deleted later
         start_transaction_coordinator(self.transaction_coordinator, self.replica_manager)  # likewise
+        if self.cluster is not None:
+            self.scram_credentials.writer = self.cluster.write_user_configs
+            await self.cluster.load_user_credentials(self.credentials)
+        else:
+            await asyncio.to_thread(self.scram_credentials.load)
         await self.socket_server.start(self.config.listeners, self.listener_security)
         if self.cluster is not None:
             # Registered with the bound ports; then the controller election is joined.

@@ -17,7 +17,10 @@ A listener mapped to SSL (or SASL_SSL) serves TLS through the event loop's SSL
 transport, which owns the bytes on the wire: its connections never sendfile,
 their record bytes are read from the segment and written through TLS (see
 ``broker.response_writer``). Each connection knows its client's principal
-(``broker.security.channel_builders``) for the request context.
+(``broker.security.channel_builders``) for the request context. On a SASL
+listener that principal comes from SASL authentication, and until it completes
+only ApiVersions, SaslHandshake and SaslAuthenticate are handled
+(``broker.security.sasl_authenticator``).
 
 Bad input never takes the broker down: an undecodable frame closes that one
 connection (logged once), an unsupported ApiVersions version is answered as
@@ -32,13 +35,17 @@ import inspect
 import logging
 import socket
 import ssl
+import struct
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from broker.response_writer import ResponseWriter
 from broker.security.channel_builders import ListenerSecurity
-from broker.security.kafka_principal import ANONYMOUS, KafkaPrincipal
+from broker.security.credential_cache import CredentialCache
+from broker.security.kafka_principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from broker.security.sasl_authenticator import SaslServerAuthenticator, SaslState, client_message
+from broker.security.sasl_server import SaslError
 from protocol.api import API_VERSIONS_KEY, DecodedRequest, decode_request, encode_response
 from protocol.buffers import Chunk
 from protocol.errors import ProtocolError
@@ -90,6 +97,8 @@ class _Slot:
     done: bool = False
     no_response: bool = False
     frame: Any = field(default=None)  # keeps records memoryviews alive
+    #: A bare SASL token (after a v0 SaslHandshake): sent size-prefixed, without a response header.
+    raw: bool = False
 
 
 def _is_awaitable(result: Any) -> TypeGuard[Awaitable[Any]]:
@@ -118,6 +127,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer: str = "?"
         self._sock_fd: int | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._close_when_answered = False
+        #: None on a listener without SASL.
+        self.sasl = (SaslServerAuthenticator(security.sasl, server.credentials)
+                     if security.sasl is not None else None)
 
     # -- asyncio.Protocol -------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -188,6 +201,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- requests ---------------------------------------------------------
     def _on_frame(self, frame: memoryview) -> None:
+        sasl = self.sasl
+        if sasl is not None and not sasl.complete:
+            if sasl.state is SaslState.FAILED:
+                return  # muted until its delayed close
+            if sasl.raw_tokens:
+                self._on_raw_token(sasl, frame)
+                return
         try:
             request = decode_request(frame)
         except UnsupportedVersionError as exc:
@@ -197,6 +217,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._bad_input(exc)
             return
         header = request.header
+        if sasl is not None and not sasl.complete:
+            refusal = sasl.refusal(header.request_api_key, request.api.name)
+            if refusal is not None:
+                log.info("closing connection from %s on %s: %s", self.peer, self._listener_name, refusal)
+                self.close()
+                return
         slot = _Slot(header.request_api_key, header.request_api_version, header.correlation_id, frame=frame)
         self._slots.append(slot)
         ctx = RequestContext(request, self, self._listener_name, self.principal)
@@ -239,6 +265,53 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self._closed:
             self._complete(slot, response)
 
+    # -- SASL -------------------------------------------------------------
+    def authenticated(self, authorization_id: str) -> None:
+        """SASL authentication completed: later requests act as ``User:<authorization_id>``."""
+        self.principal = KafkaPrincipal(USER_TYPE, authorization_id)
+
+    def authentication_failed(self, reason: str) -> float:
+        """Log the failure once (``reason`` holds no secret), mute the connection and return how
+        long to wait (connection.failed.authentication.delay.ms, in seconds) before answering and closing."""
+        if self.sasl is not None:
+            self.sasl.fail()
+        log.info("Failed authentication with %s on %s (%s)", self.peer, self._listener_name, reason)
+        if self._transport is not None and not self._reading_paused:
+            self._transport.pause_reading()
+            self._reading_paused = True
+        return self._server.failed_authentication_delay_s
+
+    async def refuse_authentication(self, reason: str, response: Message) -> Message:
+        """A failed authentication's answer (SaslHandshake, SaslAuthenticate): logged at once, sent
+        after the delay, then the connection closes."""
+        await asyncio.sleep(self.authentication_failed(reason))
+        self._close_when_answered = True
+        return response
+
+    def _on_raw_token(self, sasl: SaslServerAuthenticator, frame: memoryview) -> None:
+        try:
+            challenge = sasl.authenticate(bytes(frame))
+        except SaslError as exc:
+            assert sasl.server is not None
+            delay = self.authentication_failed(client_message(exc, sasl.server.mechanism))
+            self._own(self._close_after(delay))  # v0 has no error response: the close says it
+            return
+        if sasl.complete:
+            self.authenticated(sasl.authorization_id)
+        # Every token is answered, an empty one too (PLAIN's), as Kafka's authenticator does.
+        slot = _Slot(-1, 0, 0, raw=True)
+        self._slots.append(slot)
+        self._complete(slot, challenge)
+
+    async def _close_after(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self.close()
+
+    def _own(self, coroutine: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     def _complete(self, slot: _Slot, response: Any) -> None:
         slot.response = response
         slot.no_response = response is None
@@ -265,7 +338,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if slot.no_response:
                 continue
             try:
-                frame = encode_response(slot.api_key, slot.api_version, slot.correlation_id, slot.response)
+                frame = (encode_response(slot.api_key, slot.api_version, slot.correlation_id, slot.response)
+                         if not slot.raw else [struct.pack(">i", len(slot.response)) + slot.response])
             except ProtocolError:
                 log.exception("cannot encode the response to api %d v%d", slot.api_key, slot.api_version)
                 self.close()
@@ -285,6 +359,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
         if unreadable is not None:
             log.error("cannot send records to %s: %s; closing the connection", self.peer, unreadable)
+            self._closed = True
+            assert writer is not None
+            writer.close_when_sent()
+            return
+        if self._close_when_answered and not self._slots and not self._closed:
             self._closed = True
             assert writer is not None
             writer.close_when_sent()
@@ -346,8 +425,13 @@ class SocketServer:
         dispatch: Dispatch,
         unsupported_api_versions_response: Callable[[], Any],
         max_request_size: int,
+        credentials: CredentialCache | None = None,
+        failed_authentication_delay_ms: int = 100,
     ) -> None:
         self.dispatch = dispatch
+        #: The SCRAM credentials SASL connections authenticate against.
+        self.credentials = credentials if credentials is not None else CredentialCache()
+        self.failed_authentication_delay_s = failed_authentication_delay_ms / 1000
         self.unsupported_api_versions_response = unsupported_api_versions_response
         self.max_request_size = max_request_size
         #: Every connection reads small requests into this one buffer (all run on

@@ -17,7 +17,8 @@ ids and in-order matching, ``client.node_api_versions`` for negotiation):
   :meth:`AsyncBrokerConnection.close` fail every request still waiting with
   :class:`~client.errors.KafkaConnectionError`; nothing waits forever.
 
-With an ``ssl_context`` the connection is TLS (a broker reaching others over an
+With ``sasl`` settings the connection authenticates (SaslHandshake and
+SaslAuthenticate, ``client.sasl``) before it is handed out. With an ``ssl_context`` the connection is TLS (a broker reaching others over an
 SSL inter-broker listener); the server's host name is the one checked against
 its certificate when the context checks host names.
 
@@ -37,6 +38,13 @@ from client.connection import DEFAULT_CLIENT_ID, MAX_RESPONSE_SIZE, BrokerAddres
 from client.errors import CorrelationIdMismatchError, KafkaConnectionError, KafkaTimeoutError
 from client.in_flight_requests import InFlightRequest, InFlightRequests, request_spec
 from client.node_api_versions import ApiVersionsNegotiation, NodeApiVersions, api_versions_request
+from client.sasl import (
+    SaslSettings,
+    authenticate_request,
+    challenge_of,
+    check_handshake,
+    handshake_request,
+)
 from protocol.api import ApiSpec
 from protocol.errors import ProtocolError
 from protocol.framing import FrameDecoder
@@ -104,9 +112,12 @@ class AsyncBrokerConnection:
         node_id: int | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslSettings | None = None,
     ) -> None:
         self.address = BrokerAddress(host, port)
         self.ssl_context = ssl_context
+        #: SASL authentication right after the versions are negotiated (a SASL inter-broker listener).
+        self.sasl = sasl
         self.client_id = client_id
         self.node_id = node_id
         self.request_timeout = request_timeout
@@ -140,9 +151,11 @@ class AsyncBrokerConnection:
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._transport, self._reader = transport, reader
-        if negotiate:
+        if negotiate or self.sasl is not None:
             try:
                 await self.negotiate_versions()
+                if self.sasl is not None:
+                    await self._authenticate(self.sasl)
             except BaseException:
                 self.close()
                 raise
@@ -183,6 +196,14 @@ class AsyncBrokerConnection:
     def version_for(self, api_key: int, *, max_version: int | None = None) -> int:
         """The highest version of ``api_key`` both sides support (capped at ``max_version``)."""
         return self.versions.version_for(api_key, max_version=max_version)
+
+    async def _authenticate(self, settings: SaslSettings) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism completes (SaslClientError if refused)."""
+        client = settings.new_client()
+        check_handshake(await self.request(handshake_request(settings), version=1), settings)
+        token = client.evaluate(b"")
+        while token is not None:
+            token = client.evaluate(challenge_of(await self.request(authenticate_request(token))))
 
     # ------------------------------------------------------------ requests
 

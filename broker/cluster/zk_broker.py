@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,10 +52,12 @@ from controller.zk.zk_data import (
     CONFIG_CHANGES_PATH,
     CONFIG_TYPE_BROKER,
     CONFIG_TYPE_TOPIC,
+    CONFIG_TYPE_USER,
     DEFAULT_ENTITY,
     BrokerInfo,
     EndPoint,
     decode_config_change_notification,
+    desanitize,
 )
 from controller.zk.zk_node_change_notification_listener import ZkNodeChangeNotificationListener
 from protocol.errors import ErrorCode
@@ -68,6 +70,7 @@ from storage.meta_properties import check_meta_properties
 if TYPE_CHECKING:
     from broker.admin_manager import AdminManager
     from broker.config.dynamic_broker_config import DynamicBrokerConfig
+    from broker.security.credential_cache import CredentialCache
     from broker.socket_server import SocketServer
     from coordinator.group.group_coordinator import GroupCoordinator
     from replication.append_thread import AppendThread
@@ -118,6 +121,7 @@ class ZkBroker:
         self.broker_epoch = -1
         self.controller: KafkaController | None = None
         self.config_changes: ZkNodeChangeNotificationListener | None = None
+        self._credentials: CredentialCache | None = None
         self.alter_partition_manager: AlterPartitionManager | None = None
         self._parts: ServerParts | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -358,6 +362,20 @@ class ZkBroker:
             await self.apply_topic_configs(name, fetched.get(name, {}))
         elif entity_type == CONFIG_TYPE_BROKER and name in (str(self.broker_id), DEFAULT_ENTITY):
             await self._reload_broker_configs()
+        elif entity_type == CONFIG_TYPE_USER and self._credentials is not None:
+            # Kafka's UserConfigHandler: the user's SCRAM credentials follow its znode.
+            user = desanitize(name)
+            self._credentials.update_user(user, await self.zk.get_user_config(user))
+
+    # -- users: /config/users/<user>, SCRAM credentials -------------------------------------
+    async def load_user_credentials(self, credentials: CredentialCache) -> None:
+        """Every user's credentials before the listeners open; changes follow by notification."""
+        self._credentials = credentials
+        for user, config in (await self.zk.get_user_configs()).items():
+            credentials.update_user(user, config)
+
+    async def write_user_configs(self, user: str, changes: Mapping[str, str | None]) -> dict[str, str]:
+        return await self.zk.alter_user_config(user, changes)
 
     def _write_broker_configs_blocking(self, resource_name: str, configs: dict[str, str]) -> None:
         """A broker resource's dynamic configs to /config/brokers/<id> or <default> (append thread)."""

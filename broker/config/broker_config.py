@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import AliasChoices, ConfigDict, Field, field_validator, model_validator
 
+from broker.config.sasl_config import is_listener_sasl_property
 from broker.config.ssl_config import SSL_FIELDS, SslConfig, listener_ssl_config
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,11 @@ class BrokerConfig(SslConfig):
     controlled_shutdown_max_retries: int = _prop(3, "controlled.shutdown.max.retries")
     controlled_shutdown_retry_backoff_ms: int = _prop(5000, "controlled.shutdown.retry.backoff.ms")
     controller_socket_timeout_ms: int = _prop(30000, "controller.socket.timeout.ms")
+
+    # SASL (the per-listener JAAS configs are read from the extras: broker.config.sasl_config).
+    sasl_enabled_mechanisms: list[str] = _prop(["GSSAPI"], "sasl.enabled.mechanisms")
+    sasl_mechanism_inter_broker_protocol: str = _prop("GSSAPI", "sasl.mechanism.inter.broker.protocol")
+    connection_failed_authentication_delay_ms: int = _prop(100, "connection.failed.authentication.delay.ms")
 
     # Log basics.
     log_dirs: list[str] = _prop(["/tmp/kafka-logs"], "log.dirs", "log.dir")
@@ -204,7 +210,7 @@ class BrokerConfig(SslConfig):
             raise ValueError("Value must be at least 1")
         return value
 
-    @field_validator("log_dirs", "log_cleanup_policy", mode="before")
+    @field_validator("log_dirs", "log_cleanup_policy", "sasl_enabled_mechanisms", mode="before")
     @classmethod
     def _parse_list(cls, value: Any) -> Any:
         return _split_list(value)
@@ -324,11 +330,11 @@ class BrokerConfig(SslConfig):
 
 
 def _read_without_a_field(name: str) -> bool:
-    """Properties the broker reads from its extras: the protocol map and listeners' ssl.* overrides."""
+    """Properties the broker reads from its extras: the protocol map and listeners' ssl.* and SASL overrides."""
     if name == "listener.security.protocol.map":
         return True
     match = re.fullmatch(r"listener\.name\.[^.]+\.(.+)", name)
-    return match is not None and match.group(1) in SSL_FIELDS
+    return match is not None and (match.group(1) in SSL_FIELDS or is_listener_sasl_property(match.group(1)))
 
 
 def parse_properties(text: str) -> dict[str, str]:

@@ -9,7 +9,9 @@ settings, as Kafka's inter-broker clients do.
 Kafka's DefaultKafkaPrincipalBuilder gives a TLS client that presented a
 certificate the principal ``User:<name>``, the name mapped from the
 certificate's RFC 2253 subject by ``ssl.principal.mapping.rules``; every other
-client is ``User:ANONYMOUS``.
+client is ``User:ANONYMOUS``. A SASL_PLAINTEXT or SASL_SSL listener's clients
+authenticate first (``broker.security.sasl_authenticator``) and are
+``User:<the name they authenticated as>``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import ssl
 from dataclasses import dataclass
 
 from broker.config.broker_config import BrokerConfig
+from broker.config.sasl_config import SASL_PROTOCOLS, SaslListenerConfig, listener_sasl_config
 from broker.config.ssl_config import LISTENER_PREFIX
 from broker.security.distinguished_name import rfc2253_name
 from broker.security.kafka_principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
@@ -35,6 +38,8 @@ class ListenerSecurity:
     #: None: plain TCP.
     ssl_context: ssl.SSLContext | None = None
     principal_mapper: SslPrincipalMapper | None = None
+    #: None: no SASL authentication (PLAINTEXT, SSL).
+    sasl: SaslListenerConfig | None = None
 
     def principal(self, ssl_object: ssl.SSLObject | None) -> KafkaPrincipal:
         """The principal of a connection, from its client's certificate if it sent one.
@@ -52,8 +57,10 @@ class ListenerSecurity:
 def listener_security(config: BrokerConfig, listener_name: str) -> ListenerSecurity:
     """Kafka's serverChannelBuilder for one listener; SslConfigError/ValueError for bad settings."""
     protocol = config.security_protocol_of(listener_name)
+    sasl = (listener_sasl_config(config.sasl_enabled_mechanisms, config.model_extra or {}, listener_name)
+            if protocol in SASL_PROTOCOLS else None)
     if protocol not in TLS_PROTOCOLS:
-        return ListenerSecurity(protocol)
+        return ListenerSecurity(protocol, sasl=sasl)
     ssl_config = config.ssl_config_for(listener_name)
     client_auth = ssl_config.ssl_client_auth
     prefixed_client_auth = LISTENER_PREFIX.format(listener_name.lower()) + "ssl.client.auth"
@@ -61,7 +68,7 @@ def listener_security(config: BrokerConfig, listener_name: str) -> ListenerSecur
         # Kafka applies ssl.client.auth to a SASL_SSL listener only when set with its prefix.
         client_auth = "none"
     return ListenerSecurity(protocol, server_context(ssl_config, client_auth),
-                            SslPrincipalMapper.from_rules(ssl_config.ssl_principal_mapping_rules))
+                            SslPrincipalMapper.from_rules(ssl_config.ssl_principal_mapping_rules), sasl)
 
 
 def inter_broker_ssl_context(config: BrokerConfig) -> ssl.SSLContext | None:
