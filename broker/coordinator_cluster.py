@@ -17,6 +17,7 @@ import ssl
 from dataclasses import dataclass
 from typing import Protocol
 
+from client.sasl import SaslSettings
 from coordinator.common.partition_leader import LeaderEndpoint, PartitionLeaderLookup, TopicPartitionCount
 
 
@@ -33,6 +34,8 @@ class CoordinatorCluster:
     inter_broker_listener: str
     #: That listener's TLS context when it is SSL; None for plain TCP.
     inter_broker_ssl_context: ssl.SSLContext | None = None
+    #: The broker's own SASL credentials when that listener is SASL_*.
+    inter_broker_sasl: SaslSettings | None = None
 
 
 # -- the metadata cache, structurally (broker/metadata_cache.py implements these names) ------------
@@ -68,7 +71,8 @@ class MetadataCacheView(Protocol):
 
 
 def coordinator_cluster_from_cache(broker_id: int, cache: MetadataCacheView, inter_broker_listener: str,
-                                   inter_broker_ssl_context: ssl.SSLContext | None = None) -> CoordinatorCluster:
+                                   inter_broker_ssl_context: ssl.SSLContext | None = None,
+                                   inter_broker_sasl: SaslSettings | None = None) -> CoordinatorCluster:
     """A :class:`CoordinatorCluster` over the broker's metadata cache. As Kafka's
     getPartitionLeaderEndpoint: no leader, a leader not alive, or one without the listener is none."""
 
@@ -84,4 +88,4 @@ def coordinator_cluster_from_cache(broker_id: int, cache: MetadataCacheView, int
         return None if found is None else found.partition_count
 
     return CoordinatorCluster(broker_id, partition_leader, partition_count, inter_broker_listener,
-                              inter_broker_ssl_context)
+                              inter_broker_ssl_context, inter_broker_sasl)

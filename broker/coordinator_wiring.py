@@ -117,7 +117,7 @@ def build_transaction_coordinator(config: BrokerConfig, broker_id: int, replica_
         lookup = ClusterLeaderLookup(broker_id, replica_manager, cluster.partition_leader, cluster.partition_count,
                                      cluster.inter_broker_listener)
         sender = RemoteMarkerSender(broker_id, local_sender, lookup.endpoint,
-                                    ssl_context=cluster.inter_broker_ssl_context)
+                                    ssl_context=cluster.inter_broker_ssl_context, sasl=cluster.inter_broker_sasl)
         leader_of = lookup
     channel = TransactionMarkerChannelManager(
         broker_id, manager, sender, leader_of, scheduler,
@@ -174,4 +174,4 @@ def build_transaction_verifier(broker_id: int, replica_manager: ReplicaManager, 
     if cluster is None:
         return local
     return AddPartitionsToTxnManager(local, cluster.partition_leader, cluster.inter_broker_listener,
-                                     cluster.inter_broker_ssl_context)
+                                     cluster.inter_broker_ssl_context, cluster.inter_broker_sasl)

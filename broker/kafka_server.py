@@ -124,7 +124,8 @@ class KafkaServer:
                                                                          self.replica_manager)
         # In a cluster, markers and verifications go to the partitions' leaders the metadata cache names.
         coordinator_cluster = None if cluster is None else coordinator_cluster_from_cache(
-            self.broker_id, cluster.metadata_cache, config.inter_broker_listener, cluster.inter_broker_ssl)
+            self.broker_id, cluster.metadata_cache, config.inter_broker_listener, cluster.inter_broker_ssl,
+            cluster.inter_broker_sasl)
         self.transaction_coordinator = build_transaction_coordinator(
             self.config, self.broker_id, self.replica_manager, self.transaction_state_manager,
             self._generate_producer_id, lambda topic: self.metadata.get(topic) is not None,

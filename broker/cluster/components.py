@@ -11,11 +11,13 @@ from __future__ import annotations
 import ssl
 
 from broker.config.broker_config import BrokerConfig
+from client.sasl import SaslSettings
 from controller.controller_config import ControllerConfig
 from replication.replication_config import ReplicationConfig
 
 
-def controller_config(config: BrokerConfig, inter_broker_ssl: ssl.SSLContext | None = None) -> ControllerConfig:
+def controller_config(config: BrokerConfig, inter_broker_ssl: ssl.SSLContext | None = None,
+                      inter_broker_sasl: SaslSettings | None = None) -> ControllerConfig:
     """The controller's settings, under Kafka's names, from the broker's (``inter_broker_ssl``: the
     inter-broker listener's TLS context, None for plain TCP)."""
     return ControllerConfig(
@@ -27,10 +29,12 @@ def controller_config(config: BrokerConfig, inter_broker_ssl: ssl.SSLContext | N
         leader_imbalance_check_interval_seconds=float(config.leader_imbalance_check_interval_seconds),
         controller_socket_timeout_ms=config.controller_socket_timeout_ms,
         inter_broker_ssl_context=inter_broker_ssl,
+        inter_broker_sasl=inter_broker_sasl,
     )
 
 
-def replication_config(config: BrokerConfig, inter_broker_ssl: ssl.SSLContext | None = None) -> ReplicationConfig:
+def replication_config(config: BrokerConfig, inter_broker_ssl: ssl.SSLContext | None = None,
+                       inter_broker_sasl: SaslSettings | None = None) -> ReplicationConfig:
     """The replica manager's settings (replica.*, num.replica.fetchers) from the broker's, with the
     inter-broker listener's TLS context (None for plain TCP)."""
     return ReplicationConfig(
@@ -43,4 +47,5 @@ def replication_config(config: BrokerConfig, inter_broker_ssl: ssl.SSLContext | 
         replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
         replica_socket_timeout_ms=config.replica_socket_timeout_ms,
         inter_broker_ssl_context=inter_broker_ssl,
+        inter_broker_sasl=inter_broker_sasl,
     )

@@ -43,7 +43,7 @@ from broker.cluster.zk_admin import ZK_WRITE_TIMEOUT_S, ZkTopicAdmin
 from broker.config.broker_config import BrokerConfig
 from broker.metadata_cache import ZkMetadataCache
 from broker.metadata_store import new_cluster_id
-from broker.security.channel_builders import inter_broker_ssl_context
+from broker.security.channel_builders import inter_broker_sasl, inter_broker_ssl_context
 from broker.zk_producer_id_manager import ZkProducerIdManager
 from controller.kafka_controller import KafkaController
 from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError
@@ -109,6 +109,7 @@ class ZkBroker:
         #: This broker's connections to the others (replication, controller, coordinators) use TLS when
         #: the inter-broker listener is SSL, with that listener's ssl.* settings; None: plain TCP.
         self.inter_broker_ssl = inter_broker_ssl_context(config)
+        self.inter_broker_sasl = inter_broker_sasl(config)
         self.zk = zk
         self.cluster_id = cluster_id
         self.broker_id = broker_id
@@ -166,7 +167,7 @@ class ZkBroker:
 
     def attach(self, parts: ServerParts) -> None:
         self._parts = parts
-        self.replica_states.replication_config = replication_config(self.config, self.inter_broker_ssl)
+        self.replica_states.replication_config = replication_config(self.config, self.inter_broker_ssl, self.inter_broker_sasl)
         self.admin.attach(parts.dynamic_config, parts.log_manager)
         # Topic and broker config changes (config admin, on the append thread) go to ZooKeeper.
         parts.admin.cluster_config_writer = self.admin.write_topic_configs_blocking
@@ -197,13 +198,14 @@ class ZkBroker:
         await self.config_changes.start()
         self.alter_partition_manager = AlterPartitionManager(
             self.broker_id, lambda: self.broker_epoch, self.controller_node,
-            request_timeout_ms=self.config.controller_socket_timeout_ms, ssl_context=self.inter_broker_ssl)
+            request_timeout_ms=self.config.controller_socket_timeout_ms, ssl_context=self.inter_broker_ssl,
+            sasl=self.inter_broker_sasl)
         states = self.replica_states
         states.set_alter_partition_manager(self.alter_partition_manager)
         states.set_isr_eligibility(self.metadata_cache.has_alive_broker)
         states.start_replication()  # ISR expiration, and the fetchers followers need
-        self.controller = KafkaController(controller_config(self.config, self.inter_broker_ssl), self.broker_id, self.zk,
-                                          lambda: self.broker_epoch)
+        settings = controller_config(self.config, self.inter_broker_ssl, self.inter_broker_sasl)
+        self.controller = KafkaController(settings, self.broker_id, self.zk, lambda: self.broker_epoch)
         await self.controller.startup()
 
     def broker_info(self) -> BrokerInfo:
@@ -396,7 +398,7 @@ class ZkBroker:
         if not self.config.controlled_shutdown_enable or self.broker_epoch < 0:
             return
         client = ControlledShutdownClient(self.broker_id, lambda: self.broker_epoch, self.lookup_controller,
-                                          self.config, self.inter_broker_ssl)
+                                          self.config, self.inter_broker_ssl, self.inter_broker_sasl)
         await client.run()
 
     async def shutdown_replication(self) -> None:

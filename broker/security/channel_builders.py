@@ -20,12 +20,13 @@ import ssl
 from dataclasses import dataclass
 
 from broker.config.broker_config import BrokerConfig
-from broker.config.sasl_config import SASL_PROTOCOLS, SaslListenerConfig, listener_sasl_config
+from broker.config.sasl_config import SASL_PROTOCOLS, SaslListenerConfig, jaas_property, listener_sasl_config
 from broker.config.ssl_config import LISTENER_PREFIX
 from broker.security.distinguished_name import rfc2253_name
 from broker.security.kafka_principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from broker.security.ssl_factory import client_context, server_context
 from broker.security.ssl_principal_mapper import SslPrincipalMapper
+from client.sasl import SaslSettings
 
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 
@@ -78,3 +79,22 @@ def inter_broker_ssl_context(config: BrokerConfig) -> ssl.SSLContext | None:
     if config.security_protocol_of(listener) not in TLS_PROTOCOLS:
         return None
     return client_context(config.ssl_config_for(listener))
+
+
+def inter_broker_sasl(config: BrokerConfig) -> SaslSettings | None:
+    """The broker's own SASL credentials on other brokers: sasl.mechanism.inter.broker.protocol with the
+    ``username``/``password`` of that mechanism's JAAS entry on the inter-broker listener; None when that
+    listener is not a SASL one. ValueError (no secret in it) when the mechanism is not served there or
+    its JAAS entry names no credentials, as Kafka refuses to start."""
+    listener = config.inter_broker_listener
+    if config.security_protocol_of(listener) not in SASL_PROTOCOLS:
+        return None
+    mechanism = config.sasl_mechanism_inter_broker_protocol
+    sasl = listener_sasl_config(config.sasl_enabled_mechanisms, config.model_extra or {}, listener)
+    if mechanism not in sasl.mechanisms:
+        raise ValueError(f"sasl.mechanism.inter.broker.protocol {mechanism} must be included in "
+                         f"sasl.enabled.mechanisms of listener {listener} and served by pafka")
+    credentials = sasl.credentials_of_broker(mechanism)
+    if credentials is None:
+        raise ValueError(f"{jaas_property(listener, mechanism)} must give the broker's username and password")
+    return SaslSettings(mechanism, *credentials)
