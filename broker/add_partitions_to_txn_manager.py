@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Sequence
 
 from client.async_connection import AsyncBrokerConnection
 from client.errors import KafkaClientError
+from client.sasl import SaslSettings
 from coordinator.common.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 from coordinator.common.partition_leader import PartitionLeaderLookup
 from coordinator.transaction.transaction_coordinator import TransactionCoordinator
@@ -81,8 +83,13 @@ class AddPartitionsToTxnManager:
     broker is asked directly (:class:`LocalAddPartitionsToTxnManager`), one elsewhere over the network."""
 
     def __init__(self, local: LocalAddPartitionsToTxnManager, partition_leader: PartitionLeaderLookup,
-                 listener_name: str) -> None:
+                 listener_name: str, ssl_context: ssl.SSLContext | None = None,
+                 sasl: SaslSettings | None = None) -> None:
+        """``ssl_context``: TLS to other brokers (an SSL inter-broker listener); None for plain TCP.
+        ``sasl``: the broker's credentials when the inter-broker listener is a SASL one."""
         self.local = local
+        self.ssl_context = ssl_context
+        self.sasl = sasl
         self.broker_id = local.broker_id
         self.partition_leader = partition_leader
         self.listener_name = listener_name
@@ -133,7 +140,8 @@ class AddPartitionsToTxnManager:
 
     async def _connect(self, node_id: int, host: str, port: int) -> AsyncBrokerConnection:
         connection = AsyncBrokerConnection(host, port, client_id=f"broker-{self.broker_id}-txn-verifier",
-                                           node_id=node_id, request_timeout=REQUEST_TIMEOUT_S)
+                                           node_id=node_id, request_timeout=REQUEST_TIMEOUT_S,
+                                           ssl_context=self.ssl_context, sasl=self.sasl)
         await connection.connect(timeout=CONNECT_TIMEOUT_S, negotiate=False)
         if self._closed:
             connection.close()

@@ -17,6 +17,7 @@ from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
 from broker.fetch_session import FetchSessionCache
 from broker.metadata_view import ClusterView, TopicRegistry
+from broker.security.scram_credentials_manager import ScramCredentialsManager
 from broker.socket_server import SocketServer
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.transaction.transaction_coordinator import ProducerIdGenerator, TransactionCoordinator
@@ -48,6 +49,8 @@ class BrokerServices:
     socket_server: SocketServer
     #: Brokers, controller and leadership, as clients are told (see broker.metadata_view).
     cluster_view: ClusterView
+    #: Users' SCRAM credentials (DescribeUserScramCredentials, AlterUserScramCredentials).
+    scram_credentials: ScramCredentialsManager
     #: The broker's part in a ZooKeeper cluster (None: the embedded single broker).
     cluster: ZkBroker | None = None
 

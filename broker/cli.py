@@ -44,3 +44,7 @@ if __name__ == "__main__":
 from broker.tools.reassign_partitions_command import reassign_partitions_command  # noqa: E402  (issue 18)
 
 main.add_command(reassign_partitions_command)
+
+from broker.tools.configs_command import configs_command  # noqa: E402  (issue 19)
+
+main.add_command(configs_command)

@@ -13,9 +13,11 @@ transaction verifier (``broker.add_partitions_to_txn_manager``) from it.
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 from typing import Protocol
 
+from client.sasl import SaslSettings
 from coordinator.common.partition_leader import LeaderEndpoint, PartitionLeaderLookup, TopicPartitionCount
 
 
@@ -30,6 +32,10 @@ class CoordinatorCluster:
     partition_count: TopicPartitionCount
     #: The listener brokers talk to each other on (inter.broker.listener.name).
     inter_broker_listener: str
+    #: That listener's TLS context when it is SSL; None for plain TCP.
+    inter_broker_ssl_context: ssl.SSLContext | None = None
+    #: The broker's own SASL credentials when that listener is SASL_*.
+    inter_broker_sasl: SaslSettings | None = None
 
 
 # -- the metadata cache, structurally (broker/metadata_cache.py implements these names) ------------
@@ -64,8 +70,9 @@ class MetadataCacheView(Protocol):
     def leader_node(self, leader_id: int, listener_name: str) -> _Node | None: ...
 
 
-def coordinator_cluster_from_cache(broker_id: int, cache: MetadataCacheView,
-                                   inter_broker_listener: str) -> CoordinatorCluster:
+def coordinator_cluster_from_cache(broker_id: int, cache: MetadataCacheView, inter_broker_listener: str,
+                                   inter_broker_ssl_context: ssl.SSLContext | None = None,
+                                   inter_broker_sasl: SaslSettings | None = None) -> CoordinatorCluster:
     """A :class:`CoordinatorCluster` over the broker's metadata cache. As Kafka's
     getPartitionLeaderEndpoint: no leader, a leader not alive, or one without the listener is none."""
 
@@ -80,4 +87,5 @@ def coordinator_cluster_from_cache(broker_id: int, cache: MetadataCacheView,
         found = cache.get(topic)
         return None if found is None else found.partition_count
 
-    return CoordinatorCluster(broker_id, partition_leader, partition_count, inter_broker_listener)
+    return CoordinatorCluster(broker_id, partition_leader, partition_count, inter_broker_listener,
+                              inter_broker_ssl_context, inter_broker_sasl)

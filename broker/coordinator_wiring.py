@@ -116,7 +116,9 @@ def build_transaction_coordinator(config: BrokerConfig, broker_id: int, replica_
     else:
         lookup = ClusterLeaderLookup(broker_id, replica_manager, cluster.partition_leader, cluster.partition_count,
                                      cluster.inter_broker_listener)
-        sender, leader_of = RemoteMarkerSender(broker_id, local_sender, lookup.endpoint), lookup
+        sender = RemoteMarkerSender(broker_id, local_sender, lookup.endpoint,
+                                    ssl_context=cluster.inter_broker_ssl_context, sasl=cluster.inter_broker_sasl)
+        leader_of = lookup
     channel = TransactionMarkerChannelManager(
         broker_id, manager, sender, leader_of, scheduler,
         request_timeout_ms=TRANSACTION_LOG_APPEND_TIMEOUT_MS,
@@ -171,4 +173,5 @@ def build_transaction_verifier(broker_id: int, replica_manager: ReplicaManager, 
     local = LocalAddPartitionsToTxnManager(broker_id, replica_manager, coordinator)
     if cluster is None:
         return local
-    return AddPartitionsToTxnManager(local, cluster.partition_leader, cluster.inter_broker_listener)
+    return AddPartitionsToTxnManager(local, cluster.partition_leader, cluster.inter_broker_listener,
+                                     cluster.inter_broker_ssl_context, cluster.inter_broker_sasl)

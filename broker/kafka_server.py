@@ -40,6 +40,9 @@ from broker.kafka_apis import KafkaApis
 from broker.metadata_store import MetadataStore
 from broker.metadata_view import LocalClusterView, TopicRegistry
 from broker.producer_id_manager import ProducerIdManager
+from broker.security.channel_builders import listener_security
+from broker.security.credential_cache import CredentialCache, ScramCredentialsFile
+from broker.security.scram_credentials_manager import ScramCredentialsManager
 from broker.socket_server import SocketServer
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
@@ -69,6 +72,9 @@ class KafkaServer:
         """``cluster``: the broker's connected ZooKeeper membership (broker.cluster.zk_broker),
         which fixed its broker id and cluster id; None for the embedded single broker."""
         self.cluster = cluster
+        # TLS contexts first: a bad key store or setting stops the broker before it touches its logs.
+        self.listener_security = {listener.name: listener_security(config, listener.name)
+                                  for listener in config.listeners}
         self.metadata: TopicRegistry
         if cluster is None:
             # broker.id -1 asks for a generated id; a lone broker takes 0.
@@ -118,7 +124,8 @@ class KafkaServer:
                                                                          self.replica_manager)
         # In a cluster, markers and verifications go to the partitions' leaders the metadata cache names.
         coordinator_cluster = None if cluster is None else coordinator_cluster_from_cache(
-            self.broker_id, cluster.metadata_cache, config.inter_broker_listener)
+            self.broker_id, cluster.metadata_cache, config.inter_broker_listener, cluster.inter_broker_ssl,
+            cluster.inter_broker_sasl)
         self.transaction_coordinator = build_transaction_coordinator(
             self.config, self.broker_id, self.replica_manager, self.transaction_state_manager,
             self._generate_producer_id, lambda topic: self.metadata.get(topic) is not None,
@@ -129,9 +136,13 @@ class KafkaServer:
         self.replica_manager.set_transaction_verifier(
             self.transaction_verifier, lambda: self.config.transaction_partition_verification_enable)
         in_cluster = cluster is not None
+        # SCRAM credentials: a lone broker's from its file, a cluster member's from /config/users.
+        self.credentials = CredentialCache()
+        self.scram_credentials = ScramCredentialsManager(
+            self.credentials, ScramCredentialsFile(config.log_dirs[0]) if cluster is None else None)
         self.socket_server = SocketServer(
             _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(in_cluster),
-            config.socket_request_max_bytes)
+            config.socket_request_max_bytes, self.credentials, config.connection_failed_authentication_delay_ms)
         self.services = BrokerServices(
             broker_id=self.broker_id, metadata=self.metadata, dynamic_config=self.dynamic_config,
             replica_manager=self.replica_manager, group_coordinator=self.group_coordinator,
@@ -139,6 +150,7 @@ class KafkaServer:
             generate_producer_id=self._generate_producer_id,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
             append_thread=self.append_thread, socket_server=self.socket_server,
+            scram_credentials=self.scram_credentials,
             cluster_view=(LocalClusterView(self.broker_id, self.dynamic_config, self.socket_server,
                                            self.replica_manager)
                           if cluster is None else cluster.metadata_cache),
@@ -187,7 +199,12 @@ class KafkaServer:
         self.group_coordinator.startup()  # loads groups from the __consumer_offsets partitions led here
         follow_leadership(self.group_coordinator, self.replica_manager)  # partitions created or deleted later
         start_transaction_coordinator(self.transaction_coordinator, self.replica_manager)  # likewise
-        await self.socket_server.start(self.config.listeners)
+        if self.cluster is not None:
+            self.scram_credentials.writer = self.cluster.write_user_configs
+            await self.cluster.load_user_credentials(self.credentials)
+        else:
+            await asyncio.to_thread(self.scram_credentials.load)
+        await self.socket_server.start(self.config.listeners, self.listener_security)
         if self.cluster is not None:
             # Registered with the bound ports; then the controller election is joined.
             await self.cluster.startup()

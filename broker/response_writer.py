@@ -17,6 +17,12 @@ meanwhile (retention, topic deletion) would otherwise leave a number the next
 duplicate, the bytes sent are the segment's, as in Kafka, whose open file
 channels outlive a deleted segment's name.
 
+A TLS connection has no socket fd here (``sock_fd`` None): its bytes must go
+through the SSL transport to be encrypted, so every range is read (pread) and
+written to the transport, the copy sendfile saves on plain connections. The
+branch already taken when a transport has bytes buffered serves it, so plain
+connections pay no extra check.
+
 Ordering holds because direct mode starts only when the transport has nothing
 buffered (checked before each sendfile), and while it lasts nothing is given
 to the transport. Writability is watched on a duplicate of the socket's fd: the

@@ -13,6 +13,15 @@ in user space on their way to disk. Responses that become ready while one read
 is being handled leave in one write; record bytes leave by sendfile (see
 ``broker.response_writer``).
 
+A listener mapped to SSL (or SASL_SSL) serves TLS through the event loop's SSL
+transport, which owns the bytes on the wire: its connections never sendfile,
+their record bytes are read from the segment and written through TLS (see
+``broker.response_writer``). Each connection knows its client's principal
+(``broker.security.channel_builders``) for the request context. On a SASL
+listener that principal comes from SASL authentication, and until it completes
+only ApiVersions, SaslHandshake and SaslAuthenticate are handled
+(``broker.security.sasl_authenticator``).
+
 Bad input never takes the broker down: an undecodable frame closes that one
 connection (logged once), an unsupported ApiVersions version is answered as
 Kafka answers it, and a handler that raises closes only its own connection.
@@ -25,11 +34,18 @@ import collections
 import inspect
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+import ssl
+import struct
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from broker.response_writer import ResponseWriter
+from broker.security.channel_builders import ListenerSecurity
+from broker.security.credential_cache import CredentialCache
+from broker.security.kafka_principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from broker.security.sasl_authenticator import SaslServerAuthenticator, SaslState, client_message
+from broker.security.sasl_server import SaslError
 from protocol.api import API_VERSIONS_KEY, DecodedRequest, decode_request, encode_response
 from protocol.buffers import Chunk
 from protocol.errors import ProtocolError
@@ -55,6 +71,8 @@ class RequestContext:
     request: DecodedRequest
     connection: KafkaConnection
     listener_name: str
+    #: Who the client is (User:ANONYMOUS unless it authenticated): what an authorizer checks.
+    principal: KafkaPrincipal
 
     @property
     def api_version(self) -> int:
@@ -79,6 +97,8 @@ class _Slot:
     done: bool = False
     no_response: bool = False
     frame: Any = field(default=None)  # keeps records memoryviews alive
+    #: A bare SASL token (after a v0 SaslHandshake): sent size-prefixed, without a response header.
+    raw: bool = False
 
 
 def _is_awaitable(result: Any) -> TypeGuard[Awaitable[Any]]:
@@ -90,9 +110,11 @@ def _is_awaitable(result: Any) -> TypeGuard[Awaitable[Any]]:
 class KafkaConnection(asyncio.BufferedProtocol):
     """One client connection: framing, pipelining and ordered responses."""
 
-    def __init__(self, server: SocketServer, listener_name: str) -> None:
+    def __init__(self, server: SocketServer, listener_name: str, security: ListenerSecurity) -> None:
         self._server = server
         self._listener_name = listener_name
+        self._security = security
+        self.principal: KafkaPrincipal = ANONYMOUS
         self._decoder = FrameDecoder(server.max_request_size, server.receive_scratch)
         self._writer: ResponseWriter | None = None
         self._corked = False  # handling one read: responses wait for its end
@@ -105,6 +127,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer: str = "?"
         self._sock_fd: int | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._close_when_answered = False
+        #: None on a listener without SASL.
+        self.sasl = (SaslServerAuthenticator(security.sasl, server.credentials)
+                     if security.sasl is not None else None)
 
     # -- asyncio.Protocol -------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -113,15 +139,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         sock = transport.get_extra_info("socket")
+        ssl_object = transport.get_extra_info("ssl_object")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-            self._sock_fd = sock.fileno()
+            # Over TLS the socket carries records only once encrypted: no sendfile on it.
+            self._sock_fd = sock.fileno() if ssl_object is None else None
         tcp.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self._writer = ResponseWriter(tcp, self._sock_fd, self._update_reading, self._write_failed)
         self._server.connections.add(self)
+        if ssl_object is not None:
+            self._authenticate(ssl_object)
+
+    def _authenticate(self, ssl_object: ssl.SSLObject) -> None:
+        try:
+            self.principal = self._security.principal(ssl_object)
+        except ValueError as exc:  # no mapping rule applies to its subject: not authenticated, as in Kafka
+            log.warning("closing connection from %s on %s: authentication failed: %s",
+                        self.peer, self._listener_name, exc)
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -163,6 +201,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- requests ---------------------------------------------------------
     def _on_frame(self, frame: memoryview) -> None:
+        sasl = self.sasl
+        if sasl is not None and not sasl.complete:
+            if sasl.state is SaslState.FAILED:
+                return  # muted until its delayed close
+            if sasl.raw_tokens:
+                self._on_raw_token(sasl, frame)
+                return
         try:
             request = decode_request(frame)
         except UnsupportedVersionError as exc:
@@ -172,9 +217,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._bad_input(exc)
             return
         header = request.header
+        if sasl is not None and not sasl.complete:
+            refusal = sasl.refusal(header.request_api_key, request.api.name)
+            if refusal is not None:
+                log.info("closing connection from %s on %s: %s", self.peer, self._listener_name, refusal)
+                self.close()
+                return
         slot = _Slot(header.request_api_key, header.request_api_version, header.correlation_id, frame=frame)
         self._slots.append(slot)
-        ctx = RequestContext(request, self, self._listener_name)
+        ctx = RequestContext(request, self, self._listener_name, self.principal)
         try:
             if self._tasks:
                 # An earlier request of this connection is still running as a task:
@@ -214,6 +265,53 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self._closed:
             self._complete(slot, response)
 
+    # -- SASL -------------------------------------------------------------
+    def authenticated(self, authorization_id: str) -> None:
+        """SASL authentication completed: later requests act as ``User:<authorization_id>``."""
+        self.principal = KafkaPrincipal(USER_TYPE, authorization_id)
+
+    def authentication_failed(self, reason: str) -> float:
+        """Log the failure once (``reason`` holds no secret), mute the connection and return how
+        long to wait (connection.failed.authentication.delay.ms, in seconds) before answering and closing."""
+        if self.sasl is not None:
+            self.sasl.fail()
+        log.info("Failed authentication with %s on %s (%s)", self.peer, self._listener_name, reason)
+        if self._transport is not None and not self._reading_paused:
+            self._transport.pause_reading()
+            self._reading_paused = True
+        return self._server.failed_authentication_delay_s
+
+    async def refuse_authentication(self, reason: str, response: Message) -> Message:
+        """A failed authentication's answer (SaslHandshake, SaslAuthenticate): logged at once, sent
+        after the delay, then the connection closes."""
+        await asyncio.sleep(self.authentication_failed(reason))
+        self._close_when_answered = True
+        return response
+
+    def _on_raw_token(self, sasl: SaslServerAuthenticator, frame: memoryview) -> None:
+        try:
+            challenge = sasl.authenticate(bytes(frame))
+        except SaslError as exc:
+            assert sasl.server is not None
+            delay = self.authentication_failed(client_message(exc, sasl.server.mechanism))
+            self._own(self._close_after(delay))  # v0 has no error response: the close says it
+            return
+        if sasl.complete:
+            self.authenticated(sasl.authorization_id)
+        # Every token is answered, an empty one too (PLAIN's), as Kafka's authenticator does.
+        slot = _Slot(-1, 0, 0, raw=True)
+        self._slots.append(slot)
+        self._complete(slot, challenge)
+
+    async def _close_after(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self.close()
+
+    def _own(self, coroutine: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     def _complete(self, slot: _Slot, response: Any) -> None:
         slot.response = response
         slot.no_response = response is None
@@ -240,7 +338,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if slot.no_response:
                 continue
             try:
-                frame = encode_response(slot.api_key, slot.api_version, slot.correlation_id, slot.response)
+                frame = (encode_response(slot.api_key, slot.api_version, slot.correlation_id, slot.response)
+                         if not slot.raw else [struct.pack(">i", len(slot.response)) + slot.response])
             except ProtocolError:
                 log.exception("cannot encode the response to api %d v%d", slot.api_key, slot.api_version)
                 self.close()
@@ -260,6 +359,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
         if unreadable is not None:
             log.error("cannot send records to %s: %s; closing the connection", self.peer, unreadable)
+            self._closed = True
+            assert writer is not None
+            writer.close_when_sent()
+            return
+        if self._close_when_answered and not self._slots and not self._closed:
             self._closed = True
             assert writer is not None
             writer.close_when_sent()
@@ -321,8 +425,13 @@ class SocketServer:
         dispatch: Dispatch,
         unsupported_api_versions_response: Callable[[], Any],
         max_request_size: int,
+        credentials: CredentialCache | None = None,
+        failed_authentication_delay_ms: int = 100,
     ) -> None:
         self.dispatch = dispatch
+        #: The SCRAM credentials SASL connections authenticate against.
+        self.credentials = credentials if credentials is not None else CredentialCache()
+        self.failed_authentication_delay_s = failed_authentication_delay_ms / 1000
         self.unsupported_api_versions_response = unsupported_api_versions_response
         self.max_request_size = max_request_size
         #: Every connection reads small requests into this one buffer (all run on
@@ -333,20 +442,23 @@ class SocketServer:
         self._servers: list[asyncio.base_events.Server] = []
         self.bound: dict[str, tuple[str, int]] = {}
 
-    async def start(self, listeners: list[Listener]) -> None:
+    async def start(self, listeners: list[Listener], security: Mapping[str, ListenerSecurity] | None = None) -> None:
+        """Bind every listener; ``security`` (by listener name) says which serve TLS (default: none)."""
         loop = asyncio.get_running_loop()
         for listener in listeners:
+            served = (security or {}).get(listener.name) or ListenerSecurity("PLAINTEXT")
             server = await loop.create_server(
-                lambda name=listener.name: KafkaConnection(self, name),
+                lambda name=listener.name, served=served: KafkaConnection(self, name, served),
                 host=listener.host or None,
                 port=listener.port,
                 reuse_address=True,
                 backlog=1024,
+                ssl=served.ssl_context,
             )
             self._servers.append(server)
             host, port = server.sockets[0].getsockname()[:2]
             self.bound[listener.name] = (host, port)
-            log.info("listening on %s://%s:%d", listener.name, host, port)
+            log.info("listening on %s://%s:%d (%s)", listener.name, host, port, served.security_protocol)
 
     def stop_accepting(self) -> None:
         for server in self._servers:

@@ -15,12 +15,15 @@ from uuid import UUID
 from client.client import KafkaClient
 from client.connection import BrokerConnection
 from client.errors import KafkaApiError, api_error, check_error
+from client.scram import ScramMechanism, secure_random_bytes
 from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigSource
 from protocol.messages import alter_partition_reassignments as _apr
+from protocol.messages import alter_user_scram_credentials as _aus
 from protocol.messages import create_partitions as _cp
 from protocol.messages import create_topics as _ct
 from protocol.messages import delete_topics as _dt
 from protocol.messages import describe_configs as _dc
+from protocol.messages import describe_user_scram_credentials as _dus
 from protocol.messages import incremental_alter_configs as _iac
 from protocol.messages import list_partition_reassignments as _lpr
 from protocol.primitives import UUID_ZERO
@@ -258,11 +261,46 @@ class AdminClient:
                 message=result.error_message,
             )
 
+    # ------------------------------------------------------------ SCRAM credentials (KIP-554)
+
+    def describe_user_scram_credentials(self, users: Sequence[str] | None = None
+                                        ) -> dict[str, list[tuple[ScramMechanism, int]]]:
+        """Each user's (mechanism, iterations); every user with a credential when ``users`` is None.
+        A user without any raises ResourceNotFound's KafkaApiError, as Kafka's admin client does."""
+        names = None if users is None else [_dus.UserName(name=user) for user in users]
+        response = self.client.bootstrap_connection().request(_dus.DescribeUserScramCredentialsRequest(users=names))
+        assert isinstance(response, _dus.DescribeUserScramCredentialsResponse)
+        check_error(response.error_code, api_name="DescribeUserScramCredentials", message=response.error_message)
+        described: dict[str, list[tuple[ScramMechanism, int]]] = {}
+        for result in response.results:
+            check_error(result.error_code, api_name="DescribeUserScramCredentials", message=result.error_message)
+            described[result.user] = [(mechanism, info.iterations) for info in result.credential_infos
+                                      if (mechanism := ScramMechanism.for_type(info.mechanism)) is not None]
+        return described
+
+    def alter_user_scram_credentials(self, upsertions: Sequence[tuple[str, ScramMechanism, str, int]],
+                                     deletions: Sequence[tuple[str, ScramMechanism]] = ()) -> None:
+        """Upsert ``(user, mechanism, password, iterations)`` and delete ``(user, mechanism)``. The password
+        never leaves this process: a random salt and the salted password go, as Kafka's admin client sends."""
+        request = _aus.AlterUserScramCredentialsRequest(
+            deletions=[_aus.ScramCredentialDeletion(name=user, mechanism=m.type_id) for user, m in deletions],
+            upsertions=[_upsertion(user, m, password, iterations) for user, m, password, iterations in upsertions])
+        response = self.client.bootstrap_connection().request(request)
+        assert isinstance(response, _aus.AlterUserScramCredentialsResponse)
+        for result in response.results:
+            check_error(result.error_code, api_name="AlterUserScramCredentials", message=result.error_message)
+
     def _config_connection(self, resource_type: ConfigResourceType, resource_name: str) -> BrokerConnection:
         # A broker's own configs must be asked of that broker.
         if resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) and resource_name:
             return self.client.connection(int(resource_name))
         return self.client.bootstrap_connection()
+
+
+def _upsertion(user: str, mechanism: ScramMechanism, password: str, iterations: int) -> _aus.ScramCredentialUpsertion:
+    salt = secure_random_bytes()
+    return _aus.ScramCredentialUpsertion(name=user, mechanism=mechanism.type_id, iterations=iterations, salt=salt,
+                                         salted_password=mechanism.salted_password(password, salt, iterations))
 
 
 def _config_source(config: _dc.DescribeConfigsResourceResult) -> ConfigSource:

@@ -17,6 +17,11 @@ ids and in-order matching, ``client.node_api_versions`` for negotiation):
   :meth:`AsyncBrokerConnection.close` fail every request still waiting with
   :class:`~client.errors.KafkaConnectionError`; nothing waits forever.
 
+With ``sasl`` settings the connection authenticates (SaslHandshake and
+SaslAuthenticate, ``client.sasl``) before it is handed out. With an ``ssl_context`` the connection is TLS (a broker reaching others over an
+SSL inter-broker listener); the server's host name is the one checked against
+its certificate when the context checks host names.
+
 A caller that cancels its wait only gives up on that response: it is read and
 dropped when it arrives, and the connection stays usable.
 """
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from dataclasses import dataclass
 from typing import cast
 
@@ -32,6 +38,13 @@ from client.connection import DEFAULT_CLIENT_ID, MAX_RESPONSE_SIZE, BrokerAddres
 from client.errors import CorrelationIdMismatchError, KafkaConnectionError, KafkaTimeoutError
 from client.in_flight_requests import InFlightRequest, InFlightRequests, request_spec
 from client.node_api_versions import ApiVersionsNegotiation, NodeApiVersions, api_versions_request
+from client.sasl import (
+    SaslSettings,
+    authenticate_request,
+    challenge_of,
+    check_handshake,
+    handshake_request,
+)
 from protocol.api import ApiSpec
 from protocol.errors import ProtocolError
 from protocol.framing import FrameDecoder
@@ -98,8 +111,13 @@ class AsyncBrokerConnection:
         client_id: str | None = DEFAULT_CLIENT_ID,
         node_id: int | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslSettings | None = None,
     ) -> None:
         self.address = BrokerAddress(host, port)
+        self.ssl_context = ssl_context
+        #: SASL authentication right after the versions are negotiated (a SASL inter-broker listener).
+        self.sasl = sasl
         self.client_id = client_id
         self.node_id = node_id
         self.request_timeout = request_timeout
@@ -120,9 +138,12 @@ class AsyncBrokerConnection:
             return self
         loop = asyncio.get_running_loop()
         reader = _ResponseReader(self)
+        tls = self.ssl_context
         try:
             transport, _ = await asyncio.wait_for(
-                loop.create_connection(lambda: reader, self.address.host, self.address.port), timeout
+                loop.create_connection(lambda: reader, self.address.host, self.address.port, ssl=tls,
+                                       server_hostname=self.address.host if tls is not None else None),
+                timeout,
             )
         except (OSError, TimeoutError) as exc:
             raise KafkaConnectionError(f"cannot connect to {self.address}: {exc!r}") from exc
@@ -130,9 +151,11 @@ class AsyncBrokerConnection:
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._transport, self._reader = transport, reader
-        if negotiate:
+        if negotiate or self.sasl is not None:
             try:
                 await self.negotiate_versions()
+                if self.sasl is not None:
+                    await self._authenticate(self.sasl)
             except BaseException:
                 self.close()
                 raise
@@ -173,6 +196,14 @@ class AsyncBrokerConnection:
     def version_for(self, api_key: int, *, max_version: int | None = None) -> int:
         """The highest version of ``api_key`` both sides support (capped at ``max_version``)."""
         return self.versions.version_for(api_key, max_version=max_version)
+
+    async def _authenticate(self, settings: SaslSettings) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism completes (SaslClientError if refused)."""
+        client = settings.new_client()
+        check_handshake(await self.request(handshake_request(settings), version=1), settings)
+        token = client.evaluate(b"")
+        while token is not None:
+            token = client.evaluate(challenge_of(await self.request(authenticate_request(token))))
 
     # ------------------------------------------------------------ requests
 

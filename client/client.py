@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
+from client.client_security import ClientSecurity
 from client.connection import (
     DEFAULT_CLIENT_ID,
     BrokerAddress,
@@ -119,7 +120,10 @@ class KafkaClient:
         *,
         client_id: str | None = DEFAULT_CLIENT_ID,
         timeout: float = 30.0,
+        security: ClientSecurity | None = None,
     ) -> None:
+        #: TLS and SASL for every connection (security.protocol and its settings); none: PLAINTEXT.
+        self.security = security or ClientSecurity()
         if isinstance(bootstrap_servers, str):
             bootstrap_servers = parse_bootstrap_servers(bootstrap_servers)
         self.bootstrap_servers = list(bootstrap_servers)
@@ -162,7 +166,8 @@ class KafkaClient:
                 return conn
         errors = []
         for address in self.bootstrap_servers:
-            conn = BrokerConnection(address.host, address.port, client_id=self.client_id, timeout=self.timeout)
+            conn = BrokerConnection(address.host, address.port, client_id=self.client_id, timeout=self.timeout,
+                                    ssl_context=self.security.ssl_context, sasl=self.security.sasl)
             try:
                 self._bootstrap = conn.connect()
                 return conn
@@ -182,7 +187,8 @@ class KafkaClient:
             broker = cluster.brokers.get(node_id)
             if broker is None:
                 raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
-        conn = BrokerConnection(broker.host, broker.port, client_id=self.client_id, timeout=self.timeout, node_id=node_id)
+        conn = BrokerConnection(broker.host, broker.port, client_id=self.client_id, timeout=self.timeout, node_id=node_id,
+                                ssl_context=self.security.ssl_context, sasl=self.security.sasl)
         self._connections[node_id] = conn.connect()
         return conn
 

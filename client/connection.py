@@ -14,11 +14,19 @@ from __future__ import annotations
 
 import collections
 import socket
+import ssl
 from dataclasses import dataclass
 
 from client.errors import CorrelationIdMismatchError, KafkaConnectionError
 from client.in_flight_requests import InFlightRequests, request_spec
 from client.node_api_versions import ApiVersionsNegotiation, NodeApiVersions, api_versions_request
+from client.sasl import (
+    SaslSettings,
+    authenticate_request,
+    challenge_of,
+    check_handshake,
+    handshake_request,
+)
 from protocol.api import ApiSpec
 from protocol.buffers import join_chunks
 from protocol.errors import ProtocolError
@@ -79,8 +87,14 @@ class BrokerConnection:
         client_id: str | None = DEFAULT_CLIENT_ID,
         timeout: float = 30.0,
         node_id: int | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslSettings | None = None,
     ) -> None:
         self.address = BrokerAddress(host, port)
+        #: TLS (security.protocol SSL or SASL_SSL) when set.
+        self.ssl_context = ssl_context
+        #: SASL authentication after the versions are negotiated (SASL_PLAINTEXT, SASL_SSL) when set.
+        self.sasl = sasl
         self.client_id = client_id
         self.timeout = timeout
         self.node_id = node_id
@@ -103,11 +117,19 @@ class BrokerConnection:
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {self.address}: {exc}") from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.ssl_context is not None:
+            try:
+                sock = self.ssl_context.wrap_socket(sock, server_hostname=self.address.host)
+            except OSError as exc:
+                sock.close()
+                raise KafkaConnectionError(f"TLS handshake with {self.address} failed: {exc}") from exc
         self._sock = sock
         self._frames.clear()
         self._decoder = FrameDecoder(MAX_RESPONSE_SIZE)
         try:
             self._negotiate_versions()
+            if self.sasl is not None:
+                self._authenticate(self.sasl)
         except BaseException:
             self.close()
             raise
@@ -143,6 +165,19 @@ class BrokerConnection:
         while negotiation.result is None:
             negotiation.received(self.request(api_versions_request(), version=negotiation.version))
         self.versions = negotiation.result
+
+    def _authenticate(self, settings: SaslSettings) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism completes (SaslClientError if refused)."""
+        client = settings.new_client()
+        check_handshake(self._answer(handshake_request(settings), 1), settings)
+        token = client.evaluate(b"")
+        while token is not None:
+            token = client.evaluate(challenge_of(self._answer(authenticate_request(token), None)))
+
+    def _answer(self, body: Message, version: int | None) -> Message:
+        response = self.request(body, version=version)
+        assert response is not None
+        return response
 
     @property
     def broker_versions(self) -> dict[int, tuple[int, int]]:

@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from client.async_connection import AsyncBrokerConnection
 from client.errors import KafkaClientError, NoCompatibleVersionError
+from client.sasl import SaslSettings
 from controller.zk.zk_data import BrokerInfo
 from protocol.primitives import Message
 
@@ -69,8 +71,12 @@ class _BrokerSender:
         controller_id: int,
         request_timeout_s: float,
         retry_backoff_s: float,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslSettings | None = None,
     ) -> None:
         self.broker = broker
+        self.ssl_context = ssl_context
+        self.sasl = sasl
         self.listener_name = listener_name
         self.controller_id = controller_id
         self.request_timeout_s = request_timeout_s
@@ -109,6 +115,8 @@ class _BrokerSender:
             client_id=f"controller-{self.controller_id}",
             node_id=self.broker.id,
             request_timeout=self.request_timeout_s,
+            ssl_context=self.ssl_context,
+            sasl=self.sasl,
         )
         await connection.connect(timeout=self.request_timeout_s)
         self.connection = connection
@@ -150,9 +158,13 @@ class ControllerChannelManager:
         *,
         request_timeout_s: float = 30.0,
         retry_backoff_s: float = 0.1,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslSettings | None = None,
     ) -> None:
         self.controller_id = controller_id
         self.listener_name = inter_broker_listener_name
+        self.ssl_context = ssl_context
+        self.sasl = sasl
         self.request_timeout_s = request_timeout_s
         self.retry_backoff_s = retry_backoff_s
         self._senders: dict[int, _BrokerSender] = {}
@@ -167,7 +179,7 @@ class ControllerChannelManager:
         if broker.id in self._senders:
             return
         sender = _BrokerSender(broker, self.listener_name, self.controller_id, self.request_timeout_s,
-                               self.retry_backoff_s)
+                               self.retry_backoff_s, self.ssl_context, self.sasl)
         self._senders[broker.id] = sender
         sender.start()
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
+
+from client.sasl import SaslSettings
 
 __all__ = ["ControllerConfig"]
 
@@ -25,6 +28,11 @@ class ControllerConfig:
     leader_imbalance_check_interval_seconds: float = 300.0
     #: controller.socket.timeout.ms: how long the controller waits for a broker's answer.
     controller_socket_timeout_ms: int = 30_000
+    #: The TLS context of the controller's connections when the inter-broker listener is SSL (built from
+    #: its ssl.* settings); None for plain TCP.
+    inter_broker_ssl_context: ssl.SSLContext | None = None
+    #: The broker's own SASL credentials when the inter-broker listener is SASL_*; None otherwise.
+    inter_broker_sasl: SaslSettings | None = None
     #: Kafka's controller resends a failed request after this backoff (grows up to 10x).
     controller_retry_backoff_ms: int = 100
     #: Kafka schedules the first automatic preferred-leader check this long after failover.

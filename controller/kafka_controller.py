@@ -93,6 +93,8 @@ class KafkaController(ControllerRequests, PartitionReassignment):
             self.config.inter_broker_listener_name,
             request_timeout_s=self.config.controller_socket_timeout_ms / 1000,
             retry_backoff_s=self.config.controller_retry_backoff_ms / 1000,
+            ssl_context=self.config.inter_broker_ssl_context,
+            sasl=self.config.inter_broker_sasl,
         )
         self.batch = ControllerRequestBatch(
             self.broker_id,

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from client.async_connection import AsyncBrokerConnection
 from client.errors import KafkaClientError, NoCompatibleVersionError
+from client.sasl import SaslSettings
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import (
     AlterPartitionRequest,
@@ -71,8 +73,12 @@ class AlterPartitionManager:
     def __init__(self, broker_id: int, broker_epoch_fn: Callable[[], int],
                  controller_node_fn: Callable[[], ControllerNode | None], *,
                  retry_backoff_ms: int = 50, request_timeout_ms: int = 30_000,
-                 broker_epochs_fn: Callable[[int], int] | None = None) -> None:
+                 broker_epochs_fn: Callable[[int], int] | None = None,
+                 ssl_context: ssl.SSLContext | None = None, sasl: SaslSettings | None = None) -> None:
+        """``ssl_context``: TLS to the controller (an SSL inter-broker listener); None for plain TCP."""
         self.broker_id = broker_id
+        self.ssl_context = ssl_context
+        self.sasl = sasl
         self._broker_epoch_fn = broker_epoch_fn
         self._controller_node_fn = controller_node_fn
         #: A follower's broker epoch for NewIsrWithEpochs (v3); -1 (not checked) when not given.
@@ -148,7 +154,8 @@ class AlterPartitionManager:
         _, host, port = node
         connection = AsyncBrokerConnection(host, port, node_id=node[0],
                                            client_id=f"broker-{self.broker_id}-alter-partition",
-                                           request_timeout=self.request_timeout)
+                                           request_timeout=self.request_timeout, ssl_context=self.ssl_context,
+                                           sasl=self.sasl)
         await connection.connect()
         self._connection, self._connected_to = connection, node
         return connection

@@ -259,7 +259,9 @@ class ReplicaFetcherThread:
             return connection
         connection = AsyncBrokerConnection(self.source.host, self.source.port, node_id=self.source.broker_id,
                                            client_id=f"broker-{self.broker_id}-fetcher-{self.fetcher_id}",
-                                           request_timeout=self.config.replica_socket_timeout_ms / 1000)
+                                           request_timeout=self.config.replica_socket_timeout_ms / 1000,
+                                           ssl_context=self.config.inter_broker_ssl_context,
+                                           sasl=self.config.inter_broker_sasl)
         await connection.connect()
         self._connection = connection
         return connection

@@ -6,7 +6,10 @@ a lone broker without ZooKeeper never reads most of them.
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
+
+from client.sasl import SaslSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +30,11 @@ class ReplicationConfig:
     replica_fetch_backoff_ms: int = 1_000
     #: replica.socket.timeout.ms: a fetch's request timeout is this plus the wait.
     replica_socket_timeout_ms: int = 30_000
+    #: Not a Kafka setting: the TLS context of connections to leaders when the inter-broker listener is
+    #: SSL (built from its ssl.* settings); None for plain TCP.
+    inter_broker_ssl_context: ssl.SSLContext | None = None
+    #: The broker's own SASL credentials when the inter-broker listener is SASL_*; None otherwise.
+    inter_broker_sasl: SaslSettings | None = None
     #: The AlterPartition manager's pause before resending after an error.
     alter_partition_retry_backoff_ms: int = 50
     #: Not a Kafka setting and never read from a config: followers truncate to their high watermark

@@ -8,13 +8,18 @@ them from the broker's :class:`~broker.config.broker_config.BrokerConfig`.
 
 from __future__ import annotations
 
+import ssl
+
 from broker.config.broker_config import BrokerConfig
+from client.sasl import SaslSettings
 from controller.controller_config import ControllerConfig
 from replication.replication_config import ReplicationConfig
 
 
-def controller_config(config: BrokerConfig) -> ControllerConfig:
-    """The controller's settings, under Kafka's names, from the broker's."""
+def controller_config(config: BrokerConfig, inter_broker_ssl: ssl.SSLContext | None = None,
+                      inter_broker_sasl: SaslSettings | None = None) -> ControllerConfig:
+    """The controller's settings, under Kafka's names, from the broker's (``inter_broker_ssl``: the
+    inter-broker listener's TLS context, None for plain TCP)."""
     return ControllerConfig(
         inter_broker_listener_name=config.inter_broker_listener,
         unclean_leader_election_enable=config.unclean_leader_election_enable,
@@ -23,11 +28,15 @@ def controller_config(config: BrokerConfig) -> ControllerConfig:
         leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
         leader_imbalance_check_interval_seconds=float(config.leader_imbalance_check_interval_seconds),
         controller_socket_timeout_ms=config.controller_socket_timeout_ms,
+        inter_broker_ssl_context=inter_broker_ssl,
+        inter_broker_sasl=inter_broker_sasl,
     )
 
 
-def replication_config(config: BrokerConfig) -> ReplicationConfig:
-    """The replica manager's settings (replica.*, num.replica.fetchers) from the broker's."""
+def replication_config(config: BrokerConfig, inter_broker_ssl: ssl.SSLContext | None = None,
+                       inter_broker_sasl: SaslSettings | None = None) -> ReplicationConfig:
+    """The replica manager's settings (replica.*, num.replica.fetchers) from the broker's, with the
+    inter-broker listener's TLS context (None for plain TCP)."""
     return ReplicationConfig(
         replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         num_replica_fetchers=config.num_replica_fetchers,
@@ -37,4 +46,6 @@ def replication_config(config: BrokerConfig) -> ReplicationConfig:
         replica_fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
         replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
         replica_socket_timeout_ms=config.replica_socket_timeout_ms,
+        inter_broker_ssl_context=inter_broker_ssl,
+        inter_broker_sasl=inter_broker_sasl,
     )

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 
 from broker.config.broker_config import BrokerConfig
 from client.async_connection import AsyncBrokerConnection
 from client.errors import KafkaClientError
+from client.sasl import SaslSettings
 from protocol.errors import ErrorCode
 from protocol.messages.controlled_shutdown import ControlledShutdownRequest, ControlledShutdownResponse
 
@@ -31,8 +33,12 @@ ControllerLookup = Callable[[], Awaitable[tuple[int, str, int] | None]]
 
 class ControlledShutdownClient:
     def __init__(self, broker_id: int, broker_epoch_fn: Callable[[], int], lookup_controller: ControllerLookup,
-                 config: BrokerConfig) -> None:
+                 config: BrokerConfig, ssl_context: ssl.SSLContext | None = None,
+                 sasl: SaslSettings | None = None) -> None:
+        """``ssl_context``: TLS to the controller (an SSL inter-broker listener); None for plain TCP."""
         self.broker_id = broker_id
+        self.ssl_context = ssl_context
+        self.sasl = sasl
         self.broker_epoch_fn = broker_epoch_fn
         self.lookup_controller = lookup_controller
         self.max_retries = config.controlled_shutdown_max_retries
@@ -66,7 +72,8 @@ class ControlledShutdownClient:
             return False
         controller_id, host, port = controller
         connection = AsyncBrokerConnection(host, port, client_id=f"broker-{self.broker_id}-controlled-shutdown",
-                                           node_id=controller_id, request_timeout=self.timeout_s)
+                                           node_id=controller_id, request_timeout=self.timeout_s,
+                                           ssl_context=self.ssl_context, sasl=self.sasl)
         try:
             await connection.connect()
             version = connection.version_for(ControlledShutdownRequest.API_KEY, max_version=MAX_VERSION)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ from broker.cluster.zk_admin import ZK_WRITE_TIMEOUT_S, ZkTopicAdmin
 from broker.config.broker_config import BrokerConfig
 from broker.metadata_cache import ZkMetadataCache
 from broker.metadata_store import new_cluster_id
+from broker.security.channel_builders import inter_broker_sasl, inter_broker_ssl_context
 from broker.zk_producer_id_manager import ZkProducerIdManager
 from controller.kafka_controller import KafkaController
 from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError
@@ -51,10 +52,12 @@ from controller.zk.zk_data import (
     CONFIG_CHANGES_PATH,
     CONFIG_TYPE_BROKER,
     CONFIG_TYPE_TOPIC,
+    CONFIG_TYPE_USER,
     DEFAULT_ENTITY,
     BrokerInfo,
     EndPoint,
     decode_config_change_notification,
+    desanitize,
 )
 from controller.zk.zk_node_change_notification_listener import ZkNodeChangeNotificationListener
 from protocol.errors import ErrorCode
@@ -67,6 +70,7 @@ from storage.meta_properties import check_meta_properties
 if TYPE_CHECKING:
     from broker.admin_manager import AdminManager
     from broker.config.dynamic_broker_config import DynamicBrokerConfig
+    from broker.security.credential_cache import CredentialCache
     from broker.socket_server import SocketServer
     from coordinator.group.group_coordinator import GroupCoordinator
     from replication.append_thread import AppendThread
@@ -102,6 +106,10 @@ class ZkBroker:
     def __init__(self, config: BrokerConfig, zk: KafkaZkClient, cluster_id: str, broker_id: int,
                  initial_topic_configs: dict[str, dict[str, str]]) -> None:
         self.config = config
+        #: This broker's connections to the others (replication, controller, coordinators) use TLS when
+        #: the inter-broker listener is SSL, with that listener's ssl.* settings; None: plain TCP.
+        self.inter_broker_ssl = inter_broker_ssl_context(config)
+        self.inter_broker_sasl = inter_broker_sasl(config)
         self.zk = zk
         self.cluster_id = cluster_id
         self.broker_id = broker_id
@@ -114,6 +122,7 @@ class ZkBroker:
         self.broker_epoch = -1
         self.controller: KafkaController | None = None
         self.config_changes: ZkNodeChangeNotificationListener | None = None
+        self._credentials: CredentialCache | None = None
         self.alter_partition_manager: AlterPartitionManager | None = None
         self._parts: ServerParts | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -158,7 +167,7 @@ class ZkBroker:
 
     def attach(self, parts: ServerParts) -> None:
         self._parts = parts
-        self.replica_states.replication_config = replication_config(self.config)
+        self.replica_states.replication_config = replication_config(self.config, self.inter_broker_ssl, self.inter_broker_sasl)
         self.admin.attach(parts.dynamic_config, parts.log_manager)
         # Topic and broker config changes (config admin, on the append thread) go to ZooKeeper.
         parts.admin.cluster_config_writer = self.admin.write_topic_configs_blocking
@@ -189,13 +198,14 @@ class ZkBroker:
         await self.config_changes.start()
         self.alter_partition_manager = AlterPartitionManager(
             self.broker_id, lambda: self.broker_epoch, self.controller_node,
-            request_timeout_ms=self.config.controller_socket_timeout_ms)
+            request_timeout_ms=self.config.controller_socket_timeout_ms, ssl_context=self.inter_broker_ssl,
+            sasl=self.inter_broker_sasl)
         states = self.replica_states
         states.set_alter_partition_manager(self.alter_partition_manager)
         states.set_isr_eligibility(self.metadata_cache.has_alive_broker)
         states.start_replication()  # ISR expiration, and the fetchers followers need
-        self.controller = KafkaController(controller_config(self.config), self.broker_id, self.zk,
-                                          lambda: self.broker_epoch)
+        settings = controller_config(self.config, self.inter_broker_ssl, self.inter_broker_sasl)
+        self.controller = KafkaController(settings, self.broker_id, self.zk, lambda: self.broker_epoch)
         await self.controller.startup()
 
     def broker_info(self) -> BrokerInfo:
@@ -354,6 +364,20 @@ class ZkBroker:
             await self.apply_topic_configs(name, fetched.get(name, {}))
         elif entity_type == CONFIG_TYPE_BROKER and name in (str(self.broker_id), DEFAULT_ENTITY):
             await self._reload_broker_configs()
+        elif entity_type == CONFIG_TYPE_USER and self._credentials is not None:
+            # Kafka's UserConfigHandler: the user's SCRAM credentials follow its znode.
+            user = desanitize(name)
+            self._credentials.update_user(user, await self.zk.get_user_config(user))
+
+    # -- users: /config/users/<user>, SCRAM credentials -------------------------------------
+    async def load_user_credentials(self, credentials: CredentialCache) -> None:
+        """Every user's credentials before the listeners open; changes follow by notification."""
+        self._credentials = credentials
+        for user, config in (await self.zk.get_user_configs()).items():
+            credentials.update_user(user, config)
+
+    async def write_user_configs(self, user: str, changes: Mapping[str, str | None]) -> dict[str, str]:
+        return await self.zk.alter_user_config(user, changes)
 
     def _write_broker_configs_blocking(self, resource_name: str, configs: dict[str, str]) -> None:
         """A broker resource's dynamic configs to /config/brokers/<id> or <default> (append thread)."""
@@ -374,7 +398,7 @@ class ZkBroker:
         if not self.config.controlled_shutdown_enable or self.broker_epoch < 0:
             return
         client = ControlledShutdownClient(self.broker_id, lambda: self.broker_epoch, self.lookup_controller,
-                                          self.config)
+                                          self.config, self.inter_broker_ssl, self.inter_broker_sasl)
         await client.run()
 
     async def shutdown_replication(self) -> None:

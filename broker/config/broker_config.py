@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, ConfigDict, Field, field_validator, model_validator
+
+from broker.config.sasl_config import is_listener_sasl_property
+from broker.config.ssl_config import SSL_FIELDS, SslConfig, listener_ssl_config
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +67,9 @@ def _prop(default: Any, name: str, *synonyms: str) -> Any:
     return Field(default, validation_alias=AliasChoices(name, *synonyms), serialization_alias=name)
 
 
-class BrokerConfig(BaseModel):
-    """Broker settings under Kafka's property names, with Kafka's defaults.
+class BrokerConfig(SslConfig):
+    """Broker settings under Kafka's property names, with Kafka's defaults (the ``ssl.*`` ones
+    in :class:`~broker.config.ssl_config.SslConfig`).
 
     Where Kafka's default only makes sense for a multi-broker cluster
     (``offsets.topic.replication.factor=3``), the value is capped at the number
@@ -94,6 +98,11 @@ class BrokerConfig(BaseModel):
     controlled_shutdown_max_retries: int = _prop(3, "controlled.shutdown.max.retries")
     controlled_shutdown_retry_backoff_ms: int = _prop(5000, "controlled.shutdown.retry.backoff.ms")
     controller_socket_timeout_ms: int = _prop(30000, "controller.socket.timeout.ms")
+
+    # SASL (the per-listener JAAS configs are read from the extras: broker.config.sasl_config).
+    sasl_enabled_mechanisms: list[str] = _prop(["GSSAPI"], "sasl.enabled.mechanisms")
+    sasl_mechanism_inter_broker_protocol: str = _prop("GSSAPI", "sasl.mechanism.inter.broker.protocol")
+    connection_failed_authentication_delay_ms: int = _prop(100, "connection.failed.authentication.delay.ms")
 
     # Log basics.
     log_dirs: list[str] = _prop(["/tmp/kafka-logs"], "log.dirs", "log.dir")
@@ -201,7 +210,7 @@ class BrokerConfig(BaseModel):
             raise ValueError("Value must be at least 1")
         return value
 
-    @field_validator("log_dirs", "log_cleanup_policy", mode="before")
+    @field_validator("log_dirs", "log_cleanup_policy", "sasl_enabled_mechanisms", mode="before")
     @classmethod
     def _parse_list(cls, value: Any) -> Any:
         return _split_list(value)
@@ -279,6 +288,10 @@ class BrokerConfig(BaseModel):
     def security_protocol_of(self, listener_name: str) -> str:
         return self.listener_security_protocol_map.get(listener_name, listener_name)
 
+    def ssl_config_for(self, listener_name: str) -> SslConfig:
+        """A listener's SSL settings: ``listener.name.<listener>.ssl.*`` over ``ssl.*``."""
+        return listener_ssl_config(self, self.model_extra or {}, listener_name)
+
     @property
     def inter_broker_listener(self) -> str:
         """The listener brokers use to reach each other: inter.broker.listener.name, else the
@@ -314,6 +327,14 @@ class BrokerConfig(BaseModel):
     @classmethod
     def property_names(cls) -> list[str]:
         return [str(info.serialization_alias) for info in cls.model_fields.values()]
+
+
+def _read_without_a_field(name: str) -> bool:
+    """Properties the broker reads from its extras: the protocol map and listeners' ssl.* and SASL overrides."""
+    if name == "listener.security.protocol.map":
+        return True
+    match = re.fullmatch(r"listener\.name\.[^.]+\.(.+)", name)
+    return match is not None and (match.group(1) in SSL_FIELDS or is_listener_sasl_property(match.group(1)))
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -368,5 +389,6 @@ def load_broker_config(
     props.update(parse_overrides(overrides))
     config = BrokerConfig.model_validate(props)
     for name in config.unknown_properties:
-        log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+        if not _read_without_a_field(name):
+            log.warning("The configuration '%s' was supplied but isn't a known config.", name)
     return config

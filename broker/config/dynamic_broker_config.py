@@ -114,6 +114,8 @@ _DOCS: dict[str, str] = {
     "max.incremental.fetch.session.cache.slots": "The maximum number of incremental fetch sessions kept.",
     "replication.quota.window.num": "The number of samples to retain in memory for replication quotas.",
     "replication.quota.window.size.seconds": "The time span of each sample for replication quotas.",
+    "ssl.principal.mapping.rules": "A list of rules for mapping from the distinguished name of a client "
+                                   "certificate to a short name (RULE:pattern/replacement/[LU], DEFAULT).",
 }
 
 #: Types where the Python value does not tell Kafka's type.

@@ -276,6 +276,43 @@ class KafkaZkClient(ZooKeeperSession):
             self._create(f"{zd.CONFIG_CHANGES_PATH}/{zd.CONFIG_CHANGE_PREFIX}", notification, sequence=True)
         await self._run(write)
 
+    async def get_user_configs(self) -> dict[str, dict[str, str]]:
+        """Every /config/users/<sanitized user>'s config, by user name."""
+        users = await self.get_children(zd.config_entity_type_path(zd.CONFIG_TYPE_USER))
+        configs: dict[str, dict[str, str]] = {}
+        for sanitized in users:
+            configs[zd.desanitize(sanitized)] = await self.get_user_config(zd.desanitize(sanitized))
+        return configs
+
+    async def get_user_config(self, user: str) -> dict[str, str]:
+        found = await self.get_data(zd.config_entity_path(zd.CONFIG_TYPE_USER, zd.sanitize(user)))
+        return zd.decode_config(found[0]) if found is not None else {}
+
+    async def alter_user_config(self, user: str, changes: Mapping[str, str | None]) -> dict[str, str]:
+        """Set (or, for None, remove) keys of /config/users/<user>, keeping its other keys (quotas),
+        then announce it; the user's new config. Only changes made through one broker at a time are
+        ordered here, as with Kafka's ZooKeeper-mode admin."""
+        sanitized = zd.sanitize(user)
+        path = zd.config_entity_path(zd.CONFIG_TYPE_USER, sanitized)
+
+        def write() -> dict[str, str]:
+            try:
+                data, _ = self._retry(lambda: self._client.get(path))
+                config = zd.decode_config(data)
+            except NoNodeError:
+                config = {}
+            for key, value in changes.items():
+                if value is None:
+                    config.pop(key, None)
+                else:
+                    config[key] = value
+            self._set_or_create(path, zd.encode_config(config))
+            notification = zd.encode_config_change_notification(
+                zd.config_entity_change_path(zd.CONFIG_TYPE_USER, sanitized))
+            self._create(f"{zd.CONFIG_CHANGES_PATH}/{zd.CONFIG_CHANGE_PREFIX}", notification, sequence=True)
+            return config
+        return await self._run(write)
+
     async def get_broker_configs(self, entity: str) -> dict[str, str]:
         found = await self.get_data(zd.config_entity_path(zd.CONFIG_TYPE_BROKER, entity))
         return zd.decode_config(found[0]) if found is not None else {}

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import re
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -417,6 +418,16 @@ def decode_config(data: bytes | None) -> dict[str, str]:
     if not isinstance(config, dict):
         raise ZkDataError(f"config is not an object: {data!r}")
     return {str(k): str(v) for k, v in config.items()}
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user (principal) name as a znode name, URL-encoded as Java's
+    URLEncoder does, with '*' as %2A and a space as %20."""
+    return urllib.parse.quote(name, safe="*").replace("*", "%2A").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    return urllib.parse.unquote(name)
 
 
 def config_entity_change_path(entity_type: str, entity_name: str) -> str:

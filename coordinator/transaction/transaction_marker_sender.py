@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from client.async_connection import AsyncBrokerConnection
 from client.errors import KafkaClientError
+from client.sasl import SaslSettings
 from coordinator.common.partition_leader import PartitionLeaderLookup, TopicPartitionCount
 from coordinator.transaction.transaction_marker_channel_manager import MarkerErrors, MarkerSender
 from coordinator.transaction.transaction_metadata import TopicPartition
@@ -112,8 +114,12 @@ class RemoteMarkerSender:
     as WriteTxnMarkers v1 requests to their leaders (one queue and connection per broker)."""
 
     def __init__(self, broker_id: int, local: MarkerSender,
-                 endpoint_of: Callable[[int], tuple[str, int] | None], *, client_id: str | None = None) -> None:
+                 endpoint_of: Callable[[int], tuple[str, int] | None], *, client_id: str | None = None,
+                 ssl_context: ssl.SSLContext | None = None, sasl: SaslSettings | None = None) -> None:
+        """``ssl_context``: TLS to other brokers (an SSL inter-broker listener); None for plain TCP."""
         self.broker_id = broker_id
+        self.ssl_context = ssl_context
+        self.sasl = sasl
         self.local = local
         self.endpoint_of = endpoint_of
         self.client_id = client_id or f"broker-{broker_id}-txn-marker-sender"
@@ -191,7 +197,8 @@ class RemoteMarkerSender:
             connection = None
         if connection is None:
             connection = AsyncBrokerConnection(endpoint[0], endpoint[1], client_id=self.client_id,
-                                               node_id=dest.node_id)
+                                               node_id=dest.node_id, ssl_context=self.ssl_context,
+                                               sasl=self.sasl)
             await connection.connect(timeout=CONNECT_TIMEOUT_S, negotiate=False)
             dest.connection = connection
         return connection

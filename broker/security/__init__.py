@@ -1,0 +1,1 @@
+"""Security of the broker's connections: TLS contexts, principals and their mapping."""

@@ -1,0 +1,97 @@
+"""Brokers that reach each other over SASL: ``inter.broker.listener.name=SASL_PLAINTEXT`` with SCRAM.
+
+As Kafka's docs set it up: the brokers' own SCRAM credential is written to ZooKeeper
+(``/config/users/broker``, as ``kafka-configs --zookeeper`` writes it) before they start, and each
+broker authenticates to the others with the ``username``/``password`` of its listener's
+ScramLoginModule entry (``sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256``). An RF-2 topic with
+``min.insync.replicas=2`` takes acks=all produces only if every inter-broker connection (the
+controller's requests, the follower's fetches, AlterPartition) authenticates. A credential altered
+through one broker then lets a client in at the other: the change notification reached it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from client.connection import BrokerConnection
+from client.errors import KafkaClientError
+from client.sasl import SaslSettings
+from client.scram import ScramCredential, ScramMechanism, secure_random_bytes
+from protocol.messages.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    ScramCredentialUpsertion,
+)
+from testing.cluster import Cluster
+from tests.cluster.helpers import (
+    consume_confluent,
+    create_topic,
+    isr_in_zookeeper,
+    produce_confluent,
+    replicas_identical,
+    unique,
+)
+
+RECORDS = 1000
+JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
+        'password="broker-secret";')
+
+
+def _sasl_endpoint(cluster: Cluster, broker_id: int) -> tuple[str, int]:
+    registration = json.loads(cluster.kazoo.get(f"/brokers/ids/{broker_id}")[0])
+    endpoint = next(e for e in registration["endpoints"] if e.startswith("SASL_PLAINTEXT://"))
+    host, port = endpoint.removeprefix("SASL_PLAINTEXT://").rsplit(":", 1)
+    return host, int(port)
+
+
+def _connects(endpoint: tuple[str, int], settings: SaslSettings) -> bool:
+    try:
+        with BrokerConnection(*endpoint, sasl=settings, timeout=5):
+            return True
+    except KafkaClientError:
+        return False
+
+
+def test_rf2_topic_replicates_over_a_sasl_scram_inter_broker_listener(tmp_path: Path) -> None:
+    with Cluster(2, "inter.broker.listener.name=SASL_PLAINTEXT", "min.insync.replicas=2",
+                 "sasl.enabled.mechanisms=SCRAM-SHA-256", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256",
+                 f"listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config={JAAS}",
+                 start_brokers=False) as cluster:
+        credential = ScramCredential.generate(ScramMechanism.SCRAM_SHA_256, "broker-secret", 4096)
+        config = {"version": 1, "config": {"SCRAM-SHA-256": credential.to_config_string()}}
+        cluster.kazoo.create("/config/users/broker", json.dumps(config).encode(), makepath=True)
+        for broker in cluster.brokers.values():
+            broker.overrides.append(f"listeners=PLAINTEXT://{broker.host}:{broker.port},"
+                                    f"SASL_PLAINTEXT://{broker.host}:0")
+        cluster.start_all(cluster.broker_ids)
+
+        topic = unique("sasl-replicated")
+        create_topic(cluster, topic, partitions=1, replication_factor=2)
+        outcome = produce_confluent(cluster.bootstrap, topic, range(RECORDS), acks="all", value_size=1000)
+        assert not outcome.failed, sorted(outcome.failed.values())[:3]
+        assert len(outcome.acked) == RECORDS
+        assert sorted(isr_in_zookeeper(cluster, topic, 0)) == [1, 2]
+        cluster.wait_for(lambda: replicas_identical(cluster, topic, 0, [1, 2]), 30.0, "both replicas' logs equal")
+        assert len(consume_confluent(cluster.bootstrap, topic, 1, RECORDS)) == RECORDS
+
+        # A user created through broker 1 lands in ZooKeeper and authenticates at broker 2.
+        mechanism = ScramMechanism.SCRAM_SHA_256
+        salt = secure_random_bytes()
+        upsertion = ScramCredentialUpsertion(name="alice@example.com", mechanism=mechanism.type_id, iterations=8192,
+                                             salt=salt, salted_password=mechanism.salted_password("alice-1", salt, 8192))
+        with BrokerConnection(cluster.broker(1).host, cluster.broker(1).port) as admin:
+            admin.request(AlterUserScramCredentialsRequest(deletions=[], upsertions=[upsertion]))
+        stored = json.loads(cluster.kazoo.get("/config/users/alice%40example.com")[0])
+        assert stored["config"]["SCRAM-SHA-256"].endswith(",iterations=8192")
+        changes = cluster.kazoo.get_children("/config/changes")
+        notes = [json.loads(cluster.kazoo.get(f"/config/changes/{c}")[0]) for c in changes]
+        assert {"version": 2, "entity_path": "users/alice%40example.com"} in notes
+        other = _sasl_endpoint(cluster, 2)
+        deadline = time.monotonic() + 5
+        while not _connects(other, SaslSettings("SCRAM-SHA-256", "alice@example.com", "alice-1")):
+            assert time.monotonic() < deadline, "broker 2 never learned alice's credential"
+            time.sleep(0.1)
+        logs = cluster.log_tails()
+        assert "during SASL" not in logs and "Failed authentication" not in logs, logs  # every broker got in
+        assert "broker-secret" not in logs and "alice-1" not in logs and "Traceback" not in logs, logs
