@@ -12,7 +12,7 @@ fail with :class:`ControllerMovedError`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoNodeError
@@ -26,6 +26,7 @@ from controller.zk.zk_session import (
     ZkBadVersionError,
     ZkError,
     ZooKeeperSession,
+    ensure_path,
     first_error,
     raise_first_error,
     split_connect,
@@ -440,6 +441,70 @@ class KafkaZkClient(ZooKeeperSession):
         path = f"{zd.ISR_CHANGE_NOTIFICATION_PATH}/{zd.ISR_CHANGE_PREFIX}"
         created: str = await self._run(lambda: self._create(path, data, sequence=True))
         return created
+
+    # --- ACLs: /kafka-acl, /kafka-acl-extended/prefixed and their change notifications ----------------------
+
+    async def create_acl_paths(self) -> None:
+        """Kafka's createAclPaths: both stores' roots and change roots (an authorizer's start-up)."""
+        def create() -> None:
+            for path in (zd.LITERAL_ACL_PATH, zd.LITERAL_ACL_CHANGES_PATH, zd.PREFIXED_ACL_PATH,
+                         zd.PREFIXED_ACL_CHANGES_PATH):
+                self._retry(lambda p=path: ensure_path(self._client, p))  # type: ignore[misc]
+        await self._run(create)
+
+    async def get_acl_znodes(self, store_root: str) -> dict[str, bytes]:
+        """Every ``<store_root>/<ResourceType>/<name>`` znode's data, by path."""
+        def get() -> dict[str, bytes]:
+            zk = self._client
+            found: dict[str, bytes] = {}
+            try:
+                types = self._retry(lambda: zk.get_children(store_root))
+            except NoNodeError:
+                return found
+            for resource_type in types:
+                type_path = f"{store_root}/{resource_type}"
+                try:
+                    names = self._retry(lambda p=type_path: zk.get_children(p))  # type: ignore[misc]
+                except NoNodeError:
+                    continue
+                for name in names:
+                    path = f"{type_path}/{name}"
+                    try:
+                        found[path] = self._retry(lambda p=path: zk.get(p))[0]  # type: ignore[misc]
+                    except NoNodeError:
+                        continue
+            return found
+        return await self._run(get)
+
+    async def update_acl_znode(self, path: str, change: Callable[[bytes | None], bytes | None],
+                               changes_root: str, notification: bytes) -> bytes | None:
+        """Kafka's updateResourceAcls: read ``path`` (None: absent), write ``change(data)`` conditionally on
+        the version read (None: delete the znode), again on a concurrent change; then announce it under
+        ``changes_root``. ``change`` runs on the ZooKeeper thread and must be pure. The data written."""
+        def update() -> bytes | None:
+            zk = self._client
+            while True:
+                try:
+                    data, stat = self._retry(lambda: zk.get(path))
+                    current: bytes | None = data
+                    version = int(stat.version)
+                except NoNodeError:
+                    current, version = None, -1
+                new = change(current)
+                if new == current:
+                    return new
+                try:
+                    if new is None:
+                        self._retry(lambda: zk.delete(path, version=version))  # noqa: B023 (called at once)
+                    elif version < 0:
+                        self._create(path, new)
+                    else:
+                        self._retry(lambda: zk.set(path, new, version))  # noqa: B023 (called at once)
+                except (BadVersionError, NoNodeError, KazooNodeExistsError):
+                    continue
+                self._create(f"{changes_root}/{zd.ACL_CHANGE_PREFIX}", notification, sequence=True)
+                return new
+        return await self._run(update)
 
     # --- producer ids ----------------------------------------------------------------------------------------
 

@@ -54,6 +54,13 @@ CLUSTER_PATH = "/cluster"
 CLUSTER_ID_PATH = "/cluster/id"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 CONSUMERS_PATH = "/consumers"
+#: ACLs (Kafka's ZkAclStore): literal patterns under /kafka-acl/<ResourceType>/<name>, prefixed ones
+#: under /kafka-acl-extended/prefixed/<ResourceType>/<name>, each store with its change notifications.
+LITERAL_ACL_PATH = "/kafka-acl"
+LITERAL_ACL_CHANGES_PATH = "/kafka-acl-changes"
+PREFIXED_ACL_PATH = "/kafka-acl-extended/prefixed"
+PREFIXED_ACL_CHANGES_PATH = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
 
 #: Config entity types with a /config/<type> znode (ConfigType.ALL).
 CONFIG_TYPE_TOPIC = "topics"
