@@ -17,6 +17,7 @@ from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
 from broker.fetch_session import FetchSessionCache
 from broker.metadata_view import ClusterView, TopicRegistry
+from broker.security.acl_authorizer import AclAuthorizer
 from broker.security.scram_credentials_manager import ScramCredentialsManager
 from broker.socket_server import SocketServer
 from coordinator.group.group_coordinator import GroupCoordinator
@@ -53,6 +54,8 @@ class BrokerServices:
     scram_credentials: ScramCredentialsManager
     #: The broker's part in a ZooKeeper cluster (None: the embedded single broker).
     cluster: ZkBroker | None = None
+    #: The ACL authorizer when authorizer.class.name names one; None allows everything (no check at all).
+    authorizer: AclAuthorizer | None = None
 
     @property
     def config(self) -> BrokerConfig:

@@ -40,6 +40,8 @@ from broker.kafka_apis import KafkaApis
 from broker.metadata_store import MetadataStore
 from broker.metadata_view import LocalClusterView, TopicRegistry
 from broker.producer_id_manager import ProducerIdManager
+from broker.security.acl_authorizer import AclAuthorizer, parse_super_users
+from broker.security.acl_store import AclStore, FileAclStore, ZkAclStore
 from broker.security.channel_builders import listener_security
 from broker.security.credential_cache import CredentialCache, ScramCredentialsFile
 from broker.security.scram_credentials_manager import ScramCredentialsManager
@@ -140,6 +142,7 @@ class KafkaServer:
         self.credentials = CredentialCache()
         self.scram_credentials = ScramCredentialsManager(
             self.credentials, ScramCredentialsFile(config.log_dirs[0]) if cluster is None else None)
+        self.authorizer = build_authorizer(config, cluster)
         self.socket_server = SocketServer(
             _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(in_cluster),
             config.socket_request_max_bytes, self.credentials, config.connection_failed_authentication_delay_ms)
@@ -154,7 +157,7 @@ class KafkaServer:
             cluster_view=(LocalClusterView(self.broker_id, self.dynamic_config, self.socket_server,
                                            self.replica_manager)
                           if cluster is None else cluster.metadata_cache),
-            cluster=cluster)
+            cluster=cluster, authorizer=self.authorizer)
         if cluster is not None:
             from broker.cluster.zk_broker import ServerParts
 
@@ -204,6 +207,10 @@ class KafkaServer:
             await self.cluster.load_user_credentials(self.credentials)
         else:
             await asyncio.to_thread(self.scram_credentials.load)
+        if self.authorizer is not None:  # every ACL is known before the first request is
+            await self.authorizer.start()
+            if self.cluster is not None:
+                await self.cluster.follow_acl_changes(self.authorizer)
         await self.socket_server.start(self.config.listeners, self.listener_security)
         if self.cluster is not None:
             # Registered with the bound ports; then the controller election is joined.
@@ -307,6 +314,15 @@ class KafkaServer:
                     log.exception("[KafkaServer id=%d] background task %s failed", self.broker_id, name)
 
         self._tasks.append(asyncio.create_task(loop(), name=name))
+
+
+def build_authorizer(config: BrokerConfig, cluster: ZkBroker | None) -> AclAuthorizer | None:
+    """The ACL authorizer authorizer.class.name asks for: ACLs in ZooKeeper for a cluster member,
+    in the first log dir for a lone broker."""
+    if not config.authorizer_class_name:
+        return None
+    store: AclStore = FileAclStore(config.log_dirs[0]) if cluster is None else ZkAclStore(cluster.zk)
+    return AclAuthorizer(store, parse_super_users(config.super_users), config.allow_everyone_if_no_acl_found)
 
 
 def replication_quotas(config: BrokerConfig) -> ReplicationQuotas:

@@ -125,6 +125,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._writing_paused = False
         self.peer: str = "?"
+        #: The client's IP address, as an ACL's host names it.
+        self.client_host: str = "?"
         self._sock_fd: int | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._close_when_answered = False
@@ -138,6 +140,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport = tcp = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = str(peer[0]) if peer else "?"
         sock = transport.get_extra_info("socket")
         ssl_object = transport.get_extra_info("ssl_object")
         if sock is not None:

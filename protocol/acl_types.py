@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 from typing import Self, TypeVar
 
-__all__ = ["CLUSTER_NAME", "WILDCARD_RESOURCE", "AclOperation", "AclPermissionType", "PatternType", "ResourceType"]
+__all__ = ["CLUSTER_NAME", "WILDCARD_RESOURCE", "AclOperation", "AclPermissionType", "PatternType", "ResourceType", "known"]
 
 #: The one name a CLUSTER resource has (Kafka's ``Resource.CLUSTER_NAME``).
 CLUSTER_NAME = "kafka-cluster"

@@ -31,6 +31,7 @@ _JOIN = f"{_GROUPS}::test_join_sync_heartbeat_leave"
 _TXN = "tests/integration/test_transactions_versions.py"
 _TXN_CLIENT = "tests/integration/test_transactions.py"
 _TXN_ADMIN = "tests/integration/test_transactions_admin_versions.py"
+_ACLS = "tests/broker/test_acl_apis.py::test_create_describe_delete_at_every_version"
 
 #: API key -> the tests that send every version pafka serves of it (each is
 #: parametrized over the handler's MIN_VERSION..MAX_VERSION, or over a wider
@@ -69,6 +70,9 @@ TESTS: dict[int, list[str]] = {
          "tests/integration/test_transactions_admin_versions.py::test_txn_offset_commit_v5_adds_the_offsets_partition"],
     17: ["tests/broker/test_sasl_listeners.py::test_handshake_versions",
          "tests/integration/test_sasl_clients.py"],
+    29: [_ACLS],
+    30: [_ACLS],
+    31: [_ACLS],
     32: [f"{_ADMIN}::test_describe_configs_versions"],
     33: [f"{_ADMIN}::test_alter_configs_versions"],
     35: [f"{_ADMIN}::test_describe_log_dirs_versions"],

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,17 +43,21 @@ from broker.cluster.zk_admin import ZK_WRITE_TIMEOUT_S, ZkTopicAdmin
 from broker.config.broker_config import BrokerConfig
 from broker.metadata_cache import ZkMetadataCache
 from broker.metadata_store import new_cluster_id
+from broker.security.acl_store import ZkAclStore, decode_literal_change, decode_prefixed_change
 from broker.security.channel_builders import inter_broker_sasl, inter_broker_ssl_context
 from broker.zk_producer_id_manager import ZkProducerIdManager
 from controller.kafka_controller import KafkaController
 from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError
 from controller.zk.zk_data import (
+    ACL_CHANGE_PREFIX,
     CONFIG_CHANGE_PREFIX,
     CONFIG_CHANGES_PATH,
     CONFIG_TYPE_BROKER,
     CONFIG_TYPE_TOPIC,
     CONFIG_TYPE_USER,
     DEFAULT_ENTITY,
+    LITERAL_ACL_CHANGES_PATH,
+    PREFIXED_ACL_CHANGES_PATH,
     BrokerInfo,
     EndPoint,
     decode_config_change_notification,
@@ -70,6 +74,8 @@ from storage.meta_properties import check_meta_properties
 if TYPE_CHECKING:
     from broker.admin_manager import AdminManager
     from broker.config.dynamic_broker_config import DynamicBrokerConfig
+    from broker.security.acl_authorizer import AclAuthorizer
+    from broker.security.acl_binding import ResourcePattern
     from broker.security.credential_cache import CredentialCache
     from broker.socket_server import SocketServer
     from coordinator.group.group_coordinator import GroupCoordinator
@@ -122,6 +128,8 @@ class ZkBroker:
         self.broker_epoch = -1
         self.controller: KafkaController | None = None
         self.config_changes: ZkNodeChangeNotificationListener | None = None
+        #: The literal and prefixed ACL change listeners, when an authorizer is configured.
+        self.acl_changes: list[ZkNodeChangeNotificationListener] = []
         self._credentials: CredentialCache | None = None
         self.alter_partition_manager: AlterPartitionManager | None = None
         self._parts: ServerParts | None = None
@@ -369,6 +377,24 @@ class ZkBroker:
             user = desanitize(name)
             self._credentials.update_user(user, await self.zk.get_user_config(user))
 
+    # -- ACLs: /kafka-acl-changes and /kafka-acl-extended-changes ----------------------------------
+    async def follow_acl_changes(self, authorizer: AclAuthorizer) -> None:
+        """Kafka's AclAuthorizer change listeners: each notification names one resource pattern, whose
+        znode is read again (a change made through any broker reaches every broker's cache)."""
+        store = ZkAclStore(self.zk)
+
+        def on_change(decode: Callable[[bytes], ResourcePattern]) -> Callable[[bytes], Awaitable[None]]:
+            async def reload(data: bytes) -> None:
+                pattern = decode(data)
+                authorizer.update_resource(pattern, await store.load(pattern))
+            return reload
+
+        for root, decode in ((LITERAL_ACL_CHANGES_PATH, decode_literal_change),
+                             (PREFIXED_ACL_CHANGES_PATH, decode_prefixed_change)):
+            listener = ZkNodeChangeNotificationListener(self.zk, root, ACL_CHANGE_PREFIX, on_change(decode))
+            await listener.start()
+            self.acl_changes.append(listener)
+
     # -- users: /config/users/<user>, SCRAM credentials -------------------------------------
     async def load_user_credentials(self, credentials: CredentialCache) -> None:
         """Every user's credentials before the listeners open; changes follow by notification."""
@@ -416,6 +442,8 @@ class ZkBroker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.config_changes is not None:
             await self.config_changes.close()
+        for listener in self.acl_changes:
+            await listener.close()
         if self.controller is not None:
             await self.controller.shutdown()
         await self.zk.close()  # the ephemeral /brokers/ids/N goes with the session

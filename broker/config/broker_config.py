@@ -34,6 +34,10 @@ INT_MAX = 2**31 - 1
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: Kafka's listener.security.protocol.map default.
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+#: The authorizer.class.name values pafka serves with its ACL authorizer (broker.security.acl_authorizer):
+#: ZooKeeper mode's and KRaft's class, the same semantics.
+AUTHORIZER_CLASS_NAMES = frozenset({"kafka.security.authorizer.AclAuthorizer",
+                                    "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,11 @@ class BrokerConfig(SslConfig):
     sasl_enabled_mechanisms: list[str] = _prop(["GSSAPI"], "sasl.enabled.mechanisms")
     sasl_mechanism_inter_broker_protocol: str = _prop("GSSAPI", "sasl.mechanism.inter.broker.protocol")
     connection_failed_authentication_delay_ms: int = _prop(100, "connection.failed.authentication.delay.ms")
+
+    # ACLs: no authorizer (Kafka's default "") allows everything.
+    authorizer_class_name: str = _prop("", "authorizer.class.name")
+    super_users: str | None = _prop(None, "super.users")
+    allow_everyone_if_no_acl_found: bool = _prop(False, "allow.everyone.if.no.acl.found")
 
     # Log basics.
     log_dirs: list[str] = _prop(["/tmp/kafka-logs"], "log.dirs", "log.dir")
@@ -214,6 +223,13 @@ class BrokerConfig(SslConfig):
     @classmethod
     def _parse_list(cls, value: Any) -> Any:
         return _split_list(value)
+
+    @field_validator("authorizer_class_name")
+    @classmethod
+    def _check_authorizer(cls, value: str) -> str:
+        if value.strip() and value.strip() not in AUTHORIZER_CLASS_NAMES:
+            raise ValueError(f"Class {value} cannot be found; pafka serves {', '.join(sorted(AUTHORIZER_CLASS_NAMES))}")
+        return value.strip()
 
     @field_validator("security_inter_broker_protocol")
     @classmethod

@@ -37,9 +37,6 @@ from protocol.acl_types import WILDCARD_RESOURCE, AclOperation, AclPermissionTyp
 
 log = logging.getLogger(__name__)
 
-#: The class names ``authorizer.class.name`` accepts: ZooKeeper mode's and KRaft's, same semantics here.
-AUTHORIZER_CLASS_NAMES = frozenset({"kafka.security.authorizer.AclAuthorizer",
-                                    "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
 #: Past this many cached decisions the cache starts over (bounds memory under many topics/clients).
 MAX_CACHED_DECISIONS = 100_000
 

@@ -21,6 +21,7 @@ from protocol.acl_types import (
     AclPermissionType,
     PatternType,
     ResourceType,
+    known,
 )
 
 WILDCARD_PRINCIPAL = "User:*"
@@ -132,3 +133,20 @@ class AclBindingFilter:
     def unknown_element(self) -> str | None:
         """What Kafka's DescribeAcls/DeleteAcls refuse as INVALID_REQUEST: a filter with UNKNOWN elements."""
         return self.pattern.unknown_element() or self.entry.unknown_element()
+
+
+def binding_of(resource_type: int, name: str, pattern_type: int, principal: str, host: str, operation: int,
+               permission_type: int) -> AclBinding:
+    """A binding from CreateAcls' int8 codes (a code Kafka does not know becomes UNKNOWN, refused later)."""
+    return AclBinding(ResourcePattern(known(ResourceType, resource_type), name, known(PatternType, pattern_type)),
+                      AccessControlEntry(principal, host, known(AclOperation, operation),
+                                         known(AclPermissionType, permission_type)))
+
+
+def filter_of(resource_type: int, name: str | None, pattern_type: int, principal: str | None, host: str | None,
+              operation: int, permission_type: int) -> AclBindingFilter:
+    """A filter from DescribeAcls' / DeleteAcls' int8 codes."""
+    return AclBindingFilter(
+        ResourcePatternFilter(known(ResourceType, resource_type), name, known(PatternType, pattern_type)),
+        AccessControlEntryFilter(principal, host, known(AclOperation, operation),
+                                 known(AclPermissionType, permission_type)))
