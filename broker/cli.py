@@ -48,3 +48,7 @@ main.add_command(reassign_partitions_command)
 from broker.tools.configs_command import configs_command  # noqa: E402  (issue 19)
 
 main.add_command(configs_command)
+
+from broker.tools.acls_command import acls_command  # noqa: E402  (issue 19)
+
+main.add_command(acls_command)

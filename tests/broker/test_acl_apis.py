@@ -4,6 +4,7 @@ wire, Kafka's errors, confluent-kafka's admin calls, and ACLs kept across a rest
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +165,42 @@ def test_security_disabled_without_an_authorizer() -> None:
             deleted = client.request(DeleteAclsRequest(filters=[_delete_filter(None)]))
             assert isinstance(deleted, DeleteAclsResponse)
             assert [r.error_code for r in deleted.filter_results] == [ErrorCode.SECURITY_DISABLED]
+
+
+def _acls_cli(*args: str) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from broker.cli import main
+
+    result = CliRunner().invoke(main, ["acls", *args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_pafka_acls_add_list_remove(acls: AclBroker, tmp_path: Path) -> None:
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
+                      "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                      'username="admin" password="admin-secret";\n')
+    common = ["--bootstrap-server", acls.sasl_bootstrap, "--command-config", str(config)]
+    code, out, err = _acls_cli(*common, "--add", "--allow-principal", "User:carol", "--operation", "Read",
+                               "--operation", "Describe", "--topic", "cli-", "--resource-pattern-type", "prefixed")
+    assert code == 0, err
+    assert "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=cli-, patternType=PREFIXED)`" in out
+    code, out, _ = _acls_cli(*common, "--list", "--topic", "cli-", "--resource-pattern-type", "prefixed")
+    assert out.splitlines()[1:3] == [" \t(principal=User:carol, host=*, operation=DESCRIBE, permissionType=ALLOW) ",
+                                     " \t(principal=User:carol, host=*, operation=READ, permissionType=ALLOW) "]
+    code, out, _ = _acls_cli(*common, "--list")
+    assert "name=cli-, patternType=PREFIXED" in out
+    code, _, err = _acls_cli(*common, "--add", "--allow-principal", "User:carol", "--operation", "Read", "--cluster")
+    assert code != 0 and "ResourceType Cluster only supports operations" in err
+    code, _, _ = _acls_cli(*common, "--remove", "--force", "--allow-principal", "User:carol", "--operation", "Read",
+                           "--topic", "cli-", "--resource-pattern-type", "prefixed")
+    code, out, _ = _acls_cli(*common, "--list", "--topic", "cli-", "--resource-pattern-type", "prefixed")
+    assert "operation=READ" not in out and "operation=DESCRIBE" in out
+    code, out, _ = _acls_cli(*common, "--remove", "--force", "--topic", "cli-", "--resource-pattern-type", "prefixed")
+    assert code == 0 and "User:carol" not in out
+    # Without the admin's credentials the broker says no.
+    code, _, err = _acls_cli("--bootstrap-server", acls.broker.bootstrap, "--list")
+    assert code != 0 and "authoriz" in err.lower()
