@@ -38,7 +38,9 @@ import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster, authorized_names
 from broker.fetch_session import CachedPartition, FetchSession, FetchSessionError, PartitionKey
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.buffers import FileRange
 from protocol.errors import CorruptRecordError, ErrorCode
 from protocol.legacy_record import UnsupportedCompressionError, down_convert_fetched
@@ -189,8 +191,15 @@ def _partition_data(broker: BrokerServices, cached: CachedPartition, result: Log
 
 
 def _response(broker: BrokerServices, partitions: list[CachedPartition], results: list[LogReadResult],
-              session: FetchSession | None, incremental: bool, isolation: int, uses_ids: bool) -> FetchResponse:
+              session: FetchSession | None, incremental: bool, isolation: int, uses_ids: bool,
+              denied: list[CachedPartition]) -> FetchResponse:
     topics: dict[object, FetchableTopicResponse] = {}
+    for cached in denied:  # Kafka's erroneous partitions: answered in every response, incremental or not
+        key = cached.topic_id if uses_ids else cached.topic
+        topic = topics.get(key)
+        if topic is None:
+            topic = topics[key] = FetchableTopicResponse(topic=cached.topic, topic_id=cached.topic_id, partitions=[])
+        topic.partitions.append(_error_partition(cached.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     for cached, result in zip(partitions, results, strict=True):
         has_records = result.info is not None and result.info.size > 0
         send = cached.needs_response(result.error_code, has_records, result.high_watermark,
@@ -221,21 +230,37 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: FetchRequest
         session, partitions, incremental = _resolve_session(broker, request, uses_ids)
     except FetchSessionError as exc:
         return FetchResponse(throttle_time_ms=0, error_code=exc.error_code, session_id=0, responses=[])
+    denied: list[CachedPartition] = []
+    if broker.authorizer is not None:
+        partitions, denied = _authorized(ctx, broker, partitions, replica_id)
     params = FetchParams(replica_id=replica_id, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
                          max_bytes=request.max_bytes, isolation_level=request.isolation_level,
                          hard_max_bytes_limit=version <= 2)
     results = broker.replica_manager.fetch_messages(params, partitions)
     if isinstance(results, list):
-        response = _response(broker, partitions, results, session, incremental, params.isolation_level, uses_ids)
+        response = _response(broker, partitions, results, session, incremental, params.isolation_level, uses_ids,
+                             denied)
         return response if version >= ZSTD_MIN_VERSION else _for_old_version(broker, version, response, partitions)
     return _answer_later(broker, version, results, partitions, session, incremental, params.isolation_level,
-                         uses_ids)
+                         uses_ids, denied)
+
+
+def _authorized(ctx: RequestContext, broker: BrokerServices, partitions: list[CachedPartition], replica_id: int
+                ) -> tuple[list[CachedPartition], list[CachedPartition]]:
+    """(allowed, denied): a follower's fetch needs CLUSTER_ACTION on the cluster, a consumer's READ on
+    each topic (Kafka's handleFetchRequest)."""
+    if replica_id >= 0:
+        allowed = authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION)
+        return (partitions, []) if allowed else ([], partitions)
+    readable = authorized_names(ctx, broker, AclOperation.READ, ResourceType.TOPIC, (p.topic for p in partitions))
+    readable.add("")  # a topic id not known here: answered UNKNOWN_TOPIC_ID, as before authorization
+    return [p for p in partitions if p.topic in readable], [p for p in partitions if p.topic not in readable]
 
 
 async def _answer_later(broker: BrokerServices, version: int, pending: Awaitable[list[LogReadResult]],
                         partitions: list[CachedPartition], session: FetchSession | None, incremental: bool,
-                        isolation: int, uses_ids: bool) -> FetchResponse:
-    response = _response(broker, partitions, await pending, session, incremental, isolation, uses_ids)
+                        isolation: int, uses_ids: bool, denied: list[CachedPartition]) -> FetchResponse:
+    response = _response(broker, partitions, await pending, session, incremental, isolation, uses_ids, denied)
     if version >= ZSTD_MIN_VERSION:
         return response
     answer = _for_old_version(broker, version, response, partitions)

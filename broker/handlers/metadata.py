@@ -28,10 +28,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError, validate_topic_name
-from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS
+from broker.auth_helper import authorize_cluster, authorize_topic, authorized_names
+from broker.authorized_operations import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    authorized_operations,
+    cluster_authorized_operations,
+)
 from broker.metadata_store import TopicMetadata
 from broker.metadata_view import NO_CONTROLLER_ID, PartitionStateView
 from coordinator.common.internal_topics import INTERNAL_TOPICS
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.metadata import (
     MetadataRequest,
@@ -129,15 +135,16 @@ def partition_entries(broker: BrokerServices, topic: str, listener_name: str) ->
             for p in view.partition_states(topic)]
 
 
-def topic_response(broker: BrokerServices, topic: TopicMetadata, include_ops: bool,
-                   listener_name: str = "") -> MetadataResponseTopic:
+def topic_response(ctx: RequestContext, broker: BrokerServices, topic: TopicMetadata,
+                   include_ops: bool) -> MetadataResponseTopic:
     return MetadataResponseTopic(
         error_code=ErrorCode.NO_ERROR,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.name in INTERNAL_TOPICS,
-        partitions=partition_entries(broker, topic.name, listener_name),
-        topic_authorized_operations=TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
+        partitions=partition_entries(broker, topic.name, ctx.listener_name),
+        topic_authorized_operations=(authorized_operations(ctx, broker, ResourceType.TOPIC, topic.name)
+                                     if include_ops else AUTHORIZED_OPERATIONS_OMITTED),
     )
 
 
@@ -147,44 +154,55 @@ def error_topic(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_UU
 
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: MetadataRequest) -> MetadataResponse:
+    """Kafka's handleTopicMetadataRequest: topics the client may not DESCRIBE are left out of an
+    all-topics answer and TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs CREATE on the
+    cluster or the topic."""
     version = ctx.api_version
     include_ops = bool(request.include_topic_authorized_operations)
-    listener = ctx.listener_name
-    live_brokers = await live_brokers_or_self(broker, listener)  # before the topics: it may wait for them
+    live_brokers = await live_brokers_or_self(broker, ctx.listener_name)  # before the topics: it may wait for them
     topics: list[MetadataResponseTopic] = []
     if request.topics is None or (version == 0 and not request.topics):
-        topics = [topic_response(broker, t, include_ops, listener) for t in broker.metadata]
+        described = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                     (t.name for t in broker.metadata))
+        topics = [topic_response(ctx, broker, t, include_ops) for t in broker.metadata if t.name in described]
     else:
         allow_create = broker.config.auto_create_topics_enable and (version < 4 or request.allow_auto_topic_creation)
         for wanted in request.topics:
-            topics.append(await _describe(broker, wanted.name, wanted.topic_id, allow_create, include_ops, listener))
+            topics.append(await _describe(ctx, broker, wanted.name, wanted.topic_id, allow_create, include_ops))
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=live_brokers,
         cluster_id=broker.cluster_id,
         controller_id=broker.cluster_view.controller_id(),
         topics=topics,
-        cluster_authorized_operations=(CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
+        cluster_authorized_operations=(cluster_authorized_operations(ctx, broker)
+                                       if request.include_cluster_authorized_operations
                                        else AUTHORIZED_OPERATIONS_OMITTED),
     )
 
 
-async def _describe(broker: BrokerServices, name: str | None, topic_id: uuid.UUID, allow_create: bool,
-                    include_ops: bool, listener: str) -> MetadataResponseTopic:
+async def _describe(ctx: RequestContext, broker: BrokerServices, name: str | None, topic_id: uuid.UUID,
+                    allow_create: bool, include_ops: bool) -> MetadataResponseTopic:
     if name is None:
         by_id = broker.metadata.by_id(topic_id)
         if by_id is None:
             return error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id)
-        return topic_response(broker, by_id, include_ops, listener)
+        if not authorize_topic(ctx, broker, AclOperation.DESCRIBE, by_id.name):
+            return error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id)
+        return topic_response(ctx, broker, by_id, include_ops)
+    if not authorize_topic(ctx, broker, AclOperation.DESCRIBE, name):
+        return error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
     topic = broker.metadata.get(name)
     if topic is not None:
-        return topic_response(broker, topic, include_ops, listener)
+        return topic_response(ctx, broker, topic, include_ops)
     try:
         validate_topic_name(name)
     except AdminError:
         return error_topic(ErrorCode.INVALID_TOPIC, name)
     if not allow_create:
         return error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+    if not (authorize_cluster(ctx, broker, AclOperation.CREATE) or authorize_topic(ctx, broker, AclOperation.CREATE, name)):
+        return error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
     if broker.cluster is not None:
         # Kafka's ZooKeeper-mode auto-creation: written to ZooKeeper, answered LEADER_NOT_AVAILABLE
         # until the controller's UpdateMetadata brings the topic here; the client asks again.
@@ -194,6 +212,6 @@ async def _describe(broker: BrokerServices, name: str | None, topic_id: uuid.UUI
         created = await broker.append_thread.run(broker.admin.auto_create_topic, name)
     except AdminError as exc:
         if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and (existing := broker.metadata.get(name)):
-            return topic_response(broker, existing, include_ops, listener)  # a concurrent request created it
+            return topic_response(ctx, broker, existing, include_ops)  # a concurrent request created it
         return error_topic(exc.error_code, name)
-    return topic_response(broker, created, include_ops, listener)
+    return topic_response(ctx, broker, created, include_ops)

@@ -29,7 +29,9 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize, authorized_names
 from protocol import compression
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.legacy_record import message_set_magic
 from protocol.messages.produce import (
@@ -94,6 +96,9 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ProduceRequest
     if version < 3:
         return _handle_legacy(ctx, broker, request)
     by_topic_id = version >= 13
+    denied = None if broker.authorizer is None else _unauthorized(ctx, broker, request, by_topic_id)
+    if denied is TRANSACTIONAL_ID_DENIED:
+        return _all_failed(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     acks = request.acks
     responses: list[TopicProduceResponse] = []
     appends: list[tuple[str, int, memoryview | bytearray]] = []
@@ -113,6 +118,8 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ProduceRequest
                 entry = _partition_error(data.index, ErrorCode.INVALID_REQUIRED_ACKS)
             elif name is None:
                 entry = _partition_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID)
+            elif denied and name in denied:
+                entry = _partition_error(data.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             # A decoded request's records are a memoryview of its frame; the field's type is what encoders accept.
             elif (problem := _check_one_batch(data.records, version)) is not None:  # type: ignore[arg-type]
                 entry = _partition_error(data.index, *problem)
@@ -145,6 +152,9 @@ def _handle_legacy(ctx: RequestContext, broker: BrokerServices, request: Produce
     checked as in v3+ (Kafka's validator also takes one batch only), with zstd
     refused below v7 as KIP-110 states for every older version.
     """
+    denied = None if broker.authorizer is None else _unauthorized(ctx, broker, request, False)
+    if denied is TRANSACTIONAL_ID_DENIED:
+        return _all_failed(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     acks = request.acks
     responses: list[TopicProduceResponse] = []
     appends: list[tuple[str, int, memoryview | bytearray]] = []
@@ -153,6 +163,10 @@ def _handle_legacy(ctx: RequestContext, broker: BrokerServices, request: Produce
     for topic_data in request.topic_data:
         entries: list[PartitionProduceResponse] = []
         responses.append(TopicProduceResponse(name=topic_data.name, partition_responses=entries))
+        if denied and topic_data.name in denied:
+            entries.extend(_partition_error(d.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                           for d in topic_data.partition_data)
+            continue
         for data in topic_data.partition_data:
             # A decoded request's records are a memoryview of its frame (or None: no message at all).
             records: memoryview | bytearray = bytearray() if data.records is None else data.records  # type: ignore[assignment]
@@ -173,6 +187,32 @@ def _handle_legacy(ctx: RequestContext, broker: BrokerServices, request: Produce
             return _answer_later(ctx, broker, results, acks, responses, slots, appends, False)
         _fill_results(broker, slots, appends, results, False)
     return _response(ctx, acks, responses)
+
+
+#: _unauthorized's answer when the producer may not write for its transactional id.
+TRANSACTIONAL_ID_DENIED: frozenset[str] = frozenset({"\0transactional-id"})
+
+
+def _unauthorized(ctx: RequestContext, broker: BrokerServices, request: ProduceRequest,
+                  by_topic_id: bool) -> frozenset[str]:
+    """The topics the producer may not WRITE to; TRANSACTIONAL_ID_DENIED when a transactional produce
+    lacks WRITE on its transactional id (Kafka then fails every partition)."""
+    tid = request.transactional_id
+    if tid is not None and not authorize(ctx, broker, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        return TRANSACTIONAL_ID_DENIED
+    if by_topic_id:
+        names = [meta.name for t in request.topic_data if (meta := broker.metadata.by_id(t.topic_id)) is not None]
+    else:
+        names = [t.name for t in request.topic_data]
+    allowed = authorized_names(ctx, broker, AclOperation.WRITE, ResourceType.TOPIC, names)
+    return frozenset(name for name in names if name not in allowed)
+
+
+def _all_failed(ctx: RequestContext, request: ProduceRequest, code: ErrorCode) -> ProduceResponse | None:
+    responses = [TopicProduceResponse(name=t.name, topic_id=t.topic_id,
+                                      partition_responses=[_partition_error(d.index, code) for d in t.partition_data])
+                 for t in request.topic_data]
+    return _response(ctx, request.acks, responses)
 
 
 async def _answer_later(ctx: RequestContext, broker: BrokerServices, pending: Awaitable[list[PartitionAppendResult]],

@@ -3,6 +3,8 @@ admin (a super user), alice and bob; and connections authenticated as each."""
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +32,18 @@ def plain_jaas() -> str:
 class AclBroker:
     broker: BrokerProcess
     sasl_port: int
+
+    def wait_ready(self, timeout_s: float = 10.0) -> AclBroker:
+        """The broker is reported up once its PLAINTEXT port accepts; the SASL one may open just after."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                socket.create_connection((HOST, self.sasl_port), timeout=1).close()
+                return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     @property
     def sasl_bootstrap(self) -> str:

@@ -23,7 +23,7 @@ TOPIC, LITERAL, PREFIXED = ResourceType.TOPIC, PatternType.LITERAL, PatternType.
 def acls() -> Iterator[AclBroker]:
     broker, sasl = acl_broker_process()
     with broker:
-        yield AclBroker(broker, sasl)
+        yield AclBroker(broker, sasl).wait_ready()
 
 
 def _creation(name: str, pattern: PatternType = LITERAL, principal: str = "User:alice",
@@ -145,6 +145,7 @@ def test_acls_survive_a_restart(acls: AclBroker) -> None:
     with acls.connect("admin") as admin:
         admin.request(CreateAclsRequest(creations=[_creation("kept-", PREFIXED, operation=AclOperation.WRITE)]))
     acls.broker.restart()
+    acls.wait_ready()
     with acls.connect("admin") as admin:
         described = admin.request(_describe("kept-", PREFIXED))
         assert isinstance(described, DescribeAclsResponse)
