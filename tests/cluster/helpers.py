@@ -227,3 +227,17 @@ def replicas_identical(cluster: Cluster, topic: str, partition: int, replicas: I
     """Every replica's log holds the same batches (offsets and CRCs, in order)."""
     logs = [log_batches(partition_dir(cluster, b, topic, partition)) for b in replicas]
     return all(log == logs[0] for log in logs[1:])
+
+
+def assert_replicates_two_ways(cluster: Cluster, prefix: str, records: int) -> None:
+    """An RF-2 topic on brokers 1 and 2 takes ``records`` acks=all writes, keeps both replicas in
+    its ISR with identical logs, and reads back whole: replication works over whatever the
+    cluster's inter-broker listener is."""
+    topic = unique(prefix)
+    create_topic(cluster, topic, partitions=1, replication_factor=2)
+    outcome = produce_confluent(cluster.bootstrap, topic, range(records), acks="all", value_size=1000)
+    assert not outcome.failed, sorted(outcome.failed.values())[:3]
+    assert len(outcome.acked) == records
+    assert sorted(isr_in_zookeeper(cluster, topic, 0)) == [1, 2]
+    cluster.wait_for(lambda: replicas_identical(cluster, topic, 0, [1, 2]), 30.0, "both replicas' logs equal")
+    assert len(consume_confluent(cluster.bootstrap, topic, 1, records)) == records

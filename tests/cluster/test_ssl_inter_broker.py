@@ -14,14 +14,7 @@ from pathlib import Path
 
 from testing.cluster import Cluster
 from testing.tls import TlsCertificates
-from tests.cluster.helpers import (
-    consume_confluent,
-    create_topic,
-    isr_in_zookeeper,
-    produce_confluent,
-    replicas_identical,
-    unique,
-)
+from tests.cluster.helpers import assert_replicates_two_ways
 
 RECORDS = 2000
 
@@ -40,13 +33,6 @@ def test_rf2_topic_replicates_over_the_ssl_inter_broker_listener(tmp_path: Path)
             assert not ssl_endpoint.endswith(":0"), registration  # the bound port
             assert registration["listener_security_protocol_map"]["SSL"] == "SSL"
 
-        topic = unique("tls-replicated")
-        create_topic(cluster, topic, partitions=1, replication_factor=2)
-        outcome = produce_confluent(cluster.bootstrap, topic, range(RECORDS), acks="all", value_size=1000)
-        assert not outcome.failed, sorted(outcome.failed.values())[:3]
-        assert len(outcome.acked) == RECORDS
-        assert sorted(isr_in_zookeeper(cluster, topic, 0)) == [1, 2]
-        cluster.wait_for(lambda: replicas_identical(cluster, topic, 0, [1, 2]), 30.0, "both replicas' logs equal")
-        assert len(consume_confluent(cluster.bootstrap, topic, 1, RECORDS)) == RECORDS
+        assert_replicates_two_ways(cluster, "tls-replicated", RECORDS)
         logs = cluster.log_tails()
         assert "authentication failed" not in logs and "Traceback" not in logs, logs

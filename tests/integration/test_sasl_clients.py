@@ -27,6 +27,12 @@ from protocol.messages.alter_user_scram_credentials import (
 from testing.broker_process import BrokerProcess
 from testing.sockets import free_port
 from testing.tls import TlsCertificates
+from tests.integration.client_round_trips import (
+    aiokafka_round_trip,
+    confluent_round_trip,
+    create_topic,
+    kafka_python_round_trip,
+)
 
 HOST = "127.0.0.1"
 RECORDS = 100
@@ -100,59 +106,12 @@ def _confluent_config(client: SaslClient) -> dict[str, object]:
     return config
 
 
-def confluent_round_trip(client: SaslClient, topic: str, values: list[bytes]) -> list[bytes]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-
-    errors: list[str] = []
-    producer = Producer({**_confluent_config(client), "linger.ms": 5})
-    for value in values:
-        producer.produce(topic, value=value, on_delivery=lambda err, _m: err and errors.append(str(err)))
-    assert producer.flush(30) == 0 and not errors, errors
-    consumer = Consumer({**_confluent_config(client), "group.id": "pafka-tests-unused", "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + DEADLINE_S
-        while len(got) < len(values) and time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is not None:
-                assert message.error() is None, message.error()
-                got.append(message.value())
-        return got
-    finally:
-        consumer.close()
-
-
 # -- kafka-python -----------------------------------------------------------------------------
 def _kafka_python_config(client: SaslClient) -> dict[str, object]:
     return {"bootstrap_servers": client.bootstrap, "security_protocol": client.protocol,
             "sasl_mechanism": client.mechanism, "sasl_plain_username": client.username,
             "sasl_plain_password": client.password,
             "ssl_cafile": client.ca if client.protocol == "SASL_SSL" else None}
-
-
-def kafka_python_round_trip(client: SaslClient, topic: str, values: list[bytes]) -> list[bytes]:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
-    producer = KafkaProducer(**_kafka_python_config(client), linger_ms=5)
-    try:
-        for future in [producer.send(topic, value=value) for value in values]:
-            future.get(timeout=30)
-    finally:
-        producer.close()
-    consumer = KafkaConsumer(**_kafka_python_config(client), group_id=None, enable_auto_commit=False)
-    try:
-        partition = TopicPartition(topic, 0)
-        consumer.assign([partition])
-        consumer.seek_to_beginning(partition)
-        got: list[bytes] = []
-        deadline = time.monotonic() + DEADLINE_S
-        while len(got) < len(values) and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=1000).values():
-                got += [record.value for record in batch]
-        return got
-    finally:
-        consumer.close()
 
 
 # -- aiokafka ---------------------------------------------------------------------------------
@@ -167,44 +126,10 @@ def _aiokafka_settings(client: SaslClient) -> dict[str, object]:
     return settings
 
 
-def aiokafka_round_trip(client: SaslClient, topic: str, values: list[bytes]) -> list[bytes]:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
-    async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(**_aiokafka_settings(client), linger_ms=5)
-        await producer.start()
-        try:
-            await asyncio.gather(*[await producer.send(topic, value=value) for value in values])
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**_aiokafka_settings(client), group_id=None, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            partition = TopicPartition(topic, 0)
-            consumer.assign([partition])
-            await consumer.seek_to_beginning(partition)
-            got: list[bytes] = []
-            deadline = time.monotonic() + DEADLINE_S
-            while len(got) < len(values) and time.monotonic() < deadline:
-                for batch in (await consumer.getmany(timeout_ms=1000)).values():
-                    got += [record.value for record in batch]
-            return got
-        finally:
-            await consumer.stop()
-
-    return asyncio.run(run())
-
-
 ROUND_TRIPS: dict[str, Callable[[SaslClient, str, list[bytes]], list[bytes]]] = {
-    "confluent-kafka": confluent_round_trip, "kafka-python": kafka_python_round_trip,
-    "aiokafka": aiokafka_round_trip}
-
-
-def _create_topic(bootstrap: str, topic: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(timeout=30)
+    "confluent-kafka": lambda c, t, v: confluent_round_trip(_confluent_config(c), t, v, DEADLINE_S),
+    "kafka-python": lambda c, t, v: kafka_python_round_trip(_kafka_python_config(c), t, v, DEADLINE_S),
+    "aiokafka": lambda c, t, v: aiokafka_round_trip(_aiokafka_settings(c), t, v, DEADLINE_S)}
 
 
 @pytest.mark.parametrize("client", list(ROUND_TRIPS))
@@ -212,14 +137,14 @@ def _create_topic(bootstrap: str, topic: str) -> None:
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_produce_and_consume_over_sasl(listeners: Listeners, client: str, protocol: str, mechanism: str) -> None:
     topic = f"sasl-{client}-{protocol}-{mechanism}".lower()
-    _create_topic(listeners.broker.bootstrap, topic)
+    create_topic(listeners.broker.bootstrap, topic)
     values = _values(topic)
     assert ROUND_TRIPS[client](listeners.client(protocol, mechanism), topic, values) == values
 
 
 def test_kcat_over_sasl_ssl_scram(listeners: Listeners) -> None:
     topic = "sasl-kcat"
-    _create_topic(listeners.broker.bootstrap, topic)
+    create_topic(listeners.broker.bootstrap, topic)
     client = listeners.client("SASL_SSL", "SCRAM-SHA-256")
     options = ["-b", client.bootstrap, "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-256",
                "-X", f"sasl.username={client.username}", "-X", f"sasl.password={client.password}",
@@ -271,7 +196,7 @@ def test_refused_clients_do_not_hold_up_the_others(listeners: Listeners) -> None
     from confluent_kafka.admin import AdminClient
 
     topic = "sasl-under-load"
-    _create_topic(listeners.broker.bootstrap, topic)
+    create_topic(listeners.broker.bootstrap, topic)
     bad = listeners.client("SASL_SSL", "SCRAM-SHA-256", "not-bobs-password")
     stop = threading.Event()
     attempts = [0]

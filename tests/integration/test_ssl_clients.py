@@ -9,7 +9,6 @@ certificate of an untrusted CA, or not trusting the broker's CA, is refused.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +20,12 @@ import pytest
 from testing.broker_process import BrokerProcess
 from testing.sockets import free_port
 from testing.tls import TlsCertificates
+from tests.integration.client_round_trips import (
+    aiokafka_round_trip,
+    confluent_round_trip,
+    create_topic,
+    kafka_python_round_trip,
+)
 
 RECORDS = 300
 #: 300 records of 1,000 bytes: a fetch answer carries ~300 KB of one partition's records.
@@ -72,105 +77,24 @@ def _confluent_config(client: TlsClient) -> dict[str, object]:
     return config
 
 
-def confluent_round_trip(client: TlsClient, topic: str, values: list[bytes]) -> list[bytes]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-
-    errors: list[str] = []
-    producer = Producer({**_confluent_config(client), "linger.ms": 5})
-    for value in values:
-        producer.produce(topic, value=value, on_delivery=lambda err, _m: err and errors.append(str(err)))
-    assert producer.flush(30) == 0 and not errors, errors
-    consumer = Consumer({**_confluent_config(client), "group.id": "pafka-tests-unused", "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        got: list[bytes] = []
-        deadline = time.monotonic() + DEADLINE_S
-        while len(got) < len(values) and time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is not None:
-                assert message.error() is None, message.error()
-                got.append(message.value())
-        return got
-    finally:
-        consumer.close()
-
-
-# -- kafka-python -----------------------------------------------------------------------------
 def _kafka_python_config(client: TlsClient) -> dict[str, object]:
     return {"bootstrap_servers": client.bootstrap, "security_protocol": "SSL", "ssl_cafile": str(client.ca),
             "ssl_certfile": str(client.cert) if client.cert else None,
             "ssl_keyfile": str(client.key) if client.key else None}
 
 
-def kafka_python_round_trip(client: TlsClient, topic: str, values: list[bytes]) -> list[bytes]:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
-    producer = KafkaProducer(**_kafka_python_config(client), linger_ms=5)
-    try:
-        for future in [producer.send(topic, value=value) for value in values]:
-            future.get(timeout=30)
-    finally:
-        producer.close()
-    consumer = KafkaConsumer(**_kafka_python_config(client), group_id=None, enable_auto_commit=False)
-    try:
-        partition = TopicPartition(topic, 0)
-        consumer.assign([partition])
-        consumer.seek_to_beginning(partition)
-        got: list[bytes] = []
-        deadline = time.monotonic() + DEADLINE_S
-        while len(got) < len(values) and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=1000).values():
-                got += [record.value for record in batch]
-        return got
-    finally:
-        consumer.close()
-
-
-# -- aiokafka ---------------------------------------------------------------------------------
-def aiokafka_round_trip(client: TlsClient, topic: str, values: list[bytes]) -> list[bytes]:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+def _aiokafka_settings(client: TlsClient) -> dict[str, object]:
     from aiokafka.helpers import create_ssl_context
 
-    def settings() -> dict[str, object]:
-        context = create_ssl_context(cafile=str(client.ca), certfile=str(client.cert) if client.cert else None,
-                                     keyfile=str(client.key) if client.key else None)
-        return {"bootstrap_servers": client.bootstrap, "security_protocol": "SSL", "ssl_context": context}
-
-    async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(**settings(), linger_ms=5)
-        await producer.start()
-        try:
-            await asyncio.gather(*[await producer.send(topic, value=value) for value in values])
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**settings(), group_id=None, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            partition = TopicPartition(topic, 0)
-            consumer.assign([partition])
-            await consumer.seek_to_beginning(partition)
-            got: list[bytes] = []
-            deadline = time.monotonic() + DEADLINE_S
-            while len(got) < len(values) and time.monotonic() < deadline:
-                for batch in (await consumer.getmany(timeout_ms=1000)).values():
-                    got += [record.value for record in batch]
-            return got
-        finally:
-            await consumer.stop()
-
-    return asyncio.run(run())
+    context = create_ssl_context(cafile=str(client.ca), certfile=str(client.cert) if client.cert else None,
+                                 keyfile=str(client.key) if client.key else None)
+    return {"bootstrap_servers": client.bootstrap, "security_protocol": "SSL", "ssl_context": context}
 
 
 ROUND_TRIPS: dict[str, Callable[[TlsClient, str, list[bytes]], list[bytes]]] = {
-    "confluent-kafka": confluent_round_trip, "kafka-python": kafka_python_round_trip,
-    "aiokafka": aiokafka_round_trip}
-
-
-def _create_topic(bootstrap: str, topic: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(timeout=30)
+    "confluent-kafka": lambda c, t, v: confluent_round_trip(_confluent_config(c), t, v, DEADLINE_S),
+    "kafka-python": lambda c, t, v: kafka_python_round_trip(_kafka_python_config(c), t, v, DEADLINE_S),
+    "aiokafka": lambda c, t, v: aiokafka_round_trip(_aiokafka_settings(c), t, v, DEADLINE_S)}
 
 
 @pytest.mark.parametrize("client", list(ROUND_TRIPS))
@@ -182,7 +106,7 @@ def test_produce_and_consume_over_tls(listeners: Listeners, client: str, listene
     else:
         tls = TlsClient(listeners.mtls, certs.ca, certs.client_cert, certs.client_key)
     topic = f"tls-{client}-{listener}".lower()
-    _create_topic(listeners.broker.bootstrap, topic)  # over PLAINTEXT, beside the TLS listeners
+    create_topic(listeners.broker.bootstrap, topic)  # over PLAINTEXT, beside the TLS listeners
     values = _values(topic)
     assert ROUND_TRIPS[client](tls, topic, values) == values
     # What arrived over TLS reads the same over PLAINTEXT.
