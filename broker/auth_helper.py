@@ -48,3 +48,12 @@ def authorize_by_resource_type(ctx: RequestContext, broker: BrokerServices, oper
     authorizer = broker.authorizer
     return authorizer is None or authorizer.authorize_by_resource_type(ctx.principal, ctx.connection.client_host,
                                                                        operation, resource_type)
+
+
+def authorize_group(ctx: RequestContext, broker: BrokerServices, operation: AclOperation, group_id: str) -> bool:
+    return authorize(ctx, broker, operation, ResourceType.GROUP, group_id)
+
+
+def authorize_transactional_id(ctx: RequestContext, broker: BrokerServices, operation: AclOperation,
+                               transactional_id: str) -> bool:
+    return authorize(ctx, broker, operation, ResourceType.TRANSACTIONAL_ID, transactional_id)

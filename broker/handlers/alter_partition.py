@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster
+from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 
@@ -24,6 +26,8 @@ CLUSTER_ONLY = True
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: AlterPartitionRequest) -> AlterPartitionResponse:
     assert broker.cluster is not None
+    if not authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION):
+        return AlterPartitionResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = broker.cluster.controller
     if controller is None or not controller.is_active:
         return AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER)

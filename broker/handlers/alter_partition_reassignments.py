@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster
+from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
@@ -33,6 +35,9 @@ CLUSTER_ONLY = True
 async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
     assert broker.cluster is not None
+    if not authorize_cluster(ctx, broker, AclOperation.ALTER):
+        return AlterPartitionReassignmentsResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Cluster authorization failed.")
     controller = broker.cluster.controller
     if controller is None or not controller.is_active:
         return AlterPartitionReassignmentsResponse(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster
+from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.controlled_shutdown import (
     ControlledShutdownRequest,
@@ -32,6 +34,8 @@ BROKER_EPOCH_VERSION = 2
 async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: ControlledShutdownRequest) -> ControlledShutdownResponse:
     assert broker.cluster is not None
+    if not authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION):
+        return ControlledShutdownResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = broker.cluster.controller
     if controller is None or not controller.is_active:
         return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER)

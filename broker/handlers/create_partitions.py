@@ -14,6 +14,8 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
+from broker.auth_helper import authorized_names
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.create_partitions import (
     CreatePartitionsRequest,
@@ -83,7 +85,17 @@ async def _create_in_cluster(broker: BrokerServices, request: CreatePartitionsRe
 
 async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    denied: list[CreatePartitionsTopicResult] = []
+    if broker.authorizer is not None:
+        names = [t.name for t in request.topics]
+        alterable = authorized_names(ctx, broker, AclOperation.ALTER, ResourceType.TOPIC, names)
+        # a duplicate is INVALID_REQUEST whoever asks, as in Kafka
+        refused = {n for n in names if n not in alterable and names.count(n) == 1}
+        denied = [CreatePartitionsTopicResult(name=n, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                              error_message="Authorization failed.") for n in names if n in refused]
+        request.topics = [t for t in request.topics if t.name not in refused]
     if broker.cluster is not None:
-        return CreatePartitionsResponse(throttle_time_ms=0, results=await _create_in_cluster(broker, request))
-    results = await broker.append_thread.run(_create_all, broker, request)
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+        results = await _create_in_cluster(broker, request)
+    else:
+        results = await broker.append_thread.run(_create_all, broker, request)
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results + denied)

@@ -16,7 +16,9 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
+from broker.auth_helper import authorize_cluster, authorized_names
 from broker.config.topic_config import topic_config_entries
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.create_topics import (
     CreatableTopic,
@@ -117,8 +119,37 @@ async def _create_in_cluster(broker: BrokerServices, request: CreateTopicsReques
     return results
 
 
+def _authorize(ctx: RequestContext, broker: BrokerServices, request: CreateTopicsRequest
+               ) -> tuple[list[CreatableTopicResult], set[str]]:
+    """Kafka's rule: CREATE on the cluster, else on each topic (TOPIC_AUTHORIZATION_FAILED); duplicates stay
+    INVALID_REQUEST whoever asks. Takes the refused topics out of ``request``; answers them and the names whose
+    configs may be returned (DESCRIBE_CONFIGS)."""
+    names = [t.name for t in request.topics]
+    creatable = (set(names) if authorize_cluster(ctx, broker, AclOperation.CREATE)
+                 else authorized_names(ctx, broker, AclOperation.CREATE, ResourceType.TOPIC, names))
+    refused = {n for n in names if n not in creatable and names.count(n) == 1}
+    request.topics = [t for t in request.topics if t.name not in refused]
+    denied = [CreatableTopicResult(name=n, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                   error_message="Authorization failed.", num_partitions=-1, replication_factor=-1,
+                                   topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+              for n in names if n in refused]
+    return denied, authorized_names(ctx, broker, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, creatable)
+
+
 async def handle(ctx: RequestContext, broker: BrokerServices, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    denied: list[CreatableTopicResult] = []
+    describable: set[str] | None = None
+    if broker.authorizer is not None:
+        denied, describable = _authorize(ctx, broker, request)
     if broker.cluster is not None:
-        return CreateTopicsResponse(throttle_time_ms=0, topics=await _create_in_cluster(broker, request))
-    results = await broker.append_thread.run(_create_all, broker, request)
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+        results = await _create_in_cluster(broker, request)
+    else:
+        results = await broker.append_thread.run(_create_all, broker, request)
+    if describable is not None:
+        for result in results:
+            if result.name not in describable:
+                # created, but its configs and layout are not this client's to see
+                result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                result.num_partitions = result.replication_factor = -1
+                result.configs = []
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results + denied)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorized_names
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.delete_groups import DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse
 
@@ -25,7 +27,10 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: DeleteGro
             future.set_result(result)
 
     names = list(dict.fromkeys(request.groups_names))
-    broker.group_coordinator.handle_delete_groups(names, done)
-    errors = await future
+    deletable = authorized_names(ctx, broker, AclOperation.DELETE, ResourceType.GROUP, names)
+    errors = {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in names if g not in deletable}
+    if deletable:
+        broker.group_coordinator.handle_delete_groups([g for g in names if g in deletable], done)
+        errors.update(await future)
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         DeletableGroupResult(group_id=g, error_code=errors[g]) for g in names])

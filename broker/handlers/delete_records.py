@@ -13,6 +13,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorized_names
+from protocol.acl_types import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.messages.delete_records import (
     DeleteRecordsPartitionResult,
     DeleteRecordsRequest,
@@ -34,13 +37,16 @@ HIGH_WATERMARK = -1
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: DeleteRecordsRequest
                  ) -> DeleteRecordsResponse:
-    offsets = [((topic.name, p.partition_index), p.offset) for topic in request.topics for p in topic.partitions]
+    deletable = authorized_names(ctx, broker, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics))
+    offsets = [((topic.name, p.partition_index), p.offset) for topic in request.topics if topic.name in deletable
+               for p in topic.partitions]
     results = iter(await broker.replica_manager.delete_records(offsets))
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            code, low_watermark = next(results)
+            code, low_watermark = (next(results) if topic.name in deletable
+                                   else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1))
             partitions.append(DeleteRecordsPartitionResult(partition_index=p.partition_index,
                                                            low_watermark=low_watermark, error_code=code))
         topics.append(DeleteRecordsTopicResult(name=topic.name, partitions=partitions))

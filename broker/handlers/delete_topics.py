@@ -15,6 +15,8 @@ import uuid
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
+from broker.auth_helper import authorized_names
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse
 
@@ -111,20 +113,42 @@ async def _delete_in_cluster(broker: BrokerServices, wanted: list[tuple[str | No
     return results
 
 
+def _authorize(ctx: RequestContext, broker: BrokerServices, wanted: list[tuple[str | None, uuid.UUID]]
+               ) -> tuple[list[DeletableTopicResult], list[tuple[str | None, uuid.UUID]]]:
+    """DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED; a topic named by id needs DESCRIBE for its
+    name to be reported (Kafka). Duplicates and malformed entries are left to the checks after."""
+    resolved = {i: known.name for n, i in wanted if n is None and (known := broker.metadata.by_id(i)) is not None}
+    names = [n for n, _ in wanted if n is not None] + list(resolved.values())
+    deletable = authorized_names(ctx, broker, AclOperation.DELETE, ResourceType.TOPIC, names)
+    described = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TOPIC, resolved.values())
+    denied, kept = [], []
+    for name, topic_id in wanted:
+        target = name if name is not None else resolved.get(topic_id)
+        if target is None or target in deletable or names.count(target) > 1:
+            kept.append((name, topic_id))
+        else:
+            shown = name if name is not None or target in described else None
+            denied.append(_result(shown, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
+    return denied, kept
+
+
 async def handle(ctx: RequestContext, broker: BrokerServices, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     version = ctx.api_version
     if version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    denied: list[DeletableTopicResult] = []
+    if broker.authorizer is not None:
+        denied, wanted = _authorize(ctx, broker, wanted)
     if broker.cluster is not None:
         # Offsets of the deleted topics go when the controller's UpdateMetadata removes them.
         return DeleteTopicsResponse(throttle_time_ms=0, responses=await _delete_in_cluster(
-            broker, wanted, version, request.timeout_ms))
+            broker, wanted, version, request.timeout_ms) + denied)
     results = await broker.append_thread.run(_delete_all, broker, wanted, version)
     deleted = {r.name for r in results if r.error_code == ErrorCode.NO_ERROR and r.name}
     if deleted:
         # Committed offsets on a deleted topic go too (tombstones), so a topic
         # re-created under the same name starts without stale positions.
         broker.group_coordinator.handle_deleted_topics(deleted)
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results + denied)

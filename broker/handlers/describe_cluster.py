@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
+from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, cluster_authorized_operations
 from broker.handlers.metadata import brokers
 from protocol.errors import ErrorCode
 from protocol.messages.describe_cluster import (
@@ -36,7 +36,7 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: DescribeCluster
     response = DescribeClusterResponse(
         throttle_time_ms=0, error_code=ErrorCode.NO_ERROR, error_message=None, endpoint_type=endpoint_type,
         cluster_id=broker.cluster_id, controller_id=broker.cluster_view.controller_id(), brokers=[],
-        cluster_authorized_operations=(CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
+        cluster_authorized_operations=(cluster_authorized_operations(ctx, broker) if request.include_cluster_authorized_operations
                                        else AUTHORIZED_OPERATIONS_OMITTED),
     )
     if endpoint_type == ENDPOINT_TYPE_CONTROLLER:

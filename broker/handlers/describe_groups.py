@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED
+from broker.auth_helper import authorize_group
+from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, authorized_operations
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.describe_groups import (
     DescribedGroup,
@@ -25,12 +27,14 @@ API_KEY = 15
 MIN_VERSION = 0
 MAX_VERSION = 6
 
-#: AclOperation codes a group supports: READ 3, DELETE 6, DESCRIBE 8.
-GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 
-
-def _describe(version: int, broker: BrokerServices, group_id: str, include_ops: bool) -> DescribedGroup:
-    ops = GROUP_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+def _describe(ctx: RequestContext, broker: BrokerServices, group_id: str, include_ops: bool) -> DescribedGroup:
+    if not authorize_group(ctx, broker, AclOperation.DESCRIBE, group_id):
+        return DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",
+                              protocol_type="", protocol_data="", authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+    version = ctx.api_version
+    ops = (authorized_operations(ctx, broker, ResourceType.GROUP, group_id) if include_ops
+           else AUTHORIZED_OPERATIONS_OMITTED)
     error, summary = broker.group_coordinator.handle_describe_group(group_id)
     if error != ErrorCode.NO_ERROR:
         return DescribedGroup(error_code=error, group_id=group_id, authorized_operations=ops)
@@ -51,4 +55,4 @@ def _describe(version: int, broker: BrokerServices, group_id: str, include_ops: 
 def handle(ctx: RequestContext, broker: BrokerServices, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     include_ops = ctx.api_version >= 3 and request.include_authorized_operations
     return DescribeGroupsResponse(throttle_time_ms=0, groups=[
-        _describe(ctx.api_version, broker, group_id, include_ops) for group_id in request.groups])
+        _describe(ctx, broker, group_id, include_ops) for group_id in request.groups])

@@ -11,6 +11,8 @@ import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster
+from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.describe_log_dirs import (
     DescribeLogDirsPartition,
@@ -53,5 +55,9 @@ def _dir_result(described: LogDirDescription) -> DescribeLogDirsResult:
 
 
 def handle(ctx: RequestContext, broker: BrokerServices, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    if not authorize_cluster(ctx, broker, AclOperation.DESCRIBE):
+        # v3+ carries the top-level error (KIP-784); older clients just see no log dirs
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                       results=[])
     results = [_dir_result(d) for d in broker.replica_manager.describe_log_dirs(_wanted(request))]
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.NO_ERROR, results=results)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorized_names
+from protocol.acl_types import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.messages.describe_producers import (
     DescribeProducersRequest,
     DescribeProducersResponse,
@@ -37,8 +40,11 @@ def _producers(broker: BrokerServices, topic: str, index: int) -> PartitionRespo
 
 
 def handle(ctx: RequestContext, broker: BrokerServices, request: DescribeProducersRequest) -> DescribeProducersResponse:
+    readable = authorized_names(ctx, broker, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     return DescribeProducersResponse(
         throttle_time_ms=0,
-        topics=[TopicResponse(name=t.name, partitions=[_producers(broker, t.name, i) for i in t.partition_indexes])
-                for t in request.topics],
+        topics=[TopicResponse(name=t.name, partitions=[
+            _producers(broker, t.name, i) if t.name in readable else PartitionResponse(
+                partition_index=i, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None)
+            for i in t.partition_indexes]) for t in request.topics],
     )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster
+from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
@@ -26,6 +28,10 @@ MAX_VERSION = 0
 
 def handle(ctx: RequestContext, broker: BrokerServices,
            request: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
+    if not authorize_cluster(ctx, broker, AclOperation.DESCRIBE):
+        return DescribeUserScramCredentialsResponse(throttle_time_ms=0,
+                                                    error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                    error_message="Cluster authorization failed.", results=[])
     users = None if request.users is None else [user.name for user in request.users]
     return DescribeUserScramCredentialsResponse(throttle_time_ms=0, error_code=ErrorCode.NO_ERROR, error_message=None,
                                                 results=broker.scram_credentials.describe(users))

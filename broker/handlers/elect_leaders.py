@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster
+from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.elect_leaders import (
     ElectLeadersRequest,
@@ -46,6 +48,10 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: ElectLead
     election_type = request.election_type if ctx.api_version >= 1 else PREFERRED
     partitions = (None if request.topic_partitions is None
                   else [(t.topic, p) for t in request.topic_partitions for p in t.partitions])
+    if not authorize_cluster(ctx, broker, AclOperation.ALTER):
+        return ElectLeadersResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                    replica_election_results=_results(dict.fromkeys(
+                                        partitions or [], (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None))))
     controller = broker.cluster.controller
     if controller is None or not controller.is_active:
         if partitions is None:

@@ -14,8 +14,10 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
+from broker.auth_helper import authorized_names
 from broker.handlers.metadata import advertised_endpoint
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import Coordinator, FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.request_constants import CoordinatorType
@@ -94,20 +96,39 @@ def _find(broker: BrokerServices, key: str, key_type: int, listener: str) -> Coo
                        error_message=None)
 
 
+def _refused(ctx: RequestContext, broker: BrokerServices, key_type: int, keys: list[str]) -> dict[str, ErrorCode]:
+    """Kafka's rule: DESCRIBE on the group, or on the transactional id, for each key."""
+    if broker.authorizer is None:
+        return {}
+    if key_type == CoordinatorType.GROUP:
+        allowed = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.GROUP, keys)
+        return {k: ErrorCode.GROUP_AUTHORIZATION_FAILED for k in keys if k not in allowed}
+    if key_type == CoordinatorType.TRANSACTION:
+        allowed = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, keys)
+        return {k: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for k in keys if k not in allowed}
+    return {}
+
+
 async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     version = ctx.api_version
     key_type = request.key_type if version >= 1 else CoordinatorType.GROUP
     keys = request.coordinator_keys if version >= 4 else [request.key]
-    if key_type == CoordinatorType.GROUP and keys:
+    refused = _refused(ctx, broker, key_type, keys)
+    if len(refused) == len(keys):
+        error = ErrorCode.NO_ERROR  # nothing to find: no internal topic is created for a refused client
+    elif key_type == CoordinatorType.GROUP:
         error = await ensure_offsets_topic(broker)
-    elif key_type == CoordinatorType.TRANSACTION and keys:
+    elif key_type == CoordinatorType.TRANSACTION:
         error = await ensure_internal_topic(broker, TRANSACTION_STATE_TOPIC_NAME)
     else:
         error = ErrorCode.NO_ERROR
     results = []
     for key in keys:
-        if error != ErrorCode.NO_ERROR:
+        if key in refused:
+            results.append(Coordinator(key=key, node_id=-1, host="", port=-1, error_code=refused[key],
+                                       error_message=None))
+        elif error != ErrorCode.NO_ERROR:
             results.append(Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error,
                                        error_message="The coordinator is not available."))
         else:

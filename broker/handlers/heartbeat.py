@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_group
+from protocol.acl_types import AclOperation
+from protocol.errors import ErrorCode
 from protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 
 if TYPE_CHECKING:
@@ -16,6 +19,8 @@ MAX_VERSION = 4
 
 
 def handle(ctx: RequestContext, broker: BrokerServices, request: HeartbeatRequest) -> HeartbeatResponse:
+    if not authorize_group(ctx, broker, AclOperation.READ, request.group_id):
+        return HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     error = broker.group_coordinator.handle_heartbeat(
         request.group_id, request.member_id, request.group_instance_id if ctx.api_version >= 3 else None,
         request.generation_id)

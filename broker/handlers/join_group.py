@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_group
 from coordinator.group.group_metadata import JoinGroupResult
+from protocol.acl_types import AclOperation
+from protocol.errors import ErrorCode
 from protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
 
 if TYPE_CHECKING:
@@ -42,6 +45,10 @@ def build_response(version: int, result: JoinGroupResult) -> JoinGroupResponse:
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
+    if not authorize_group(ctx, broker, AclOperation.READ, request.group_id):
+        return JoinGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+                                 protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
+                                 skip_assignment=False, member_id=request.member_id, members=[])
     future: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
 
     def done(result: JoinGroupResult) -> None:

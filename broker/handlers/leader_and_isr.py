@@ -14,6 +14,9 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster
+from protocol.acl_types import AclOperation
+from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import (
     LeaderAndIsrPartitionError,
     LeaderAndIsrRequest,
@@ -91,7 +94,8 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: LeaderAnd
     assert broker.cluster is not None
     version = ctx.api_version
     request = normalize(request, version)
-    error = broker.cluster.check_broker_epoch(request.broker_epoch)
+    error = (broker.cluster.check_broker_epoch(request.broker_epoch) if authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION)
+             else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if error:
         response = error_response(request, error)
     else:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_group
+from protocol.acl_types import AclOperation
+from protocol.errors import ErrorCode
 from protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
 
 if TYPE_CHECKING:
@@ -16,6 +19,8 @@ MAX_VERSION = 5
 
 
 def handle(ctx: RequestContext, broker: BrokerServices, request: LeaveGroupRequest) -> LeaveGroupResponse:
+    if not authorize_group(ctx, broker, AclOperation.READ, request.group_id):
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if ctx.api_version < 3:
         error, errors = broker.group_coordinator.handle_leave_group(request.group_id, [(request.member_id, None)])
         # v0-v2 carry one member; its error is the response's.

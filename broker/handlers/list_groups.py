@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster, authorized_names
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
 
 if TYPE_CHECKING:
@@ -25,6 +27,10 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ListGroupsReque
     error, groups = broker.group_coordinator.handle_list_groups(states)
     if types and CLASSIC_GROUP_TYPE not in types:
         groups = []
+    if not authorize_cluster(ctx, broker, AclOperation.DESCRIBE):
+        described = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.GROUP,
+                                     (g.group_id for g in groups))
+        groups = [g for g in groups if g.group_id in described]
     return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
         ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=str(g.state),
                     group_type=CLASSIC_GROUP_TYPE)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorized_names
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
@@ -55,8 +57,21 @@ def _handle_v0(broker: BrokerServices, request: ListOffsetsRequest) -> ListOffse
 
 
 def handle(ctx: RequestContext, broker: BrokerServices, request: ListOffsetsRequest) -> ListOffsetsResponse:
-    if ctx.api_version == 0:
-        return _handle_v0(broker, request)
+    denied: list[ListOffsetsTopicResponse] = []
+    if broker.authorizer is not None:
+        described = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                     (t.name for t in request.topics))
+        denied = [ListOffsetsTopicResponse(name=t.name, partitions=[
+            ListOffsetsPartitionResponse(partition_index=p.partition_index,
+                                         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            for p in t.partitions]) for t in request.topics if t.name not in described]
+        request.topics = [t for t in request.topics if t.name in described]
+    response = _handle_v0(broker, request) if ctx.api_version == 0 else _handle(ctx, broker, request)
+    response.topics.extend(denied)
+    return response
+
+
+def _handle(ctx: RequestContext, broker: BrokerServices, request: ListOffsetsRequest) -> ListOffsetsResponse:
     from_replica = request.replica_id >= 0
     topics = []
     for topic in request.topics:

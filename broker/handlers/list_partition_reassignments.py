@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster
+from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
@@ -27,6 +29,9 @@ CLUSTER_ONLY = True
 async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
     assert broker.cluster is not None
+    if not authorize_cluster(ctx, broker, AclOperation.DESCRIBE):
+        return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                  error_message="Cluster authorization failed.")
     controller = broker.cluster.controller
     partitions = (None if request.topics is None
                   else [(t.name, p) for t in request.topics for p in t.partition_indexes])

@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_group, authorized_names
 from coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.offset_commit import (
     OffsetCommitRequest,
@@ -49,6 +51,11 @@ COMMIT_TIMESTAMP_VERSION = 1
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: OffsetCommitRequest) -> OffsetCommitResponse:
     version = ctx.api_version
+    if not authorize_group(ctx, broker, AclOperation.READ, request.group_id):
+        return OffsetCommitResponse(throttle_time_ms=0, topics=[OffsetCommitResponseTopic(
+            name=t.name, topic_id=t.topic_id, partitions=[OffsetCommitResponsePartition(
+                partition_index=p.partition_index, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                for p in t.partitions]) for t in request.topics])
     coordinator = broker.group_coordinator
     now = coordinator.scheduler.now_ms()
     retention = request.retention_time_ms if version <= 4 else DEFAULT_RETENTION_TIME
@@ -60,9 +67,16 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: OffsetCom
         meta = broker.metadata.by_id(topic.topic_id) if version >= 10 else broker.metadata.get(topic.name)
         name = meta.name if meta is not None else (None if version >= 10 else topic.name)
         names.append((topic, name))
+    readable = authorized_names(ctx, broker, AclOperation.READ, ResourceType.TOPIC,
+                                (name for _, name in names if name is not None))
+    for topic, name in names:
+        meta = broker.metadata.get(name) if name is not None else None
         unknown = ErrorCode.UNKNOWN_TOPIC_ID if version >= 10 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         for p in topic.partitions:
             tp = (name or str(topic.topic_id), p.partition_index)
+            if name is not None and name not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if meta is None or not 0 <= p.partition_index < meta.partition_count:
                 errors[tp] = unknown
                 continue

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_group, authorized_names
 from coordinator.group.group_metadata import TopicPartition
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.offset_delete import (
     OffsetDeleteRequest,
@@ -24,13 +26,18 @@ MAX_VERSION = 0
 
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    if not authorize_group(ctx, broker, AclOperation.READ, request.group_id):
+        return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
     errors: dict[TopicPartition, ErrorCode] = {}
     partitions: list[TopicPartition] = []
+    readable = authorized_names(ctx, broker, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     for topic in request.topics:
         meta = broker.metadata.get(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if meta is None or not 0 <= p.partition_index < meta.partition_count:
+            if topic.name not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif meta is None or not 0 <= p.partition_index < meta.partition_count:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 partitions.append(tp)

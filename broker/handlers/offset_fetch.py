@@ -17,7 +17,9 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, TypedDict
 
+from broker.auth_helper import authorize_group, authorized_names
 from coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.offset_fetch import (
     OffsetFetchRequest,
@@ -45,9 +47,13 @@ NO_METADATA = ""
 _Fetched = tuple[int, OffsetAndMetadata | None, ErrorCode]
 
 
-def _fetch_group(broker: BrokerServices, group_id: str, require_stable: bool,
+def _fetch_group(ctx: RequestContext, broker: BrokerServices, group_id: str, require_stable: bool,
                  wanted: list[tuple[str, list[int]]] | None
                  ) -> tuple[ErrorCode, list[tuple[str, list[_Fetched]]]]:
+    """Needs DESCRIBE on the group; a named topic without DESCRIBE answers TOPIC_AUTHORIZATION_FAILED, and one
+    left out of an all-topics fetch is not reported."""
+    if not authorize_group(ctx, broker, AclOperation.DESCRIBE, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     partitions: list[TopicPartition] | None = None
     if wanted is not None:
         partitions = [(t, p) for t, indexes in wanted for p in indexes]
@@ -56,14 +62,19 @@ def _fetch_group(broker: BrokerServices, group_id: str, require_stable: bool,
         return error, []
     by_topic: dict[str, list[_Fetched]] = {}
     if wanted is not None:
+        described = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in wanted))
         for topic, indexes in wanted:
             by_topic.setdefault(topic, []).extend(
+                (p, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED) if topic not in described else
                 (p, offsets.get((topic, p)),
                  ErrorCode.UNSTABLE_OFFSET_COMMIT if (topic, p) in unstable else ErrorCode.NO_ERROR)
                 for p in indexes)
     else:
+        described = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                     (t for t, _ in offsets))
         for (topic, p), om in sorted(offsets.items()):
-            by_topic.setdefault(topic, []).append((p, om, ErrorCode.NO_ERROR))
+            if topic in described:
+                by_topic.setdefault(topic, []).append((p, om, ErrorCode.NO_ERROR))
     return ErrorCode.NO_ERROR, list(by_topic.items())
 
 
@@ -81,9 +92,9 @@ def _values(om: OffsetAndMetadata | None) -> _Committed:
     return {"committed_offset": om.offset, "committed_leader_epoch": om.leader_epoch, "metadata": om.metadata}
 
 
-def _handle_single(version: int, broker: BrokerServices, request: OffsetFetchRequest) -> OffsetFetchResponse:
+def _handle_single(ctx: RequestContext, version: int, broker: BrokerServices, request: OffsetFetchRequest) -> OffsetFetchResponse:
     wanted = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
-    error, topics = _fetch_group(broker, request.group_id, request.require_stable if version >= 7 else False, wanted)
+    error, topics = _fetch_group(ctx, broker, request.group_id, request.require_stable if version >= 7 else False, wanted)
     if error != ErrorCode.NO_ERROR and version < 2:
         # v1 has no top-level error: every requested partition carries it.
         return OffsetFetchResponse(throttle_time_ms=0, topics=[
@@ -98,7 +109,7 @@ def _handle_single(version: int, broker: BrokerServices, request: OffsetFetchReq
         for name, parts in topics])
 
 
-def _handle_batched(version: int, broker: BrokerServices, request: OffsetFetchRequest) -> OffsetFetchResponse:
+def _handle_batched(ctx: RequestContext, version: int, broker: BrokerServices, request: OffsetFetchRequest) -> OffsetFetchResponse:
     by_id = version >= 10
     groups = []
     for group in request.groups:
@@ -115,7 +126,7 @@ def _handle_batched(version: int, broker: BrokerServices, request: OffsetFetchRe
                         continue
                     name = meta.name
                 wanted.append((name, list(t.partition_indexes)))
-        error, topics = _fetch_group(broker, group.group_id, request.require_stable, wanted)
+        error, topics = _fetch_group(ctx, broker, group.group_id, request.require_stable, wanted)
         response_topics = []
         for name, parts in topics:
             meta = broker.metadata.get(name) if by_id else None
@@ -136,5 +147,5 @@ def _handle_batched(version: int, broker: BrokerServices, request: OffsetFetchRe
 
 def handle(ctx: RequestContext, broker: BrokerServices, request: OffsetFetchRequest) -> OffsetFetchResponse:
     if ctx.api_version >= 8:
-        return _handle_batched(ctx.api_version, broker, request)
-    return _handle_single(ctx.api_version, broker, request)
+        return _handle_batched(ctx, ctx.api_version, broker, request)
+    return _handle_single(ctx, ctx.api_version, broker, request)

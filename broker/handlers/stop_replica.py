@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster
+from protocol.acl_types import AclOperation
+from protocol.errors import ErrorCode
 from protocol.messages.stop_replica import (
     StopReplicaPartitionError,
     StopReplicaPartitionState,
@@ -60,7 +63,8 @@ def normalize(request: StopReplicaRequest, version: int) -> StopReplicaRequest:
 async def handle(ctx: RequestContext, broker: BrokerServices, request: StopReplicaRequest) -> StopReplicaResponse:
     assert broker.cluster is not None
     request = normalize(request, ctx.api_version)
-    error = broker.cluster.check_broker_epoch(request.broker_epoch)
+    error = (broker.cluster.check_broker_epoch(request.broker_epoch) if authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION)
+             else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if error:
         return StopReplicaResponse(error_code=error, partition_errors=[
             StopReplicaPartitionError(topic_name=t.topic_name, partition_index=p.partition_index, error_code=error)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_group
 from coordinator.group.group_metadata import SyncGroupResult
+from protocol.acl_types import AclOperation
+from protocol.errors import ErrorCode
 from protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
 if TYPE_CHECKING:
@@ -19,6 +22,9 @@ MAX_VERSION = 5
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: SyncGroupRequest) -> SyncGroupResponse:
     version = ctx.api_version
+    if not authorize_group(ctx, broker, AclOperation.READ, request.group_id):
+        return SyncGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                 protocol_type=None, protocol_name=None, assignment=b"")
     future: asyncio.Future[SyncGroupResult] = asyncio.get_running_loop().create_future()
 
     def done(result: SyncGroupResult) -> None:

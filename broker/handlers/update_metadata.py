@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster
+from protocol.acl_types import AclOperation
+from protocol.errors import ErrorCode
 from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 
 if TYPE_CHECKING:
@@ -26,4 +29,6 @@ CLUSTER_ONLY = True
 
 def handle(ctx: RequestContext, broker: BrokerServices, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
     assert broker.cluster is not None  # KafkaApis routes CLUSTER_ONLY APIs to cluster members only
+    if not authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION):
+        return UpdateMetadataResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return UpdateMetadataResponse(error_code=broker.cluster.update_metadata(request, ctx.api_version))

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster
+from protocol.acl_types import AclOperation
+from protocol.errors import ErrorCode
 from protocol.messages.write_txn_markers import (
     WritableTxnMarkerPartitionResult,
     WritableTxnMarkerResult,
@@ -35,6 +38,12 @@ MARKER_TIMEOUT_MS = 30_000
 
 async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    if not authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION):
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return WriteTxnMarkersResponse(markers=[WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+            WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                WritableTxnMarkerPartitionResult(partition_index=p, error_code=denied) for p in t.partition_indexes])
+            for t in m.topics]) for m in request.markers])
     markers = [TxnMarker(producer_id=m.producer_id, producer_epoch=m.producer_epoch,
                          coordinator_epoch=m.coordinator_epoch, committed=m.transaction_result,
                          partitions=[(t.name, p) for t in m.topics for p in t.partition_indexes])

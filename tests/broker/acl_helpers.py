@@ -1,5 +1,5 @@
 """A lone broker with the ACL authorizer: PLAINTEXT (User:ANONYMOUS) and SASL_PLAINTEXT with PLAIN users
-admin (a super user), alice and bob; and connections authenticated as each."""
+admin (a super user), alice, bob and carol; and connections authenticated as each."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from testing.broker_process import BrokerProcess
 from testing.sockets import free_port
 
 HOST = "127.0.0.1"
-USERS = ("admin", "alice", "bob")
+USERS = ("admin", "alice", "bob", "carol")
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 
 

@@ -111,7 +111,9 @@ def test_fetch_needs_read(acls: AclBroker) -> None:
         finally:
             consumer.close()
 
-    # DESCRIBE lets bob see the topic (so the client fetches), not read it.
+    # DESCRIBE lets bob see the topic (so the client fetches), not read it; READ on the group lets
+    # the client find its coordinator and look up committed offsets.
+    acls.allow("User:bob", AclOperation.READ, ResourceType.GROUP, "unused")
     acls.allow("User:bob", AclOperation.DESCRIBE, T, "fetched")
     assert consume("bob") == (None, KafkaError.TOPIC_AUTHORIZATION_FAILED)
     acls.allow("User:bob", AclOperation.READ, T, "fetched")
