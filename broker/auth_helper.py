@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from protocol.acl_types import CLUSTER_NAME, AclOperation, ResourceType
+from protocol.config_types import ConfigResourceType
+from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
@@ -57,3 +59,16 @@ def authorize_group(ctx: RequestContext, broker: BrokerServices, operation: AclO
 def authorize_transactional_id(ctx: RequestContext, broker: BrokerServices, operation: AclOperation,
                                transactional_id: str) -> bool:
     return authorize(ctx, broker, operation, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+def config_resource_refusal(ctx: RequestContext, broker: BrokerServices, operation: AclOperation,
+                            resource_type: int, name: str) -> tuple[ErrorCode, str] | None:
+    """Kafka's rule for a config resource (DESCRIBE_CONFIGS or ALTER_CONFIGS): broker and broker-logger
+    configs are the cluster's, topic configs the topic's; the error and message when refused."""
+    if resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER):
+        if authorize_cluster(ctx, broker, operation):
+            return None
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    if resource_type == ConfigResourceType.TOPIC and not authorize_topic(ctx, broker, operation, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Authorization failed for topic {name}."
+    return None

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_group, authorize_transactional_id
 from broker.handlers.find_coordinator import ensure_offsets_topic
+from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
@@ -26,6 +28,10 @@ PRODUCER_FENCED_VERSION = 2
 
 async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    if not authorize_transactional_id(ctx, broker, AclOperation.WRITE, request.transactional_id):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authorize_group(ctx, broker, AclOperation.READ, request.group_id):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     # The offsets partition must exist for its marker to be written.
     error = await ensure_offsets_topic(broker)
     if error == ErrorCode.NO_ERROR:

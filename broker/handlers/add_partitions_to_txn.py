@@ -5,7 +5,7 @@ broker-to-broker form (KIP-890 part 1): many transactions per request, each
 either added (as a client's would be) or, with ``verify_only``, only checked
 against the coordinator's ongoing transaction: a partition leader asking
 whether a transactional produce belongs there. Kafka requires CLUSTER_ACTION
-for v4+, which with no authorizer (pafka has none) every caller has.
+for v4+ (a broker's principal has it as a super user).
 
 As Kafka's KafkaApis does, partitions of topics that do not exist fail the
 whole transaction: they get UNKNOWN_TOPIC_OR_PARTITION and the others
@@ -21,7 +21,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster, authorize_transactional_id, authorized_names
 from coordinator.transaction.transaction_metadata import TopicPartition
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
@@ -50,17 +52,39 @@ async def handle(ctx: RequestContext, broker: BrokerServices,
     version = ctx.api_version
     if version < BATCHED_VERSION:
         partitions = [(topic.name, index) for topic in request.v3_and_below_topics for index in topic.partitions]
-        errors = await _add(broker, version, request.v3_and_below_transactional_id,
-                            request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, partitions)
+        transactional_id = request.v3_and_below_transactional_id
+        errors = (_refused(ctx, broker, version, transactional_id, partitions)
+                  or await _add(broker, version, transactional_id, request.v3_and_below_producer_id,
+                                request.v3_and_below_producer_epoch, partitions))
         return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_by_topic(errors))
-    results = await asyncio.gather(*(_transaction(broker, version, txn) for txn in request.transactions))
+    if not authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION):  # the broker-to-broker form
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                          results_by_transaction=[])
+    results = await asyncio.gather(*(_transaction(ctx, broker, version, txn) for txn in request.transactions))
     return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_transaction=list(results))
 
 
-async def _transaction(broker: BrokerServices, version: int,
+def _refused(ctx: RequestContext, broker: BrokerServices, version: int, transactional_id: str,
+             partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+    """Kafka's rule: a client (v0-v3) needs WRITE on the transactional id, and every caller WRITE on each
+    topic; when a topic is refused the others are not attempted. Empty when nothing is refused."""
+    if version < BATCHED_VERSION and not authorize_transactional_id(ctx, broker, AclOperation.WRITE,
+                                                                    transactional_id):
+        return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = authorized_names(ctx, broker, AclOperation.WRITE, ResourceType.TOPIC, (t for t, _ in partitions))
+    if all(t in writable for t, _ in partitions):
+        return {}
+    return {tp: ErrorCode.OPERATION_NOT_ATTEMPTED if tp[0] in writable else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            for tp in partitions}
+
+
+async def _transaction(ctx: RequestContext, broker: BrokerServices, version: int,
                        txn: AddPartitionsToTxnTransaction) -> AddPartitionsToTxnResult:
     partitions = [(topic.name, index) for topic in txn.topics for index in topic.partitions]
-    if txn.verify_only:
+    refused = _refused(ctx, broker, version, txn.transactional_id, partitions)
+    if refused:
+        errors = refused
+    elif txn.verify_only:
         errors = _unknown_partitions(broker, partitions) or broker.transaction_coordinator.verify_partitions_in_transaction(
             txn.transactional_id, txn.producer_id, txn.producer_epoch, set(partitions))
     else:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import config_resource_refusal
 from broker.config.config_admin_manager import ConfigChangeError, check_broker_resource
 from broker.config.topic_config import ConfigEntry, topic_config_entries
+from protocol.acl_types import AclOperation
 from protocol.config_types import ConfigResourceType, ConfigSource
 from protocol.errors import ErrorCode
 from protocol.messages.describe_configs import (
@@ -84,5 +86,14 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: DescribeConfigs
     version = ctx.api_version
     docs = bool(request.include_documentation) and version >= 3
     synonyms = bool(request.include_synonyms) and version >= 1
-    results = [describe(broker, r, synonyms, docs, version) for r in request.resources]
+    results = []
+    for resource in request.resources:
+        refusal = config_resource_refusal(ctx, broker, AclOperation.DESCRIBE_CONFIGS, resource.resource_type,
+                                          resource.resource_name)
+        if refusal is None:
+            results.append(describe(broker, resource, synonyms, docs, version))
+        else:
+            results.append(DescribeConfigsResult(error_code=refusal[0], error_message=refusal[1],
+                                                 resource_type=resource.resource_type,
+                                                 resource_name=resource.resource_name, configs=[]))
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)

@@ -13,9 +13,11 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from broker.authorized_operations import TOPIC_OPERATIONS
+from broker.auth_helper import authorized_names
+from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, TOPIC_OPERATIONS, authorized_operations
 from broker.metadata_store import TopicMetadata
 from coordinator.common.internal_topics import INTERNAL_TOPICS
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.describe_topic_partitions import (
     Cursor,
@@ -62,6 +64,11 @@ def _partitions(broker: BrokerServices, topic: TopicMetadata, start: int,
 def handle(ctx: RequestContext, broker: BrokerServices,
            request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
     requested = sorted({t.name for t in request.topics}) if request.topics else sorted(t.name for t in broker.metadata)
+    described: set[str] | None = None
+    if broker.authorizer is not None:
+        described = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TOPIC, requested)
+        if not request.topics:
+            requested = [name for name in requested if name in described]
     cursor = request.cursor
     if cursor is not None:
         if request.topics and cursor.topic_name not in requested:
@@ -73,6 +80,11 @@ def handle(ctx: RequestContext, broker: BrokerServices,
     topics: list[DescribeTopicPartitionsResponseTopic] = []
     next_cursor = None
     for i, name in enumerate(requested):
+        if described is not None and name not in described:
+            topics.append(DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID, is_internal=False,
+                partitions=[], topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
         topic = broker.metadata.get(name)
         if topic is None:
             topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
@@ -85,7 +97,8 @@ def handle(ctx: RequestContext, broker: BrokerServices,
         remaining -= len(partitions)
         topics.append(DescribeTopicPartitionsResponseTopic(
             error_code=ErrorCode.NO_ERROR, name=name, topic_id=topic.topic_id, is_internal=name in INTERNAL_TOPICS,
-            partitions=partitions, topic_authorized_operations=TOPIC_OPERATIONS))
+            partitions=partitions,
+            topic_authorized_operations=authorized_operations(ctx, broker, ResourceType.TOPIC, name)))
         last = partitions[-1].partition_index if partitions else start - 1
         if last + 1 < topic.partition_count and remaining == 0:
             next_cursor = Cursor(topic_name=name, partition_index=last + 1)

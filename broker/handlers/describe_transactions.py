@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorized_names
 from coordinator.transaction.transaction_coordinator import DescribedTransaction
+from protocol.acl_types import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.messages.describe_transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
@@ -42,5 +45,20 @@ def _state(described: DescribedTransaction) -> TransactionState:
 def handle(ctx: RequestContext, broker: BrokerServices,
            request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     coordinator = broker.transaction_coordinator
-    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
-        _state(coordinator.handle_describe_transactions(tid)) for tid in request.transactional_ids])
+    described = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                 request.transactional_ids)
+    states = []
+    for tid in request.transactional_ids:
+        if tid not in described:
+            states.append(TransactionState(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                           transactional_id=tid, transaction_state="", producer_id=-1,
+                                           producer_epoch=-1, topics=[]))
+            continue
+        state = _state(coordinator.handle_describe_transactions(tid))
+        if broker.authorizer is not None:
+            # Kafka leaves out the partitions of topics the client may not DESCRIBE
+            visible = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                       (t.topic for t in state.topics))
+            state.topics = [t for t in state.topics if t.topic in visible]
+        states.append(state)
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)

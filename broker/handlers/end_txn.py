@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_transactional_id
 from coordinator.transaction.transaction_coordinator import EndTxnResult
 from coordinator.transaction.transaction_state_manager import TransactionResult
+from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 
@@ -33,6 +35,9 @@ EPOCH_BUMP_VERSION = 5
 
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: EndTxnRequest) -> EndTxnResponse:
+    if not authorize_transactional_id(ctx, broker, AclOperation.WRITE, request.transactional_id):
+        return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                              producer_id=-1, producer_epoch=-1)
     result = TransactionResult.COMMIT if request.committed else TransactionResult.ABORT
     coordinator = broker.transaction_coordinator
     if ctx.api_version >= EPOCH_BUMP_VERSION:

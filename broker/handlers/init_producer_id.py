@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_by_resource_type, authorize_cluster, authorize_transactional_id
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
@@ -30,7 +32,23 @@ PRODUCER_FENCED_VERSION = 4
 RECOVERY_VERSION = 3
 
 
+def _refusal(ctx: RequestContext, broker: BrokerServices, transactional_id: str | None) -> ErrorCode | None:
+    """Kafka's rule: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE on the
+    cluster or WRITE on some topic."""
+    if transactional_id is not None:
+        if authorize_transactional_id(ctx, broker, AclOperation.WRITE, transactional_id):
+            return None
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if (authorize_cluster(ctx, broker, AclOperation.IDEMPOTENT_WRITE)
+            or authorize_by_resource_type(ctx, broker, AclOperation.WRITE, ResourceType.TOPIC)):
+        return None
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
 async def handle(ctx: RequestContext, broker: BrokerServices, request: InitProducerIdRequest) -> InitProducerIdResponse:
+    refusal = _refusal(ctx, broker, request.transactional_id)
+    if refusal is not None:
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=refusal, producer_id=-1, producer_epoch=-1)
     if request.transactional_id is None:
         producer_id = await broker.generate_producer_id()
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NO_ERROR,

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorized_names
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse, TransactionState
 
 if TYPE_CHECKING:
@@ -29,8 +31,11 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ListTransaction
     result = broker.transaction_coordinator.handle_list_transactions(
         request.producer_id_filters, request.state_filters, request.duration_filter,
         request.transactional_id_pattern)
+    described = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                 (t.transactional_id for t in result.transaction_states))
     return ListTransactionsResponse(
         throttle_time_ms=0, error_code=result.error_code, unknown_state_filters=result.unknown_state_filters,
         transaction_states=[TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,
                                              transaction_state=t.state_name)
-                            for t in sorted(result.transaction_states, key=lambda t: t.transactional_id)])
+                            for t in sorted(result.transaction_states, key=lambda t: t.transactional_id)
+                            if t.transactional_id in described])

@@ -16,7 +16,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_group, authorize_transactional_id, authorized_names
 from coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequest,
@@ -47,14 +49,28 @@ LEADER_EPOCH_VERSION = 2
 async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     version = ctx.api_version
+    refusal = None
+    if not authorize_transactional_id(ctx, broker, AclOperation.WRITE, request.transactional_id):
+        refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not authorize_group(ctx, broker, AclOperation.READ, request.group_id):
+        refusal = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if refusal is not None:
+        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+            TxnOffsetCommitResponseTopic(name=topic.name, partitions=[
+                TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=refusal)
+                for p in topic.partitions]) for topic in request.topics])
     coordinator = broker.group_coordinator
     now = coordinator.scheduler.now_ms()
     errors: dict[TopicPartition, ErrorCode] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    readable = authorized_names(ctx, broker, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     for topic in request.topics:
         meta = broker.metadata.get(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
+            if topic.name not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if meta is None or not 0 <= p.partition_index < meta.partition_count:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
