@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster, authorized_names
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.offset_for_leader_epoch import (
     EpochEndOffset,
@@ -36,13 +38,26 @@ MAX_VERSION = 4
 LEADER_EPOCH_MIN_VERSION = 1
 
 
+def _described(ctx: RequestContext, broker: BrokerServices, request: OffsetForLeaderEpochRequest) -> set[str] | None:
+    """Kafka's rule: a follower (CLUSTER_ACTION) may ask about every topic, a client about those it may
+    DESCRIBE; None when nothing is refused."""
+    if broker.authorizer is None or authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION):
+        return None
+    return authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in request.topics))
+
+
 def handle(ctx: RequestContext, broker: BrokerServices,
            request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     with_epoch = ctx.api_version >= LEADER_EPOCH_MIN_VERSION
+    described = _described(ctx, broker, request)
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
+            if described is not None and topic.topic not in described:
+                partitions.append(EpochEndOffset(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                 partition=p.partition, end_offset=-1, leader_epoch=-1))
+                continue
             # Before v2 the field is absent and decodes as -1: no fencing, as Kafka does.
             error, epoch, end_offset = broker.replica_manager.last_offset_for_leader_epoch(
                 (topic.topic, p.partition), p.current_leader_epoch, p.leader_epoch)

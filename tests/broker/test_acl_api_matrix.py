@@ -60,6 +60,12 @@ from protocol.messages.offset_delete import (
     OffsetDeleteResponse,
 )
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic, OffsetFetchResponse
+from protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
 from protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from protocol.messages.write_txn_markers import (
     WritableTxnMarker,
@@ -217,6 +223,19 @@ def test_list_offsets_needs_describe(acls: AclBroker) -> None:
     acls.allow("User:carol", AclOperation.DESCRIBE, T, "orders")
     served = call(acls, "carol", request, ListOffsetsResponse, 7)
     assert [(p.error_code, p.offset) for t in served.topics for p in t.partitions] == [(OK, 0)]
+
+
+def test_offset_for_leader_epoch_needs_describe_or_cluster_action(acls: AclBroker) -> None:
+    request = OffsetForLeaderEpochRequest(replica_id=-1, topics=[OffsetForLeaderTopic(topic="orders", partitions=[
+        OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])])
+    denied = call(acls, "bob", request, OffsetForLeaderEpochResponse, 4)
+    assert [(p.error_code, p.end_offset) for t in denied.topics for p in t.partitions] == [(TOPIC_AUTH, -1)]
+    acls.allow("User:carol", AclOperation.DESCRIBE, T, "orders")
+    served = call(acls, "carol", request, OffsetForLeaderEpochResponse, 4)
+    assert [p.error_code for t in served.topics for p in t.partitions] == [OK]
+    acls.allow("User:alice", AclOperation.CLUSTER_ACTION, C, CLUSTER)  # a follower's permission
+    served = call(acls, "alice", request, OffsetForLeaderEpochResponse, 4)
+    assert [p.error_code for t in served.topics for p in t.partitions] == [OK]
 
 
 def test_create_topics_needs_create_and_describe_configs_for_configs(acls: AclBroker) -> None:
