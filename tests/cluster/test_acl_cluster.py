@@ -1,0 +1,99 @@
+"""A 2-broker cluster with the ACL authorizer, set up as Kafka's docs recommend: the brokers reach each
+other over SASL_PLAINTEXT as the SCRAM user ``broker``, listed in ``super.users`` so it holds
+CLUSTER_ACTION (LeaderAndIsr, UpdateMetadata, follower fetches, AlterPartition all pass the
+authorizer). An ACL created through broker 1 is written to ZooKeeper with a change notification and
+takes effect on broker 2 within a second; an RF-2 topic still replicates with ``min.insync.replicas=2``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from client.connection import BrokerConnection
+from client.sasl import SaslSettings
+from client.scram import ScramCredential, ScramMechanism
+from protocol.acl_types import AclOperation, AclPermissionType, PatternType, ResourceType
+from protocol.errors import ErrorCode
+from protocol.messages.create_acls import AclCreation, CreateAclsRequest, CreateAclsResponse
+from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
+from testing.cluster import Cluster
+from tests.cluster.helpers import assert_replicates_two_ways, create_topic, unique
+
+RECORDS = 500
+USERS = {"broker": "broker-secret", "admin": "admin-secret", "bob": "bob-secret"}
+JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
+        'password="broker-secret";')
+
+
+def _sasl_endpoint(cluster: Cluster, broker_id: int) -> tuple[str, int]:
+    registration = json.loads(cluster.kazoo.get(f"/brokers/ids/{broker_id}")[0])
+    endpoint = next(e for e in registration["endpoints"] if e.startswith("SASL_PLAINTEXT://"))
+    host, port = endpoint.removeprefix("SASL_PLAINTEXT://").rsplit(":", 1)
+    return host, int(port)
+
+
+def _connect(cluster: Cluster, broker_id: int, user: str) -> BrokerConnection:
+    return BrokerConnection(*_sasl_endpoint(cluster, broker_id),
+                            sasl=SaslSettings("SCRAM-SHA-256", user, USERS[user]), timeout=10)
+
+
+def _allow(cluster: Cluster, principal: str, operation: AclOperation, resource_type: ResourceType, name: str,
+           pattern: PatternType = PatternType.LITERAL) -> None:
+    creation = AclCreation(resource_type=resource_type, resource_name=name, resource_pattern_type=pattern,
+                           principal=principal, host="*", operation=operation,
+                           permission_type=AclPermissionType.ALLOW)
+    with _connect(cluster, 1, "admin") as admin:
+        response = admin.request(CreateAclsRequest(creations=[creation]))
+    assert isinstance(response, CreateAclsResponse) and [r.error_code for r in response.results] == [0], response
+
+
+def _topic_error(cluster: Cluster, broker_id: int, user: str, topic: str) -> int:
+    with _connect(cluster, broker_id, user) as client:
+        response = client.request(MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
+                                                  allow_auto_topic_creation=False), version=9)
+    assert isinstance(response, MetadataResponse)
+    return response.topics[0].error_code
+
+
+def test_acls_reach_every_broker_and_brokers_keep_replicating() -> None:
+    with Cluster(2, "inter.broker.listener.name=SASL_PLAINTEXT", "min.insync.replicas=2",
+                 "sasl.enabled.mechanisms=SCRAM-SHA-256", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256",
+                 f"listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config={JAAS}",
+                 "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+                 "super.users=User:broker;User:admin", start_brokers=False) as cluster:
+        for user, password in USERS.items():
+            credential = ScramCredential.generate(ScramMechanism.SCRAM_SHA_256, password, 4096)
+            config = {"version": 1, "config": {"SCRAM-SHA-256": credential.to_config_string()}}
+            cluster.kazoo.create(f"/config/users/{user}", json.dumps(config).encode(), makepath=True)
+        for broker in cluster.brokers.values():
+            broker.overrides.append(f"listeners=PLAINTEXT://{broker.host}:{broker.port},"
+                                    f"SASL_PLAINTEXT://{broker.host}:0")
+        cluster.start_all(cluster.broker_ids)
+
+        # The PLAINTEXT clients of the replication check are User:ANONYMOUS: they get what they need.
+        _allow(cluster, "User:ANONYMOUS", AclOperation.CREATE, ResourceType.CLUSTER, "kafka-cluster")
+        _allow(cluster, "User:ANONYMOUS", AclOperation.ALL, ResourceType.TOPIC, "acl-", PatternType.PREFIXED)
+        _allow(cluster, "User:ANONYMOUS", AclOperation.READ, ResourceType.GROUP, "*")
+        assert_replicates_two_ways(cluster, "acl-replicated", RECORDS)
+
+        topic = unique("acl-guarded")  # ANONYMOUS (the helpers' client) may see it; bob may not
+        create_topic(cluster, topic, partitions=1, replication_factor=2)
+        assert _topic_error(cluster, 2, "bob", topic) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        _allow(cluster, "User:bob", AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+        created = time.monotonic()
+        while _topic_error(cluster, 2, "bob", topic) != ErrorCode.NO_ERROR:
+            assert time.monotonic() - created < 1.0, "broker 2 did not apply broker 1's ACL within a second"
+            time.sleep(0.02)
+        notes = cluster.kazoo.get_children("/kafka-acl-changes")
+        assert notes, "no ACL change notification in ZooKeeper"
+
+        # Controller-to-broker requests need CLUSTER_ACTION: a client's are refused.
+        with _connect(cluster, 2, "bob") as bob:
+            refused = bob.request(UpdateMetadataRequest(controller_id=1, controller_epoch=1, broker_epoch=-1),
+                                  version=7)
+        assert isinstance(refused, UpdateMetadataResponse)
+        assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        logs = cluster.log_tails()
+        assert "Traceback" not in logs and "CLUSTER_AUTHORIZATION_FAILED" not in logs, logs
