@@ -15,9 +15,17 @@ from client.sasl import SaslSettings
 from client.scram import ScramCredential, ScramMechanism
 from protocol.acl_types import AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.errors import ErrorCode
+from protocol.messages.alter_partition import AlterPartitionRequest
+from protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from protocol.messages.create_acls import AclCreation, CreateAclsRequest, CreateAclsResponse
+from protocol.messages.elect_leaders import ElectLeadersRequest
+from protocol.messages.leader_and_isr import LeaderAndIsrRequest
+from protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
-from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
+from protocol.messages.stop_replica import StopReplicaRequest
+from protocol.messages.update_metadata import UpdateMetadataRequest
+from protocol.primitives import Message
 from testing.cluster import Cluster
 from tests.cluster.helpers import assert_replicates_two_ways, create_topic, unique
 
@@ -89,11 +97,27 @@ def test_acls_reach_every_broker_and_brokers_keep_replicating() -> None:
         notes = cluster.kazoo.get_children("/kafka-acl-changes")
         assert notes, "no ACL change notification in ZooKeeper"
 
-        # Controller-to-broker requests need CLUSTER_ACTION: a client's are refused.
-        with _connect(cluster, 2, "bob") as bob:
-            refused = bob.request(UpdateMetadataRequest(controller_id=1, controller_epoch=1, broker_epoch=-1),
-                                  version=7)
-        assert isinstance(refused, UpdateMetadataResponse)
-        assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        # Controller-to-broker and broker-to-controller requests need CLUSTER_ACTION, reassignments and
+        # elections ALTER (DESCRIBE to list them) on the cluster: a client's are refused, a super user's served.
+        controller = cluster.controller_id()
+        assert controller is not None
+        refused_everywhere: list[tuple[Message, int]] = [
+            (UpdateMetadataRequest(controller_id=1, controller_epoch=1, broker_epoch=-1), 7),
+            (LeaderAndIsrRequest(controller_id=1, controller_epoch=1, broker_epoch=-1), 7),
+            (StopReplicaRequest(controller_id=1, controller_epoch=1, broker_epoch=-1), 3),
+            (ControlledShutdownRequest(broker_id=2, broker_epoch=-1), 3),
+            (AlterPartitionRequest(broker_id=2, broker_epoch=-1, topics=[]), 3),
+            (ListPartitionReassignmentsRequest(topics=None), 0),
+            (AlterPartitionReassignmentsRequest(topics=[]), 0),
+            (ElectLeadersRequest(election_type=0, topic_partitions=None), 2),
+        ]
+        with _connect(cluster, controller, "bob") as bob:
+            for request, version in refused_everywhere:
+                response = bob.request(request, version=version)
+                assert getattr(response, "error_code", None) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED, response
+        with _connect(cluster, controller, "admin") as admin:
+            for request, version in refused_everywhere[-3:]:
+                response = admin.request(request, version=version)
+                assert getattr(response, "error_code", None) == ErrorCode.NO_ERROR, response
         logs = cluster.log_tails()
         assert "Traceback" not in logs and "CLUSTER_AUTHORIZATION_FAILED" not in logs, logs
