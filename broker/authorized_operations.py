@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.auth_helper import authorize_cluster
 from protocol.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
@@ -39,4 +40,7 @@ def authorized_operations(ctx: RequestContext, broker: BrokerServices, resource_
 
 
 def cluster_authorized_operations(ctx: RequestContext, broker: BrokerServices) -> int:
+    """As Kafka's Metadata and DescribeCluster: 0 unless the client may DESCRIBE the cluster."""
+    if not authorize_cluster(ctx, broker, AclOperation.DESCRIBE):
+        return 0
     return authorized_operations(ctx, broker, ResourceType.CLUSTER, CLUSTER_NAME)

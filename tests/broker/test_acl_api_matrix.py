@@ -307,6 +307,10 @@ def test_cluster_apis(acls: AclBroker) -> None:
     described = call(acls, "bob", DescribeClusterRequest(include_cluster_authorized_operations=True),
                      DescribeClusterResponse, 1)
     assert described.error_code == OK and described.cluster_authorized_operations == 0
+    acls.allow("User:ANONYMOUS", AclOperation.IDEMPOTENT_WRITE, C, CLUSTER)
+    described = call(acls, None, DescribeClusterRequest(include_cluster_authorized_operations=True),
+                     DescribeClusterResponse, 1)
+    assert described.cluster_authorized_operations == 0  # as Kafka: nothing without DESCRIBE on the cluster
 
     acls.allow("User:carol", AclOperation.DESCRIBE, C, CLUSTER)
     dirs = call(acls, "carol", DescribeLogDirsRequest(topics=None), DescribeLogDirsResponse, 4)
@@ -316,6 +320,7 @@ def test_cluster_apis(acls: AclBroker) -> None:
     described = call(acls, "carol", DescribeClusterRequest(include_cluster_authorized_operations=True),
                      DescribeClusterResponse, 1)
     assert described.cluster_authorized_operations & (1 << AclOperation.DESCRIBE)
+    assert described.cluster_authorized_operations & (1 << AclOperation.CREATE)  # granted in an earlier test
     assert not described.cluster_authorized_operations & (1 << AclOperation.ALTER)
 
     salt = b"salt-salt-salt"
