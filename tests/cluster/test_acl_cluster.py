@@ -2,7 +2,8 @@
 other over SASL_PLAINTEXT as the SCRAM user ``broker``, listed in ``super.users`` so it holds
 CLUSTER_ACTION (LeaderAndIsr, UpdateMetadata, follower fetches, AlterPartition all pass the
 authorizer). An ACL created through broker 1 is written to ZooKeeper with a change notification and
-takes effect on broker 2 within a second; an RF-2 topic still replicates with ``min.insync.replicas=2``.
+takes effect on broker 2 within a second; an RF-2 topic still replicates with ``min.insync.replicas=2``,
+and a transaction over partitions led by both brokers commits (markers written across brokers).
 """
 
 from __future__ import annotations
@@ -65,6 +66,39 @@ def _topic_error(cluster: Cluster, broker_id: int, user: str, topic: str) -> int
     return response.topics[0].error_code
 
 
+def _transactions_commit_across_brokers(cluster: Cluster) -> None:
+    """A transaction over partitions led by both brokers: the coordinator's WriteTxnMarkers (and the
+    leaders' AddPartitionsToTxn verification) travel as the broker principal and pass; only the
+    committed records are read back."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    topic = unique("acl-txn")
+    create_topic(cluster, topic, partitions=2, replication_factor=2, assignment=[[1, 2], [2, 1]])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": unique("acl-tx"),
+                         "acks": "all"})
+    producer.init_transactions(30)
+    for commit in (True, False):
+        producer.begin_transaction()
+        for i in range(20):
+            producer.produce(topic, f"{commit}-{i}".encode(), partition=i % 2)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": unique("acl-readers"),
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    got: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in (0, 1)])
+        deadline = time.monotonic() + 30
+        while len(got) < 20 and time.monotonic() < deadline:
+            got.extend(m.value() for m in consumer.consume(100, timeout=0.5) if not m.error())
+        got.extend(m.value() for m in consumer.consume(100, timeout=1.0) if not m.error())  # nothing more
+    finally:
+        consumer.close()
+    assert sorted(got) == sorted(f"True-{i}".encode() for i in range(20))
+
+
 def test_acls_reach_every_broker_and_brokers_keep_replicating() -> None:
     with Cluster(2, "inter.broker.listener.name=SASL_PLAINTEXT", "min.insync.replicas=2",
                  "sasl.enabled.mechanisms=SCRAM-SHA-256", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256",
@@ -85,6 +119,9 @@ def test_acls_reach_every_broker_and_brokers_keep_replicating() -> None:
         _allow(cluster, "User:ANONYMOUS", AclOperation.ALL, ResourceType.TOPIC, "acl-", PatternType.PREFIXED)
         _allow(cluster, "User:ANONYMOUS", AclOperation.READ, ResourceType.GROUP, "*")
         assert_replicates_two_ways(cluster, "acl-replicated", RECORDS)
+        _allow(cluster, "User:ANONYMOUS", AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, "acl-",
+               PatternType.PREFIXED)
+        _transactions_commit_across_brokers(cluster)
 
         topic = unique("acl-guarded")  # ANONYMOUS (the helpers' client) may see it; bob may not
         create_topic(cluster, topic, partitions=1, replication_factor=2)
