@@ -127,7 +127,7 @@ def _authorize(ctx: RequestContext, broker: BrokerServices, wanted: list[tuple[s
         if target is None or target in deletable or names.count(target) > 1:
             kept.append((name, topic_id))
         else:
-            shown = name if name is not None or target in described else None
+            shown = target if name is not None or target in described else None
             denied.append(_result(shown, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
     return denied, kept
 

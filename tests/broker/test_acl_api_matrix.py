@@ -32,7 +32,7 @@ from protocol.messages.delete_records import (
     DeleteRecordsResponse,
     DeleteRecordsTopic,
 )
-from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse, DeleteTopicState
 from protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
@@ -268,6 +268,22 @@ def test_delete_topics_needs_delete(acls: AclBroker) -> None:
     acls.allow("User:alice", AclOperation.DELETE, T, "doomed")
     [deleted] = call(acls, "alice", request, DeleteTopicsResponse, 4).responses
     assert deleted.error_code == OK
+
+
+def test_delete_topics_by_id_shows_the_name_only_with_describe(acls: AclBroker) -> None:
+    made = call(acls, "admin", CreateTopicsRequest(topics=[CreatableTopic(name="by-id", num_partitions=1,
+                                                                          replication_factor=1)], timeout_ms=10_000),
+                CreateTopicsResponse, 7)
+    [created] = made.topics
+    request = DeleteTopicsRequest(topics=[DeleteTopicState(name=None, topic_id=created.topic_id)], timeout_ms=10_000)
+    [hidden] = call(acls, "bob", request, DeleteTopicsResponse, 6).responses
+    assert (hidden.name, hidden.topic_id, hidden.error_code) == (None, created.topic_id, TOPIC_AUTH)
+    acls.allow("User:alice", AclOperation.DESCRIBE, T, "by-id")
+    [named] = call(acls, "alice", request, DeleteTopicsResponse, 6).responses
+    assert (named.name, named.error_code) == ("by-id", TOPIC_AUTH)
+    acls.allow("User:alice", AclOperation.DELETE, T, "by-id")
+    [deleted] = call(acls, "alice", request, DeleteTopicsResponse, 6).responses
+    assert (deleted.name, deleted.error_code) == ("by-id", OK)
 
 
 def test_create_partitions_needs_alter(acls: AclBroker) -> None:
