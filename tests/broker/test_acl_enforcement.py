@@ -1,4 +1,4 @@
-"""ACLs enforced on Metadata, Produce and Fetch, with confluent-kafka clients authenticated as different
+"""ACLs enforced on Metadata, Produce, Fetch and a consumer group, with confluent-kafka clients authenticated as different
 users (SASL PLAIN) against a lone broker with the ACL authorizer."""
 
 from __future__ import annotations
@@ -118,6 +118,44 @@ def test_fetch_needs_read(acls: AclBroker) -> None:
     assert consume("bob") == (None, KafkaError.TOPIC_AUTHORIZATION_FAILED)
     acls.allow("User:bob", AclOperation.READ, T, "fetched")
     assert consume("bob") == (b"value", None)
+
+
+def test_a_subscribed_consumer_needs_read_on_its_group(acls: AclBroker) -> None:
+    """A confluent-kafka consumer in a group (FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
+    OffsetFetch, OffsetCommit) is refused without READ on the group and served with it."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    acls.allow("User:admin", AclOperation.ALL, T, "grouped")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(acls.confluent_config("admin"))
+    admin.create_topics([NewTopic("grouped", 1, 1)])["grouped"].result(15)
+    assert _produce(acls, "admin", "grouped") == "ok"
+    acls.allow("User:alice", AclOperation.READ, T, "grouped")
+
+    def subscribe(user: str) -> tuple[bytes | None, int | None]:
+        consumer = Consumer({**acls.confluent_config(user), "group.id": "subscribers",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            consumer.subscribe(["grouped"])
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is None:
+                    continue
+                if message.error():
+                    return None, message.error().code()
+                consumer.commit(message, asynchronous=False)
+                [committed] = consumer.committed([TopicPartition("grouped", 0)], timeout=10)
+                assert committed.offset == message.offset() + 1
+                return message.value(), None
+            return None, None
+        finally:
+            consumer.close()
+
+    assert subscribe("alice") == (None, KafkaError.GROUP_AUTHORIZATION_FAILED)
+    acls.allow("User:alice", AclOperation.READ, ResourceType.GROUP, "subscribers")
+    assert subscribe("alice") == (b"value", None)
 
 
 def test_no_authorizer_reports_every_operation() -> None:
