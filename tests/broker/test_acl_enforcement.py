@@ -65,11 +65,12 @@ def test_auto_creation_needs_create(acls: AclBroker) -> None:
     assert created.error_code == ErrorCode.NO_ERROR and len(created.partitions) == 1
 
 
-def _produce(acls: AclBroker, user: str, topic: str) -> str | None:
+def _produce(acls: AclBroker, user: str, topic: str, idempotent: bool = False) -> str | None:
     from confluent_kafka import Producer
 
     errors: list[str] = []
-    producer = Producer({**acls.confluent_config(user), "message.timeout.ms": 5000})
+    producer = Producer({**acls.confluent_config(user), "message.timeout.ms": 5000,
+                         "enable.idempotence": idempotent})
     producer.produce(topic, b"value", on_delivery=lambda err, _m: errors.append(str(err.code()) if err else "ok"))
     producer.flush(10)
     return errors[0] if errors else None
@@ -83,6 +84,14 @@ def test_produce_needs_write(acls: AclBroker) -> None:
     assert _produce(acls, "alice", "app-1") == "ok"
     acls.allow("User:alice", AclOperation.WRITE, T, "app-1", permission=AclPermissionType.DENY)
     assert _produce(acls, "alice", "app-1") == str(KafkaError.TOPIC_AUTHORIZATION_FAILED)
+
+
+def test_an_idempotent_producer_needs_write_on_some_topic(acls: AclBroker) -> None:
+    """InitProducerId without a transactional id: WRITE on any topic (or IDEMPOTENT_WRITE on the cluster)
+    is enough for librdkafka's idempotent producer. (The refusal without either is checked on the wire in
+    test_acl_txn_and_configs: librdkafka treats it as fatal, and its delivery callback cannot report it.)"""
+    acls.allow("User:bob", AclOperation.WRITE, T, "public")
+    assert _produce(acls, "bob", "public", idempotent=True) == "ok"
 
 
 def test_fetch_needs_read(acls: AclBroker) -> None:
