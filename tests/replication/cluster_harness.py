@@ -155,7 +155,9 @@ class KafkaServer:
         self.services = types.SimpleNamespace(metadata=_Metadata(topics), fetch_sessions=FetchSessionCache(100),
                                               cluster_view=types.SimpleNamespace(
                                                   unhosted_error=lambda *_: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                                              replica_manager=replica_manager)
+                                              replica_manager=replica_manager,
+                                              # A broker without an authorizer: every request is allowed.
+                                              authorizer=None)
         self.controller = controller
         self.server: asyncio.Server | None = None
         self.port = 0
