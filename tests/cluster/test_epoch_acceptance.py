@@ -80,6 +80,11 @@ def _send(cluster: Cluster, topic: str, values: list[bytes], acks: str = "all",
     errors: list[KafkaError] = []
     producer = Producer({"bootstrap.servers": cluster.bootstrap_of(cluster.running_ids()), "acks": acks,
                          "message.timeout.ms": 30_000, **(extra or {})})
+    if len(values) > 1:
+        # Learn the partition's leader first: records produced before it is known wait in
+        # librdkafka's unassigned queue and may leave in a batch of their own (a 77-record send
+        # once arrived as 10 + 67), where the callers count on one batch per send.
+        producer.list_topics(topic, timeout=10)
     for value in values:
         producer.produce(topic, value=value, partition=0,
                          on_delivery=lambda err, _msg: errors.append(err) if err is not None else None)
