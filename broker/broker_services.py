@@ -17,6 +17,8 @@ from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
 from broker.fetch_session import FetchSessionCache
 from broker.metadata_view import ClusterView, TopicRegistry
+from broker.quota.client_quota_admin import ClientQuotaAdmin
+from broker.quota.client_quotas import ClientQuotas
 from broker.security.acl_authorizer import AclAuthorizer
 from broker.security.scram_credentials_manager import ScramCredentialsManager
 from broker.socket_server import SocketServer
@@ -56,6 +58,10 @@ class BrokerServices:
     cluster: ZkBroker | None = None
     #: The ACL authorizer when authorizer.class.name names one; None allows everything (no check at all).
     authorizer: AclAuthorizer | None = None
+    #: Client quotas: what each request's client may use, and the configs (DescribeClientQuotas,
+    #: AlterClientQuotas). None in harnesses that test handlers alone.
+    quotas: ClientQuotas | None = None
+    client_quota_admin: ClientQuotaAdmin | None = None
 
     @property
     def config(self) -> BrokerConfig:

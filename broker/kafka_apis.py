@@ -40,7 +40,10 @@ class KafkaApis:
         version = request.api_version
         if module is None or not module.MIN_VERSION <= version <= module.MAX_VERSION:
             raise UnsupportedRequest(f"{request.api.name} v{version} is not served by this broker")
-        return module.handle(ctx, self.services, request.body)
+        quotas = self.services.quotas
+        if quotas is None or not quotas.enabled:
+            return module.handle(ctx, self.services, request.body)
+        return quotas.handle(ctx, module.handle, self.services, request.body)
 
     @staticmethod
     def unsupported_api_versions_response(cluster: bool = False) -> Any:

@@ -40,6 +40,9 @@ from broker.kafka_apis import KafkaApis
 from broker.metadata_store import MetadataStore
 from broker.metadata_view import LocalClusterView, TopicRegistry
 from broker.producer_id_manager import ProducerIdManager
+from broker.quota.client_quota_admin import ClientQuotaAdmin
+from broker.quota.client_quota_configs import ClientQuotaConfigs, ClientQuotasFile
+from broker.quota.client_quotas import ClientQuotas
 from broker.security.acl_authorizer import AclAuthorizer, parse_super_users
 from broker.security.acl_store import AclStore, FileAclStore, ZkAclStore
 from broker.security.channel_builders import listener_security
@@ -143,6 +146,12 @@ class KafkaServer:
         self.scram_credentials = ScramCredentialsManager(
             self.credentials, ScramCredentialsFile(config.log_dirs[0]) if cluster is None else None)
         self.authorizer = build_authorizer(config, cluster)
+        # Client quotas: a lone broker's from its file, a cluster member's from /config/{users,clients,ips}.
+        self.client_quota_configs = ClientQuotaConfigs()
+        self.client_quota_admin = ClientQuotaAdmin(
+            self.client_quota_configs, ClientQuotasFile(config.log_dirs[0]) if cluster is None else None)
+        self.quotas = ClientQuotas(self.client_quota_configs, config.quota_window_num,
+                                   config.quota_window_size_seconds)
         self.socket_server = SocketServer(
             _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(in_cluster),
             config.socket_request_max_bytes, self.credentials, config.connection_failed_authentication_delay_ms)
@@ -157,7 +166,8 @@ class KafkaServer:
             cluster_view=(LocalClusterView(self.broker_id, self.dynamic_config, self.socket_server,
                                            self.replica_manager)
                           if cluster is None else cluster.metadata_cache),
-            cluster=cluster, authorizer=self.authorizer)
+            cluster=cluster, authorizer=self.authorizer, quotas=self.quotas,
+            client_quota_admin=self.client_quota_admin)
         if cluster is not None:
             from broker.cluster.zk_broker import ServerParts
 
@@ -205,8 +215,11 @@ class KafkaServer:
         if self.cluster is not None:
             self.scram_credentials.writer = self.cluster.write_user_configs
             await self.cluster.load_user_credentials(self.credentials)
+            self.client_quota_admin.writer = self.cluster.write_quota_configs
+            await self.cluster.load_client_quotas(self.client_quota_configs)
         else:
             await asyncio.to_thread(self.scram_credentials.load)
+            await asyncio.to_thread(self.client_quota_admin.load)
         if self.authorizer is not None:  # every ACL is known before the first request is
             await self.authorizer.start()
             if self.cluster is not None:

@@ -73,6 +73,8 @@ class RequestContext:
     listener_name: str
     #: Who the client is (User:ANONYMOUS unless it authenticated): what an authorizer checks.
     principal: KafkaPrincipal
+    #: The request's size in bytes (what a producer byte-rate quota counts).
+    size: int = 0
 
     @property
     def api_version(self) -> int:
@@ -123,6 +125,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._closed = False
         self._reading_paused = False
+        #: Muted for a client quota until this loop time (KIP-219); 0.0: not throttled.
+        self._throttled_until = 0.0
+        self._unthrottle: asyncio.TimerHandle | None = None
         self._writing_paused = False
         self.peer: str = "?"
         #: The client's IP address, as an ACL's host names it.
@@ -169,6 +174,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._writer is not None:
             self._writer.close()
         self._server.connections.discard(self)
+        if self._unthrottle is not None:
+            self._unthrottle.cancel()
         for task in self._tasks:
             task.cancel()
         self._slots.clear()
@@ -228,7 +235,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
         slot = _Slot(header.request_api_key, header.request_api_version, header.correlation_id, frame=frame)
         self._slots.append(slot)
-        ctx = RequestContext(request, self, self._listener_name, self.principal)
+        ctx = RequestContext(request, self, self._listener_name, self.principal, len(frame))
         try:
             if self._tasks:
                 # An earlier request of this connection is still running as a task:
@@ -393,12 +400,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.close()
 
     # -- flow control -----------------------------------------------------
+    def throttle(self, delay_ms: int) -> None:
+        """A client over its quota: read nothing more from it for ``delay_ms`` (Kafka mutes the channel)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + delay_ms / 1000.0
+        if until <= self._throttled_until or self._closed:
+            return
+        self._throttled_until = until
+        if self._unthrottle is not None:
+            self._unthrottle.cancel()
+        self._unthrottle = loop.call_at(until, self._end_throttle)
+        self._update_reading()
+
+    def _end_throttle(self) -> None:
+        self._unthrottle = None
+        self._throttled_until = 0.0
+        self._update_reading()
+
     def _update_reading(self) -> None:
         transport = self._transport
         if transport is None or self._closed:
             return
         backlog = self._writer.backlog if self._writer is not None else 0
-        should_pause = self._writing_paused or len(self._slots) >= MAX_IN_FLIGHT or backlog > WRITE_HIGH_WATER
+        should_pause = (self._writing_paused or len(self._slots) >= MAX_IN_FLIGHT or backlog > WRITE_HIGH_WATER
+                        or self._unthrottle is not None)
         if should_pause and not self._reading_paused:
             transport.pause_reading()
             self._reading_paused = True

@@ -130,11 +130,17 @@ class SimpleRate:
         sample.last_event_ms = now_ms
 
     def measure(self, now_ms: float) -> float:
-        """The bytes of the live samples over the time since the oldest began (at least a window)."""
+        """The sum of the live samples per second of :meth:`window_size_ms`."""
         self._purge_obsolete_samples(now_ms)
         total = sum(sample.value for sample in self._samples)
-        oldest = min((sample.start_ms for sample in self._samples), default=now_ms)
-        return total / (max(now_ms - oldest, self.window_ms) / 1000.0)
+        return total / (self.window_size_ms(now_ms) / 1000.0)
+
+    def window_size_ms(self, now_ms: float) -> float:
+        """The time since the oldest live sample began, never less than one window."""
+        return max(now_ms - self._oldest_start_ms(now_ms), self.window_ms)
+
+    def _oldest_start_ms(self, now_ms: float) -> float:
+        return min((sample.start_ms for sample in self._samples), default=now_ms)
 
     def _current_sample(self, now_ms: float) -> _Sample:
         if not self._samples:

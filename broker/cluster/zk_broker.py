@@ -43,6 +43,8 @@ from broker.cluster.zk_admin import ZK_WRITE_TIMEOUT_S, ZkTopicAdmin
 from broker.config.broker_config import BrokerConfig
 from broker.metadata_cache import ZkMetadataCache
 from broker.metadata_store import new_cluster_id
+from broker.quota.client_quota_configs import ClientQuotaConfigs
+from broker.quota.client_quota_entity import ClientQuotaEntity
 from broker.security.acl_store import ZkAclStore, decode_literal_change, decode_prefixed_change
 from broker.security.channel_builders import inter_broker_sasl, inter_broker_ssl_context
 from broker.zk_producer_id_manager import ZkProducerIdManager
@@ -131,6 +133,7 @@ class ZkBroker:
         #: The literal and prefixed ACL change listeners, when an authorizer is configured.
         self.acl_changes: list[ZkNodeChangeNotificationListener] = []
         self._credentials: CredentialCache | None = None
+        self._client_quotas: ClientQuotaConfigs | None = None
         self.alter_partition_manager: AlterPartitionManager | None = None
         self._parts: ServerParts | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -372,10 +375,18 @@ class ZkBroker:
             await self.apply_topic_configs(name, fetched.get(name, {}))
         elif entity_type == CONFIG_TYPE_BROKER and name in (str(self.broker_id), DEFAULT_ENTITY):
             await self._reload_broker_configs()
-        elif entity_type == CONFIG_TYPE_USER and self._credentials is not None:
+        elif entity_type == CONFIG_TYPE_USER and "/" not in name and self._credentials is not None:
             # Kafka's UserConfigHandler: the user's SCRAM credentials follow its znode.
             user = desanitize(name)
             self._credentials.update_user(user, await self.zk.get_user_config(user))
+        await self._reload_client_quota(entity_type, name)
+
+    async def _reload_client_quota(self, entity_type: str, name: str) -> None:
+        """Kafka's ClientIdConfigHandler / UserConfigHandler / IpConfigHandler: the quotas of the entity
+        a notification names (``users/alice``, ``users/alice/clients/c1``, ``clients/c1``, ``ips/...``)."""
+        entity = ClientQuotaEntity.from_zk_entity_path(f"{entity_type}/{name}")
+        if entity is not None and self._client_quotas is not None:
+            self._client_quotas.replace(entity, await self.zk.get_entity_config(entity.zk_entity_path()))
 
     # -- ACLs: /kafka-acl-changes and /kafka-acl-extended-changes ----------------------------------
     async def follow_acl_changes(self, authorizer: AclAuthorizer) -> None:
@@ -404,6 +415,18 @@ class ZkBroker:
 
     async def write_user_configs(self, user: str, changes: Mapping[str, str | None]) -> dict[str, str]:
         return await self.zk.alter_user_config(user, changes)
+
+    # -- client quotas: /config/users, /config/clients, /config/users/<u>/clients, /config/ips ------------
+    async def load_client_quotas(self, configs: ClientQuotaConfigs) -> None:
+        """Every quota entity's config before the listeners open; changes follow by notification."""
+        self._client_quotas = configs
+        for path, config in (await self.zk.get_quota_entity_configs()).items():
+            entity = ClientQuotaEntity.from_zk_entity_path(path)
+            if entity is not None:
+                configs.replace(entity, config)
+
+    async def write_quota_configs(self, entity: ClientQuotaEntity, changes: Mapping[str, str | None]) -> dict[str, str]:
+        return await self.zk.alter_entity_config(entity.zk_entity_path(), changes)
 
     def _write_broker_configs_blocking(self, resource_name: str, configs: dict[str, str]) -> None:
         """A broker resource's dynamic configs to /config/brokers/<id> or <default> (append thread)."""

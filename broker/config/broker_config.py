@@ -197,6 +197,9 @@ class BrokerConfig(SslConfig):
     #: The replication throttles' rate windows (KIP-73): this many samples of this many seconds.
     replication_quota_window_num: int = _prop(11, "replication.quota.window.num")
     replication_quota_window_size_seconds: int = _prop(1, "replication.quota.window.size.seconds")
+    #: The client quotas' rate windows (KIP-13): this many samples of this many seconds.
+    quota_window_num: int = _prop(11, "quota.window.num")
+    quota_window_size_seconds: int = _prop(1, "quota.window.size.seconds")
     auto_leader_rebalance_enable: bool = _prop(True, "auto.leader.rebalance.enable")
     leader_imbalance_per_broker_percentage: int = _prop(10, "leader.imbalance.per.broker.percentage")
     leader_imbalance_check_interval_seconds: int = _prop(300, "leader.imbalance.check.interval.seconds")
@@ -212,7 +215,8 @@ class BrokerConfig(SslConfig):
             return [Listener.parse(v) if isinstance(v, str) else v for v in value]
         return value
 
-    @field_validator("replication_quota_window_num", "replication_quota_window_size_seconds")
+    @field_validator("replication_quota_window_num", "replication_quota_window_size_seconds", "quota_window_num",
+                     "quota_window_size_seconds")
     @classmethod
     def _at_least_one(cls, value: int) -> int:
         if value < 1:

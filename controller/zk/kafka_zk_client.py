@@ -286,15 +286,20 @@ class KafkaZkClient(ZooKeeperSession):
         return configs
 
     async def get_user_config(self, user: str) -> dict[str, str]:
-        found = await self.get_data(zd.config_entity_path(zd.CONFIG_TYPE_USER, zd.sanitize(user)))
-        return zd.decode_config(found[0]) if found is not None else {}
+        # A user with only <user, client-id> quotas has a znode without data (created as their parent).
+        return await self.get_entity_config(zd.config_entity_change_path(zd.CONFIG_TYPE_USER, zd.sanitize(user)))
 
     async def alter_user_config(self, user: str, changes: Mapping[str, str | None]) -> dict[str, str]:
-        """Set (or, for None, remove) keys of /config/users/<user>, keeping its other keys (quotas),
-        then announce it; the user's new config. Only changes made through one broker at a time are
-        ordered here, as with Kafka's ZooKeeper-mode admin."""
-        sanitized = zd.sanitize(user)
-        path = zd.config_entity_path(zd.CONFIG_TYPE_USER, sanitized)
+        """Set (or, for None, remove) keys of /config/users/<user>, keeping its other keys (quotas)."""
+        return await self.alter_entity_config(
+            zd.config_entity_change_path(zd.CONFIG_TYPE_USER, zd.sanitize(user)), changes)
+
+    async def alter_entity_config(self, entity_path: str, changes: Mapping[str, str | None]) -> dict[str, str]:
+        """Set (or, for None, remove) keys of /config/<entity_path> (``users/alice``,
+        ``users/alice/clients/c1``, ``clients/<default>``...), keeping its other keys (a user's SCRAM
+        credentials and quotas share a znode), then announce it; the entity's new config. Only
+        changes made through one broker at a time are ordered here, as with Kafka's ZooKeeper-mode admin."""
+        path = f"{zd.CONFIG_PATH}/{entity_path}"
 
         def write() -> dict[str, str]:
             try:
@@ -308,11 +313,25 @@ class KafkaZkClient(ZooKeeperSession):
                 else:
                     config[key] = value
             self._set_or_create(path, zd.encode_config(config))
-            notification = zd.encode_config_change_notification(
-                zd.config_entity_change_path(zd.CONFIG_TYPE_USER, sanitized))
+            notification = zd.encode_config_change_notification(entity_path)
             self._create(f"{zd.CONFIG_CHANGES_PATH}/{zd.CONFIG_CHANGE_PREFIX}", notification, sequence=True)
             return config
         return await self._run(write)
+
+    async def get_entity_config(self, entity_path: str) -> dict[str, str]:
+        found = await self.get_data(f"{zd.CONFIG_PATH}/{entity_path}")
+        return zd.decode_config(found[0]) if found is not None and found[0] else {}
+
+    async def get_quota_entity_configs(self) -> dict[str, dict[str, str]]:
+        """Every entity that may hold client quotas, by entity path: users, users' clients, clients, ips."""
+        paths: list[str] = []
+        for entity_type in (zd.CONFIG_TYPE_USER, zd.CONFIG_TYPE_CLIENT, zd.CONFIG_TYPE_IP):
+            for name in await self.get_children(zd.config_entity_type_path(entity_type)):
+                paths.append(f"{entity_type}/{name}")
+                if entity_type == zd.CONFIG_TYPE_USER:
+                    clients = await self.get_children(f"{zd.config_entity_path(entity_type, name)}/clients")
+                    paths += [f"{entity_type}/{name}/clients/{client}" for client in clients]
+        return {path: await self.get_entity_config(path) for path in paths}
 
     async def get_broker_configs(self, entity: str) -> dict[str, str]:
         found = await self.get_data(zd.config_entity_path(zd.CONFIG_TYPE_BROKER, entity))

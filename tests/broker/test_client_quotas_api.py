@@ -1,0 +1,124 @@
+"""DescribeClientQuotas and AlterClientQuotas on a real lone broker (KIP-546).
+
+Quotas are set, described with every filter match type, strict and not, and
+removed at every version; bad entries get INVALID_REQUEST with the others
+applied; a lone broker keeps its quotas across a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from client.connection import BrokerConnection
+from protocol.errors import ErrorCode
+from protocol.messages.alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasRequestEntryData,
+    AlterClientQuotasResponse,
+    EntityData,
+    OpData,
+)
+from protocol.messages.describe_client_quotas import (
+    ComponentData,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
+from testing.broker_process import BrokerProcess
+
+Entity = dict[str, str | None]
+
+
+@pytest.fixture
+def broker() -> Iterator[BrokerProcess]:
+    with BrokerProcess() as process:
+        yield process
+        print(process.log_text()[-4000:])
+
+
+def alter(connection: BrokerConnection, entity: Entity, ops: dict[str, float | None], version: int | None = None,
+          validate_only: bool = False) -> tuple[int, str | None]:
+    """Set (value) or remove (None) quota keys of one entity; its (error code, message)."""
+    entry = AlterClientQuotasRequestEntryData(
+        entity=[EntityData(entity_type=t, entity_name=n) for t, n in entity.items()],
+        ops=[OpData(key=k, value=v or 0.0, remove=v is None) for k, v in ops.items()])
+    response = connection.request(AlterClientQuotasRequest(entries=[entry], validate_only=validate_only),
+                                  version=version)
+    assert isinstance(response, AlterClientQuotasResponse)
+    (result,) = response.entries
+    return result.error_code, result.error_message
+
+
+def describe(connection: BrokerConnection, components: list[tuple[str, int, str | None]], strict: bool = False,
+             version: int | None = None) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+    request = DescribeClientQuotasRequest(
+        components=[ComponentData(entity_type=t, match_type=m, match=name) for t, m, name in components],
+        strict=strict)
+    response = connection.request(request, version=version)
+    assert isinstance(response, DescribeClientQuotasResponse)
+    assert response.error_code == 0, response.error_message
+    assert response.entries is not None
+    return {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
+            for entry in response.entries}
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_set_describe_and_remove_at_every_version(broker: BrokerProcess, version: int) -> None:
+    with BrokerConnection(broker.host, broker.port) as admin:
+        assert alter(admin, {"user": "alice"}, {"producer_byte_rate": 1024.0}, version) == (0, None)
+        assert alter(admin, {"user": "alice", "client-id": "app"}, {"consumer_byte_rate": 2048.0,
+                                                                     "request_percentage": 12.5}, version) == (0, None)
+        assert alter(admin, {"user": None}, {"producer_byte_rate": 4096.0}, version) == (0, None)
+        assert alter(admin, {"client-id": None}, {"controller_mutation_rate": 10.0}, version) == (0, None)
+        assert alter(admin, {"ip": "127.0.0.9"}, {"connection_creation_rate": 5.0}, version) == (0, None)
+        every = describe(admin, [], version=version)
+        assert every == {
+            (("user", "alice"),): {"producer_byte_rate": 1024.0},
+            (("user", "alice"), ("client-id", "app")): {"consumer_byte_rate": 2048.0, "request_percentage": 12.5},
+            (("user", None),): {"producer_byte_rate": 4096.0},
+            (("client-id", None),): {"controller_mutation_rate": 10.0},
+            (("ip", "127.0.0.9"),): {"connection_creation_rate": 5.0},
+        }
+        exact_alice = describe(admin, [("user", 0, "alice")], version=version)
+        assert set(exact_alice) == {(("user", "alice"),), (("user", "alice"), ("client-id", "app"))}
+        assert set(describe(admin, [("user", 0, "alice")], strict=True, version=version)) == {(("user", "alice"),)}
+        assert set(describe(admin, [("user", 1, None)], version=version)) == {(("user", None),)}
+        assert set(describe(admin, [("user", 2, None)], strict=True, version=version)) == {(("user", "alice"),)}
+        assert set(describe(admin, [("user", 2, None), ("client-id", 0, "app")], version=version)) == {
+            (("user", "alice"), ("client-id", "app"))}
+        assert alter(admin, {"user": "alice", "client-id": "app"}, {"consumer_byte_rate": None,
+                                                                     "request_percentage": None}, version) == (0, None)
+        assert (("user", "alice"), ("client-id", "app")) not in describe(admin, [], version=version)
+
+
+def test_bad_entries_are_refused_one_by_one(broker: BrokerProcess) -> None:
+    with BrokerConnection(broker.host, broker.port) as admin:
+        refused = [
+            ({"user": "a"}, {"producer_byte_rate": 10.5}, "Configuration producer_byte_rate must be a Long value"),
+            ({"user": "a"}, {"connection_creation_rate": 5.0}, "Invalid configuration key connection_creation_rate"),
+            ({"ip": "1.2.3.4"}, {"producer_byte_rate": 5.0}, "Invalid configuration key producer_byte_rate"),
+            ({"user": "a"}, {"bogus": 1.0}, "Invalid configuration key bogus"),
+            ({"user": "a"}, {"producer_byte_rate": -1.0}, None),
+            ({"group": "g"}, {"producer_byte_rate": 1.0}, "Unhandled client quota entity type: group"),
+        ]
+        for entity, ops, message in refused:
+            code, said = alter(admin, entity, ops)
+            assert code == ErrorCode.INVALID_REQUEST, (entity, ops)
+            assert message is None or said == message
+        assert alter(admin, {"user": "a"}, {"producer_byte_rate": 100.0}, validate_only=True) == (0, None)
+        assert describe(admin, []) == {}  # nothing refused or only validated was stored
+        response = admin.request(DescribeClientQuotasRequest(components=[
+            ComponentData(entity_type="user", match_type=2, match=None),
+            ComponentData(entity_type="user", match_type=1, match=None)]))
+        assert isinstance(response, DescribeClientQuotasResponse)
+        assert response.error_code == ErrorCode.INVALID_REQUEST and response.entries is None
+
+
+def test_a_lone_broker_keeps_its_quotas_across_a_restart(broker: BrokerProcess) -> None:
+    with BrokerConnection(broker.host, broker.port) as admin:
+        assert alter(admin, {"client-id": "app"}, {"producer_byte_rate": 1048576.0}) == (0, None)
+    broker.stop()
+    broker.start()
+    with BrokerConnection(broker.host, broker.port) as admin:
+        assert describe(admin, []) == {(("client-id", "app"),): {"producer_byte_rate": 1048576.0}}
