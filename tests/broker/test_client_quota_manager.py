@@ -15,7 +15,7 @@ from broker.quota.client_quota_entity import (
     validate_entity,
     validate_value,
 )
-from broker.quota.client_quota_manager import ClientQuotaManager, Rate
+from broker.quota.client_quota_manager import ClientQuotaManager
 
 
 class Clock:
@@ -66,12 +66,12 @@ def test_a_default_quota_meters_each_client_apart_and_a_user_quota_all_its_clien
     configs = ClientQuotaConfigs()
     configs.replace(_entity(client_id=None), {PRODUCER_BYTE_RATE: "1000"})
     manager = ClientQuotaManager(PRODUCER_BYTE_RATE, configs, clock=clock)
-    # 10 windows of 1 s at 1,000 B/s: 10,000 bytes before any throttling.
-    assert manager.record_and_get_throttle_time_ms("alice", "a", 10_000) == 0
-    assert manager.record_and_get_throttle_time_ms("alice", "b", 10_000) == 0  # its own meter
+    # One window of 1 s at 1,000 B/s: 1,000 bytes before any throttling.
+    assert manager.record_and_get_throttle_time_ms("alice", "a", 1000) == 0
+    assert manager.record_and_get_throttle_time_ms("alice", "b", 1000) == 0  # its own meter
     assert manager.record_and_get_throttle_time_ms("alice", "a", 1) > 0
     configs.replace(_entity(user="bob"), {PRODUCER_BYTE_RATE: "1000"})
-    assert manager.record_and_get_throttle_time_ms("bob", "a", 10_000) == 0
+    assert manager.record_and_get_throttle_time_ms("bob", "a", 1000) == 0
     assert manager.record_and_get_throttle_time_ms("bob", "b", 1) > 0  # bob's clients share his
 
 
@@ -80,11 +80,19 @@ def test_throttle_time_is_what_brings_the_rate_back_to_the_quota() -> None:
     configs = ClientQuotaConfigs()
     configs.replace(_entity(client_id="app"), {PRODUCER_BYTE_RATE: "1000"})
     manager = ClientQuotaManager(PRODUCER_BYTE_RATE, configs, clock=clock)
-    # 20,000 bytes over a 10 s window: 2,000 B/s, twice the quota: (2000 - 1000) / 1000 * 10 s.
-    assert manager.record_and_get_throttle_time_ms("", "app", 20_000) == 10_000
+    assert manager.record_and_get_throttle_time_ms("", "app", 500) == 0
+    clock.now += 2.0
+    # 4,000 bytes over 2 s: 2,000 B/s, twice the quota: (2000 - 1000) / 1000 * 2 s.
+    assert manager.record_and_get_throttle_time_ms("", "app", 3500) == 2000
+    clock.now += 2.0  # waited out: 4,000 bytes over 4 s is the quota
+    assert manager.record_and_get_throttle_time_ms("", "app", 0) == 0
     clock.now += 11.0  # the burst's sample has left the 11 windows: nothing is measured now
     assert manager.record_and_get_throttle_time_ms("", "app", 0) == 0
     assert manager.record_and_get_throttle_time_ms("", "other", 1e9) == 0  # no quota for it
+    # A first burst is measured over one window, not less: 2,000 bytes at once is 2,000 B/s.
+    assert manager.record_and_get_throttle_time_ms("", "new", 0) == 0
+    configs.replace(_entity(client_id=None), {PRODUCER_BYTE_RATE: "1000"})
+    assert manager.record_and_get_throttle_time_ms("", "new", 2000) == 1000
 
 
 def test_held_to_its_quota_a_client_averages_the_quota() -> None:
@@ -99,13 +107,6 @@ def test_held_to_its_quota_a_client_averages_the_quota() -> None:
         sent += 100_000
         clock.now += max(throttle_ms / 1000.0, 0.01)
     assert sent / (clock.now - start) == pytest.approx(1 << 20, rel=0.1)
-
-
-def test_rate_measures_a_first_burst_against_ten_windows() -> None:
-    rate = Rate(11, 1000.0)
-    rate.record(5000, 0.0)
-    assert rate.measure(500.0) == pytest.approx(5000 / 10.5)  # over 0.5 s and ten more windows
-    assert rate.window_size_ms(500.0) == pytest.approx(10_500.0)
 
 
 def test_entities_keys_and_values_are_validated_as_kafka_does() -> None:
