@@ -82,6 +82,8 @@ TESTS: dict[int, list[str]] = {
     42: [f"{_GROUPS}::test_delete_groups_and_offset_delete"],
     44: [f"{_ADMIN}::test_incremental_alter_configs_versions"],
     47: [f"{_GROUPS}::test_delete_groups_and_offset_delete"],
+    48: ["tests/broker/test_client_quotas_api.py::test_set_describe_and_remove_at_every_version"],
+    49: ["tests/broker/test_client_quotas_api.py::test_set_describe_and_remove_at_every_version"],
     50: ["tests/broker/test_sasl_listeners.py::test_describe_and_alter_user_scram_credentials"],
     51: ["tests/broker/test_sasl_listeners.py::test_describe_and_alter_user_scram_credentials"],
     60: [f"{_ADMIN}::test_describe_cluster_versions"],

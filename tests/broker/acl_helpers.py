@@ -18,7 +18,7 @@ from testing.broker_process import BrokerProcess
 from testing.sockets import free_port
 
 HOST = "127.0.0.1"
-USERS = ("admin", "alice", "bob", "carol")
+USERS = ("admin", "alice", "bob", "carol", "erin")
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 
 

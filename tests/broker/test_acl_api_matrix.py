@@ -14,6 +14,13 @@ import pytest
 
 from protocol.acl_types import AclOperation, PatternType, ResourceType
 from protocol.errors import ErrorCode
+from protocol.messages.alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasRequestEntryData,
+    AlterClientQuotasResponse,
+    OpData,
+)
+from protocol.messages.alter_client_quotas import EntityData as QuotaEntityData
 from protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -33,6 +40,7 @@ from protocol.messages.delete_records import (
     DeleteRecordsTopic,
 )
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse, DeleteTopicState
+from protocol.messages.describe_client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponse
 from protocol.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
@@ -347,6 +355,23 @@ def test_cluster_apis(acls: AclBroker) -> None:
         CLUSTER_AUTH]
     acls.allow("User:carol", AclOperation.ALTER, C, CLUSTER)
     assert [r.error_code for r in call(acls, "carol", alter, AlterUserScramCredentialsResponse, 0).results] == [OK]
+
+
+def test_client_quotas_need_describe_configs_and_alter_configs_on_the_cluster(acls: AclBroker) -> None:
+    alter = AlterClientQuotasRequest(entries=[AlterClientQuotasRequestEntryData(
+        entity=[QuotaEntityData(entity_type="client-id", entity_name="app")],
+        ops=[OpData(key="producer_byte_rate", value=1024.0, remove=False)])], validate_only=False)
+    assert [e.error_code for e in call(acls, "erin", alter, AlterClientQuotasResponse, 1).entries] == [CLUSTER_AUTH]
+    assert call(acls, "erin", DescribeClientQuotasRequest(components=[]), DescribeClientQuotasResponse,
+                1).error_code == CLUSTER_AUTH
+    acls.allow("User:erin", AclOperation.ALTER_CONFIGS, C, CLUSTER)
+    assert [e.error_code for e in call(acls, "erin", alter, AlterClientQuotasResponse, 0).entries] == [OK]
+    assert call(acls, "erin", DescribeClientQuotasRequest(components=[]), DescribeClientQuotasResponse,
+                0).error_code == CLUSTER_AUTH
+    acls.allow("User:erin", AclOperation.DESCRIBE_CONFIGS, C, CLUSTER)
+    described = call(acls, "erin", DescribeClientQuotasRequest(components=[]), DescribeClientQuotasResponse, 0)
+    assert described.error_code == OK and described.entries is not None
+    assert [(e.entity[0].entity_name, e.values[0].value) for e in described.entries] == [("app", 1024.0)]
 
 
 def test_write_txn_markers_needs_cluster_action(acls: AclBroker) -> None:

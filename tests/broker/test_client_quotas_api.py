@@ -7,6 +7,7 @@ applied; a lone broker keeps its quotas across a restart.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -122,3 +123,29 @@ def test_a_lone_broker_keeps_its_quotas_across_a_restart(broker: BrokerProcess) 
     broker.start()
     with BrokerConnection(broker.host, broker.port) as admin:
         assert describe(admin, []) == {(("client-id", "app"),): {"producer_byte_rate": 1048576.0}}
+
+
+@pytest.mark.parametrize("version, delayed", [(5, True), (9, False)])
+def test_an_old_client_gets_its_response_after_the_throttle_a_new_one_at_once(broker: BrokerProcess, version: int,
+                                                                            delayed: bool) -> None:
+    """KIP-219: from Produce v6 the client throttles itself (the response leaves at once, then the
+    connection is muted); an older one is held by the broker sending its response late."""
+    from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
+    from protocol.records import Record, build_batch
+
+    with BrokerConnection(broker.host, broker.port) as admin:
+        assert alter(admin, {"client-id": "old"}, {"producer_byte_rate": 8000.0}) == (0, None)
+    batch = bytes(build_batch([Record(0, 0, None, b"x" * 10_000)]))
+    request = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[TopicProduceData(
+        name="quota-versions", partition_data=[PartitionProduceData(index=0, records=batch)])])
+    with BrokerConnection(broker.host, broker.port, client_id="old") as producer:
+        started = time.monotonic()
+        response = producer.request(request, version=version)
+        took_ms = (time.monotonic() - started) * 1000
+    assert isinstance(response, ProduceResponse)
+    # ~10,100 request bytes in the first window against 8,000 B/s: throttled about 260 ms.
+    assert 200 <= response.throttle_time_ms <= 400
+    if delayed:
+        assert took_ms >= response.throttle_time_ms - 20
+    else:
+        assert took_ms < response.throttle_time_ms - 50

@@ -113,3 +113,40 @@ def test_a_producer_is_held_to_its_quota_and_an_unlimited_one_is_not_slowed(brok
     assert limited.throttled_ms and max(limited.throttled_ms) > 0  # the client was told, in throttle_time_ms
     assert not free.throttled_ms
     assert free_rate >= 0.95 * FREE_RATE
+
+
+def test_a_consumer_is_held_to_its_consumer_byte_rate(broker: BrokerProcess) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    topic = "quota-read"
+    create_topic(broker.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for _ in range(16_000):  # 16 MB, more than the consumer may read in the measured time
+        while True:
+            try:
+                producer.produce(topic, value=VALUE)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(60) == 0
+    with BrokerConnection(broker.host, broker.port) as admin:
+        assert alter(admin, {"client-id": "slow-reader"}, {"consumer_byte_rate": float(QUOTA)}) == (0, None)
+    throttled: list[float] = []
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": "slow-reader", "group.id": "quota-g",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "throttle_cb": lambda event: throttled.append(event.throttle_time)})
+    read: list[tuple[float, int]] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while not read and time.monotonic() < deadline:  # the group forms, the first records arrive
+            read += [(time.monotonic(), len(m.value())) for m in consumer.consume(1000, 0.2) if m.error() is None]
+        first = read[0][0]
+        while time.monotonic() < first + 12.0:
+            read += [(time.monotonic(), len(m.value())) for m in consumer.consume(1000, 0.2) if m.error() is None]
+    finally:
+        consumer.close()
+    rate = sum(size for at, size in read if at < first + 12.0) / 12.0
+    print(f"consumer {rate / QUOTA:.3f} MiB/s, throttled {len(throttled)} times")
+    assert rate == pytest.approx(QUOTA, rel=0.15)
+    assert throttled
