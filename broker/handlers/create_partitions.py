@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
 from broker.auth_helper import authorized_names
+from broker.quota.controller_mutation_quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.create_partitions import (
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 API_KEY = 37
 MIN_VERSION = 0
 MAX_VERSION = 3
+#: KIP-599: from v3 a client over its controller_mutation_rate is refused (older ones only throttled).
+_STRICT_QUOTA_VERSION = 3
 
 
 def _create_one(broker: BrokerServices, topic: CreatePartitionsTopic, validate_only: bool) -> CreatePartitionsTopicResult:
@@ -94,8 +97,22 @@ async def handle(ctx: RequestContext, broker: BrokerServices,
         denied = [CreatePartitionsTopicResult(name=n, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                               error_message="Authorization failed.") for n in names if n in refused]
         request.topics = [t for t in request.topics if t.name not in refused]
+    throttle_ms = 0
+    if broker.quotas is not None and not request.validate_only:
+        mutations = [(t.name, max(0, t.count - _current_count(broker, t.name))) for t in request.topics]
+        admission = broker.quotas.admit_mutations(ctx, mutations, strict=ctx.api_version >= _STRICT_QUOTA_VERSION)
+        request.topics = [t for t in request.topics if t.name not in admission.refused]
+        denied += [CreatePartitionsTopicResult(name=n, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                               error_message=THROTTLING_QUOTA_EXCEEDED_MESSAGE)
+                   for n, _ in mutations if n in admission.refused]
+        throttle_ms = admission.throttle_time_ms
     if broker.cluster is not None:
         results = await _create_in_cluster(broker, request)
     else:
         results = await broker.append_thread.run(_create_all, broker, request)
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results + denied)
+    return CreatePartitionsResponse(throttle_time_ms=throttle_ms, results=results + denied)
+
+
+def _current_count(broker: BrokerServices, topic: str) -> int:
+    known = broker.metadata.get(topic)
+    return known.partition_count if known is not None else 0

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from broker.admin_manager import AdminError
 from broker.auth_helper import authorize_cluster, authorized_names
 from broker.config.topic_config import topic_config_entries
+from broker.quota.controller_mutation_quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.create_topics import (
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 API_KEY = 19
 MIN_VERSION = 0  # Kafka 4.0's floor is v2 (KIP-896); v0-v1 as Kafka 3.9
 MAX_VERSION = 7
+#: KIP-599: from v6 a client over its controller_mutation_rate is refused (older ones only throttled).
+_STRICT_QUOTA_VERSION = 6
 
 
 def _create_one(broker: BrokerServices, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
@@ -141,6 +144,10 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: CreateTop
     describable: set[str] | None = None
     if broker.authorizer is not None:
         denied, describable = _authorize(ctx, broker, request)
+    throttle_ms = 0
+    if broker.quotas is not None and not request.validate_only:
+        throttled, throttle_ms = _admit(ctx, broker, request)
+        denied += throttled
     if broker.cluster is not None:
         results = await _create_in_cluster(broker, request)
     else:
@@ -152,4 +159,19 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: CreateTop
                 result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 result.num_partitions = result.replication_factor = -1
                 result.configs = []
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results + denied)
+    return CreateTopicsResponse(throttle_time_ms=throttle_ms, topics=results + denied)
+
+
+def _admit(ctx: RequestContext, broker: BrokerServices, request: CreateTopicsRequest
+           ) -> tuple[list[CreatableTopicResult], int]:
+    """controller_mutation_rate (KIP-599): takes the topics it refuses out of ``request``; their answers
+    and the throttle time."""
+    assert broker.quotas is not None
+    mutations = [(t.name, t.num_partitions if t.num_partitions > 0 else
+                  len(t.assignments) or broker.config.num_partitions) for t in request.topics]
+    admission = broker.quotas.admit_mutations(ctx, mutations, strict=ctx.api_version >= _STRICT_QUOTA_VERSION)
+    request.topics = [t for t in request.topics if t.name not in admission.refused]
+    throttled = [CreatableTopicResult(name=n, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                      error_message=THROTTLING_QUOTA_EXCEEDED_MESSAGE, num_partitions=-1,
+                                      replication_factor=-1) for n, _ in mutations if n in admission.refused]
+    return throttled, admission.throttle_time_ms

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
 from broker.auth_helper import authorized_names
+from broker.quota.controller_mutation_quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 API_KEY = 20
 MIN_VERSION = 0  # Kafka 4.0's floor is v1 (KIP-896); v0 is v1 without throttle_time_ms
 MAX_VERSION = 6
+#: KIP-599: from v5 a client over its controller_mutation_rate is refused (older ones only throttled).
+_STRICT_QUOTA_VERSION = 5
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -141,9 +144,13 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: DeleteTop
     denied: list[DeletableTopicResult] = []
     if broker.authorizer is not None:
         denied, wanted = _authorize(ctx, broker, wanted)
+    throttle_ms = 0
+    if broker.quotas is not None:
+        throttled, wanted, throttle_ms = _admit(ctx, broker, wanted)
+        denied += throttled
     if broker.cluster is not None:
         # Offsets of the deleted topics go when the controller's UpdateMetadata removes them.
-        return DeleteTopicsResponse(throttle_time_ms=0, responses=await _delete_in_cluster(
+        return DeleteTopicsResponse(throttle_time_ms=throttle_ms, responses=await _delete_in_cluster(
             broker, wanted, version, request.timeout_ms) + denied)
     results = await broker.append_thread.run(_delete_all, broker, wanted, version)
     deleted = {r.name for r in results if r.error_code == ErrorCode.NO_ERROR and r.name}
@@ -151,4 +158,21 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: DeleteTop
         # Committed offsets on a deleted topic go too (tombstones), so a topic
         # re-created under the same name starts without stale positions.
         broker.group_coordinator.handle_deleted_topics(deleted)
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results + denied)
+    return DeleteTopicsResponse(throttle_time_ms=throttle_ms, responses=results + denied)
+
+
+def _admit(ctx: RequestContext, broker: BrokerServices, wanted: list[tuple[str | None, uuid.UUID]]
+           ) -> tuple[list[DeletableTopicResult], list[tuple[str | None, uuid.UUID]], int]:
+    """controller_mutation_rate (KIP-599): each topic deletes all its partitions. The refused topics'
+    answers, the topics left to delete, and the throttle time."""
+    assert broker.quotas is not None
+    known = [broker.metadata.get(name) if name else broker.metadata.by_id(topic_id) for name, topic_id in wanted]
+    mutations = [(meta.name if meta is not None else name or str(topic_id), meta.partition_count if meta else 0)
+                 for (name, topic_id), meta in zip(wanted, known, strict=True)]
+    admission = broker.quotas.admit_mutations(ctx, mutations, strict=ctx.api_version >= _STRICT_QUOTA_VERSION)
+    refused = [(w, m) for w, m in zip(wanted, mutations, strict=True) if m[0] in admission.refused]
+    throttled = [DeletableTopicResult(name=label, topic_id=topic_id, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                      error_message=THROTTLING_QUOTA_EXCEEDED_MESSAGE)
+                 for (_, topic_id), (label, _) in refused]
+    left = [w for w, m in zip(wanted, mutations, strict=True) if m[0] not in admission.refused]
+    return throttled, left, admission.throttle_time_ms

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 from broker.quota.client_quota_configs import ClientQuotaConfigs
 from broker.quota.client_quota_entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from broker.quota.client_quota_manager import ClientQuotaManager
+from broker.quota.controller_mutation_quota import Admission, ControllerMutationQuotaManager
 from protocol.primitives import Message
 
 if TYPE_CHECKING:
@@ -68,10 +69,19 @@ class ClientQuotas:
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, configs, num_samples, window_size_seconds, clock)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, configs, num_samples, window_size_seconds, clock)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, configs, num_samples, window_size_seconds, clock)
+        self.controller_mutation = ControllerMutationQuotaManager(configs, num_samples, window_size_seconds, clock)
 
     @property
     def enabled(self) -> bool:
-        return self.produce.enabled or self.fetch.enabled or self.request.enabled
+        return (self.produce.enabled or self.fetch.enabled or self.request.enabled
+                or self.controller_mutation.enabled)
+
+    def admit_mutations(self, ctx: RequestContext, mutations: list[tuple[str, int]], strict: bool) -> Admission:
+        """CreateTopics, CreatePartitions and DeleteTopics: which topics the client's
+        controller_mutation_rate refuses, and its throttle time (see controller_mutation_quota)."""
+        if not self.controller_mutation.enabled:
+            return Admission(frozenset(), 0)
+        return self.controller_mutation.admit(ctx.principal.name, ctx.client_id or "", mutations, strict)
 
     def handle(self, ctx: RequestContext, handler: Handler, services: Any, body: Any) -> Any:
         """Run the handler, record the request's usage and throttle its client if over a quota."""
@@ -102,10 +112,12 @@ class ClientQuotas:
         if ctx.request.api_key == FETCH and response is not None and self.fetch.enabled:
             throttle_ms = max(throttle_ms, self.fetch.record_and_get_throttle_time_ms(
                 user, client_id, response_bytes(response)))
+        if response is not None and hasattr(response, "throttle_time_ms"):
+            # A handler's own throttle (controller_mutation_rate) mutes the connection too.
+            throttle_ms = max(response.throttle_time_ms, throttle_ms)
+            response.throttle_time_ms = throttle_ms
         if throttle_ms <= 0:
             return response
-        if response is not None and hasattr(response, "throttle_time_ms"):
-            response.throttle_time_ms = max(response.throttle_time_ms, throttle_ms)
         ctx.connection.throttle(throttle_ms)
         if response is None or client_throttles_itself(ctx.request.api_key, ctx.api_version):
             return response

@@ -149,3 +149,31 @@ def test_an_old_client_gets_its_response_after_the_throttle_a_new_one_at_once(br
         assert took_ms >= response.throttle_time_ms - 20
     else:
         assert took_ms < response.throttle_time_ms - 50
+
+
+def test_controller_mutation_rate_refuses_strict_clients_and_throttles_old_ones(broker: BrokerProcess) -> None:
+    """KIP-599: 2 partitions/s, a bucket of 2 x 11 windows = 22 partitions. Topics of 10 partitions:
+    two fit, the third takes the bucket below zero, the fourth is refused (CreateTopics v6+), and
+    the throttle time is how long the bucket needs to refill to zero. A v5 client is only throttled."""
+    from protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
+
+    with BrokerConnection(broker.host, broker.port) as admin:
+        assert alter(admin, {"client-id": "creator"}, {"controller_mutation_rate": 2.0}) == (0, None)
+        assert alter(admin, {"client-id": "old-creator"}, {"controller_mutation_rate": 2.0}) == (0, None)
+
+    def create(client_id: str, prefix: str, version: int) -> CreateTopicsResponse:
+        request = CreateTopicsRequest(topics=[CreatableTopic(name=f"{prefix}-{i}", num_partitions=10,
+                                                             replication_factor=1) for i in range(4)],
+                                      timeout_ms=10_000)
+        with BrokerConnection(broker.host, broker.port, client_id=client_id) as connection:
+            response = connection.request(request, version=version)
+        assert isinstance(response, CreateTopicsResponse)
+        return response
+
+    strict = create("creator", "mut", 7)
+    assert [(t.name, t.error_code) for t in strict.topics] == [
+        ("mut-0", 0), ("mut-1", 0), ("mut-2", 0), ("mut-3", ErrorCode.THROTTLING_QUOTA_EXCEEDED)]
+    assert 3500 <= strict.throttle_time_ms <= 4100  # 8 partitions below zero at 2/s
+    permissive = create("old-creator", "old", 5)
+    assert [t.error_code for t in permissive.topics] == [0, 0, 0, 0]
+    assert 8500 <= permissive.throttle_time_ms <= 9100  # 18 below zero
