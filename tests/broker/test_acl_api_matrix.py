@@ -364,13 +364,14 @@ def test_client_quotas_need_describe_configs_and_alter_configs_on_the_cluster(ac
     assert [e.error_code for e in call(acls, "erin", alter, AlterClientQuotasResponse, 1).entries] == [CLUSTER_AUTH]
     assert call(acls, "erin", DescribeClientQuotasRequest(components=[]), DescribeClientQuotasResponse,
                 1).error_code == CLUSTER_AUTH
-    acls.allow("User:erin", AclOperation.ALTER_CONFIGS, C, CLUSTER)
-    assert [e.error_code for e in call(acls, "erin", alter, AlterClientQuotasResponse, 0).entries] == [OK]
-    assert call(acls, "erin", DescribeClientQuotasRequest(components=[]), DescribeClientQuotasResponse,
-                0).error_code == CLUSTER_AUTH
     acls.allow("User:erin", AclOperation.DESCRIBE_CONFIGS, C, CLUSTER)
     described = call(acls, "erin", DescribeClientQuotasRequest(components=[]), DescribeClientQuotasResponse, 0)
-    assert described.error_code == OK and described.entries is not None
+    assert (described.error_code, described.entries) == (OK, [])
+    assert [e.error_code for e in call(acls, "erin", alter, AlterClientQuotasResponse, 1).entries] == [CLUSTER_AUTH]
+    acls.allow("User:erin", AclOperation.ALTER_CONFIGS, C, CLUSTER)
+    assert [e.error_code for e in call(acls, "erin", alter, AlterClientQuotasResponse, 0).entries] == [OK]
+    described = call(acls, "erin", DescribeClientQuotasRequest(components=[]), DescribeClientQuotasResponse, 1)
+    assert described.entries is not None
     assert [(e.entity[0].entity_name, e.values[0].value) for e in described.entries] == [("app", 1024.0)]
 
 
