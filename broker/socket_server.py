@@ -44,7 +44,12 @@ from broker.response_writer import ResponseWriter
 from broker.security.channel_builders import ListenerSecurity
 from broker.security.credential_cache import CredentialCache
 from broker.security.kafka_principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
-from broker.security.sasl_authenticator import SaslServerAuthenticator, SaslState, client_message
+from broker.security.sasl_authenticator import (
+    SASL_HANDSHAKE_KEY,
+    SaslServerAuthenticator,
+    SaslState,
+    client_message,
+)
 from broker.security.sasl_server import SaslError
 from protocol.api import API_VERSIONS_KEY, DecodedRequest, decode_request, encode_response
 from protocol.buffers import Chunk
@@ -227,8 +232,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._bad_input(exc)
             return
         header = request.header
-        if sasl is not None and not sasl.complete:
-            refusal = sasl.refusal(header.request_api_key, request.api.name)
+        if sasl is not None:
+            refusal = (sasl.refusal(header.request_api_key, request.api.name) if not sasl.complete
+                       else self._expired_session(sasl, header.request_api_key))
             if refusal is not None:
                 log.info("closing connection from %s on %s: %s", self.peer, self._listener_name, refusal)
                 self.close()
@@ -276,6 +282,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._complete(slot, response)
 
     # -- SASL -------------------------------------------------------------
+    @staticmethod
+    def _expired_session(sasl: SaslServerAuthenticator, api_key: int) -> str | None:
+        """KIP-368: a session past its lifetime may only start re-authentication."""
+        if sasl.session_expires_at is None or api_key == SASL_HANDSHAKE_KEY:
+            return None
+        if sasl.session_expired(asyncio.get_running_loop().time()):
+            return "SASL session expired without re-authentication"
+        return None
+
     def authenticated(self, authorization_id: str) -> None:
         """SASL authentication completed: later requests act as ``User:<authorization_id>``."""
         self.principal = KafkaPrincipal(USER_TYPE, authorization_id)

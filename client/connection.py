@@ -95,6 +95,8 @@ class BrokerConnection:
         self.ssl_context = ssl_context
         #: SASL authentication after the versions are negotiated (SASL_PLAINTEXT, SASL_SSL) when set.
         self.sasl = sasl
+        #: The broker's last SaslAuthenticate session_lifetime_ms (KIP-368; 0: the session never ends).
+        self.session_lifetime_ms = 0
         self.client_id = client_id
         self.timeout = timeout
         self.node_id = node_id
@@ -172,7 +174,14 @@ class BrokerConnection:
         check_handshake(self._answer(handshake_request(settings), 1), settings)
         token = client.evaluate(b"")
         while token is not None:
-            token = client.evaluate(challenge_of(self._answer(authenticate_request(token), None)))
+            response = self._answer(authenticate_request(token), None)
+            token = client.evaluate(challenge_of(response))
+            self.session_lifetime_ms = getattr(response, "session_lifetime_ms", 0)
+
+    def reauthenticate(self) -> None:
+        """KIP-368: authenticate again on this connection before its session ends."""
+        assert self.sasl is not None, "not a SASL connection"
+        self._authenticate(self.sasl)
 
     def _answer(self, body: Message, version: int | None) -> Message:
         response = self.request(body, version=version)

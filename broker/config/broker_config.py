@@ -107,6 +107,9 @@ class BrokerConfig(SslConfig):
     sasl_enabled_mechanisms: list[str] = _prop(["GSSAPI"], "sasl.enabled.mechanisms")
     sasl_mechanism_inter_broker_protocol: str = _prop("GSSAPI", "sasl.mechanism.inter.broker.protocol")
     connection_failed_authentication_delay_ms: int = _prop(100, "connection.failed.authentication.delay.ms")
+    #: KIP-368: a SASL session's longest life before the client must re-authenticate (0: forever);
+    #: per listener and mechanism as listener.name.<l>.<mechanism>.connections.max.reauth.ms.
+    connections_max_reauth_ms: int = _prop(0, "connections.max.reauth.ms")
 
     # ACLs: no authorizer (Kafka's default "") allows everything.
     authorizer_class_name: str = _prop("", "authorizer.class.name")

@@ -30,6 +30,7 @@ SERVED_MECHANISMS = (PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512")
 KNOWN_MECHANISMS = ("GSSAPI", "OAUTHBEARER", *SERVED_MECHANISMS)
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 JAAS_CONFIG = "sasl.jaas.config"
+MAX_REAUTH = "connections.max.reauth.ms"
 ENABLED_MECHANISMS = "sasl.enabled.mechanisms"
 _PLAIN_USER_PREFIX = "user_"
 
@@ -39,7 +40,7 @@ def is_listener_sasl_property(name: str) -> bool:
     if name == ENABLED_MECHANISMS:
         return True
     mechanism, _, rest = name.partition(".")
-    return rest == JAAS_CONFIG and mechanism.upper() in KNOWN_MECHANISMS
+    return rest in (JAAS_CONFIG, MAX_REAUTH) and mechanism.upper() in KNOWN_MECHANISMS
 
 
 def jaas_property(listener_name: str, mechanism: str) -> str:
@@ -56,6 +57,8 @@ class SaslListenerConfig:
     plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
     #: mechanism -> its JAAS entry on this listener.
     login_modules: Mapping[str, LoginModuleEntry] = field(default_factory=dict, repr=False)
+    #: mechanism -> connections.max.reauth.ms on this listener (0 or absent: sessions never expire).
+    max_reauth_ms: Mapping[str, int] = field(default_factory=dict)
 
     def credentials_of_broker(self, mechanism: str) -> tuple[str, str] | None:
         """(username, password) of the JAAS entry for ``mechanism``: the broker's own, inter-broker."""
@@ -74,7 +77,7 @@ def enabled_mechanisms(default: list[str], extra: Mapping[str, Any], listener_na
 
 
 def listener_sasl_config(default_mechanisms: list[str], extra: Mapping[str, Any],
-                         listener_name: str) -> SaslListenerConfig:
+                         listener_name: str, default_max_reauth_ms: int = 0) -> SaslListenerConfig:
     """One SASL listener's settings; ValueError (no secret in it) for a missing or bad JAAS config."""
     enabled = enabled_mechanisms(default_mechanisms, extra, listener_name)
     unserved = [m for m in enabled if m not in SERVED_MECHANISMS]
@@ -96,4 +99,18 @@ def listener_sasl_config(default_mechanisms: list[str], extra: Mapping[str, Any]
                              f"{jaas_property(listener_name, PLAIN)}")
         users = {key[len(_PLAIN_USER_PREFIX):]: value for key, value in modules[PLAIN].options.items()
                  if key.startswith(_PLAIN_USER_PREFIX)}
-    return SaslListenerConfig(listener_name, served, users, modules)
+    max_reauth = {mechanism: _max_reauth_ms(extra, listener_name, mechanism, default_max_reauth_ms)
+                  for mechanism in served}
+    return SaslListenerConfig(listener_name, served, users, modules, max_reauth)
+
+
+def _max_reauth_ms(extra: Mapping[str, Any], listener_name: str, mechanism: str, default: int) -> int:
+    """connections.max.reauth.ms of one mechanism on one listener, its prefixed form winning."""
+    value = extra.get(f"listener.name.{listener_name.lower()}.{mechanism.lower()}.{MAX_REAUTH}", default)
+    try:
+        parsed = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"Invalid value {value} for configuration {MAX_REAUTH}: Not a number of type LONG") from None
+    if parsed < 0:
+        raise ValueError(f"Invalid value {parsed} for configuration {MAX_REAUTH}: must be 0 or more")
+    return parsed

@@ -5,12 +5,14 @@ its answer comes back in ``auth_bytes``. Once the mechanism completes, the
 connection acts as ``User:<authorization id>``. A failed authentication is
 answered SASL_AUTHENTICATION_FAILED with Kafka's message after
 ``connection.failed.authentication.delay.ms``, and the connection closes. v1
-adds ``session_lifetime_ms``: 0, since re-authentication (KIP-368) is not
-required (``connections.max.reauth.ms`` 0); v2 is the flexible form.
+adds ``session_lifetime_ms``: how long the session lasts before the client must
+re-authenticate (KIP-368, ``connections.max.reauth.ms``; 0: forever); v2 is the
+flexible form. A re-authentication must end as the session's principal.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from broker.security.sasl_authenticator import SaslState, client_message
@@ -46,8 +48,16 @@ def handle(ctx: RequestContext, broker: BrokerServices,
         response = SaslAuthenticateResponse(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=message,
                                             auth_bytes=b"")
         return connection.refuse_authentication(message, response)
+    lifetime_ms = 0
     if sasl.complete:
+        if sasl.reauthenticating and sasl.authorization_id != sasl.session_authorization_id:
+            sasl.fail()
+            message = "Cannot change principals during re-authentication"
+            response = SaslAuthenticateResponse(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                                error_message=message, auth_bytes=b"")
+            return connection.refuse_authentication(message, response)
         connection.authenticated(sasl.authorization_id)
+        lifetime_ms = sasl.begin_session(asyncio.get_running_loop().time(), ctx.api_version)
     return SaslAuthenticateResponse(error_code=ErrorCode.NO_ERROR, error_message=None, auth_bytes=challenge,
-                                    session_lifetime_ms=0)
+                                    session_lifetime_ms=lifetime_ms)
 

@@ -6,14 +6,16 @@ bare frames (``broker.socket_server``). A mechanism the listener does not offer
 is answered UNSUPPORTED_SASL_MECHANISM with the ones it does, and the
 connection closes as after any failed authentication. Anywhere else (a
 PLAINTEXT or SSL listener, an authenticated connection) the answer is
-ILLEGAL_SASL_STATE, as Kafka's KafkaApis gives.
+ILLEGAL_SASL_STATE, as Kafka's KafkaApis gives. On an authenticated SASL
+connection whose session has a lifetime, a v1 handshake with the session's
+mechanism starts re-authentication (KIP-368).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.security.sasl_authenticator import SaslState
+from broker.security.sasl_authenticator import SaslServerAuthenticator, SaslState
 from protocol.errors import ErrorCode
 from protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 
@@ -32,6 +34,8 @@ MAX_VERSION = 1
 def handle(ctx: RequestContext, broker: BrokerServices,
            request: SaslHandshakeRequest) -> SaslHandshakeResponse | Awaitable[Message]:
     sasl = ctx.connection.sasl
+    if sasl is not None and sasl.state is SaslState.COMPLETE:
+        return _reauthenticate(ctx, sasl, request)
     if sasl is None or sasl.state is not SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
         return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     if sasl.handshake(request.mechanism, ctx.api_version):
@@ -41,4 +45,16 @@ def handle(ctx: RequestContext, broker: BrokerServices,
     # The mechanism's name is the client's own text: quoted, not trusted.
     reason = f"Unsupported SASL mechanism {request.mechanism[:100]!r}"
     return ctx.connection.refuse_authentication(reason, response)
+
+
+def _reauthenticate(ctx: RequestContext, sasl: SaslServerAuthenticator,
+                    request: SaslHandshakeRequest) -> SaslHandshakeResponse | Awaitable[Message]:
+    """KIP-368: a handshake on an authenticated connection starts re-authentication, with the
+    session's mechanism; anything else fails the session and closes the connection."""
+    refusal = sasl.reauthentication_refusal(request.mechanism, ctx.api_version)
+    if refusal is None:
+        sasl.reauthenticate(request.mechanism)
+        return SaslHandshakeResponse(error_code=ErrorCode.NO_ERROR, mechanisms=sasl.enabled_mechanisms)
+    response = SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=sasl.enabled_mechanisms)
+    return ctx.connection.refuse_authentication(f"re-authentication refused: {refusal}", response)
 

@@ -58,7 +58,8 @@ class ListenerSecurity:
 def listener_security(config: BrokerConfig, listener_name: str) -> ListenerSecurity:
     """Kafka's serverChannelBuilder for one listener; SslConfigError/ValueError for bad settings."""
     protocol = config.security_protocol_of(listener_name)
-    sasl = (listener_sasl_config(config.sasl_enabled_mechanisms, config.model_extra or {}, listener_name)
+    sasl = (listener_sasl_config(config.sasl_enabled_mechanisms, config.model_extra or {}, listener_name,
+                                 config.connections_max_reauth_ms)
             if protocol in SASL_PROTOCOLS else None)
     if protocol not in TLS_PROTOCOLS:
         return ListenerSecurity(protocol, sasl=sasl)

@@ -8,6 +8,14 @@ connection, as Kafka's IllegalSaslStateException does. After a v0 handshake
 the client sends the mechanism's tokens as bare size-prefixed frames (no Kafka
 request header), the original SASL wire form.
 
+Re-authentication (KIP-368): with ``connections.max.reauth.ms`` set for the
+listener's mechanism, a client authenticating with SaslAuthenticate v1+ is told
+its session's lifetime; before it ends the client sends SaslHandshake v1 and
+SaslAuthenticate again on the same connection, with the same mechanism and as
+the same principal (else the connection closes). A request other than
+SaslHandshake on a session past its end closes the connection, as Kafka does.
+Older clients are told nothing and their sessions never end.
+
 A failed authentication (a wrong password, an unknown user or mechanism) is
 logged once at INFO with the message the client is given, which never holds a
 secret; the connection answers and closes after
@@ -52,6 +60,12 @@ class SaslServerAuthenticator:
         self.server: SaslServer | None = None
         #: After a v0 handshake: tokens arrive as bare frames.
         self.raw_tokens = False
+        #: The authenticated session (KIP-368): its principal name, mechanism and end (loop time,
+        #: None: never ends); ``reauthenticating`` while a new SaslHandshake's exchange runs.
+        self.session_authorization_id: str | None = None
+        self.session_mechanism: str | None = None
+        self.session_expires_at: float | None = None
+        self.reauthenticating = False
 
     @property
     def complete(self) -> bool:
@@ -79,6 +93,38 @@ class SaslServerAuthenticator:
         self.state = SaslState.AUTHENTICATE
         self.raw_tokens = version == 0
         return True
+
+    def reauthentication_refusal(self, mechanism: str, version: int) -> str | None:
+        """Why a SaslHandshake on an authenticated connection cannot start re-authentication (None: it can)."""
+        if self.session_expires_at is None:
+            return "re-authentication is not enabled for this session"
+        if version < 1:
+            return "re-authentication needs SaslHandshake v1"
+        if mechanism != self.session_mechanism:
+            return (f"SASL mechanism {mechanism[:100]!r} requested by client differs from the session's "
+                    f"{self.session_mechanism}")
+        return None
+
+    def reauthenticate(self, mechanism: str) -> None:
+        self.handshake(mechanism, 1)
+        self.reauthenticating = True
+
+    def begin_session(self, now: float, authenticate_version: int) -> int:
+        """Authentication completed at loop time ``now``: the session lifetime (ms) to tell the
+        client, 0 when its session never ends (no limit set, or a client that cannot re-authenticate)."""
+        assert self.server is not None
+        self.session_authorization_id = self.server.authorization_id
+        self.session_mechanism = self.server.mechanism
+        self.reauthenticating = False
+        lifetime_ms = self.config.max_reauth_ms.get(self.server.mechanism, 0)
+        if lifetime_ms <= 0 or authenticate_version < 1 or self.raw_tokens:
+            self.session_expires_at = None
+            return 0
+        self.session_expires_at = now + lifetime_ms / 1000.0
+        return lifetime_ms
+
+    def session_expired(self, now: float) -> bool:
+        return self.session_expires_at is not None and now > self.session_expires_at
 
     def _new_server(self, mechanism: str) -> SaslServer:
         if mechanism == PLAIN:
