@@ -8,11 +8,14 @@ DescribeClientQuotas; deletions, refusals by the tool and refusals by the broker
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from broker.cli import main
+from broker.tools.configs_command import _NAME_ORDER, configs_command
+from broker.tools.quota_configs import java_double_text
 from client.connection import BrokerConnection
 from testing.broker_process import BrokerProcess
 from tests.broker.test_client_quotas_api import describe
@@ -130,8 +133,12 @@ def test_ips(broker: BrokerProcess) -> None:
     assert on_the_wire(broker) == {(("ip", None),): {"connection_creation_rate": 100.0}}
 
 
-def test_delete(broker: BrokerProcess) -> None:
-    configs(broker, "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config", RATES)
+def test_delete(broker: BrokerProcess, tmp_path: Path) -> None:
+    added = tmp_path / "quotas.properties"
+    added.write_text("# Kafka's --add-config-file: a properties file\nproducer_byte_rate = 1048576\n"
+                     "consumer_byte_rate=2097152\n")
+    assert configs(broker, "--alter", "--user", "alice", "--add-config-file", str(added)) == (
+        0, "Completed updating config for user alice.\n", "")
     assert configs(broker, "--alter", "--entity-type", "users", "--entity-name", "alice",
                    "--delete-config", "producer_byte_rate") == (0, "Completed updating config for user alice.\n", "")
     assert on_the_wire(broker) == {(("user", "alice"),): {"consumer_byte_rate": 2097152.0}}
@@ -199,3 +206,16 @@ def test_a_users_quotas_and_scram_credentials(broker: BrokerProcess) -> None:
     assert on_the_wire(broker)[(("user", "carol"),)] == {"producer_byte_rate": 1024.0}
     assert configs(broker, "--describe", "--user", "carol")[1] == (
         "Quota configs for user-principal 'carol' are producer_byte_rate=1024.0\n")
+
+
+def test_doubles_are_printed_as_java_prints_them() -> None:
+    assert [java_double_text(v) for v in (1048576.0, 12.5, 1e7, 20971520.0, 9999999.0, 0.001, 1e-4, 0.0, 1e16)] == [
+        "1048576.0", "12.5", "1.0E7", "2.097152E7", "9999999.0", "0.001", "1.0E-4", "0.0", "1.0E16"]
+
+
+def test_names_and_defaults_pair_with_the_types_in_command_line_order() -> None:
+    context = configs_command.make_context("configs", [
+        "--bootstrap-server", "h:1", "--describe", "--entity-type", "users", "--entity-default",
+        "--entity-type", "clients", "--entity-name=--entity-default"])
+    assert context.meta[_NAME_ORDER] == ["default", "name"]
+    assert context.params["entity_names"] == ("--entity-default",)
