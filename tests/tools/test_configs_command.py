@@ -117,8 +117,8 @@ def test_refusals_name_no_secret(setup: Setup) -> None:
                            "--add-config", "SCRAM-SHA-256=[iterations=100,password=carol-secret]")
     assert code != 0 and "Too few iterations" in err and "carol-secret" not in err
     code, _, err = configs(setup.broker.bootstrap, "--alter", "--entity-type", "users", "--entity-name", "carol",
-                           "--add-config", "producer_byte_rate=1024")
-    assert code != 0 and "user quotas are not served" in err
+                           "--add-config", "producer_byte_rate=1024,SCRAM-SHA-256=[password=carol-secret]")
+    assert code != 0 and "Cannot alter both quota and SCRAM credential configs" in err and "carol-secret" not in err
     code, _, err = configs(setup.broker.bootstrap, "--alter", "--entity-type", "users", "--entity-name", "carol",
                            "--delete-config", "SCRAM-SHA-256")
     assert code != 0 and "Attempt to delete a user credential that does not exist" in err
