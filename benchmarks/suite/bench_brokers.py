@@ -24,8 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from testing.broker_process import REPO_ROOT, BrokerProcess
@@ -83,6 +83,12 @@ class BenchBroker:
     start_s: float = 0.0
     stop_command: Sequence[str] | None = None
     peer_cache: Path | None = None
+    #: Client properties for this listener (security.protocol, sasl.*, ssl.*): merged into the
+    #: benchmark clients' configs. Empty for a PLAINTEXT listener.
+    client_config: Mapping[str, str] = field(default_factory=dict)
+    #: Where topics are created and deleted, when not ``bootstrap`` (a PLAINTEXT listener of
+    #: the same broker, so the admin client needs no credentials).
+    admin_bootstrap: str | None = None
 
     @property
     def bootstrap(self) -> str:

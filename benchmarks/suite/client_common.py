@@ -47,7 +47,7 @@ def delete_topic(broker: BenchBroker, topic: str) -> str | None:
     """Delete a finished run's topic so neither broker carries earlier runs' data; returns
     the error text if the broker refused (reported, not raised: the figures are taken).
     The admin client exists only for this, so its threads never run in a timed phase."""
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.admin_bootstrap or broker.bootstrap})
     try:
         admin.delete_topics([topic], operation_timeout=ADMIN_TIMEOUT_S,
                             request_timeout=ADMIN_TIMEOUT_S)[topic].result(ADMIN_TIMEOUT_S)

@@ -91,6 +91,7 @@ def producer_config(broker: BenchBroker, s: Scenario, on_delivery) -> dict:
         "enable.idempotence": s.idempotent, "linger.ms": 5, "batch.size": 1_000_000,
         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
         "message.timeout.ms": 120_000, "delivery.report.only.error": True, "on_delivery": on_delivery,
+        **broker.client_config,
     }
     if s.size >= 1024 * 1024:
         config["message.max.bytes"] = LARGE_MESSAGE_BYTES
@@ -106,6 +107,7 @@ def consumer_config(broker: BenchBroker, s: Scenario) -> dict:
         # librdkafka pauses a partition for fetch.queue.backoff.ms (1 s by default) once its
         # local queue is over queued.min.messages: with defaults a fast broker looks bursty
         "queued.min.messages": 1_000_000, "fetch.queue.backoff.ms": 5,
+        **broker.client_config,
     }
     if s.group:
         config["session.timeout.ms"] = GROUP_SESSION_TIMEOUT_MS
@@ -258,7 +260,7 @@ def run_once(broker: BenchBroker, s: Scenario, values: list[bytes], timeout_s: f
     result: dict = {"broker": broker.name, "topic": topic}
     try:
         config = {"max.message.bytes": str(LARGE_MESSAGE_BYTES)} if s.size >= 1024 * 1024 else None
-        create_topic(broker.bootstrap, topic, s.partitions, config)
+        create_topic(broker.admin_bootstrap or broker.bootstrap, topic, s.partitions, config)
         with OthersMeter(broker) as others:
             result.update(produce_phase(broker, s, topic, values, timeout_s))
             consumed, messages = consume_phase(broker, s, topic, result["acked"], timeout_s)
