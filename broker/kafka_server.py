@@ -26,6 +26,7 @@ from broker.admin_manager import AdminManager
 from broker.broker_services import BrokerServices
 from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
+from broker.connection_quotas import ConnectionLimits, ConnectionQuotas
 from broker.coordinator_cluster import coordinator_cluster_from_cache
 from broker.coordinator_wiring import (
     build_group_coordinator,
@@ -152,9 +153,14 @@ class KafkaServer:
             self.client_quota_configs, ClientQuotasFile(config.log_dirs[0]) if cluster is None else None)
         self.quotas = ClientQuotas(self.client_quota_configs, config.quota_window_num,
                                    config.quota_window_size_seconds)
+        # Kafka's ConnectionQuotas: the connection limits, which follow dynamic changes (DynamicConnectionQuota).
+        self.connection_quotas = ConnectionQuotas(connection_limits(self.dynamic_config), config.quota_window_num,
+                                                  config.quota_window_size_seconds)
+        self.dynamic_config.add_reconfigurable(self._update_connection_limits)
         self.socket_server = SocketServer(
             _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(in_cluster),
-            config.socket_request_max_bytes, self.credentials, config.connection_failed_authentication_delay_ms)
+            config.socket_request_max_bytes, self.credentials, config.connection_failed_authentication_delay_ms,
+            self.connection_quotas)
         self.services = BrokerServices(
             broker_id=self.broker_id, metadata=self.metadata, dynamic_config=self.dynamic_config,
             replica_manager=self.replica_manager, group_coordinator=self.group_coordinator,
@@ -190,6 +196,11 @@ class KafkaServer:
     def _update_replication_quotas(self, dynamic: DynamicBrokerConfig) -> None:
         self.replica_manager.quotas.update_rates(dynamic.long_value(LEADER_REPLICATION_THROTTLED_RATE),
                                                  dynamic.long_value(FOLLOWER_REPLICATION_THROTTLED_RATE))
+
+    def _update_connection_limits(self, dynamic: DynamicBrokerConfig) -> None:
+        limits = connection_limits(dynamic)
+        if limits != self.connection_quotas.limits:
+            self.connection_quotas.update(limits)
 
     @property
     def config(self) -> BrokerConfig:
@@ -336,6 +347,15 @@ def build_authorizer(config: BrokerConfig, cluster: ZkBroker | None) -> AclAutho
         return None
     store: AclStore = FileAclStore(config.log_dirs[0]) if cluster is None else ZkAclStore(cluster.zk)
     return AclAuthorizer(store, parse_super_users(config.super_users), config.allow_everyone_if_no_acl_found)
+
+
+def connection_limits(dynamic: DynamicBrokerConfig) -> ConnectionLimits:
+    """The connection limits the broker's current configuration (dynamic values included) sets."""
+    config = dynamic.config
+    return ConnectionLimits.from_lookup(lambda name: dynamic.value_text(name, dynamic.per_broker,
+                                                                        dynamic.cluster_default),
+                                        [listener.name for listener in config.listeners],
+                                        config.inter_broker_listener)
 
 
 def replication_quotas(config: BrokerConfig) -> ReplicationQuotas:

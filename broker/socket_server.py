@@ -22,6 +22,10 @@ listener that principal comes from SASL authentication, and until it completes
 only ApiVersions, SaslHandshake and SaslAuthenticate are handled
 (``broker.security.sasl_authenticator``).
 
+Each listener accepts through its ``broker.acceptor.Acceptor``, within the broker's
+connection limits (``broker.connection_quotas``); a connection gives its slot back as it
+closes.
+
 Bad input never takes the broker down: an undecodable frame closes that one
 connection (logged once), an unsupported ApiVersions version is answered as
 Kafka answers it, and a handler that raises closes only its own connection.
@@ -31,15 +35,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import inspect
 import logging
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
+from broker.acceptor import Acceptor, listening_sockets
+from broker.connection_quotas import ConnectionQuotas, ConnectionSlot
 from broker.response_writer import ResponseWriter
 from broker.security.channel_builders import ListenerSecurity
 from broker.security.credential_cache import CredentialCache
@@ -143,6 +151,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         #: None on a listener without SASL.
         self.sasl = (SaslServerAuthenticator(security.sasl, server.credentials)
                      if security.sasl is not None else None)
+        #: Its place in the connection quotas, given back when it closes (broker.connection_quotas).
+        self.slot: ConnectionSlot | None = None
+        #: When it last received bytes: the least recently used is closed first to make room.
+        self.last_active = time.monotonic()
 
     # -- asyncio.Protocol -------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -176,6 +188,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self.slot is not None:
+            self.slot.release()
         if self._writer is not None:
             self._writer.close()
         self._server.connections.discard(self)
@@ -197,6 +211,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._decoder.recv_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
         try:
             frames = self._decoder.received(nbytes)
         except ProtocolError as exc:
@@ -450,10 +465,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._closed:
             return
         self._closed = True
+        if self.slot is not None:  # Kafka's processor frees the slot as it closes the channel
+            self.slot.release()
         if self._writer is not None:
             self._writer.close()
         if self._transport is not None:
             self._transport.close()
+
+    @property
+    def listener_name(self) -> str:
+        return self._listener_name
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def idle(self) -> bool:
@@ -470,6 +495,7 @@ class SocketServer:
         max_request_size: int,
         credentials: CredentialCache | None = None,
         failed_authentication_delay_ms: int = 100,
+        connection_quotas: ConnectionQuotas | None = None,
     ) -> None:
         self.dispatch = dispatch
         #: The SCRAM credentials SASL connections authenticate against.
@@ -482,30 +508,46 @@ class SocketServer:
         #: cost no receive buffer of their own.
         self.receive_scratch = bytearray(SCRATCH_SIZE)
         self.connections: set[KafkaConnection] = set()
-        self._servers: list[asyncio.base_events.Server] = []
+        #: Connection limits (unlimited unless the broker's configuration sets them).
+        self.connection_quotas = connection_quotas if connection_quotas is not None else ConnectionQuotas()
+        self.connection_quotas.close_least_recently_used = self._close_least_recently_used
+        self._acceptors: list[Acceptor] = []
         self.bound: dict[str, tuple[str, int]] = {}
 
     async def start(self, listeners: list[Listener], security: Mapping[str, ListenerSecurity] | None = None) -> None:
         """Bind every listener; ``security`` (by listener name) says which serve TLS (default: none)."""
-        loop = asyncio.get_running_loop()
+        self.connection_quotas.bind_loop(asyncio.get_running_loop())
         for listener in listeners:
             served = (security or {}).get(listener.name) or ListenerSecurity("PLAINTEXT")
-            server = await loop.create_server(
-                lambda name=listener.name, served=served: KafkaConnection(self, name, served),
-                host=listener.host or None,
-                port=listener.port,
-                reuse_address=True,
-                backlog=1024,
-                ssl=served.ssl_context,
-            )
-            self._servers.append(server)
-            host, port = server.sockets[0].getsockname()[:2]
+            sockets = await listening_sockets(listener.host, listener.port, backlog=1024)
+            acceptor = Acceptor(listener.name, sockets, self.connection_quotas,
+                                functools.partial(self._connection, listener.name, served),
+                                served.ssl_context)
+            self._acceptors.append(acceptor)
+            acceptor.start()
+            host, port = sockets[0].getsockname()[:2]
             self.bound[listener.name] = (host, port)
             log.info("listening on %s://%s:%d (%s)", listener.name, host, port, served.security_protocol)
 
+    def _connection(self, listener_name: str, security: ListenerSecurity, slot: ConnectionSlot) -> KafkaConnection:
+        connection = KafkaConnection(self, listener_name, security)
+        connection.slot = slot
+        return connection
+
+    def _close_least_recently_used(self, protected_listener: str) -> bool:
+        """Make room for a protected listener's connection (Kafka's lowestPriorityChannel)."""
+        candidates = [c for c in self.connections if c.listener_name != protected_listener and not c.closed]
+        if not candidates:
+            return False
+        victim = min(candidates, key=lambda c: c.last_active)
+        log.info("closing the least recently used connection %s on %s: max.connections reached",
+                 victim.peer, victim.listener_name)
+        victim.close()
+        return True
+
     def stop_accepting(self) -> None:
-        for server in self._servers:
-            server.close()
+        for acceptor in self._acceptors:
+            acceptor.close()
 
     async def drain(self, timeout: float) -> None:
         """Let in-flight requests finish (bounded), then close every connection."""
@@ -517,5 +559,5 @@ class SocketServer:
             await asyncio.sleep(0.01)
         for connection in list(self.connections):
             connection.close()
-        for server in self._servers:
-            await server.wait_closed()
+        for acceptor in self._acceptors:
+            await acceptor.wait_closed()

@@ -34,6 +34,10 @@ INT_MAX = 2**31 - 1
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: Kafka's listener.security.protocol.map default.
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+#: The per-listener connection limits (Kafka's listener prefix is the listener name in lower case).
+_LISTENER_CONNECTION_LIMIT = re.compile(r"listener\.name\.([^.]+)\.(max\.connections|max\.connection\.creation\.rate)")
+#: Kafka's Utils.validHostPattern: the characters a host name or an IP address may hold.
+_VALID_HOST = re.compile(r"[0-9a-zA-Z\-%._:]*")
 #: The authorizer.class.name values pafka serves with its ACL authorizer (broker.security.acl_authorizer):
 #: ZooKeeper mode's and KRaft's class, the same semantics.
 AUTHORIZER_CLASS_NAMES = frozenset({"kafka.security.authorizer.AclAuthorizer",
@@ -200,15 +204,23 @@ class BrokerConfig(SslConfig):
     #: The replication throttles' rate windows (KIP-73): this many samples of this many seconds.
     replication_quota_window_num: int = _prop(11, "replication.quota.window.num")
     replication_quota_window_size_seconds: int = _prop(1, "replication.quota.window.size.seconds")
-    #: The client quotas' rate windows (KIP-13): this many samples of this many seconds.
-    quota_window_num: int = _prop(11, "quota.window.num")
-    quota_window_size_seconds: int = _prop(1, "quota.window.size.seconds")
     auto_leader_rebalance_enable: bool = _prop(True, "auto.leader.rebalance.enable")
     leader_imbalance_per_broker_percentage: int = _prop(10, "leader.imbalance.per.broker.percentage")
     leader_imbalance_check_interval_seconds: int = _prop(300, "leader.imbalance.check.interval.seconds")
 
     # Fetch sessions (KIP-227).
     max_incremental_fetch_session_cache_slots: int = _prop(1000, "max.incremental.fetch.session.cache.slots")
+
+    # Connection limits (KIP-306, KIP-402, KIP-612): broker.connection_quotas. The listener
+    # overrides (listener.name.<listener>.max.connections...) are read from the extras.
+    max_connections: int = _prop(INT_MAX, "max.connections")
+    max_connections_per_ip: int = _prop(INT_MAX, "max.connections.per.ip")
+    max_connections_per_ip_overrides: str = _prop("", "max.connections.per.ip.overrides")
+    max_connection_creation_rate: int = _prop(INT_MAX, "max.connection.creation.rate")
+    #: The rate windows of the connection creation rate (and Kafka's client quotas): this many
+    #: samples of this many seconds.
+    quota_window_num: int = _prop(11, "quota.window.num")
+    quota_window_size_seconds: int = _prop(1, "quota.window.size.seconds")
 
     @field_validator("listeners", "advertised_listeners", mode="before")
     @classmethod
@@ -225,6 +237,28 @@ class BrokerConfig(SslConfig):
         if value < 1:
             raise ValueError("Value must be at least 1")
         return value
+
+    @field_validator("max_connections", "max_connections_per_ip", "max_connection_creation_rate")
+    @classmethod
+    def _at_least_zero(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError("Value must be at least 0")
+        return value
+
+    @field_validator("max_connections_per_ip_overrides")
+    @classmethod
+    def _check_per_ip_overrides(cls, value: str) -> str:
+        parse_connections_per_ip_overrides(value)
+        return value
+
+    @model_validator(mode="after")
+    def _check_connection_limits(self) -> BrokerConfig:
+        """Kafka's KafkaConfig checks: per.ip 0 needs overrides; listener overrides are numbers >= 0."""
+        check_connections_per_ip(self.max_connections_per_ip, self.max_connections_per_ip_overrides)
+        for name, value in (self.model_extra or {}).items():
+            if _LISTENER_CONNECTION_LIMIT.fullmatch(name):
+                _check_listener_limit(name, str(value))
+        return self
 
     @field_validator("log_dirs", "log_cleanup_policy", "sasl_enabled_mechanisms", mode="before")
     @classmethod
@@ -352,9 +386,45 @@ class BrokerConfig(SslConfig):
         return [str(info.serialization_alias) for info in cls.model_fields.values()]
 
 
+def parse_connections_per_ip_overrides(text: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides: ``host:count,ip:count`` (Kafka's parseCsvMap splits each entry
+    at its last colon, so an IPv6 address keeps its own). ValueError, in Kafka's words, for a bad entry."""
+    name = "max.connections.per.ip.overrides"
+    overrides: dict[str, int] = {}
+    for item in str(text or "").split(","):
+        if not item.strip():
+            continue
+        host, sep, count = item.strip().rpartition(":")
+        host, count = host.strip(), count.strip()
+        if not sep or not host or not count.isdigit():
+            raise ValueError(f"Error parsing configuration property '{name}': entry '{item.strip()}' is not of "
+                             "the form host:count")
+        if not _VALID_HOST.fullmatch(host):
+            raise ValueError(f"{name} contains invalid addresses : {host}")
+        overrides[host] = int(count)
+    return overrides
+
+
+def _check_listener_limit(name: str, text: str) -> None:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"Invalid value {text} for configuration {name}: Not a number of type INT") from None
+    if not 0 <= value <= INT_MAX:
+        raise ValueError(f"Invalid value {text} for configuration {name}: Value must be at least 0")
+
+
+def check_connections_per_ip(max_per_ip: int, overrides: str) -> None:
+    """Kafka refuses max.connections.per.ip=0 unless some address is allowed by an override."""
+    if max_per_ip == 0 and not parse_connections_per_ip_overrides(overrides):
+        raise ValueError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
+                         "property is set.")
+
+
 def _read_without_a_field(name: str) -> bool:
-    """Properties the broker reads from its extras: the protocol map and listeners' ssl.* and SASL overrides."""
-    if name == "listener.security.protocol.map":
+    """Properties the broker reads from its extras: the protocol map, listeners' ssl.* and SASL overrides
+    and their connection limits."""
+    if name == "listener.security.protocol.map" or _LISTENER_CONNECTION_LIMIT.fullmatch(name):
         return True
     match = re.fullmatch(r"listener\.name\.[^.]+\.(.+)", name)
     return match is not None and (match.group(1) in SSL_FIELDS or is_listener_sasl_property(match.group(1)))

@@ -10,8 +10,8 @@ and validators:
 * the log cleaner's (``log.cleaner.threads``...) and the thread pools'
   (``num.io.threads``...), cluster-wide, a thread count moving by at most
   half or double at a time;
-* the connection quotas (``max.connections``...) and the replication quotas
-  (``leader.replication.throttled.rate``...), cluster-wide;
+* the connection quotas (``max.connections``..., applied by ``broker.connection_quotas``)
+  and the replication quotas (``leader.replication.throttled.rate``...), cluster-wide;
 * the listener configs (``listeners``, SASL, non-keystore SSL), per broker,
   also under a listener prefix ``listener.name.<listener>.<config>``; SASL
   mechanism configs as ``listener.name.<listener>.<mechanism>.<config>``;
@@ -28,7 +28,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from broker.config.broker_config import DEFAULT_PROTOCOL_MAP, SECURITY_PROTOCOLS, BrokerConfig, Listener
+from broker.config.broker_config import (
+    DEFAULT_PROTOCOL_MAP,
+    SECURITY_PROTOCOLS,
+    BrokerConfig,
+    Listener,
+    parse_connections_per_ip_overrides,
+)
 from broker.config.config_def import (
     INT_MAX,
     LONG_MAX,
@@ -74,13 +80,10 @@ class DynamicConfig:
 
 def _csv_map(name: str, value: object) -> None:
     """``host:count,host:count`` with counts >= 0 (max.connections.per.ip.overrides)."""
-    for item in str(value or "").split(","):
-        if not item.strip():
-            continue
-        host, sep, count = item.strip().rpartition(":")
-        if not sep or not host or not count.strip().isdigit():
-            raise ConfigValueError(name, value, f"Error parsing configuration property '{name}': entry "
-                                                f"'{item.strip()}' is not of the form host:count")
+    try:
+        parse_connections_per_ip_overrides(str(value or ""))
+    except ValueError as exc:
+        raise ConfigValueError(name, value, str(exc)) from None
 
 
 def _protocol_map(name: str, value: object) -> None:
@@ -180,15 +183,24 @@ THREAD_POOL_CONFIGS = (
             "requests from the network and sending responses to the network.", at_least(1), listener=True),
 )
 
+#: Kafka's DynamicConnectionQuota and ListenerConnectionQuota: applied by broker.connection_quotas.
 CONNECTION_QUOTA_CONFIGS = (
     _define("max.connections.per.ip", _T.INT, str(INT_MAX), "The maximum number of connections we allow from each "
-            "ip address.", at_least(0)),
+            "ip address. This can be set to 0 if there are overrides configured using "
+            "max.connections.per.ip.overrides property. New connections from the ip address are dropped if the "
+            "limit is reached.", at_least(0), applied=True),
     _define("max.connections.per.ip.overrides", _T.STRING, "", "A comma-separated list of per-ip or hostname "
-            "overrides to the default maximum number of connections (host:count).", _csv_map),
+            "overrides to the default maximum number of connections. An example value is "
+            "\"hostName:100,127.0.0.1:200\"", _csv_map, applied=True),
     _define("max.connections", _T.INT, str(INT_MAX), "The maximum number of connections we allow in the broker at "
-            "any time.", at_least(0), listener=True),
+            "any time. New connections are blocked if either the listener or broker limit is reached; connections "
+            "on the inter-broker listener are permitted even if the broker-wide limit is reached, the least "
+            "recently used connection on another listener being closed.", at_least(0), listener=True,
+            applied=True),
     _define("max.connection.creation.rate", _T.INT, str(INT_MAX), "The maximum connection creation rate we allow "
-            "in the broker at any time.", at_least(0), listener=True),
+            "in the broker at any time. New connections are throttled if either the listener or the broker limit "
+            "is reached; the inter-broker listener only by its own listener limit.", at_least(0), listener=True,
+            applied=True),
 )
 
 #: DynamicConfig.Broker: set only dynamically (no server.properties name), default Long.MAX.

@@ -5,7 +5,8 @@ read-only names (a name that is no broker config at all is kept as a custom
 config, as Kafka keeps it), keystore configs without a listener prefix, each
 value's type and range, per-broker configs on the cluster-default resource.
 Then the broker's whole resulting config (the reconfigurables' own checks):
-a thread count moves by at most half or double at a time, the listeners stay
+a thread count moves by at most half or double at a time, max.connections.per.ip is 0
+only with overrides, the listeners stay
 within the security protocol map and keep every advertised listener.
 
 Every refusal is a BrokerConfigError whose message is what the client sees.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from broker.config.broker_config import INT_MAX, check_connections_per_ip
 from broker.config.config_def import ConfigValueError
 from broker.config.dynamic_config_sets import DYNAMIC_CONFIGS, THREAD_COUNT_CONFIGS, dynamic_config, is_custom_config
 
@@ -67,6 +69,7 @@ def check_reconfiguration(old: Lookup, new: Lookup, advertised_listener_names: s
     for name in sorted(THREAD_COUNT_CONFIGS):
         _check_thread_count(name, old(name), new(name))
     _check_cleaner_threads(old("log.cleaner.threads"), new("log.cleaner.threads"))
+    _check_connections_per_ip(new("max.connections.per.ip"), new("max.connections.per.ip.overrides"))
     if (old("listeners"), old("listener.security.protocol.map")) != (
             new("listeners"), new("listener.security.protocol.map")):
         _check_listeners(new("listeners") or "", new("listener.security.protocol.map") or "",
@@ -104,6 +107,14 @@ def _check_cleaner_threads(old_text: str | None, new_text: str | None) -> None:
     if new_value > old_value * 2:
         raise BrokerConfigError(f"Log cleaner threads cannot be increased to more than double the current value "
                                 f"{old_value}")
+
+
+def _check_connections_per_ip(max_per_ip: str | None, overrides: str | None) -> None:
+    """Kafka's KafkaConfig check, run on the whole new config: per.ip 0 only with overrides."""
+    try:
+        check_connections_per_ip(int(max_per_ip or INT_MAX), overrides or "")
+    except ValueError as exc:
+        raise BrokerConfigError(str(exc)) from None
 
 
 def _check_listeners(listeners: str, protocol_map: str, advertised: set[str]) -> None:
