@@ -20,7 +20,13 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from broker.connection_quotas import ConnectionQuotas, ConnectionSlot, TooManyConnectionsError, normalized_ip
+from broker.connection_quotas import (
+    ConnectionQuotas,
+    ConnectionSlot,
+    ConnectionThrottledError,
+    TooManyConnectionsError,
+    normalized_ip,
+)
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +123,7 @@ class Acceptor:
     def _admit(self, conn: socket.socket, ip: str) -> None:
         try:
             slot = self._quotas.inc(self.listener_name, ip)
-        except TooManyConnectionsError as exc:
+        except (TooManyConnectionsError, ConnectionThrottledError) as exc:
             log.info("%s", exc)
             conn.close()
             return

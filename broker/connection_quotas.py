@@ -154,6 +154,15 @@ class TooManyConnectionsError(Exception):
         self.count = count
 
 
+class ConnectionThrottledError(Exception):
+    """Kafka's ConnectionThrottledException (KIP-612): the address is over its connection_creation_rate."""
+
+    def __init__(self, ip: str, rate: float) -> None:
+        super().__init__(f"Rejected connection from {ip}, address is over its connection creation rate quota "
+                         f"of {rate:g}/s.")
+        self.ip = ip
+
+
 class ConnectionRate(SimpleRate):
     """Kafka's Rate (what its connection quota sensors measure): SimpleRate's windowed sum, but a
     young rate is measured over at least ``samples - 1`` whole windows, so a first burst of up to
@@ -215,6 +224,10 @@ class ConnectionQuotas:
         self._loop: asyncio.AbstractEventLoop | None = None
         #: The socket server's: closes a connection to make room for a protected listener's.
         self.close_least_recently_used: CloseLeastRecentlyUsed | None = None
+        #: KIP-612: an address's connection_creation_rate (the client quotas' ip entities, the
+        #: address's own or the default); None: no quota. Set by the server.
+        self.ip_connection_rate: Callable[[str], float | None] = _no_ip_quota
+        self._ip_rates: dict[str, ConnectionRate] = {}
 
     def _new_rate(self) -> ConnectionRate:
         return ConnectionRate(self._num_samples, self._window_ms)
@@ -272,6 +285,7 @@ class ConnectionQuotas:
         maximum = limits.max_for_ip(ip)
         if count >= maximum:
             raise TooManyConnectionsError(ip, maximum)
+        self._record_ip_connection(ip)
         self.ip_counts[ip] = count + 1
         self.listener_counts[listener] = self.listener_counts.get(listener, 0) + 1
         self.total_count += 1
@@ -302,6 +316,21 @@ class ConnectionQuotas:
         return self.total_count > self.limits.broker_max_connections
 
     # -- internals -------------------------------------------------------------------------------------
+    def _record_ip_connection(self, ip: str) -> None:
+        """Kafka's recordIpConnectionMaybeThrottle: count the connection on its address's rate;
+        ConnectionThrottledError (the connection is closed, not counted) while over the quota."""
+        quota = self.ip_connection_rate(ip)
+        if quota is None:
+            self._ip_rates.pop(ip, None)
+            return
+        rate = self._ip_rates.get(ip)
+        if rate is None:
+            rate = self._ip_rates[ip] = self._new_rate()
+        now_ms = self._clock() * 1000.0
+        rate.record(1.0, now_ms)
+        if rate.measure(now_ms) > quota:
+            raise ConnectionThrottledError(ip, quota)
+
     def _listener_rate(self, listener: str) -> ConnectionRate:
         rate = self._listener_rates.get(listener)
         if rate is None:
@@ -337,6 +366,10 @@ class ConnectionQuotas:
     def _wake(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
+
+
+def _no_ip_quota(_ip: str) -> float | None:
+    return None
 
 
 def _throttle_ms(rate: ConnectionRate, bound: int, now_ms: float) -> float:

@@ -157,6 +157,7 @@ class KafkaServer:
         self.connection_quotas = ConnectionQuotas(connection_limits(self.dynamic_config), config.quota_window_num,
                                                   config.quota_window_size_seconds)
         self.dynamic_config.add_reconfigurable(self._update_connection_limits)
+        self.connection_quotas.ip_connection_rate = self.client_quota_configs.ip_quota
         self.socket_server = SocketServer(
             _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(in_cluster),
             config.socket_request_max_bytes, self.credentials, config.connection_failed_authentication_delay_ms,

@@ -23,11 +23,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ResourceType
 from confluent_kafka.admin import ConfigResource as CResource
 
+from client.connection import BrokerConnection
 from protocol.api import decode_response, encode_request
 from protocol.buffers import join_chunks
 from protocol.messages.api_versions import ApiVersionsRequest
 from testing.broker_process import BrokerProcess
-from testing.sockets import HasAddress, free_port, read_frame
+from testing.sockets import ConnectionClosed, HasAddress, free_port, read_frame
 from tests.integration.client_round_trips import create_topic
 
 HOST = "127.0.0.1"
@@ -281,3 +282,33 @@ def test_the_inter_broker_listener_gets_room_past_max_connections(clients: list[
             other.answer(timeout=0.5)
         busy.close()
         assert other.answer() == 1
+
+
+# -- connection_creation_rate (KIP-612, a client quota of ip entities) --------------------------------
+def test_an_address_over_its_connection_creation_rate_is_refused_while_others_connect(
+        clients: list[RawClient]) -> None:
+    """1 connection/s for 127.0.0.2, set by AlterClientQuotas: measured as Kafka's Rate (ten windows
+    at least), its first ten connections in a burst are served and the rest closed at once, while
+    connections from 127.0.0.1 are all served."""
+    from tests.broker.test_client_quotas_api import alter
+
+    with BrokerProcess() as broker:
+        with BrokerConnection(broker.host, broker.port) as admin:
+            assert alter(admin, {"ip": OTHER_HOST}, {"connection_creation_rate": 1.0}) == (0, None)
+        outcomes = []
+        for _ in range(20):
+            other = _open(clients, broker, OTHER_HOST)
+            outcomes.append("served" if _answers_or_closes(other) else "closed")
+            assert _open(clients, broker, HOST).served()
+            other.close()
+        assert outcomes[:10] == ["served"] * 10, outcomes
+        assert outcomes[10:] == ["closed"] * 10, outcomes
+        assert "is over its connection creation rate quota of 1/s" in broker.log_text()
+
+
+def _answers_or_closes(client: RawClient) -> bool:
+    """True if the broker answers an ApiVersions request, False if it closed the connection."""
+    try:
+        return client.served()
+    except (ConnectionClosed, OSError):
+        return False
