@@ -16,21 +16,21 @@ import pytest
 
 from client.client import KafkaClient, ProducerRecord
 from client.errors import KafkaApiError
-from client.metadata import TopicPartition
 from protocol.errors import ErrorCode
-from protocol.request_constants import LATEST_TIMESTAMP
 from testing.cluster import Cluster
 from tests.cluster.helpers import (
+    CATCH_UP_TIMEOUT_S,
     assert_exactly_once,
     consume_confluent,
     create_topic,
     isr_in_zookeeper,
+    latest_offset,
     log_batches,
     log_end_offset,
     partition_dir,
     produce_confluent,
-    replicas_identical,
     unique,
+    wait_replicas_identical,
 )
 
 #: CI-sized; the 1,000,000-record run of the issue is the slow variant.
@@ -39,26 +39,7 @@ RECORDS_SLOW = 1_000_000
 #: A dead broker leaves the ISR when its ZooKeeper session expires (6 s in tests) or after
 #: replica.lag.time.max.ms (30 s by default), whichever the controller and leader act on first.
 ISR_CHANGE_TIMEOUT_S = 45.0
-CATCH_UP_TIMEOUT_S = 120.0
 IDEMPOTENT = {"enable.idempotence": True}
-
-
-def latest_offset(bootstrap: str, topic: str, partition: int) -> int:
-    """The leader's high watermark, as ListOffsets(latest) reports it."""
-    with KafkaClient(bootstrap, timeout=10.0) as client:
-        client.refresh_metadata([topic])
-        tp = TopicPartition(topic, partition)
-        return client.list_offsets({tp: LATEST_TIMESTAMP})[tp].offset
-
-
-def wait_replicas_identical(cluster: Cluster, topic: str, partition: int, replicas: list[int], end_offset: int) -> None:
-    def identical() -> bool:
-        if not replicas_identical(cluster, topic, partition, replicas):
-            return False
-        return log_end_offset(log_batches(partition_dir(cluster, replicas[0], topic, partition))) == end_offset
-
-    cluster.wait_for(identical, CATCH_UP_TIMEOUT_S, f"{topic}-{partition}: replicas {replicas} identical up to {end_offset}",
-                     interval=0.5)
 
 
 @pytest.mark.parametrize("records", [pytest.param(RECORDS, id="200k"),
