@@ -7,13 +7,15 @@ coordinators' requests all authenticate as the SCRAM-SHA-512 user ``broker``; ev
 and pafka's own) authenticates as ``client`` (``Cluster(security="SASL_SSL")``). On it:
 
 1. RF 3, min.insync.replicas=2, acks=all: the replicas hold identical batches; a follower SIGKILLed
-   leaves the ISR and produce goes on; restarted, it catches up and rejoins; the leader SIGKILLed,
-   a new leader from the ISR serves every acknowledged record.
+   leaves the ISR and produce goes on; a second one too: NOT_ENOUGH_REPLICAS; both restarted, they
+   catch up and rejoin; the leader SIGKILLed, a new leader from the ISR serves every acknowledged
+   record (replication_scenarios.py, as test_replication runs them on PLAINTEXT).
 2. A consumer group of several members commits offsets; the broker of its coordinator is SIGKILLed;
    new members of the group (RF 3 ``__consumer_offsets``) go on from the committed offsets, every
    record consumed once.
 3. SIGTERM (controlled shutdown) moves every leadership of the stopping broker first: no partition is
-   offline at any sampled moment, and a producer running through it loses nothing.
+   offline at any sampled moment, and a producer running through it loses nothing
+   (shutdown_scenario.py, as test_controlled_shutdown runs it).
 """
 
 from __future__ import annotations
@@ -28,28 +30,19 @@ from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from protocol.request_constants import CoordinatorType
 from testing.cluster import Cluster
 from tests.cluster.helpers import (
-    CATCH_UP_TIMEOUT_S,
     COORDINATOR_TIMEOUT_S,
     agreed_coordinator,
     assert_exactly_once,
-    consume_confluent,
     create_topic,
-    isr_in_zookeeper,
-    latest_offset,
-    log_batches,
-    partition_dir,
     produce_confluent,
     restart_after_session,
     unique,
-    wait_replicas_identical,
 )
+from tests.cluster.replication_scenarios import acks_all_replicas_hold_identical_logs, follower_and_leader_failures
 from tests.cluster.shutdown_scenario import run_controlled_shutdown
 
-#: Enough for many batches per partition and several fetches per follower, quick under TLS.
+#: Many batches per partition and many fetches per follower, and quick (PLAINTEXT's test writes 200,000).
 RECORDS = 50_000
-FAILOVER_STEP = 10_000
-ISR_CHANGE_TIMEOUT_S = 45.0
-IDEMPOTENT = {"enable.idempotence": True}
 GROUP_PARTITIONS = 6
 GROUP_MEMBERS = 3
 GROUP_RECORDS = 3000
@@ -93,77 +86,12 @@ def test_every_connection_is_sasl_ssl(cluster: Cluster) -> None:
         plain.list_topics(timeout=3)
 
 
-def test_replicas_identical_and_failovers(cluster: Cluster) -> None:
-    security = cluster.client_security()
-    tls = cluster.confluent_security()
-    topic = unique("sasl-ssl-replicated")
-    partitions = 3
-    create_topic(cluster, topic, partitions, 3, {"min.insync.replicas": "2"})
-    outcome = produce_confluent(cluster.bootstrap, topic, range(RECORDS), extra={**IDEMPOTENT, **tls})
-    assert not outcome.failed, sorted(outcome.failed.items())[:5]
-    assert len(outcome.acked) == RECORDS
-    assignment = cluster.topic_assignment(topic)
-    for p in range(partitions):
-        end = latest_offset(cluster.bootstrap, topic, p, security)
-        assert end == 1 + max((off for part, off in outcome.acked.values() if part == p), default=-1)
-        wait_replicas_identical(cluster, topic, p, assignment[p], end)
-        assert len(log_batches(partition_dir(cluster, assignment[p][0], topic, p))) > 1
-        assert sorted(isr_in_zookeeper(cluster, topic, p)) == [1, 2, 3]
-
-    _follower_then_leader_failure(cluster)
+def test_acks_all_replicas_hold_identical_logs(cluster: Cluster) -> None:
+    acks_all_replicas_hold_identical_logs(cluster, RECORDS)
 
 
-def _follower_then_leader_failure(cluster: Cluster) -> None:
-    security = cluster.client_security()
-    tls = cluster.confluent_security()
-    topic = unique("sasl-ssl-failover")
-    create_topic(cluster, topic, 1, 3, {"min.insync.replicas": "2"})
-    state = cluster.partition_state(topic, 0)
-    assert state is not None
-    leader = state["leader"]
-    follower, other = [b for b in cluster.topic_assignment(topic)[0] if b != leader]
-    acked: set[int] = set()
-
-    def produce(seqs: range, bootstrap: str = cluster.bootstrap) -> None:
-        outcome = produce_confluent(bootstrap, topic, seqs, extra={**IDEMPOTENT, **tls})
-        assert not outcome.failed, sorted(outcome.failed.items())[:5]
-        acked.update(outcome.acked)
-
-    try:
-        produce(range(FAILOVER_STEP))
-        cluster.kill(follower)
-        cluster.wait_for(lambda: sorted(isr_in_zookeeper(cluster, topic, 0)) == sorted([leader, other]),
-                         ISR_CHANGE_TIMEOUT_S, f"ISR shrunk to {[leader, other]}")
-        produce(range(FAILOVER_STEP, 2 * FAILOVER_STEP))
-
-        cluster.start(follower)  # it fetches from the leader over SASL_SSL and rejoins
-        cluster.wait_for(lambda: sorted(isr_in_zookeeper(cluster, topic, 0)) == [1, 2, 3], CATCH_UP_TIMEOUT_S,
-                         f"broker {follower} back in the ISR")
-        wait_replicas_identical(cluster, topic, 0, [leader, follower, other], 2 * FAILOVER_STEP)
-        produce(range(2 * FAILOVER_STEP, 3 * FAILOVER_STEP))
-
-        isr_before = isr_in_zookeeper(cluster, topic, 0)
-        epoch_before = cluster.partition_state(topic, 0)["leader_epoch"]  # type: ignore[index]
-        cluster.kill(leader)
-
-        def new_leader() -> int | None:
-            s = cluster.partition_state(topic, 0)
-            return s["leader"] if s is not None and s["leader"] not in (leader, -1) else None
-
-        elected = cluster.wait_for(new_leader, ISR_CHANGE_TIMEOUT_S, "a new leader")
-        assert elected in isr_before
-        assert cluster.partition_state(topic, 0)["leader_epoch"] > epoch_before  # type: ignore[index]
-        survivors = cluster.bootstrap_of([follower, other])
-        assert len(acked) == 3 * FAILOVER_STEP
-        cluster.wait_for(lambda: latest_offset(survivors, topic, 0, security) == len(acked), 30.0,
-                         "the new leader's high watermark at every acknowledged record", interval=0.2)
-        assert_exactly_once(consume_confluent(survivors, topic, 1, len(acked), extra=tls), acked)
-    finally:
-        for broker_id in (leader, follower, other):
-            if not cluster.broker(broker_id).running:
-                restart_after_session(cluster, broker_id)
-    cluster.wait_for(lambda: sorted(isr_in_zookeeper(cluster, topic, 0)) == [1, 2, 3], CATCH_UP_TIMEOUT_S,
-                     "the old leader back in the ISR")
+def test_follower_and_leader_failures(cluster: Cluster) -> None:
+    follower_and_leader_failures(cluster)
 
 
 # -- a consumer group through the loss of its coordinator -------------------------------------
