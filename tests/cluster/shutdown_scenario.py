@@ -187,4 +187,4 @@ def run_controlled_shutdown(cluster: Cluster, which: str, extra: Mapping[str, ob
     # Back to three brokers, every replica in sync again, for the next test.
     cluster.start(victim)
     cluster.wait_for(lambda: all(sorted(isr_in_zookeeper(cluster, t, p)) == sorted(cluster.topic_assignment(t)[p])
-                                  for t in topics for p in range(PARTITIONS)), 60.0, "the restarted broker back in every ISR")
+                                 for t in topics for p in range(PARTITIONS)), 60.0, "the restarted broker back in every ISR")
