@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from client.client_security import ClientSecurity
 from testing.sockets import free_port, wait_until_listening
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +59,9 @@ class BrokerProcess:
         self.overrides = list(overrides)
         #: The broker's environment (None: this process's).
         self.env = dict(env) if env is not None else None
+        #: Kafka client properties a client needs on this broker's listener (``security.protocol`` and
+        #: its settings); empty: PLAINTEXT. The caller that changes the listener sets them.
+        self.client_properties: dict[str, str] = {}
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.process: subprocess.Popen[bytes] | None = None
@@ -68,6 +72,10 @@ class BrokerProcess:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    def client_security(self) -> ClientSecurity:
+        """TLS and SASL for pafka's own client on this broker's listener (none for PLAINTEXT)."""
+        return ClientSecurity.from_properties(self.client_properties)
 
     @property
     def pid(self) -> int | None:

@@ -13,6 +13,11 @@ in the cluster's temp dir. Everything is cleaned up on exit, on failure too: bro
 their PIDs (a paused one is killed as it is), kazoo clients closed, ZooKeeper stopped, temp dirs
 removed.
 
+With ``security="SASL_SSL"`` every listener is SASL_SSL, the brokers' own connections to each other
+included (SCRAM-SHA-512 over TLS, ``testing.cluster_security``): the brokers' and the tests' SCRAM
+users are written to ZooKeeper before the first broker starts, and ``cluster.client_config()`` is
+what a confluent-kafka client needs (``cluster.client_security()`` for pafka's own client).
+
 kazoo runs its own threads and blocks its caller: call these methods from plain (sync) test code,
 never from a coroutine running on an event loop.
 """
@@ -37,8 +42,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from client.client import KafkaClient
+from client.client_security import ClientSecurity
 from client.errors import KafkaClientError
 from testing.broker_process import BrokerProcess
+from testing.cluster_security import ConfluentConfig, SaslSslSecurity
 from testing.network_faults import ClusterLinks
 from testing.zookeeper import ZooKeeperProcess
 
@@ -50,6 +57,8 @@ REGISTRATION_TIMEOUT_S = 30.0
 #: A controlled shutdown moves every leadership first: give it longer than a plain stop.
 TERMINATE_TIMEOUT_S = 60.0
 LOG_TAIL_CHARS = 6000
+#: ``Cluster(security=...)``: PLAINTEXT (the default) or SASL_SSL everywhere.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_SSL")
 
 
 class Cluster:
@@ -57,9 +66,13 @@ class Cluster:
 
     def __init__(self, brokers: int = 3, *overrides: str, session_timeout_ms: int = TEST_SESSION_TIMEOUT_MS,
                  broker_overrides: dict[int, list[str]] | None = None, zookeeper: ZooKeeperProcess | None = None,
-                 start_brokers: bool = True, link_faults: bool = False) -> None:
+                 start_brokers: bool = True, link_faults: bool = False, security: str = "PLAINTEXT") -> None:
         if not 1 <= brokers <= 254:
             raise ValueError("brokers: 1..254 (one loopback address each)")
+        if security not in SECURITY_PROTOCOLS:
+            raise ValueError(f"security: one of {', '.join(SECURITY_PROTOCOLS)}")
+        if security != "PLAINTEXT" and link_faults:
+            raise ValueError("link_faults route PLAINTEXT listeners only")
         self.size = brokers
         self.chroot = f"/pafka-{secrets.token_hex(4)}"
         self.session_timeout_ms = session_timeout_ms
@@ -77,6 +90,9 @@ class Cluster:
         #: With ``link_faults``: a proxy on every client, broker-to-broker and ZooKeeper link
         #: (``testing.network_faults``), made when the cluster starts.
         self.links: ClusterLinks | None = None
+        self.security = security
+        #: With SASL_SSL: its certificates and SCRAM users (made when the cluster starts).
+        self.sasl_ssl: SaslSslSecurity | None = None
 
     # -- addresses -------------------------------------------------------------------
     @property
@@ -103,6 +119,24 @@ class Cluster:
     def bootstrap_of(self, broker_ids: Iterable[int]) -> str:
         return ",".join(self.brokers[i].bootstrap for i in broker_ids)
 
+    # -- clients -----------------------------------------------------------------------
+    def client_properties(self) -> dict[str, str]:
+        """Kafka client properties for the cluster's listeners (empty with PLAINTEXT)."""
+        return self.sasl_ssl.client_properties() if self.sasl_ssl is not None else {}
+
+    def client_security(self) -> ClientSecurity:
+        """TLS and SASL for pafka's own ``KafkaClient``/``BrokerConnection`` (none with PLAINTEXT)."""
+        return ClientSecurity.from_properties(self.client_properties())
+
+    def confluent_security(self) -> ConfluentConfig:
+        """confluent-kafka's security settings, without ``bootstrap.servers`` (empty with PLAINTEXT):
+        for helpers that take a bootstrap of their own and ``extra`` settings."""
+        return self.sasl_ssl.confluent_config() if self.sasl_ssl is not None else {}
+
+    def client_config(self, bootstrap: str | None = None) -> ConfluentConfig:
+        """A confluent-kafka client's config: ``bootstrap`` (default every broker) and the security."""
+        return {"bootstrap.servers": bootstrap or self.bootstrap, **self.confluent_security()}
+
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> Cluster:
         try:
@@ -112,6 +146,8 @@ class Cluster:
                 self.zookeeper = zookeeper
             if self.link_faults:
                 self.links = ClusterLinks((self.zookeeper.host, self.zookeeper.port), self.chroot)
+            if self.security == "SASL_SSL":
+                self._bootstrap_sasl_ssl()
             for broker_id in range(1, self.size + 1):
                 self.brokers[broker_id] = self._make_broker(broker_id)
             if self.start_brokers:
@@ -133,7 +169,16 @@ class Cluster:
                                log_path=self.root / f"broker-{broker_id}.log")
         if self.links is not None:  # the later overrides win: listeners and ZooKeeper through the proxies
             broker.overrides += self.links.broker_overrides(broker_id, broker.host, broker.port)
+        if self.sasl_ssl is not None:  # its listener replaces the PLAINTEXT one on the same address
+            broker.overrides += self.sasl_ssl.broker_overrides(broker.host, broker.port)
+            broker.client_properties = self.sasl_ssl.client_properties()
         return broker
+
+    def _bootstrap_sasl_ssl(self) -> None:
+        """Certificates, and the SCRAM users in ZooKeeper before any broker needs them (Kafka's way)."""
+        self.sasl_ssl = SaslSslSecurity.create(self.root / "tls")
+        for path, data in self.sasl_ssl.credential_znodes().items():
+            self.kazoo.create(path, data, makepath=True)
 
     def start(self, broker_id: int, *, wait_registered: bool = True) -> BrokerProcess:
         """Start (again) on the same address and data; by default wait until this start registered it in
@@ -289,7 +334,8 @@ class Cluster:
         UpdateMetadata reached it): admin clients that wait for a controller find one at once."""
         def serving(broker_id: int) -> bool:
             try:
-                with KafkaClient(self.brokers[broker_id].bootstrap, timeout=5.0) as client:
+                with KafkaClient(self.brokers[broker_id].bootstrap, timeout=5.0,
+                                 security=self.client_security()) as client:
                     metadata = client.refresh_metadata([])
             except (KafkaClientError, OSError):
                 return False

@@ -1,5 +1,9 @@
 """What the cluster tests share: topics through a real admin client, per-broker metadata, produce and
-consume with confluent-kafka, and the batches of a replica's log read from its files."""
+consume with confluent-kafka, the batches of a replica's log read from its files, and coordinators.
+
+Every client here reaches the brokers with the cluster's security (``Cluster(security=...)``): the
+admin client and pafka's own clients take it from the cluster and its brokers, the confluent-kafka
+helpers that take a bootstrap take it in ``extra`` (``cluster.confluent_security()``)."""
 
 from __future__ import annotations
 
@@ -11,15 +15,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from client.client import KafkaClient
+from client.client_security import ClientSecurity
+from client.connection import BrokerConnection
 from client.errors import KafkaClientError
-from client.metadata import ClusterMetadata
+from client.metadata import ClusterMetadata, TopicPartition
+from protocol.errors import ErrorCode
+from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.record_batch import LOG_OVERHEAD, parse_batch_header, peek_offset_and_length
+from protocol.request_constants import LATEST_TIMESTAMP
 from testing.broker_process import BrokerProcess
 from testing.cluster import Cluster
 
 #: Every wait in these tests is bounded.
 TOPIC_READY_TIMEOUT_S = 60.0
 CONSUME_TIMEOUT_S = 120.0
+#: Replicas catching up after a restart, coordinators moving after a broker's session expired.
+CATCH_UP_TIMEOUT_S = 120.0
+COORDINATOR_TIMEOUT_S = 90.0
 
 
 def unique(prefix: str) -> str:
@@ -41,7 +53,7 @@ def create_topic(cluster: Cluster, name: str, partitions: int, replication_facto
     ``replication_factor`` must then match it)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap or cluster.bootstrap})
+    admin = AdminClient(cluster.client_config(bootstrap))
     if assignment is not None:
         assert len(assignment) == partitions and all(len(r) == replication_factor for r in assignment)
         topic = NewTopic(name, num_partitions=partitions, replica_assignment=assignment, config=dict(configs or {}))
@@ -71,7 +83,7 @@ def _knows_topic(broker: BrokerProcess, topic: str, partitions: int) -> bool:
 
 def broker_metadata(broker: BrokerProcess, topics: Iterable[str] | None) -> ClusterMetadata:
     """Metadata as ``broker`` alone answers it (it is the only bootstrap server)."""
-    with KafkaClient(broker.bootstrap, timeout=10.0) as client:
+    with KafkaClient(broker.bootstrap, timeout=10.0, security=broker.client_security()) as client:
         return client.refresh_metadata(list(topics) if topics is not None else None)
 
 
@@ -150,15 +162,17 @@ def produce_confluent(bootstrap: str, topic: str, seqs: Iterable[int], *, acks: 
 
 
 def consume_confluent(bootstrap: str, topic: str, partitions: int, expected: int,
-                      timeout: float = CONSUME_TIMEOUT_S) -> list[tuple[int, int, bytes]]:
+                      timeout: float = CONSUME_TIMEOUT_S,
+                      extra: Mapping[str, object] | None = None) -> list[tuple[int, int, bytes]]:
     """(partition, offset, value) of every record from the beginning, until ``expected`` arrived or ``timeout``."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, Consumer
+    from confluent_kafka import TopicPartition as ConfluentPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("unused"), "enable.auto.commit": False,
-                         "fetch.max.bytes": 50 * 1024 * 1024})
+                         "fetch.max.bytes": 50 * 1024 * 1024, **(extra or {})})
     out: list[tuple[int, int, bytes]] = []
     try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        consumer.assign([ConfluentPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         deadline = time.monotonic() + timeout
         while len(out) < expected and time.monotonic() < deadline:
             out.extend((m.partition(), m.offset(), m.value()) for m in consumer.consume(10_000, timeout=1.0)
@@ -229,6 +243,24 @@ def replicas_identical(cluster: Cluster, topic: str, partition: int, replicas: I
     return all(log == logs[0] for log in logs[1:])
 
 
+def latest_offset(bootstrap: str, topic: str, partition: int, security: ClientSecurity | None = None) -> int:
+    """The leader's high watermark, as ListOffsets(latest) reports it."""
+    with KafkaClient(bootstrap, timeout=10.0, security=security) as client:
+        client.refresh_metadata([topic])
+        tp = TopicPartition(topic, partition)
+        return client.list_offsets({tp: LATEST_TIMESTAMP})[tp].offset
+
+
+def wait_replicas_identical(cluster: Cluster, topic: str, partition: int, replicas: list[int], end_offset: int) -> None:
+    def identical() -> bool:
+        if not replicas_identical(cluster, topic, partition, replicas):
+            return False
+        return log_end_offset(log_batches(partition_dir(cluster, replicas[0], topic, partition))) == end_offset
+
+    cluster.wait_for(identical, CATCH_UP_TIMEOUT_S, f"{topic}-{partition}: replicas {replicas} identical up to {end_offset}",
+                     interval=0.5)
+
+
 def assert_replicates_two_ways(cluster: Cluster, prefix: str, records: int) -> None:
     """An RF-2 topic on brokers 1 and 2 takes ``records`` acks=all writes, keeps both replicas in
     its ISR with identical logs, and reads back whole: replication works over whatever the
@@ -241,3 +273,37 @@ def assert_replicates_two_ways(cluster: Cluster, prefix: str, records: int) -> N
     assert sorted(isr_in_zookeeper(cluster, topic, 0)) == [1, 2]
     cluster.wait_for(lambda: replicas_identical(cluster, topic, 0, [1, 2]), 30.0, "both replicas' logs equal")
     assert len(consume_confluent(cluster.bootstrap, topic, 1, records)) == records
+
+
+# -- coordinators -----------------------------------------------------------------------------
+
+def find_coordinator(cluster: Cluster, broker_id: int, key: str, key_type: int) -> tuple[int, int]:
+    """(error, node id) of FindCoordinator v4 asked of broker ``broker_id`` alone."""
+    broker = cluster.broker(broker_id)
+    security = broker.client_security()
+    with BrokerConnection(broker.host, broker.port, timeout=10.0, ssl_context=security.ssl_context,
+                          sasl=security.sasl) as connection:
+        response = connection.request(FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key]), version=4)
+    assert isinstance(response, FindCoordinatorResponse), response
+    (found,) = response.coordinators
+    return found.error_code, found.node_id
+
+
+def agreed_coordinator(cluster: Cluster, key: str, key_type: int, not_on: int | None = None) -> int:
+    """The coordinator every running broker names, once they all agree on one (not ``not_on``,
+    a broker just killed: it is named until its ZooKeeper session expires). Bounded wait."""
+    def agreed() -> int | None:
+        answers = {find_coordinator(cluster, b, key, key_type) for b in cluster.running_ids()}
+        if len(answers) == 1:
+            error, node = answers.pop()
+            if error == ErrorCode.NO_ERROR and node != not_on:
+                return node
+        return None
+    return cluster.wait_for(agreed, COORDINATOR_TIMEOUT_S, f"every broker naming one coordinator for {key}")
+
+
+def restart_after_session(cluster: Cluster, broker_id: int) -> None:
+    """Start a stopped broker again once its old registration is gone (with its session, if killed)."""
+    cluster.wait_for(lambda: broker_id not in cluster.registered_ids(), COORDINATOR_TIMEOUT_S,
+                     f"broker {broker_id}'s old session to expire")
+    cluster.start(broker_id)

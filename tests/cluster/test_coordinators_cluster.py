@@ -24,11 +24,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from coordinator.common.partitioner import partition_for
-from protocol.errors import ErrorCode
-from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.request_constants import CoordinatorType
 from testing import cluster as cluster_harness
-from testing.sockets import send_request
+from tests.cluster.helpers import agreed_coordinator, restart_after_session
 
 Cluster = cluster_harness.Cluster
 
@@ -38,7 +36,6 @@ INTERNAL_PARTITIONS = 6
 OVERRIDES = (f"offsets.topic.num.partitions={INTERNAL_PARTITIONS}",
              f"transaction.state.log.num.partitions={INTERNAL_PARTITIONS}",
              "group.initial.rebalance.delay.ms=0")
-FIND_COORDINATOR_API_KEY = 10
 WAIT_S = 90.0
 
 
@@ -55,34 +52,6 @@ def all_brokers_up(cluster: Cluster) -> None:
     cluster.wait_until_registered(cluster.broker_ids)
 
 
-def _find_coordinator(cluster: Cluster, broker_id: int, key: str, key_type: int) -> tuple[int, int]:
-    """(error, node id) of FindCoordinator v4 asked of broker ``broker_id``."""
-    response = send_request(cluster.broker(broker_id), FIND_COORDINATOR_API_KEY, 4,
-                            FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key]))
-    (found,) = response.coordinators
-    return found.error_code, found.node_id
-
-
-def _coordinator(cluster: Cluster, key: str, key_type: int, not_on: int | None = None) -> int:
-    """The coordinator every running broker names, once they all agree on one (not ``not_on``,
-    a broker just killed: it is named until its ZooKeeper session expires). Bounded wait."""
-    def agreed() -> int | None:
-        answers = {_find_coordinator(cluster, b, key, key_type) for b in cluster.running_ids()}
-        if len(answers) == 1:
-            error, node = answers.pop()
-            if error == ErrorCode.NO_ERROR and node != not_on:
-                return node
-        return None
-    return cluster.wait_for(agreed, WAIT_S, f"every broker naming one coordinator for {key}")
-
-
-def _restart(cluster: Cluster, broker_id: int) -> None:
-    """Start a stopped broker again once its old registration is gone (with its session, if killed)."""
-    cluster.wait_for(lambda: broker_id not in cluster.registered_ids(), WAIT_S,
-                     f"broker {broker_id}'s old session to expire")
-    cluster.start(broker_id)
-
-
 def _create_topic(cluster: Cluster, name: str, partitions: int, configs: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     futures = admin.create_topics([NewTopic(name, partitions, 3, config=configs or {})], request_timeout=30)
@@ -96,7 +65,7 @@ def _leaders(cluster: Cluster, topic: str, partitions: int) -> set[int]:
 
 def test_internal_topics_have_three_replicas_and_every_broker_names_the_leader(cluster: Cluster) -> None:
     group, tid = "g-names", "tid-names"
-    node = _coordinator(cluster, group, CoordinatorType.GROUP)
+    node = agreed_coordinator(cluster, group, CoordinatorType.GROUP)
     state = cluster.partition_state(GROUP_METADATA_TOPIC_NAME, partition_for(group, INTERNAL_PARTITIONS))
     assert state is not None and state["leader"] == node
     assignment = cluster.topic_assignment(GROUP_METADATA_TOPIC_NAME)
@@ -105,7 +74,7 @@ def test_internal_topics_have_three_replicas_and_every_broker_names_the_leader(c
     configs = cluster.read_json(f"/config/topics/{GROUP_METADATA_TOPIC_NAME}")["config"]
     assert configs["cleanup.policy"] == "compact"
 
-    txn_node = _coordinator(cluster, tid, CoordinatorType.TRANSACTION)
+    txn_node = agreed_coordinator(cluster, tid, CoordinatorType.TRANSACTION)
     txn_state = cluster.partition_state(TRANSACTION_STATE_TOPIC_NAME, partition_for(tid, INTERNAL_PARTITIONS))
     assert txn_state is not None and txn_state["leader"] == txn_node
     assert all(sorted(r) == [1, 2, 3] for r in cluster.topic_assignment(TRANSACTION_STATE_TOPIC_NAME).values())
@@ -156,10 +125,10 @@ def test_a_group_and_its_offsets_survive_the_coordinators_broker(cluster: Cluste
     finally:
         first.close()
 
-    coordinator = _coordinator(cluster, group, CoordinatorType.GROUP)
+    coordinator = agreed_coordinator(cluster, group, CoordinatorType.GROUP)
     _stop(cluster, coordinator, how)
     try:
-        _coordinator(cluster, group, CoordinatorType.GROUP, not_on=coordinator)
+        agreed_coordinator(cluster, group, CoordinatorType.GROUP, not_on=coordinator)
         second = _group_consumer(cluster, group)
         second.subscribe([topic])
         try:
@@ -175,7 +144,7 @@ def test_a_group_and_its_offsets_survive_the_coordinators_broker(cluster: Cluste
             ends[p] = max(ends.get(p, 0), o + 1)
         assert {tp.partition: tp.offset for tp in committed} == {p: ends.get(p, 0) for p in range(6)}
     finally:
-        _restart(cluster, coordinator)
+        restart_after_session(cluster, coordinator)
 
 
 def _run_transaction(producer: Producer, topic: str, values: list[bytes], commit: bool) -> bool:
@@ -239,7 +208,7 @@ def test_a_transactional_producer_survives_the_transaction_coordinators_broker(c
     run(False)
     assert len(committed) == 80
 
-    coordinator = _coordinator(cluster, tid, CoordinatorType.TRANSACTION)
+    coordinator = agreed_coordinator(cluster, tid, CoordinatorType.TRANSACTION)
     _stop(cluster, coordinator, how)
     try:
         for _ in range(4):
@@ -247,9 +216,9 @@ def test_a_transactional_producer_survives_the_transaction_coordinators_broker(c
         run(False)
         run(True)
         assert len(committed) >= 80 + 20  # at most the transaction in flight at the kill may abort
-        _coordinator(cluster, tid, CoordinatorType.TRANSACTION, not_on=coordinator)
+        agreed_coordinator(cluster, tid, CoordinatorType.TRANSACTION, not_on=coordinator)
         got = _read_committed(cluster, topic, partitions, len(committed))
         assert sorted(got) == sorted(committed)  # every committed record once, nothing aborted
     finally:
         producer.flush(10)
-        _restart(cluster, coordinator)
+        restart_after_session(cluster, coordinator)
