@@ -256,6 +256,38 @@ def test_failed_authentication_is_answered_after_the_delay_then_closed(
         BrokerConnection(HOST, sasl.port, sasl=SaslSettings(mechanism, user, password)).connect()
 
 
+@pytest.mark.parametrize("version", [0, 1])
+def test_undecodable_base64_in_scram_fails_authentication_without_a_traceback(sasl: Sasl, version: int) -> None:
+    """Found by testing/handshake_fuzz: a client-final whose proof is not decodable base64 ("abc") raised
+    binascii.Error out of the SaslServer: a logged traceback (v1) or a fatal transport error (v0 tokens)."""
+    raw = RawConnection(sasl.port)
+    try:
+        raw.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-256"), version)
+        first = b"n,,n=bob,r=fuzz"
+        server_first = (raw.token(first) if version == 0 else
+                        _authenticate_bytes(raw.request(SaslAuthenticateRequest(auth_bytes=first), 2)))
+        nonce = server_first.split(b",")[0][2:]
+        final = b"c=biws,r=" + nonce + b",p=abc"
+        if version == 0:
+            with pytest.raises(ConnectionError):  # v0 has no error response: the close says it
+                raw.token(final)
+        else:
+            response = raw.request(SaslAuthenticateRequest(auth_bytes=final), 2)
+            assert isinstance(response, SaslAuthenticateResponse)
+            assert (response.error_code, response.error_message) == (ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                                                       _GENERIC.format("SCRAM-SHA-256"))
+            assert raw.closed()
+    finally:
+        raw.close()
+    log = sasl.broker.log_text()
+    assert "Traceback" not in log and "Fatal error" not in log
+
+
+def _authenticate_bytes(response: Message) -> bytes:
+    assert isinstance(response, SaslAuthenticateResponse) and response.error_code == 0
+    return response.auth_bytes
+
+
 # -- DescribeUserScramCredentials / AlterUserScramCredentials --------------------------------------
 def _describe(connection: BrokerConnection, users: list[str] | None) -> DescribeUserScramCredentialsResponse:
     names = None if users is None else [UserName(name=u) for u in users]
