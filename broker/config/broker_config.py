@@ -107,6 +107,8 @@ class BrokerConfig(SslConfig):
     sasl_enabled_mechanisms: list[str] = _prop(["GSSAPI"], "sasl.enabled.mechanisms")
     sasl_mechanism_inter_broker_protocol: str = _prop("GSSAPI", "sasl.mechanism.inter.broker.protocol")
     connection_failed_authentication_delay_ms: int = _prop(100, "connection.failed.authentication.delay.ms")
+    #: The largest frame a client may send before it has authenticated (CVE-2022-34917's fix).
+    sasl_server_max_receive_size: int = _prop(524288, "sasl.server.max.receive.size")
 
     # ACLs: no authorizer (Kafka's default "") allows everything.
     authorizer_class_name: str = _prop("", "authorizer.class.name")
