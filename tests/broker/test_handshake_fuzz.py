@@ -27,7 +27,7 @@ from testing.handshake_fuzz import (
 )
 from testing.handshake_fuzz_cases import CASES, State
 
-CASES_IN_CI = 10_000
+CASES_IN_CI = 20_000
 SEED = 19
 
 
