@@ -161,7 +161,7 @@ class KafkaServer:
         self.socket_server = SocketServer(
             _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(in_cluster),
             config.socket_request_max_bytes, self.credentials, config.connection_failed_authentication_delay_ms,
-            self.connection_quotas)
+            self.connection_quotas, sasl_max_receive_size=config.sasl_server_max_receive_size)
         self.services = BrokerServices(
             broker_id=self.broker_id, metadata=self.metadata, dynamic_config=self.dynamic_config,
             replica_manager=self.replica_manager, group_coordinator=self.group_coordinator,

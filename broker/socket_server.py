@@ -20,7 +20,8 @@ their record bytes are read from the segment and written through TLS (see
 (``broker.security.channel_builders``) for the request context. On a SASL
 listener that principal comes from SASL authentication, and until it completes
 only ApiVersions, SaslHandshake and SaslAuthenticate are handled
-(``broker.security.sasl_authenticator``).
+(``broker.security.sasl_authenticator``), in frames of at most
+``sasl.server.max.receive.size``: a larger size prefix fails the authentication.
 
 Each listener accepts through its ``broker.acceptor.Acceptor``, within the broker's
 connection limits (``broker.connection_quotas``); a connection gives its slot back as it
@@ -62,7 +63,7 @@ from broker.security.sasl_server import SaslError
 from protocol.api import API_VERSIONS_KEY, DecodedRequest, decode_request, encode_response
 from protocol.buffers import Chunk
 from protocol.errors import ProtocolError
-from protocol.framing import SCRATCH_SIZE, FrameDecoder
+from protocol.framing import SCRATCH_SIZE, FrameDecoder, FrameSizeError
 from protocol.primitives import Message, UnsupportedVersionError
 
 if TYPE_CHECKING:
@@ -155,6 +156,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.slot: ConnectionSlot | None = None
         #: When it last received bytes: the least recently used is closed first to make room.
         self.last_active = time.monotonic()
+        if self.sasl is not None:
+            # Kafka's sasl.server.max.receive.size: a client that has not authenticated may not
+            # make the broker allocate socket.request.max.bytes for a frame it merely announces.
+            self._decoder.max_frame_size = min(server.sasl_max_receive_size, server.max_request_size)
+            self._decoder.limit_name = "sasl.server.max.receive.size"
 
     # -- asyncio.Protocol -------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -214,6 +220,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_active = time.monotonic()
         try:
             frames = self._decoder.received(nbytes)
+        except FrameSizeError as exc:
+            if self.sasl is not None and not self.sasl.complete:
+                self._invalid_receive(exc)
+            else:
+                self._bad_input(exc)
+            return
         except ProtocolError as exc:
             self._bad_input(exc)
             return
@@ -309,6 +321,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def authenticated(self, authorization_id: str) -> None:
         """SASL authentication completed: later requests act as ``User:<authorization_id>``."""
         self.principal = KafkaPrincipal(USER_TYPE, authorization_id)
+        self._decoder.max_frame_size = self._server.max_request_size
+        self._decoder.limit_name = "socket.request.max.bytes"
+
+    def _invalid_receive(self, exc: FrameSizeError) -> None:
+        """A frame size refused before authentication fails the authentication, as Kafka's
+        InvalidReceiveException does there: logged once, closed after the delay."""
+        if self.sasl is not None and self.sasl.state is SaslState.FAILED:
+            return  # already failed and muted: its delayed close is on its way
+        delay = self.authentication_failed(f"Failing SASL authentication due to invalid receive size: {exc}")
+        self._own(self._close_after(delay))
 
     def authentication_failed(self, reason: str) -> float:
         """Log the failure once (``reason`` holds no secret), mute the connection and return how
@@ -496,6 +518,7 @@ class SocketServer:
         credentials: CredentialCache | None = None,
         failed_authentication_delay_ms: int = 100,
         connection_quotas: ConnectionQuotas | None = None,
+        sasl_max_receive_size: int = 524288,
     ) -> None:
         self.dispatch = dispatch
         #: The SCRAM credentials SASL connections authenticate against.
@@ -503,6 +526,8 @@ class SocketServer:
         self.failed_authentication_delay_s = failed_authentication_delay_ms / 1000
         self.unsupported_api_versions_response = unsupported_api_versions_response
         self.max_request_size = max_request_size
+        #: sasl.server.max.receive.size: the frame limit on a SASL listener until authentication.
+        self.sasl_max_receive_size = sasl_max_receive_size
         #: Every connection reads small requests into this one buffer (all run on
         #: one event loop, and nothing stays in it between reads): idle connections
         #: cost no receive buffer of their own.

@@ -12,6 +12,7 @@ H(HMAC(SaltedPassword, "Client Key"))`` and ``ServerKey = HMAC(SaltedPassword,
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import re
@@ -147,6 +148,15 @@ class ScramMessageError(ValueError):
     """A SCRAM message that does not parse (Kafka's "Invalid SCRAM ... message format")."""
 
 
+def _b64_field(text: str, message: str) -> bytes:
+    """A base64 attribute of a SCRAM message. The patterns admit only base64 characters, but not
+    every string of them decodes ("abc": bad padding); such a message is malformed like any other."""
+    try:
+        return base64.b64decode(text)
+    except binascii.Error:
+        raise ScramMessageError(f"Invalid SCRAM {message} message format") from None
+
+
 @dataclass(frozen=True, slots=True)
 class ClientFirstMessage:
     authorization_id: str
@@ -187,7 +197,7 @@ class ServerFirstMessage:
         match = _SERVER_FIRST.fullmatch(data.decode("utf-8", "replace"))
         if match is None:
             raise ScramMessageError("Invalid SCRAM server first message format")
-        return cls(match["nonce"], base64.b64decode(match["salt"]), int(match["iterations"]))
+        return cls(match["nonce"], _b64_field(match["salt"], "server first"), int(match["iterations"]))
 
     def to_text(self) -> str:
         return f"r={self.nonce},s={_b64(self.salt)},i={self.iterations}"
@@ -205,8 +215,8 @@ class ClientFinalMessage:
         match = _CLIENT_FINAL.fullmatch(data.decode("utf-8", "replace"))
         if match is None:
             raise ScramMessageError("Invalid SCRAM client final message format")
-        return cls(base64.b64decode(match["channel"]), match["nonce"], base64.b64decode(match["proof"]),
-                   match["without_proof"])
+        return cls(_b64_field(match["channel"], "client final"), match["nonce"],
+                   _b64_field(match["proof"], "client final"), match["without_proof"])
 
     @classmethod
     def of(cls, gs2_header: str, nonce: str, proof: bytes) -> ClientFinalMessage:
@@ -236,4 +246,4 @@ def parse_server_final(data: bytes) -> tuple[str | None, bytes]:
         raise ScramMessageError("Invalid SCRAM server final message format")
     if match["error"] is not None:
         return match["error"], b""
-    return None, base64.b64decode(match["signature"])
+    return None, _b64_field(match["signature"], "server final")

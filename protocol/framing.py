@@ -32,9 +32,16 @@ AFTER_LARGE_READ = 4096
 SCRATCH_SIZE = 256 * 1024
 
 
+class FrameSizeError(ProtocolError):
+    """A size prefix the decoder will not act on: negative, or over its maximum."""
+
+
 class FrameDecoder:
-    def __init__(self, max_frame_size: int, scratch: bytearray | None = None) -> None:
+    def __init__(self, max_frame_size: int, scratch: bytearray | None = None,
+                 limit_name: str = "socket.request.max.bytes") -> None:
         self.max_frame_size = max_frame_size
+        #: The setting ``max_frame_size`` comes from, named when a frame exceeds it.
+        self.limit_name = limit_name
         self._size_prefix = bytearray()
         self._frame: bytearray | None = None
         self._filled = 0
@@ -118,9 +125,8 @@ class FrameDecoder:
 
     def _check_size(self, size: int) -> None:
         if size < 0:
-            raise ProtocolError(f"invalid frame size {size}")
+            raise FrameSizeError(f"invalid frame size {size}")
         if size > self.max_frame_size:
-            raise ProtocolError(
-                f"frame of {size} bytes is larger than the maximum of {self.max_frame_size} "
-                "(socket.request.max.bytes)"
+            raise FrameSizeError(
+                f"frame of {size} bytes is larger than the maximum of {self.max_frame_size} ({self.limit_name})"
             )

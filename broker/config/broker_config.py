@@ -114,6 +114,8 @@ class BrokerConfig(SslConfig):
     #: KIP-368: a SASL session's longest life before the client must re-authenticate (0: forever);
     #: per listener and mechanism as listener.name.<l>.<mechanism>.connections.max.reauth.ms.
     connections_max_reauth_ms: int = _prop(0, "connections.max.reauth.ms")
+    #: The largest frame a client may send before it has authenticated (CVE-2022-34917's fix).
+    sasl_server_max_receive_size: int = _prop(524288, "sasl.server.max.receive.size")
 
     # ACLs: no authorizer (Kafka's default "") allows everything.
     authorizer_class_name: str = _prop("", "authorizer.class.name")

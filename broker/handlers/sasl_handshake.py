@@ -34,7 +34,7 @@ MAX_VERSION = 1
 def handle(ctx: RequestContext, broker: BrokerServices,
            request: SaslHandshakeRequest) -> SaslHandshakeResponse | Awaitable[Message]:
     sasl = ctx.connection.sasl
-    if sasl is not None and sasl.state is SaslState.COMPLETE:
+    if sasl is not None and sasl.state is SaslState.COMPLETE and sasl.session_expires_at is not None:
         return _reauthenticate(ctx, sasl, request)
     if sasl is None or sasl.state is not SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
         return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])

@@ -96,8 +96,6 @@ class SaslServerAuthenticator:
 
     def reauthentication_refusal(self, mechanism: str, version: int) -> str | None:
         """Why a SaslHandshake on an authenticated connection cannot start re-authentication (None: it can)."""
-        if self.session_expires_at is None:
-            return "re-authentication is not enabled for this session"
         if version < 1:
             return "re-authentication needs SaslHandshake v1"
         if mechanism != self.session_mechanism:

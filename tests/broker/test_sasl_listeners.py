@@ -33,7 +33,7 @@ from protocol.messages.describe_user_scram_credentials import (
     DescribeUserScramCredentialsResponse,
     UserName,
 )
-from protocol.messages.metadata import MetadataRequest
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from protocol.primitives import Message
@@ -254,6 +254,72 @@ def test_failed_authentication_is_answered_after_the_delay_then_closed(
     assert "wrong-password" not in log and "alice-secret" not in log and "bob-secret" not in log
     with pytest.raises(SaslClientError, match="Authentication failed"):
         BrokerConnection(HOST, sasl.port, sasl=SaslSettings(mechanism, user, password)).connect()
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_undecodable_base64_in_scram_fails_authentication_without_a_traceback(sasl: Sasl, version: int) -> None:
+    """Found by testing/handshake_fuzz: a client-final whose proof is not decodable base64 ("abc") raised
+    binascii.Error out of the SaslServer: a logged traceback (v1) or a fatal transport error (v0 tokens)."""
+    raw = RawConnection(sasl.port)
+    try:
+        raw.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-256"), version)
+        first = b"n,,n=bob,r=fuzz"
+        server_first = (raw.token(first) if version == 0 else
+                        _authenticate_bytes(raw.request(SaslAuthenticateRequest(auth_bytes=first), 2)))
+        nonce = server_first.split(b",")[0][2:]
+        final = b"c=biws,r=" + nonce + b",p=abc"
+        if version == 0:
+            with pytest.raises(ConnectionError):  # v0 has no error response: the close says it
+                raw.token(final)
+        else:
+            response = raw.request(SaslAuthenticateRequest(auth_bytes=final), 2)
+            assert isinstance(response, SaslAuthenticateResponse)
+            assert (response.error_code, response.error_message) == (ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                                                       _GENERIC.format("SCRAM-SHA-256"))
+            assert raw.closed()
+    finally:
+        raw.close()
+    log = sasl.broker.log_text()
+    assert "Traceback" not in log and "Fatal error" not in log
+
+
+def _authenticate_bytes(response: Message) -> bytes:
+    assert isinstance(response, SaslAuthenticateResponse) and response.error_code == 0
+    return response.auth_bytes
+
+
+def test_frames_before_authentication_are_limited_to_sasl_server_max_receive_size(sasl: Sasl) -> None:
+    """Found by testing/handshake_fuzz: an unauthenticated client announcing a frame of up to
+    socket.request.max.bytes (100 MiB) made the broker allocate that much at once, per connection.
+    As in Kafka (sasl.server.max.receive.size, 512 KiB by default) that fails the authentication;
+    once authenticated, frames up to socket.request.max.bytes are read as before."""
+    too_big = 524288 + 1
+    for version in (None, 0):  # before the handshake, and in place of a v0 handshake's bare token
+        raw = RawConnection(sasl.port)
+        try:
+            if version is not None:
+                raw.request(SaslHandshakeRequest(mechanism="PLAIN"), version)
+            raw.sock.sendall(struct.pack(">i", too_big) + bytes(1000))
+            started = time.monotonic()
+            assert raw.closed()
+            assert time.monotonic() - started >= DELAY_MS / 1000 * 0.9  # a failed authentication's delay
+        finally:
+            raw.close()
+    assert f"Failing SASL authentication due to invalid receive size: frame of {too_big} bytes" in sasl.broker.log_text()
+    raw = RawConnection(sasl.port)
+    try:
+        raw.request(SaslHandshakeRequest(mechanism="PLAIN"), 1)
+        answer = raw.request(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), 2)
+        assert isinstance(answer, SaslAuthenticateResponse) and answer.error_code == 0
+        raw.correlation_id += 1
+        frame = b"".join(bytes(c) for c in encode_request(3, 1, raw.correlation_id, "pafka-tests",  # type: ignore[arg-type]
+                                                          MetadataRequest(topics=[])))
+        padded = frame[4:] + bytes(too_big)  # bytes after a request's body are ignored, as Kafka ignores them
+        raw.sock.sendall(struct.pack(">i", len(padded)) + padded)
+        correlation_id, response = decode_response(3, 1, raw._frame())
+        assert correlation_id == raw.correlation_id and isinstance(response, MetadataResponse) and response.brokers
+    finally:
+        raw.close()
 
 
 # -- DescribeUserScramCredentials / AlterUserScramCredentials --------------------------------------

@@ -150,6 +150,19 @@ def test_scram_refuses_tampered_final_message() -> None:
         ScramSaslServer(mechanism, lambda m, user: credential).evaluate_response(b"garbage")
 
 
+@pytest.mark.parametrize("bad", [b"c=biws,r={nonce},p=abc", b"c=abc,r={nonce},p=", b"c=biws,r={nonce},p=YQ"])
+def test_scram_refuses_undecodable_base64_as_a_malformed_message(bad: bytes) -> None:
+    # The message patterns admit base64 characters, not only decodable strings of them; an undecodable
+    # proof or channel binding once escaped as binascii.Error (a traceback, not a failed authentication).
+    mechanism = ScramMechanism.SCRAM_SHA_256
+    credential = ScramCredential.generate(mechanism, "alice-secret")
+    server = ScramSaslServer(mechanism, lambda m, user: credential)
+    server_first = server.evaluate_response(b"n,,n=alice,r=abc").decode()
+    nonce = server_first.split(",")[0][2:]
+    with pytest.raises(SaslError, match="Invalid SCRAM client final message format"):
+        server.evaluate_response(bad.replace(b"{nonce}", nonce.encode()))
+
+
 def test_credentials_in_kafkas_string_form(tmp_path: pytest.TempPathFactory) -> None:
     mechanism = ScramMechanism.SCRAM_SHA_512
     credential = ScramCredential.generate(mechanism, "pw", 4096)
