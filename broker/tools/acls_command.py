@@ -19,11 +19,9 @@ from pathlib import Path
 
 import click
 
-from broker.config.broker_config import parse_properties as parse_properties_file
-from broker.tools.common import fail
+from broker.tools.common import command_config_security, fail
 from client.acl_admin import Acl, AclAdmin
 from client.client import KafkaClient
-from client.client_security import ClientSecurity
 from client.errors import KafkaClientError
 from protocol.acl_types import CLUSTER_NAME, AclOperation, AclPermissionType, PatternType, ResourceType
 
@@ -146,11 +144,7 @@ def acls_command(bootstrap_server: str, command_config: Path | None, action: str
     resources = _resources(topics, groups, transactional_ids, cluster)
     _check_operations(resources, parsed_operations)
     entries = _entries(allow_principals, deny_principals, allow_hosts, deny_hosts, parsed_operations)
-    try:
-        props = parse_properties_file(command_config.read_text()) if command_config is not None else {}
-        security = ClientSecurity.from_properties(props)
-    except (OSError, ValueError) as exc:
-        fail(f"Invalid --command-config: {exc}")
+    security = command_config_security(command_config)
     try:
         with KafkaClient(bootstrap_server, client_id="pafka-acls", timeout=timeout_ms / 1000 + 5,
                          security=security) as client:

@@ -29,7 +29,7 @@ from typing import Any
 import click
 
 from broker.config.broker_config import parse_properties as parse_properties_file
-from broker.tools.common import fail
+from broker.tools.common import command_config_security, fail
 from broker.tools.quota_configs import (
     Entities,
     alter_quotas,
@@ -40,7 +40,6 @@ from broker.tools.quota_configs import (
 )
 from client.admin import AdminClient
 from client.client import KafkaClient
-from client.client_security import ClientSecurity
 from client.errors import KafkaClientError
 from client.quota_admin import QuotaAdmin
 from client.scram import DEFAULT_ITERATIONS, ScramMechanism
@@ -247,11 +246,7 @@ def configs_command(bootstrap_server: str, command_config: Path | None, action: 
     if action == "alter":
         _check_alter_options(entities, add_config, add_config_file, delete_configs)
     added, deleted = _configs_to_add(add_config, add_config_file), _configs_to_delete(delete_configs)
-    try:
-        props = parse_properties_file(command_config.read_text()) if command_config is not None else {}
-        security = ClientSecurity.from_properties(props)
-    except (OSError, ValueError) as exc:
-        fail(f"Invalid --command-config: {exc}")
+    security = command_config_security(command_config)
     try:
         client = KafkaClient(bootstrap_server, client_id="pafka-configs", timeout=timeout_ms / 1000 + 5,
                              security=security)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -108,15 +109,10 @@ def test_fetch_needs_read(acls: AclBroker) -> None:
         consumer = Consumer({**acls.confluent_config(user), "group.id": "unused", "enable.auto.commit": False})
         try:
             consumer.assign([TopicPartition("fetched", 0, OFFSET_BEGINNING)])
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline:
-                message = consumer.poll(0.5)
-                if message is None:
-                    continue
-                if message.error():
-                    return None, message.error().code()
-                return message.value(), None
-            return None, None
+            message = _first_message(consumer, 15)
+            if message is None or message.error():
+                return None, message.error().code() if message is not None else None
+            return message.value(), None
         finally:
             consumer.close()
 
@@ -147,24 +143,29 @@ def test_a_subscribed_consumer_needs_read_on_its_group(acls: AclBroker) -> None:
                              "auto.offset.reset": "earliest", "enable.auto.commit": False})
         try:
             consumer.subscribe(["grouped"])
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                message = consumer.poll(0.5)
-                if message is None:
-                    continue
-                if message.error():
-                    return None, message.error().code()
-                consumer.commit(message, asynchronous=False)
-                [committed] = consumer.committed([TopicPartition("grouped", 0)], timeout=10)
-                assert committed.offset == message.offset() + 1
-                return message.value(), None
-            return None, None
+            message = _first_message(consumer, 20)
+            if message is None or message.error():
+                return None, message.error().code() if message is not None else None
+            consumer.commit(message, asynchronous=False)
+            [committed] = consumer.committed([TopicPartition("grouped", 0)], timeout=10)
+            assert committed.offset == message.offset() + 1
+            return message.value(), None
         finally:
             consumer.close()
 
     assert subscribe("alice") == (None, KafkaError.GROUP_AUTHORIZATION_FAILED)
     acls.allow("User:alice", AclOperation.READ, ResourceType.GROUP, "subscribers")
     assert subscribe("alice") == (b"value", None)
+
+
+def _first_message(consumer: Any, seconds: float) -> Any:
+    """The consumer's first message or error within ``seconds``; None if nothing came."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None:
+            return message
+    return None
 
 
 def test_no_authorizer_reports_every_operation() -> None:

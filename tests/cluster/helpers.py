@@ -8,6 +8,7 @@ helpers that take a bootstrap take it in ``extra`` (``cluster.confluent_security
 from __future__ import annotations
 
 import base64
+import json
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -32,6 +33,14 @@ CONSUME_TIMEOUT_S = 120.0
 #: Replicas catching up after a restart, coordinators moving after a broker's session expired.
 CATCH_UP_TIMEOUT_S = 120.0
 COORDINATOR_TIMEOUT_S = 90.0
+
+
+def registered_endpoint(cluster: Cluster, broker_id: int, protocol: str = "SASL_PLAINTEXT") -> tuple[str, int]:
+    """(host, port) of the broker's ``protocol`` endpoint, as its /brokers/ids/N registration names it."""
+    registration = json.loads(cluster.kazoo.get(f"/brokers/ids/{broker_id}")[0])
+    endpoint = next(e for e in registration["endpoints"] if e.startswith(f"{protocol}://"))
+    host, port = endpoint.removeprefix(f"{protocol}://").rsplit(":", 1)
+    return host, int(port)
 
 
 def unique(prefix: str) -> str:

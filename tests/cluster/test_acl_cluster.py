@@ -28,7 +28,7 @@ from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
 from protocol.primitives import Message
 from testing.cluster import Cluster
-from tests.cluster.helpers import assert_replicates_two_ways, create_topic, unique
+from tests.cluster.helpers import assert_replicates_two_ways, create_topic, registered_endpoint, unique
 
 RECORDS = 500
 USERS = {"broker": "broker-secret", "admin": "admin-secret", "bob": "bob-secret"}
@@ -36,15 +36,8 @@ JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required userna
         'password="broker-secret";')
 
 
-def _sasl_endpoint(cluster: Cluster, broker_id: int) -> tuple[str, int]:
-    registration = json.loads(cluster.kazoo.get(f"/brokers/ids/{broker_id}")[0])
-    endpoint = next(e for e in registration["endpoints"] if e.startswith("SASL_PLAINTEXT://"))
-    host, port = endpoint.removeprefix("SASL_PLAINTEXT://").rsplit(":", 1)
-    return host, int(port)
-
-
 def _connect(cluster: Cluster, broker_id: int, user: str) -> BrokerConnection:
-    return BrokerConnection(*_sasl_endpoint(cluster, broker_id),
+    return BrokerConnection(*registered_endpoint(cluster, broker_id),
                             sasl=SaslSettings("SCRAM-SHA-256", user, USERS[user]), timeout=10)
 
 

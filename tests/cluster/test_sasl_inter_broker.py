@@ -24,18 +24,11 @@ from protocol.messages.alter_user_scram_credentials import (
     ScramCredentialUpsertion,
 )
 from testing.cluster import Cluster
-from tests.cluster.helpers import assert_replicates_two_ways
+from tests.cluster.helpers import assert_replicates_two_ways, registered_endpoint
 
 RECORDS = 1000
 JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
         'password="broker-secret";')
-
-
-def _sasl_endpoint(cluster: Cluster, broker_id: int) -> tuple[str, int]:
-    registration = json.loads(cluster.kazoo.get(f"/brokers/ids/{broker_id}")[0])
-    endpoint = next(e for e in registration["endpoints"] if e.startswith("SASL_PLAINTEXT://"))
-    host, port = endpoint.removeprefix("SASL_PLAINTEXT://").rsplit(":", 1)
-    return host, int(port)
 
 
 def _connects(endpoint: tuple[str, int], settings: SaslSettings) -> bool:
@@ -75,7 +68,7 @@ def test_rf2_topic_replicates_over_a_sasl_scram_inter_broker_listener(tmp_path: 
         changes = cluster.kazoo.get_children("/config/changes")
         notes = [json.loads(cluster.kazoo.get(f"/config/changes/{c}")[0]) for c in changes]
         assert {"version": 2, "entity_path": "users/alice%40example.com"} in notes
-        other = _sasl_endpoint(cluster, 2)
+        other = registered_endpoint(cluster, 2)
         deadline = time.monotonic() + 5
         while not _connects(other, SaslSettings("SCRAM-SHA-256", "alice@example.com", "alice-1")):
             assert time.monotonic() < deadline, "broker 2 never learned alice's credential"
