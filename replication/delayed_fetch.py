@@ -32,12 +32,18 @@ class FetchPurgatory:
         self._high_watermark: dict[Hashable, set[_Waiter]] = {}
         self._closed = False
 
-    async def wait(self, keys: Iterable[Hashable], timeout: float, to_log_end: bool = False) -> list[Hashable]:
-        """Wait until one of ``keys`` is notified or ``timeout`` passes: the keys notified
-        meanwhile (at least one), or an empty list when the wait ran out. ``to_log_end``: the
-        fetch reads to the log end (a follower's), else to the high watermark."""
+    def park(self, keys: Iterable[Hashable], timeout: float, to_log_end: bool = False) -> ParkedFetch:
+        """Register a fetch now, in the step of its read, and wait later: ``ParkedFetch.wait`` answers
+        the keys notified meanwhile (at least one), or an empty list when ``timeout`` ran out.
+        ``to_log_end``: the fetch reads to the log end (a follower's), else to the high watermark.
+
+        A fetch answered by a task reads, then runs only once the loop schedules it: parked at
+        once, it misses no append in between and need not read every partition again when it
+        starts (a follower's fetch of dozens of idle partitions parks once per append).
+        The registration ends when the wait does, or at the timeout if the wait never runs.
+        """
         if timeout <= 0 or self._closed:
-            return []
+            return ParkedFetch(None, self._log_end, [], None)
         loop = asyncio.get_running_loop()
         # One future and one timer handle: asyncio.wait_for would add a future and callbacks to
         # every long poll, and followers long-poll once per append. Every key notified before the
@@ -47,18 +53,9 @@ class FetchPurgatory:
         keys = list(keys)
         for key in keys:
             side.setdefault(key, set()).add(waiter)
-        timer = loop.call_later(timeout, _end, waiter.future)
-        try:
-            await waiter.future
-            return waiter.notified
-        finally:
-            timer.cancel()
-            for key in keys:
-                watchers = side.get(key)
-                if watchers is not None:
-                    watchers.discard(waiter)
-                    if not watchers:
-                        del side[key]
+        parked = ParkedFetch(waiter, side, keys, None)
+        parked.timer = loop.call_later(timeout, parked.expire)
+        return parked
 
     @property
     def watching(self) -> bool:
@@ -97,6 +94,47 @@ def _wake(side: dict[Hashable, set[_Waiter]], key: Hashable) -> None:
         for waiter in watchers:
             waiter.notified.append(key)
             _end(waiter.future)
+
+
+class ParkedFetch:
+    """A fetch registered in the purgatory: ``wait`` for a notification or the timeout, once."""
+
+    __slots__ = ("keys", "side", "timer", "waiter")
+
+    def __init__(self, waiter: _Waiter | None, side: dict[Hashable, set[_Waiter]], keys: list[Hashable],
+                 timer: asyncio.TimerHandle | None) -> None:
+        self.waiter = waiter
+        self.side = side
+        self.keys = keys
+        self.timer = timer
+
+    async def wait(self) -> list[Hashable]:
+        """The keys notified since parking (at least one), or an empty list when the time ran out."""
+        waiter = self.waiter
+        if waiter is None:
+            return []
+        try:
+            await waiter.future
+            return waiter.notified
+        finally:
+            self.expire()
+
+    def expire(self) -> None:
+        """End the wait and leave the purgatory (idempotent)."""
+        waiter = self.waiter
+        if waiter is None:
+            return
+        self.waiter = None
+        if self.timer is not None:
+            self.timer.cancel()
+        _end(waiter.future)
+        side = self.side
+        for key in self.keys:
+            watchers = side.get(key)
+            if watchers is not None:
+                watchers.discard(waiter)
+                if not watchers:
+                    del side[key]
 
 
 class _Waiter:

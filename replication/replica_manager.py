@@ -38,7 +38,7 @@ from protocol.control_records import build_end_txn_marker_batch
 from protocol.errors import ErrorCode, ProtocolError
 from replication import txn_verification
 from replication.append_thread import AppendThread
-from replication.delayed_fetch import FetchPurgatory
+from replication.delayed_fetch import FetchPurgatory, ParkedFetch
 from replication.delayed_produce import ProducePurgatory
 from replication.fetch_params import FetchParams, FetchPartition
 from replication.partition import LogReadResult, NotLeaderOrFollowerError, Partition, read_error
@@ -638,13 +638,18 @@ class ReplicaManager(ClusterReplication):
             if throttling:
                 self._record_leader_quota(partitions, results)
             return results
+        # Parked in this step, with no await since the read: an append before the answering task
+        # runs is recorded, and the read stands (Kafka's tryComplete, then watch).
+        keys = [(p.topic, p.partition) for p in partitions]
+        parked = self.fetch_purgatory.park(keys, deadline - time.monotonic(), to_log_end=params.is_from_follower)
         if throttling:
-            return self._delayed_throttled_fetch(params, partitions, deadline)
-        return self._delayed_fetch(params, partitions, deadline)
+            return self._delayed_throttled_fetch(params, partitions, deadline, keys, parked, (results, total))
+        return self._delayed_fetch(params, partitions, deadline, keys, parked, (results, total))
 
     async def _delayed_throttled_fetch(self, params: FetchParams, partitions: Sequence[FetchPartition],
-                                       deadline: float) -> list[LogReadResult]:
-        results = await self._delayed_fetch(params, partitions, deadline)
+                                       deadline: float, keys: list[TopicPartition], parked: ParkedFetch,
+                                       first_read: tuple[list[LogReadResult], int]) -> list[LogReadResult]:
+        results = await self._delayed_fetch(params, partitions, deadline, keys, parked, first_read)
         self._record_leader_quota(partitions, results)
         return results
 
@@ -659,27 +664,28 @@ class ReplicaManager(ClusterReplication):
                 size += result.info.size
         quota.record(size)
 
-    async def _delayed_fetch(self, params: FetchParams, partitions: Sequence[FetchPartition],
-                             deadline: float) -> list[LogReadResult]:
+    async def _delayed_fetch(self, params: FetchParams, partitions: Sequence[FetchPartition], deadline: float,
+                             keys: list[TopicPartition], parked: ParkedFetch,
+                             first_read: tuple[list[LogReadResult], int]) -> list[LogReadResult]:
         """Wait in the purgatory until an append to one of the partitions, or the deadline.
 
-        Reads again first: appends may have landed since the first read, and the
-        read and the registration in the purgatory must have no await between
-        them, or a notify could fall in the gap and the fetch sleep out its wait.
+        ``first_read`` (results, bytes found) found less than ``min_bytes`` and no error, and
+        ``parked`` is its registration, made with no await between them: a notify cannot fall
+        in a gap and leave the fetch sleeping out its wait. Each later wait registers the same way.
         """
-        keys = [(p.topic, p.partition) for p in partitions]
-        results, total, any_error = self._read_from_log(params, partitions)
+        results, total = first_read
         while True:
-            remaining = deadline - time.monotonic()
-            if total >= params.min_bytes or any_error or remaining <= 0:
-                return results
-            notified = await self.fetch_purgatory.wait(keys, remaining, to_log_end=params.is_from_follower)
+            notified = await parked.wait()
             if not notified:
                 return self._read_from_log(params, partitions)[0]
             if total:
                 results, total, any_error = self._read_from_log(params, partitions)
             else:
                 total, any_error = self._read_again(params, partitions, keys, notified, results)
+            remaining = deadline - time.monotonic()
+            if total >= params.min_bytes or any_error or remaining <= 0:
+                return results
+            parked = self.fetch_purgatory.park(keys, remaining, to_log_end=params.is_from_follower)
 
     def _read_again(self, params: FetchParams, partitions: Sequence[FetchPartition], keys: list[TopicPartition],
                     notified: list[Hashable], results: list[LogReadResult]) -> tuple[int, bool]:

@@ -164,6 +164,61 @@ def test_a_woken_fetch_reads_again_every_partition_appended_to_and_only_those(tm
     asyncio.run(scenario())
 
 
+def test_a_fetch_parks_in_the_step_of_its_read(tmp_path: Path) -> None:
+    """The answering task runs later than the read: an append in between wakes it at once, and
+    the idle partitions are read once in all (the fetch parked with its first read, it does not
+    read every partition again when its task starts)."""
+    async def scenario() -> None:
+        manager, partition, executor = _manager(tmp_path, [0])
+        others = []
+        for index in (1, 2, 3):
+            log = Log.open(tmp_path / f"t-{index}", LogConfig(), had_clean_shutdown=True)
+            other = Partition("t", index, partition.topic_id, log, 0, [0])
+            manager.partitions[("t", index)] = other
+            others.append(other)
+        reads: list[int] = []
+        read = manager._read_from_log
+
+        def counting(p: FetchParams, partitions: list[_Wanted]) -> object:
+            reads.append(len(partitions))
+            return read(p, partitions)  # type: ignore[arg-type]
+
+        manager._read_from_log = counting  # type: ignore[assignment, method-assign]
+        params = FetchParams(replica_id=-1, max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20, isolation_level=0)
+        parked = manager.fetch_messages(params, [_Wanted("t", index, 0) for index in range(4)])
+        assert not isinstance(parked, list) and reads == [4]
+        # Before the task that answers it first runs:
+        appended = manager.append_records([("t", 2, make_batch(3))], 1, 1000)
+        assert isinstance(appended, list)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        results = await asyncio.wait_for(parked, 2)  # type: ignore[arg-type]
+        assert loop.time() - started < 1  # the append was not missed
+        assert reads == [4, 1]  # every partition once, then the one appended to
+        assert [0 if r.info is None else r.info.size for r in results][2] > 0
+        assert not manager.fetch_purgatory.watching  # the registration ended with the wait
+        executor.shutdown()
+        for p in (partition, *others):
+            p.log.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_parked_fetch_whose_task_never_runs_leaves_the_purgatory_at_its_deadline(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager, partition, executor = _manager(tmp_path, [0])
+        params = FetchParams(replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, isolation_level=0)
+        parked = manager.fetch_messages(params, [_Wanted("t", 0, 0)])
+        assert not isinstance(parked, list) and manager.fetch_purgatory.watching
+        parked.close()  # type: ignore[attr-defined]  # e.g. its connection closed before the task ran
+        await asyncio.sleep(0.3)
+        assert not manager.fetch_purgatory.watching
+        executor.shutdown()
+        partition.log.close()
+
+    asyncio.run(scenario())
+
+
 def test_an_append_wakes_followers_and_a_high_watermark_move_wakes_consumers(tmp_path: Path) -> None:
     """Kafka's DelayedFetch: a follower reads to the log end, a consumer to the high watermark.
     An acks=all append wakes the follower's long poll and leaves the consumer's parked (its read
