@@ -23,6 +23,13 @@ written to the transport, the copy sendfile saves on plain connections. The
 branch already taken when a transport has bytes buffered serves it, so plain
 connections pay no extra check.
 
+The bytes before a range (the frame's size and header, a partition's header) are
+written on the socket with MSG_MORE, so they leave in the range's first segment:
+written through the transport they were a segment of their own, and on loopback
+each segment is a pass through the receiver's TCP stack and a wake-up of its
+reader (a follower woke for a fetch answer's ~100-byte head, then again for its
+records).
+
 Ordering holds because direct mode starts only when the transport has nothing
 buffered (checked before each sendfile), and while it lasts nothing is given
 to the transport. Writability is watched on a duplicate of the socket's fd: the
@@ -35,7 +42,8 @@ import asyncio
 import collections
 import dataclasses
 import os
-from collections.abc import Callable
+import socket
+from collections.abc import Callable, Sequence
 
 from protocol.buffers import Buffer, Chunk, FileRange, HasFileno
 
@@ -61,6 +69,8 @@ class ResponseWriter:
         self._pending: collections.deque[memoryview | _QueuedRange] = collections.deque()
         self._pending_bytes = 0
         self._watch_fd: int | None = None
+        #: A socket object on a duplicate of the fd, for sendmsg's flags; made on first use.
+        self._direct_socket: socket.socket | None = None
         self._closed = False
         self._close_when_drained = False
 
@@ -111,12 +121,20 @@ class ResponseWriter:
             if not isinstance(chunk, FileRange):
                 parts.append(chunk)
                 continue
-            if parts:
-                self._transport.writelines(parts)
-                parts = []
             if self._sock_fd is None or self._transport.get_write_buffer_size():
+                if parts:
+                    self._transport.writelines(parts)
+                    parts = []
                 self._transport.write(_pread_all(chunk))
                 continue
+            if parts:
+                unsent = self._send_more(parts)
+                parts = []
+                if unsent:  # the socket is full: the rest waits in direct mode's queue
+                    self._enqueue(unsent, 0)
+                    self._enqueue(chunks, index)
+                    self._watch()
+                    return
             sent = _sendfile_some(self._sock_fd, chunk)
             if sent < chunk.length:
                 self._enqueue([FileRange(chunk.file, chunk.offset + sent, chunk.length - sent)], 0)
@@ -126,9 +144,28 @@ class ResponseWriter:
         if parts:
             self._transport.writelines(parts)
 
+    def _send_more(self, parts: list[Buffer]) -> list[memoryview]:
+        """Write ``parts`` on the socket, held for the bytes that follow (MSG_MORE); what it did
+        not take. The socket is writable here: the transport has nothing buffered."""
+        sock = self._direct_socket
+        if sock is None:
+            assert self._sock_fd is not None
+            sock = self._direct_socket = socket.socket(fileno=os.dup(self._sock_fd))
+        views = [memoryview(part).cast("B") for part in parts]
+        if len(views) > _WRITEV_MAX:
+            views = [memoryview(b"".join(views))]
+        try:
+            n = sock.sendmsg(views, (), socket.MSG_MORE)
+        except BlockingIOError:
+            n = 0
+        return _unsent(views, n)
+
     def close(self) -> None:
         """Drop whatever is queued and stop watching (the connection is going away)."""
         self._closed = True
+        if self._direct_socket is not None:
+            self._direct_socket.close()
+            self._direct_socket = None
         for chunk in self._pending:
             if isinstance(chunk, _QueuedRange):
                 chunk.file.close()
@@ -137,7 +174,7 @@ class ResponseWriter:
         self._unwatch()
 
     # -- direct mode --------------------------------------------------------------------
-    def _enqueue(self, chunks: list[Chunk], start: int) -> None:
+    def _enqueue(self, chunks: Sequence[Chunk], start: int) -> None:
         for chunk in chunks[start:]:
             if isinstance(chunk, FileRange):
                 self._pending.append(_QueuedRange(_OwnFd.of(chunk.file), chunk.offset, chunk.length))
@@ -250,6 +287,15 @@ def _check_open(file: HasFileno) -> None:
     # A closed segment's fd number may already belong to another file.
     if getattr(file, "closed", False):
         raise OSError(f"segment {getattr(file, 'path', file)} was closed before its bytes were sent")
+
+
+def _unsent(views: list[memoryview], n: int) -> list[memoryview]:
+    """What is left of ``views`` once their first ``n`` bytes have been sent."""
+    for i, view in enumerate(views):
+        if n < len(view):
+            return [view[n:], *views[i + 1:]]
+        n -= len(view)
+    return []
 
 
 def _sendfile_some(sock_fd: int, chunk: FileRange) -> int:

@@ -7,6 +7,7 @@ import asyncio
 import os
 import random
 import socket
+import struct
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,40 @@ def test_direct_mode_sends_buffers_and_ranges_in_order_across_partial_writes(tmp
     got = asyncio.run(scenario())
     assert len(got) == len(expected)
     assert got == expected
+
+
+def _segments_sent(sock: socket.socket) -> int:
+    """Linux's tcp_info.tcpi_segs_out: segments this socket has sent."""
+    return int(struct.unpack_from("I", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256), 136)[0])
+
+
+def test_the_bytes_before_a_range_leave_in_its_first_segment(tmp_path: Path) -> None:
+    # A follower's fetch answer: a ~100-byte head, then records sent by sendfile. Written on
+    # their own, the head was a segment of its own, and woke the reader once more.
+    records = os.urandom(40 << 10)  # over SMALL_RANGE (sent by sendfile), under one loopback segment
+    (tmp_path / "00.log").write_bytes(records)
+
+    async def scenario() -> tuple[bytes, list[int]]:
+        counted: list[int] = []
+
+        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            segment = FileRecords(tmp_path / "00.log")
+            sock = writer.transport.get_extra_info("socket")
+            out = ResponseWriter(writer.transport, sock.fileno(), lambda: None, lambda exc: None)  # type: ignore[arg-type]
+            before = _segments_sent(sock)
+            out.write([b"h" * 100, FileRange(segment, 0, len(records))])
+            counted.append(_segments_sent(sock) - before)
+            out.close()
+            segment.close()
+            writer.close()
+
+        server = await asyncio.start_server(on_client, "127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname()[:2])
+        got = await asyncio.wait_for(reader.readexactly(100 + len(records)), 5)
+        writer.close()
+        server.close()
+        return got, counted
+
+    got, counted = asyncio.run(scenario())
+    assert got == b"h" * 100 + records
+    assert counted[0] <= 2  # 3 when the head was written through the transport
