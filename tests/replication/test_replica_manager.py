@@ -36,6 +36,30 @@ def _manager(tmp_path: Path, isr: list[int]) -> tuple[ReplicaManager, Partition,
     return manager, partition, executor
 
 
+def _more_partitions(tmp_path: Path, manager: ReplicaManager, partition: Partition, count: int) -> list[Partition]:
+    """Partitions 1..count of the same topic beside ``partition`` (0), led here."""
+    others = []
+    for index in range(1, count + 1):
+        log = Log.open(tmp_path / f"t-{index}", LogConfig(), had_clean_shutdown=True)
+        other = Partition("t", index, partition.topic_id, log, 0, [0])
+        manager.partitions[("t", index)] = other
+        others.append(other)
+    return others
+
+
+def _count_reads(manager: ReplicaManager) -> list[int]:
+    """From now on, how many partitions each of the manager's log reads covers."""
+    reads: list[int] = []
+    read = manager._read_from_log
+
+    def counting(p: FetchParams, partitions: list[_Wanted]) -> object:
+        reads.append(len(partitions))
+        return read(p, partitions)  # type: ignore[arg-type]
+
+    manager._read_from_log = counting  # type: ignore[assignment, method-assign]
+    return reads
+
+
 def test_acks_all_waits_for_the_high_watermark(tmp_path: Path) -> None:
     async def scenario() -> None:
         manager, partition, executor = _manager(tmp_path, [0, 1])
@@ -129,26 +153,14 @@ def test_a_woken_fetch_reads_again_every_partition_appended_to_and_only_those(tm
     both, when two appends land before it runs; the others keep their (empty) first answer."""
     async def scenario() -> None:
         manager, partition, executor = _manager(tmp_path, [0])
-        others = []
-        for index in (1, 2, 3):
-            log = Log.open(tmp_path / f"t-{index}", LogConfig(), had_clean_shutdown=True)
-            other = Partition("t", index, partition.topic_id, log, 0, [0])
-            manager.partitions[("t", index)] = other
-            others.append(other)
+        others = _more_partitions(tmp_path, manager, partition, 3)
         params = FetchParams(replica_id=-1, max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20, isolation_level=0)
         wanted = [_Wanted("t", index, 0) for index in range(4)]
         parked = manager.fetch_messages(params, wanted)
         assert not isinstance(parked, list)
         task = asyncio.ensure_future(parked)  # type: ignore[arg-type]
         await asyncio.sleep(0.05)
-        reads: list[int] = []
-        read = manager._read_from_log
-
-        def counting(p: FetchParams, partitions: list[_Wanted]) -> object:
-            reads.append(len(partitions))
-            return read(p, partitions)  # type: ignore[arg-type]
-
-        manager._read_from_log = counting  # type: ignore[assignment, method-assign]
+        reads = _count_reads(manager)
         for index in (1, 3):  # both land before the parked fetch runs again
             appended = manager.append_records([("t", index, make_batch(2 + index))], 1, 1000)
             assert isinstance(appended, list)
@@ -170,20 +182,8 @@ def test_a_fetch_parks_in_the_step_of_its_read(tmp_path: Path) -> None:
     read every partition again when its task starts)."""
     async def scenario() -> None:
         manager, partition, executor = _manager(tmp_path, [0])
-        others = []
-        for index in (1, 2, 3):
-            log = Log.open(tmp_path / f"t-{index}", LogConfig(), had_clean_shutdown=True)
-            other = Partition("t", index, partition.topic_id, log, 0, [0])
-            manager.partitions[("t", index)] = other
-            others.append(other)
-        reads: list[int] = []
-        read = manager._read_from_log
-
-        def counting(p: FetchParams, partitions: list[_Wanted]) -> object:
-            reads.append(len(partitions))
-            return read(p, partitions)  # type: ignore[arg-type]
-
-        manager._read_from_log = counting  # type: ignore[assignment, method-assign]
+        others = _more_partitions(tmp_path, manager, partition, 3)
+        reads = _count_reads(manager)
         params = FetchParams(replica_id=-1, max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20, isolation_level=0)
         parked = manager.fetch_messages(params, [_Wanted("t", index, 0) for index in range(4)])
         assert not isinstance(parked, list) and reads == [4]
