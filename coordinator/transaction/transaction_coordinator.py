@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from coordinator.common.scheduler import Scheduler, Timer
@@ -53,6 +54,7 @@ from protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 S = TransactionState
+T = TypeVar("T")
 #: Gives a producer id never handed out before (it may block on a durable write: awaited off the loop).
 ProducerIdGenerator = Callable[[], Awaitable[int]]
 
@@ -114,7 +116,8 @@ class TransactionCoordinator:
         self.offsets_partition_for = offsets_partition_for
         self.config = config or TransactionCoordinatorConfig()
         self._abort_timer: Timer | None = None
-        self._aborts: set[asyncio.Task[None]] = set()
+        #: Work this coordinator owns (timed-out aborts, requests' transitions): cancelled at shutdown.
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._shutting_down = False
         txn_manager.send_txn_markers = marker_channel.add_txn_markers_to_send
 
@@ -132,6 +135,28 @@ class TransactionCoordinator:
 
         self.txn_manager.append_transaction_to_log(transactional_id, coordinator_epoch, transit, written)
         return done
+
+    def _own(self, work: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
+        task = asyncio.get_running_loop().create_task(work, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._owned_task_done)
+        return task
+
+    def _owned_task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s %s failed", self._prefix(), task.get_name(), exc_info=task.exception())
+
+    async def _outliving_the_request(self, work: Coroutine[Any, Any, T], name: str) -> T:
+        """A request's transition, run to its end even if the request is cancelled.
+
+        A client that disconnects cancels its request. Once a PrepareCommit /
+        PrepareAbort is on its way to the log, the markers after it must still
+        be sent: cut off there, the id stayed prepared and answered
+        CONCURRENT_TRANSACTIONS until its coordinator moved (Kafka finishes the
+        write's callback whatever became of the client).
+        """
+        return await asyncio.shield(self._own(work, name))
 
     def _lookup(self, transactional_id: str) -> tuple[int, TransactionMetadata]:
         error, found = self.txn_manager.get_transaction_state(transactional_id)
@@ -151,6 +176,12 @@ class TransactionCoordinator:
         by an epoch bump written before the abort) and the client is told
         CONCURRENT_TRANSACTIONS, so its retry finds the id completed.
         """
+        return await self._outliving_the_request(
+            self._init_producer_id(transactional_id, txn_timeout_ms, expected_producer_id, expected_producer_epoch),
+            f"init-producer-id-{transactional_id}")
+
+    async def _init_producer_id(self, transactional_id: str, txn_timeout_ms: int, expected_producer_id: int,
+                                expected_producer_epoch: int) -> InitProducerIdResult:
         if not transactional_id:
             return InitProducerIdResult(ErrorCode.INVALID_REQUEST)
         if not self.txn_manager.validate_transaction_timeout_ms(txn_timeout_ms):
@@ -266,8 +297,9 @@ class TransactionCoordinator:
                                      result: TransactionResult) -> ErrorCode:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
-        return await self._end_transaction(transactional_id, producer_id, producer_epoch, result,
-                                           is_from_client=True)
+        return await self._outliving_the_request(
+            self._end_transaction(transactional_id, producer_id, producer_epoch, result, is_from_client=True),
+            f"end-txn-{transactional_id}")
 
     async def _end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                result: TransactionResult, is_from_client: bool) -> ErrorCode:
@@ -347,6 +379,12 @@ class TransactionCoordinator:
         """
         if not transactional_id:
             return EndTxnResult(ErrorCode.INVALID_REQUEST)
+        return await self._outliving_the_request(
+            self._end_transaction_with_epoch_bump(transactional_id, producer_id, producer_epoch, result),
+            f"end-txn-{transactional_id}")
+
+    async def _end_transaction_with_epoch_bump(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                               result: TransactionResult) -> EndTxnResult:
         try:
             coordinator_epoch, m = self._lookup(transactional_id)
             prepared = self._prepare_end_v2(m, producer_id, producer_epoch, result)
@@ -488,9 +526,7 @@ class TransactionCoordinator:
             if error != ErrorCode.NO_ERROR:
                 log.info("%s aborting timed-out %s failed: %s (retried at the next check)", self._prefix(),
                          transactional_id, error.name)
-        task = asyncio.get_running_loop().create_task(abort(), name=f"abort-timed-out-{transactional_id}")
-        self._aborts.add(task)
-        task.add_done_callback(self._aborts.discard)
+        _ = self._own(abort(), f"abort-timed-out-{transactional_id}")  # owned: cancelled at shutdown
 
     def _schedule_abort_check(self) -> None:
         if self._shutting_down:
@@ -517,9 +553,9 @@ class TransactionCoordinator:
         self._shutting_down = True
         if self._abort_timer is not None:
             self._abort_timer.cancel()
-        for task in list(self._aborts):
+        for task in list(self._tasks):
             task.cancel()
-        await asyncio.gather(*self._aborts, return_exceptions=True)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.marker_channel.shutdown()
         self.scheduler.shutdown()  # the marker retries' timers, when the channel shares this scheduler
         await self.txn_manager.shutdown()

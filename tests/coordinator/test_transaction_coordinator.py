@@ -265,6 +265,55 @@ def test_a_failed_fence_reuses_its_epoch() -> None:
     run(scenario)
 
 
+async def _cancel_while_written(h: Harness, request: Coroutine[Any, Any, object]) -> None:
+    """Start ``request``, hold its write to __transaction_state, cancel it (its client went away), then
+    let the write finish: what a SIGKILLed client does to a request the broker is handling."""
+    h.log.hold = True
+    task = asyncio.get_running_loop().create_task(request)
+    await settle()
+    assert h.log.held, "the request wrote nothing"
+    task.cancel()
+    await settle()
+    h.log.hold = False
+    h.log.release()
+    await settle()
+
+
+def test_an_end_txn_whose_client_went_away_still_completes() -> None:
+    """The PrepareCommit reached the log, so the markers must follow: a request task cancelled with
+    its connection once left the id in PrepareCommit, answering CONCURRENT_TRANSACTIONS forever."""
+    async def scenario(h: Harness) -> None:
+        pid, epoch = await begin(h)
+        await _cancel_while_written(h, h.coordinator.handle_end_transaction(TID, pid, epoch,
+                                                                            TransactionResult.COMMIT))
+        assert h.states_written() == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]
+        assert h.metadata().state == S.COMPLETE_COMMIT
+        retried = await h.coordinator.handle_init_producer_id(TID, 60_000)
+        assert (retried.error, retried.producer_epoch) == (ErrorCode.NO_ERROR, epoch + 1)
+    run(scenario)
+
+
+def test_a_fence_whose_client_went_away_still_aborts() -> None:
+    async def scenario(h: Harness) -> None:
+        pid, epoch = await begin(h)
+        # The fence's own InitProducerId is cancelled while its PrepareAbort is being written.
+        await _cancel_while_written(h, h.coordinator.handle_init_producer_id(TID, 60_000))
+        assert h.states_written() == ["Empty", "Ongoing", "PrepareAbort", "CompleteAbort"]
+        retried = await h.coordinator.handle_init_producer_id(TID, 60_000)
+        assert (retried.error, retried.producer_id, retried.producer_epoch) == (ErrorCode.NO_ERROR, pid, epoch + 2)
+    run(scenario)
+
+
+def test_an_end_txn_v5_whose_client_went_away_still_completes() -> None:
+    async def scenario(h: Harness) -> None:
+        pid, epoch = await begin(h)
+        await _cancel_while_written(h, h.coordinator.handle_end_transaction_with_epoch_bump(
+            TID, pid, epoch, TransactionResult.ABORT))
+        assert h.states_written()[-2:] == ["PrepareAbort", "CompleteAbort"]
+        assert h.metadata().state == S.COMPLETE_ABORT and h.metadata().pending_state is None
+    run(scenario)
+
+
 def test_transactions_past_their_timeout_are_aborted() -> None:
     async def scenario(h: Harness) -> None:
         h.coordinator.startup()
