@@ -98,7 +98,10 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
                             data_dir=tmp_path / "data")
     with process:
         yield process
-        print(process.log_text()[-6000:])
+        # What the broker said of the copier's transactional id, and its warnings, then its last lines.
+        lines = process.log_text().splitlines()
+        print("\n".join([line for line in lines if TID in line or " WARNING " in line or " ERROR " in line][-60:]))
+        print("\n".join(lines[-20:]))
 
 
 def _produce_input(bootstrap: str) -> None:
@@ -155,6 +158,14 @@ def _run_with_crashes(broker: BrokerProcess, copier: CopierProcess, rng: random.
         time.sleep(0.01)
 
 
+def _describe_transaction(bootstrap: str) -> str:
+    """What the coordinator says of the copier's transactional id (pafka transactions describe)."""
+    described = subprocess.run([sys.executable, "-m", "broker.cli", "transactions", "--bootstrap-server", bootstrap,
+                                "--timeout-ms", "5000", "describe", "--transactional-id", TID],
+                               capture_output=True, text=True, timeout=30, cwd=REPO_ROOT)
+    return described.stdout + described.stderr
+
+
 def _read_output(bootstrap: str) -> dict[int, list[tuple[int, int, int]]]:
     """Every committed output record, per output partition: (id, input partition, input offset)."""
     from confluent_kafka import Consumer, TopicPartition
@@ -207,6 +218,9 @@ def test_copy_is_exactly_once_across_broker_and_copier_kills(broker: BrokerProce
     started = time.monotonic()
     try:
         crashes = _run_with_crashes(broker, copier, random.Random(SEED))
+    except AssertionError:
+        print(_describe_transaction(broker.bootstrap))  # e.g. an id left prepared: its state says so
+        raise
     finally:
         if copier.process is not None and copier.process.poll() is None:
             os.kill(copier.process.pid, signal.SIGUSR1)  # its stacks, into copier.log
