@@ -10,6 +10,9 @@ PRODUCER_FENCED existed).
 
 from __future__ import annotations
 
+import random
+import socket
+import struct
 import time
 import uuid
 from typing import Any
@@ -28,6 +31,8 @@ from broker.handlers import (
     txn_offset_commit,
     write_txn_markers,
 )
+from protocol.api import encode_request
+from protocol.buffers import join_chunks
 from protocol.errors import ErrorCode
 from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from protocol.messages.add_partitions_to_txn import (
@@ -293,6 +298,39 @@ def test_end_txn_commit_and_abort(broker: BrokerProcess, version: int) -> None:
     assert p.end(False, version) == ErrorCode.INVALID_TXN_STATE  # nothing is ongoing
     fenced = ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
     assert p.end(True, version, epoch=p.epoch + 1) == fenced
+
+
+def _send_and_reset(broker: BrokerProcess, api_key: int, version: int, body: Any, rng: random.Random) -> None:
+    """``body`` on a fresh connection, reset (RST) 0-3 ms later without reading the answer: a client
+    SIGKILLed just after sending it."""
+    frame = join_chunks(encode_request(api_key, version, 1, "pafka-tests", body))
+    sock = socket.create_connection((broker.host, broker.port), timeout=10)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.sendall(frame)
+    time.sleep(rng.uniform(0, 0.003))
+    sock.close()
+
+
+def test_a_transaction_ends_when_its_client_resets_the_connection(broker: BrokerProcess) -> None:
+    """EndTxn and a fencing InitProducerId whose client went away right after sending: once their
+    prepare record is written the markers follow, so the next instance gets its producer id. (Cut off
+    with the request, the id stayed prepared, answering CONCURRENT_TRANSACTIONS for good.)"""
+    rng = random.Random(5)
+    p = _new(broker, partitions=1)
+    assert p.find_coordinator().error_code == 0  # as a client does first: creates __transaction_state
+    assert p.init().error_code == 0
+    for round_ in range(8):
+        assert p.add_partitions([0]) == [0]
+        assert p.produce(0, [f"r{round_}".encode()]) == 0
+        if round_ % 2 == 0:
+            _send_and_reset(broker, end_txn.API_KEY, 3, EndTxnRequest(
+                transactional_id=p.tid, producer_id=p.producer_id, producer_epoch=p.epoch, committed=True), rng)
+        else:
+            _send_and_reset(broker, init_producer_id.API_KEY, 4, InitProducerIdRequest(
+                transactional_id=p.tid, transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1), rng)
+        # CONCURRENT_TRANSACTIONS while the markers are written, retried for 5 s at most.
+        assert p.init().error_code == ErrorCode.NO_ERROR
+    assert _until_stable(broker, p.topic, 0)[:2] == (16, 16)  # 8 records, 8 markers: nothing left open
 
 
 @pytest.mark.parametrize("version", range(add_offsets_to_txn.MIN_VERSION, add_offsets_to_txn.MAX_VERSION + 1))
