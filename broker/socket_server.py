@@ -27,6 +27,13 @@ Each listener accepts through its ``broker.acceptor.Acceptor``, within the broke
 connection limits (``broker.connection_quotas``); a connection gives its slot back as it
 closes.
 
+A request runs to its end even if its connection closes first, its answer
+dropped, as in Kafka: a handler cut off between two writes leaves state half
+changed (a transaction prepared with no markers sent, an ACL on disk but not in
+force). Only requests whose remaining work is waiting are cancelled with their
+connection (``CANCELLED_WITH_THE_CONNECTION``: a long-polling fetch, a produce
+waiting for its acks, a member waiting for its group).
+
 Bad input never takes the broker down: an undecodable frame closes that one
 connection (logged once), an unsupported ApiVersions version is answered as
 Kafka answers it, and a handler that raises closes only its own connection.
@@ -64,6 +71,10 @@ from protocol.api import API_VERSIONS_KEY, DecodedRequest, decode_request, encod
 from protocol.buffers import Chunk
 from protocol.errors import ProtocolError
 from protocol.framing import SCRATCH_SIZE, FrameDecoder, FrameSizeError
+from protocol.messages.fetch import API_KEY as FETCH_KEY
+from protocol.messages.join_group import API_KEY as JOIN_GROUP_KEY
+from protocol.messages.produce import API_KEY as PRODUCE_KEY
+from protocol.messages.sync_group import API_KEY as SYNC_GROUP_KEY
 from protocol.primitives import Message, UnsupportedVersionError
 
 if TYPE_CHECKING:
@@ -76,6 +87,9 @@ log = logging.getLogger(__name__)
 WRITE_HIGH_WATER = 8 << 20
 #: Requests decoded but not yet answered before we stop reading more.
 MAX_IN_FLIGHT = 1000
+#: Requests whose remaining work, once their handler awaits, is only waiting (for records, for
+#: acks, for the group): a closed connection cancels them. Every other request runs to its end.
+CANCELLED_WITH_THE_CONNECTION = frozenset({FETCH_KEY, PRODUCE_KEY, JOIN_GROUP_KEY, SYNC_GROUP_KEY})
 
 
 @dataclass(slots=True)
@@ -148,6 +162,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.client_host: str = "?"
         self._sock_fd: int | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: The requests among ``_tasks`` that run to their end if the connection closes first.
+        self._runs_to_end: set[asyncio.Task[Any]] = set()
         self._close_when_answered = False
         #: None on a listener without SASL.
         self.sasl = (SaslServerAuthenticator(security.sasl, server.credentials)
@@ -201,9 +217,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._server.connections.discard(self)
         if self._unthrottle is not None:
             self._unthrottle.cancel()
-        for task in self._tasks:
-            task.cancel()
+        self.release_tasks()
         self._slots.clear()
+
+    def release_tasks(self) -> None:
+        """The connection is gone: cancel what only waits, hand the rest to the server to finish."""
+        for task in self._tasks:
+            if task in self._runs_to_end:
+                self._server.adopt(task)
+            else:
+                task.cancel()
+        self._tasks.clear()
+        self._runs_to_end.clear()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -284,6 +309,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             task = asyncio.ensure_future(self._finish(result, slot))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            if slot.api_key not in CANCELLED_WITH_THE_CONNECTION:
+                self._runs_to_end.add(task)
+                task.add_done_callback(self._runs_to_end.discard)
         else:
             self._complete(slot, result)
 
@@ -538,6 +566,13 @@ class SocketServer:
         self.connection_quotas.close_least_recently_used = self._close_least_recently_used
         self._acceptors: list[Acceptor] = []
         self.bound: dict[str, tuple[str, int]] = {}
+        #: Requests still running after their connection closed (see the module's docstring).
+        self._orphans: set[asyncio.Task[Any]] = set()
+
+    def adopt(self, task: asyncio.Task[Any]) -> None:
+        """A request whose connection closed runs on here; shutdown waits for it, then cancels it."""
+        self._orphans.add(task)
+        task.add_done_callback(self._orphans.discard)
 
     async def start(self, listeners: list[Listener], security: Mapping[str, ListenerSecurity] | None = None) -> None:
         """Bind every listener; ``security`` (by listener name) says which serve TLS (default: none)."""
@@ -580,9 +615,14 @@ class SocketServer:
         deadline = loop.time() + timeout
         # Polled, once, at shutdown: an event would need every connection to signal
         # each time it goes idle, on the response path that runs for every request.
-        while any(not c.idle for c in self.connections) and loop.time() < deadline:  # noqa: ASYNC110
+        while ((self._orphans or any(not c.idle for c in self.connections))  # noqa: ASYNC110
+               and loop.time() < deadline):
             await asyncio.sleep(0.01)
         for connection in list(self.connections):
             connection.close()
+            connection.release_tasks()
+        for task in list(self._orphans):
+            task.cancel()
+        await asyncio.gather(*self._orphans, return_exceptions=True)
         for acceptor in self._acceptors:
             await acceptor.wait_closed()

@@ -11,6 +11,8 @@ from protocol.api import decode_response, encode_request
 from protocol.buffers import join_chunks
 from protocol.errors import ErrorCode
 from protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
+from protocol.messages.fetch import API_KEY as FETCH_KEY
+from protocol.messages.fetch import FetchRequest
 
 
 def _api_versions_request(correlation_id: int, version: int = 3) -> bytes:
@@ -187,3 +189,57 @@ def test_a_request_behind_a_running_task_starts_after_that_task_has() -> None:
 
     assert asyncio.run(_three_pipelined_requests(dispatch)) == [1, 2, 3]
     assert started == [1, 2, 3]
+
+
+def _fetch_request(correlation_id: int) -> bytes:
+    body = FetchRequest(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                        session_id=0, session_epoch=-1, topics=[], forgotten_topics_data=[], rack_id="")
+    return join_chunks(encode_request(FETCH_KEY, 12, correlation_id, "test-client", body))
+
+
+def test_a_closed_connection_cancels_only_requests_that_wait() -> None:
+    """A request that changes state runs to its end when its client goes away (its answer
+    dropped); a long-polling fetch, which only waits, is cancelled; shutdown waits for neither."""
+    release = asyncio.Event()
+    started: list[int] = []
+    finished: list[int] = []
+    cancelled: list[int] = []
+
+    async def handle(api_key: int) -> ApiVersionsResponse:
+        started.append(api_key)
+        try:
+            await release.wait()
+        except asyncio.CancelledError:
+            cancelled.append(api_key)
+            raise
+        finished.append(api_key)
+        return ApiVersionsResponse(error_code=0)
+
+    def dispatch(ctx: RequestContext):  # type: ignore[no-untyped-def]
+        return handle(ctx.request.header.request_api_key)
+
+    async def scenario() -> None:
+        server, port = await _serve(dispatch)
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(_api_versions_request(1) + _fetch_request(2))
+            await writer.drain()
+            for _ in range(200):
+                if len(started) == 2:
+                    break
+                await asyncio.sleep(0.01)
+            writer.transport.abort()  # a client killed with its requests in flight
+            for _ in range(200):
+                if not server.connections:
+                    break
+                await asyncio.sleep(0.01)
+            assert not server.connections
+            release.set()
+            for _ in range(10):
+                await asyncio.sleep(0)
+        finally:
+            server.stop_accepting()
+            await server.drain(1)
+
+    asyncio.run(scenario())
+    assert (started, finished, cancelled) == ([18, FETCH_KEY], [18], [FETCH_KEY])
