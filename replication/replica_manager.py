@@ -25,6 +25,7 @@ DeleteRecords) runs on the append thread; reads take no lock.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -396,7 +397,9 @@ class ReplicaManager(ClusterReplication):
         if leftover:
             # Queued now, not when a task first runs: a later request handled
             # synchronously must see the append thread busy and queue behind it.
-            pending = self.append_thread.run(self._append_blocking, leftover, origin, now, None, plan)
+            # Waiters wake when the records land, whatever became of the request (its client may be gone).
+            pending = self.append_thread.run(self._append_blocking, leftover, origin, now, None, plan,
+                                             on_done=functools.partial(self._wake_after_thread_append, leftover))
             return self._complete_after_thread(pending, entries, leftover, results, required_acks, timeout_ms)
         return self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
 
@@ -498,7 +501,8 @@ class ReplicaManager(ClusterReplication):
             return self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
         verification = self.txn_verification
         plan = _UNVERIFIED if verification is not None and verification.enabled() else None
-        pending = self.append_thread.run(self._append_blocking, appends, AppendOrigin.CLIENT, now, convert, plan)
+        pending = self.append_thread.run(self._append_blocking, appends, AppendOrigin.CLIENT, now, convert, plan,
+                                         on_done=functools.partial(self._wake_after_thread_append, appends))
         return self._complete_after_thread(pending, entries, appends, results, required_acks, timeout_ms)
 
     def _append_on_loop(self, appends: list[tuple[int, Partition, Records]],
@@ -571,18 +575,26 @@ class ReplicaManager(ClusterReplication):
                                      appended: list[tuple[int, Partition, Records]],
                                      results: list[PartitionAppendResult | None], required_acks: int,
                                      timeout_ms: int) -> list[PartitionAppendResult]:
-        done = await pending
+        done = await pending  # parked fetches and produces were woken already (_wake_after_thread_append)
+        for (i, _, _), result in zip(appended, done, strict=True):
+            results[i] = result
+        acknowledged = self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
+        return acknowledged if isinstance(acknowledged, list) else await acknowledged
+
+    def _wake_after_thread_append(self, appended: list[tuple[int, Partition, Records]],
+                                  pending: asyncio.Future[list[PartitionAppendResult]]) -> None:
+        """Appends done on the append thread: wake the fetches parked on their partitions, and
+        the acks=all produces the append may have completed (it may move the high watermark)."""
+        if pending.cancelled() or pending.exception() is not None:
+            return  # the awaiting request reports it
         notify = self.fetch_purgatory.notify
         purgatory = self.produce_purgatory
-        for (i, partition, _), result in zip(appended, done, strict=True):
-            results[i] = result
+        for (_, partition, _), result in zip(appended, pending.result(), strict=True):
             if result.info is not None:
                 tp = (partition.topic, partition.partition_index)
                 notify(tp)
-                if purgatory.is_watched(tp):  # the append may have moved the high watermark
+                if purgatory.is_watched(tp):
                     purgatory.check_and_complete(tp)
-        acknowledged = self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
-        return acknowledged if isinstance(acknowledged, list) else await acknowledged
 
     def _acknowledged(self, entries: Sequence[tuple[str, int, Records]],
                       results: list[PartitionAppendResult], required_acks: int,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import time
 import uuid
 from pathlib import Path
 
@@ -127,6 +128,31 @@ def test_a_parked_fetch_wakes_on_a_coordinator_append(tmp_path: Path) -> None:
         assert loop.time() - started < 1  # woken, not timed out
         assert results[0].error_code == ErrorCode.NO_ERROR and results[0].info is not None
         assert results[0].info.size > 0 and results[0].high_watermark == 2
+        executor.shutdown()
+        partition.log.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_append_on_the_thread_wakes_fetches_though_its_request_was_cancelled(tmp_path: Path) -> None:
+    """The records landed, so parked fetches wake, whatever became of the produce (its client went away)."""
+    async def scenario() -> None:
+        manager, partition, executor = _manager(tmp_path, [0])
+        params = FetchParams(replica_id=-1, max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20, isolation_level=0)
+        parked = asyncio.ensure_future(manager.fetch_messages(params, [_Wanted("t", 0, 0)]))  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        busy = manager.append_thread.run(time.sleep, 0.1)  # the thread is busy: the append queues behind it
+        produce = manager.append_records([("t", 0, make_batch(2))], 1, 1000)
+        assert not isinstance(produce, list)
+        request = asyncio.ensure_future(produce)  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        request.cancel()  # the producer's connection closed
+        results = await asyncio.wait_for(parked, 3)
+        assert loop.time() - started < 1  # woken by the append, not at max_wait_ms
+        assert results[0].info is not None and results[0].high_watermark == 2
+        await busy
         executor.shutdown()
         partition.log.close()
 
