@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -121,6 +122,12 @@ def member(zookeeper: ZooKeeperProcess) -> Iterator[Member]:
                            "zookeeper.session.timeout.ms=6000")
     try:
         broker.start()
+        # Listening comes before registering (the registration names the bound ports): the
+        # tests' broker epoch is the registration's, so wait for it.
+        deadline = time.monotonic() + 30
+        while zk.exists(f"/brokers/ids/{BROKER_ID}") is None:
+            assert time.monotonic() < deadline, f"broker {BROKER_ID} never registered"
+            time.sleep(0.05)
         yield Member(broker, zk)
     finally:
         broker.cleanup()
