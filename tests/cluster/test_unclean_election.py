@@ -63,7 +63,16 @@ def _only_broker_1_has_the_tail(cluster: Cluster) -> str:
     cluster.start(B)
     cluster.wait_until_serving([B])
     cluster.wait_for(lambda: cluster.controller_id() == B, WAIT_S, "broker 2 to be the controller")
+    # /controller names broker 2 before its failover has run (as in Kafka): wait until the new
+    # controller has written the partition's state, finding its only ISR member dead.
+    cluster.wait_for(lambda: _state_written_by_the_controller(cluster, topic), WAIT_S,
+                     "the new controller to take the partition offline")
     return topic
+
+
+def _state_written_by_the_controller(cluster: Cluster, topic: str) -> bool:
+    state = cluster.partition_state(topic, 0) or {}
+    return state.get("controller_epoch") == cluster.controller_epoch()
 
 
 def test_without_unclean_election_the_partition_waits_for_an_isr_member(cluster: Cluster) -> None:
