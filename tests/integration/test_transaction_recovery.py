@@ -267,7 +267,9 @@ def test_an_open_transaction_is_ended_by_its_producer_after_a_restart(start: Cal
 def test_an_open_transaction_left_by_its_producer_is_aborted_after_its_timeout(
         start: Callable[[str | None], Scenario]) -> None:
     scenario = start(None)
-    producer = _open_transaction(scenario, **{"transaction.timeout.ms": 2000})
+    # The timeout counts from the transaction's start, not from the restart: it leaves the restart
+    # (slow on a loaded machine) time to find the transaction still open.
+    producer = _open_transaction(scenario, **{"transaction.timeout.ms": 6000})
     scenario.broker.restart(signal.SIGKILL)
     assert _offsets(scenario, READ_COMMITTED) == [0] * PARTITIONS  # still open: the LSO holds readers back
     _until(lambda: _offsets(scenario, READ_COMMITTED) == _offsets(scenario, READ_UNCOMMITTED),
