@@ -1,9 +1,9 @@
 """ReplicaManager: the only way into the partitions this broker hosts.
 
 As in Kafka, every write and read of partition data goes through here:
-``append_records`` (produce, the coordinators, later followers),
-``write_txn_markers`` (the COMMIT/ABORT markers that end a transaction) and ``fetch_messages`` (consumers, later followers), plus
-ListOffsets, DeleteRecords and DescribeProducers lookups. It owns:
+``append_records`` (produce, the coordinators, followers), ``write_txn_markers``
+(the COMMIT/ABORT markers that end a transaction) and ``fetch_messages``
+(consumers, followers), plus the admin APIs' lookups. It owns:
 
 * where an append runs: on the event loop when it cannot block and the append
   thread has nothing queued (no thread hand-off, and the socket server can send
@@ -12,6 +12,11 @@ ListOffsets, DeleteRecords and DescribeProducers lookups. It owns:
 * the fetch purgatory (long polls woken by every append, whoever appended) and
   the produce purgatory (``acks=-1`` waits for the high watermark);
 * leader-epoch fencing of fetches and offset lookups.
+
+Its parts live beside it, by concept, as mixins: the reads under
+``fetch_messages`` (``replica_manager_fetch``), the lookups of ListOffsets,
+OffsetsForLeaderEpoch, DeleteRecords, DescribeProducers and DescribeLogDirs
+(``replica_manager_lookups``), and cluster mode (``replica_manager_cluster``).
 
 Both entry points answer synchronously when they can (a list of per-partition
 results) and otherwise return an awaitable of the same list, so the common
@@ -27,27 +32,27 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from protocol.control_records import build_end_txn_marker_batch
 from protocol.errors import ErrorCode, ProtocolError
 from replication import txn_verification
 from replication.append_thread import AppendThread
-from replication.delayed_fetch import FetchPurgatory, ParkedFetch
+from replication.delayed_fetch import FetchPurgatory
 from replication.delayed_produce import ProducePurgatory
 from replication.fetch_params import FetchParams, FetchPartition
-from replication.partition import LogReadResult, NotLeaderOrFollowerError, Partition, read_error
+from replication.partition import LogReadResult, NotLeaderOrFollowerError, Partition
 from replication.replica_fetcher_manager import ReplicaFetcherManager
 from replication.replica_host import LeadershipCallback
 from replication.replica_manager_cluster import ClusterReplication
+from replication.replica_manager_fetch import PartitionReads
+from replication.replica_manager_lookups import PartitionLookups
 from replication.replication_config import ReplicationConfig
-from replication.replication_quota_manager import ReplicationQuotas, should_leader_throttle
+from replication.replication_quota_manager import ReplicationQuotas
 from replication.txn_verification import TransactionalProduce
 from storage.errors import (
     InvalidRecordError,
@@ -63,14 +68,12 @@ from storage.log import now_ms
 from storage.log_append import AppendOrigin, LogAppendInfo
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
-from storage.log_segment import FetchDataInfo
 from storage.producer_state import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
-from storage.producer_state_entry import ProducerStateEntry
 
 if TYPE_CHECKING:
     from replication.alter_partition_manager import AlterPartitionManager
@@ -136,32 +139,7 @@ class TxnMarker:
     partitions: Sequence[TopicPartition]
 
 
-@dataclass(frozen=True, slots=True)
-class ListOffsetsResult:
-    error_code: int
-    timestamp: int = -1
-    offset: int = -1
-    leader_epoch: int = -1
-
-
-@dataclass(slots=True)
-class LogDirPartition:
-    topic: str
-    partition: int
-    size: int
-    offset_lag: int
-
-
-@dataclass(slots=True)
-class LogDirDescription:
-    path: str
-    error_code: int = ErrorCode.NO_ERROR
-    total_bytes: int = -1
-    usable_bytes: int = -1
-    partitions: list[LogDirPartition] = field(default_factory=list)
-
-
-class ReplicaManager(ClusterReplication):
+class ReplicaManager(ClusterReplication, PartitionReads, PartitionLookups):
     def __init__(self, broker_id: int, log_manager: LogManager, append_thread: AppendThread,
                  replication_config: ReplicationConfig | None = None,
                  quotas: ReplicationQuotas | None = None) -> None:
@@ -657,227 +635,3 @@ class ReplicaManager(ClusterReplication):
         if throttling:
             return self._delayed_throttled_fetch(params, partitions, deadline, keys, parked, (results, total))
         return self._delayed_fetch(params, partitions, deadline, keys, parked, (results, total))
-
-    async def _delayed_throttled_fetch(self, params: FetchParams, partitions: Sequence[FetchPartition],
-                                       deadline: float, keys: list[TopicPartition], parked: ParkedFetch,
-                                       first_read: tuple[list[LogReadResult], int]) -> list[LogReadResult]:
-        results = await self._delayed_fetch(params, partitions, deadline, keys, parked, first_read)
-        self._record_leader_quota(partitions, results)
-        return results
-
-    def _record_leader_quota(self, partitions: Sequence[FetchPartition], results: list[LogReadResult]) -> None:
-        """Kafka's sizeOfThrottledPartitions: what a follower's answer carries of throttled partitions
-        counts against the leader quota, in sync or not, once the answer is final (a long poll
-        reads again, and only what is sent was replicated)."""
-        quota = self.quotas.leader
-        size = 0
-        for wanted, result in zip(partitions, results, strict=True):
-            if result.info is not None and quota.is_throttled((wanted.topic, wanted.partition)):
-                size += result.info.size
-        quota.record(size)
-
-    async def _delayed_fetch(self, params: FetchParams, partitions: Sequence[FetchPartition], deadline: float,
-                             keys: list[TopicPartition], parked: ParkedFetch,
-                             first_read: tuple[list[LogReadResult], int]) -> list[LogReadResult]:
-        """Wait in the purgatory until an append to one of the partitions, or the deadline.
-
-        ``first_read`` (results, bytes found) found less than ``min_bytes`` and no error, and
-        ``parked`` is its registration, made with no await between them: a notify cannot fall
-        in a gap and leave the fetch sleeping out its wait. Each later wait registers the same way.
-        """
-        results, total = first_read
-        while True:
-            notified = await parked.wait()
-            if not notified:
-                return self._read_from_log(params, partitions)[0]
-            if total:
-                results, total, any_error = self._read_from_log(params, partitions)
-            else:
-                total, any_error = self._read_again(params, partitions, keys, notified, results)
-            remaining = deadline - time.monotonic()
-            if total >= params.min_bytes or any_error or remaining <= 0:
-                return results
-            parked = self.fetch_purgatory.park(keys, remaining, to_log_end=params.is_from_follower)
-
-    def _read_again(self, params: FetchParams, partitions: Sequence[FetchPartition], keys: list[TopicPartition],
-                    notified: list[Hashable], results: list[LogReadResult]) -> tuple[int, bool]:
-        """Read only the partitions an append (or a high watermark move) touched since the last
-        read found nothing anywhere; the others' results stand. With nothing found before, the
-        byte budget is untouched, so these reads answer what a read of every partition would,
-        and a follower parked on dozens of idle partitions wakes to read one."""
-        touched = set(notified)
-        indexes = [i for i, key in enumerate(keys) if key in touched]
-        fresh, total, any_error = self._read_from_log(params, [partitions[i] for i in indexes])
-        for i, result in zip(indexes, fresh, strict=True):
-            results[i] = result
-        return total, any_error
-
-    def _read_from_log(self, params: FetchParams, partitions: Sequence[FetchPartition]
-                       ) -> tuple[list[LogReadResult], int, bool]:
-        """Read every partition once: (results, total bytes, any error)."""
-        results: list[LogReadResult] = []
-        total, any_error = 0, False
-        max_bytes = params.max_bytes
-        fetch_only_committed = not params.is_from_follower
-        isolation = params.isolation_level
-        min_one_message = not params.hard_max_bytes_limit  # for the first partition that finds data
-        hosted = self.partitions
-        broker_id = self.broker_id
-        # The leader quota's throttled topics; empty (falsy) unless a reassignment throttles some.
-        throttled = self.quotas.leader.throttled_topics if params.is_from_follower else None
-        for wanted in partitions:
-            partition = hosted.get((wanted.topic, wanted.partition))
-            if partition is None:
-                results.append(read_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None))
-                any_error = True
-                continue
-            fenced = partition.leader_epoch_error(wanted.current_leader_epoch)
-            if fenced is None and partition.leader_id != broker_id:
-                fenced = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if fenced is not None:
-                results.append(read_error(fenced, partition))
-                any_error = True
-                continue
-            if wanted.last_fetched_epoch >= 0:
-                diverging = partition.diverging_epoch(wanted.fetch_offset, wanted.last_fetched_epoch)
-                if diverging is not None:  # answered at once, with no records (KIP-320)
-                    results.append(partition.diverged_read(wanted.fetch_offset, diverging))
-                    any_error = True
-                    continue
-            limit = min(wanted.max_bytes, max(max_bytes - total, 0))
-            try:
-                result = partition.read_records(wanted.fetch_offset, limit, isolation,
-                                                min_one_message=min_one_message and total == 0,
-                                                fetch_only_committed=fetch_only_committed)
-            except OffsetOutOfRangeError:
-                results.append(read_error(ErrorCode.OFFSET_OUT_OF_RANGE, partition))
-                any_error = True
-                continue
-            if throttled and wanted.topic in throttled and should_leader_throttle(
-                    self.quotas.leader, (wanted.topic, wanted.partition), partition.isr, params.replica_id):
-                result = _without_records(result)  # Kafka's "simply return an empty set"
-            total += result.info.size  # type: ignore[union-attr]  # a successful read has info
-            results.append(result)
-        return results, total, any_error
-
-    def read_log(self, tp: TopicPartition, fetch_offset: int, max_bytes: int) -> LogReadResult:
-        """Read whole batches up to the log end (a coordinator loading its partition; blocking-safe)."""
-        partition = self.partitions.get(tp)
-        if partition is None:
-            return read_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
-        try:
-            return partition.read_records(fetch_offset, max_bytes, 0, min_one_message=True,
-                                          fetch_only_committed=False)
-        except OffsetOutOfRangeError:
-            return read_error(ErrorCode.OFFSET_OUT_OF_RANGE, partition)
-
-    # -- offsets, records and producers -------------------------------------
-    def last_offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
-                                     leader_epoch: int) -> tuple[int, int, int]:
-        """OffsetsForLeaderEpoch at the leader: (error, epoch, end offset), see
-        ``Partition.last_offset_for_leader_epoch``. UNKNOWN_TOPIC_OR_PARTITION when not hosted."""
-        partition = self.partitions.get(tp)
-        if partition is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
-        return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
-
-    def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int, isolation_level: int,
-                                   current_leader_epoch: int, from_replica: bool) -> ListOffsetsResult:
-        partition = self.partitions.get(tp)
-        if partition is None:
-            return ListOffsetsResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        fenced = partition.leader_epoch_error(current_leader_epoch)
-        if fenced is not None:
-            return ListOffsetsResult(fenced)
-        if not partition.is_leader:
-            return ListOffsetsResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        found_timestamp, offset, epoch = partition.fetch_offset_for_timestamp(timestamp, isolation_level,
-                                                                              from_replica)
-        return ListOffsetsResult(ErrorCode.NO_ERROR, found_timestamp, offset, epoch)
-
-    def legacy_fetch_offsets_for_timestamp(self, tp: TopicPartition, timestamp: int, max_num_offsets: int,
-                                           from_consumer: bool) -> tuple[int, list[int]]:
-        """ListOffsets v0: (error, offsets before ``timestamp``, descending, at most ``max_num_offsets``)."""
-        partition = self.partitions.get(tp)
-        if partition is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
-        return ErrorCode.NO_ERROR, partition.legacy_fetch_offsets_for_timestamp(timestamp, max_num_offsets,
-                                                                                from_consumer)
-
-    def delete_records(self, offsets: Sequence[tuple[TopicPartition, int]]) -> Awaitable[list[tuple[int, int]]]:
-        """DeleteRecords: move each log start offset up; (error, low watermark) per entry, in order.
-
-        -1 means the high watermark. Runs on the append thread (it may delete
-        segments and writes the log-start-offset checkpoint).
-        """
-        return self.append_thread.run(self._delete_records_blocking, offsets)
-
-    def _delete_records_blocking(self, offsets: Sequence[tuple[TopicPartition, int]]) -> list[tuple[int, int]]:
-        results = [self._delete_records_of(tp, offset) for tp, offset in offsets]
-        if any(code == ErrorCode.NO_ERROR for code, _ in results):
-            self.log_manager.checkpoint_log_start_offsets()
-        return results
-
-    def _delete_records_of(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
-        partition = self.partitions.get(tp)
-        if partition is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
-        if not partition.is_leader:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
-        log_ = partition.log
-        if not log_.config.delete:
-            return ErrorCode.POLICY_VIOLATION, -1
-        if offset == -1:
-            offset = partition.high_watermark
-        if offset < 0 or offset > partition.high_watermark:
-            return ErrorCode.OFFSET_OUT_OF_RANGE, -1
-        try:
-            return ErrorCode.NO_ERROR, log_.delete_records(offset)
-        except OffsetOutOfRangeError:
-            return ErrorCode.OFFSET_OUT_OF_RANGE, -1
-        except OSError as exc:
-            log.error("[ReplicaManager broker=%d] DeleteRecords on %s-%d failed: %s", self.broker_id, *tp, exc)
-            return ErrorCode.KAFKA_STORAGE_ERROR, -1
-
-    def active_producer_state(self, tp: TopicPartition) -> tuple[int, dict[int, ProducerStateEntry]]:
-        """DescribeProducers: (error, the partition's active producers by id)."""
-        partition = self.partitions.get(tp)
-        if partition is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, {}
-        state = partition.log.producer_state
-        return ErrorCode.NO_ERROR, dict(state.active_producers) if state is not None else {}
-
-    def describe_log_dirs(self, wanted: dict[str, set[int]] | None) -> list[LogDirDescription]:
-        """DescribeLogDirs: each log dir with the partitions (all, or ``wanted``) it holds."""
-        hosted = sorted(self.partitions.values(), key=lambda p: (p.topic, p.partition_index))
-        described = []
-        for log_dir in self.log_manager.log_dirs:
-            path = Path(log_dir).resolve()
-            description = LogDirDescription(str(path))
-            for partition in _in_dir(hosted, path, wanted):
-                description.partitions.append(LogDirPartition(
-                    partition.topic, partition.partition_index, partition.log.size,
-                    max(0, partition.log_end_offset - partition.high_watermark)))
-            try:
-                stats = os.statvfs(path)
-                description.total_bytes = stats.f_blocks * stats.f_frsize
-                description.usable_bytes = stats.f_bavail * stats.f_frsize
-            except OSError as exc:
-                log.error("[ReplicaManager broker=%d] cannot stat log dir %s: %s", self.broker_id, path, exc)
-                description.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-            described.append(description)
-        return described
-
-
-def _without_records(result: LogReadResult) -> LogReadResult:
-    """A throttled read: the partition's offsets as read, no records (the follower asks again)."""
-    assert result.info is not None
-    return result._replace(info=FetchDataInfo(result.info.fetch_offset_metadata, None))
-
-
-def _in_dir(hosted: Iterable[Partition], path: Path, wanted: dict[str, set[int]] | None) -> Iterable[Partition]:
-    for partition in hosted:
-        if wanted is not None and partition.partition_index not in wanted.get(partition.topic, ()):
-            continue
-        if partition.log.dir.parent.resolve() == path:
-            yield partition

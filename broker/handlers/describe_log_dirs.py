@@ -21,7 +21,7 @@ from protocol.messages.describe_log_dirs import (
     DescribeLogDirsResult,
     DescribeLogDirsTopic,
 )
-from replication.replica_manager import LogDirDescription
+from replication.replica_manager_lookups import LogDirDescription
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices

@@ -1,0 +1,152 @@
+"""The replica manager's reads of partition data, under its ``fetch_messages``.
+
+A mixin of :class:`~replication.replica_manager.ReplicaManager` (never used
+without it): one read of every partition a fetch names (leader-epoch fencing,
+diverging epochs for followers, the byte budget, the leader replication
+throttle), the long poll in the fetch purgatory that reads again only what an
+append touched, and ``read_log`` for coordinators loading their partitions.
+Reads take no lock and never block: they hand out file ranges.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable, Sequence
+
+from protocol.errors import ErrorCode
+from replication.delayed_fetch import FetchPurgatory, ParkedFetch
+from replication.fetch_params import FetchParams, FetchPartition
+from replication.partition import LogReadResult, Partition, read_error
+from replication.replication_quota_manager import ReplicationQuotas, should_leader_throttle
+from storage.errors import OffsetOutOfRangeError
+from storage.log_segment import FetchDataInfo
+
+TopicPartition = tuple[str, int]
+
+
+class PartitionReads:
+    # Set by ReplicaManager.__init__.
+    broker_id: int
+    partitions: dict[TopicPartition, Partition]
+    fetch_purgatory: FetchPurgatory
+    quotas: ReplicationQuotas
+
+    async def _delayed_throttled_fetch(self, params: FetchParams, partitions: Sequence[FetchPartition],
+                                       deadline: float, keys: list[TopicPartition], parked: ParkedFetch,
+                                       first_read: tuple[list[LogReadResult], int]) -> list[LogReadResult]:
+        results = await self._delayed_fetch(params, partitions, deadline, keys, parked, first_read)
+        self._record_leader_quota(partitions, results)
+        return results
+
+    def _record_leader_quota(self, partitions: Sequence[FetchPartition], results: list[LogReadResult]) -> None:
+        """Kafka's sizeOfThrottledPartitions: what a follower's answer carries of throttled partitions
+        counts against the leader quota, in sync or not, once the answer is final (a long poll
+        reads again, and only what is sent was replicated)."""
+        quota = self.quotas.leader
+        size = 0
+        for wanted, result in zip(partitions, results, strict=True):
+            if result.info is not None and quota.is_throttled((wanted.topic, wanted.partition)):
+                size += result.info.size
+        quota.record(size)
+
+    async def _delayed_fetch(self, params: FetchParams, partitions: Sequence[FetchPartition], deadline: float,
+                             keys: list[TopicPartition], parked: ParkedFetch,
+                             first_read: tuple[list[LogReadResult], int]) -> list[LogReadResult]:
+        """Wait in the purgatory until an append to one of the partitions, or the deadline.
+
+        ``first_read`` (results, bytes found) found less than ``min_bytes`` and no error, and
+        ``parked`` is its registration, made with no await between them: a notify cannot fall
+        in a gap and leave the fetch sleeping out its wait. Each later wait registers the same way.
+        """
+        results, total = first_read
+        while True:
+            notified = await parked.wait()
+            if not notified:
+                return self._read_from_log(params, partitions)[0]
+            if total:
+                results, total, any_error = self._read_from_log(params, partitions)
+            else:
+                total, any_error = self._read_again(params, partitions, keys, notified, results)
+            remaining = deadline - time.monotonic()
+            if total >= params.min_bytes or any_error or remaining <= 0:
+                return results
+            parked = self.fetch_purgatory.park(keys, remaining, to_log_end=params.is_from_follower)
+
+    def _read_again(self, params: FetchParams, partitions: Sequence[FetchPartition], keys: list[TopicPartition],
+                    notified: list[Hashable], results: list[LogReadResult]) -> tuple[int, bool]:
+        """Read only the partitions an append (or a high watermark move) touched since the last
+        read found nothing anywhere; the others' results stand. With nothing found before, the
+        byte budget is untouched, so these reads answer what a read of every partition would,
+        and a follower parked on dozens of idle partitions wakes to read one."""
+        touched = set(notified)
+        indexes = [i for i, key in enumerate(keys) if key in touched]
+        fresh, total, any_error = self._read_from_log(params, [partitions[i] for i in indexes])
+        for i, result in zip(indexes, fresh, strict=True):
+            results[i] = result
+        return total, any_error
+
+    def _read_from_log(self, params: FetchParams, partitions: Sequence[FetchPartition]
+                       ) -> tuple[list[LogReadResult], int, bool]:
+        """Read every partition once: (results, total bytes, any error)."""
+        results: list[LogReadResult] = []
+        total, any_error = 0, False
+        max_bytes = params.max_bytes
+        fetch_only_committed = not params.is_from_follower
+        isolation = params.isolation_level
+        min_one_message = not params.hard_max_bytes_limit  # for the first partition that finds data
+        hosted = self.partitions
+        broker_id = self.broker_id
+        # The leader quota's throttled topics; empty (falsy) unless a reassignment throttles some.
+        throttled = self.quotas.leader.throttled_topics if params.is_from_follower else None
+        for wanted in partitions:
+            partition = hosted.get((wanted.topic, wanted.partition))
+            if partition is None:
+                results.append(read_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None))
+                any_error = True
+                continue
+            fenced = partition.leader_epoch_error(wanted.current_leader_epoch)
+            if fenced is None and partition.leader_id != broker_id:
+                fenced = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if fenced is not None:
+                results.append(read_error(fenced, partition))
+                any_error = True
+                continue
+            if wanted.last_fetched_epoch >= 0:
+                diverging = partition.diverging_epoch(wanted.fetch_offset, wanted.last_fetched_epoch)
+                if diverging is not None:  # answered at once, with no records (KIP-320)
+                    results.append(partition.diverged_read(wanted.fetch_offset, diverging))
+                    any_error = True
+                    continue
+            limit = min(wanted.max_bytes, max(max_bytes - total, 0))
+            try:
+                result = partition.read_records(wanted.fetch_offset, limit, isolation,
+                                                min_one_message=min_one_message and total == 0,
+                                                fetch_only_committed=fetch_only_committed)
+            except OffsetOutOfRangeError:
+                results.append(read_error(ErrorCode.OFFSET_OUT_OF_RANGE, partition))
+                any_error = True
+                continue
+            if throttled and wanted.topic in throttled and should_leader_throttle(
+                    self.quotas.leader, (wanted.topic, wanted.partition), partition.isr, params.replica_id):
+                result = _without_records(result)  # Kafka's "simply return an empty set"
+            total += result.info.size  # type: ignore[union-attr]  # a successful read has info
+            results.append(result)
+        return results, total, any_error
+
+    def read_log(self, tp: TopicPartition, fetch_offset: int, max_bytes: int) -> LogReadResult:
+        """Read whole batches up to the log end (a coordinator loading its partition; blocking-safe)."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return read_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+        try:
+            return partition.read_records(fetch_offset, max_bytes, 0, min_one_message=True,
+                                          fetch_only_committed=False)
+        except OffsetOutOfRangeError:
+            return read_error(ErrorCode.OFFSET_OUT_OF_RANGE, partition)
+
+
+def _without_records(result: LogReadResult) -> LogReadResult:
+    """A throttled read: the partition's offsets as read, no records (the follower asks again)."""
+    assert result.info is not None
+    return result._replace(info=FetchDataInfo(result.info.fetch_offset_metadata, None))
+

@@ -1,0 +1,165 @@
+"""The replica manager's lookups for the admin and offset APIs: ListOffsets,
+OffsetsForLeaderEpoch, DeleteRecords, DescribeProducers and DescribeLogDirs.
+
+A mixin of :class:`~replication.replica_manager.ReplicaManager` (never used
+without it): each answers for one partition, or one log dir, from what the
+replica manager hosts, with Kafka's error code when it is not hosted or not
+led here. DeleteRecords runs on the append thread (it may delete segments and
+writes the log-start-offset checkpoint); the rest read only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from protocol.errors import ErrorCode
+from replication.append_thread import AppendThread
+from replication.partition import Partition
+from storage.errors import OffsetOutOfRangeError
+from storage.log_manager import LogManager
+from storage.producer_state_entry import ProducerStateEntry
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResult:
+    error_code: int
+    timestamp: int = -1
+    offset: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class LogDirPartition:
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+
+
+@dataclass(slots=True)
+class LogDirDescription:
+    path: str
+    error_code: int = ErrorCode.NO_ERROR
+    total_bytes: int = -1
+    usable_bytes: int = -1
+    partitions: list[LogDirPartition] = field(default_factory=list)
+
+
+class PartitionLookups:
+    # Set by ReplicaManager.__init__.
+    broker_id: int
+    log_manager: LogManager
+    append_thread: AppendThread
+    partitions: dict[TopicPartition, Partition]
+
+    def last_offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
+                                     leader_epoch: int) -> tuple[int, int, int]:
+        """OffsetsForLeaderEpoch at the leader: (error, epoch, end offset), see
+        ``Partition.last_offset_for_leader_epoch``. UNKNOWN_TOPIC_OR_PARTITION when not hosted."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+        return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+
+    def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int, isolation_level: int,
+                                   current_leader_epoch: int, from_replica: bool) -> ListOffsetsResult:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return ListOffsetsResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        fenced = partition.leader_epoch_error(current_leader_epoch)
+        if fenced is not None:
+            return ListOffsetsResult(fenced)
+        if not partition.is_leader:
+            return ListOffsetsResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        found_timestamp, offset, epoch = partition.fetch_offset_for_timestamp(timestamp, isolation_level,
+                                                                              from_replica)
+        return ListOffsetsResult(ErrorCode.NO_ERROR, found_timestamp, offset, epoch)
+
+    def legacy_fetch_offsets_for_timestamp(self, tp: TopicPartition, timestamp: int, max_num_offsets: int,
+                                           from_consumer: bool) -> tuple[int, list[int]]:
+        """ListOffsets v0: (error, offsets before ``timestamp``, descending, at most ``max_num_offsets``)."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
+        return ErrorCode.NO_ERROR, partition.legacy_fetch_offsets_for_timestamp(timestamp, max_num_offsets,
+                                                                                from_consumer)
+
+    def delete_records(self, offsets: Sequence[tuple[TopicPartition, int]]) -> Awaitable[list[tuple[int, int]]]:
+        """DeleteRecords: move each log start offset up; (error, low watermark) per entry, in order.
+
+        -1 means the high watermark. Runs on the append thread (it may delete
+        segments and writes the log-start-offset checkpoint).
+        """
+        return self.append_thread.run(self._delete_records_blocking, offsets)
+
+    def _delete_records_blocking(self, offsets: Sequence[tuple[TopicPartition, int]]) -> list[tuple[int, int]]:
+        results = [self._delete_records_of(tp, offset) for tp, offset in offsets]
+        if any(code == ErrorCode.NO_ERROR for code, _ in results):
+            self.log_manager.checkpoint_log_start_offsets()
+        return results
+
+    def _delete_records_of(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+        if not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+        log_ = partition.log
+        if not log_.config.delete:
+            return ErrorCode.POLICY_VIOLATION, -1
+        if offset == -1:
+            offset = partition.high_watermark
+        if offset < 0 or offset > partition.high_watermark:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+        try:
+            return ErrorCode.NO_ERROR, log_.delete_records(offset)
+        except OffsetOutOfRangeError:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+        except OSError as exc:
+            log.error("[ReplicaManager broker=%d] DeleteRecords on %s-%d failed: %s", self.broker_id, *tp, exc)
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1
+
+    def active_producer_state(self, tp: TopicPartition) -> tuple[int, dict[int, ProducerStateEntry]]:
+        """DescribeProducers: (error, the partition's active producers by id)."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, {}
+        state = partition.log.producer_state
+        return ErrorCode.NO_ERROR, dict(state.active_producers) if state is not None else {}
+
+    def describe_log_dirs(self, wanted: dict[str, set[int]] | None) -> list[LogDirDescription]:
+        """DescribeLogDirs: each log dir with the partitions (all, or ``wanted``) it holds."""
+        hosted = sorted(self.partitions.values(), key=lambda p: (p.topic, p.partition_index))
+        described = []
+        for log_dir in self.log_manager.log_dirs:
+            path = Path(log_dir).resolve()
+            description = LogDirDescription(str(path))
+            for partition in _in_dir(hosted, path, wanted):
+                description.partitions.append(LogDirPartition(
+                    partition.topic, partition.partition_index, partition.log.size,
+                    max(0, partition.log_end_offset - partition.high_watermark)))
+            try:
+                stats = os.statvfs(path)
+                description.total_bytes = stats.f_blocks * stats.f_frsize
+                description.usable_bytes = stats.f_bavail * stats.f_frsize
+            except OSError as exc:
+                log.error("[ReplicaManager broker=%d] cannot stat log dir %s: %s", self.broker_id, path, exc)
+                description.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            described.append(description)
+        return described
+
+
+def _in_dir(hosted: Iterable[Partition], path: Path, wanted: dict[str, set[int]] | None) -> Iterable[Partition]:
+    for partition in hosted:
+        if wanted is not None and partition.partition_index not in wanted.get(partition.topic, ()):
+            continue
+        if partition.log.dir.parent.resolve() == path:
+            yield partition
