@@ -132,6 +132,7 @@ def _produce_with_confluent(broker: BrokerProcess, topic: str, keys: list[bytes 
     reports: list[tuple[int, int | None]] = []
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 60_000, "batch.num.messages": 100,
                          "enable.idempotence": False, "retries": 0})
+    producer.list_topics(topic, timeout=10)  # known first: no record waits in the unassigned queue
     for i, (key, ts) in enumerate(zip(keys, timestamps, strict=True)):
         producer.produce(topic, key=key, value=b"value-%d" % i, partition=0, timestamp=ts,
                          on_delivery=lambda err, _msg, i=i: reports.append((i, None if err is None else err.code())))
