@@ -118,6 +118,8 @@ class TransactionCoordinator:
         self._abort_timer: Timer | None = None
         #: Work this coordinator owns (timed-out aborts, requests' transitions): cancelled at shutdown.
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Owned tasks whose request still awaits them: it hears their failure, so they log none.
+        self._awaited: set[asyncio.Task[Any]] = set()
         self._shutting_down = False
         txn_manager.send_txn_markers = marker_channel.add_txn_markers_to_send
 
@@ -144,6 +146,12 @@ class TransactionCoordinator:
 
     def _owned_task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
+        if task in self._awaited:
+            self._awaited.discard(task)
+        else:
+            self._log_failure(task)
+
+    def _log_failure(self, task: asyncio.Task[Any]) -> None:
         if not task.cancelled() and task.exception() is not None:
             log.error("%s %s failed", self._prefix(), task.get_name(), exc_info=task.exception())
 
@@ -156,7 +164,18 @@ class TransactionCoordinator:
         CONCURRENT_TRANSACTIONS until its coordinator moved (Kafka finishes the
         write's callback whatever became of the client).
         """
-        return await asyncio.shield(self._own(work, name))
+        task = self._own(work, name)
+        self._awaited.add(task)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            # The request is gone; the task's own end is now the only place its failure shows
+            # (logged here if it ended in the same moment, its done callback having passed).
+            if task in self._awaited:
+                self._awaited.discard(task)
+            else:
+                self._log_failure(task)
+            raise
 
     def _lookup(self, transactional_id: str) -> tuple[int, TransactionMetadata]:
         error, found = self.txn_manager.get_transaction_state(transactional_id)

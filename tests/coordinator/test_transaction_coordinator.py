@@ -380,3 +380,43 @@ def test_losing_the_partition_stops_the_markers() -> None:
         await settle()
         assert h.states_written()[-1] == "PrepareCommit" and not h.channel.pending
     run(scenario)
+
+
+def _failing_transition(gate: asyncio.Event) -> Coroutine[Any, Any, None]:
+    async def transition() -> None:
+        await gate.wait()
+        raise RuntimeError("the log refused the write")
+    return transition()
+
+
+def test_a_failed_transition_is_reported_once_to_its_waiting_request(caplog: Any) -> None:
+    """The request hears the failure (its handler logs it); the coordinator adds no second line."""
+    async def scenario(h: Harness) -> None:
+        gate = asyncio.Event()
+        gate.set()
+        try:
+            await h.coordinator._outliving_the_request(_failing_transition(gate), "EndTxn(tid)")
+        except RuntimeError as exc:
+            assert str(exc) == "the log refused the write"
+        else:
+            raise AssertionError("the request did not hear the failure")
+        await settle()
+    with caplog.at_level("ERROR", logger="coordinator.transaction.transaction_coordinator"):
+        run(scenario)
+    assert [r.getMessage() for r in caplog.records] == []
+
+
+def test_a_failed_transition_whose_request_went_away_is_logged_by_the_coordinator(caplog: Any) -> None:
+    async def scenario(h: Harness) -> None:
+        gate = asyncio.Event()
+        request = asyncio.get_running_loop().create_task(
+            h.coordinator._outliving_the_request(_failing_transition(gate), "EndTxn(tid)"))
+        await settle()
+        request.cancel()
+        await settle()
+        assert request.cancelled()
+        gate.set()
+        await settle()
+    with caplog.at_level("ERROR", logger="coordinator.transaction.transaction_coordinator"):
+        run(scenario)
+    assert [r.getMessage() for r in caplog.records] == ["[Transaction Coordinator 0]: EndTxn(tid) failed"]
