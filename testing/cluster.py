@@ -31,7 +31,6 @@ import secrets
 import shutil
 import signal
 import tempfile
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -47,6 +46,7 @@ from client.errors import KafkaClientError
 from testing.broker_process import BrokerProcess
 from testing.cluster_security import ConfluentConfig, SaslSslSecurity
 from testing.network_faults import ClusterLinks
+from testing.waiting import wait_until
 from testing.zookeeper import ZooKeeperProcess
 
 T = TypeVar("T")
@@ -360,14 +360,7 @@ class Cluster:
     def wait_for(self, predicate: Callable[[], T], timeout: float, what: str = "condition",
                  interval: float = 0.05) -> T:
         """Poll until ``predicate()`` is truthy and return its value; TimeoutError (with the brokers' logs) after ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{what}: not within {timeout}s\n{self.log_tails(2000)}")
-            time.sleep(interval)
+        return wait_until(predicate, timeout, what, interval=interval, details=lambda: self.log_tails(2000))
 
     def log_tails(self, chars: int = LOG_TAIL_CHARS) -> str:
         parts = []

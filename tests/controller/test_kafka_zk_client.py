@@ -11,7 +11,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -27,6 +27,7 @@ from controller.zk.kafka_zk_client import (
     split_connect,
 )
 from testing.zookeeper import ZooKeeperProcess, expire_session
+from tests.controller.cluster_harness import wait_for
 
 T = TypeVar("T")
 SESSION_MS = 4000
@@ -60,14 +61,6 @@ async def started(connect: str, session_timeout_ms: int = SESSION_MS) -> KafkaZk
     client = KafkaZkClient(connect, session_timeout_ms, 10_000)
     await client.start()
     return client
-
-
-async def wait_for(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
 
 
 def test_chroot_is_created_with_kafkas_persistent_paths(zk_connect: str, raw: KazooClient) -> None:

@@ -10,12 +10,12 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from testing.broker_process import BrokerProcess
+from testing.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,17 +29,6 @@ def pafka_tool(bootstrap: str, tool: str, *args: str, check: bool = True) -> sub
     return result
 #: How librdkafka, kafka-python and aiokafka word UNKNOWN_MEMBER_ID in their logs (lower-cased).
 UNKNOWN_MEMBER_MARKERS = ("unknown_member_id", "unknown member", "unknownmemberid", "member_id was not recognized")
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def poll_until_assigned(consumer: Any, timeout: float = 30.0) -> None:
@@ -157,10 +146,8 @@ def stable_assignment(broker: BrokerProcess, group: str, members: list[Member], 
             return None
         return assignment
 
-    try:
-        return wait_until(check, timeout, f"group {group} stable with {[m.name for m in members]}", interval=0.2)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{group_story(broker, group, members)}") from None
+    return wait_until(check, timeout, f"group {group} stable with {[m.name for m in members]}", interval=0.2,
+                      details=lambda: group_story(broker, group, members))
 
 
 def group_story(broker: BrokerProcess, group: str, members: list[Member], lines: int = 25) -> str:

@@ -20,7 +20,7 @@ from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchReques
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
 from testing.topics import create_topic
-from tests.integration.group_helpers import wait_until
+from testing.waiting import wait_until
 
 TOPIC = "wide"
 PARTITIONS = 100

@@ -10,7 +10,8 @@ import pytest
 
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
-from tests.integration.group_helpers import describe_group, wait_until
+from testing.waiting import wait_until
+from tests.integration.group_helpers import describe_group
 from tests.integration.threaded_consumer import ThreadedConsumer
 
 PARTITIONS = 6
