@@ -18,6 +18,7 @@ from tests.cluster.helpers import (
     broker_metadata,
     consume_confluent,
     create_topic,
+    isr_in_zookeeper,
     leaders_in_zookeeper,
     produce_confluent,
     unique,
@@ -133,6 +134,10 @@ def test_paused_controller_resumed_after_session_expiry_is_fenced(cluster3: Clus
         assert cluster3.controller_id() == new, "the resumed broker did not take the controller back"
         # It rejoins as an ordinary broker with a new session.
         cluster3.wait_until_registered([old], timeout=30.0)
+        # ... and is taken back into every ISR (AlterPartition writes the state), so that the states
+        # read next change only if a stale request changes them.
+        cluster3.wait_for(lambda: all(old in isr_in_zookeeper(cluster3, topic, p) for p in range(partitions)),
+                          30.0, "the resumed broker back in every ISR")
 
         # Its requests, sent with its old epoch, are refused by every broker, and change nothing.
         assignment = cluster3.topic_assignment(topic)
