@@ -184,7 +184,8 @@ _CODEC_TOPICS: set[str] = set()
 
 
 def _codec_topic(broker: BrokerProcess, codec: str) -> str:
-    """A topic holding v0..v4 in one batch of ``codec`` then v5..v6 in another (made once per module)."""
+    """A topic holding v0..v4 then v5..v6, each sent as one batch of ``codec`` (made once per module;
+    librdkafka may still split one, and the tests read what was stored)."""
     topic = f"old-fetch-{codec}"
     if topic not in _CODEC_TOPICS:
         _create(broker, topic, 1)

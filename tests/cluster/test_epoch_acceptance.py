@@ -261,8 +261,11 @@ def test_offsets_never_go_backwards_when_the_follower_ends_mid_batch(cluster: Cl
     buffering = {"linger.ms": 10_000, "batch.size": 1_000_000, "compression.type": "snappy"}
     _send(cluster, topic, [MSG] * 77, extra=buffering)
     _send(cluster, topic, [MSG] * 77, extra=buffering)
-    assert [b.last_offset - b.base_offset + 1 for b in _batches(cluster, A, topic)][-2:] == [77, 77]
-    assert kept < 100 < kept + 77  # the follower's end (100) is inside the first big batch
+    # The follower's end (100) must fall inside a batch: librdkafka normally sends each 77 as one,
+    # but the batching is its choice, so the stored layout is what is checked.
+    assert kept < 100 < kept + 77
+    assert any(b.base_offset < 100 <= b.last_offset for b in _batches(cluster, A, topic)), \
+        [(b.base_offset, b.last_offset) for b in _batches(cluster, A, topic)]
     cluster.start(B)
     _await_isr(cluster, topic, [A, B])
     _await_logs_match(cluster, topic)
