@@ -118,8 +118,6 @@ class TransactionCoordinator:
         self._abort_timer: Timer | None = None
         #: Work this coordinator owns (timed-out aborts, requests' transitions): cancelled at shutdown.
         self._tasks: set[asyncio.Task[Any]] = set()
-        #: Owned tasks whose request still awaits them: it hears their failure, so they log none.
-        self._awaited: set[asyncio.Task[Any]] = set()
         self._shutting_down = False
         txn_manager.send_txn_markers = marker_channel.add_txn_markers_to_send
 
@@ -138,18 +136,14 @@ class TransactionCoordinator:
         self.txn_manager.append_transaction_to_log(transactional_id, coordinator_epoch, transit, written)
         return done
 
-    def _own(self, work: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
+    def _own(self, work: Coroutine[Any, Any, T], name: str, *, log_failure: bool = True) -> asyncio.Task[T]:
+        """A task cancelled at shutdown; its failure logged unless someone awaiting it hears it."""
         task = asyncio.get_running_loop().create_task(work, name=name)
         self._tasks.add(task)
-        task.add_done_callback(self._owned_task_done)
+        task.add_done_callback(self._tasks.discard)
+        if log_failure:
+            task.add_done_callback(self._log_failure)
         return task
-
-    def _owned_task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if task in self._awaited:
-            self._awaited.discard(task)
-        else:
-            self._log_failure(task)
 
     def _log_failure(self, task: asyncio.Task[Any]) -> None:
         if not task.cancelled() and task.exception() is not None:
@@ -164,17 +158,13 @@ class TransactionCoordinator:
         CONCURRENT_TRANSACTIONS until its coordinator moved (Kafka finishes the
         write's callback whatever became of the client).
         """
-        task = self._own(work, name)
-        self._awaited.add(task)
+        task = self._own(work, name, log_failure=False)  # the request hears a failure and logs it
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
-            # The request is gone; the task's own end is now the only place its failure shows
-            # (logged here if it ended in the same moment, its done callback having passed).
-            if task in self._awaited:
-                self._awaited.discard(task)
-            else:
-                self._log_failure(task)
+            # The request is gone: the task's end is now the only place its failure shows (a task
+            # already done has the callback scheduled at once).
+            task.add_done_callback(self._log_failure)
             raise
 
     def _lookup(self, transactional_id: str) -> tuple[int, TransactionMetadata]:
