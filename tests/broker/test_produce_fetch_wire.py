@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 import zlib
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, TopicPartition
@@ -157,27 +159,25 @@ def _fetch_old(broker: BrokerProcess, version: int, parts: list[tuple[str, int, 
     return send_request(broker, 1, version, request, timeout=30)
 
 
-def _legacy_messages(data: object) -> list[tuple[int, int, bytes | None, bytes | None, int | None]]:
-    """(magic, offset, key, value, timestamp) of every message, read by kafka-python's own reader."""
+def _kafka_python_batches(data: object) -> Iterator[Any]:
+    """The batches (or v0/v1 wrappers) of a fetched records field, read by kafka-python's own reader."""
     from kafka.record.memory_records import MemoryRecords
 
     records = MemoryRecords(bytes(data or b""))  # type: ignore[call-overload]
-    out: list[tuple[int, int, bytes | None, bytes | None, int | None]] = []
     while (batch := records.next_batch()) is not None:
-        out.extend((batch.magic, r.offset, r.key, r.value, r.timestamp) for r in batch)
-    return out
+        yield batch
+
+
+def _legacy_messages(data: object) -> list[tuple[int, int, bytes | None, bytes | None, int | None]]:
+    """(magic, offset, key, value, timestamp) of every message."""
+    return [(batch.magic, r.offset, r.key, r.value, r.timestamp) for batch in _kafka_python_batches(data)
+            for r in batch]
 
 
 def _stored_batches(broker: BrokerProcess, topic: str) -> list[tuple[int, int]]:
     """(base offset, last offset) of each batch of partition 0 as stored (Fetch v4: no conversion)."""
-    from kafka.record.memory_records import MemoryRecords
-
     stored = _fetch_old(broker, 4, [(topic, 0, 0)]).responses[0].partitions[0].records
-    records = MemoryRecords(bytes(stored or b""))  # type: ignore[call-overload]
-    batches: list[tuple[int, int]] = []
-    while (batch := records.next_batch()) is not None:
-        batches.append((batch.base_offset, max(r.offset for r in batch)))
-    return batches
+    return [(batch.base_offset, max(r.offset for r in batch)) for batch in _kafka_python_batches(stored)]
 
 
 _CODEC_TOPICS: set[str] = set()

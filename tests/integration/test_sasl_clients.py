@@ -27,6 +27,7 @@ from protocol.messages.alter_user_scram_credentials import (
 from testing.broker_process import BrokerProcess
 from testing.sockets import free_port
 from testing.tls import TlsCertificates
+from testing.waiting import wait_until
 from tests.integration.client_round_trips import (
     aiokafka_round_trip,
     confluent_round_trip,
@@ -187,16 +188,16 @@ def _failed_authentications(listeners: Listeners) -> int:
     return listeners.broker.log_text().count("Failed authentication with")
 
 
-def _confluent_authentication_error(client: SaslClient) -> str | None:
-    """The name of the first error librdkafka reports to a producer of ``client`` (None after 10 s)."""
+def _confluent_authentication_error(client: SaslClient) -> str:
+    """The name of the first error librdkafka reports to a producer of ``client`` (within 10 s)."""
     from confluent_kafka import Producer
 
     errors: list[str] = []
     producer = Producer({**_confluent_config(client), "error_cb": lambda error: errors.append(error.name())})
-    deadline = time.monotonic() + 10
-    while not errors and time.monotonic() < deadline:
-        producer.poll(0.05)
-    return errors[0] if errors else None
+    # poll() serves the error callback; it returns a count (never negative), so the errors decide.
+    first_errors = wait_until(lambda: producer.poll(0.05) >= 0 and errors, 10, "librdkafka to report an error",
+                              interval=0)
+    return first_errors[0]
 
 
 async def _aiokafka_start(client: SaslClient) -> None:
