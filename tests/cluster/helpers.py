@@ -18,7 +18,7 @@ from pathlib import Path
 from client.client import KafkaClient
 from client.client_security import ClientSecurity
 from client.connection import BrokerConnection
-from client.errors import KafkaClientError
+from client.errors import KafkaApiError, KafkaClientError, KafkaConnectionError
 from client.metadata import ClusterMetadata, TopicPartition
 from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -258,6 +258,23 @@ def latest_offset(bootstrap: str, topic: str, partition: int, security: ClientSe
         client.refresh_metadata([topic])
         tp = TopicPartition(topic, partition)
         return client.list_offsets({tp: LATEST_TIMESTAMP})[tp].offset
+
+
+def latest_offset_once_led(bootstrap: str, topic: str, partition: int,
+                           security: ClientSecurity | None = None) -> int | None:
+    """``latest_offset``, or None while the partition's leadership is moving. After a leader dies,
+    ZooKeeper shows the new leader before the controller's UpdateMetadata reaches every broker:
+    until then a survivor names the dead leader (its connection is refused) or none
+    (LEADER_NOT_AVAILABLE), and the new leader may answer a retriable error such as
+    OFFSET_NOT_AVAILABLE while its high watermark is below its epoch's start."""
+    try:
+        return latest_offset(bootstrap, topic, partition, security)
+    except KafkaConnectionError:
+        return None
+    except KafkaApiError as error:
+        if error.retriable:
+            return None
+        raise
 
 
 def wait_replicas_identical(cluster: Cluster, topic: str, partition: int, replicas: list[int], end_offset: int) -> None:

@@ -20,6 +20,7 @@ from tests.cluster.helpers import (
     create_topic,
     isr_in_zookeeper,
     latest_offset,
+    latest_offset_once_led,
     log_batches,
     log_end_offset,
     partition_dir,
@@ -133,7 +134,7 @@ def follower_and_leader_failures(cluster: Cluster) -> None:
         assert len(acked) == 50_000
         # A new leader's high watermark moves up to its log end once the other in-sync replica
         # fetches (as in Kafka); every acknowledged record is in both logs already.
-        cluster.wait_for(lambda: latest_offset(survivors, topic, 0, security) == len(acked), 30.0,
+        cluster.wait_for(lambda: latest_offset_once_led(survivors, topic, 0, security) == len(acked), 30.0,
                          "the new leader's high watermark at every acknowledged record", interval=0.2)
         assert_exactly_once(consume_confluent(survivors, topic, 1, len(acked), extra=tls), acked)
     finally:
