@@ -577,24 +577,35 @@ class Partition:
             return [hw, *(o for o in offsets if o <= hw)]
         return offsets
 
-    def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int,
-                                   from_replica: bool) -> tuple[int, int, int]:
-        """ListOffsets: (timestamp, offset, leader epoch), or (-1, -1, -1) when nothing qualifies."""
+    def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int | None) -> tuple[int, int, int] | None:
+        """ListOffsets: (timestamp, offset, leader epoch), or (-1, -1, -1) when nothing qualifies.
+
+        ``isolation_level`` is None for a follower or a debugging client, which see up to the log
+        end. None (OFFSET_NOT_AVAILABLE, KIP-207) when a client asks a new leader whose high
+        watermark is still below the start of its epoch for "latest" or for a time past the
+        last fetchable offset: the old leader may already have told it a higher offset, and
+        offsets a consumer sees must never go back.
+        """
         log_ = self.log
-        if from_replica:
+        if isolation_level is None:
             last_fetchable = log_.log_end_offset
         elif isolation_level == READ_COMMITTED:
             last_fetchable = log_.last_stable_offset
         else:
             last_fetchable = log_.high_watermark
+        epoch_start = self.leader_epoch_start_offset
+        lagging = isolation_level is not None and epoch_start is not None and epoch_start > log_.high_watermark
         if timestamp == LATEST_TIMESTAMP:
+            if lagging:
+                return None
             epoch = log_.leader_epoch_cache.epoch_for_offset(last_fetchable)
             return -1, last_fetchable, -1 if epoch is None else epoch
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return -1, -1, -1
         found = log_.fetch_offset_by_timestamp(timestamp)
+        if timestamp not in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP) and (
+                found is None or found.offset >= last_fetchable):
+            return None if lagging else (-1, -1, -1)
         if found is None:
-            return -1, -1, -1
-        if timestamp not in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP) and found.offset >= last_fetchable:
             return -1, -1, -1
         return found.timestamp, found.offset, -1 if found.leader_epoch is None else found.leader_epoch

@@ -69,26 +69,33 @@ class PartitionLookups:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
         return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
 
-    def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int, isolation_level: int,
-                                   current_leader_epoch: int, from_replica: bool) -> ListOffsetsResult:
+    def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int, isolation_level: int | None,
+                                   current_leader_epoch: int, fetch_only_from_leader: bool = True) -> ListOffsetsResult:
+        """ListOffsets for one partition (Kafka's fetchOffsetForTimestamp): ``isolation_level`` is
+        None for a follower or a debugging client (see up to the log end); only a debugging
+        client may ask a follower (``fetch_only_from_leader`` False)."""
         partition = self.partitions.get(tp)
         if partition is None:
             return ListOffsetsResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         fenced = partition.leader_epoch_error(current_leader_epoch)
         if fenced is not None:
             return ListOffsetsResult(fenced)
-        if not partition.is_leader:
+        if fetch_only_from_leader and not partition.is_leader:
             return ListOffsetsResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        found_timestamp, offset, epoch = partition.fetch_offset_for_timestamp(timestamp, isolation_level,
-                                                                              from_replica)
-        return ListOffsetsResult(ErrorCode.NO_ERROR, found_timestamp, offset, epoch)
+        found = partition.fetch_offset_for_timestamp(timestamp, isolation_level)
+        if found is None:
+            return ListOffsetsResult(ErrorCode.OFFSET_NOT_AVAILABLE)
+        return ListOffsetsResult(ErrorCode.NO_ERROR, *found)
 
     def legacy_fetch_offsets_for_timestamp(self, tp: TopicPartition, timestamp: int, max_num_offsets: int,
-                                           from_consumer: bool) -> tuple[int, list[int]]:
+                                           from_consumer: bool, fetch_only_from_leader: bool = True,
+                                           ) -> tuple[int, list[int]]:
         """ListOffsets v0: (error, offsets before ``timestamp``, descending, at most ``max_num_offsets``)."""
         partition = self.partitions.get(tp)
         if partition is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
+        if fetch_only_from_leader and not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, []
         return ErrorCode.NO_ERROR, partition.legacy_fetch_offsets_for_timestamp(timestamp, max_num_offsets,
                                                                                 from_consumer)
 

@@ -29,6 +29,7 @@ from broker.handlers import (
     controlled_shutdown,
     elect_leaders,
     leader_and_isr,
+    list_offsets,
     list_partition_reassignments,
     stop_replica,
 )
@@ -58,12 +59,19 @@ from protocol.messages.leader_and_isr import (
     LeaderAndIsrResponse,
     LeaderAndIsrTopicState,
 )
-from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic
+from protocol.messages.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopic,
+)
 from protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 from protocol.messages.stop_replica import (
     StopReplicaPartitionState,
     StopReplicaPartitionV0,
@@ -80,6 +88,7 @@ from protocol.messages.update_metadata import (
     UpdateMetadataResponse,
     UpdateMetadataTopicState,
 )
+from protocol.records import Record, build_batch
 from testing.broker_process import BrokerProcess
 from testing.zookeeper import ZooKeeperProcess
 
@@ -252,6 +261,62 @@ def test_leader_and_isr_versions(member: Member, version: int) -> None:
         assert _partition_errors(old, version) == [ErrorCode.STALE_BROKER_EPOCH]
     for refused in ("stale-" + topic, "old-" + topic):
         assert latest_offset_error(member.broker, refused) != ErrorCode.NO_ERROR
+
+
+# -- ListOffsets at a new leader behind its epoch's start (KIP-207) -------------------------------
+#: A topic keeps its id from one LeaderAndIsr to the next.
+TOPIC_IDS: dict[str, uuid.UUID] = {}
+
+
+def _lead_with_absent_follower(member: Member, topic: str, leader_epoch: int) -> None:
+    """This broker leads ``topic``-0 at ``leader_epoch`` with the stand-in controller's broker as
+    an in-sync follower that never fetches: the high watermark stays where it is."""
+    state = LeaderAndIsrPartitionState(topic_name=topic, partition_index=0, controller_epoch=CONTROLLER_EPOCH,
+                                       leader=BROKER_ID, leader_epoch=leader_epoch, isr=[BROKER_ID, CONTROLLER_ID],
+                                       partition_epoch=leader_epoch, replicas=[BROKER_ID, CONTROLLER_ID],
+                                       is_new=leader_epoch == 0)
+    request = LeaderAndIsrRequest(
+        controller_id=CONTROLLER_ID, controller_epoch=CONTROLLER_EPOCH, broker_epoch=member.broker_epoch,
+        live_leaders=[LeaderAndIsrLiveLeader(broker_id=BROKER_ID, host_name=member.broker.host,
+                                             port=member.broker.port)],
+        topic_states=[LeaderAndIsrTopicState(topic_name=topic, topic_id=TOPIC_IDS.setdefault(topic, uuid.uuid4()),
+                                             partition_states=[state])])
+    response = send(member.broker, request, leader_and_isr.MAX_VERSION)
+    assert response.error_code == ErrorCode.NO_ERROR
+    assert _partition_errors(response, leader_and_isr.MAX_VERSION) == [ErrorCode.NO_ERROR]
+
+
+def _list_offset(member: Member, topic: str, timestamp: int, version: int, replica_id: int = -1,
+                 ) -> ListOffsetsPartitionResponse:
+    response = send(member.broker, ListOffsetsRequest(replica_id=replica_id, topics=[ListOffsetsTopic(
+        name=topic, partitions=[ListOffsetsPartition(partition_index=0, timestamp=timestamp)])]), version)
+    assert isinstance(response, ListOffsetsResponse)
+    (partition,) = response.topics[0].partitions
+    return partition
+
+
+def test_a_new_leader_behind_its_epoch_start_has_no_latest_offset_for_clients(member: Member) -> None:
+    topic = "kip207"
+    _lead_with_absent_follower(member, topic, leader_epoch=0)
+    produced = send(member.broker, ProduceRequest(acks=1, timeout_ms=5000, topic_data=[TopicProduceData(
+        name=topic, partition_data=[PartitionProduceData(index=0, records=bytes(build_batch(
+            [Record(i, 0, None, b"v") for i in range(5)])))])]), 9)
+    assert isinstance(produced, ProduceResponse)
+    assert produced.responses[0].partition_responses[0].error_code == ErrorCode.NO_ERROR
+    # Still the first epoch, which started at 0: the high watermark (0) is not behind it.
+    latest = _list_offset(member, topic, -1, list_offsets.MAX_VERSION)
+    assert (latest.error_code, latest.offset) == (ErrorCode.NO_ERROR, 0)
+
+    _lead_with_absent_follower(member, topic, leader_epoch=1)  # epoch 1 starts at 5; the HW is 0
+    assert _list_offset(member, topic, -1, list_offsets.MAX_VERSION).error_code == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert _list_offset(member, topic, -1, 5).error_code == ErrorCode.OFFSET_NOT_AVAILABLE
+    for older in range(1, 5):
+        assert _list_offset(member, topic, -1, older).error_code == ErrorCode.LEADER_NOT_AVAILABLE, older
+    earliest = _list_offset(member, topic, -2, list_offsets.MAX_VERSION)
+    assert (earliest.error_code, earliest.offset) == (ErrorCode.NO_ERROR, 0)
+    # A debugging client (replica id -2) sees the log end.
+    debugging = _list_offset(member, topic, -1, list_offsets.MAX_VERSION, replica_id=-2)
+    assert (debugging.error_code, debugging.offset) == (ErrorCode.NO_ERROR, 5)
 
 
 # -- StopReplica ---------------------------------------------------------------------------------
