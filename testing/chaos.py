@@ -56,6 +56,7 @@ from typing import Any
 from protocol.record_batch import LOG_OVERHEAD, parse_batch_header, peek_offset_and_length
 from testing.cluster import Cluster
 from testing.tcp_proxy import Direction, Mode
+from testing.waiting import wait_until
 
 TOPIC = "chaos"
 PARTITIONS = 3
@@ -380,12 +381,28 @@ def read_all(cluster: Cluster, end_offsets: dict[int, int], timeout: float = 120
     return log
 
 
+#: What a partition's leader answers ListOffsets while leadership has just moved: the answer is not
+#: ready yet (KIP-207's OFFSET_NOT_AVAILABLE while a new leader's high watermark is below its epoch's
+#: start), and librdkafka hands these to the caller of get_watermark_offsets rather than retrying.
+NOT_YET_CODES = frozenset({"OFFSET_NOT_AVAILABLE", "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION"})
+
+
 def end_offsets(cluster: Cluster) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "chaos-ends"})
+
+    def high_watermark(partition: int) -> tuple[int] | None:
+        try:
+            return (consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=30)[1],)
+        except KafkaException as exc:
+            if exc.args[0].name() in NOT_YET_CODES:
+                return None
+            raise
+
     try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1]
+        return {p: wait_until(lambda p=p: high_watermark(p), 30.0, f"partition {p}'s high watermark",
+                              interval=0.2)[0]
                 for p in range(PARTITIONS)}
     finally:
         consumer.close()
