@@ -3,23 +3,19 @@ shrink and expansion proposals with their pending states, the controller's answe
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
 from protocol.errors import ErrorCode
-from replication.partition import NO_EPOCH, NO_LEADER, NotLeaderOrFollowerError, Partition
+from replication.partition import NotLeaderOrFollowerError, Partition
 from replication.partition_state import LeaderAndIsr, PendingExpandIsr, PendingShrinkIsr
 from replication.replica import Replica
-from storage.log import Log
 from storage.log_append import AppendOrigin
 from storage.log_config import LogConfig
+from tests.replication.conftest import LAG
 from tests.storage.helpers import make_batch
 
-LAG = 1000
 T0 = 1_000_000
 
 
@@ -35,16 +31,6 @@ class State:
     adding_replicas: list[int] = field(default_factory=list)
     removing_replicas: list[int] = field(default_factory=list)
     leader_recovery_state: int = 0
-
-
-@pytest.fixture
-def partition(tmp_path: Path) -> Iterator[Partition]:
-    log = Log.open(tmp_path / "t-0", LogConfig(), had_clean_shutdown=True)
-    p = Partition("t", 0, uuid.uuid4(), log, 0, [0, 1, 2], NO_EPOCH)
-    p.leader_id, p.leader_epoch_start_offset = NO_LEADER, None
-    p.replica_lag_time_max_ms = LAG
-    yield p
-    log.close()
 
 
 def _append(p: Partition, count: int) -> None:

@@ -5,32 +5,15 @@ high watermark) for a client until it has, so the offsets a consumer sees never 
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
-from replication.partition import NO_EPOCH, NO_LEADER, Partition
-from storage.log import Log
+from replication.partition import Partition
 from storage.log_append import AppendOrigin
-from storage.log_config import LogConfig
 from tests.replication.test_partition_isr import State
 from tests.storage.helpers import make_batch
 
 T0 = 1_000_000
 #: The records' timestamps: record i has FIRST_TIMESTAMP + i.
 FIRST_TIMESTAMP = 1_700_000_000_000
-
-
-@pytest.fixture
-def partition(tmp_path: Path) -> Iterator[Partition]:
-    log = Log.open(tmp_path / "t-0", LogConfig(), had_clean_shutdown=True)
-    p = Partition("t", 0, uuid.uuid4(), log, 0, [0, 1, 2], NO_EPOCH)
-    p.leader_id, p.leader_epoch_start_offset = NO_LEADER, None
-    yield p
-    log.close()
 
 
 def _new_leader_behind_its_epoch_start(p: Partition) -> None:
