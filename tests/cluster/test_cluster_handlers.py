@@ -152,11 +152,18 @@ def send(broker: BrokerProcess, body: Any, version: int) -> Any:
             raise AssertionError(f"{exc}; the broker's log ends:\n{broker.log_text()[-3000:]}") from exc
 
 
-def latest_offset_error(broker: BrokerProcess, topic: str, partition: int = 0) -> int:
-    response = send(broker, ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsTopic(
-        name=topic, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=-1)])]), 7)
+def list_offset(broker: BrokerProcess, topic: str, timestamp: int = -1, version: int = 7,
+                replica_id: int = -1) -> ListOffsetsPartitionResponse:
+    """ListOffsets for ``topic``-0 (latest by default), as a consumer asks unless ``replica_id`` says otherwise."""
+    response = send(broker, ListOffsetsRequest(replica_id=replica_id, topics=[ListOffsetsTopic(
+        name=topic, partitions=[ListOffsetsPartition(partition_index=0, timestamp=timestamp)])]), version)
     assert isinstance(response, ListOffsetsResponse)
-    return response.topics[0].partitions[0].error_code
+    (partition,) = response.topics[0].partitions
+    return partition
+
+
+def latest_offset_error(broker: BrokerProcess, topic: str) -> int:
+    return list_offset(broker, topic).error_code
 
 
 def _versions(module: Any) -> range:
@@ -221,18 +228,25 @@ def test_update_metadata_versions(member: Member, version: int) -> None:
 
 
 # -- LeaderAndIsr --------------------------------------------------------------------------------
+#: A topic keeps its id from one LeaderAndIsr to the next.
+TOPIC_IDS: dict[str, uuid.UUID] = {}
+
+
 def _leader_and_isr(member: Member, version: int, topic: str, controller_epoch: int = CONTROLLER_EPOCH,
-                    broker_epoch: int | None = None) -> LeaderAndIsrRequest:
+                    broker_epoch: int | None = None, leader_epoch: int = 0,
+                    replicas: tuple[int, ...] = (BROKER_ID,)) -> LeaderAndIsrRequest:
+    """This broker leads ``topic``-0 at ``leader_epoch``, every replica in sync."""
     state = LeaderAndIsrPartitionState(topic_name=topic, partition_index=0, controller_epoch=controller_epoch,
-                                       leader=BROKER_ID, leader_epoch=0, isr=[BROKER_ID], partition_epoch=0,
-                                       replicas=[BROKER_ID], is_new=True)
+                                       leader=BROKER_ID, leader_epoch=leader_epoch, isr=list(replicas),
+                                       partition_epoch=leader_epoch, replicas=list(replicas), is_new=leader_epoch == 0)
     request = LeaderAndIsrRequest(
         controller_id=CONTROLLER_ID, controller_epoch=controller_epoch,
         broker_epoch=member.broker_epoch if broker_epoch is None else broker_epoch,
         live_leaders=[LeaderAndIsrLiveLeader(broker_id=BROKER_ID, host_name=member.broker.host,
                                              port=member.broker.port)])
     if version >= 2:
-        request.topic_states = [LeaderAndIsrTopicState(topic_name=topic, topic_id=uuid.uuid4(), partition_states=[state])]
+        request.topic_states = [LeaderAndIsrTopicState(topic_name=topic, topic_id=TOPIC_IDS.setdefault(topic, uuid.uuid4()),
+                                                       partition_states=[state])]
     else:
         request.ungrouped_partition_states = [state]
     return request
@@ -264,35 +278,14 @@ def test_leader_and_isr_versions(member: Member, version: int) -> None:
 
 
 # -- ListOffsets at a new leader behind its epoch's start (KIP-207) -------------------------------
-#: A topic keeps its id from one LeaderAndIsr to the next.
-TOPIC_IDS: dict[str, uuid.UUID] = {}
-
-
 def _lead_with_absent_follower(member: Member, topic: str, leader_epoch: int) -> None:
     """This broker leads ``topic``-0 at ``leader_epoch`` with the stand-in controller's broker as
     an in-sync follower that never fetches: the high watermark stays where it is."""
-    state = LeaderAndIsrPartitionState(topic_name=topic, partition_index=0, controller_epoch=CONTROLLER_EPOCH,
-                                       leader=BROKER_ID, leader_epoch=leader_epoch, isr=[BROKER_ID, CONTROLLER_ID],
-                                       partition_epoch=leader_epoch, replicas=[BROKER_ID, CONTROLLER_ID],
-                                       is_new=leader_epoch == 0)
-    request = LeaderAndIsrRequest(
-        controller_id=CONTROLLER_ID, controller_epoch=CONTROLLER_EPOCH, broker_epoch=member.broker_epoch,
-        live_leaders=[LeaderAndIsrLiveLeader(broker_id=BROKER_ID, host_name=member.broker.host,
-                                             port=member.broker.port)],
-        topic_states=[LeaderAndIsrTopicState(topic_name=topic, topic_id=TOPIC_IDS.setdefault(topic, uuid.uuid4()),
-                                             partition_states=[state])])
+    request = _leader_and_isr(member, leader_and_isr.MAX_VERSION, topic, leader_epoch=leader_epoch,
+                              replicas=(BROKER_ID, CONTROLLER_ID))
     response = send(member.broker, request, leader_and_isr.MAX_VERSION)
     assert response.error_code == ErrorCode.NO_ERROR
     assert _partition_errors(response, leader_and_isr.MAX_VERSION) == [ErrorCode.NO_ERROR]
-
-
-def _list_offset(member: Member, topic: str, timestamp: int, version: int, replica_id: int = -1,
-                 ) -> ListOffsetsPartitionResponse:
-    response = send(member.broker, ListOffsetsRequest(replica_id=replica_id, topics=[ListOffsetsTopic(
-        name=topic, partitions=[ListOffsetsPartition(partition_index=0, timestamp=timestamp)])]), version)
-    assert isinstance(response, ListOffsetsResponse)
-    (partition,) = response.topics[0].partitions
-    return partition
 
 
 def test_a_new_leader_behind_its_epoch_start_has_no_latest_offset_for_clients(member: Member) -> None:
@@ -304,18 +297,18 @@ def test_a_new_leader_behind_its_epoch_start_has_no_latest_offset_for_clients(me
     assert isinstance(produced, ProduceResponse)
     assert produced.responses[0].partition_responses[0].error_code == ErrorCode.NO_ERROR
     # Still the first epoch, which started at 0: the high watermark (0) is not behind it.
-    latest = _list_offset(member, topic, -1, list_offsets.MAX_VERSION)
+    latest = list_offset(member.broker, topic, -1, list_offsets.MAX_VERSION)
     assert (latest.error_code, latest.offset) == (ErrorCode.NO_ERROR, 0)
 
     _lead_with_absent_follower(member, topic, leader_epoch=1)  # epoch 1 starts at 5; the HW is 0
-    assert _list_offset(member, topic, -1, list_offsets.MAX_VERSION).error_code == ErrorCode.OFFSET_NOT_AVAILABLE
-    assert _list_offset(member, topic, -1, 5).error_code == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert list_offset(member.broker, topic, -1, list_offsets.MAX_VERSION).error_code == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert list_offset(member.broker, topic, -1, 5).error_code == ErrorCode.OFFSET_NOT_AVAILABLE
     for older in range(1, 5):
-        assert _list_offset(member, topic, -1, older).error_code == ErrorCode.LEADER_NOT_AVAILABLE, older
-    earliest = _list_offset(member, topic, -2, list_offsets.MAX_VERSION)
+        assert list_offset(member.broker, topic, -1, older).error_code == ErrorCode.LEADER_NOT_AVAILABLE, older
+    earliest = list_offset(member.broker, topic, -2, list_offsets.MAX_VERSION)
     assert (earliest.error_code, earliest.offset) == (ErrorCode.NO_ERROR, 0)
     # A debugging client (replica id -2) sees the log end.
-    debugging = _list_offset(member, topic, -1, list_offsets.MAX_VERSION, replica_id=-2)
+    debugging = list_offset(member.broker, topic, -1, list_offsets.MAX_VERSION, replica_id=-2)
     assert (debugging.error_code, debugging.offset) == (ErrorCode.NO_ERROR, 5)
 
 
