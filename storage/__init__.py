@@ -34,10 +34,12 @@ checks there is no loop, counting imports inside functions too)::
     log_conversion                                Produce v0-v2's message sets checked and up-converted
     log_offsets                                   ListOffsets searches over segments
     log_retention                                 which segments retention may delete
+    log_deletion                                  the Log's removal of segments: retention pass,
+                                                  delayed deletion, cleaned-segment swap (a mixin)
     log_loader                                    opening a directory: swaps, index checks, recovery,
                                                   producer-state replay; returns a LoadedLog
     log                                           Log, one partition's log: open, append, read, roll,
-                                                  flush, truncation, retention pass, segment replacement
+                                                  flush, truncation
     compaction                                    one compaction pass, over the CleanerLog that Log is
     log_cleaner                                   which compacted logs to clean; cleaner checkpoint
     log_manager                                   all logs of the broker, their checkpoints, passes

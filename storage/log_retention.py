@@ -1,8 +1,8 @@
 """Retention: which segments may go by time, size and log start offset (Kafka's deleteOldSegments rules).
 
 This module sits below ``storage.log``: it decides over the segments and
-offsets it is given, never a Log. ``Log.delete_old_segments`` (the retention
-pass LogManager runs) and ``Log.delete_records`` act on its answers.
+offsets it is given, never a Log. ``Log.delete_old_segments`` (``storage.log_deletion``:
+the retention pass LogManager runs) and ``Log.delete_records`` act on its answers.
 
 A segment is deletable only when all of it is below the high watermark, and
 only from the oldest segment on: the scan stops at the first that is kept. The

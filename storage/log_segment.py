@@ -37,6 +37,11 @@ INT32_MAX = 0x7FFFFFFF
 BatchCallback = Callable[[RecordBatchHeader], None]
 
 
+def now_ms() -> int:
+    """The wall clock in milliseconds, as segments and logs stamp their times."""
+    return int(time.time() * 1000)
+
+
 def filename_prefix_from_offset(offset: int) -> str:
     return f"{offset:020d}"
 
