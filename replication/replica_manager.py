@@ -16,7 +16,10 @@ As in Kafka, every write and read of partition data goes through here:
 Its parts live beside it, by concept, as mixins: the reads under
 ``fetch_messages`` (``replica_manager_fetch``), the lookups of ListOffsets,
 OffsetsForLeaderEpoch, DeleteRecords, DescribeProducers and DescribeLogDirs
-(``replica_manager_lookups``), and cluster mode (``replica_manager_cluster``).
+(``replica_manager_lookups``), the transaction markers
+(``replica_manager_txn_markers``) and cluster mode (``replica_manager_cluster``).
+What an append answers per partition, and the error code each failure becomes,
+is ``append_result``'s.
 
 Both entry points answer synchronously when they can (a list of per-partition
 results) and otherwise return an awaitable of the same list, so the common
@@ -35,111 +38,45 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from protocol.control_records import build_end_txn_marker_batch
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import ErrorCode
 from replication import txn_verification
+from replication.append_result import APPEND_EXCEPTIONS, PartitionAppendResult, error_code_for
 from replication.append_thread import AppendThread
 from replication.delayed_fetch import FetchPurgatory
 from replication.delayed_produce import ProducePurgatory
 from replication.fetch_params import FetchParams, FetchPartition
-from replication.partition import LogReadResult, NotLeaderOrFollowerError, Partition
+from replication.partition import LogReadResult, Partition
 from replication.replica_fetcher_manager import ReplicaFetcherManager
 from replication.replica_host import LeadershipCallback
 from replication.replica_manager_cluster import ClusterReplication
 from replication.replica_manager_fetch import PartitionReads
 from replication.replica_manager_lookups import PartitionLookups
+from replication.replica_manager_txn_markers import TxnMarker, TxnMarkerCallback, TxnMarkerWrites
 from replication.replication_config import ReplicationConfig
 from replication.replication_quota_manager import ReplicationQuotas
 from replication.txn_verification import TransactionalProduce
-from storage.errors import (
-    InvalidRecordError,
-    InvalidTimestampError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
-    RecordError,
-    RecordTooLargeError,
-    StorageError,
-)
+from storage.errors import StorageError
 from storage.log import now_ms
-from storage.log_append import AppendOrigin, LogAppendInfo
+from storage.log_append import AppendOrigin
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
-from storage.producer_state import (
-    InvalidProducerEpochError,
-    InvalidTxnStateError,
-    OutOfOrderSequenceError,
-    TransactionCoordinatorFencedError,
-)
 
 if TYPE_CHECKING:
     from replication.alter_partition_manager import AlterPartitionManager
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FetchParams", "FetchPartition", "ReplicaManager"]
+__all__ = ["FetchParams", "FetchPartition", "PartitionAppendResult", "ReplicaManager", "TxnMarker"]
 
 TopicPartition = tuple[str, int]
 Records = bytearray | memoryview
-#: Told (producer id, the partitions of one topic a marker was written to, committed?) on the event loop.
-TxnMarkerCallback = Callable[[int, set[int], bool], None]
 
 #: Verification on, nothing verified: every append carries SENTINEL_GUARD (never mutated).
 _UNVERIFIED = txn_verification.VerificationPlan()
 
-# Storage exceptions → the error code Kafka answers with for the same condition.
-_APPEND_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
-    (RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
-    (RecordBatchTooLargeError, ErrorCode.RECORD_LIST_TOO_LARGE),
-    (InvalidTimestampError, ErrorCode.INVALID_TIMESTAMP),
-    (InvalidRecordError, ErrorCode.INVALID_RECORD),
-    (OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
-    (InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH),
-    (InvalidTxnStateError, ErrorCode.INVALID_TXN_STATE),
-    (TransactionCoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
-    (OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
-    (KafkaStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
-    (NotLeaderOrFollowerError, ErrorCode.NOT_LEADER_OR_FOLLOWER),
-)
-#: What an append may raise that becomes a per-partition error code.
-_APPEND_EXCEPTIONS = (StorageError, ProtocolError, NotLeaderOrFollowerError)
-
-
-def error_code_for(exc: BaseException) -> ErrorCode:
-    if isinstance(exc, ProtocolError):
-        return exc.error_code
-    for kind, code in _APPEND_ERRORS:
-        if isinstance(exc, kind):
-            return code
-    return ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-@dataclass(slots=True)
-class PartitionAppendResult:
-    error_code: int
-    info: LogAppendInfo | None = None
-    error_message: str | None = None
-    #: The records a per-record check refused, by index in their batch (KIP-467).
-    record_errors: tuple[RecordError, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class TxnMarker:
-    """One entry of WriteTxnMarkers: end one producer's transaction on these partitions."""
-
-    producer_id: int
-    producer_epoch: int
-    #: The epoch of the transaction coordinator writing it (its __transaction_state partition's
-    #: leader epoch): a marker from a coordinator older than the last one a partition saw is fenced.
-    coordinator_epoch: int
-    committed: bool
-    partitions: Sequence[TopicPartition]
-
-
-class ReplicaManager(ClusterReplication, PartitionReads, PartitionLookups):
+class ReplicaManager(ClusterReplication, PartitionReads, PartitionLookups, TxnMarkerWrites):
     def __init__(self, broker_id: int, log_manager: LogManager, append_thread: AppendThread,
                  replication_config: ReplicationConfig | None = None,
                  quotas: ReplicationQuotas | None = None) -> None:
@@ -184,13 +121,6 @@ class ReplicaManager(ClusterReplication, PartitionReads, PartitionLookups):
         """Be told when this broker starts or stops leading a partition of ``topic``
         (from the thread that made the change: hop to the event loop yourself)."""
         self._leadership_listeners[topic] = (on_election, on_resignation)
-
-    def add_txn_marker_listener(self, topic: str, on_markers_written: TxnMarkerCallback) -> None:
-        """Be told, on the event loop, when transaction markers are written (and acknowledged) to
-        partitions of ``topic``: Kafka's onTransactionCompleted, which makes a group's
-        transactional offsets visible or drops them. The listener owns no partition data: it
-        learns only of markers this broker wrote as leader."""
-        self._txn_marker_listeners[topic] = on_markers_written
 
     # -- partition lifecycle ---------------------------------------------
     def make_leader(self, topic: str, partition_index: int, topic_id: uuid.UUID, replicas: list[int],
@@ -381,72 +311,6 @@ class ReplicaManager(ClusterReplication, PartitionReads, PartitionLookups):
             return self._complete_after_thread(pending, entries, leftover, results, required_acks, timeout_ms)
         return self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
 
-    def write_txn_markers(self, markers: Sequence[TxnMarker], timeout_ms: int
-                          ) -> list[dict[TopicPartition, int]] | Awaitable[list[dict[TopicPartition, int]]]:
-        """End transactions on the partitions this broker leads: Kafka's WriteTxnMarkers path.
-
-        Each marker becomes, on each of its partitions, a one-record control batch
-        (COMMIT or ABORT, with the coordinator epoch) of the producer's id and epoch,
-        appended as leader with origin COORDINATOR and ``acks=-1`` (at most
-        ``timeout_ms`` for the high watermark), as Kafka's appendRecords does for it.
-        The partition's producer state checks it (Kafka's appendEndTxnMarker): a producer
-        epoch older than the partition's is INVALID_PRODUCER_EPOCH, a coordinator epoch
-        older than the last marker's TRANSACTION_COORDINATOR_FENCED. Writing it moves the
-        last stable offset past the transaction and, for ABORT, records it in the
-        ``.txnindex`` for ``read_committed`` fetches.
-
-        One {partition: error code} per marker, in order, as WriteTxnMarkersResponse
-        answers; synchronously when every append was acknowledged on the loop. Once a
-        marker is acknowledged, the listener of its topic (``add_txn_marker_listener``)
-        is told, as Kafka tells the group coordinator of markers on its offsets topic.
-        """
-        now = now_ms()
-        entries: list[tuple[str, int, Records]] = []
-        for marker in markers:
-            for topic, index in marker.partitions:
-                batch = build_end_txn_marker_batch(
-                    commit=marker.committed, producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
-                    coordinator_epoch=marker.coordinator_epoch, timestamp=now)
-                entries.append((topic, index, batch))
-        outcome = self.append_records(entries, -1, timeout_ms, AppendOrigin.COORDINATOR)
-        if isinstance(outcome, list):
-            return self._markers_written(markers, outcome)
-        return self._markers_written_later(markers, outcome)
-
-    async def _markers_written_later(self, markers: Sequence[TxnMarker],
-                                     pending: Awaitable[list[PartitionAppendResult]]
-                                     ) -> list[dict[TopicPartition, int]]:
-        return self._markers_written(markers, await pending)
-
-    def _markers_written(self, markers: Sequence[TxnMarker], results: list[PartitionAppendResult]
-                         ) -> list[dict[TopicPartition, int]]:
-        """Each marker's errors by partition; listeners told of the markers now in their topic."""
-        answers: list[dict[TopicPartition, int]] = []
-        position = 0
-        for marker in markers:
-            errors: dict[TopicPartition, int] = {}
-            written: dict[str, set[int]] = {}
-            for tp in marker.partitions:
-                result = results[position]
-                position += 1
-                errors[tp] = result.error_code
-                if result.error_code == ErrorCode.NO_ERROR:
-                    written.setdefault(tp[0], set()).add(tp[1])
-                else:
-                    log.debug("[ReplicaManager broker=%d] marker of producer %d on %s-%d failed: %s",
-                              self.broker_id, marker.producer_id, *tp, result.error_message)
-            answers.append(errors)
-            for topic, indexes in written.items():
-                listener = self._txn_marker_listeners.get(topic)
-                if listener is None:
-                    continue
-                try:
-                    listener(marker.producer_id, indexes, marker.committed)
-                except Exception:  # the markers are written: a listener's bug must not turn them into errors
-                    log.exception("[ReplicaManager broker=%d] transaction marker listener of %s failed",
-                                  self.broker_id, topic)
-        return answers
-
     def append_converted_records(
         self,
         entries: Sequence[tuple[str, int, Records]],
@@ -504,7 +368,7 @@ class ReplicaManager(ClusterReplication, PartitionReads, PartitionLookups):
                 high_watermark = partition.high_watermark
                 try:
                     info = partition.append_reserved(records, origin, now, None if plan is None else plan.guard_of(i))
-                except _APPEND_EXCEPTIONS as exc:
+                except APPEND_EXCEPTIONS as exc:
                     results[i] = self._append_failed(partition, exc)
                     continue
                 results[i] = PartitionAppendResult(ErrorCode.NO_ERROR, info, None)
@@ -531,7 +395,7 @@ class ReplicaManager(ClusterReplication, PartitionReads, PartitionLookups):
                     records = convert(records, partition.log.config, now)
                 info = partition.append_records_to_leader(records, origin, now, None if plan is None else plan.guard_of(i))
                 results.append(PartitionAppendResult(ErrorCode.NO_ERROR, info))
-            except _APPEND_EXCEPTIONS as exc:
+            except APPEND_EXCEPTIONS as exc:
                 results.append(self._append_failed(partition, exc))
             except Exception as exc:
                 if self.partitions.get((partition.topic, partition.partition_index)) is not partition:
