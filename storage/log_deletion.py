@@ -46,7 +46,7 @@ class SegmentDeletion:
     lock: threading.RLock
     pending_deletes: list[tuple[int, LogSegment]]
 
-    if TYPE_CHECKING:  # the Log's, which every method here may call
+    if TYPE_CHECKING:  # the Log's, which the methods here call
         @property
         def name(self) -> str: ...
 
