@@ -596,10 +596,9 @@ class Partition:
         epoch_start = self.leader_epoch_start_offset
         lagging = isolation_level is not None and epoch_start is not None and epoch_start > log_.high_watermark
         if timestamp == LATEST_TIMESTAMP:
-            if lagging:
-                return None
-            epoch = log_.leader_epoch_cache.epoch_for_offset(last_fetchable)
-            return -1, last_fetchable, -1 if epoch is None else epoch
+            # The partition's current leader epoch, as Kafka answers, not that of the last batch:
+            # a new leader may not have written in its epoch yet.
+            return None if lagging else (-1, last_fetchable, self.leader_epoch)
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return -1, -1, -1
         found = log_.fetch_offset_by_timestamp(timestamp)

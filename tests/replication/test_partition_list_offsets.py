@@ -34,13 +34,14 @@ def test_latest_is_not_available_to_clients_until_the_high_watermark_reaches_the
     _new_leader_behind_its_epoch_start(partition)
     assert partition.fetch_offset_for_timestamp(LATEST_TIMESTAMP, READ_UNCOMMITTED) is None
     assert partition.fetch_offset_for_timestamp(LATEST_TIMESTAMP, READ_COMMITTED) is None
-    # A follower (or a debugging client) reads the log end, whatever the high watermark.
-    assert partition.fetch_offset_for_timestamp(LATEST_TIMESTAMP, None) == (-1, 10, 1)
+    # A follower (or a debugging client) reads the log end, whatever the high watermark, and is
+    # told the current leader epoch, though nothing is written in it yet.
+    assert partition.fetch_offset_for_timestamp(LATEST_TIMESTAMP, None) == (-1, 10, 3)
 
     for follower in (1, 2):
         partition.update_follower_fetch_state(follower, 10, 0, partition.log_end_offset, T0 + 3)
     assert partition.high_watermark == 10
-    assert partition.fetch_offset_for_timestamp(LATEST_TIMESTAMP, READ_UNCOMMITTED) == (-1, 10, 1)
+    assert partition.fetch_offset_for_timestamp(LATEST_TIMESTAMP, READ_UNCOMMITTED) == (-1, 10, 3)
 
 
 def test_lookups_below_the_high_watermark_stay_available_to_a_lagging_leader(partition: Partition) -> None:
