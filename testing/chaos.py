@@ -393,6 +393,7 @@ def end_offsets(cluster: Cluster) -> dict[int, int]:
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "chaos-ends"})
 
     def high_watermark(partition: int) -> tuple[int] | None:
+        # In a 1-tuple: wait_until waits for a truthy value, and a high watermark may be 0.
         try:
             return (consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=30)[1],)
         except KafkaException as exc:
