@@ -152,8 +152,11 @@ def stable_assignment(broker: BrokerProcess, group: str, members: list[Member], 
 
 def group_story(broker: BrokerProcess, group: str, members: list[Member], lines: int = 25) -> str:
     """What a group test that timed out needs to be diagnosed after its temp dir is gone: the group as
-    the broker describes it, and each member's callbacks and the end of its client's log."""
+    the broker describes it and its coordinator logged about it (joins, syncs, evictions), and each
+    member's callbacks and the end of its client's log."""
     out = [f"broker describes {group}: {describe_group(broker, group)}"]
+    coordinator = [line for line in broker.log_text().splitlines() if "GroupCoordinator" in line and group in line]
+    out += [f"    {line}" for line in coordinator[-lines:]]
     for m in members:
         events = [e for e in m.events() if e["event"] not in ("processing", "committed")]
         out.append(f"--- {m.name}: exit {m.process.poll()}, owns {sorted(m.owned())}, callbacks {events[-6:]}")
