@@ -9,22 +9,17 @@ own idempotent and transactional producer; the broker's side of each is checked 
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
+from tests.integration.kafkajs_runner import Events, node_path, run_kafkajs
 
-CLIENT_DIR = Path(__file__).parent / "kafkajs"
-RUN_TIMEOUT_S = 120
 RECORDS = 1000
 PARTITIONS = 3
 REPO = Path(__file__).resolve().parents[2]
@@ -32,11 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def node() -> str:
-    node = shutil.which("node")
-    if node is None or not (CLIENT_DIR / "node_modules" / "kafkajs" / "package.json").is_file():
-        pytest.fail("needs Node.js and KafkaJS installed by `npm ci` in tests/integration/kafkajs "
-                    "(see the README's test command)")
-    return node
+    return node_path()
 
 
 @pytest.fixture(scope="module")
@@ -46,19 +37,8 @@ def broker() -> Iterator[BrokerProcess]:
         print(process.log_text()[-6000:])  # shown only when a test failed
 
 
-def run(node: str, broker: BrokerProcess, step: str, **options: str | int) -> dict[str, list[dict[str, Any]]]:
-    """Run one step of client.js; its events by name, in order. A non-zero exit fails the test."""
-    args = [node, "client.js", step, "--brokers", broker.bootstrap]
-    for name, value in options.items():
-        args += [f"--{name.replace('_', '-')}", str(value)]
-    env = {**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
-    done = subprocess.run(args, cwd=CLIENT_DIR, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
-    events: dict[str, list[dict[str, Any]]] = {}
-    for line in done.stdout.splitlines():
-        event = json.loads(line)
-        events.setdefault(event.pop("event"), []).append(event)
-    assert done.returncode == 0, (events.keys(), done.stderr[-3000:])
-    return events
+def run(broker: BrokerProcess, step: str, **options: str | int) -> Events:
+    return run_kafkajs(step, {"brokers": broker.bootstrap, **options})
 
 
 def dump_log(broker: BrokerProcess, topic: str, partition: int) -> list[str]:
@@ -70,7 +50,7 @@ def dump_log(broker: BrokerProcess, topic: str, partition: int) -> list[str]:
 
 
 def test_admin_creates_describes_alters_grows_trims_and_deletes_a_topic(node: str, broker: BrokerProcess) -> None:
-    events = run(node, broker, "admin", topic="kafkajs-admin")
+    events = run(broker, "admin", topic="kafkajs-admin")
     assert events["created"] == [{"created": True}]
     assert events["created_again"] == [{"created": False}]  # TOPIC_ALREADY_EXISTS, which KafkaJS reports so
     assert "kafkajs-admin" in events["topics"][0]["topics"]
@@ -94,12 +74,12 @@ def test_idempotent_gzip_produce_then_a_two_member_group_reads_every_record_once
         node: str, broker: BrokerProcess) -> None:
     topic, group = "kafkajs-events", "kafkajs-group"
     create_topic(broker.bootstrap, topic, PARTITIONS)
-    produced = run(node, broker, "produce", topic=topic, count=RECORDS, batch=100)["produced"]
+    produced = run(broker, "produce", topic=topic, count=RECORDS, batch=100)["produced"]
     assert all(p["errorCode"] == 0 for p in produced)
     ends = {p: max(a["baseOffset"] for a in produced if a["partition"] == p) for p in range(PARTITIONS)}
     assert set(ends) == set(range(PARTITIONS))
 
-    events = run(node, broker, "group", topic=topic, group=group, count=RECORDS, members=2)
+    events = run(broker, "group", topic=topic, group=group, count=RECORDS, members=2)
     consumed = events["consumed"]
     assert sorted(int(c["n"]) for c in consumed) == list(range(RECORDS))  # each record once
     for c in consumed:
@@ -134,7 +114,7 @@ def test_idempotent_gzip_produce_then_a_two_member_group_reads_every_record_once
 def test_transactions_commit_abort_and_send_offsets(node: str, broker: BrokerProcess) -> None:
     topic, group = "kafkajs-txn", "kafkajs-txn-group"
     create_topic(broker.bootstrap, topic, 2)
-    events = run(node, broker, "transactions", topic=topic, group=group, transactional_id="kafkajs-txn-1")
+    events = run(broker, "transactions", topic=topic, group=group, transactional_id="kafkajs-txn-1")
     assert [t["finish"] for t in events["transaction"]] == ["commit", "abort", "commit"]
     # read_committed (KafkaJS's default): the aborted transaction's records are skipped.
     assert events["read_committed"] == [{"values": [f"{label}-{i}" for label in ("first", "third") for i in range(5)]}]

@@ -1,4 +1,4 @@
-"""Real clients over SASL: confluent-kafka, kafka-python and aiokafka, and Debian's kcat.
+"""Real clients over SASL: confluent-kafka, kafka-python, aiokafka and KafkaJS, and Debian's kcat.
 
 One broker serves PLAINTEXT (for the admin calls), SASL_PLAINTEXT and SASL_SSL, each SASL listener
 with PLAIN (users from its JAAS config) and SCRAM-SHA-256/512 (users created with
@@ -34,6 +34,7 @@ from tests.integration.client_round_trips import (
     create_topic,
     kafka_python_round_trip,
 )
+from tests.integration.kafkajs_runner import kafkajs_round_trip, run_kafkajs
 
 HOST = "127.0.0.1"
 RECORDS = 100
@@ -127,10 +128,20 @@ def _aiokafka_settings(client: SaslClient) -> dict[str, object]:
     return settings
 
 
+# -- KafkaJS ----------------------------------------------------------------------------------
+def _kafkajs_options(client: SaslClient) -> dict[str, str | int]:
+    options: dict[str, str | int] = {"brokers": client.bootstrap, "mechanism": client.mechanism,
+                                     "username": client.username, "password": client.password}
+    if client.protocol == "SASL_SSL":
+        options["ca"] = client.ca
+    return options
+
+
 ROUND_TRIPS: dict[str, Callable[[SaslClient, str, list[bytes]], list[bytes]]] = {
     "confluent-kafka": lambda c, t, v: confluent_round_trip(_confluent_config(c), t, v, DEADLINE_S),
     "kafka-python": lambda c, t, v: kafka_python_round_trip(_kafka_python_config(c), t, v, DEADLINE_S),
-    "aiokafka": lambda c, t, v: aiokafka_round_trip(_aiokafka_settings(c), t, v, DEADLINE_S)}
+    "aiokafka": lambda c, t, v: aiokafka_round_trip(_aiokafka_settings(c), t, v, DEADLINE_S),
+    "kafkajs": lambda c, t, v: kafkajs_round_trip(_kafkajs_options(c), t, v, DEADLINE_S)}
 
 
 @pytest.mark.parametrize("client", list(ROUND_TRIPS))
@@ -181,6 +192,8 @@ def test_wrong_passwords_and_unknown_users_are_refused(listeners: Listeners, mec
         with pytest.raises(AioKafkaError):
             asyncio.run(_aiokafka_start(client))
         assert _failed_authentications(listeners) > refusals
+        [refused] = run_kafkajs("authenticate", _kafkajs_options(client))["refused"]
+        assert refused["error"] == "KafkaJSSASLAuthenticationError", refused
     assert password not in listeners.broker.log_text()
 
 

@@ -6,6 +6,7 @@
 // and the process exits non-zero with KafkaJS's error on stderr.
 'use strict'
 
+const fs = require('fs')
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
 
 function options (argv) {
@@ -21,13 +22,56 @@ function emit (event, fields) {
   process.stdout.write(JSON.stringify({ event, ...fields }) + '\n')
 }
 
+// --mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) with --username and --password: SASL;
+// --ca FILE: TLS, trusting that CA's certificates.
 function client (opts) {
   return new Kafka({
     clientId: opts['client-id'] || 'kafkajs-test',
     brokers: [opts.brokers],
     logLevel: logLevel.WARN,
-    retry: { retries: 8, initialRetryTime: 100 }
+    retry: { retries: Number(opts.retries || 8), initialRetryTime: 100 },
+    ssl: opts.ca ? { ca: [fs.readFileSync(opts.ca, 'utf8')] } : undefined,
+    sasl: opts.mechanism ? { mechanism: opts.mechanism.toLowerCase(), username: opts.username, password: opts.password } : undefined
   })
+}
+
+// The values (a JSON list of strings on stdin) to partition 0 of --topic, acks=all; then the partition
+// read from the start until as many came back or --deadline seconds passed.
+async function roundtrip (opts) {
+  const values = JSON.parse(fs.readFileSync(0, 'utf8'))
+  const kafka = client(opts)
+  const producer = kafka.producer()
+  await producer.connect()
+  await producer.send({ topic: opts.topic, acks: -1, messages: values.map(value => ({ value, partition: 0 })) })
+  await producer.disconnect()
+  const consumer = kafka.consumer({ groupId: `${opts.topic}-reader`, maxWaitTimeInMs: 200 })
+  await consumer.connect()
+  await consumer.subscribe({ topic: opts.topic, fromBeginning: true })
+  const got = []
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, Number(opts.deadline || 30) * 1000)
+    consumer.run({
+      eachMessage: async ({ message }) => {
+        got.push(message.value.toString())
+        if (got.length >= values.length) { clearTimeout(timer); resolve() }
+      }
+    }).catch(reject)
+  })
+  await consumer.disconnect()
+  emit('consumed', { values: got })
+}
+
+// Connecting with the given credentials: the error KafkaJS gives when the broker refuses them.
+async function authenticate (opts) {
+  const admin = client({ ...opts, retries: 0 }).admin()
+  try {
+    await admin.connect()
+    emit('authenticated', {})
+  } catch (err) {
+    emit('refused', { error: err.name, message: err.message })
+  } finally {
+    await admin.disconnect()
+  }
 }
 
 // Topic administration as an operator's Node.js tooling does it.
@@ -198,7 +242,7 @@ async function transactions (opts) {
   }
 }
 
-const STEPS = { admin, produce, group, transactions }
+const STEPS = { admin, produce, group, transactions, roundtrip, authenticate }
 
 async function main () {
   const [step, ...rest] = process.argv.slice(2)
@@ -206,7 +250,7 @@ async function main () {
   await STEPS[step](options(rest))
 }
 
-main().then(() => process.exit(0), err => {
-  process.stderr.write(`${err.stack || err}\n`)
-  process.exit(1)
+// Writes to a pipe are asynchronous in Node.js: exit once stdout has taken everything written.
+main().then(() => process.stdout.write('', () => process.exit(0)), err => {
+  process.stderr.write(`${err.stack || err}\n`, () => process.exit(1))
 })
