@@ -1,4 +1,4 @@
-"""Real clients over TLS: confluent-kafka, kafka-python and aiokafka on one broker serving three listeners.
+"""Real clients over TLS: confluent-kafka, kafka-python, aiokafka and KafkaJS on one broker serving three listeners.
 
 PLAINTEXT, SSL (no client certificate) and MTLS (mapped to SSL, ``ssl.client.auth=required`` through
 its listener prefix) side by side. Each client produces and consumes over SSL without a certificate
@@ -26,6 +26,7 @@ from tests.integration.client_round_trips import (
     create_topic,
     kafka_python_round_trip,
 )
+from tests.integration.kafkajs_runner import kafkajs_round_trip
 
 RECORDS = 300
 #: 300 records of 1,000 bytes: a fetch answer carries ~300 KB of one partition's records.
@@ -91,10 +92,18 @@ def _aiokafka_settings(client: TlsClient) -> dict[str, object]:
     return {"bootstrap_servers": client.bootstrap, "security_protocol": "SSL", "ssl_context": context}
 
 
+def _kafkajs_options(client: TlsClient) -> dict[str, str | int]:
+    options: dict[str, str | int] = {"brokers": client.bootstrap, "ca": str(client.ca)}
+    if client.cert is not None:
+        options.update({"cert": str(client.cert), "key": str(client.key)})
+    return options
+
+
 ROUND_TRIPS: dict[str, Callable[[TlsClient, str, list[bytes]], list[bytes]]] = {
     "confluent-kafka": lambda c, t, v: confluent_round_trip(_confluent_config(c), t, v, DEADLINE_S),
     "kafka-python": lambda c, t, v: kafka_python_round_trip(_kafka_python_config(c), t, v, DEADLINE_S),
-    "aiokafka": lambda c, t, v: aiokafka_round_trip(_aiokafka_settings(c), t, v, DEADLINE_S)}
+    "aiokafka": lambda c, t, v: aiokafka_round_trip(_aiokafka_settings(c), t, v, DEADLINE_S),
+    "kafkajs": lambda c, t, v: kafkajs_round_trip(_kafkajs_options(c), t, v, DEADLINE_S)}
 
 
 @pytest.mark.parametrize("client", list(ROUND_TRIPS))

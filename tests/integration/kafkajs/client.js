@@ -23,14 +23,20 @@ function emit (event, fields) {
 }
 
 // --mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) with --username and --password: SASL;
-// --ca FILE: TLS, trusting that CA's certificates.
+// --ca FILE: TLS, trusting that CA's certificates; --cert and --key FILEs: the client's own certificate.
+function tls (opts) {
+  if (!opts.ca) return undefined
+  const read = name => opts[name] ? fs.readFileSync(opts[name], 'utf8') : undefined
+  return { ca: [read('ca')], cert: read('cert'), key: read('key') }
+}
+
 function client (opts) {
   return new Kafka({
     clientId: opts['client-id'] || 'kafkajs-test',
     brokers: [opts.brokers],
     logLevel: logLevel.WARN,
     retry: { retries: Number(opts.retries || 8), initialRetryTime: 100 },
-    ssl: opts.ca ? { ca: [fs.readFileSync(opts.ca, 'utf8')] } : undefined,
+    ssl: tls(opts),
     sasl: opts.mechanism ? { mechanism: opts.mechanism.toLowerCase(), username: opts.username, password: opts.password } : undefined
   })
 }
