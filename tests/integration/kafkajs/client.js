@@ -41,6 +41,37 @@ function client (opts) {
   })
 }
 
+const byPartition = list => list.sort((a, b) => a.partition - b.partition)
+
+async function committedOffsets (admin, groupId, topic) {
+  const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] })
+  return byPartition(committed.partitions.map(p => ({ partition: p.partition, offset: Number(p.offset) })))
+}
+
+async function topicOffsets (admin, topic) {
+  return byPartition((await admin.fetchTopicOffsets(topic)).map(o => ({ partition: o.partition, low: o.low, high: o.high })))
+}
+
+// The values of --topic's records from its start, read by a consumer of group `groupId` until
+// `count` came (and `linger` ms more, in which nothing else may come) or `deadline` s passed.
+async function readFromStart (kafka, groupId, topic, count, deadline, linger = 0) {
+  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200 })
+  await consumer.connect()
+  await consumer.subscribe({ topic, fromBeginning: true })
+  const values = []
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, deadline * 1000)
+    consumer.run({
+      eachMessage: async ({ message }) => {
+        values.push(message.value.toString())
+        if (values.length === count) { clearTimeout(timer); setTimeout(resolve, linger) }
+      }
+    }).catch(reject)
+  })
+  await consumer.disconnect()
+  return values
+}
+
 // The values (a JSON list of strings on stdin) to partition 0 of --topic, acks=all; then the partition
 // read from the start until as many came back or --deadline seconds passed.
 async function roundtrip (opts) {
@@ -50,21 +81,7 @@ async function roundtrip (opts) {
   await producer.connect()
   await producer.send({ topic: opts.topic, acks: -1, messages: values.map(value => ({ value, partition: 0 })) })
   await producer.disconnect()
-  const consumer = kafka.consumer({ groupId: `${opts.topic}-reader`, maxWaitTimeInMs: 200 })
-  await consumer.connect()
-  await consumer.subscribe({ topic: opts.topic, fromBeginning: true })
-  const got = []
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(resolve, Number(opts.deadline || 30) * 1000)
-    consumer.run({
-      eachMessage: async ({ message }) => {
-        got.push(message.value.toString())
-        if (got.length >= values.length) { clearTimeout(timer); resolve() }
-      }
-    }).catch(reject)
-  })
-  await consumer.disconnect()
-  emit('consumed', { values: got })
+  emit('consumed', { values: await readFromStart(kafka, `${opts.topic}-reader`, opts.topic, values.length, Number(opts.deadline || 30)) })
 }
 
 // Connecting with the given credentials: the error KafkaJS gives when the broker refuses them.
@@ -95,8 +112,7 @@ async function admin (opts) {
     emit('topics', { topics: (await admin.listTopics()).sort() })
     const metadata = await admin.fetchTopicMetadata({ topics: [topic] })
     emit('metadata', {
-      partitions: metadata.topics[0].partitions.map(p => ({ partition: p.partitionId, leader: p.leader, replicas: p.replicas, isr: p.isr }))
-        .sort((a, b) => a.partition - b.partition)
+      partitions: byPartition(metadata.topics[0].partitions.map(p => ({ partition: p.partitionId, leader: p.leader, replicas: p.replicas, isr: p.isr })))
     })
     const cluster = await admin.describeCluster()
     emit('cluster', { brokers: cluster.brokers.map(b => ({ nodeId: b.nodeId, host: b.host, port: b.port })), controller: cluster.controller, clusterId: cluster.clusterId })
@@ -114,9 +130,9 @@ async function admin (opts) {
     await producer.connect()
     await producer.send({ topic, messages: Array.from({ length: 10 }, (_, i) => ({ value: `v${i}`, partition: 0 })) })
     await producer.disconnect()
-    emit('offsets', { offsets: (await admin.fetchTopicOffsets(topic)).map(o => ({ partition: o.partition, low: o.low, high: o.high })).sort((a, b) => a.partition - b.partition) })
+    emit('offsets', { offsets: await topicOffsets(admin, topic) })
     await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '4' }] })
-    emit('offsets_after_delete_records', { offsets: (await admin.fetchTopicOffsets(topic)).map(o => ({ partition: o.partition, low: o.low, high: o.high })).sort((a, b) => a.partition - b.partition) })
+    emit('offsets_after_delete_records', { offsets: await topicOffsets(admin, topic) })
     await admin.deleteTopics({ topics: [topic] })
     emit('deleted', { topics: (await admin.listTopics()).sort() })
   } finally {
@@ -189,13 +205,11 @@ async function group (opts) {
     const described = await admin.describeGroups([opts.group])
     emit('described', { state: described.groups[0].state, protocol: described.groups[0].protocol, members: described.groups[0].members.length })
     for (const consumer of members) await consumer.disconnect() // commits what it has consumed, then leaves
-    const committed = await admin.fetchOffsets({ groupId: opts.group, topics: [opts.topic] })
-    emit('committed', { offsets: committed[0].partitions.map(p => ({ partition: p.partition, offset: Number(p.offset) })).sort((a, b) => a.partition - b.partition) })
+    emit('committed', { offsets: await committedOffsets(admin, opts.group, opts.topic) })
     const groups = await admin.listGroups()
     emit('groups', { groups: groups.groups.map(g => g.groupId).sort() })
     await admin.resetOffsets({ groupId: opts.group, topic: opts.topic, earliest: true })
-    const reset = await admin.fetchOffsets({ groupId: opts.group, topics: [opts.topic] })
-    emit('reset', { offsets: reset[0].partitions.map(p => ({ partition: p.partition, offset: Number(p.offset) })).sort((a, b) => a.partition - b.partition) })
+    emit('reset', { offsets: await committedOffsets(admin, opts.group, opts.topic) })
     await admin.deleteGroups([opts.group])
     emit('groups_after_delete', { groups: (await admin.listGroups()).groups.map(g => g.groupId).sort() })
   } finally {
@@ -223,26 +237,13 @@ async function transactions (opts) {
   } finally {
     await producer.disconnect()
   }
-  const consumer = kafka.consumer({ groupId: `${opts.group}-reader`, maxWaitTimeInMs: 200 })
-  await consumer.connect()
-  await consumer.subscribe({ topic: opts.topic, fromBeginning: true })
-  const values = []
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`read ${values.length} records, expected 10`)), 60000)
-    consumer.run({
-      eachMessage: async ({ message }) => {
-        values.push(message.value.toString())
-        if (values.length === 10) { clearTimeout(timer); setTimeout(resolve, 1000) } // and nothing after them
-      }
-    }).catch(reject)
-  })
-  await consumer.disconnect()
+  // Ten records committed; a second more shows that nothing else comes.
+  const values = await readFromStart(kafka, `${opts.group}-reader`, opts.topic, 10, 60, 1000)
   emit('read_committed', { values: values.sort() })
   const admin = kafka.admin()
   await admin.connect()
   try {
-    const committed = await admin.fetchOffsets({ groupId: opts.group, topics: [opts.topic] })
-    emit('txn_offsets', { offsets: committed[0].partitions.map(p => ({ partition: p.partition, offset: Number(p.offset) })).sort((a, b) => a.partition - b.partition) })
+    emit('txn_offsets', { offsets: await committedOffsets(admin, opts.group, opts.topic) })
   } finally {
     await admin.disconnect()
   }
