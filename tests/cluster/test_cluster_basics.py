@@ -1,7 +1,7 @@
 """Three brokers on one ZooKeeper (issue 17, first must-show).
 
 Kafka 3.9's ZooKeeper layout is read back with kazoo, field by field, as Kafka's own tools and
-operators read it; every broker answers Metadata for the whole cluster with the same leaders; three
+operators read it; every broker answers Metadata for the whole cluster with the same leaders; four
 client libraries produce to and consume from a 12-partition RF 3 topic, every record exactly once.
 """
 
@@ -21,6 +21,7 @@ from tests.cluster.helpers import (
     unique,
 )
 from tests.integration.clients import AioKafkaDriver, ClientDriver, ConfluentDriver, KafkaPythonDriver
+from tests.integration.kafkajs_runner import run_kafkajs
 from tests.integration.records import check_consumed, make_records
 
 PARTITIONS = 12
@@ -177,3 +178,25 @@ def test_clients_produce_and_consume_exactly_once(cluster3: Cluster, driver: Cli
     # Every partition's leader took part: the records landed on all three brokers.
     leaders = leaders_in_zookeeper(cluster3, topic, PARTITIONS)
     assert set(leaders.values()) == {1, 2, 3}
+
+
+def test_kafkajs_produces_and_a_group_consumes_exactly_once(cluster3: Cluster) -> None:
+    """KafkaJS (tests/integration/kafkajs) bootstraps from one broker, produces idempotently to every
+    partition's leader, and a two-member group, coordinated wherever its offsets partition leads,
+    reads and commits every record once."""
+    topic, group = unique("clients-kafkajs"), unique("kafkajs-group")
+    create_topic(cluster3, topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    bootstrap = cluster3.broker(2).bootstrap
+    produced = run_kafkajs("produce", {"brokers": bootstrap, "topic": topic, "count": RECORDS_PER_CLIENT})
+    assert {p["partition"] for p in produced["produced"]} == set(range(PARTITIONS))
+    assert all(p["errorCode"] == 0 for p in produced["produced"])
+    events = run_kafkajs("group", {"brokers": bootstrap, "topic": topic, "group": group,
+                                   "count": RECORDS_PER_CLIENT, "members": 2})
+    assert "timed_out" not in events, events["timed_out"]
+    consumed = events["consumed"]
+    assert sorted(int(c["n"]) for c in consumed) == list(range(RECORDS_PER_CLIENT))
+    ends: dict[int, int] = {}
+    for c in consumed:
+        ends[c["partition"]] = max(ends.get(c["partition"], 0), c["offset"] + 1)
+    assert events["committed"][0]["offsets"] == [{"partition": p, "offset": ends[p]} for p in range(PARTITIONS)]
+    assert sum(ends.values()) == RECORDS_PER_CLIENT
