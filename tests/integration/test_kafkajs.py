@@ -66,6 +66,9 @@ def test_admin_creates_describes_alters_grows_trims_and_deletes_a_topic(node: st
     assert events["partitions"] == [{"count": 4}]
     empty = [{"partition": p, "low": "0", "high": "0"} for p in range(1, 4)]
     assert events["offsets"][0]["offsets"] == [{"partition": 0, "low": "0", "high": "10"}, *empty]
+    # ListOffsets by timestamp: the first offset at or after it; where the broker answers -1 (no such
+    # record: the empty partitions, and after the last record), KafkaJS puts the end offset.
+    assert events["offsets_by_time"] == [{"before": [0, 0, 0, 0], "fifth": [5, 0, 0, 0], "after": [10, 0, 0, 0]}]
     assert events["offsets_after_delete_records"][0]["offsets"] == [{"partition": 0, "low": "4", "high": "10"}, *empty]
     assert "kafkajs-admin" not in events["deleted"][0]["topics"]
 

@@ -128,9 +128,12 @@ async function admin (opts) {
     emit('partitions', { count: grown.topics[0].partitions.length })
     const producer = client(opts).producer()
     await producer.connect()
-    await producer.send({ topic, messages: Array.from({ length: 10 }, (_, i) => ({ value: `v${i}`, partition: 0 })) })
+    const base = Date.now() - 60000 // record i has CreateTime base + 1000 i
+    await producer.send({ topic, messages: Array.from({ length: 10 }, (_, i) => ({ value: `v${i}`, partition: 0, timestamp: String(base + 1000 * i) })) })
     await producer.disconnect()
     emit('offsets', { offsets: await topicOffsets(admin, topic) })
+    const byTime = async timestamp => byPartition(await admin.fetchTopicOffsetsByTimestamp(topic, timestamp)).map(o => Number(o.offset))
+    emit('offsets_by_time', { before: await byTime(base - 1), fifth: await byTime(base + 4500), after: await byTime(base + 20000) })
     await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '4' }] })
     emit('offsets_after_delete_records', { offsets: await topicOffsets(admin, topic) })
     await admin.deleteTopics({ topics: [topic] })
