@@ -18,16 +18,11 @@ import pytest
 
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
-from tests.integration.kafkajs_runner import Events, node_path, run_kafkajs
+from tests.integration.kafkajs_runner import Events, run_kafkajs
 
 RECORDS = 1000
 PARTITIONS = 3
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def node() -> str:
-    return node_path()
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +44,7 @@ def dump_log(broker: BrokerProcess, topic: str, partition: int) -> list[str]:
     return done.stdout.splitlines()
 
 
-def test_admin_creates_describes_alters_grows_trims_and_deletes_a_topic(node: str, broker: BrokerProcess) -> None:
+def test_admin_creates_describes_alters_grows_trims_and_deletes_a_topic(broker: BrokerProcess) -> None:
     events = run(broker, "admin", topic="kafkajs-admin")
     assert events["created"] == [{"created": True}]
     assert events["created_again"] == [{"created": False}]  # TOPIC_ALREADY_EXISTS, which KafkaJS reports so
@@ -73,8 +68,7 @@ def test_admin_creates_describes_alters_grows_trims_and_deletes_a_topic(node: st
     assert "kafkajs-admin" not in events["deleted"][0]["topics"]
 
 
-def test_idempotent_gzip_produce_then_a_two_member_group_reads_every_record_once(
-        node: str, broker: BrokerProcess) -> None:
+def test_idempotent_gzip_produce_then_a_two_member_group_reads_every_record_once(broker: BrokerProcess) -> None:
     topic, group = "kafkajs-events", "kafkajs-group"
     create_topic(broker.bootstrap, topic, PARTITIONS)
     produced = run(broker, "produce", topic=topic, count=RECORDS, batch=100)["produced"]
@@ -114,7 +108,7 @@ def test_idempotent_gzip_produce_then_a_two_member_group_reads_every_record_once
     assert all("producerId: -1" not in h and "baseSequence: -1" not in h for h in headers)
 
 
-def test_transactions_commit_abort_and_send_offsets(node: str, broker: BrokerProcess) -> None:
+def test_transactions_commit_abort_and_send_offsets(broker: BrokerProcess) -> None:
     topic, group = "kafkajs-txn", "kafkajs-txn-group"
     create_topic(broker.bootstrap, topic, 2)
     events = run(broker, "transactions", topic=topic, group=group, transactional_id="kafkajs-txn-1")
