@@ -28,6 +28,10 @@ from tests.storage import crash_writer
 from tests.storage.helpers import check_log_dir_with_kafka_python
 
 KILLS = 50
+#: The kills followed by a simulated power loss: 15 of the 50, the same ones every run. (Drawn from
+#: the run's shared random stream, their number varied with how many draws the kills' timing took,
+#: and once came to only 5.)
+POWER_LOSS_AFTER = frozenset(random.Random(20261127).sample(range(KILLS), 15))
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -133,16 +137,14 @@ def test_sigkilled_writer_never_loses_fsynced_batches(tmp_path) -> None:
     log_dir = tmp_path / "logs"
     verified = 0
     deadline = time.monotonic() + 600  # a hang guard; the run normally takes 30-50 s
-    power_losses = 0
     for kill in range(KILLS):
         assert time.monotonic() < deadline, "crash test exceeded its time bound"
         start, fsynced = _run_writer_and_kill(log_dir, seed=kill, rng=rng)
         fsynced = max(fsynced, _checkpointed_recovery_point(log_dir))
         assert start == verified  # the writer reopened exactly the log the last check saw
-        if rng.random() < 0.3:
+        if kill in POWER_LOSS_AFTER:
             _simulate_power_loss(log_dir / f"{crash_writer.TOPIC}-0", fsynced, rng)
-            power_losses += 1
         verified = _verify(log_dir, fsynced, verified, rng)
         if kill % 10 == 9:
             check_log_dir_with_kafka_python(log_dir / f"{crash_writer.TOPIC}-0")
-    assert verified > 0 and power_losses > 5
+    assert verified > 0
