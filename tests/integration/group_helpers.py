@@ -31,8 +31,25 @@ def pafka_tool(bootstrap: str, tool: str, *args: str, check: bool = True) -> sub
 UNKNOWN_MEMBER_MARKERS = ("unknown_member_id", "unknown member", "unknownmemberid", "member_id was not recognized")
 
 
+def fetch_subscription_metadata(consumer: Any) -> None:
+    """Before a subscribed kafka-python consumer's first poll: fetch its topics' metadata.
+
+    kafka-python 3.0.12 can strand a group member forever. A leader whose assignment used
+    metadata without the topic rejoins when the topic's partitions arrive (its metadata snapshot
+    changed), and the leader's new assignment takes the new snapshot, so "rejoin needed" turns
+    false mid-join. If poll()'s timeout ends right as that join's SyncGroup answer arrives, the
+    next poll sees no rejoin needed and never completes the join: no assignment, heartbeats stay
+    disabled, the broker evicts the member after its session timeout, and the client never
+    notices. (The client's debug log shows the broker's answer received.) With the metadata
+    fetched first, the first assignment covers the whole topic and no such rejoin happens.
+    """
+    consumer.topics()  # a blocking Metadata round trip; the coordinator's snapshot follows it
+
+
 def poll_until_assigned(consumer: Any, timeout: float = 30.0) -> None:
-    """Poll a kafka-python consumer until its group gives it partitions; a hang becomes a failure."""
+    """Poll a subscribed kafka-python consumer, not polled yet, until its group gives it
+    partitions; a hang becomes a failure."""
+    fetch_subscription_metadata(consumer)
     deadline = time.monotonic() + timeout
     while not consumer.assignment():
         if time.monotonic() > deadline:

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tests.integration.group_helpers import fetch_subscription_metadata
+
 Batch = dict[int, list[int]]  # partition -> offsets
 
 
@@ -98,15 +100,7 @@ def run_kafka_python(args: argparse.Namespace, events: Events) -> None:
                              heartbeat_interval_ms=max(100, args.session_timeout_ms // 10),
                              partition_assignment_strategy=[assignor], **kwargs)
     consumer.subscribe([args.topic], listener=Listener())
-    # kafka-python 3.0.12 can strand a member forever: a leader whose assignment used metadata
-    # without the topic rejoins when the topic's partitions arrive (its metadata snapshot changed),
-    # and the leader's new assignment takes the new snapshot, so "rejoin needed" turns false
-    # mid-join. If poll()'s timeout ends right as that join's SyncGroup answer arrives, the next
-    # poll sees no rejoin needed and never completes the join: no "assigned" callback, heartbeats
-    # stay disabled, the broker evicts the member after its session timeout, and the client never
-    # notices. (The broker answered every request; see the client's debug log.) A blocking fetch of
-    # the topics' metadata before the first poll gives the first assignment the whole topic.
-    consumer.topics()
+    fetch_subscription_metadata(consumer)  # avoids kafka-python 3.0.12's stranded join
     events.write("started")
     while not STOP:
         records = consumer.poll(timeout_ms=200, max_records=50)

@@ -11,7 +11,7 @@ import pytest
 
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
-from tests.integration.group_helpers import pafka_tool, poll_until_assigned
+from tests.integration.group_helpers import fetch_subscription_metadata, pafka_tool, poll_until_assigned
 
 TOPIC = "cli-topic"
 PER_PARTITION = {0: 10, 1: 25, 2: 7}
@@ -60,6 +60,7 @@ def _records_left(broker: BrokerProcess, group: str) -> dict[int, int]:
                              auto_offset_reset="earliest")
     counts = dict.fromkeys(PER_PARTITION, 0)
     try:
+        fetch_subscription_metadata(consumer)
         idle_since = time.monotonic()
         while time.monotonic() - idle_since < 1.5:
             batch = consumer.poll(timeout_ms=200)

@@ -125,9 +125,8 @@ def test_list_describe_and_delete_groups(broker: BrokerProcess) -> None:
     idle = None
     try:
         poll_until_assigned(active)
-        # Started only now: kafka-python 3.0.12 with a second consumer in the same process sometimes
-        # drops the leader's SyncGroup answer (the broker's reply, carrying the assignment, reaches it;
-        # the client never applies it), seen in about 1 run in 5 against this broker and the one before.
+        # Started only now, once the active member is assigned (poll_until_assigned avoids kafka-python
+        # 3.0.12's stranded join: see fetch_subscription_metadata).
         idle = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="idle", enable_auto_commit=False)
         idle.commit({KTopicPartition(TOPIC, 0): OffsetAndMetadata(1, "", -1),
                      KTopicPartition(TOPIC, 1): OffsetAndMetadata(2, "", -1)})

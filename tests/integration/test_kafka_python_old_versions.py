@@ -18,6 +18,7 @@ import pytest
 
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
+from tests.integration.group_helpers import fetch_subscription_metadata
 
 PARTITIONS = 2
 COUNT = 20
@@ -39,6 +40,7 @@ def _member(broker: BrokerProcess, version: tuple[int, ...], group: str, topic: 
     consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, api_version=version, group_id=group,
                              auto_offset_reset="earliest", enable_auto_commit=False, client_id=f"old-{index}")
     try:
+        fetch_subscription_metadata(consumer)
         deadline = time.monotonic() + DEADLINE_S
         while not stop.is_set() and time.monotonic() < deadline:
             batches = consumer.poll(timeout_ms=200)
