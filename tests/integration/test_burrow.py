@@ -5,8 +5,9 @@ ListOffsets, and learns every group's committed offsets by consuming ``__consume
 the start and decoding Kafka's offset-commit records itself, so it reads pafka's internal topic as
 it reads Kafka's. With Debian's sample setting ``kafka-version="0.10.0"`` it asks with ListOffsets v0
 and Fetch v2, so the offsets topic's batches reach it down-converted to message format v1; with
-``2.0.0``, ListOffsets v1 and Fetch v4 with v2 batches. It needs a ZooKeeper for its own lock (a plain process here) and serves what it
-found over HTTP; the test reads the lag it reports for two groups.
+``2.0.0``, ListOffsets v1 and Fetch v4 with v2 batches. It needs a ZooKeeper for its own lock (a
+plain process here) and serves what it found over HTTP; the test reads the lag it reports for two
+groups.
 
 Burrow 1.2.1 cannot decode group metadata records of value version 3, which Kafka writes since 2.3
 (pafka too): it logs "failed to decode" for those and leaves a partition's owner empty, as it does
@@ -43,7 +44,7 @@ BILLING = {0: 100, 1: 60, 2: 0}
 @pytest.fixture(scope="module")
 def broker_with_groups() -> Iterator[BrokerProcess]:
     """A broker whose topic has two groups: "billing" (offsets committed by hand, behind on two
-    partitions) and "live" (a subscribed member that read everything and auto-committed)."""
+    partitions) and "live" (a subscribed member that read everything and committed it)."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     with BrokerProcess() as broker:
