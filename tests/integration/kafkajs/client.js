@@ -22,7 +22,6 @@ function emit (event, fields) {
   process.stdout.write(JSON.stringify({ event, ...fields }) + '\n')
 }
 
-// --mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) with --username and --password: SASL;
 // --ca FILE: TLS, trusting that CA's certificates; --cert and --key FILEs: the client's own certificate.
 function tls (opts) {
   if (!opts.ca) return undefined
@@ -30,12 +29,13 @@ function tls (opts) {
   return { ca: [read('ca')], cert: read('cert'), key: read('key') }
 }
 
+// --mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) with --username and --password: SASL.
 function client (opts) {
   return new Kafka({
     clientId: opts['client-id'] || 'kafkajs-test',
     brokers: [opts.brokers],
     logLevel: logLevel.WARN,
-    retry: { retries: Number(opts.retries || 8), initialRetryTime: 100 },
+    retry: { retries: Number(opts.retries ?? 8), initialRetryTime: 100 },
     ssl: tls(opts),
     sasl: opts.mechanism ? { mechanism: opts.mechanism.toLowerCase(), username: opts.username, password: opts.password } : undefined
   })
