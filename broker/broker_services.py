@@ -17,11 +17,11 @@ from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
 from broker.fetch_session import FetchSessionCache
 from broker.metadata_view import ClusterView, TopicRegistry
+from broker.network.socket_server import SocketServer
 from broker.quota.client_quota_admin import ClientQuotaAdmin
 from broker.quota.client_quotas import ClientQuotas
 from broker.security.acl_authorizer import AclAuthorizer
 from broker.security.scram_credentials_manager import ScramCredentialsManager
-from broker.socket_server import SocketServer
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.transaction.transaction_coordinator import ProducerIdGenerator, TransactionCoordinator
 from replication.append_thread import AppendThread

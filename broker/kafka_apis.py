@@ -17,7 +17,7 @@ from typing import Any
 from broker import handlers
 from broker.broker_services import BrokerServices
 from broker.handlers import api_versions
-from broker.socket_server import RequestContext
+from broker.request_context import RequestContext
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

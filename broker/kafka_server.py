@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from broker.admin_manager import AdminManager
 from broker.broker_services import BrokerServices
+from broker.cluster.coordinator_cluster import coordinator_cluster_from_cache
 from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
-from broker.connection_quotas import ConnectionLimits, ConnectionQuotas
-from broker.coordinator_cluster import coordinator_cluster_from_cache
 from broker.coordinator_wiring import (
     build_group_coordinator,
     build_transaction_coordinator,
@@ -40,6 +39,8 @@ from broker.fetch_session import FetchSessionCache
 from broker.kafka_apis import KafkaApis
 from broker.metadata_store import MetadataStore
 from broker.metadata_view import LocalClusterView, TopicRegistry
+from broker.network.connection_quotas import ConnectionLimits, ConnectionQuotas
+from broker.network.socket_server import SocketServer
 from broker.producer_id_manager import ProducerIdManager
 from broker.quota.client_quota_admin import ClientQuotaAdmin
 from broker.quota.client_quota_configs import ClientQuotaConfigs, ClientQuotasFile
@@ -49,7 +50,6 @@ from broker.security.acl_store import AclStore, FileAclStore, ZkAclStore
 from broker.security.channel_builders import listener_security
 from broker.security.credential_cache import CredentialCache, ScramCredentialsFile
 from broker.security.scram_credentials_manager import ScramCredentialsManager
-from broker.socket_server import SocketServer
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
 from replication.replication_quota_manager import (

@@ -11,7 +11,7 @@ listener, each partition's leader, ISR and offline replicas, the controller:
   its replica manager (:class:`LocalClusterView`): it is the only broker, its
   own controller and every partition's leader.
 * A broker in a cluster answers both from its
-  :class:`~broker.metadata_cache.ZkMetadataCache`, which the controller's
+  :class:`~broker.cluster.metadata_cache.ZkMetadataCache`, which the controller's
   UpdateMetadata requests fill (Kafka's ZkMetadataCache).
 """
 
@@ -27,7 +27,7 @@ from protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.config.broker_config import BrokerConfig
     from broker.metadata_store import TopicMetadata
-    from broker.socket_server import SocketServer
+    from broker.network.socket_server import SocketServer
     from replication.replica_manager import ReplicaManager
 
 #: MetadataResponse.NO_CONTROLLER_ID / NO_LEADER_ID

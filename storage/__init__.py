@@ -43,7 +43,6 @@ checks there is no loop, counting imports inside functions too)::
     compaction                                    one compaction pass, over the CleanerLog that Log is
     log_cleaner                                   which compacted logs to clean; cleaner checkpoint
     log_manager                                   all logs of the broker, their checkpoints, passes
-    dump_log                                      ``pafka dump-log``
 
 The direction: the parts of a log (segments, indexes, producer state, epoch
 cache) sit below ``log``; what reads a directory into those parts

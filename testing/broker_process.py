@@ -86,9 +86,11 @@ class BrokerProcess:
         return self.process is not None and self.process.poll() is None
 
     def command(self) -> list[str]:
-        venv_python = self.tree / ".venv" / "bin" / "python"
-        python = str(venv_python) if self.tree != REPO_ROOT and venv_python.exists() else sys.executable
-        args = [python, "-m", "broker.cli", "broker",
+        # Another tree (one a benchmark compares against) runs its own venv's console script,
+        # whichever module that tree's CLI lives in.
+        console_script = self.tree / ".venv" / "bin" / "pafka"
+        launcher = [str(console_script)] if self.tree != REPO_ROOT and console_script.exists() else [sys.executable, "-m", "tools"]
+        args = [*launcher, "broker",
                 "--override", f"log.dirs={self.data_dir}",
                 "--override", f"listeners=PLAINTEXT://{self.host}:{self.port}"]
         for item in self.overrides:

@@ -1,8 +1,8 @@
 """Which of our packages may import which, checked by walking every import.
 
 The layers (DEVELOPERS.md, "Architecture rules"; issue 14): protocol <- storage
-<- replication <- coordinator <- controller <- broker, with pafka's own client
-on protocol alone and the Spark jobs on the client and protocol. A package
+<- replication <- coordinator <- controller <- broker <- tools, with pafka's own
+client on protocol alone and the Spark jobs on the client and protocol. A package
 imports only the layers below it, and no set of our modules imports itself
 round in a loop.
 
@@ -34,6 +34,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "broker": frozenset({"protocol", "storage", "replication", "coordinator", "controller", "client"}),
     "client": frozenset({"protocol"}),
     "spark_jobs": frozenset({"protocol", "client"}),
+    # The command-line tools sit on top: the broker's own command, the client tools, dump-log over storage.
+    "tools": frozenset({"protocol", "storage", "replication", "coordinator", "controller", "broker", "client"}),
 }
 
 #: Top-level folders of ours that are not installed packages: no package may import them.
@@ -248,6 +250,18 @@ def test_packages_import_only_the_layers_below_them() -> None:
     assert not violations, f"{len(violations)} imports cross a layer boundary:\n" + "\n".join(violations)
 
 
+def tools_imports(root: Path, packages: frozenset[str]) -> list[str]:
+    """Imports of ``tools`` (the command-line tools) made by ``packages``."""
+    return [str(imp) for imp in scan(root) if imp.importer.split(".")[0] in packages and imp.target.split(".")[0] == "tools"]
+
+
+def test_nothing_below_the_tools_imports_them() -> None:
+    # The broker runs without its command line: what starts it (broker.broker_command) lives in
+    # broker/, and tools/ imports that, never the other way round.
+    found = tools_imports(ROOT, frozenset(ALLOWED) - {"tools"})
+    assert not found, "imports of tools/ from below it:\n" + "\n".join(found)
+
+
 def test_no_import_cycles_among_our_modules() -> None:
     cycles = import_cycles(ROOT)
     assert not cycles, f"{len(cycles)} import cycles:\n" + "\n".join(cycles)
@@ -330,6 +344,18 @@ def test_checker_catches_planted_violations(tmp_path: Path) -> None:
     ]
     for where in expected:
         assert any(v.startswith(where) for v in violations), (where, violations)
+
+
+def test_checker_catches_a_planted_import_of_the_tools(tmp_path: Path) -> None:
+    planted = {
+        **CLEAN_TREE,
+        "tools/__init__.py": "",
+        "tools/cli.py": "from broker import server\n",
+        "broker/start.py": "def main():\n    from tools import cli\n",
+    }
+    root = _plant(tmp_path, planted)
+    assert tools_imports(root, frozenset(ALLOWED) - {"tools"}) == ["broker/start.py:2: from tools import cli"]
+    assert [v.split("  (")[0] for v in boundary_violations(root)] == ["broker/start.py:2: from tools import cli"]
 
 
 def test_checker_catches_a_planted_cycle(tmp_path: Path) -> None:

@@ -271,7 +271,7 @@ def print_profile(profile: Profile, top: int) -> None:
 
 #: Frames under which everything runs (the CLI, the event loop's runner, worker
 #: threads' bootstrap): inclusive figures for them say nothing.
-ROOT_FILES = ("click/", "<frozen runpy>", "asyncio/runners.py", "uvloop/__init__.py", "broker/cli.py",
+ROOT_FILES = ("click/", "<frozen runpy>", "asyncio/runners.py", "uvloop/__init__.py", "tools/__main__.py", "tools/cli.py",
               "broker/broker_command.py", "threading.py", "concurrent/futures/thread.py")
 
 

@@ -1,5 +1,5 @@
 """A broker's membership of a ZooKeeper-mode cluster (``zookeeper.connect`` set).
 
-Nothing here is imported by the embedded single broker: its start-up stays free
-of ZooKeeper, kazoo and the controller.
+A lone broker imports only ``coordinator_cluster`` from here, which needs no
+ZooKeeper: its start-up stays free of ZooKeeper, kazoo and the controller.
 """

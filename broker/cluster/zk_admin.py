@@ -28,8 +28,8 @@ from coordinator.transaction.transaction_state_manager import transaction_topic_
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from broker.cluster.metadata_cache import ZkMetadataCache
     from broker.config.dynamic_broker_config import DynamicBrokerConfig
-    from broker.metadata_cache import ZkMetadataCache
     from controller.zk.kafka_zk_client import KafkaZkClient
     from storage.log_manager import LogManager
 

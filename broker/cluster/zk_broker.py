@@ -39,15 +39,15 @@ from typing import TYPE_CHECKING, Any
 
 from broker.cluster.components import controller_config, replication_config
 from broker.cluster.controlled_shutdown import ControlledShutdownClient
+from broker.cluster.metadata_cache import ZkMetadataCache
 from broker.cluster.zk_admin import ZK_WRITE_TIMEOUT_S, ZkTopicAdmin
+from broker.cluster.zk_producer_id_manager import ZkProducerIdManager
 from broker.config.broker_config import BrokerConfig
-from broker.metadata_cache import ZkMetadataCache
 from broker.metadata_store import new_cluster_id
 from broker.quota.client_quota_configs import ClientQuotaConfigs
 from broker.quota.client_quota_entity import ClientQuotaEntity
 from broker.security.acl_store import ZkAclStore, decode_literal_change, decode_prefixed_change
 from broker.security.channel_builders import inter_broker_sasl, inter_broker_ssl_context
-from broker.zk_producer_id_manager import ZkProducerIdManager
 from controller.kafka_controller import KafkaController
 from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError
 from controller.zk.zk_data import (
@@ -76,10 +76,10 @@ from storage.meta_properties import check_meta_properties
 if TYPE_CHECKING:
     from broker.admin_manager import AdminManager
     from broker.config.dynamic_broker_config import DynamicBrokerConfig
+    from broker.network.socket_server import SocketServer
     from broker.security.acl_authorizer import AclAuthorizer
     from broker.security.acl_binding import ResourcePattern
     from broker.security.credential_cache import CredentialCache
-    from broker.socket_server import SocketServer
     from coordinator.group.group_coordinator import GroupCoordinator
     from replication.append_thread import AppendThread
     from replication.replica_manager import ReplicaManager

@@ -213,7 +213,7 @@ class BrokerConfig(SslConfig):
     # Fetch sessions (KIP-227).
     max_incremental_fetch_session_cache_slots: int = _prop(1000, "max.incremental.fetch.session.cache.slots")
 
-    # Connection limits (KIP-306, KIP-402, KIP-612): broker.connection_quotas. The listener
+    # Connection limits (KIP-306, KIP-402, KIP-612): broker.network.connection_quotas. The listener
     # overrides (listener.name.<listener>.max.connections...) are read from the extras.
     max_connections: int = _prop(INT_MAX, "max.connections")
     max_connections_per_ip: int = _prop(INT_MAX, "max.connections.per.ip")

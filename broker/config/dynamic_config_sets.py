@@ -10,7 +10,7 @@ and validators:
 * the log cleaner's (``log.cleaner.threads``...) and the thread pools'
   (``num.io.threads``...), cluster-wide, a thread count moving by at most
   half or double at a time;
-* the connection quotas (``max.connections``..., applied by ``broker.connection_quotas``)
+* the connection quotas (``max.connections``..., applied by ``broker.network.connection_quotas``)
   and the replication quotas (``leader.replication.throttled.rate``...), cluster-wide;
 * the listener configs (``listeners``, SASL, non-keystore SSL), per broker,
   also under a listener prefix ``listener.name.<listener>.<config>``; SASL
@@ -183,7 +183,7 @@ THREAD_POOL_CONFIGS = (
             "requests from the network and sending responses to the network.", at_least(1), listener=True),
 )
 
-#: Kafka's DynamicConnectionQuota and ListenerConnectionQuota: applied by broker.connection_quotas.
+#: Kafka's DynamicConnectionQuota and ListenerConnectionQuota: applied by broker.network.connection_quotas.
 CONNECTION_QUOTA_CONFIGS = (
     _define("max.connections.per.ip", _T.INT, str(INT_MAX), "The maximum number of connections we allow from each "
             "ip address. This can be set to 0 if there are overrides configured using "

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_group, authorize_transactional_id
 from broker.handlers.find_coordinator import ensure_offsets_topic
+from broker.security.auth_helper import authorize_group, authorize_transactional_id
 from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 25
 MIN_VERSION = 0

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_cluster, authorize_transactional_id, authorized_names
+from broker.security.auth_helper import authorize_cluster, authorize_transactional_id, authorized_names
 from coordinator.transaction.transaction_metadata import TopicPartition
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -36,7 +36,7 @@ from protocol.messages.add_partitions_to_txn import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 24
 MIN_VERSION = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_cluster
+from broker.security.auth_helper import authorize_cluster
 from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.alter_client_quotas import (
@@ -22,7 +22,7 @@ from protocol.messages.alter_client_quotas import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 49
 MIN_VERSION = 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import config_resource_refusal
 from broker.config.config_admin_manager import (
     ConfigChangeError,
     alter_broker,
@@ -17,6 +16,7 @@ from broker.config.config_admin_manager import (
     alter_topic,
     unsupported_resource,
 )
+from broker.security.auth_helper import config_resource_refusal
 from protocol.acl_types import AclOperation
 from protocol.config_types import ConfigResourceType
 from protocol.errors import ErrorCode
@@ -29,7 +29,7 @@ from protocol.messages.alter_configs import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 33
 MIN_VERSION = 0

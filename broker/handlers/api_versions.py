@@ -16,7 +16,7 @@ from protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVe
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 18
 MIN_VERSION = 0

@@ -14,8 +14,8 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
-from broker.auth_helper import authorized_names
 from broker.quota.controller_mutation_quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE
+from broker.security.auth_helper import authorized_names
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.create_partitions import (
@@ -27,7 +27,7 @@ from protocol.messages.create_partitions import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 37
 MIN_VERSION = 0

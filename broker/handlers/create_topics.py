@@ -16,9 +16,9 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
-from broker.auth_helper import authorize_cluster, authorized_names
 from broker.config.topic_config import topic_config_entries
 from broker.quota.controller_mutation_quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE
+from broker.security.auth_helper import authorize_cluster, authorized_names
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.create_topics import (
@@ -31,7 +31,7 @@ from protocol.messages.create_topics import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 19
 MIN_VERSION = 0  # Kafka 4.0's floor is v2 (KIP-896); v0-v1 as Kafka 3.9

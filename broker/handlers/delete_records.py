@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorized_names
+from broker.security.auth_helper import authorized_names
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.delete_records import (
@@ -25,7 +25,7 @@ from protocol.messages.delete_records import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 

@@ -15,15 +15,15 @@ import uuid
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
-from broker.auth_helper import authorized_names
 from broker.quota.controller_mutation_quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE
+from broker.security.auth_helper import authorized_names
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 20
 MIN_VERSION = 0  # Kafka 4.0's floor is v1 (KIP-896); v0 is v1 without throttle_time_ms

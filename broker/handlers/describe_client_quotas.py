@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_cluster
 from broker.quota.client_quota_admin import InvalidQuotaRequest
+from broker.security.auth_helper import authorize_cluster
 from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.describe_client_quotas import (
@@ -23,7 +23,7 @@ from protocol.messages.describe_client_quotas import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 48
 MIN_VERSION = 0

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, cluster_authorized_operations
 from broker.handlers.metadata import brokers
+from broker.security.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, cluster_authorized_operations
 from protocol.errors import ErrorCode
 from protocol.messages.describe_cluster import (
     DescribeClusterBroker,
@@ -20,7 +20,7 @@ from protocol.messages.describe_cluster import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 60
 MIN_VERSION = 0

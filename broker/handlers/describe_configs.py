@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import config_resource_refusal
 from broker.config.config_admin_manager import ConfigChangeError, check_broker_resource
 from broker.config.topic_config import ConfigEntry, topic_config_entries
+from broker.security.auth_helper import config_resource_refusal
 from protocol.acl_types import AclOperation
 from protocol.config_types import ConfigResourceType, ConfigSource
 from protocol.errors import ErrorCode
@@ -32,7 +32,7 @@ from protocol.messages.describe_configs import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 32
 MIN_VERSION = 0

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_group
-from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, authorized_operations
+from broker.security.auth_helper import authorize_group
+from broker.security.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, authorized_operations
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.describe_groups import (
@@ -21,7 +21,7 @@ from protocol.messages.describe_groups import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 15
 MIN_VERSION = 0

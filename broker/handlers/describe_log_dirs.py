@@ -11,7 +11,7 @@ import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_cluster
+from broker.security.auth_helper import authorize_cluster
 from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.describe_log_dirs import (
@@ -25,7 +25,7 @@ from replication.replica_manager_lookups import LogDirDescription
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 

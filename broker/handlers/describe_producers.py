@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorized_names
+from broker.security.auth_helper import authorized_names
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.describe_producers import (
@@ -17,7 +17,7 @@ from protocol.messages.describe_producers import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 61
 MIN_VERSION = 0

@@ -13,9 +13,9 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorized_names
-from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, TOPIC_OPERATIONS, authorized_operations
 from broker.metadata_store import TopicMetadata
+from broker.security.auth_helper import authorized_names
+from broker.security.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, TOPIC_OPERATIONS, authorized_operations
 from coordinator.common.internal_topics import INTERNAL_TOPICS
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -29,7 +29,7 @@ from protocol.messages.describe_topic_partitions import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 75
 MIN_VERSION = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorized_names
+from broker.security.auth_helper import authorized_names
 from coordinator.transaction.transaction_coordinator import DescribedTransaction
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -23,7 +23,7 @@ from protocol.messages.describe_transactions import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 65
 MIN_VERSION = 0

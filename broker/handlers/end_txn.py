@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_transactional_id
+from broker.security.auth_helper import authorize_transactional_id
 from coordinator.transaction.transaction_coordinator import EndTxnResult
 from coordinator.transaction.transaction_state_manager import TransactionResult
 from protocol.acl_types import AclOperation
@@ -23,7 +23,7 @@ from protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 26
 MIN_VERSION = 0

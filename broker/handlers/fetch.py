@@ -38,8 +38,8 @@ import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_cluster, authorized_names
 from broker.fetch_session import CachedPartition, FetchSession, FetchSessionError, PartitionKey
+from broker.security.auth_helper import authorize_cluster, authorized_names
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.buffers import FileRange
 from protocol.errors import CorruptRecordError, ErrorCode
@@ -59,7 +59,7 @@ from replication.replica_manager import FetchParams
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 

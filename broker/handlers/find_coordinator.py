@@ -14,8 +14,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError
-from broker.auth_helper import authorized_names
 from broker.handlers.metadata import advertised_endpoint
+from broker.security.auth_helper import authorized_names
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -24,7 +24,7 @@ from protocol.request_constants import CoordinatorType
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 

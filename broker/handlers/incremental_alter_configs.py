@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import config_resource_refusal
 from broker.config.config_admin_manager import (
     ConfigChangeError,
     ConfigOp,
@@ -18,6 +17,7 @@ from broker.config.config_admin_manager import (
     incremental_alter_topic,
     unsupported_resource,
 )
+from broker.security.auth_helper import config_resource_refusal
 from protocol.acl_types import AclOperation
 from protocol.config_types import ConfigResourceType
 from protocol.errors import ErrorCode
@@ -30,7 +30,7 @@ from protocol.messages.incremental_alter_configs import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 44
 MIN_VERSION = 0

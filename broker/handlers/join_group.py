@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_group
+from broker.security.auth_helper import authorize_group
 from coordinator.group.group_metadata import JoinGroupResult
 from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
@@ -18,7 +18,7 @@ from protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, Jo
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 11
 MIN_VERSION = 0

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorized_names
+from broker.security.auth_helper import authorized_names
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse, TransactionState
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 66
 MIN_VERSION = 0

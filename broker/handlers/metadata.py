@@ -28,14 +28,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError, validate_topic_name
-from broker.auth_helper import authorize_cluster, authorize_topic, authorized_names
-from broker.authorized_operations import (
+from broker.metadata_store import TopicMetadata
+from broker.metadata_view import NO_CONTROLLER_ID, PartitionStateView
+from broker.security.auth_helper import authorize_cluster, authorize_topic, authorized_names
+from broker.security.authorized_operations import (
     AUTHORIZED_OPERATIONS_OMITTED,
     authorized_operations,
     cluster_authorized_operations,
 )
-from broker.metadata_store import TopicMetadata
-from broker.metadata_view import NO_CONTROLLER_ID, PartitionStateView
 from coordinator.common.internal_topics import INTERNAL_TOPICS
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -49,7 +49,7 @@ from protocol.messages.metadata import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 3
 MIN_VERSION = 0

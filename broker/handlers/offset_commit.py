@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_group, authorized_names
+from broker.security.auth_helper import authorize_group, authorized_names
 from coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -36,7 +36,7 @@ from protocol.messages.offset_commit import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 8
 MIN_VERSION = 0  # Kafka 4.0's floor is v2 (KIP-896); v0-v1 as Kafka 3.9

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_group, authorized_names
+from broker.security.auth_helper import authorize_group, authorized_names
 from coordinator.group.group_metadata import TopicPartition
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -18,7 +18,7 @@ from protocol.messages.offset_delete import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 47
 MIN_VERSION = 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, TypedDict
 
-from broker.auth_helper import authorize_group, authorized_names
+from broker.security.auth_helper import authorize_group, authorized_names
 from coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -34,7 +34,7 @@ from protocol.primitives import UUID_ZERO
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 9
 MIN_VERSION = 0  # Kafka 4.0's floor is v1 (KIP-896); v0 as described above

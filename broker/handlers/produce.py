@@ -29,7 +29,7 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize, authorized_names
+from broker.security.auth_helper import authorize, authorized_names
 from protocol import compression
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode, ProtocolError
@@ -49,7 +49,7 @@ from storage.log_conversion import convert_for_append
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
     from protocol.primitives import Message
 
 API_KEY = 36

@@ -2,7 +2,7 @@
 
 On a SASL listener before authentication, an enabled mechanism starts its
 SaslServer: after v1 the tokens come in SaslAuthenticate requests, after v0 as
-bare frames (``broker.socket_server``). A mechanism the listener does not offer
+bare frames (``broker.network.socket_server``). A mechanism the listener does not offer
 is answered UNSUPPORTED_SASL_MECHANISM with the ones it does, and the
 connection closes as after any failed authentication. Anywhere else (a
 PLAINTEXT or SSL listener, an authenticated connection) the answer is
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
     from protocol.primitives import Message
 
 API_KEY = 17

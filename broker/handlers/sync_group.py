@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_group
+from broker.security.auth_helper import authorize_group
 from coordinator.group.group_metadata import SyncGroupResult
 from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
@@ -13,7 +13,7 @@ from protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 14
 MIN_VERSION = 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_group, authorize_transactional_id, authorized_names
+from broker.security.auth_helper import authorize_group, authorize_transactional_id, authorized_names
 from coordinator.group.group_metadata import OffsetAndMetadata, TopicPartition
 from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
@@ -29,7 +29,7 @@ from protocol.messages.txn_offset_commit import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 28
 MIN_VERSION = 0

@@ -2,7 +2,7 @@
 
 Only a broker in a cluster serves it (a lone broker does not advertise it). The
 metadata cache takes the live brokers, the controller and the partition states
-(``broker.metadata_cache``); a request from a deposed controller answers
+(``broker.cluster.metadata_cache``); a request from a deposed controller answers
 STALE_CONTROLLER_EPOCH, one meant for an earlier registration of this broker
 STALE_BROKER_EPOCH, and neither changes anything.
 """
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_cluster
+from broker.security.auth_helper import authorize_cluster
 from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 6
 MIN_VERSION = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_cluster
+from broker.security.auth_helper import authorize_cluster
 from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.write_txn_markers import (
@@ -24,7 +24,7 @@ from replication.replica_manager import TxnMarker
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 API_KEY = 27
 MIN_VERSION = 1  # Kafka 4.0 removed v0 (an inter-broker API: no client ever sent it)

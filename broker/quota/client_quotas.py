@@ -35,7 +35,7 @@ from broker.quota.controller_mutation_quota import Admission, ControllerMutation
 from protocol.primitives import Message
 
 if TYPE_CHECKING:
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 PRODUCE: Final = 0
 FETCH: Final = 1

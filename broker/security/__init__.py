@@ -1,1 +1,2 @@
-"""Security of the broker's connections: TLS contexts, principals and their mapping."""
+"""Security of the broker's connections: TLS contexts, SASL, principals and their mapping, ACLs,
+and the handlers' authorization helpers (``auth_helper``, ``authorized_operations``)."""

@@ -63,10 +63,10 @@ def test_fetch_plan_refuses_wrong_offsets_corrupt_batches_and_errors() -> None:
 
 def test_profiles_fold_self_and_inclusive_by_function() -> None:
     raw = [
-        "main (broker/cli.py);run (asyncio/runners.py);append (storage/file_records.py) 30",
-        ("main (broker/cli.py);run (asyncio/runners.py);handle (broker/handlers/produce.py);"
+        "main (tools/cli.py);run (asyncio/runners.py);append (storage/file_records.py) 30",
+        ("main (tools/cli.py);run (asyncio/runners.py);handle (broker/handlers/produce.py);"
          "append (storage/file_records.py) 10"),
-        "main (broker/cli.py);run (asyncio/runners.py) 5",
+        "main (tools/cli.py);run (asyncio/runners.py) 5",
     ]
     total, self_counts, inclusive = profiles.fold(raw)
     assert total == 45

@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from broker.config.broker_config import Listener
-from broker.connection_quotas import ConnectionLimits, ConnectionQuotas
-from broker.socket_server import RequestContext, SocketServer
+from broker.network.connection_quotas import ConnectionLimits, ConnectionQuotas
+from broker.network.socket_server import SocketServer
+from broker.request_context import RequestContext
 from protocol.api import decode_response, encode_request
 from protocol.buffers import join_chunks
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse

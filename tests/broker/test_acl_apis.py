@@ -171,7 +171,7 @@ def test_security_disabled_without_an_authorizer() -> None:
 def _acls_cli(*args: str) -> tuple[int, str, str]:
     from click.testing import CliRunner
 
-    from broker.cli import main
+    from tools.cli import main
 
     result = CliRunner().invoke(main, ["acls", *args])
     if result.exception is not None and not isinstance(result.exception, SystemExit):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from broker.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED
+from broker.security.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.acl_types import AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse

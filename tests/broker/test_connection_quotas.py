@@ -17,7 +17,7 @@ from broker.config.broker_config import (
     parse_connections_per_ip_overrides,
 )
 from broker.config.dynamic_config_validation import BrokerConfigError, validate_dynamic_configs
-from broker.connection_quotas import (
+from broker.network.connection_quotas import (
     ConnectionLimits,
     ConnectionQuotas,
     ConnectionRate,

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, LocalAddPartitionsToTxnManager
-from broker.coordinator_cluster import coordinator_cluster_from_cache
+from broker.cluster.coordinator_cluster import coordinator_cluster_from_cache
 from coordinator.common.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 from coordinator.common.partition_leader import LeaderEndpoint
 from coordinator.common.partitioner import partition_for

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from broker.metadata_cache import LEADER_DURING_DELETE, ZkMetadataCache
+from broker.cluster.metadata_cache import LEADER_DURING_DELETE, ZkMetadataCache
 from broker.metadata_view import NO_CONTROLLER_ID
 from protocol.messages.update_metadata import (
     UpdateMetadataBroker,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.response_writer import ResponseWriter
+from broker.network.response_writer import ResponseWriter
 from protocol.buffers import FileRange
 from storage.file_records import FileRecords
 

@@ -6,7 +6,8 @@ import struct
 from typing import BinaryIO
 
 from broker.config.broker_config import Listener
-from broker.socket_server import RequestContext, SocketServer
+from broker.network.socket_server import SocketServer
+from broker.request_context import RequestContext
 from protocol.api import decode_response, encode_request
 from protocol.buffers import join_chunks
 from protocol.errors import ErrorCode
@@ -121,7 +122,7 @@ def test_file_ranges_reach_the_client_in_order_whether_sendfiled_or_queued(tmp_p
     it, wait in the writer and go out by sendfile/writev as the socket drains."""
     import os
 
-    from broker.response_writer import ResponseWriter
+    from broker.network.response_writer import ResponseWriter
     from protocol.buffers import FileRange
 
     payload = os.urandom(8 << 20)  # larger than a loopback socket takes without blocking

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from broker.config.broker_config import BrokerConfig, Listener, load_broker_config
+from broker.network.socket_server import SocketServer
+from broker.request_context import RequestContext
 from broker.security.channel_builders import ListenerSecurity, inter_broker_ssl_context, listener_security
 from broker.security.kafka_principal import ANONYMOUS, KafkaPrincipal
 from broker.security.ssl_factory import SslConfigError, openssl_cipher_name
-from broker.socket_server import RequestContext, SocketServer
 from client.async_connection import AsyncBrokerConnection
 from client.errors import KafkaConnectionError
 from protocol.errors import ErrorCode

@@ -7,7 +7,7 @@ import json
 
 from kazoo.client import KazooClient
 
-from broker.zk_producer_id_manager import ZkProducerIdManager
+from broker.cluster.zk_producer_id_manager import ZkProducerIdManager
 from controller.zk.kafka_zk_client import KafkaZkClient, split_connect
 from testing.zookeeper import ZooKeeperProcess
 

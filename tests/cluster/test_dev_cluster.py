@@ -120,7 +120,7 @@ def produce_and_consume_one(bootstrap: str) -> None:
 def test_dev_cluster_serves_and_stops_cleanly() -> None:
     base_port = consecutive_free_ports(3)
     zookeeper_port = free_port()
-    command = [sys.executable, "-m", "broker.cli", "dev-cluster", "--brokers", "3",
+    command = [sys.executable, "-m", "tools", "dev-cluster", "--brokers", "3",
                "--base-port", str(base_port), "--zookeeper-port", str(zookeeper_port)]
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             stdin=subprocess.DEVNULL)
@@ -156,7 +156,7 @@ def test_dev_cluster_serves_and_stops_cleanly() -> None:
 
 
 def test_dev_cluster_without_zookeeper_says_how_to_install_it(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "broker.cli", "dev-cluster",
+    result = subprocess.run([sys.executable, "-m", "tools", "dev-cluster",
                              "--zookeeper-jar", str(tmp_path / "zookeeper.jar")],
                             cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode != 0

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from broker.cli import main
 from client import AdminClient, KafkaClient
 from client.errors import KafkaApiError
 from protocol.config_types import ConfigResourceType
@@ -29,6 +28,7 @@ from tests.cluster.helpers import (
     replicas_identical,
     unique,
 )
+from tools.cli import main
 
 WAIT_S = 60.0
 

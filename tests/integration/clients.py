@@ -221,7 +221,7 @@ class KcatDriver:
 
     def create_topic(self, bootstrap: str, topic: str, partitions: int) -> None:
         # kcat has no admin commands: pafka's own kafka-topics equivalent does it.
-        subprocess.run([sys.executable, "-m", "broker.cli", "topics", "--bootstrap-server", bootstrap, "--create",
+        subprocess.run([sys.executable, "-m", "tools", "topics", "--bootstrap-server", bootstrap, "--create",
                         "--topic", topic, "--partitions", str(partitions)], check=True, capture_output=True,
                        timeout=60)
 

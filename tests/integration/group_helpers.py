@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def pafka_tool(bootstrap: str, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """``pafka TOOL --bootstrap-server BOOTSTRAP ARGS...`` in a child process; its exit code checked if ``check``."""
-    result = subprocess.run([sys.executable, "-m", "broker.cli", tool, "--bootstrap-server", bootstrap, *args],
+    result = subprocess.run([sys.executable, "-m", "tools", tool, "--bootstrap-server", bootstrap, *args],
                             capture_output=True, text=True, cwd=REPO, timeout=60)
     if check:
         assert result.returncode == 0, result.stderr

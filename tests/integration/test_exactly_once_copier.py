@@ -160,7 +160,7 @@ def _run_with_crashes(broker: BrokerProcess, copier: CopierProcess, rng: random.
 
 def _describe_transaction(bootstrap: str) -> str:
     """What the coordinator says of the copier's transactional id (pafka transactions describe)."""
-    described = subprocess.run([sys.executable, "-m", "broker.cli", "transactions", "--bootstrap-server", bootstrap,
+    described = subprocess.run([sys.executable, "-m", "tools", "transactions", "--bootstrap-server", bootstrap,
                                 "--timeout-ms", "5000", "describe", "--transactional-id", TID],
                                capture_output=True, text=True, timeout=30, cwd=REPO_ROOT)
     return described.stdout + described.stderr

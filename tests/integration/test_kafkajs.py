@@ -39,7 +39,7 @@ def run(broker: BrokerProcess, step: str, **options: str | int) -> Events:
 def dump_log(broker: BrokerProcess, topic: str, partition: int) -> list[str]:
     """``pafka dump-log --deep-iteration`` of the partition's first segment: what is on disk."""
     segment = broker.data_dir / f"{topic}-{partition}" / "00000000000000000000.log"
-    done = subprocess.run([sys.executable, "-m", "broker.cli", "dump-log", "--deep-iteration", "--files", str(segment)],
+    done = subprocess.run([sys.executable, "-m", "tools", "dump-log", "--deep-iteration", "--files", str(segment)],
                           capture_output=True, text=True, cwd=REPO, timeout=60, check=True)
     return done.stdout.splitlines()
 

@@ -6,10 +6,10 @@ import struct
 
 from click.testing import CliRunner
 
-from broker.cli import main
 from storage.log import Log
 from storage.log_config import LogConfig
 from tests.storage.helpers import make_batch
+from tools.cli import main
 
 NOW = 1_700_000_000_000
 

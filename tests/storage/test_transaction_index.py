@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from broker.cli import main
 from protocol.control_records import build_end_txn_marker_batch
 from protocol.record_batch import iter_batch_headers
 from storage.log import FetchIsolation, Log
@@ -12,6 +11,7 @@ from storage.log_append import AppendOrigin
 from storage.log_config import LogConfig
 from storage.transaction_index import AbortedTxn, TransactionIndex
 from tests.storage.helpers import make_batch
+from tools.cli import main
 
 NOW = 1_700_000_000_000
 CONFIG = LogConfig.model_validate({"segment.bytes": 700})

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import pytest
 from click.testing import CliRunner
 
-from broker.cli import main
-from broker.tools.console_producer import CODECS
 from client import KafkaClient, partition_for_key
 from testing.broker_process import BrokerProcess
+from tools.cli import main
+from tools.console_producer import CODECS
 
 
 @dataclass
@@ -37,7 +37,7 @@ def pafka(*args: str, stdin: bytes | None = None) -> Ran:
 def pafka_process(*args: str, stdin: bytes | None = None, timeout: float = 60) -> Ran:
     """Run the real ``pafka`` entry point as a process: real stdin/stdout pipes."""
     done = subprocess.run(
-        [sys.executable, "-m", "broker.cli", *args], input=stdin, capture_output=True, timeout=timeout
+        [sys.executable, "-m", "tools", *args], input=stdin, capture_output=True, timeout=timeout
     )
     return Ran(done.returncode, done.stdout, done.stderr)
 
@@ -273,7 +273,7 @@ def test_interactive_producer_sends_each_line_after_linger_and_consumer_stops_on
 ) -> None:
     topic = "cli-interactive"
     assert topics(broker_process, "--create", "--topic", topic).returncode == 0
-    command = [sys.executable, "-m", "broker.cli"]
+    command = [sys.executable, "-m", "tools"]
     producer = subprocess.Popen(
         [*command, "console-producer", "--bootstrap-server", broker_process.bootstrap, "--topic", topic, "--timeout", "20"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from broker.cli import main
 from testing.broker_process import BrokerProcess
 from testing.sockets import free_port
 from testing.tls import TlsCertificates
+from tools.cli import main
 
 HOST = "127.0.0.1"
 ADMIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '

@@ -8,12 +8,12 @@ from uuid import UUID
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from broker.tools.console_consumer import MessageFormat
-from broker.tools.line_reader import LineFormat, LineFormatError
-from broker.tools.topics_command import format_topic_description, kafka_uuid
 from client import murmur2, partition_for_key
 from client.metadata import PartitionMetadata, TopicMetadata
 from protocol.records import Record
+from tools.console_consumer import MessageFormat
+from tools.line_reader import LineFormat, LineFormatError
+from tools.topics_command import format_topic_description, kafka_uuid
 
 # ------------------------------------------------------------ partitioner
 

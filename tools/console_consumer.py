@@ -24,7 +24,6 @@ from typing import BinaryIO
 
 import click
 
-from broker.tools.common import fail, parse_bool, parse_properties
 from client import (
     FetchedBatch,
     KafkaClient,
@@ -35,6 +34,7 @@ from client import (
 )
 from protocol.records import Record
 from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
+from tools.common import fail, parse_bool, parse_properties
 
 _MAX_WAIT_MS = 500
 _RECONNECT_BACKOFF_S = 0.5

@@ -18,9 +18,9 @@ from itertools import zip_longest
 
 import click
 
-from broker.tools.common import fail
 from client.quota_admin import CLIENT_ID, IP, USER, QuotaAdmin, QuotaEntity, QuotaFilterComponent
 from client.scram import ScramMechanism
+from tools.common import fail
 
 #: Kafka's QuotaConfigs.isClientOrUserQuotaConfig keys, and DynamicConfig.Ip's.
 USER_CLIENT_QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate", "request_percentage",

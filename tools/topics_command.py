@@ -15,7 +15,6 @@ from uuid import UUID
 
 import click
 
-from broker.tools.common import fail, parse_properties
 from client import (
     AdminClient,
     KafkaClient,
@@ -27,6 +26,7 @@ from client import (
 )
 from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigSource
 from protocol.errors import ErrorCode
+from tools.common import fail, parse_properties
 
 _ACTIONS = ("create", "list", "describe", "alter", "delete")
 

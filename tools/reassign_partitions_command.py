@@ -28,11 +28,11 @@ from pathlib import Path
 
 import click
 
-from broker.tools.common import fail
 from client import AdminClient, KafkaClient, KafkaClientError
 from client.admin import OngoingReassignment
 from controller.replica_assignment import BrokerMetadata, assign_replicas_to_brokers
 from protocol.config_types import AlterConfigOp, ConfigResourceType
+from tools.common import fail
 
 TopicPartition = tuple[str, int]
 LEADER_RATE = "leader.replication.throttled.rate"

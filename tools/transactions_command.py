@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 
 import click
 
-from broker.tools.common import fail
 from client import KafkaClient, KafkaClientError, TopicPartition
 from client.transactions import OpenTransaction, ProducerState, TransactionAdmin
+from tools.common import fail
 
 DESCRIBE_PRODUCERS_HEADERS = ("ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
                               "LastTimestamp", "CurrentTransactionStartOffset")

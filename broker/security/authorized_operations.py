@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.auth_helper import authorize_cluster
+from broker.security.auth_helper import authorize_cluster
 from protocol.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 #: Kafka's "not requested" value for authorized-operations fields.
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)

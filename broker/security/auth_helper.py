@@ -16,7 +16,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
-    from broker.socket_server import RequestContext
+    from broker.request_context import RequestContext
 
 
 def authorize(ctx: RequestContext, broker: BrokerServices, operation: AclOperation, resource_type: ResourceType,

@@ -25,12 +25,12 @@ from types import FrameType
 
 import click
 
-from broker.tools.child_process import stop_child
-from broker.tools.common import fail
-from broker.tools.local_zookeeper import DEBIAN_ZOOKEEPER_JAR, LocalZooKeeper, ZooKeeperUnavailable
-from broker.tools.local_zookeeper import zookeeper_jar as find_zookeeper_jar
 from client.client import KafkaClient
 from client.errors import KafkaClientError
+from tools.child_process import stop_child
+from tools.common import fail
+from tools.local_zookeeper import DEBIAN_ZOOKEEPER_JAR, LocalZooKeeper, ZooKeeperUnavailable
+from tools.local_zookeeper import zookeeper_jar as find_zookeeper_jar
 
 HOST = "127.0.0.1"
 #: Brokers register under this chroot, as Kafka's own quickstarts suggest for a shared ZooKeeper.
@@ -53,7 +53,7 @@ class DevBroker:
         return f"{HOST}:{self.port}"
 
     def start(self) -> None:
-        command = [sys.executable, "-m", "broker.cli", "broker"]
+        command = [sys.executable, "-m", "tools", "broker"]
         for item in self.overrides:
             command += ["--override", item]
         with open(self.output_path, "ab") as out:

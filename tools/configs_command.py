@@ -29,8 +29,13 @@ from typing import Any
 import click
 
 from broker.config.broker_config import parse_properties as parse_properties_file
-from broker.tools.common import command_config_security, fail
-from broker.tools.quota_configs import (
+from client.admin import AdminClient
+from client.client import KafkaClient
+from client.errors import KafkaClientError
+from client.quota_admin import QuotaAdmin
+from client.scram import DEFAULT_ITERATIONS, ScramMechanism
+from tools.common import command_config_security, fail
+from tools.quota_configs import (
     Entities,
     alter_quotas,
     check_entities,
@@ -38,11 +43,6 @@ from broker.tools.quota_configs import (
     describe_quotas,
     scram_configs_allowed,
 )
-from client.admin import AdminClient
-from client.client import KafkaClient
-from client.errors import KafkaClientError
-from client.quota_admin import QuotaAdmin
-from client.scram import DEFAULT_ITERATIONS, ScramMechanism
 
 #: Kafka's ConfigCommand splits --add-config on commas outside square brackets.
 _TOP_LEVEL_COMMA = re.compile(r",(?=[^\]]*(?:\[|$))")

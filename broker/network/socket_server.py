@@ -11,20 +11,20 @@ Received bytes land where the decoder says (``asyncio.BufferedProtocol``):
 straight into a large request's own buffer, so produced batches are not copied
 in user space on their way to disk. Responses that become ready while one read
 is being handled leave in one write; record bytes leave by sendfile (see
-``broker.response_writer``).
+``broker.network.response_writer``).
 
 A listener mapped to SSL (or SASL_SSL) serves TLS through the event loop's SSL
 transport, which owns the bytes on the wire: its connections never sendfile,
 their record bytes are read from the segment and written through TLS (see
-``broker.response_writer``). Each connection knows its client's principal
+``broker.network.response_writer``). Each connection knows its client's principal
 (``broker.security.channel_builders``) for the request context. On a SASL
 listener that principal comes from SASL authentication, and until it completes
 only ApiVersions, SaslHandshake and SaslAuthenticate are handled
 (``broker.security.sasl_authenticator``), in frames of at most
 ``sasl.server.max.receive.size``: a larger size prefix fails the authentication.
 
-Each listener accepts through its ``broker.acceptor.Acceptor``, within the broker's
-connection limits (``broker.connection_quotas``); a connection gives its slot back as it
+Each listener accepts through its ``broker.network.acceptor.Acceptor``, within the broker's
+connection limits (``broker.network.connection_quotas``); a connection gives its slot back as it
 closes.
 
 A request runs to its end even if its connection closes first, its answer
@@ -54,9 +54,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
-from broker.acceptor import Acceptor, listening_sockets
-from broker.connection_quotas import ConnectionQuotas, ConnectionSlot
-from broker.response_writer import ResponseWriter
+from broker.network.acceptor import Acceptor, listening_sockets
+from broker.network.connection_quotas import ConnectionQuotas, ConnectionSlot
+from broker.network.response_writer import ResponseWriter
+from broker.request_context import RequestContext
 from broker.security.channel_builders import ListenerSecurity
 from broker.security.credential_cache import CredentialCache
 from broker.security.kafka_principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
@@ -67,7 +68,7 @@ from broker.security.sasl_authenticator import (
     client_message,
 )
 from broker.security.sasl_server import SaslError
-from protocol.api import API_VERSIONS_KEY, DecodedRequest, decode_request, encode_response
+from protocol.api import API_VERSIONS_KEY, decode_request, encode_response
 from protocol.buffers import Chunk
 from protocol.errors import ProtocolError
 from protocol.framing import SCRATCH_SIZE, FrameDecoder, FrameSizeError
@@ -90,27 +91,6 @@ MAX_IN_FLIGHT = 1000
 #: Requests whose remaining work, once their handler awaits, is only waiting (for records, for
 #: acks, for the group): a closed connection cancels them. Every other request runs to its end.
 CANCELLED_WITH_THE_CONNECTION = frozenset({FETCH_KEY, PRODUCE_KEY, JOIN_GROUP_KEY, SYNC_GROUP_KEY})
-
-
-@dataclass(slots=True)
-class RequestContext:
-    """What a handler knows about the request besides its body."""
-
-    request: DecodedRequest
-    connection: KafkaConnection
-    listener_name: str
-    #: Who the client is (User:ANONYMOUS unless it authenticated): what an authorizer checks.
-    principal: KafkaPrincipal
-    #: The request's size in bytes (what a producer byte-rate quota counts).
-    size: int = 0
-
-    @property
-    def api_version(self) -> int:
-        return self.request.header.request_api_version
-
-    @property
-    def client_id(self) -> str | None:
-        return self.request.header.client_id
 
 
 #: A handler returns the response body, None for "no response" (acks=0
@@ -168,7 +148,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         #: None on a listener without SASL.
         self.sasl = (SaslServerAuthenticator(security.sasl, server.credentials)
                      if security.sasl is not None else None)
-        #: Its place in the connection quotas, given back when it closes (broker.connection_quotas).
+        #: Its place in the connection quotas, given back when it closes (broker.network.connection_quotas).
         self.slot: ConnectionSlot | None = None
         #: When it last received bytes: the least recently used is closed first to make room.
         self.last_active = time.monotonic()

@@ -38,7 +38,7 @@ class CoordinatorCluster:
     inter_broker_sasl: SaslSettings | None = None
 
 
-# -- the metadata cache, structurally (broker/metadata_cache.py implements these names) ------------
+# -- the metadata cache, structurally (broker/cluster/metadata_cache.py implements these names) ------------
 class _PartitionLeadership(Protocol):
     @property
     def leader_id(self) -> int: ...

@@ -1,7 +1,7 @@
 """``pafka console-producer``: kafka-console-producer.sh on pafka's client.
 
 Reads stdin line by line (bytes, no decoding), parses each line as Kafka's
-LineMessageReader does (see ``broker.tools.line_reader``), places keyed records
+LineMessageReader does (see ``tools.line_reader``), places keyed records
 with Kafka's murmur2 partitioner and keyless ones on one partition per batch
 (KIP-480's sticky partitioning), and sends batches when ``batch.size`` bytes
 are pending, when stdin has been idle for ``linger.ms`` or at end of input.
@@ -21,8 +21,6 @@ from collections.abc import Callable, Iterator
 
 import click
 
-from broker.tools.common import fail, parse_properties
-from broker.tools.line_reader import LineFormat, LineFormatError
 from client import (
     KafkaApiError,
     KafkaClient,
@@ -35,6 +33,8 @@ from client import (
 from client.errors import api_error
 from protocol import compression as _compression
 from protocol.errors import ErrorCode
+from tools.common import fail, parse_properties
+from tools.line_reader import LineFormat, LineFormatError
 
 CODECS = {name: codec for codec, name in _compression.CODEC_NAMES.items()}
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}

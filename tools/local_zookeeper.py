@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from broker.tools.child_process import stop_child
+from tools.child_process import stop_child
 
 DEBIAN_ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 INSTALL_HINT = "apt-get install zookeeper"

@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 
 import click
 
-from broker.tools.common import fail
 from client import KafkaClient, KafkaClientError, TopicPartition
 from client.groups import GroupAdmin, GroupDescription
 from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from tools.common import fail
 
 _RESET_SPECS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by")
 

@@ -1,7 +1,7 @@
 """Acceptor: one listener's server sockets and the loop that accepts on them (Kafka's Acceptor).
 
 The acceptor accepts one connection at a time and asks the broker's
-:class:`~broker.connection_quotas.ConnectionQuotas` before taking the next: while
+:class:`~broker.network.connection_quotas.ConnectionQuotas` before taking the next: while
 a connection limit is reached or the creation rate is exceeded it holds the one it
 has and accepts nothing more, so further clients wait in the kernel's accept queue,
 as Kafka's blocked acceptor leaves them. A connection whose address is already at
@@ -20,7 +20,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from broker.connection_quotas import (
+from broker.network.connection_quotas import (
     ConnectionQuotas,
     ConnectionSlot,
     ConnectionThrottledError,

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from broker.tools.common import parse_bool
 from client import ProducerRecord
+from tools.common import parse_bool
 
 
 class LineFormatError(ValueError):

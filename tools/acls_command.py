@@ -19,11 +19,11 @@ from pathlib import Path
 
 import click
 
-from broker.tools.common import command_config_security, fail
 from client.acl_admin import Acl, AclAdmin
 from client.client import KafkaClient
 from client.errors import KafkaClientError
 from protocol.acl_types import CLUSTER_NAME, AclOperation, AclPermissionType, PatternType, ResourceType
+from tools.common import command_config_security, fail
 
 #: Kafka's AclCommand: the operations each resource type takes (besides All).
 _OPERATIONS = {

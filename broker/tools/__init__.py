@@ -1,1 +1,0 @@
-"""pafka's command-line tools built on its own client (``client``)."""
