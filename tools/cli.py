@@ -1,11 +1,20 @@
-"""The ``pafka`` command line."""
+"""The ``pafka`` command line: ``pafka <command>``, or ``python -m tools <command>``."""
 
 from __future__ import annotations
 
 import click
 
 from broker.broker_command import broker_command
+from tools.acls_command import acls_command
+from tools.configs_command import configs_command
+from tools.console_consumer import console_consumer_command
+from tools.console_producer import console_producer_command
+from tools.consumer_groups_command import consumer_groups_command
+from tools.dev_cluster import dev_cluster_command
 from tools.dump_log import dump_log_command
+from tools.reassign_partitions_command import reassign_partitions_command
+from tools.topics_command import topics_command
+from tools.transactions_command import transactions_command
 
 
 @click.group()
@@ -14,41 +23,29 @@ def main() -> None:
     """pafka: a Kafka-compatible broker in pure Python."""
 
 
-main.add_command(broker_command)
-main.add_command(dump_log_command)
+#: Every command, by what it works on (``--help`` lists them alphabetically).
+COMMANDS: tuple[click.Command, ...] = (
+    # the broker
+    broker_command,
+    # topics, their records and configs
+    topics_command,
+    console_producer_command,
+    console_consumer_command,
+    configs_command,
+    # consumer groups and their offsets
+    consumer_groups_command,
+    # transactions
+    transactions_command,
+    # security
+    acls_command,
+    # operations and development
+    reassign_partitions_command,
+    dump_log_command,
+    dev_cluster_command,
+)
 
-# pafka's client tools (issue 4).
-from tools.console_consumer import console_consumer_command  # noqa: E402
-from tools.console_producer import console_producer_command  # noqa: E402
-from tools.topics_command import topics_command  # noqa: E402
-
-main.add_command(topics_command)
-main.add_command(console_producer_command)
-main.add_command(console_consumer_command)
-
-from tools.consumer_groups_command import consumer_groups_command  # noqa: E402  (issue 5)
-
-main.add_command(consumer_groups_command)
-
-from tools.transactions_command import transactions_command  # noqa: E402  (issue 16)
-
-main.add_command(transactions_command)
-
-from tools.dev_cluster import dev_cluster_command  # noqa: E402  (issue 17)
-
-main.add_command(dev_cluster_command)
+for _command in COMMANDS:
+    main.add_command(_command)
 
 if __name__ == "__main__":
     main()
-
-from tools.reassign_partitions_command import reassign_partitions_command  # noqa: E402  (issue 18)
-
-main.add_command(reassign_partitions_command)
-
-from tools.configs_command import configs_command  # noqa: E402  (issue 19)
-
-main.add_command(configs_command)
-
-from tools.acls_command import acls_command  # noqa: E402  (issue 19)
-
-main.add_command(acls_command)
