@@ -1,19 +1,27 @@
 """GroupCoordinator: the classic group coordinator of one broker.
 
-Owns its parts, each a class with explicit dependencies: the groups
-(``GroupMetadataManager``), the rebalance's timers (``GroupRebalance``), the
-membership protocol (``GroupMembership``: JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup, each taking its request whole from ``group_requests`` and
-answering with an ``asyncio.Future``), committed offsets (``GroupOffsets``)
-and group administration (``GroupAdmin``). It owns the lifecycle: loading the groups of the
-``__consumer_offsets`` partitions this broker leads (requests for them get
-COORDINATOR_LOAD_IN_PROGRESS meanwhile), the transaction markers written
-to them (``on_transaction_completed``), the periodic offset expiry
-(``offsets.retention.check.interval.ms``), the load/unload calls when
-leadership of a partition arrives or leaves (``on_election`` /
-``on_resignation``), and cancelling every timer and the load at shutdown. It
-stands on coordinator/common's interfaces only; the broker wires it
-(``broker.coordinator_wiring``).
+It owns its parts, each a class with explicit dependencies:
+
+- ``GroupStatus``: whether it answers at all (its running flag, Kafka's
+  validateGroupStatus), read by every part;
+- ``GroupMetadataManager``: the groups and their ``__consumer_offsets`` records;
+- ``GroupRebalance``: the rebalance's timers on the one ``Scheduler`` (delayed
+  joins, pending syncs, heartbeats) and the transitions they drive;
+- ``GroupMembership``: JoinGroup, SyncGroup, Heartbeat and LeaveGroup, each
+  taking its request whole (``group_requests``) and answering with an
+  ``asyncio.Future``; a parked JoinGroup or SyncGroup is a future on its member;
+- ``GroupOffsets`` (committed offsets) and ``GroupAdmin`` (DescribeGroups,
+  ListGroups, DeleteGroups).
+
+Itself it runs the lifecycle: loading the groups of the ``__consumer_offsets``
+partitions this broker leads (requests for them get
+COORDINATOR_LOAD_IN_PROGRESS meanwhile; the load tasks are its own), the
+transaction markers written to them (``on_transaction_completed``), the
+periodic offset expiry (``offsets.retention.check.interval.ms``, its timer),
+the load/unload calls when leadership of a partition arrives or leaves
+(``on_election`` / ``on_resignation``), and cancelling every timer and load at
+shutdown. Everything runs on the event loop. It stands on coordinator/common's
+interfaces only; the broker wires it (``broker.coordinator_wiring``).
 """
 
 from __future__ import annotations
@@ -54,6 +62,8 @@ log = logging.getLogger(__name__)
 
 
 class GroupCoordinator:
+    """The classic group coordinator: its parts, and the API the broker's handlers call."""
+
     def __init__(self, broker_id: int, config: GroupConfig, manager: GroupMetadataManager, scheduler: Scheduler,
                  offsets_retention_check_interval_ms: int = 600_000) -> None:
         self.broker_id = broker_id

@@ -178,8 +178,7 @@ def test_leave_group_rebalances_and_last_leave_empties_the_group() -> None:
     assert leave(coordinator, "g", [(a_id, None)]) == (ErrorCode.NO_ERROR, [ErrorCode.NO_ERROR])
     group = coordinator.manager.get_group("g")
     assert group.state is GroupState.EMPTY and group.generation_id == generation + 2
-    assert leave(coordinator, "nope", [(a_id, None)]) == (ErrorCode.NO_ERROR,
-                                                                      [ErrorCode.UNKNOWN_MEMBER_ID])
+    assert leave(coordinator, "nope", [(a_id, None)]) == (ErrorCode.NO_ERROR, [ErrorCode.UNKNOWN_MEMBER_ID])
 
 
 def test_rebalance_during_completing_rebalance_answers_parked_syncs() -> None:
