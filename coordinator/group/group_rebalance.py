@@ -58,7 +58,6 @@ class _DelayedJoin:
     remaining_ms: int = 0
 
 
-
 def join_result(group: GroupMetadata, member: MemberMetadata) -> JoinGroupResult:
     """The JoinGroup answer for one member of a group whose rebalance has completed its join phase:
     the leader gets every member's metadata, a follower none."""
@@ -113,8 +112,8 @@ class GroupRebalance:
         self._cancel_sync_expiration(group)
         was_empty = group.is_(GroupState.EMPTY)
         self.log.info("Preparing to rebalance group %s in state %s with old generation %d (__consumer_offsets-%d) "
-                  "(reason: %s)", group.group_id, group.state, group.generation_id,
-                  self.manager.partition_for(group.group_id), reason)
+                      "(reason: %s)", group.group_id, group.state, group.generation_id,
+                      self.manager.partition_for(group.group_id), reason)
         group.transition_to(GroupState.PREPARING_REBALANCE, self.scheduler.now_ms())
         self._cancel_join(group)
         if was_empty:
@@ -178,7 +177,7 @@ class GroupRebalance:
         gone = [m for m in group.not_yet_rejoined_members() if not m.is_static]
         if gone:
             self.log.info("Group %s removed dynamic members who haven't joined: %s", group.group_id,
-                      [m.member_id for m in gone])
+                          [m.member_id for m in gone])
         for member in gone:
             group.remove(member.member_id)
             self.remove_heartbeat(group, member.member_id)
@@ -189,11 +188,11 @@ class GroupRebalance:
         group.init_next_generation(self.scheduler.now_ms())
         if group.is_(GroupState.EMPTY):
             self.log.info("Group %s with generation %d is now empty (__consumer_offsets-%d)", group.group_id,
-                      group.generation_id, self.manager.partition_for(group.group_id))
+                          group.generation_id, self.manager.partition_for(group.group_id))
             self.manager.store_group(group, {}, lambda error: None)
             return
         self.log.info("Stabilized group %s generation %d (__consumer_offsets-%d) with %d members", group.group_id,
-                  group.generation_id, self.manager.partition_for(group.group_id), len(group.members))
+                      group.generation_id, self.manager.partition_for(group.group_id), len(group.members))
         for member in list(group.members.values()):
             group.maybe_complete_join(member, join_result(group, member))
             self.schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
@@ -271,7 +270,7 @@ class GroupRebalance:
             return
         if member_id in group.pending_members:
             self.log.info("Pending member %s in group %s has been removed after session timeout expiration.",
-                      member_id, group.group_id)
+                          member_id, group.group_id)
             self.remove_pending_member_and_update_group(group, member_id)
             return
         member = group.members.get(member_id)
