@@ -9,8 +9,9 @@ The state machine (Kafka's GroupState)::
     Dead ◀── any state when the group is deleted or its offsets expire
 
 This module holds data and the transitions' bookkeeping only; the protocol
-logic that drives it (timers, responses, persistence) is in
-``group_coordinator``.
+logic that drives it is in ``group_rebalance`` (timers) and
+``group_membership`` (requests), parts of ``group_coordinator``. A member's
+parked JoinGroup or SyncGroup is an ``asyncio.Future`` here, completed once.
 """
 
 from __future__ import annotations
