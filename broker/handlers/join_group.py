@@ -1,16 +1,18 @@
 """JoinGroup (11): join a classic group, parked until the rebalance completes.
 
-The handler returns an awaitable: the coordinator calls back once the group
-leaves PreparingRebalance (or at once for an error, MEMBER_ID_REQUIRED, or a
-member whose answer is already known).
+The handler reads the wire request into the coordinator's request object
+(``group_requests.JoinGroupRequest``: wire versions end here) and awaits the
+future the coordinator answers with: completed once the group leaves
+PreparingRebalance, or at once for an error, MEMBER_ID_REQUIRED, or a member
+whose answer is already known.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from broker.security.auth_helper import authorize_group
+from coordinator.group import group_requests
 from coordinator.group.group_metadata import JoinGroupResult
 from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
@@ -49,17 +51,19 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: JoinGroup
         return JoinGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
                                  protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
                                  skip_assignment=False, member_id=request.member_id, members=[])
-    future: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
+    result = await broker.group_coordinator.join_group(join_request(ctx, request))
+    return build_response(version, result)
 
-    def done(result: JoinGroupResult) -> None:
-        if not future.done():
-            future.set_result(result)
 
-    broker.group_coordinator.handle_join_group(
-        request.group_id, request.member_id, request.group_instance_id if version >= 5 else None,
-        require_known_member_id=version >= 4, support_skip_assignment=version >= 9,
+def join_request(ctx: RequestContext, request: JoinGroupRequest) -> group_requests.JoinGroupRequest:
+    """The request as the coordinator reads it, each field as Kafka assumes it for this version."""
+    version = ctx.api_version
+    return group_requests.JoinGroupRequest(
+        group_id=request.group_id, member_id=request.member_id,
+        group_instance_id=request.group_instance_id if version >= 5 else None,
         client_id=ctx.client_id or "", client_host=client_host(ctx),
         rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
         session_timeout_ms=request.session_timeout_ms, protocol_type=request.protocol_type,
-        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols], callback=done)
-    return build_response(version, await future)
+        protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+        reason=request.reason if version >= 8 else None,
+        require_known_member_id=version >= 4, supports_skip_assignment=version >= 9)

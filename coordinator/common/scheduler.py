@@ -1,11 +1,14 @@
-"""Timers for the group coordinator: the clock it reads and the delays it schedules.
+"""Timers for the group coordinator: the clock it reads, the delays it schedules, the futures it completes.
 
 Kafka drives the classic protocol with purgatories (delayed join, delayed
 heartbeat, pending sync). Here every such delay is one timer on a
 ``Scheduler``: the broker passes an :class:`AsyncioScheduler` (the event loop's
 ``call_later``, every handle owned and cancelled at shutdown), unit tests pass
 a :class:`ManualScheduler` whose clock only moves when the test says so, so
-the state machine can be tested without sleeping.
+the state machine can be tested without sleeping. The futures a coordinator
+hands out for requests that wait (a parked JoinGroup or SyncGroup) come from
+the scheduler too: the event loop's in the broker, a loop that never runs in
+tests, whose futures are completed and read synchronously.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,8 @@ class Scheduler(Protocol):
     def now_ms(self) -> int: ...
 
     def schedule(self, delay_ms: int, callback: Callable[[], None]) -> Timer: ...
+
+    def create_future(self) -> asyncio.Future[Any]: ...
 
     def shutdown(self) -> None: ...
 
@@ -74,6 +79,9 @@ class AsyncioScheduler:
         self._live.add(timer)
         return timer
 
+    def create_future(self) -> asyncio.Future[Any]:
+        return asyncio.get_running_loop().create_future()
+
     def shutdown(self) -> None:
         self._closed = True
         for timer in list(self._live):
@@ -99,6 +107,7 @@ class ManualScheduler:
         self._now = start_ms
         self._queue: list[tuple[int, int, _ManualTimer]] = []
         self._seq = itertools.count()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def now_ms(self) -> int:
         return self._now
@@ -119,6 +128,17 @@ class ManualScheduler:
             timer.callback()
         self._now = target
 
+    def create_future(self) -> asyncio.Future[Any]:
+        """A future of the running loop, so an async test can await it; outside one, of a loop that
+        never runs: a synchronous test reads it with ``done()`` and ``result()``."""
+        try:
+            return asyncio.get_running_loop().create_future()
+        except RuntimeError:
+            pass
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.create_future()
+
     @property
     def pending(self) -> int:
         return sum(1 for _, _, t in self._queue if not t.cancelled)
@@ -127,3 +147,6 @@ class ManualScheduler:
         for _, _, timer in self._queue:
             timer.cancel()
         self._queue.clear()
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from coordinator.common.scheduler import Scheduler
 from coordinator.group.group_metadata import NO_PROTOCOL, GroupMetadata, GroupState
+from coordinator.group.group_metadata_manager import GroupMetadataManager
+from coordinator.group.group_rebalance import GroupRebalance
+from coordinator.group.group_status import GroupStatus
 from protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from coordinator.group.group_membership import GroupMembership
-
-    _Base = GroupMembership
-else:
-    _Base = object
 
 
 @dataclass(frozen=True)
@@ -51,9 +47,19 @@ def summarize(group_id: str, group: GroupMetadata | None) -> GroupSummary:
                         group.protocol_name if stable else NO_PROTOCOL, members)  # type: ignore[arg-type]
 
 
-class GroupAdmin(_Base):
+class GroupAdmin:
+    """DescribeGroups, ListGroups and DeleteGroups; owned by the coordinator. A deleted group's
+    timers are the rebalance's to cancel."""
+
+    def __init__(self, manager: GroupMetadataManager, scheduler: Scheduler, rebalance: GroupRebalance,
+                 status: GroupStatus) -> None:
+        self.manager = manager
+        self.scheduler = scheduler
+        self.rebalance = rebalance
+        self.status = status
+
     def handle_describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary | None]:
-        error = self.validate_group_status(group_id, allow_empty_id=True)
+        error = self.status.validate(group_id, allow_empty_id=True)
         if error is not None:
             return error, None
         group = self.manager.get_group(group_id)
@@ -63,7 +69,7 @@ class GroupAdmin(_Base):
 
     def handle_list_groups(self, states: set[str]) -> tuple[ErrorCode, list[GroupMetadata]]:
         """Every group this coordinator owns, optionally filtered by state (case-insensitive, KIP-518)."""
-        if not self.active:
+        if not self.status.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         wanted = {s.lower() for s in states}
         groups = [g for g in self.manager.current_groups()
@@ -75,7 +81,7 @@ class GroupAdmin(_Base):
         errors: dict[str, ErrorCode] = {}
         eligible: list[GroupMetadata] = []
         for group_id in group_ids:
-            error = self.validate_group_status(group_id, allow_empty_id=True)
+            error = self.status.validate(group_id, allow_empty_id=True)
             if error is not None:
                 errors[group_id] = error
                 continue
@@ -84,7 +90,7 @@ class GroupAdmin(_Base):
                 errors[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
             elif group.is_(GroupState.EMPTY):
                 group.transition_to(GroupState.DEAD, self.scheduler.now_ms())
-                self.cancel_group_timers(group)
+                self.rebalance.cancel_group_timers(group)
                 eligible.append(group)
                 errors[group_id] = ErrorCode.NO_ERROR
             else:
@@ -92,5 +98,5 @@ class GroupAdmin(_Base):
         if not eligible:
             callback(errors)
             return
-        self._log("Deleting groups %s", [g.group_id for g in eligible])
+        self.rebalance.log.info("Deleting groups %s", [g.group_id for g in eligible])
         self.manager.cleanup_group_metadata(eligible, lambda g: g.remove_all_offsets(), lambda _n: callback(errors))

@@ -1,41 +1,80 @@
 """GroupCoordinator: the classic group coordinator of one broker.
 
-Combines the membership protocol (``group_membership``), committed offsets
-(``group_offsets``) and group administration (``group_admin``) over one
-``GroupMetadataManager``, and owns the lifecycle: loading the groups of the
-``__consumer_offsets`` partitions this broker leads (requests for them get
-COORDINATOR_LOAD_IN_PROGRESS meanwhile), the transaction markers written
-to them (``on_transaction_completed``), the periodic offset expiry
-(``offsets.retention.check.interval.ms``), the load/unload calls when
-leadership of a partition arrives or leaves (``on_election`` /
-``on_resignation``), and cancelling every timer and the load at shutdown. It
-stands on coordinator/common's interfaces only; the broker wires it
-(``broker.coordinator_wiring``).
+It owns its parts, each a class with explicit dependencies:
+
+- ``GroupStatus``: whether it answers at all (its running flag, Kafka's
+  validateGroupStatus), read by every part;
+- ``GroupMetadataManager``: the groups and their ``__consumer_offsets`` records;
+- ``GroupRebalance``: the rebalance's timers on the one ``Scheduler`` (delayed
+  joins, pending syncs, heartbeats) and the transitions they drive;
+- ``GroupMembership``: JoinGroup, SyncGroup, Heartbeat and LeaveGroup, each
+  taking its request whole (``group_requests``) and answering with an
+  ``asyncio.Future``; a parked JoinGroup or SyncGroup is a future on its member;
+- ``GroupOffsets`` (committed offsets) and ``GroupAdmin`` (DescribeGroups,
+  ListGroups, DeleteGroups).
+
+Itself it runs the lifecycle: loading the groups of the ``__consumer_offsets``
+partitions this broker leads (requests for them get
+COORDINATOR_LOAD_IN_PROGRESS meanwhile; the load tasks are its own), the
+transaction markers written to them (``on_transaction_completed``), the
+periodic offset expiry (``offsets.retention.check.interval.ms``, its timer),
+the load/unload calls when leadership of a partition arrives or leaves
+(``on_election`` / ``on_resignation``), and cancelling every timer and load at
+shutdown. Everything runs on the event loop. It stands on coordinator/common's
+interfaces only; the broker wires it (``broker.coordinator_wiring``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from coordinator.common.coordinator_log import CoordinatorLog, LogEntry
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from coordinator.common.scheduler import Scheduler, Timer
-from coordinator.group.group_admin import GroupAdmin
-from coordinator.group.group_membership import GroupConfig, GroupMembership
-from coordinator.group.group_metadata import GroupMetadata, GroupState, JoinGroupResult, SyncGroupResult
+from coordinator.group.group_admin import GroupAdmin, GroupSummary
+from coordinator.group.group_membership import GroupMembership
+from coordinator.group.group_metadata import (
+    GroupMetadata,
+    GroupState,
+    JoinFuture,
+    JoinGroupResult,
+    OffsetAndMetadata,
+    SyncFuture,
+    SyncGroupResult,
+    TopicPartition,
+)
 from coordinator.group.group_metadata_manager import GroupMetadataManager
-from coordinator.group.group_offsets import GroupOffsets
+from coordinator.group.group_offsets import CommitCallback, GroupOffsets
+from coordinator.group.group_rebalance import CoordinatorLogger, GroupConfig, GroupRebalance
+from coordinator.group.group_requests import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    LeaveGroupResult,
+    SyncGroupRequest,
+)
+from coordinator.group.group_status import GroupStatus
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 
-class GroupCoordinator(GroupOffsets, GroupAdmin, GroupMembership):
+class GroupCoordinator:
+    """The classic group coordinator: its parts, and the API the broker's handlers call."""
+
     def __init__(self, broker_id: int, config: GroupConfig, manager: GroupMetadataManager, scheduler: Scheduler,
                  offsets_retention_check_interval_ms: int = 600_000) -> None:
-        super().__init__(broker_id, config, manager, scheduler)
+        self.broker_id = broker_id
+        self.config = config
+        self.manager = manager
+        self.scheduler = scheduler
+        self.status = GroupStatus(manager)
+        self.rebalance = GroupRebalance(config, manager, scheduler, CoordinatorLogger(broker_id))
+        self.membership = GroupMembership(config, manager, scheduler, self.rebalance, self.status)
+        self.offsets = GroupOffsets(manager, scheduler, self.rebalance, self.status)
+        self.admin = GroupAdmin(manager, scheduler, self.rebalance, self.status)
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._expiry_timer: Timer | None = None
         self._load_tasks: set[asyncio.Task[None]] = set()
@@ -47,6 +86,58 @@ class GroupCoordinator(GroupOffsets, GroupAdmin, GroupMembership):
     @property
     def coordinator_log(self) -> CoordinatorLog:
         return self.manager.coordinator_log
+
+    @property
+    def active(self) -> bool:
+        return self.status.active
+
+    # -- the classic protocol's membership: every answer is a future the handler awaits ------------
+    def join_group(self, request: JoinGroupRequest) -> JoinFuture:
+        return self.membership.join_group(request)
+
+    def sync_group(self, request: SyncGroupRequest) -> SyncFuture:
+        return self.membership.sync_group(request)
+
+    def heartbeat(self, request: HeartbeatRequest) -> asyncio.Future[ErrorCode]:
+        return self.membership.heartbeat(request)
+
+    def leave_group(self, request: LeaveGroupRequest) -> asyncio.Future[LeaveGroupResult]:
+        return self.membership.leave_group(request)
+
+    # -- offsets and administration --------------------------------------------------------
+    def handle_commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                              generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
+                              callback: CommitCallback) -> None:
+        self.offsets.handle_commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, callback)
+
+    def handle_txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                  group_instance_id: str | None, generation_id: int,
+                                  offsets: dict[TopicPartition, OffsetAndMetadata],
+                                  callback: CommitCallback, transactional_id: str | None = None,
+                                  add_to_transaction: bool = False) -> None:
+        self.offsets.handle_txn_commit_offsets(group_id, producer_id, producer_epoch, member_id, group_instance_id,
+                                               generation_id, offsets, callback, transactional_id,
+                                               add_to_transaction)
+
+    def handle_fetch_offsets(self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None
+                             ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None], set[TopicPartition]]:
+        return self.offsets.handle_fetch_offsets(group_id, require_stable, partitions)
+
+    def handle_delete_offsets(self, group_id: str, partitions: list[TopicPartition],
+                              callback: Callable[[ErrorCode, dict[TopicPartition, ErrorCode]], None]) -> None:
+        self.offsets.handle_delete_offsets(group_id, partitions, callback)
+
+    def handle_deleted_topics(self, topics: set[str], callback: Callable[[int], None] | None = None) -> None:
+        self.offsets.handle_deleted_topics(topics, callback)
+
+    def handle_describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary | None]:
+        return self.admin.handle_describe_group(group_id)
+
+    def handle_list_groups(self, states: set[str]) -> tuple[ErrorCode, list[GroupMetadata]]:
+        return self.admin.handle_list_groups(states)
+
+    def handle_delete_groups(self, group_ids: list[str], callback: Callable[[dict[str, ErrorCode]], None]) -> None:
+        self.admin.handle_delete_groups(group_ids, callback)
 
     # -- loading ---------------------------------------------------------------------
     def local_partitions(self) -> list[int]:
@@ -69,7 +160,7 @@ class GroupCoordinator(GroupOffsets, GroupAdmin, GroupMembership):
             return
         self._loads.pop(partition, None)
         for group in self.manager.complete_loading(partition, entries):
-            self.on_group_loaded(group)
+            self.rebalance.on_group_loaded(group)
 
     def _read_partition(self, partition: int) -> list[LogEntry]:
         return list(self.coordinator_log.read_entries(partition))
@@ -162,11 +253,16 @@ class GroupCoordinator(GroupOffsets, GroupAdmin, GroupMembership):
         """Answer the group's parked requests (its members must find the coordinator again), stop its
         timers, and mark it Dead so that a write still in flight for it changes nothing (Kafka's onGroupUnloaded)."""
         for member in list(group.members.values()):
-            group.maybe_invoke_join_callback(member, JoinGroupResult(ErrorCode.NOT_COORDINATOR, member.member_id))
-            group.maybe_invoke_sync_callback(member, SyncGroupResult(ErrorCode.NOT_COORDINATOR))
-        self.cancel_group_timers(group)
+            group.maybe_complete_join(member, JoinGroupResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+            group.maybe_complete_sync(member, SyncGroupResult(ErrorCode.NOT_COORDINATOR))
+        self.rebalance.cancel_group_timers(group)
         if not group.is_(GroupState.DEAD):
             group.transition_to(GroupState.DEAD, self.scheduler.now_ms())
+
+    def shutdown_timers(self) -> None:
+        """Stop answering (every group request gets COORDINATOR_NOT_AVAILABLE) and cancel the rebalance's timers."""
+        self.status.active = False
+        self.rebalance.shutdown()
 
     async def shutdown(self) -> None:
         self.shutdown_timers()

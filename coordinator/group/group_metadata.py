@@ -9,17 +9,20 @@ The state machine (Kafka's GroupState)::
     Dead ◀── any state when the group is deleted or its offsets expire
 
 This module holds data and the transitions' bookkeeping only; the protocol
-logic that drives it (timers, responses, persistence) is in
-``group_coordinator``.
+logic that drives it is in ``group_rebalance`` (timers) and
+``group_membership`` (requests), parts of ``group_coordinator``. A member's
+parked JoinGroup or SyncGroup is an ``asyncio.Future`` here, completed once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
@@ -80,8 +83,18 @@ class SyncGroupResult:
     assignment: bytes = b""
 
 
-JoinCallback = Callable[[JoinGroupResult], None]
-SyncCallback = Callable[[SyncGroupResult], None]
+_R = TypeVar("_R")
+
+#: A JoinGroup or SyncGroup parked until the rebalance gets far enough: the coordinator completes it,
+#: the broker's handler awaits it.
+JoinFuture = asyncio.Future[JoinGroupResult]
+SyncFuture = asyncio.Future[SyncGroupResult]
+
+
+def complete(future: asyncio.Future[_R], result: _R) -> None:
+    """Answer a parked request; one whose handler is gone (its connection closed) has been cancelled."""
+    if not future.done():
+        future.set_result(result)
 
 
 class MemberMetadata:
@@ -99,8 +112,8 @@ class MemberMetadata:
         self.protocol_type = protocol_type
         self.supported_protocols = supported_protocols
         self.assignment = b""
-        self.awaiting_join: JoinCallback | None = None
-        self.awaiting_sync: SyncCallback | None = None
+        self.awaiting_join: JoinFuture | None = None
+        self.awaiting_sync: SyncFuture | None = None
         #: Set until the member's first JoinGroup completes: a new member that
         #: never completes a join is expired (Kafka's NewMemberJoinTimeoutMs).
         self.is_new = False
@@ -129,9 +142,9 @@ class MemberMetadata:
                 return metadata
         raise KeyError(f"member {self.member_id} does not support protocol {protocol}")
 
-    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+    def matches(self, protocols: Iterable[tuple[str, bytes]]) -> bool:
         """Same protocols with the same metadata, in the same order."""
-        return self.supported_protocols == protocols
+        return self.supported_protocols == list(protocols)
 
     def vote(self, candidates: set[str]) -> str:
         """The member's most preferred protocol among those every member supports."""
@@ -222,7 +235,7 @@ class GroupMetadata:
     def leader_or_empty(self) -> str:
         return self.leader_id or NO_LEADER
 
-    def add(self, member: MemberMetadata, callback: JoinCallback | None) -> None:
+    def add(self, member: MemberMetadata, future: JoinFuture | None) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type
         if self.leader_id is None:
@@ -231,8 +244,8 @@ class GroupMetadata:
         self.supported_protocols.update(member.protocols())
         if member.is_static:
             self.static_members[member.group_instance_id] = member.member_id  # type: ignore[index]
-        member.awaiting_join = callback
-        if callback is not None:
+        member.awaiting_join = future
+        if future is not None:
             self.num_members_awaiting_join += 1
         self.pending_members.discard(member.member_id)
 
@@ -252,37 +265,39 @@ class GroupMetadata:
         return member
 
     def update_member(self, member: MemberMetadata, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
-                      session_timeout_ms: int, callback: JoinCallback | None) -> None:
+                      session_timeout_ms: int, future: JoinFuture | None) -> None:
         self.supported_protocols.subtract(member.protocols())
         self.supported_protocols += Counter()
         self.supported_protocols.update(name for name, _ in protocols)
         member.supported_protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
-        if callback is not None and not member.is_awaiting_join:
+        if future is not None and not member.is_awaiting_join:
             self.num_members_awaiting_join += 1
-        elif callback is None and member.is_awaiting_join:
+        elif future is None and member.is_awaiting_join:
             self.num_members_awaiting_join -= 1
         previous = member.awaiting_join
-        member.awaiting_join = callback
-        if previous is not None and callback is not None:
+        member.awaiting_join = future
+        if previous is not None and future is not None:
             # A second JoinGroup for the same member (a client that retried on a
             # new connection): the earlier request's reader is gone or will retry.
-            previous(JoinGroupResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+            complete(previous, JoinGroupResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
 
-    def maybe_invoke_join_callback(self, member: MemberMetadata, result: JoinGroupResult) -> None:
-        callback = member.awaiting_join
-        if callback is not None:
+    def maybe_complete_join(self, member: MemberMetadata, result: JoinGroupResult) -> None:
+        """Answer the member's parked JoinGroup, if it has one."""
+        future = member.awaiting_join
+        if future is not None:
             member.awaiting_join = None
             self.num_members_awaiting_join -= 1
-            callback(result)
+            complete(future, result)
 
-    def maybe_invoke_sync_callback(self, member: MemberMetadata, result: SyncGroupResult) -> bool:
-        callback = member.awaiting_sync
-        if callback is None:
+    def maybe_complete_sync(self, member: MemberMetadata, result: SyncGroupResult) -> bool:
+        """Answer the member's parked SyncGroup, if it has one."""
+        future = member.awaiting_sync
+        if future is None:
             return False
         member.awaiting_sync = None
-        callback(result)
+        complete(future, result)
         return True
 
     def has_all_members_joined(self) -> bool:
@@ -326,8 +341,8 @@ class GroupMetadata:
     def replace_static_member(self, group_instance_id: str, old_member_id: str, new_member_id: str) -> MemberMetadata:
         member = self.members.pop(old_member_id)
         # Fence the old incarnation at once if it has a request parked.
-        self.maybe_invoke_join_callback(member, JoinGroupResult(ErrorCode.FENCED_INSTANCE_ID, old_member_id))
-        self.maybe_invoke_sync_callback(member, SyncGroupResult(ErrorCode.FENCED_INSTANCE_ID))
+        self.maybe_complete_join(member, JoinGroupResult(ErrorCode.FENCED_INSTANCE_ID, old_member_id))
+        self.maybe_complete_sync(member, SyncGroupResult(ErrorCode.FENCED_INSTANCE_ID))
         member.member_id = new_member_id
         self.members[new_member_id] = member
         if self.is_leader(old_member_id):

@@ -15,8 +15,9 @@ Kafka's rules, kept as they are:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from coordinator.common.scheduler import Scheduler
+from coordinator.group.group_membership import GroupMembership
 from coordinator.group.group_metadata import (
     UNKNOWN_MEMBER_ID,
     GroupMetadata,
@@ -24,24 +25,30 @@ from coordinator.group.group_metadata import (
     OffsetAndMetadata,
     TopicPartition,
 )
+from coordinator.group.group_metadata_manager import GroupMetadataManager
+from coordinator.group.group_rebalance import GroupRebalance
+from coordinator.group.group_status import GroupStatus
 from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from coordinator.group.group_membership import GroupMembership
-
-    _Base = GroupMembership
-else:
-    _Base = object
 
 CommitCallback = Callable[[dict[TopicPartition, ErrorCode]], None]
 
 
-class GroupOffsets(_Base):
+class GroupOffsets:
+    """OffsetCommit, TxnOffsetCommit, OffsetFetch and OffsetDelete; owned by the coordinator. A commit
+    from a member counts as its heartbeat, so it reaches the rebalance's timers."""
+
+    def __init__(self, manager: GroupMetadataManager, scheduler: Scheduler, rebalance: GroupRebalance,
+                 status: GroupStatus) -> None:
+        self.manager = manager
+        self.scheduler = scheduler
+        self.rebalance = rebalance
+        self.status = status
+
     def handle_commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                               generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
                               callback: CommitCallback) -> None:
-        error = self.validate_group_status(group_id, allow_empty_id=True)
+        error = self.status.validate(group_id, allow_empty_id=True)
         if error is not None:
             callback(dict.fromkeys(offsets, error))
             return
@@ -61,7 +68,7 @@ class GroupOffsets(_Base):
             return
         member = group.members.get(member_id)
         if member is not None:
-            self._schedule_heartbeat(group, member_id, member.session_timeout_ms)
+            self.rebalance.schedule_heartbeat(group, member_id, member.session_timeout_ms)
         self.manager.store_offsets(group, offsets, callback)
 
     def handle_txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
@@ -73,7 +80,7 @@ class GroupOffsets(_Base):
         written in the producer's transaction and stay pending until its marker. Member and
         generation are checked only when given (TxnOffsetCommit before v3 carries neither),
         and a non-empty group takes them from anyone, as Kafka does."""
-        error = self.validate_group_status(group_id)
+        error = self.status.validate(group_id)
         if error is not None:
             callback(dict.fromkeys(offsets, error))
             return
@@ -92,7 +99,7 @@ class GroupOffsets(_Base):
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            return self.member_generation_error(group, member_id, group_instance_id, generation_id)
+            return GroupMembership.member_generation_error(group, member_id, group_instance_id, generation_id)
         if not transactional and not group.is_(GroupState.EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit to a group that has some
         return None
@@ -107,7 +114,7 @@ class GroupOffsets(_Base):
         retries until the transaction ends. A fetch of every offset names no partition and
         gets none unstable, as in Kafka.
         """
-        error = self.validate_group_status(group_id, allow_empty_id=True)
+        error = self.status.validate(group_id, allow_empty_id=True)
         if error is not None:
             return error, {}, set()
         unstable: set[TopicPartition] = set()
@@ -120,7 +127,7 @@ class GroupOffsets(_Base):
 
     def handle_delete_offsets(self, group_id: str, partitions: list[TopicPartition],
                               callback: Callable[[ErrorCode, dict[TopicPartition, ErrorCode]], None]) -> None:
-        error = self.validate_group_status(group_id)
+        error = self.status.validate(group_id)
         if error is not None:
             callback(error, {})
             return

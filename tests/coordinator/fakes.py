@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from coordinator.common.coordinator_log import AppendCallback, KeyValues, LogEntry, RecordEntry
 from coordinator.common.scheduler import ManualScheduler
@@ -11,6 +13,14 @@ from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig
 from coordinator.group.group_metadata import JoinGroupResult, SyncGroupResult
 from coordinator.group.group_metadata_manager import GroupMetadataManager
+from coordinator.group.group_requests import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    LeaveGroupResult,
+    LeavingMember,
+    SyncGroupRequest,
+)
 from protocol.consumer_protocol import encode_subscription
 from protocol.errors import ErrorCode
 
@@ -97,18 +107,37 @@ class Outcome:
         return self.results[0]
 
 
+@dataclass
+class Answer:
+    """A coordinator's future, read the way a test reads an Outcome."""
+
+    future: asyncio.Future[Any]
+
+    @property
+    def done(self) -> bool:
+        return self.future.done()
+
+    @property
+    def result(self):  # type: ignore[no-untyped-def]
+        assert self.future.done(), "not answered yet"
+        return self.future.result()
+
+
 PROTOCOLS = [("range", encode_subscription(["t"])), ("roundrobin", encode_subscription(["t"], version=1))]
 
 
-def join(coordinator: GroupCoordinator, group: str = "g", member_id: str = "", instance_id: str | None = None,
-         protocols: list[tuple[str, bytes]] | None = None, session_timeout_ms: int = 10_000,
-         rebalance_timeout_ms: int = 30_000, require_known_member_id: bool = True, client_id: str = "client",
-         skip_assignment: bool = False) -> Outcome:
-    outcome = Outcome()
-    coordinator.handle_join_group(group, member_id, instance_id, require_known_member_id, skip_assignment, client_id,
-                                  "/127.0.0.1", rebalance_timeout_ms, session_timeout_ms, "consumer",
-                                  protocols if protocols is not None else PROTOCOLS, outcome)
-    return outcome
+def join_request(group: str = "g", member_id: str = "", instance_id: str | None = None,
+                 protocols: list[tuple[str, bytes]] | None = None, session_timeout_ms: int = 10_000,
+                 rebalance_timeout_ms: int = 30_000, require_known_member_id: bool = True, client_id: str = "client",
+                 skip_assignment: bool = False) -> JoinGroupRequest:
+    return JoinGroupRequest(group, member_id, instance_id, client_id, "/127.0.0.1", rebalance_timeout_ms,
+                            session_timeout_ms, "consumer", tuple(protocols if protocols is not None else PROTOCOLS),
+                            require_known_member_id=require_known_member_id,
+                            supports_skip_assignment=skip_assignment)
+
+
+def join(coordinator: GroupCoordinator, group: str = "g", **kwargs: Any) -> Answer:
+    return Answer(coordinator.join_group(join_request(group, **kwargs)))
 
 
 def join_new(coordinator: GroupCoordinator, group: str = "g", **kwargs) -> tuple[str, Outcome]:  # type: ignore[no-untyped-def]
@@ -120,19 +149,37 @@ def join_new(coordinator: GroupCoordinator, group: str = "g", **kwargs) -> tuple
 
 
 def sync(coordinator: GroupCoordinator, member_id: str, generation: int, assignment: dict[str, bytes] | None = None,
-         group: str = "g", instance_id: str | None = None) -> Outcome:
-    outcome = Outcome()
-    coordinator.handle_sync_group(group, generation, member_id, None, None, instance_id, assignment or {}, outcome)
-    return outcome
+         group: str = "g", instance_id: str | None = None) -> Answer:
+    return Answer(coordinator.sync_group(SyncGroupRequest(group, generation, member_id, instance_id, None, None,
+                                                          assignment or {})))
+
+
+def heartbeat(coordinator: GroupCoordinator, group: str, member_id: str, instance_id: str | None,
+              generation: int) -> ErrorCode:
+    answer = coordinator.heartbeat(HeartbeatRequest(group, generation, member_id, instance_id))
+    assert answer.done()
+    return answer.result()
+
+
+def leave(coordinator: GroupCoordinator, group: str, members: list[tuple[str, str | None]]
+          ) -> tuple[ErrorCode, list[ErrorCode]]:
+    answer = coordinator.leave_group(LeaveGroupRequest(group, tuple(LeavingMember(m, i) for m, i in members)))
+    assert answer.done()
+    result: LeaveGroupResult = answer.result()
+    return result.error, result.member_errors
 
 
 __all__ = [
+    "Answer",
     "JoinGroupResult",
     "MemoryCoordinatorLog",
     "Outcome",
     "SyncGroupResult",
+    "heartbeat",
     "join",
     "join_new",
+    "join_request",
+    "leave",
     "make_coordinator",
     "sync",
 ]

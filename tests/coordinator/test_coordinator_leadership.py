@@ -24,7 +24,7 @@ from coordinator.transaction.transaction_coordinator import TransactionCoordinat
 from coordinator.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from coordinator.transaction.transaction_state_manager import TransactionResult, TransactionStateManager
 from protocol.errors import ErrorCode
-from tests.coordinator.fakes import MemoryCoordinatorLog, Outcome, join_new
+from tests.coordinator.fakes import MemoryCoordinatorLog, Outcome, heartbeat, join, join_new, leave, sync
 from tests.coordinator.test_transaction_coordinator import FakeSender
 
 NOT_COORDINATOR = ErrorCode.NOT_COORDINATOR
@@ -83,15 +83,11 @@ GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit
 def _every_group_api(coordinator: GroupCoordinator, group: str) -> dict[str, ErrorCode]:
     """The error each group API answers for ``group`` right now."""
     out: dict[str, ErrorCode] = {}
-    joined = Outcome()
-    coordinator.handle_join_group(group, "", None, True, False, "c", "/127.0.0.1", 30_000, 10_000, "consumer",
-                                  [("range", b"")], joined)
+    joined = join(coordinator, group, client_id="c", protocols=[("range", b"")])
     out["JoinGroup"] = joined.result.error
-    synced = Outcome()
-    coordinator.handle_sync_group(group, 1, "m", None, None, None, {}, synced)
-    out["SyncGroup"] = synced.result.error
-    out["Heartbeat"] = coordinator.handle_heartbeat(group, "m", None, 1)
-    out["LeaveGroup"] = coordinator.handle_leave_group(group, [("m", None)])[0]
+    out["SyncGroup"] = sync(coordinator, "m", 1, group=group).result.error
+    out["Heartbeat"] = heartbeat(coordinator, group, "m", None, 1)
+    out["LeaveGroup"] = leave(coordinator, group, [("m", None)])[0]
     out["OffsetCommit"] = _commit(coordinator, group, 1)
     txn_committed = Outcome()
     coordinator.handle_txn_commit_offsets(group, 5, 0, "", None, -1, {TP: OffsetAndMetadata(1, -1, "", 1)},
@@ -200,7 +196,7 @@ def test_a_resignation_answers_parked_members_and_stops_their_timers() -> None:
         written = len(log.records.get(partition, []))
         clock.advance(600_000)
         assert len(log.records.get(partition, [])) == written  # nothing fires for the unloaded group
-        assert coordinator.handle_heartbeat("g", member, None, 1) == NOT_COORDINATOR
+        assert heartbeat(coordinator, "g", member, None, 1) == NOT_COORDINATOR
         await coordinator.shutdown()
 
     asyncio.run(scenario())

@@ -6,7 +6,7 @@ from coordinator.common.scheduler import ManualScheduler
 from coordinator.group.group_membership import NEW_MEMBER_JOIN_TIMEOUT_MS
 from coordinator.group.group_metadata import GroupState
 from protocol.errors import ErrorCode
-from tests.coordinator.fakes import PROTOCOLS, join, join_new, make_coordinator, sync
+from tests.coordinator.fakes import PROTOCOLS, heartbeat, join, join_new, leave, make_coordinator, sync
 
 
 def stable_group(coordinator, n: int = 1, **kwargs):  # type: ignore[no-untyped-def]
@@ -114,14 +114,14 @@ def test_join_with_an_unknown_member_id_and_empty_group_id() -> None:
 def test_new_member_triggers_rebalance_heartbeats_say_rebalance_in_progress() -> None:
     coordinator = make_coordinator()
     (a_id,), generation = stable_group(coordinator)
-    assert coordinator.handle_heartbeat("g", a_id, None, generation) == ErrorCode.NO_ERROR
+    assert heartbeat(coordinator, "g", a_id, None, generation) == ErrorCode.NO_ERROR
     _b_id, b = join_new(coordinator)
     group = coordinator.manager.get_group("g")
     assert group.state is GroupState.PREPARING_REBALANCE and not b.done
-    assert coordinator.handle_heartbeat("g", a_id, None, generation) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert heartbeat(coordinator, "g", a_id, None, generation) == ErrorCode.REBALANCE_IN_PROGRESS
     a = join(coordinator, member_id=a_id)  # a rejoins: everyone is in, the join completes at once
     assert a.result.generation_id == b.result.generation_id == generation + 1
-    assert coordinator.handle_heartbeat("g", a_id, None, generation) == ErrorCode.ILLEGAL_GENERATION
+    assert heartbeat(coordinator, "g", a_id, None, generation) == ErrorCode.ILLEGAL_GENERATION
     assert sync(coordinator, a_id, generation).result.error == ErrorCode.ILLEGAL_GENERATION
 
 
@@ -142,18 +142,18 @@ def test_expired_session_evicts_member_and_rebalances() -> None:
     coordinator = make_coordinator(clock=clock)
     (a_id, b_id), generation = stable_group(coordinator, n=2, session_timeout_ms=10_000)
     clock.advance(5000)
-    assert coordinator.handle_heartbeat("g", a_id, None, generation) == ErrorCode.NO_ERROR
-    assert coordinator.handle_heartbeat("g", b_id, None, generation) == ErrorCode.NO_ERROR
+    assert heartbeat(coordinator, "g", a_id, None, generation) == ErrorCode.NO_ERROR
+    assert heartbeat(coordinator, "g", b_id, None, generation) == ErrorCode.NO_ERROR
     clock.advance(5000)
-    assert coordinator.handle_heartbeat("g", a_id, None, generation) == ErrorCode.NO_ERROR
+    assert heartbeat(coordinator, "g", a_id, None, generation) == ErrorCode.NO_ERROR
     clock.advance(4999)  # b's last heartbeat was 9999 ms ago
     assert coordinator.manager.get_group("g").has(b_id)
     clock.advance(1)
     group = coordinator.manager.get_group("g")
     assert not group.has(b_id)  # b stopped heartbeating and was evicted
-    assert coordinator.handle_heartbeat("g", a_id, None, generation) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert heartbeat(coordinator, "g", a_id, None, generation) == ErrorCode.REBALANCE_IN_PROGRESS
     assert join(coordinator, member_id=a_id).result.generation_id == generation + 1
-    assert coordinator.handle_heartbeat("g", b_id, None, generation) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert heartbeat(coordinator, "g", b_id, None, generation) == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def test_members_waiting_in_a_rebalance_are_not_expired() -> None:
@@ -171,15 +171,14 @@ def test_members_waiting_in_a_rebalance_are_not_expired() -> None:
 def test_leave_group_rebalances_and_last_leave_empties_the_group() -> None:
     coordinator = make_coordinator()
     (a_id, b_id), generation = stable_group(coordinator, n=2)
-    error, errors = coordinator.handle_leave_group("g", [(b_id, None), ("ghost", None)])
+    error, errors = leave(coordinator, "g", [(b_id, None), ("ghost", None)])
     assert error == ErrorCode.NO_ERROR and errors == [ErrorCode.NO_ERROR, ErrorCode.UNKNOWN_MEMBER_ID]
     a = join(coordinator, member_id=a_id)
     assert a.result.generation_id == generation + 1 and [m for m, _, _ in a.result.members] == [a_id]
-    assert coordinator.handle_leave_group("g", [(a_id, None)]) == (ErrorCode.NO_ERROR, [ErrorCode.NO_ERROR])
+    assert leave(coordinator, "g", [(a_id, None)]) == (ErrorCode.NO_ERROR, [ErrorCode.NO_ERROR])
     group = coordinator.manager.get_group("g")
     assert group.state is GroupState.EMPTY and group.generation_id == generation + 2
-    assert coordinator.handle_leave_group("nope", [(a_id, None)]) == (ErrorCode.NO_ERROR,
-                                                                      [ErrorCode.UNKNOWN_MEMBER_ID])
+    assert leave(coordinator, "nope", [(a_id, None)]) == (ErrorCode.NO_ERROR, [ErrorCode.UNKNOWN_MEMBER_ID])
 
 
 def test_rebalance_during_completing_rebalance_answers_parked_syncs() -> None:
@@ -221,7 +220,7 @@ def test_new_member_whose_join_never_completes_is_dropped() -> None:
     _, b = join_new(coordinator, session_timeout_ms=10_000, rebalance_timeout_ms=600_000)
     for _ in range(NEW_MEMBER_JOIN_TIMEOUT_MS // 5000):
         clock.advance(5000)
-        coordinator.handle_heartbeat("g", a_id, None, generation)
+        heartbeat(coordinator, "g", a_id, None, generation)
     assert b.result.error == ErrorCode.UNKNOWN_MEMBER_ID
 
 
@@ -255,8 +254,8 @@ def test_static_member_restart_in_a_stable_group_keeps_generation_and_assignment
     assert group.state is GroupState.STABLE
     assert sync(coordinator, result.member_id, generation, instance_id="static-1").result.assignment == b"S"
     # The old incarnation is fenced.
-    assert coordinator.handle_heartbeat("g", s_id, "static-1", generation) == ErrorCode.FENCED_INSTANCE_ID
-    assert coordinator.handle_heartbeat("g", a_id, None, generation) == ErrorCode.NO_ERROR
+    assert heartbeat(coordinator, "g", s_id, "static-1", generation) == ErrorCode.FENCED_INSTANCE_ID
+    assert heartbeat(coordinator, "g", a_id, None, generation) == ErrorCode.NO_ERROR
 
 
 def test_static_leader_restart_with_skip_assignment() -> None:
@@ -280,7 +279,7 @@ def test_admin_removes_static_member_by_instance_id() -> None:
     coordinator = make_coordinator()
     s = join(coordinator, instance_id="static-1")
     coordinator.scheduler.advance(0)
-    assert coordinator.handle_leave_group("g", [("", "static-1")]) == (ErrorCode.NO_ERROR, [ErrorCode.NO_ERROR])
+    assert leave(coordinator, "g", [("", "static-1")]) == (ErrorCode.NO_ERROR, [ErrorCode.NO_ERROR])
     assert not coordinator.manager.get_group("g").has(s.result.member_id)
 
 
@@ -305,7 +304,7 @@ def test_loading_partition_answers_coordinator_load_in_progress() -> None:
     coordinator.manager.begin_loading([partition])
     assert join(coordinator).result.error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     assert sync(coordinator, "m", 1).result.error == ErrorCode.REBALANCE_IN_PROGRESS
-    assert coordinator.handle_heartbeat("g", "m", None, 1) == ErrorCode.NO_ERROR
+    assert heartbeat(coordinator, "g", "m", None, 1) == ErrorCode.NO_ERROR
     assert coordinator.handle_fetch_offsets("g", False, None)[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
 
@@ -336,4 +335,4 @@ def test_static_member_replacement_is_reverted_when_it_cannot_be_stored() -> Non
     group = coordinator.manager.get_group("g")
     assert group.has(old_id) and group.static_member_id("static-1") == old_id
     assert group.num_members_awaiting_join == 0
-    assert coordinator.handle_heartbeat("g", old_id, "static-1", generation) == ErrorCode.NO_ERROR
+    assert heartbeat(coordinator, "g", old_id, "static-1", generation) == ErrorCode.NO_ERROR

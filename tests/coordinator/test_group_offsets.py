@@ -12,7 +12,16 @@ from coordinator.group.record_formats import (
     decode_offset_commit_value,
 )
 from protocol.errors import ErrorCode
-from tests.coordinator.fakes import MemoryCoordinatorLog, Outcome, join, join_new, make_coordinator, sync
+from tests.coordinator.fakes import (
+    MemoryCoordinatorLog,
+    Outcome,
+    heartbeat,
+    join,
+    join_new,
+    leave,
+    make_coordinator,
+    sync,
+)
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -135,7 +144,7 @@ def test_state_is_rebuilt_from_the_log() -> None:
     assert offsets[("t", 0)].offset == 8 and offsets[("t", 1)].metadata == "meta"
     assert fetch(restarted, group="simple")[("u", 0)].offset == 1
     # The loaded member keeps its generation: its heartbeat is accepted.
-    assert restarted.handle_heartbeat("g", member_id, None, generation) == ErrorCode.NO_ERROR
+    assert heartbeat(restarted, "g", member_id, None, generation) == ErrorCode.NO_ERROR
 
 
 def test_loaded_member_that_never_comes_back_is_evicted() -> None:
@@ -188,10 +197,10 @@ def test_offsets_of_an_empty_group_expire_after_retention_since_it_emptied() -> 
     member_id, generation = one_member_group(coordinator, session_timeout_ms=3 * DAY_MS)
     commit(coordinator, {("t", 0): 1}, member_id, generation)
     clock.advance(2 * DAY_MS - 1)  # a stable group subscribed to "t": kept however old
-    coordinator.handle_heartbeat("g", member_id, None, generation)
+    heartbeat(coordinator, "g", member_id, None, generation)
     coordinator.manager.expire_offsets()
     assert fetch(coordinator, partitions=[("t", 0)])[("t", 0)] is not None
-    coordinator.handle_leave_group("g", [(member_id, None)])
+    leave(coordinator, "g", [(member_id, None)])
     clock.advance(DAY_MS - 1)
     coordinator.manager.expire_offsets()
     assert coordinator.manager.get_group("g") is not None
