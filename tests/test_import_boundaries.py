@@ -1,6 +1,6 @@
 """Which of our packages may import which, checked by walking every import.
 
-The layers (DEVELOPERS.md, "Architecture rules"; issue 14): protocol <- storage
+The layers (CONTRIBUTING.md, "Architecture rules"; issue 14): protocol <- storage
 <- replication <- coordinator <- controller <- broker <- tools, with pafka's own
 client on protocol alone and the Spark jobs on the client and protocol. A package
 imports only the layers below it, and no set of our modules imports itself
