@@ -110,8 +110,11 @@ class ZkTopicAdmin:
         return len(states) >= partitions and all(s.leader_id != NO_LEADER for s in states)
 
     async def wait_for_leaders(self, topic: str, partitions: int, timeout_ms: int) -> bool:
+        """Also until the topic's overrides were read here: DescribeConfigs after the answer shows
+        them, as on the lone broker."""
         cache = self.cache
-        return await cache.wait_until(lambda: self.has_leaders(topic, partitions), max(timeout_ms, 0) / 1000)
+        return await cache.wait_until(lambda: self.has_leaders(topic, partitions) and cache.has_topic_configs(topic),
+                                      max(timeout_ms, 0) / 1000)
 
     async def auto_create_topic(self, name: str) -> ErrorCode:
         """Metadata-triggered creation with the broker's defaults; LEADER_NOT_AVAILABLE once written."""
