@@ -50,6 +50,7 @@ SET, DELETE = 0, 1
 #: ConfigSource TOPIC_CONFIG: an override of the topic itself.
 TOPIC_CONFIG_SOURCE = 1
 TIMEOUT_MS = 20_000
+BAD_RETENTION = "Invalid value later for configuration retention.ms: Not a number of type LONG"
 
 
 @dataclass
@@ -162,16 +163,17 @@ def test_create_topics_good_and_bad(target: Target) -> None:
          -1, -1, []),
         ("ct-rf0", ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.", -1, -1, []),
         ("ct-rf9", ErrorCode.INVALID_REPLICATION_FACTOR,
-         "Unable to replicate the partition 9 time(s): The target replication factor of 9 cannot be reached "
-         "because only N broker(s) are registered.", -1, -1, []),
+         ("Unable to replicate the partition 9 time(s): The target replication factor of 9 cannot be reached "
+          "because only N broker(s) are registered."), -1, -1, []),
         ("ct-p0", ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.", -1, -1, []),
-        ("ct-badcfg", ErrorCode.INVALID_CONFIG, answers[6][2], -1, -1, []),
+        ("ct-badcfg", ErrorCode.INVALID_CONFIG, ("Invalid value soon for configuration retention.ms: Not a number of "
+                                                  "type LONG"), -1, -1, []),
         ("ct-unknowncfg", ErrorCode.INVALID_CONFIG, "Unknown topic config name: no.such", -1, -1, []),
-        ("bad/name", ErrorCode.INVALID_TOPIC, answers[8][2], -1, -1, []),
+        ("bad/name", ErrorCode.INVALID_TOPIC, ("Topic name \"bad/name\" is illegal, it contains a character "
+                                               "other than ASCII alphanumerics, '.', '_' and '-'"), -1, -1, []),
         ("ct-assign", ErrorCode.INVALID_REPLICATION_ASSIGNMENT, "Unknown broker in the replica assignment.",
          -1, -1, []),
     ]
-    assert "retention.ms" in answers[6][2] and "bad/name" in answers[8][2]
 
 
 def test_create_topics_validate_only_and_already_exists(target: Target) -> None:
@@ -239,21 +241,11 @@ def test_describe_and_alter_topic_configs(target: Target) -> None:
     assert alter(target, "cfg-topic", "retention.ms", "120000") == (0, None)
     assert describe_overrides(target, "cfg-topic") == (
         0, None, [("cleanup.policy", "compact"), ("retention.ms", "120000")])
-    code, message = alter(target, "cfg-topic", "retention.ms", "later")
-    assert code == ErrorCode.INVALID_CONFIG and message is not None and "retention.ms" in message
+    assert alter(target, "cfg-topic", "retention.ms", "later") == (ErrorCode.INVALID_CONFIG, BAD_RETENTION)
     assert alter(target, "cfg-none", "retention.ms", "1") == (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'cfg-none' does not exist.")
     assert describe_overrides(target, "cfg-none") == (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'cfg-none' does not exist.", [])
-
-
-def test_failed_alter_answers_the_same_message_in_both_modes(target: Target) -> None:
-    """The value's own error text is the config layer's, shared by the modes: pinned here once."""
-    assert create(target, topic("cfg-msg"))[0][1] == ErrorCode.NO_ERROR
-    assert alter(target, "cfg-msg", "retention.ms", "later") == (ErrorCode.INVALID_CONFIG, EXPECTED_BAD_VALUE)
-
-
-EXPECTED_BAD_VALUE = "Invalid value later for configuration retention.ms: Not a number of type LONG"
 
 
 # -- DeleteRecords --------------------------------------------------------------------------------
