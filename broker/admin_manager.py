@@ -1,15 +1,16 @@
 """Topic administration: create, delete, add partitions, change configs.
 
 Kafka's AdminManager (ZooKeeper mode) / controller: validates requests the way
-Kafka does and applies them to the metadata store and the hosted partitions.
-Metadata auto-creation and the CreateTopics API share this one code path.
+Kafka does (the checks both modes share are the functions here) and, for the
+lone broker (through broker.topic_admin.LocalTopicAdmin), applies them to its
+metadata store and hosted partitions.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from broker.config.config_def import ConfigValueError
@@ -160,8 +161,6 @@ class AdminManager:
         self.log_manager = log_manager
         self.replica_manager = replica_manager
         self.log_cleaner = log_cleaner
-        #: A cluster member's: writes a topic's overrides to ZooKeeper (blocking, append thread).
-        self.cluster_config_writer: Callable[[str, dict[str, str]], None] | None = None
 
     def host_topic(self, topic: TopicMetadata) -> None:
         """Lead every partition of the topic here (blocking: creates logs)."""
@@ -261,9 +260,6 @@ class AdminManager:
 
     def set_topic_configs(self, name: str, overrides: dict[str, str]) -> None:
         """Replace a topic's overrides: durable first, then applied to its open logs (append thread)."""
-        if self.cluster_config_writer is not None:
-            self.cluster_config_writer(name, overrides)
-            return
         self.metadata.set_topic_configs(name, overrides)
         self.log_manager.update_topic_config(name, overrides)
         log.info("[KafkaServer id=%d] topic %s configs now %s", self.broker_id, name, overrides)

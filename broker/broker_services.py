@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.admin_manager import AdminManager
 from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
 from broker.fetch_session import FetchSessionCache
@@ -22,6 +21,7 @@ from broker.quota.client_quota_admin import ClientQuotaAdmin
 from broker.quota.client_quotas import ClientQuotas
 from broker.security.acl_authorizer import AclAuthorizer
 from broker.security.scram_credentials_manager import ScramCredentialsManager
+from broker.topic_admin import TopicAdmin
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.transaction.transaction_coordinator import ProducerIdGenerator, TransactionCoordinator
 from replication.append_thread import AppendThread
@@ -29,7 +29,7 @@ from replication.replica_manager import ReplicaManager
 from storage.log_config import LogConfig
 
 if TYPE_CHECKING:
-    from broker.cluster.zk_broker import ZkBroker
+    from broker.membership import CoordinatorPlacement, Membership
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,8 @@ class BrokerServices:
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
     transaction_coordinator: TransactionCoordinator
-    admin: AdminManager
+    #: Topic creation, deletion, partitions and configs (broker.topic_admin): the same calls in both modes.
+    topic_admin: TopicAdmin
     #: A fresh producer id: from a block of the lone broker's file, or of ZooKeeper's
     #: /latest_producer_id_block in a cluster.
     generate_producer_id: ProducerIdGenerator
@@ -54,8 +55,10 @@ class BrokerServices:
     cluster_view: ClusterView
     #: Users' SCRAM credentials (DescribeUserScramCredentials, AlterUserScramCredentials).
     scram_credentials: ScramCredentialsManager
-    #: The broker's part in a ZooKeeper cluster (None: the embedded single broker).
-    cluster: ZkBroker | None = None
+    #: The broker's mode: a lone broker or a cluster member (broker.membership).
+    membership: Membership
+    #: Which broker coordinates a group or transactional id.
+    coordinator_placement: CoordinatorPlacement
     #: The ACL authorizer when authorizer.class.name names one; None allows everything (no check at all).
     authorizer: AclAuthorizer | None = None
     #: Client quotas: what each request's client may use, and the configs (DescribeClientQuotas,

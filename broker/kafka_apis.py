@@ -30,7 +30,7 @@ class UnsupportedRequest(Exception):
 class KafkaApis:
     def __init__(self, services: BrokerServices) -> None:
         self.services = services
-        cluster = services.cluster is not None
+        cluster = services.membership.is_cluster
         self.handlers: dict[int, ModuleType] = {module.API_KEY: module for module in handlers.MODULES
                                                 if api_versions.served_by(module, cluster)}
 

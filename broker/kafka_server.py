@@ -22,9 +22,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.admin_manager import AdminManager
 from broker.broker_services import BrokerServices
-from broker.cluster.coordinator_cluster import coordinator_cluster_from_cache
 from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
 from broker.coordinator_wiring import (
@@ -37,19 +35,18 @@ from broker.coordinator_wiring import (
 )
 from broker.fetch_session import FetchSessionCache
 from broker.kafka_apis import KafkaApis
-from broker.metadata_store import MetadataStore
-from broker.metadata_view import LocalClusterView, TopicRegistry
+from broker.membership import LocalMembership, Membership, ServerParts
+from broker.metadata_view import TopicRegistry
 from broker.network.connection_quotas import ConnectionLimits, ConnectionQuotas
 from broker.network.socket_server import SocketServer
-from broker.producer_id_manager import ProducerIdManager
 from broker.quota.client_quota_admin import ClientQuotaAdmin
-from broker.quota.client_quota_configs import ClientQuotaConfigs, ClientQuotasFile
+from broker.quota.client_quota_configs import ClientQuotaConfigs
 from broker.quota.client_quotas import ClientQuotas
 from broker.security.acl_authorizer import AclAuthorizer, parse_super_users
-from broker.security.acl_store import AclStore, FileAclStore, ZkAclStore
 from broker.security.channel_builders import listener_security
-from broker.security.credential_cache import CredentialCache, ScramCredentialsFile
+from broker.security.credential_cache import CredentialCache
 from broker.security.scram_credentials_manager import ScramCredentialsManager
+from coordinator.common.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
 from replication.replication_quota_manager import (
@@ -77,33 +74,42 @@ class KafkaServer:
     def __init__(self, config: BrokerConfig, cluster: ZkBroker | None = None) -> None:
         """``cluster``: the broker's connected ZooKeeper membership (broker.cluster.zk_broker),
         which fixed its broker id and cluster id; None for the embedded single broker."""
-        self.cluster = cluster
+        # The mode, chosen once: everything below is built the same way for both.
+        self.membership: Membership = LocalMembership(config) if cluster is None else cluster
         # TLS contexts first: a bad key store or setting stops the broker before it touches its logs.
         self.listener_security = {listener.name: listener_security(config, listener.name)
                                   for listener in config.listeners}
-        self.metadata: TopicRegistry
-        if cluster is None:
-            # broker.id -1 asks for a generated id; a lone broker takes 0.
-            self.broker_id = max(config.node_id, 0)
-            self.store: MetadataStore | None = MetadataStore(config.log_dirs[0])
-            self.metadata = self.store
-            topic_configs = {t.name: t.configs for t in self.store}
-        else:
-            self.broker_id = cluster.broker_id
-            self.store = None
-            self.metadata = cluster.metadata_cache
-            topic_configs = cluster.initial_topic_configs
+        self.broker_id = self.membership.broker_id
+        self.metadata: TopicRegistry = self.membership.metadata
+        self._build_storage(config)
+        self._build_coordinators()
+        self._build_security_and_quotas(config)
+        self.socket_server = SocketServer(
+            _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(self.membership.is_cluster),
+            config.socket_request_max_bytes, self.credentials, config.connection_failed_authentication_delay_ms,
+            self.connection_quotas, sasl_max_receive_size=config.sasl_server_max_receive_size)
+        self.membership.attach(ServerParts(
+            self.replica_manager, self.group_coordinator, self.dynamic_config, self.append_thread,
+            self.socket_server, self.log_manager, self.log_cleaner, self._topics_deleted))
+        self.services = self._build_services(config)
+        # The socket server is one of the services and KafkaApis needs them all: routed once both exist.
+        self.socket_server.dispatch = KafkaApis(self.services).dispatch
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+        self.started_at = 0.0
+
+    def _build_storage(self, config: BrokerConfig) -> None:
+        """Logs, dynamic configs, the threads that write them, replication and the log cleaner."""
         self.log_manager = LogManager(
             config.log_dirs,
             default_config=LogConfig.from_broker_defaults(config),
-            topic_configs=topic_configs,
+            topic_configs=self.membership.initial_topic_configs,
             broker_id=self.broker_id,
             cluster_id=self.metadata.cluster_id,
         )
         # Loaded before the logs are: dynamic log defaults apply from the first read.
         self.dynamic_config = DynamicBrokerConfig(config, self.broker_id, self.log_manager)
-        if cluster is not None:
-            cluster.adopt_dynamic_configs(self.dynamic_config)  # ZooKeeper's, not the local copy's
+        self.membership.adopt_dynamic_configs(self.dynamic_config)
         self.append_thread = AppendThread(
             concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-append"))
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.append_thread,
@@ -112,7 +118,6 @@ class KafkaServer:
         # throttled replicas (topic configs) reach the replication quotas now and on every change.
         self.dynamic_config.add_reconfigurable(self._update_replication_quotas)
         self.log_manager.add_topic_config_listener(self.replica_manager.update_throttled_replicas)
-        self.producer_ids = ProducerIdManager(config.log_dirs[0]) if cluster is None else None
         # Kafka's kafka-scheduler: checkpoint files are written (two fsyncs each) off the
         # append thread, so a produce never queues behind one (it read offsets, it mutates no log).
         self.scheduler_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-scheduler")
@@ -123,15 +128,13 @@ class KafkaServer:
             producer_id_expiration_ms=config.producer_id_expiration_ms,
         ) if config.log_cleaner_enable else None
         self.cleaner_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-log-cleaner")
-        self.admin = AdminManager(self.broker_id, self.store or MetadataStore.detached(self.metadata.cluster_id),
-                                  self.dynamic_config, self.log_manager, self.replica_manager, self.log_cleaner)
+
+    def _build_coordinators(self) -> None:
+        """The group and transaction coordinators and the transactional produce verifier."""
         self.group_coordinator = build_group_coordinator(self.config, self.broker_id, self.replica_manager)
         self.transaction_state_manager = build_transaction_state_manager(self.config, self.broker_id,
                                                                          self.replica_manager)
-        # In a cluster, markers and verifications go to the partitions' leaders the metadata cache names.
-        coordinator_cluster = None if cluster is None else coordinator_cluster_from_cache(
-            self.broker_id, cluster.metadata_cache, config.inter_broker_listener, cluster.inter_broker_ssl,
-            cluster.inter_broker_sasl)
+        coordinator_cluster = self.membership.coordinator_cluster()
         self.transaction_coordinator = build_transaction_coordinator(
             self.config, self.broker_id, self.replica_manager, self.transaction_state_manager,
             self._generate_producer_id, lambda topic: self.metadata.get(topic) is not None,
@@ -141,16 +144,14 @@ class KafkaServer:
             self.broker_id, self.replica_manager, self.transaction_coordinator, coordinator_cluster)
         self.replica_manager.set_transaction_verifier(
             self.transaction_verifier, lambda: self.config.transaction_partition_verification_enable)
-        in_cluster = cluster is not None
-        # SCRAM credentials: a lone broker's from its file, a cluster member's from /config/users.
+
+    def _build_security_and_quotas(self, config: BrokerConfig) -> None:
+        """SCRAM credentials, ACLs, client quotas and connection limits, kept where the mode keeps them."""
         self.credentials = CredentialCache()
-        self.scram_credentials = ScramCredentialsManager(
-            self.credentials, ScramCredentialsFile(config.log_dirs[0]) if cluster is None else None)
-        self.authorizer = build_authorizer(config, cluster)
-        # Client quotas: a lone broker's from its file, a cluster member's from /config/{users,clients,ips}.
+        self.scram_credentials = ScramCredentialsManager(self.credentials, self.membership.credentials_file())
+        self.authorizer = build_authorizer(config, self.membership)
         self.client_quota_configs = ClientQuotaConfigs()
-        self.client_quota_admin = ClientQuotaAdmin(
-            self.client_quota_configs, ClientQuotasFile(config.log_dirs[0]) if cluster is None else None)
+        self.client_quota_admin = ClientQuotaAdmin(self.client_quota_configs, self.membership.client_quotas_file())
         self.quotas = ClientQuotas(self.client_quota_configs, config.quota_window_num,
                                    config.quota_window_size_seconds)
         # Kafka's ConnectionQuotas: the connection limits, which follow dynamic changes (DynamicConnectionQuota).
@@ -158,41 +159,34 @@ class KafkaServer:
                                                   config.quota_window_size_seconds)
         self.dynamic_config.add_reconfigurable(self._update_connection_limits)
         self.connection_quotas.ip_connection_rate = self.client_quota_configs.ip_quota
-        self.socket_server = SocketServer(
-            _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(in_cluster),
-            config.socket_request_max_bytes, self.credentials, config.connection_failed_authentication_delay_ms,
-            self.connection_quotas, sasl_max_receive_size=config.sasl_server_max_receive_size)
-        self.services = BrokerServices(
+
+    def _build_services(self, config: BrokerConfig) -> BrokerServices:
+        membership = self.membership
+        return BrokerServices(
             broker_id=self.broker_id, metadata=self.metadata, dynamic_config=self.dynamic_config,
             replica_manager=self.replica_manager, group_coordinator=self.group_coordinator,
-            transaction_coordinator=self.transaction_coordinator, admin=self.admin,
+            transaction_coordinator=self.transaction_coordinator, topic_admin=membership.topic_admin,
             generate_producer_id=self._generate_producer_id,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots),
             append_thread=self.append_thread, socket_server=self.socket_server,
-            scram_credentials=self.scram_credentials,
-            cluster_view=(LocalClusterView(self.broker_id, self.dynamic_config, self.socket_server,
-                                           self.replica_manager)
-                          if cluster is None else cluster.metadata_cache),
-            cluster=cluster, authorizer=self.authorizer, quotas=self.quotas,
-            client_quota_admin=self.client_quota_admin)
-        if cluster is not None:
-            from broker.cluster.zk_broker import ServerParts
+            scram_credentials=self.scram_credentials, cluster_view=membership.cluster_view,
+            membership=membership, coordinator_placement=membership.coordinator_placement(self._coordinates),
+            authorizer=self.authorizer, quotas=self.quotas, client_quota_admin=self.client_quota_admin)
 
-            cluster.attach(ServerParts(self.replica_manager, self.group_coordinator, self.dynamic_config,
-                                       self.append_thread, self.socket_server, self.admin, self.log_manager))
-        # The socket server is one of the services and KafkaApis needs them all: routed once both exist.
-        self.socket_server.dispatch = KafkaApis(self.services).dispatch
-        self._tasks: list[asyncio.Task[None]] = []
-        self._stopped = asyncio.Event()
-        self.started_at = 0.0
+    def _coordinates(self, topic: str, partition: int) -> bool:
+        """This broker's coordinator has the partition of its internal topic (loaded here)."""
+        if topic == TRANSACTION_STATE_TOPIC_NAME:
+            return self.transaction_coordinator.txn_manager.coordinator_log.is_local_leader(partition)
+        return self.group_coordinator.coordinator_log.is_local_leader(partition)
+
+    def _topics_deleted(self, topics: set[str]) -> None:
+        """Topics left this broker's metadata: their committed offsets go too (tombstones), so a topic
+        created again under the same name starts without stale positions."""
+        self.group_coordinator.handle_deleted_topics(topics)
 
     def _generate_producer_id(self) -> Awaitable[int]:
-        """A fresh producer id: a lone broker claims blocks on the append thread (a new block is
-        an fsync), a cluster member from ZooKeeper."""
-        if self.cluster is not None:
-            return self.cluster.generate_producer_id()
-        assert self.producer_ids is not None
-        return self.append_thread.run(self.producer_ids.generate_producer_id)
+        """A fresh producer id from the mode's blocks (a file, or ZooKeeper)."""
+        return self.membership.producer_ids.generate_producer_id()
 
     def _update_replication_quotas(self, dynamic: DynamicBrokerConfig) -> None:
         self.replica_manager.quotas.update_rates(dynamic.long_value(LEADER_REPLICATION_THROTTLED_RATE),
@@ -216,30 +210,18 @@ class KafkaServer:
     async def startup(self) -> None:
         started = time.monotonic()
         await asyncio.to_thread(self.log_manager.startup)  # creates and locks the log dirs
-        if self.store is not None:
-            await asyncio.to_thread(self.store.save)  # fixes the cluster id on first start
-            for topic in self.store:
-                self.admin.host_topic(topic)
-        # A cluster member hosts partitions when the controller's LeaderAndIsr says so.
+        await self.membership.host_topics()
         self.group_coordinator.startup()  # loads groups from the __consumer_offsets partitions led here
         follow_leadership(self.group_coordinator, self.replica_manager)  # partitions created or deleted later
         start_transaction_coordinator(self.transaction_coordinator, self.replica_manager)  # likewise
-        if self.cluster is not None:
-            self.scram_credentials.writer = self.cluster.write_user_configs
-            await self.cluster.load_user_credentials(self.credentials)
-            self.client_quota_admin.writer = self.cluster.write_quota_configs
-            await self.cluster.load_client_quotas(self.client_quota_configs)
-        else:
-            await asyncio.to_thread(self.scram_credentials.load)
-            await asyncio.to_thread(self.client_quota_admin.load)
+        await self.membership.load_user_and_quota_configs(self.scram_credentials, self.credentials,
+                                                          self.client_quota_admin, self.client_quota_configs)
         if self.authorizer is not None:  # every ACL is known before the first request is
             await self.authorizer.start()
-            if self.cluster is not None:
-                await self.cluster.follow_acl_changes(self.authorizer)
+            await self.membership.follow_acl_changes(self.authorizer)
         await self.socket_server.start(self.config.listeners, self.listener_security)
-        if self.cluster is not None:
-            # Registered with the bound ports; then the controller election is joined.
-            await self.cluster.startup()
+        # A cluster member registers with the bound ports, then joins the controller election.
+        await self.membership.startup()
         self._start_background_tasks()
         self.started_at = time.time()
         log.info("[KafkaServer id=%d] started in %.0f ms (cluster id %s)",
@@ -247,9 +229,8 @@ class KafkaServer:
 
     async def shutdown(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
-        if self.cluster is not None:
-            # Leaderships move to other replicas while this broker still serves (ControlledShutdown).
-            await self.cluster.controlled_shutdown()
+        # Leaderships move to other replicas while this broker still serves (ControlledShutdown).
+        await self.membership.controlled_shutdown()
         self.socket_server.stop_accepting()
         await self.group_coordinator.shutdown()  # answers parked joins/syncs, cancels its timers
         # Cancels its timers and marker writes, then the state manager's loads and expiry timer.
@@ -258,8 +239,7 @@ class KafkaServer:
         # Parked long polls (and acks=all produces) are answered now with what they
         # have, so draining waits only for real work, not for fetch.wait.max.ms.
         self.replica_manager.shutdown()
-        if self.cluster is not None:
-            await self.cluster.shutdown_replication()  # fetchers stop before the logs close
+        await self.membership.shutdown_replication()  # fetchers stop before the logs close
         await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
         for task in self._tasks:
             task.cancel()
@@ -273,8 +253,7 @@ class KafkaServer:
         self.scheduler_executor.shutdown(wait=True)
         self.append_thread.shutdown()
         await asyncio.to_thread(self.log_manager.shutdown)
-        if self.cluster is not None:
-            await self.cluster.shutdown()  # controller resigns, registration goes with the session
+        await self.membership.shutdown()  # a controller resigns, a registration goes with the session
         log.info("[KafkaServer id=%d] shut down cleanly", self.broker_id)
         self._stopped.set()
 
@@ -341,13 +320,13 @@ class KafkaServer:
         self._tasks.append(asyncio.create_task(loop(), name=name))
 
 
-def build_authorizer(config: BrokerConfig, cluster: ZkBroker | None) -> AclAuthorizer | None:
+def build_authorizer(config: BrokerConfig, membership: Membership) -> AclAuthorizer | None:
     """The ACL authorizer authorizer.class.name asks for: ACLs in ZooKeeper for a cluster member,
     in the first log dir for a lone broker."""
     if not config.authorizer_class_name:
         return None
-    store: AclStore = FileAclStore(config.log_dirs[0]) if cluster is None else ZkAclStore(cluster.zk)
-    return AclAuthorizer(store, parse_super_users(config.super_users), config.allow_everyone_if_no_acl_found)
+    return AclAuthorizer(membership.acl_store(), parse_super_users(config.super_users),
+                         config.allow_everyone_if_no_acl_found)
 
 
 def connection_limits(dynamic: DynamicBrokerConfig) -> ConnectionLimits:

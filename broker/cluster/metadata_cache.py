@@ -266,6 +266,7 @@ class ZkMetadataCache:
         known = self._topics.get(topic)
         if known is not None:
             known.configs = dict(configs)
+        self._wake_waiters()  # a created topic is ready once its overrides are known too
 
     def remove_topic_configs(self, topic: str) -> None:
         self._topic_configs.pop(topic, None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError, TopicCreation, check_partition_increase, plan_topic_creation
@@ -41,27 +41,22 @@ NO_LEADER = -1
 ZK_WRITE_TIMEOUT_S = 30.0
 
 
-@dataclass(frozen=True, slots=True)
-class AdminResult:
-    error_code: ErrorCode
-    message: str | None = None
-
-
-OK = AdminResult(ErrorCode.NO_ERROR)
-
-
-def _error_of(exc: Exception) -> AdminResult:
+def _error_of(exc: Exception) -> AdminError:
     """Kafka's error code for what the ZooKeeper admin client raised (its errors carry one)."""
+    if isinstance(exc, AdminError):
+        return exc
     code = getattr(exc, "error_code", None)
     if code is None:
         if type(exc).__name__ in ("TopicExistsError", "NodeExistsError"):
-            return AdminResult(ErrorCode.TOPIC_ALREADY_EXISTS, str(exc) or None)
+            return AdminError(ErrorCode.TOPIC_ALREADY_EXISTS, str(exc))
         log.error("topic administration failed", exc_info=exc)
-        return AdminResult(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc) or type(exc).__name__)
-    return AdminResult(ErrorCode(code), getattr(exc, "message", None) or str(exc) or None)
+        return AdminError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc) or type(exc).__name__)
+    return AdminError(ErrorCode(code), getattr(exc, "message", None) or str(exc))
 
 
 class ZkTopicAdmin:
+    """broker.topic_admin.TopicAdmin of a cluster member: changes go to ZooKeeper, refusals raise AdminError."""
+
     def __init__(self, broker_id: int, zk: KafkaZkClient, cache: ZkMetadataCache,
                  loop: asyncio.AbstractEventLoop) -> None:
         self.broker_id = broker_id
@@ -91,24 +86,22 @@ class ZkTopicAdmin:
         return self.cache.alive_broker_ids()
 
     # -- creation ---------------------------------------------------------------
-    def plan_topic(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str | None],
-                   assignments: dict[int, list[int]] | None) -> TopicCreation:
+    def plan_topic(self, name: str, num_partitions: int, replication_factor: int,
+                   configs: Mapping[str, str | None], assignments: Mapping[int, list[int]] | None) -> TopicCreation:
         return plan_topic_creation(self.dynamic_config, name, num_partitions, replication_factor,
                                    configs, assignments, name in self.cache, self.live_brokers())
 
-    async def create_topic(self, plan: TopicCreation, validate_only: bool = False) -> AdminResult:
+    async def create_topic(self, plan: TopicCreation, validate_only: bool) -> None:
         """Write the topic to ZooKeeper (config znode, then assignment); the controller does the rest.
         ``validate_only``: the admin client's checks against ZooKeeper, nothing written."""
         try:
             await self.client.create_topic(plan.name, plan.num_partitions, plan.replication_factor, plan.configs,
                                            plan.assignments, validate_only=validate_only)
         except Exception as exc:
-            return _error_of(exc)
-        if validate_only:
-            return OK
-        log.info("[KafkaServer id=%d] created topic %s (%d partition(s), RF %d) in ZooKeeper",
-                 self.broker_id, plan.name, plan.num_partitions, plan.replication_factor)
-        return OK
+            raise _error_of(exc) from None
+        if not validate_only:
+            log.info("[KafkaServer id=%d] created topic %s (%d partition(s), RF %d) in ZooKeeper",
+                     self.broker_id, plan.name, plan.num_partitions, plan.replication_factor)
 
     def has_leaders(self, topic: str, partitions: int) -> bool:
         """Every partition of the topic is in the cache with a leader (DelayedCreatePartitions' test)."""
@@ -117,8 +110,11 @@ class ZkTopicAdmin:
         return len(states) >= partitions and all(s.leader_id != NO_LEADER for s in states)
 
     async def wait_for_leaders(self, topic: str, partitions: int, timeout_ms: int) -> bool:
+        """Also until the topic's overrides were read here: DescribeConfigs after the answer shows
+        them, as on the lone broker."""
         cache = self.cache
-        return await cache.wait_until(lambda: self.has_leaders(topic, partitions), max(timeout_ms, 0) / 1000)
+        return await cache.wait_until(lambda: self.has_leaders(topic, partitions) and cache.has_topic_configs(topic),
+                                      max(timeout_ms, 0) / 1000)
 
     async def auto_create_topic(self, name: str) -> ErrorCode:
         """Metadata-triggered creation with the broker's defaults; LEADER_NOT_AVAILABLE once written."""
@@ -145,10 +141,12 @@ class ZkTopicAdmin:
                 return ErrorCode.LEADER_NOT_AVAILABLE
             log.warning("[KafkaServer id=%d] cannot create %s: %s", self.broker_id, name, exc.message)
             return exc.error_code
-        result = await self.create_topic(plan)
-        if result.error_code in (ErrorCode.NO_ERROR, ErrorCode.TOPIC_ALREADY_EXISTS):
-            return ErrorCode.LEADER_NOT_AVAILABLE
-        return result.error_code
+        try:
+            await self.create_topic(plan, validate_only=False)
+        except AdminError as exc:
+            if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                return exc.error_code
+        return ErrorCode.LEADER_NOT_AVAILABLE
 
     def _internal_rf(self, name: str, wanted: int, config_name: str, live: int) -> int:
         if 0 < live < wanted:
@@ -169,17 +167,16 @@ class ZkTopicAdmin:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     # -- deletion -----------------------------------------------------------------
-    async def delete_topic(self, name: str) -> AdminResult:
+    async def delete_topic(self, name: str) -> None:
         if name not in self.cache:
-            return AdminResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+            raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         if not self.dynamic_config.config.delete_topic_enable:
-            return AdminResult(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+            raise AdminError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         try:
             await self.client.delete_topic(name)
         except Exception as exc:
-            return _error_of(exc)
+            raise _error_of(exc) from None
         log.info("[KafkaServer id=%d] marked topic %s for deletion", self.broker_id, name)
-        return OK
 
     async def wait_until_deleted(self, names: list[str], timeout_ms: int) -> bool:
         cache = self.cache
@@ -187,19 +184,18 @@ class ZkTopicAdmin:
 
     # -- partitions -----------------------------------------------------------------
     async def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None,
-                                validate_only: bool) -> AdminResult:
+                                validate_only: bool) -> None:
         topic = self.cache.get(name)
         if topic is None:
-            return AdminResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        check_partition_increase(topic, total, assignments, self.live_brokers())
         try:
-            check_partition_increase(topic, total, assignments, self.live_brokers())
             await self.client.add_partitions(name, total, assignments, validate_only=validate_only)
-        except Exception as exc:  # an AdminError of the checks carries its code and message too
-            return _error_of(exc)
-        return OK
+        except Exception as exc:
+            raise _error_of(exc) from None
 
     # -- configs -------------------------------------------------------------------
-    def write_topic_configs_blocking(self, name: str, overrides: dict[str, str]) -> None:
+    def set_topic_configs_blocking(self, name: str, overrides: dict[str, str]) -> None:
         """AlterConfigs / IncrementalAlterConfigs on a topic, called on the append thread (where the
         config admin runs): /config/topics/T plus a change notification, which every broker follows;
         this broker's logs and cache take the new overrides at once."""

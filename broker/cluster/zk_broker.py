@@ -34,19 +34,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.cluster.components import controller_config, replication_config
 from broker.cluster.controlled_shutdown import ControlledShutdownClient
+from broker.cluster.coordinator_cluster import CoordinatorCluster, coordinator_cluster_from_cache
 from broker.cluster.metadata_cache import ZkMetadataCache
 from broker.cluster.zk_admin import ZK_WRITE_TIMEOUT_S, ZkTopicAdmin
 from broker.cluster.zk_producer_id_manager import ZkProducerIdManager
 from broker.config.broker_config import BrokerConfig
+from broker.membership import CoordinatorPlacement, LeaderCoordinatorPlacement, ServerParts
 from broker.metadata_store import new_cluster_id
 from broker.quota.client_quota_configs import ClientQuotaConfigs
 from broker.quota.client_quota_entity import ClientQuotaEntity
-from broker.security.acl_store import ZkAclStore, decode_literal_change, decode_prefixed_change
+from broker.security.acl_store import AclStore, ZkAclStore, decode_literal_change, decode_prefixed_change
 from broker.security.channel_builders import inter_broker_sasl, inter_broker_ssl_context
 from controller.kafka_controller import KafkaController
 from controller.zk.kafka_zk_client import KafkaZkClient, NodeExistsError
@@ -74,16 +75,14 @@ from replication.alter_partition_manager import AlterPartitionManager
 from storage.meta_properties import check_meta_properties
 
 if TYPE_CHECKING:
-    from broker.admin_manager import AdminManager
     from broker.config.dynamic_broker_config import DynamicBrokerConfig
-    from broker.network.socket_server import SocketServer
+    from broker.quota.client_quota_admin import ClientQuotaAdmin
+    from broker.quota.client_quota_configs import ClientQuotasFile
     from broker.security.acl_authorizer import AclAuthorizer
     from broker.security.acl_binding import ResourcePattern
-    from broker.security.credential_cache import CredentialCache
-    from coordinator.group.group_coordinator import GroupCoordinator
-    from replication.append_thread import AppendThread
+    from broker.security.credential_cache import CredentialCache, ScramCredentialsFile
+    from broker.security.scram_credentials_manager import ScramCredentialsManager
     from replication.replica_manager import ReplicaManager
-    from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -91,25 +90,15 @@ log = logging.getLogger(__name__)
 REREGISTER_BACKOFF_S = 1.0
 
 
-@dataclass(frozen=True, slots=True)
-class ServerParts:
-    """The server's components a cluster member works with (KafkaServer builds them)."""
-
-    replica_manager: ReplicaManager
-    group_coordinator: GroupCoordinator
-    dynamic_config: DynamicBrokerConfig
-    append_thread: AppendThread
-    socket_server: SocketServer
-    admin: AdminManager
-    log_manager: LogManager
-
-
 class BrokerIdGenerationDisabledError(Exception):
     """broker.id is -1, the log dirs carry none and broker.id.generation.enable is false."""
 
 
 class ZkBroker:
-    """A broker's ZooKeeper session, registration, controller and cluster-wide admin path."""
+    """A broker's ZooKeeper session, registration, controller and cluster-wide admin path: the
+    cluster member's broker.membership.Membership."""
+
+    is_cluster = True
 
     def __init__(self, config: BrokerConfig, zk: KafkaZkClient, cluster_id: str, broker_id: int,
                  initial_topic_configs: dict[str, dict[str, str]]) -> None:
@@ -180,14 +169,58 @@ class ZkBroker:
         self._parts = parts
         self.replica_states.replication_config = replication_config(self.config, self.inter_broker_ssl, self.inter_broker_sasl)
         self.admin.attach(parts.dynamic_config, parts.log_manager)
-        # Topic and broker config changes (config admin, on the append thread) go to ZooKeeper.
-        parts.admin.cluster_config_writer = self.admin.write_topic_configs_blocking
+        # Broker config changes (config admin, on the append thread) go to ZooKeeper.
         parts.dynamic_config.cluster_writer = self._write_broker_configs_blocking
 
     def adopt_dynamic_configs(self, dynamic_config: DynamicBrokerConfig) -> None:
         """The dynamic broker configs start from what ZooKeeper holds, before the server builds its
         components from them (no file write here: this runs on the event loop)."""
         dynamic_config.adopt(*self.initial_broker_configs, save=False)
+
+    # -- the mode's parts (broker.membership.Membership) ----------------------------
+    @property
+    def metadata(self) -> ZkMetadataCache:
+        return self.metadata_cache
+
+    @property
+    def cluster_view(self) -> ZkMetadataCache:
+        return self.metadata_cache
+
+    @property
+    def topic_admin(self) -> ZkTopicAdmin:
+        return self.admin
+
+    def coordinator_cluster(self) -> CoordinatorCluster | None:
+        """Markers and verifications go to the partitions' leaders the metadata cache names."""
+        return coordinator_cluster_from_cache(self.broker_id, self.metadata_cache, self.config.inter_broker_listener,
+                                              self.inter_broker_ssl, self.inter_broker_sasl)
+
+    def coordinator_placement(self, is_local_leader: Callable[[str, int], bool]) -> CoordinatorPlacement:
+        return LeaderCoordinatorPlacement(self.metadata_cache)
+
+    def acl_store(self) -> AclStore:
+        return ZkAclStore(self.zk)
+
+    def credentials_file(self) -> ScramCredentialsFile | None:
+        return None  # /config/users
+
+    def client_quotas_file(self) -> ClientQuotasFile | None:
+        return None  # /config/{users,clients,ips}
+
+    async def host_topics(self) -> None:
+        """Partitions are hosted when the controller's LeaderAndIsr says so."""
+
+    async def load_user_and_quota_configs(self, scram: ScramCredentialsManager, credentials: CredentialCache,
+                                          quota_admin: ClientQuotaAdmin, quota_configs: ClientQuotaConfigs) -> None:
+        scram.writer = self.write_user_configs
+        await self.load_user_credentials(credentials)
+        quota_admin.writer = self.write_quota_configs
+        await self.load_client_quotas(quota_configs)
+
+    async def wait_for_brokers(self, listener_name: str) -> None:
+        cache = self.metadata_cache
+        await cache.wait_until(lambda: bool(cache.alive_brokers(listener_name)),
+                               self.config.zookeeper_session_timeout_ms / 1000)
 
     @property
     def parts(self) -> ServerParts:
@@ -318,7 +351,7 @@ class ZkBroker:
         if gone:
             # Committed offsets of deleted topics go too (Kafka's onPartitionsDeleted), and their
             # overrides: a topic created again under the name starts from its own config znode.
-            self.parts.group_coordinator.handle_deleted_topics(gone)
+            self.parts.topics_deleted(gone)
             for topic in gone:
                 cache.remove_topic_configs(topic)
             self._spawn(self._forget_topic_configs(sorted(gone)), "forget-topic-configs")

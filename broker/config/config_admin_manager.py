@@ -117,7 +117,7 @@ def _set_topic(broker: BrokerServices, name: str, configs: Mapping[str, str | No
     except AdminError as exc:
         raise ConfigChangeError(exc.error_code, exc.message) from None
     if not validate_only:
-        broker.admin.set_topic_configs(name, overrides)
+        broker.topic_admin.set_topic_configs_blocking(name, overrides)
 
 
 def alter_topic(broker: BrokerServices, name: str, configs: list[tuple[str, str | None]], validate_only: bool) -> None:

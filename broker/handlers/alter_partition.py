@@ -25,10 +25,9 @@ CLUSTER_ONLY = True
 
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: AlterPartitionRequest) -> AlterPartitionResponse:
-    assert broker.cluster is not None
     if not authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION):
         return AlterPartitionResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    controller = broker.cluster.controller
+    controller = broker.membership.controller
     if controller is None or not controller.is_active:
         return AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER)
     return await controller.alter_partition(request)

@@ -34,11 +34,10 @@ CLUSTER_ONLY = True
 
 async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
-    assert broker.cluster is not None
     if not authorize_cluster(ctx, broker, AclOperation.ALTER):
         return AlterPartitionReassignmentsResponse(
             throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Cluster authorization failed.")
-    controller = broker.cluster.controller
+    controller = broker.membership.controller
     if controller is None or not controller.is_active:
         return AlterPartitionReassignmentsResponse(
             throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER,

@@ -56,4 +56,4 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ApiVersionsRequ
         _valid_client_software(request.client_software_name) and _valid_client_software(request.client_software_version)
     ):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
-    return build_response(cluster=broker.cluster is not None)
+    return build_response(cluster=broker.membership.is_cluster)

@@ -33,10 +33,9 @@ BROKER_EPOCH_VERSION = 2
 
 async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: ControlledShutdownRequest) -> ControlledShutdownResponse:
-    assert broker.cluster is not None
     if not authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION):
         return ControlledShutdownResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    controller = broker.cluster.controller
+    controller = broker.membership.controller
     if controller is None or not controller.is_active:
         return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER)
     epoch = request.broker_epoch if ctx.api_version >= BROKER_EPOCH_VERSION else -1

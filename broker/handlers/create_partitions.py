@@ -2,10 +2,10 @@
 
 Validation follows Kafka: the count must grow (INVALID_PARTITIONS otherwise),
 manual assignments must name one live broker list per new partition
-(INVALID_REPLICATION_ASSIGNMENT). Creation writes the metadata store and new
-partition directories, so it runs on the append thread. In a cluster the new
-partitions are written to ZooKeeper (any broker) and the answer waits, at most
-the request's timeout, until they have leaders in this broker's metadata cache.
+(INVALID_REPLICATION_ASSIGNMENT). ``broker.topic_admin`` adds them (a lone
+broker's metadata store and partition directories on the append thread, or
+ZooKeeper for a cluster member) and the answer waits, at most the request's
+timeout, until they have leaders this broker sees.
 """
 
 from __future__ import annotations
@@ -36,49 +36,35 @@ MAX_VERSION = 3
 _STRICT_QUOTA_VERSION = 3
 
 
-def _create_one(broker: BrokerServices, topic: CreatePartitionsTopic, validate_only: bool) -> CreatePartitionsTopicResult:
+async def _create_one(broker: BrokerServices, topic: CreatePartitionsTopic,
+                      validate_only: bool) -> CreatePartitionsTopicResult:
     result = CreatePartitionsTopicResult(name=topic.name, error_code=ErrorCode.NO_ERROR, error_message=None)
     assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
     try:
-        broker.admin.create_partitions(topic.name, topic.count, validate_only, assignments)
+        await broker.topic_admin.create_partitions(topic.name, topic.count, assignments, validate_only)
     except AdminError as exc:
         result.error_code, result.error_message = exc.error_code, exc.message
     return result
 
 
-def _create_all(broker: BrokerServices, request: CreatePartitionsRequest) -> list[CreatePartitionsTopicResult]:
+async def _create_all(broker: BrokerServices, request: CreatePartitionsRequest) -> list[CreatePartitionsTopicResult]:
+    """Each topic grown in turn; answered once the new partitions have leaders this broker sees
+    (at most the request's timeout: REQUEST_TIMED_OUT after, the partitions stay)."""
     names = [t.name for t in request.topics]
-    results = []
+    results: list[CreatePartitionsTopicResult] = []
+    waits: list[tuple[CreatePartitionsTopicResult, int]] = []
     for topic in request.topics:
         if names.count(topic.name) > 1:
             results.append(CreatePartitionsTopicResult(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
                                                        error_message="Duplicate topic name."))
             continue
-        results.append(_create_one(broker, topic, request.validate_only))
-    return results
-
-
-async def _create_in_cluster(broker: BrokerServices, request: CreatePartitionsRequest
-                             ) -> list[CreatePartitionsTopicResult]:
-    """Written to ZooKeeper; answered once the new partitions have leaders here (at most the timeout)."""
-    assert broker.cluster is not None
-    admin = broker.cluster.admin
-    names = [t.name for t in request.topics]
-    results = []
-    waits: list[tuple[CreatePartitionsTopicResult, int]] = []
-    for topic in request.topics:
-        result = CreatePartitionsTopicResult(name=topic.name, error_code=ErrorCode.NO_ERROR, error_message=None)
+        result = await _create_one(broker, topic, request.validate_only)
         results.append(result)
-        if names.count(topic.name) > 1:
-            result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
-            continue
-        assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
-        outcome = await admin.create_partitions(topic.name, topic.count, assignments, request.validate_only)
-        result.error_code, result.error_message = outcome.error_code, outcome.message
-        if outcome.error_code == ErrorCode.NO_ERROR and not request.validate_only:
+        if result.error_code == ErrorCode.NO_ERROR and not request.validate_only:
             waits.append((result, topic.count))
     if waits and request.timeout_ms > 0:
-        ready = await asyncio.gather(*(admin.wait_for_leaders(r.name, n, request.timeout_ms) for r, n in waits))
+        ready = await asyncio.gather(*(broker.topic_admin.wait_for_leaders(r.name, n, request.timeout_ms)
+                                       for r, n in waits))
         for (result, _), ok in zip(waits, ready, strict=True):
             if not ok:
                 result.error_code = ErrorCode.REQUEST_TIMED_OUT
@@ -106,10 +92,7 @@ async def handle(ctx: RequestContext, broker: BrokerServices,
                                                error_message=THROTTLING_QUOTA_EXCEEDED_MESSAGE)
                    for n, _ in mutations if n in admission.refused]
         throttle_ms = admission.throttle_time_ms
-    if broker.cluster is not None:
-        results = await _create_in_cluster(broker, request)
-    else:
-        results = await broker.append_thread.run(_create_all, broker, request)
+    results = await _create_all(broker, request)
     return CreatePartitionsResponse(throttle_time_ms=throttle_ms, results=results + denied)
 
 

@@ -1,9 +1,10 @@
 """CreateTopics (19): validate and create topics (``validate_only`` checks only).
 
-Creation writes the metadata store and partition directories with fsyncs, so
-it runs on the append thread. In a cluster it is written to ZooKeeper instead
-(any broker), and answered once the controller gave every new partition a
-leader that this broker's metadata cache shows (Kafka's DelayedCreatePartitions).
+The checks and the answer are the same in both modes; ``broker.topic_admin``
+makes the creation so (a lone broker's metadata store and partition
+directories on the append thread, or ZooKeeper for a cluster member) and the
+answer waits until every new partition has a leader this broker sees (Kafka's
+DelayedCreatePartitions).
 
 v0 and v1 (removed in Kafka 4) are served as Kafka 3.9 served them: v0 has
 no ``validate_only`` (it always creates) and its results carry no error
@@ -40,35 +41,48 @@ MAX_VERSION = 7
 _STRICT_QUOTA_VERSION = 6
 
 
-def _create_one(broker: BrokerServices, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
-    result = CreatableTopicResult(name=topic.name, error_code=ErrorCode.NO_ERROR)
+async def _create_one(broker: BrokerServices, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
+    result = CreatableTopicResult(name=topic.name, error_code=ErrorCode.NO_ERROR, num_partitions=-1,
+                                  replication_factor=-1)
+    admin = broker.topic_admin
     try:
-        plan = broker.admin.plan_topic(
-            topic.name, topic.num_partitions, topic.replication_factor,
-            {c.name: c.value for c in topic.configs},
-            {a.partition_index: list(a.broker_ids) for a in topic.assignments},
-        )
+        plan = admin.plan_topic(topic.name, topic.num_partitions, topic.replication_factor,
+                                {c.name: c.value for c in topic.configs},
+                                {a.partition_index: list(a.broker_ids) for a in topic.assignments})
+        await admin.create_topic(plan, validate_only)
     except AdminError as exc:
         result.error_code, result.error_message = exc.error_code, exc.message
-        result.num_partitions = result.replication_factor = -1
         return result
-    if not validate_only:
-        result.topic_id = broker.admin.create_topic(plan).topic_id
     result.num_partitions, result.replication_factor = plan.num_partitions, plan.replication_factor
-    result.configs = _config_entries(broker, broker.metadata.configs_of(topic.name)) if not validate_only else []
+    if not validate_only:
+        result.configs = _config_entries(broker, plan.configs)
     return result
 
 
-def _create_all(broker: BrokerServices, request: CreateTopicsRequest) -> list[CreatableTopicResult]:
+async def _create_all(broker: BrokerServices, request: CreateTopicsRequest) -> list[CreatableTopicResult]:
+    """Each topic checked and created in turn; answered once every new partition has a leader this
+    broker sees (at most the request's timeout: REQUEST_TIMED_OUT after, the topic stays)."""
     names = [t.name for t in request.topics]
-    results = []
+    results: list[CreatableTopicResult] = []
     for topic in request.topics:
         if names.count(topic.name) > 1:
             results.append(CreatableTopicResult(
                 name=topic.name, error_code=ErrorCode.INVALID_REQUEST, num_partitions=-1, replication_factor=-1,
                 error_message="Create topics request from client contains duplicate topic names."))
             continue
-        results.append(_create_one(broker, topic, request.validate_only))
+        results.append(await _create_one(broker, topic, request.validate_only))
+    created = [r for r in results if r.error_code == ErrorCode.NO_ERROR and not request.validate_only]
+    if created and request.timeout_ms > 0:
+        ready = await asyncio.gather(*(broker.topic_admin.wait_for_leaders(r.name, r.num_partitions,
+                                                                           request.timeout_ms) for r in created))
+        for result, ok in zip(created, ready, strict=True):
+            if not ok:
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+                result.error_message = "Timed out waiting for the topic's partitions to get leaders."
+    for result in created:
+        known = broker.metadata.get(result.name)
+        if known is not None:
+            result.topic_id = known.topic_id
     return results
 
 
@@ -76,50 +90,6 @@ def _config_entries(broker: BrokerServices, configs: dict[str, str]) -> list[Cre
     return [CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                                   is_sensitive=e.sensitive)
             for e in topic_config_entries(broker.dynamic_config, configs)]
-
-
-async def _create_in_cluster(broker: BrokerServices, request: CreateTopicsRequest) -> list[CreatableTopicResult]:
-    """Validate here, write to ZooKeeper, and answer once every new partition has a leader in this
-    broker's cache (at most the request's timeout: REQUEST_TIMED_OUT after)."""
-    assert broker.cluster is not None
-    admin = broker.cluster.admin
-    names = [t.name for t in request.topics]
-    results: list[CreatableTopicResult] = []
-    created: list[tuple[CreatableTopicResult, int]] = []
-    for topic in request.topics:
-        result = CreatableTopicResult(name=topic.name, error_code=ErrorCode.NO_ERROR, num_partitions=-1,
-                                      replication_factor=-1)
-        results.append(result)
-        if names.count(topic.name) > 1:
-            result.error_code = ErrorCode.INVALID_REQUEST
-            result.error_message = "Create topics request from client contains duplicate topic names."
-            continue
-        try:
-            plan = admin.plan_topic(topic.name, topic.num_partitions, topic.replication_factor,
-                                    {c.name: c.value for c in topic.configs},
-                                    {a.partition_index: list(a.broker_ids) for a in topic.assignments})
-        except AdminError as exc:
-            result.error_code, result.error_message = exc.error_code, exc.message
-            continue
-        outcome = await admin.create_topic(plan, request.validate_only)
-        if outcome.error_code != ErrorCode.NO_ERROR:
-            result.error_code, result.error_message = outcome.error_code, outcome.message
-            continue
-        if not request.validate_only:
-            created.append((result, plan.num_partitions))
-            result.configs = _config_entries(broker, plan.configs)
-        result.num_partitions, result.replication_factor = plan.num_partitions, plan.replication_factor
-    if created and request.timeout_ms > 0:
-        ready = await asyncio.gather(*(admin.wait_for_leaders(r.name, n, request.timeout_ms) for r, n in created))
-        for (result, _), ok in zip(created, ready, strict=True):
-            if not ok:
-                result.error_code = ErrorCode.REQUEST_TIMED_OUT
-                result.error_message = "Timed out waiting for the topic's partitions to get leaders."
-    for result, _ in created:
-        known = broker.metadata.get(result.name)
-        if known is not None:
-            result.topic_id = known.topic_id
-    return results
 
 
 def _authorize(ctx: RequestContext, broker: BrokerServices, request: CreateTopicsRequest
@@ -148,10 +118,7 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: CreateTop
     if broker.quotas is not None and not request.validate_only:
         throttled, throttle_ms = _admit(ctx, broker, request)
         denied += throttled
-    if broker.cluster is not None:
-        results = await _create_in_cluster(broker, request)
-    else:
-        results = await broker.append_thread.run(_create_all, broker, request)
+    results = await _create_all(broker, request)
     if describable is not None:
         for result in results:
             if result.name not in describable:

@@ -1,11 +1,11 @@
 """DeleteTopics (20): delete topics by name, or (v6+) by topic id.
 
-Each topic leaves the metadata store first, then its partitions are unhosted
-and their directories renamed to ``<tp>.<uuid>-delete`` and removed by the
-log manager, all on the append thread. A topic created again under the same
-name gets a new id and empty logs. In a cluster the topic is marked in
-ZooKeeper's ``/admin/delete_topics`` (any broker) and the answer waits until
-the controller's UpdateMetadata removed it here (Kafka's DelayedDeleteTopics).
+The checks and the answer are the same in both modes; ``broker.topic_admin``
+deletes (a lone broker drops the topic from its metadata store, then unhosts
+its partitions on the append thread; a cluster member marks it in ZooKeeper's
+``/admin/delete_topics``) and the answer waits until the topic left this
+broker's metadata (Kafka's DelayedDeleteTopics). A topic created again under
+the same name gets a new id and empty logs.
 """
 
 from __future__ import annotations
@@ -37,79 +37,54 @@ def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str
     return DeletableTopicResult(name=name, topic_id=topic_id, error_code=code, error_message=message)
 
 
-def _delete_one(broker: BrokerServices, name: str | None, topic_id: uuid.UUID, version: int) -> DeletableTopicResult:
+def _malformed(name: str | None, topic_id: uuid.UUID, names: list[str],
+               ids: list[uuid.UUID]) -> DeletableTopicResult | None:
+    """Kafka's checks of one entry before any lookup: both or neither of name and id, duplicates."""
     if name is not None and topic_id != ZERO_UUID:
         return _result(name, topic_id, ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.")
+    if name is None and topic_id == ZERO_UUID:
+        return _result(None, topic_id, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.")
+    if name is not None and names.count(name) > 1:
+        return _result(name, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+    if name is None and ids.count(topic_id) > 1:
+        return _result(None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id.")
+    return None
+
+
+async def _delete_one(broker: BrokerServices, name: str | None, topic_id: uuid.UUID,
+                      version: int) -> DeletableTopicResult:
     if name is None:
-        if topic_id == ZERO_UUID:
-            return _result(None, topic_id, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.")
-        topic = broker.metadata.by_id(topic_id)
-        if topic is None:
+        known = broker.metadata.by_id(topic_id)
+        if known is None:
             return _result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
-        name = topic.name
+        name = known.name
+    existing = broker.metadata.get(name)
     try:
-        deleted = broker.admin.delete_topic(name)
+        await broker.topic_admin.delete_topic(name)
     except AdminError as exc:
         code = exc.error_code
         if code == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
             code = ErrorCode.INVALID_REQUEST  # the code older clients know for it
         return _result(name, topic_id, code, exc.message)
-    return _result(name, deleted.topic_id, ErrorCode.NO_ERROR, None)
+    return _result(name, existing.topic_id if existing is not None else topic_id, ErrorCode.NO_ERROR, None)
 
 
-def _delete_all(broker: BrokerServices, wanted: list[tuple[str | None, uuid.UUID]],
-                version: int) -> list[DeletableTopicResult]:
-    results = []
-    names = [n for n, _ in wanted if n is not None]
+async def _delete_all(broker: BrokerServices, wanted: list[tuple[str | None, uuid.UUID]], version: int,
+                      timeout_ms: int) -> list[DeletableTopicResult]:
+    """Delete each topic; answer once they left this broker's metadata (at most the request's
+    timeout: REQUEST_TIMED_OUT after), as Kafka's DelayedDeleteTopics."""
+    # An entry with both a name and an id is refused on its own: it counts as neither's duplicate (Kafka).
+    names = [n for n, i in wanted if n is not None and i == ZERO_UUID]
     ids = [i for n, i in wanted if n is None and i != ZERO_UUID]
-    for name, topic_id in wanted:
-        if name is not None and names.count(name) > 1:
-            results.append(_result(name, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
-        elif name is None and ids.count(topic_id) > 1:
-            results.append(_result(None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
-        else:
-            results.append(_delete_one(broker, name, topic_id, version))
-    return results
-
-
-async def _delete_in_cluster(broker: BrokerServices, wanted: list[tuple[str | None, uuid.UUID]], version: int,
-                             timeout_ms: int) -> list[DeletableTopicResult]:
-    """Mark each topic for deletion in ZooKeeper; answer once they left this broker's cache (at most
-    the request's timeout: REQUEST_TIMED_OUT after), as Kafka's DelayedDeleteTopics."""
-    assert broker.cluster is not None
-    admin = broker.cluster.admin
     results: list[DeletableTopicResult] = []
-    marked: list[DeletableTopicResult] = []
-    names = [n for n, _ in wanted if n is not None]
-    ids = [i for n, i in wanted if n is None and i != ZERO_UUID]
     for name, topic_id in wanted:
-        if name is not None and topic_id != ZERO_UUID:
-            results.append(_result(name, topic_id, ErrorCode.INVALID_REQUEST,
-                                   "You may not specify both topic name and topic id."))
-            continue
-        if (name is not None and names.count(name) > 1) or (name is None and ids.count(topic_id) > 1):
-            results.append(_result(name, topic_id, ErrorCode.INVALID_REQUEST,
-                                   "Duplicate topic name." if name is not None else "Duplicate topic id."))
-            continue
-        if name is None:
-            known = broker.metadata.by_id(topic_id)
-            if known is None:
-                results.append(_result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
-                                       "This server does not host this topic ID."))
-                continue
-            name = known.name
-        existing = broker.metadata.get(name)
-        outcome = await admin.delete_topic(name)
-        code = outcome.error_code
-        if code == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
-            code = ErrorCode.INVALID_REQUEST
-        result = _result(name, existing.topic_id if existing is not None else topic_id, code, outcome.message)
-        results.append(result)
-        if code == ErrorCode.NO_ERROR:
-            marked.append(result)
-    if marked and timeout_ms > 0:
-        gone = await asyncio.gather(*(admin.wait_until_deleted([r.name or ""], timeout_ms) for r in marked))
-        for result, ok in zip(marked, gone, strict=True):
+        malformed = _malformed(name, topic_id, names, ids)
+        results.append(malformed if malformed is not None else await _delete_one(broker, name, topic_id, version))
+    deleted = [r for r in results if r.error_code == ErrorCode.NO_ERROR]
+    if deleted and timeout_ms > 0:
+        gone = await asyncio.gather(*(broker.topic_admin.wait_until_deleted([r.name or ""], timeout_ms)
+                                      for r in deleted))
+        for result, ok in zip(deleted, gone, strict=True):
             if not ok:
                 result.error_code = ErrorCode.REQUEST_TIMED_OUT
                 result.error_message = "Timed out waiting for the topic to be deleted."
@@ -148,16 +123,8 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: DeleteTop
     if broker.quotas is not None:
         throttled, wanted, throttle_ms = _admit(ctx, broker, wanted)
         denied += throttled
-    if broker.cluster is not None:
-        # Offsets of the deleted topics go when the controller's UpdateMetadata removes them.
-        return DeleteTopicsResponse(throttle_time_ms=throttle_ms, responses=await _delete_in_cluster(
-            broker, wanted, version, request.timeout_ms) + denied)
-    results = await broker.append_thread.run(_delete_all, broker, wanted, version)
-    deleted = {r.name for r in results if r.error_code == ErrorCode.NO_ERROR and r.name}
-    if deleted:
-        # Committed offsets on a deleted topic go too (tombstones), so a topic
-        # re-created under the same name starts without stale positions.
-        broker.group_coordinator.handle_deleted_topics(deleted)
+    # Committed offsets of the deleted topics go when this broker's metadata drops them (both modes).
+    results = await _delete_all(broker, wanted, version, request.timeout_ms)
     return DeleteTopicsResponse(throttle_time_ms=throttle_ms, responses=results + denied)
 
 

@@ -44,7 +44,6 @@ def _results(outcome: dict[tuple[str, int], tuple[int, str | None]]) -> list[Rep
 
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: ElectLeadersRequest) -> ElectLeadersResponse:
-    assert broker.cluster is not None
     election_type = request.election_type if ctx.api_version >= 1 else PREFERRED
     partitions = (None if request.topic_partitions is None
                   else [(t.topic, p) for t in request.topic_partitions for p in t.partitions])
@@ -52,7 +51,7 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: ElectLead
         return ElectLeadersResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                     replica_election_results=_results(dict.fromkeys(
                                         partitions or [], (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None))))
-    controller = broker.cluster.controller
+    controller = broker.membership.controller
     if controller is None or not controller.is_active:
         if partitions is None:
             return ElectLeadersResponse(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER)

@@ -4,17 +4,15 @@ The coordinator of a group is the leader of partition
 ``abs(javaHashCode(group.id)) % offsets.topic.num.partitions`` of
 ``__consumer_offsets``; that of a transactional id (key type TRANSACTION) the
 leader of its partition of ``__transaction_state``. Each topic is created on
-first use, as Kafka does; Kafka answers COORDINATOR_NOT_AVAILABLE until the
-creation finishes, pafka waits for it (on the append thread) and answers at once.
+first use, as Kafka does (``broker.topic_admin``). A cluster member answers
+COORDINATOR_NOT_AVAILABLE until its partitions have leaders, as Kafka does; a
+lone broker creates them on its append thread, waits, and answers at once.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
-from broker.admin_manager import AdminError
-from broker.handlers.metadata import advertised_endpoint
 from broker.security.auth_helper import authorized_names
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from protocol.acl_types import AclOperation, ResourceType
@@ -26,15 +24,10 @@ if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
     from broker.request_context import RequestContext
 
-log = logging.getLogger(__name__)
 
 API_KEY = 10
 MIN_VERSION = 0
 MAX_VERSION = 5  # v6 only adds share-group keys (KIP-932)
-
-
-def _barrier() -> None:
-    """Runs on the append thread after whatever was queued there before it."""
 
 
 async def ensure_offsets_topic(broker: BrokerServices) -> ErrorCode:
@@ -42,29 +35,13 @@ async def ensure_offsets_topic(broker: BrokerServices) -> ErrorCode:
 
 
 async def ensure_internal_topic(broker: BrokerServices, name: str) -> ErrorCode:
-    if broker.cluster is not None:
-        # Created through ZooKeeper; COORDINATOR_NOT_AVAILABLE until its partitions have leaders here.
-        return await broker.cluster.admin.ensure_internal_topic(name)
-    topic = broker.metadata.get(name)
-    if topic is not None:
-        if len(broker.replica_manager.partitions_of(name)) < topic.partition_count:
-            # Listed but not hosted yet: a creation is running on the append thread.
-            await broker.append_thread.run(_barrier)
-        return ErrorCode.NO_ERROR
-    try:
-        await broker.append_thread.run(broker.admin.auto_create_topic, name)
-    except AdminError as exc:
-        if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:  # a concurrent request created it: fine
-            log.warning("[KafkaServer id=%d] cannot create %s: %s", broker.broker_id, name, exc.message)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    return ErrorCode.NO_ERROR
+    """NO_ERROR once the topic is usable here (created if missing), else COORDINATOR_NOT_AVAILABLE."""
+    return await broker.topic_admin.ensure_internal_topic(name)
 
 
-def _find_in_cluster(broker: BrokerServices, key: str, topic: str, partition: int, listener: str) -> Coordinator:
-    """The leader of the key's partition, as this broker's metadata cache names it."""
-    view = broker.cluster_view
-    state = next((p for p in view.partition_states(topic) if p.partition_index == partition), None)
-    node = view.leader_node(state.leader_id, listener) if state is not None and state.leader_id >= 0 else None
+def _coordinator(broker: BrokerServices, key: str, topic: str, partition: int, listener: str) -> Coordinator:
+    """The broker coordinating the key's partition, as this broker's placement names it."""
+    node = broker.coordinator_placement.coordinator_node(topic, partition, listener)
     if node is None:
         return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                            error_message="The coordinator is not available.")
@@ -73,27 +50,14 @@ def _find_in_cluster(broker: BrokerServices, key: str, topic: str, partition: in
 
 
 def _find(broker: BrokerServices, key: str, key_type: int, listener: str) -> Coordinator:
-    if broker.cluster is not None and key_type in (CoordinatorType.TRANSACTION, CoordinatorType.GROUP):
-        if key_type == CoordinatorType.TRANSACTION:
-            return _find_in_cluster(broker, key, TRANSACTION_STATE_TOPIC_NAME,
-                                    broker.transaction_coordinator.txn_manager.partition_for(key), listener)
-        return _find_in_cluster(broker, key, GROUP_METADATA_TOPIC_NAME,
-                                broker.group_coordinator.manager.partition_for(key), listener)
     if key_type == CoordinatorType.TRANSACTION:
-        txn_manager = broker.transaction_coordinator.txn_manager
-        local = txn_manager.coordinator_log.is_local_leader(txn_manager.partition_for(key))
-    elif key_type == CoordinatorType.GROUP:
-        coordinator = broker.group_coordinator
-        local = coordinator.coordinator_log.is_local_leader(coordinator.manager.partition_for(key))
-    else:
-        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
-                           error_message=f"Unknown coordinator type {key_type} in request")
-    if not local:
-        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                           error_message="The coordinator is not available.")
-    host, port = advertised_endpoint(broker, listener)
-    return Coordinator(key=key, node_id=broker.broker_id, host=host, port=port, error_code=ErrorCode.NO_ERROR,
-                       error_message=None)
+        return _coordinator(broker, key, TRANSACTION_STATE_TOPIC_NAME,
+                            broker.transaction_coordinator.txn_manager.partition_for(key), listener)
+    if key_type == CoordinatorType.GROUP:
+        return _coordinator(broker, key, GROUP_METADATA_TOPIC_NAME,
+                            broker.group_coordinator.manager.partition_for(key), listener)
+    return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
+                       error_message=f"Unknown coordinator type {key_type} in request")
 
 
 def _refused(ctx: RequestContext, broker: BrokerServices, key_type: int, keys: list[str]) -> dict[str, ErrorCode]:

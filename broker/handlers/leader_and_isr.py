@@ -91,13 +91,12 @@ def error_response(request: LeaderAndIsrRequest, error_code: int) -> LeaderAndIs
 
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
-    assert broker.cluster is not None
     version = ctx.api_version
     request = normalize(request, version)
-    error = (broker.cluster.check_broker_epoch(request.broker_epoch) if authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION)
+    error = (broker.membership.check_broker_epoch(request.broker_epoch) if authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION)
              else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if error:
         response = error_response(request, error)
     else:
-        response = await broker.cluster.become_leader_or_follower(request)
+        response = await broker.membership.become_leader_or_follower(request)
     return shape_response(request, response, version)

@@ -28,11 +28,10 @@ CLUSTER_ONLY = True
 
 async def handle(ctx: RequestContext, broker: BrokerServices,
                  request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
-    assert broker.cluster is not None
     if not authorize_cluster(ctx, broker, AclOperation.DESCRIBE):
         return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                                   error_message="Cluster authorization failed.")
-    controller = broker.cluster.controller
+    controller = broker.membership.controller
     partitions = (None if request.topics is None
                   else [(t.name, p) for t in request.topics for p in t.partition_indexes])
     found = None if controller is None else await controller.list_partition_reassignments(partitions)

@@ -79,12 +79,9 @@ async def live_brokers_or_self(broker: BrokerServices, listener_name: str) -> li
     """:func:`brokers`, but never an empty list (module docstring): a cluster member that knows
     no live broker yet waits for its first UpdateMetadata, then names itself if it is still alone."""
     known = brokers(broker, listener_name)
-    cluster = broker.cluster
-    if known or cluster is None:
+    if known:
         return known
-    cache = cluster.metadata_cache
-    await cache.wait_until(lambda: bool(cache.alive_brokers(listener_name)),
-                           broker.config.zookeeper_session_timeout_ms / 1000)
+    await broker.membership.wait_for_brokers(listener_name)
     known = brokers(broker, listener_name)
     if known:
         return known
@@ -203,15 +200,10 @@ async def _describe(ctx: RequestContext, broker: BrokerServices, name: str | Non
         return error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
     if not (authorize_cluster(ctx, broker, AclOperation.CREATE) or authorize_topic(ctx, broker, AclOperation.CREATE, name)):
         return error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
-    if broker.cluster is not None:
-        # Kafka's ZooKeeper-mode auto-creation: written to ZooKeeper, answered LEADER_NOT_AVAILABLE
-        # until the controller's UpdateMetadata brings the topic here; the client asks again.
-        code = await broker.cluster.admin.auto_create_topic(name)
-        return error_topic(code, name)
-    try:
-        created = await broker.append_thread.run(broker.admin.auto_create_topic, name)
-    except AdminError as exc:
-        if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and (existing := broker.metadata.get(name)):
-            return topic_response(ctx, broker, existing, include_ops)  # a concurrent request created it
-        return error_topic(exc.error_code, name)
+    # A lone broker creates the topic at once; a cluster member writes it to ZooKeeper and answers
+    # LEADER_NOT_AVAILABLE until the controller's UpdateMetadata brings it here (the client asks again).
+    code = await broker.topic_admin.auto_create_topic(name)
+    created = broker.metadata.get(name) if code == ErrorCode.NO_ERROR else None
+    if created is None:
+        return error_topic(code or ErrorCode.LEADER_NOT_AVAILABLE, name)
     return topic_response(ctx, broker, created, include_ops)

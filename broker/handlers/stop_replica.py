@@ -61,12 +61,11 @@ def normalize(request: StopReplicaRequest, version: int) -> StopReplicaRequest:
 
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: StopReplicaRequest) -> StopReplicaResponse:
-    assert broker.cluster is not None
     request = normalize(request, ctx.api_version)
-    error = (broker.cluster.check_broker_epoch(request.broker_epoch) if authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION)
+    error = (broker.membership.check_broker_epoch(request.broker_epoch) if authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION)
              else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if error:
         return StopReplicaResponse(error_code=error, partition_errors=[
             StopReplicaPartitionError(topic_name=t.topic_name, partition_index=p.partition_index, error_code=error)
             for t in request.topic_states for p in t.partition_states])
-    return await broker.cluster.stop_replicas(request)
+    return await broker.membership.stop_replicas(request)

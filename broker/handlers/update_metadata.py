@@ -28,7 +28,6 @@ CLUSTER_ONLY = True
 
 
 def handle(ctx: RequestContext, broker: BrokerServices, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
-    assert broker.cluster is not None  # KafkaApis routes CLUSTER_ONLY APIs to cluster members only
     if not authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION):
         return UpdateMetadataResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return UpdateMetadataResponse(error_code=broker.cluster.update_metadata(request, ctx.api_version))
+    return UpdateMetadataResponse(error_code=broker.membership.update_metadata(request, ctx.api_version))
