@@ -1,9 +1,11 @@
 """The partitions this broker hosts (Kafka's ReplicaManager.allPartitions).
 
 Owned by the :class:`~replication.replica_manager.ReplicaManager`, handed to
-each collaborator that looks partitions up. Changed on the event loop only
-(LeaderAndIsr, StopReplica, topic creation and deletion); the append thread
-reads it to tell a deleted partition from a failed append.
+each collaborator that looks partitions up. LeaderAndIsr and StopReplica change
+it on the event loop; a lone broker's topic creation and deletion on the append
+thread. Every change is a few single dict operations (each atomic under the
+GIL), so lookups take no lock; the append thread reads it to tell a deleted
+partition from a failed append.
 """
 
 from __future__ import annotations
