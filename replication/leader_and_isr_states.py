@@ -1,9 +1,11 @@
-"""What the controller's LeaderAndIsr asks of the replica manager, whatever its wire version.
+"""What the controller's LeaderAndIsr and StopReplica ask of the replica manager, whatever
+their wire versions.
 
-The request's handler turns each version's shape (v0-v1 list partition states
-ungrouped, v2+ group them by topic, v5+ with topic ids) into
-:class:`LeaderAndIsrStates`, and the :class:`LeaderAndIsrResult` back into the
-version's response; replication never sees a wire version.
+The requests' handlers turn each version's shape (LeaderAndIsr: v0-v1 list
+partition states ungrouped, v2+ group them by topic, v5+ with topic ids;
+StopReplica: v0 one list, v1-v2 by topic, v3+ per-partition epochs and delete
+flags) into :class:`LeaderAndIsrStates` and :class:`StopReplicaStates`, and the
+results back into the version's response; replication never sees a wire version.
 """
 
 from __future__ import annotations
@@ -54,6 +56,38 @@ class LeaderAndIsrStates:
 
 @dataclass(slots=True)
 class LeaderAndIsrResult:
+    """The answer: a request-wide error code and one error code per partition, in request order."""
+
+    error_code: int
+    errors: dict[TopicPartition, int]
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaPartition:
+    """One partition a StopReplica names: the leader epoch the controller knew (or a sentinel)
+    and whether to delete it."""
+
+    topic: str
+    partition_index: int
+    leader_epoch: int
+    delete: bool
+
+    @property
+    def tp(self) -> TopicPartition:
+        return self.topic, self.partition_index
+
+
+@dataclass(slots=True)
+class StopReplicaStates:
+    """A StopReplica request, whatever its version: the controller and the partitions, in request order."""
+
+    controller_id: int
+    controller_epoch: int
+    partitions: list[StopReplicaPartition]
+
+
+@dataclass(slots=True)
+class StopReplicaResult:
     """The answer: a request-wide error code and one error code per partition, in request order."""
 
     error_code: int

@@ -39,7 +39,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from replication.append_result import PartitionAppendResult
 from replication.append_thread import AppendThread
 from replication.delayed_fetch import FetchPurgatory
@@ -47,7 +46,7 @@ from replication.delayed_produce import ProducePurgatory
 from replication.fetch_params import FetchParams, FetchPartition
 from replication.hosted_partitions import HostedPartitions
 from replication.isr_manager import IsrManager
-from replication.leader_and_isr_states import LeaderAndIsrResult, LeaderAndIsrStates
+from replication.leader_and_isr_states import LeaderAndIsrResult, LeaderAndIsrStates, StopReplicaResult, StopReplicaStates
 from replication.partition import LogReadResult, Partition
 from replication.purgatories import Purgatories
 from replication.replica_appender import ReplicaAppender
@@ -304,6 +303,6 @@ class ReplicaManager:
         """LeaderAndIsr from the controller (``ReplicaStateChanges.become_leader_or_follower``)."""
         return self.state_changes.become_leader_or_follower(request)
 
-    def stop_replicas(self, request: StopReplicaRequest) -> Awaitable[StopReplicaResponse]:
+    def stop_replicas(self, request: StopReplicaStates) -> Awaitable[StopReplicaResult]:
         """StopReplica from the controller (``ReplicaStateChanges.stop_replicas``)."""
         return self.state_changes.stop_replicas(request)

@@ -34,10 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from protocol.errors import ErrorCode
-from protocol.messages.stop_replica import StopReplicaPartitionError, StopReplicaRequest, StopReplicaResponse
 from replication.append_thread import AppendThread
 from replication.hosted_partitions import HostedPartitions
 from replication.isr_manager import IsrManager
@@ -47,6 +46,9 @@ from replication.leader_and_isr_states import (
     LeaderAndIsrResult,
     LeaderAndIsrStates,
     PartitionState,
+    StopReplicaPartition,
+    StopReplicaResult,
+    StopReplicaStates,
 )
 from replication.partition import NO_EPOCH, NO_LEADER, Partition
 from replication.purgatories import Purgatories
@@ -267,22 +269,19 @@ class ReplicaStateChanges:
         fetchers.shutdown_idle_fetcher_threads()
 
     # -- StopReplica -------------------------------------------------------------------------
-    async def stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse:
-        """StopReplica, its states per partition (the handler turns every version into them)."""
+    async def stop_replicas(self, request: StopReplicaStates) -> StopReplicaResult:
         async with self.state_change_lock:
             return await self._stop_replicas(request)
 
-    async def _stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse:
-        wanted = list(_stop_replica_partitions(request))
+    async def _stop_replicas(self, request: StopReplicaStates) -> StopReplicaResult:
         if request.controller_epoch < self.controller_epoch:
             log.warning("[ReplicaManager broker=%d] Ignoring StopReplica from controller %d with epoch %d: the "
                         "latest known controller epoch is %d", self.broker_id, request.controller_id,
                         request.controller_epoch, self.controller_epoch)
-            return StopReplicaResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH, partition_errors=[
-                StopReplicaPartitionError(topic_name=t, partition_index=p, error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
-                for (t, p), _, _ in wanted])
+            stale = ErrorCode.STALE_CONTROLLER_EPOCH
+            return StopReplicaResult(stale, {p.tp: stale for p in request.partitions})
         self.controller_epoch = request.controller_epoch
-        errors, stopped = self._accept_stops(wanted)
+        errors, stopped = self._accept_stops(request.partitions)
         fetchers = self.fetcher_manager
         if fetchers is not None and stopped:
             fetchers.remove_fetcher_for_partitions(list(stopped))
@@ -295,15 +294,15 @@ class ReplicaStateChanges:
                 log.error("[ReplicaManager broker=%d] deleting stopped replicas failed: %s", self.broker_id, exc)
                 for tp in to_delete:
                     errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
-        return StopReplicaResponse(error_code=ErrorCode.NO_ERROR, partition_errors=[
-            StopReplicaPartitionError(topic_name=t, partition_index=p, error_code=e) for (t, p), e in errors.items()])
+        return StopReplicaResult(ErrorCode.NO_ERROR, errors)
 
-    def _accept_stops(self, wanted: list[tuple[TopicPartition, int, bool]]
+    def _accept_stops(self, wanted: list[StopReplicaPartition]
                       ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, bool]]:
         """Each partition's error, and the partitions to stop (with whether to delete them)."""
         errors: dict[TopicPartition, int] = {}
         stopped: dict[TopicPartition, bool] = {}
-        for tp, leader_epoch, delete in wanted:
+        for item in wanted:
+            tp, leader_epoch, delete = item.tp, item.leader_epoch, item.delete
             partition = self._hosted.get(tp)
             current = partition.leader_epoch if partition is not None else NO_EPOCH
             # The epoch the controller knew when it decided (Kafka's check is >=: a replica is stopped at
@@ -339,13 +338,6 @@ class ReplicaStateChanges:
         for topic, index in tps:
             if (topic, index) not in self._hosted:  # not hosted again meanwhile
                 self._log_manager.delete_log(topic, index)
-
-
-def _stop_replica_partitions(request: StopReplicaRequest) -> Iterator[tuple[TopicPartition, int, bool]]:
-    """(partition, leader epoch, delete) for every partition state of the request."""
-    for state in request.topic_states:
-        for ps in state.partition_states:
-            yield (state.topic_name, ps.partition_index), ps.leader_epoch, ps.delete_partition
 
 
 def _truncate_and_assign_epochs(partitions: list[Partition], leaders: list[tuple[Partition, int, int]]) -> None:

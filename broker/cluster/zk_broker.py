@@ -67,10 +67,14 @@ from controller.zk.zk_data import (
 )
 from controller.zk.zk_node_change_notification_listener import ZkNodeChangeNotificationListener
 from protocol.errors import ErrorCode
-from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from protocol.messages.update_metadata import UpdateMetadataRequest
 from replication.alter_partition_manager import AlterPartitionManager
-from replication.leader_and_isr_states import LeaderAndIsrResult, LeaderAndIsrStates
+from replication.leader_and_isr_states import (
+    LeaderAndIsrResult,
+    LeaderAndIsrStates,
+    StopReplicaResult,
+    StopReplicaStates,
+)
 from storage.meta_properties import check_meta_properties
 
 if TYPE_CHECKING:
@@ -329,7 +333,7 @@ class ZkBroker:
         await self.ensure_topic_configs(s.topic for s in request.partition_states)
         return await self.replica_states.become_leader_or_follower(request)
 
-    async def stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse:
+    async def stop_replicas(self, request: StopReplicaStates) -> StopReplicaResult:
         return await self.replica_states.stop_replicas(request)
 
     # -- producer ids: blocks of /latest_producer_id_block --------------------------

@@ -31,9 +31,14 @@ from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSA
 from coordinator.group.group_metadata import OffsetAndMetadata
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
-from protocol.messages.stop_replica import StopReplicaPartitionState, StopReplicaRequest, StopReplicaTopicState
 from replication.append_thread import AppendThread
-from replication.leader_and_isr_states import BrokerEndpoint, LeaderAndIsrStates, PartitionState
+from replication.leader_and_isr_states import (
+    BrokerEndpoint,
+    LeaderAndIsrStates,
+    PartitionState,
+    StopReplicaPartition,
+    StopReplicaStates,
+)
 from replication.replica_manager import ReplicaManager
 from storage.log_manager import LogManager
 
@@ -53,11 +58,9 @@ def _leader_and_isr(leader: int, epoch: int) -> LeaderAndIsrStates:
         {leader: BrokerEndpoint(leader, "127.0.0.1", 9)})
 
 
-def _stop_replicas(epoch: int) -> StopReplicaRequest:
-    return StopReplicaRequest(controller_id=OTHER, controller_epoch=1, broker_epoch=-1, topic_states=[
-        StopReplicaTopicState(topic_name=topic, partition_states=[
-            StopReplicaPartitionState(partition_index=p, leader_epoch=epoch, delete_partition=True)
-            for p in range(PARTITIONS)]) for topic in TOPIC_IDS])
+def _stop_replicas(epoch: int) -> StopReplicaStates:
+    return StopReplicaStates(OTHER, 1, [StopReplicaPartition(topic, p, epoch, delete=True)
+                                        for topic in TOPIC_IDS for p in range(PARTITIONS)])
 
 
 async def _until(condition: Callable[[], bool], what: str) -> None:

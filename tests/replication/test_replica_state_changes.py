@@ -14,15 +14,17 @@ import pytest
 
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
-from protocol.messages.stop_replica import (
-    StopReplicaPartitionState,
-    StopReplicaRequest,
-    StopReplicaTopicState,
-)
 from replication.append_thread import AppendThread
 from replication.hosted_partitions import HostedPartitions
 from replication.isr_manager import IsrManager
-from replication.leader_and_isr_states import BrokerEndpoint, LeaderAndIsrResult, LeaderAndIsrStates, PartitionState
+from replication.leader_and_isr_states import (
+    BrokerEndpoint,
+    LeaderAndIsrResult,
+    LeaderAndIsrStates,
+    PartitionState,
+    StopReplicaPartition,
+    StopReplicaStates,
+)
 from replication.partition import Partition
 from replication.purgatories import Purgatories
 from replication.replica_manager import ReplicaManager
@@ -159,19 +161,17 @@ def test_stop_replica_fences_by_leader_epoch_and_deletes(tmp_path: Path) -> None
         log_dir = log_manager.get_log("t", 0).dir  # type: ignore[union-attr]
         assert log_dir.is_dir()
 
-        def stop(controller_epoch: int, *parts: tuple[int, int, bool]) -> StopReplicaRequest:
-            return StopReplicaRequest(controller_epoch=controller_epoch, topic_states=[StopReplicaTopicState(
-                topic_name="t", partition_states=[StopReplicaPartitionState(
-                    partition_index=i, leader_epoch=e, delete_partition=d) for i, e, d in parts])])
+        def stop(controller_epoch: int, *parts: tuple[int, int, bool]) -> StopReplicaStates:
+            return StopReplicaStates(0, controller_epoch, [StopReplicaPartition("t", i, e, d) for i, e, d in parts])
 
         stale = await rm.stop_replicas(stop(1, (0, 5, True)))
         assert stale.error_code == ErrorCode.STALE_CONTROLLER_EPOCH and rm.get_partition("t", 0) is not None
         fenced = await rm.stop_replicas(stop(2, (0, 3, True), (1, 3, True)))
-        assert {(e.topic_name, e.partition_index): e.error_code for e in fenced.partition_errors} == {
+        assert fenced.errors == {
             ("t", 0): ErrorCode.FENCED_LEADER_EPOCH, ("t", 1): ErrorCode.FENCED_LEADER_EPOCH}
         # The current epoch stops the replica, as Kafka's check (>=) does; so does EPOCH_DURING_DELETE (-2).
         deleted = await rm.stop_replicas(stop(2, (0, 4, True), (1, -2, False)))
-        assert [e.error_code for e in deleted.partition_errors] == [0, 0]
+        assert list(deleted.errors.values()) == [0, 0]
         assert rm.get_partition("t", 0) is None and not log_dir.exists() and log_manager.get_log("t", 0) is None
         assert rm.get_partition("t", 1) is not None  # stopped, not deleted
         assert heard == [("elected", 0), ("elected", 1), ("left", 0)]
