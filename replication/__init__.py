@@ -11,7 +11,7 @@ collaborator: ``replica_appender`` (appends, on the loop or the
 
 Cluster mode (a broker with ``zookeeper.connect``) adds: the controller's
 LeaderAndIsr and StopReplica (``replica_state_changes``, fed
-``leader_and_isr_states`` by the request handlers), the leader's view of its
+``state_change_requests`` by the request handlers), the leader's view of its
 followers (``replica``, ``isr_manager``) and its ISR changes
 (``partition_state``), sent to the controller by the
 ``alter_partition_manager``, and the follower fetchers

@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable
 
 from replication.append_thread import AppendThread
 from replication.hosted_partitions import HostedPartitions
-from replication.leader_and_isr_states import BrokerEndpoint
 from replication.replica_fetcher_thread import ReplicaFetcherThread
 from replication.replication_config import ReplicationConfig
 from replication.replication_quota_manager import ReplicationQuotas
+from replication.state_change_requests import BrokerEndpoint
 
 log = logging.getLogger(__name__)
 

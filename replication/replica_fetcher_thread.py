@@ -66,10 +66,10 @@ from protocol.messages.offset_for_leader_epoch import (
 from protocol.request_constants import EARLIEST_TIMESTAMP, FINAL_EPOCH, INVALID_SESSION_ID, LATEST_TIMESTAMP
 from replication.append_thread import AppendThread
 from replication.hosted_partitions import HostedPartitions
-from replication.leader_and_isr_states import BrokerEndpoint
 from replication.partition import Partition
 from replication.replication_config import ReplicationConfig
 from replication.replication_quota_manager import ReplicationQuotas, should_follower_throttle
+from replication.state_change_requests import BrokerEndpoint
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,6 @@ from replication.delayed_produce import ProducePurgatory
 from replication.fetch_params import FetchParams, FetchPartition
 from replication.hosted_partitions import HostedPartitions
 from replication.isr_manager import IsrManager
-from replication.leader_and_isr_states import LeaderAndIsrResult, LeaderAndIsrStates, StopReplicaResult, StopReplicaStates
 from replication.partition import LogReadResult, Partition
 from replication.purgatories import Purgatories
 from replication.replica_appender import ReplicaAppender
@@ -56,6 +55,7 @@ from replication.replica_reader import ReplicaReader
 from replication.replica_state_changes import ReplicaStateChanges
 from replication.replication_config import ReplicationConfig
 from replication.replication_quota_manager import ReplicationQuotas
+from replication.state_change_requests import LeaderAndIsrResult, LeaderAndIsrStates, StopReplicaResult, StopReplicaStates
 from replication.txn_marker_writer import TxnMarker, TxnMarkerCallback, TxnMarkerWriter
 from replication.txn_verification import ProduceVerification, TransactionalProduce, TransactionVerifier
 from storage.log_append import AppendOrigin

@@ -40,7 +40,11 @@ from protocol.errors import ErrorCode
 from replication.append_thread import AppendThread
 from replication.hosted_partitions import HostedPartitions
 from replication.isr_manager import IsrManager
-from replication.leader_and_isr_states import (
+from replication.partition import NO_EPOCH, NO_LEADER, Partition
+from replication.purgatories import Purgatories
+from replication.replica_fetcher_manager import ReplicaFetcherManager
+from replication.replication_config import ReplicationConfig
+from replication.state_change_requests import (
     ZERO_UUID,
     BrokerEndpoint,
     LeaderAndIsrResult,
@@ -50,10 +54,6 @@ from replication.leader_and_isr_states import (
     StopReplicaResult,
     StopReplicaStates,
 )
-from replication.partition import NO_EPOCH, NO_LEADER, Partition
-from replication.purgatories import Purgatories
-from replication.replica_fetcher_manager import ReplicaFetcherManager
-from replication.replication_config import ReplicationConfig
 from storage.log import now_ms
 from storage.log_manager import LogManager
 

@@ -69,7 +69,7 @@ from controller.zk.zk_node_change_notification_listener import ZkNodeChangeNotif
 from protocol.errors import ErrorCode
 from protocol.messages.update_metadata import UpdateMetadataRequest
 from replication.alter_partition_manager import AlterPartitionManager
-from replication.leader_and_isr_states import (
+from replication.state_change_requests import (
     LeaderAndIsrResult,
     LeaderAndIsrStates,
     StopReplicaResult,

@@ -24,7 +24,7 @@ from protocol.messages.leader_and_isr import (
     LeaderAndIsrResponse,
     LeaderAndIsrTopicError,
 )
-from replication.leader_and_isr_states import BrokerEndpoint, LeaderAndIsrResult, LeaderAndIsrStates, PartitionState
+from replication.state_change_requests import BrokerEndpoint, LeaderAndIsrResult, LeaderAndIsrStates, PartitionState
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices

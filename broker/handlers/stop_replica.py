@@ -16,7 +16,7 @@ from broker.auth_helper import authorize_cluster
 from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages.stop_replica import StopReplicaPartitionError, StopReplicaRequest, StopReplicaResponse
-from replication.leader_and_isr_states import StopReplicaPartition, StopReplicaResult, StopReplicaStates
+from replication.state_change_requests import StopReplicaPartition, StopReplicaResult, StopReplicaStates
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices

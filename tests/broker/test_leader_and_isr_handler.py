@@ -19,8 +19,8 @@ from protocol.messages.leader_and_isr import (
     LeaderAndIsrTopicState,
 )
 from replication.append_thread import AppendThread
-from replication.leader_and_isr_states import BrokerEndpoint, LeaderAndIsrResult
 from replication.replica_manager import ReplicaManager
+from replication.state_change_requests import BrokerEndpoint, LeaderAndIsrResult
 from storage.log_manager import LogManager
 
 ZERO = uuid.UUID(int=0)

@@ -13,7 +13,7 @@ from protocol.messages.stop_replica import (
     StopReplicaTopicState,
     StopReplicaTopicV1,
 )
-from replication.leader_and_isr_states import StopReplicaPartition, StopReplicaResult
+from replication.state_change_requests import StopReplicaPartition, StopReplicaResult
 
 
 def _decoded(request: StopReplicaRequest, version: int) -> StopReplicaRequest:

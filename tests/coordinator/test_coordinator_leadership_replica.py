@@ -32,14 +32,14 @@ from coordinator.group.group_metadata import OffsetAndMetadata
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from replication.append_thread import AppendThread
-from replication.leader_and_isr_states import (
+from replication.replica_manager import ReplicaManager
+from replication.state_change_requests import (
     BrokerEndpoint,
     LeaderAndIsrStates,
     PartitionState,
     StopReplicaPartition,
     StopReplicaStates,
 )
-from replication.replica_manager import ReplicaManager
 from storage.log_manager import LogManager
 
 ME, OTHER = 1, 2

@@ -46,10 +46,10 @@ from protocol.messages.leader_and_isr import (
 from protocol.primitives import Message
 from replication.alter_partition_manager import AlterPartitionManager
 from replication.append_thread import AppendThread
-from replication.leader_and_isr_states import BrokerEndpoint, LeaderAndIsrStates, PartitionState
 from replication.partition_state import LeaderAndIsr
 from replication.replica_manager import PartitionAppendResult, ReplicaManager
 from replication.replication_config import ReplicationConfig
+from replication.state_change_requests import BrokerEndpoint, LeaderAndIsrStates, PartitionState
 from storage.log import Log
 from storage.log_manager import LogManager
 from tests.storage.helpers import make_batch

@@ -14,9 +14,9 @@ import pytest
 
 from broker.fetch_session import FetchSessionCache
 from protocol.errors import ErrorCode
-from replication.leader_and_isr_states import StopReplicaPartition, StopReplicaStates
 from replication.replica_manager import FetchParams
 from replication.replication_config import ReplicationConfig
+from replication.state_change_requests import StopReplicaPartition, StopReplicaStates
 from storage.log_config import LogConfig
 from tests.replication.cluster_harness import (
     TOPIC,

@@ -17,7 +17,12 @@ from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from replication.append_thread import AppendThread
 from replication.hosted_partitions import HostedPartitions
 from replication.isr_manager import IsrManager
-from replication.leader_and_isr_states import (
+from replication.partition import Partition
+from replication.purgatories import Purgatories
+from replication.replica_manager import ReplicaManager
+from replication.replica_state_changes import ReplicaStateChanges
+from replication.replication_config import ReplicationConfig
+from replication.state_change_requests import (
     BrokerEndpoint,
     LeaderAndIsrResult,
     LeaderAndIsrStates,
@@ -25,11 +30,6 @@ from replication.leader_and_isr_states import (
     StopReplicaPartition,
     StopReplicaStates,
 )
-from replication.partition import Partition
-from replication.purgatories import Purgatories
-from replication.replica_manager import ReplicaManager
-from replication.replica_state_changes import ReplicaStateChanges
-from replication.replication_config import ReplicationConfig
 from storage.log_manager import LogManager
 from tests.storage.helpers import make_batch
 
