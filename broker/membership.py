@@ -46,11 +46,10 @@ if TYPE_CHECKING:
     from broker.security.scram_credentials_manager import ScramCredentialsManager
     from controller.kafka_controller import KafkaController
     from coordinator.group.group_coordinator import GroupCoordinator
-    from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
-    from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
     from protocol.messages.update_metadata import UpdateMetadataRequest
     from replication.append_thread import AppendThread
     from replication.replica_manager import ReplicaManager
+    from replication.state_change_requests import LeaderAndIsrResult, LeaderAndIsrStates, StopReplicaResult, StopReplicaStates
     from storage.log_cleaner import LogCleaner
     from storage.log_manager import LogManager
 
@@ -216,9 +215,9 @@ class Membership(Protocol):
 
     def update_metadata(self, request: UpdateMetadataRequest, version: int) -> ErrorCode: ...
 
-    async def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse: ...
+    async def become_leader_or_follower(self, request: LeaderAndIsrStates) -> LeaderAndIsrResult: ...
 
-    async def stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse: ...
+    async def stop_replicas(self, request: StopReplicaStates) -> StopReplicaResult: ...
 
 
 class LocalMembership:
@@ -322,10 +321,10 @@ class LocalMembership:
     def update_metadata(self, request: UpdateMetadataRequest, version: int) -> ErrorCode:
         return self.check_broker_epoch(request.broker_epoch)
 
-    async def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+    async def become_leader_or_follower(self, request: LeaderAndIsrStates) -> LeaderAndIsrResult:
         assert self._replica_manager is not None, "LocalMembership.attach was not called"
         return await self._replica_manager.become_leader_or_follower(request)
 
-    async def stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse:
+    async def stop_replicas(self, request: StopReplicaStates) -> StopReplicaResult:
         assert self._replica_manager is not None, "LocalMembership.attach was not called"
         return await self._replica_manager.stop_replicas(request)

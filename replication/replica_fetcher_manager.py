@@ -18,8 +18,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
+from replication.append_thread import AppendThread
+from replication.hosted_partitions import HostedPartitions
 from replication.replica_fetcher_thread import ReplicaFetcherThread
-from replication.replica_host import BrokerEndpoint, ReplicaHost
+from replication.replication_config import ReplicationConfig
+from replication.replication_quota_manager import ReplicationQuotas
+from replication.state_change_requests import BrokerEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +48,14 @@ def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, manager: ReplicaHost, broker_epoch_fn: Callable[[], int] | None = None) -> None:
-        self.manager = manager
+    def __init__(self, broker_id: int, config: ReplicationConfig, hosted: HostedPartitions,
+                 append_thread: AppendThread, quotas: ReplicationQuotas,
+                 broker_epoch_fn: Callable[[], int] | None = None) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self._hosted = hosted
+        self._append_thread = append_thread
+        self._quotas = quotas
         self._broker_epoch_fn = broker_epoch_fn
         self.fetchers: dict[tuple[int, int], ReplicaFetcherThread] = {}
         #: Fetchers closed (idle, or their leader moved) whose tasks may still be finishing.
@@ -53,7 +63,7 @@ class ReplicaFetcherManager:
 
     def add_fetcher_for_partitions(self, leaders: dict[TopicPartition, BrokerEndpoint]) -> None:
         """Fetch each partition from its leader, from the follower's log end offset."""
-        num = self.manager.replication_config.num_replica_fetchers
+        num = self.config.num_replica_fetchers
         grouped: dict[tuple[int, int], list[TopicPartition]] = {}
         endpoints: dict[tuple[int, int], BrokerEndpoint] = {}
         for tp, leader in leaders.items():
@@ -71,11 +81,12 @@ class ReplicaFetcherManager:
                 fetcher = None
             if fetcher is None:
                 epoch = self._broker_epoch_fn() if self._broker_epoch_fn is not None else -1
-                fetcher = self.fetchers[key] = ReplicaFetcherThread(key[1], endpoint, self.manager, epoch)
-            partitions = [p for tp in tps if (p := self.manager.partitions.get(tp)) is not None]
+                fetcher = self.fetchers[key] = ReplicaFetcherThread(
+                    key[1], endpoint, self.broker_id, self.config, self._hosted, self._append_thread, self._quotas, epoch)
+            partitions = [p for tp in tps if (p := self._hosted.get(tp)) is not None]
             fetcher.add_partitions(partitions)
             log.info("[ReplicaFetcherManager broker=%d] Added fetcher to broker %d for partitions %s",
-                     self.manager.broker_id, endpoint.broker_id, sorted(tps))
+                     self.broker_id, endpoint.broker_id, sorted(tps))
 
     def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
         """Stop fetching these partitions (a fetcher left idle stays until

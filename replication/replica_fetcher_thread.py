@@ -64,9 +64,12 @@ from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopic,
 )
 from protocol.request_constants import EARLIEST_TIMESTAMP, FINAL_EPOCH, INVALID_SESSION_ID, LATEST_TIMESTAMP
+from replication.append_thread import AppendThread
+from replication.hosted_partitions import HostedPartitions
 from replication.partition import Partition
-from replication.replica_host import BrokerEndpoint, ReplicaHost
-from replication.replication_quota_manager import should_follower_throttle
+from replication.replication_config import ReplicationConfig
+from replication.replication_quota_manager import ReplicationQuotas, should_follower_throttle
+from replication.state_change_requests import BrokerEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -116,14 +119,18 @@ class PartitionFetchState:
 
 
 class ReplicaFetcherThread:
-    def __init__(self, fetcher_id: int, source: BrokerEndpoint, manager: ReplicaHost,
+    def __init__(self, fetcher_id: int, source: BrokerEndpoint, broker_id: int, config: ReplicationConfig,
+                 hosted: HostedPartitions, append_thread: AppendThread, quotas: ReplicationQuotas,
                  broker_epoch: int = -1) -> None:
         self.fetcher_id = fetcher_id
         self.source = source
-        self.manager = manager
-        self.broker_id = manager.broker_id
+        self.broker_id = broker_id
         self.broker_epoch = broker_epoch
-        self.config = manager.replication_config
+        self.config = config
+        #: The replica manager's partitions: a partition no longer hosted (or replaced) is not appended to.
+        self.hosted = hosted
+        self.append_thread = append_thread
+        self.quotas = quotas
         self.name = f"ReplicaFetcherThread-{fetcher_id}-{source.broker_id}"
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._changed = asyncio.Event()
@@ -225,7 +232,7 @@ class ReplicaFetcherThread:
                      ) -> dict[TopicPartition, PartitionFetchState]:
         """The partitions this request fetches: those the follower quota holds back are left out
         (Kafka's shouldFollowerThrottle), so their leader sends nothing for them."""
-        quota = self.manager.quotas.follower
+        quota = self.quotas.follower
         throttled = quota.throttled_topics
         if not throttled or all(tp[0] not in throttled for tp in ready):
             return ready
@@ -350,9 +357,9 @@ class ReplicaFetcherThread:
         if appends:
             # On the event loop while no append can block (the common case: no roll, no flush, and
             # nothing queued on the append thread to overtake); the rest on the append thread.
-            results = _append_fetched(appends, on_loop=True) if self.manager.append_thread.idle else []
+            results = _append_fetched(appends, on_loop=True) if self.append_thread.idle else []
             if len(results) < len(appends):
-                results += await self.manager.append_thread.run(_append_fetched, appends[len(results):])
+                results += await self.append_thread.run(_append_fetched, appends[len(results):])
             errors += self._after_appends(appends, results)
         if errors:
             self._delay(errors, backoff)
@@ -378,7 +385,7 @@ class ReplicaFetcherThread:
         What throttled partitions appended counts against the follower quota, in sync or not
         (Kafka's processPartitionData)."""
         failed: list[TopicPartition] = []
-        quota = self.manager.quotas.follower
+        quota = self.quotas.follower
         throttled_bytes = 0
         for (partition, records, _, _, leader_hw, _), appended in zip(appends, results, strict=True):
             tp = (partition.topic, partition.partition_index)
@@ -424,7 +431,7 @@ class ReplicaFetcherThread:
                 target = min(ours[1], leader_end_offset, end)
         if not self._still_following(state) or self.partitions.get(tp) is not state:
             return False
-        truncated = await self.manager.append_thread.run(log_.truncate_to, target)
+        truncated = await self.append_thread.run(log_.truncate_to, target)
         if truncated:
             log.info("[%s] %s-%d: truncated to offset %d (leader epoch %d ends at %d there)%s", self.name, *tp,
                      target, leader_epoch, leader_end_offset, "" if complete else "; asking again")
@@ -486,7 +493,7 @@ class ReplicaFetcherThread:
     def _still_following(self, state: PartitionFetchState) -> bool:
         partition = state.partition
         return (not partition.is_leader and partition.leader_epoch == state.leader_epoch
-                and self.manager.partitions.get((partition.topic, partition.partition_index)) is partition)
+                and self.hosted.get((partition.topic, partition.partition_index)) is partition)
 
     async def _handle_out_of_range(self, connection: AsyncBrokerConnection, tp: TopicPartition,
                                    state: PartitionFetchState) -> None:
@@ -500,7 +507,7 @@ class ReplicaFetcherThread:
             target, fully = await self._list_offset(connection, tp, state, EARLIEST_TIMESTAMP), True
         if not self._still_following(state) or self.partitions.get(tp) is not state:
             return
-        await self.manager.append_thread.run(_reset_follower_log, partition, target, fully)
+        await self.append_thread.run(_reset_follower_log, partition, target, fully)
         log.info("[%s] %s-%d: out of range; %s at offset %d", self.name, *tp,
                  "restarted" if fully else "truncated", target)
 

@@ -3,65 +3,65 @@
 As in Kafka, every write and read of partition data goes through here:
 ``append_records`` (produce, the coordinators, followers), ``write_txn_markers``
 (the COMMIT/ABORT markers that end a transaction) and ``fetch_messages``
-(consumers, followers), plus the admin APIs' lookups. It owns:
+(consumers, followers), plus the admin APIs' lookups and, in cluster mode, the
+controller's LeaderAndIsr and StopReplica.
 
-* where an append runs: on the event loop when it cannot block and the append
-  thread has nothing queued (no thread hand-off, and the socket server can send
-  the answers to every request of one read in one write), else on the append
-  thread the broker hands in, in arrival order;
-* the fetch purgatory (long polls woken by every append, whoever appended) and
-  the produce purgatory (``acks=-1`` waits for the high watermark);
-* leader-epoch fencing of fetches and offset lookups.
+It owns the hosted partitions (``HostedPartitions``), the two purgatories
+(``Purgatories``), the leadership listeners and the replication quotas, and
+hands each concept to a collaborator built here with what it needs:
 
-Its parts live beside it, by concept, as mixins: the reads under
-``fetch_messages`` (``replica_manager_fetch``), the lookups of ListOffsets,
-OffsetsForLeaderEpoch, DeleteRecords, DescribeProducers and DescribeLogDirs
-(``replica_manager_lookups``), the transaction markers
-(``replica_manager_txn_markers``) and cluster mode (``replica_manager_cluster``).
-What an append answers per partition, and the error code each failure becomes,
-is ``append_result``'s.
+* ``ReplicaAppender`` (``replica_appender``): appends, on the loop or the append
+  thread, ``acks=-1`` waits, transaction verification;
+* ``ReplicaReader`` (``replica_reader``): fetches and their long polls;
+* ``PartitionLookups`` (``replica_manager_lookups``): ListOffsets,
+  OffsetsForLeaderEpoch, DeleteRecords, DescribeProducers, DescribeLogDirs;
+* ``TxnMarkerWriter`` (``txn_marker_writer``): WriteTxnMarkers;
+* ``IsrManager`` (``isr_manager``): follower fetch state, ISR changes to the
+  controller, the ISR expiration task (cluster mode);
+* ``ReplicaStateChanges`` (``replica_state_changes``): LeaderAndIsr
+  (``make_leaders``, ``make_followers``, ``start_fetchers``) and StopReplica,
+  the controller epoch and the follower fetchers (cluster mode).
 
-Both entry points answer synchronously when they can (a list of per-partition
-results) and otherwise return an awaitable of the same list, so the common
-produce and fetch never create a task. Errors come back per partition as Kafka
-error codes, so one bad partition never fails a whole request.
+Both data entry points answer synchronously when they can (a list of
+per-partition results) and otherwise return an awaitable of the same list, so
+the common produce and fetch never create a task. Errors come back per
+partition as Kafka error codes, so one bad partition never fails a whole request.
 
 Threads: call from the event loop. Blocking work (appends that may fsync,
-DeleteRecords) runs on the append thread; reads take no lock.
+DeleteRecords, log creation and deletion) runs on the append thread; reads take
+no lock.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode
-from replication import txn_verification
-from replication.append_result import APPEND_EXCEPTIONS, PartitionAppendResult, error_code_for
+from replication.append_result import PartitionAppendResult
 from replication.append_thread import AppendThread
 from replication.delayed_fetch import FetchPurgatory
 from replication.delayed_produce import ProducePurgatory
 from replication.fetch_params import FetchParams, FetchPartition
+from replication.hosted_partitions import HostedPartitions
+from replication.isr_manager import IsrManager
 from replication.partition import LogReadResult, Partition
+from replication.purgatories import Purgatories
+from replication.replica_appender import ReplicaAppender
 from replication.replica_fetcher_manager import ReplicaFetcherManager
-from replication.replica_host import LeadershipCallback
-from replication.replica_manager_cluster import ClusterReplication
-from replication.replica_manager_fetch import PartitionReads
-from replication.replica_manager_lookups import PartitionLookups
-from replication.replica_manager_txn_markers import TxnMarker, TxnMarkerCallback, TxnMarkerWrites
+from replication.replica_manager_lookups import ListOffsetsResult, LogDirDescription, PartitionLookups
+from replication.replica_reader import ReplicaReader
+from replication.replica_state_changes import ReplicaStateChanges
 from replication.replication_config import ReplicationConfig
 from replication.replication_quota_manager import ReplicationQuotas
-from replication.txn_verification import TransactionalProduce
-from storage.errors import StorageError
-from storage.log import now_ms
+from replication.state_change_requests import LeaderAndIsrResult, LeaderAndIsrStates, StopReplicaResult, StopReplicaStates
+from replication.txn_marker_writer import TxnMarker, TxnMarkerCallback, TxnMarkerWriter
+from replication.txn_verification import ProduceVerification, TransactionalProduce, TransactionVerifier
 from storage.log_append import AppendOrigin
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
+from storage.producer_state_entry import ProducerStateEntry
 
 if TYPE_CHECKING:
     from replication.alter_partition_manager import AlterPartitionManager
@@ -72,44 +72,83 @@ __all__ = ["FetchParams", "FetchPartition", "PartitionAppendResult", "ReplicaMan
 
 TopicPartition = tuple[str, int]
 Records = bytearray | memoryview
+#: Told a partition index whose leadership arrived or left.
+LeadershipCallback = Callable[[int], None]
+AppendOutcome = list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]
 
-#: Verification on, nothing verified: every append carries SENTINEL_GUARD (never mutated).
-_UNVERIFIED = txn_verification.VerificationPlan()
 
-class ReplicaManager(ClusterReplication, PartitionReads, PartitionLookups, TxnMarkerWrites):
+class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager, append_thread: AppendThread,
                  replication_config: ReplicationConfig | None = None,
                  quotas: ReplicationQuotas | None = None) -> None:
         self.broker_id = broker_id
-        self.replication_config = replication_config or ReplicationConfig()
         self.log_manager = log_manager
+        self.append_thread = append_thread
+        self._replication_config = replication_config or ReplicationConfig()
         #: The leader and follower replication throttles (KIP-73). The broker feeds them: its
         #: dynamic configs the rates, the topics' configs (``update_throttled_replicas``) the partitions.
         self.quotas = quotas or ReplicationQuotas()
-        self.append_thread = append_thread
-        self.partitions: dict[TopicPartition, Partition] = {}
-        #: The same partitions by topic, in index order: Metadata, DescribeTopicPartitions and
-        #: FindCoordinator list one topic's partitions without walking every partition hosted.
-        self._by_topic: dict[str, dict[int, Partition]] = {}
-        self.fetch_purgatory = FetchPurgatory()
-        self.produce_purgatory = ProducePurgatory(self._check_enough_replicas)
+        self.hosted = HostedPartitions()
+        self.purgatories = Purgatories(self.hosted)
         #: topic → (on election, on resignation): coordinators load and unload their partitions.
         self._leadership_listeners: dict[str, tuple[LeadershipCallback, LeadershipCallback]] = {}
-        #: topic → told of every transaction marker written to it (the group coordinator's offsets).
-        self._txn_marker_listeners: dict[str, TxnMarkerCallback] = {}
-        #: KIP-890 part 1; None: transactional produces are not verified (no coordinator wired).
-        self.txn_verification: txn_verification.ProduceVerification | None = None
-        #: Cluster mode (``replication.replica_state_changes``): the last controller epoch seen, the
-        #: fetchers of followed partitions, ISR changes to the controller, the ISR expiration task.
-        self.controller_epoch = 0
-        self.replica_fetcher_manager: ReplicaFetcherManager | None = None
-        self.alter_partition_manager: AlterPartitionManager | None = None
-        self._isr_expiration: asyncio.Task[None] | None = None
-        #: Cluster mode: which brokers are alive (the metadata cache's view); None: all are.
-        self._isr_eligibility: Callable[[int], bool] | None = None
-        #: Serializes LeaderAndIsr and StopReplica: each changes many partitions over several awaits.
-        self.state_change_lock = asyncio.Lock()
+        self.appender = ReplicaAppender(broker_id, self.hosted, append_thread, self.purgatories)
+        self.isr = IsrManager(broker_id, self.hosted, self.purgatories)
+        self.reader = ReplicaReader(broker_id, self.hosted, self.purgatories.fetch, self.quotas,
+                                    self.isr.update_follower_fetch_state)
+        self.lookups = PartitionLookups(broker_id, self.hosted, log_manager, append_thread)
+        self.txn_markers = TxnMarkerWriter(broker_id, self.appender)
+        self.state_changes = ReplicaStateChanges(
+            broker_id, self.hosted, log_manager, append_thread, self.purgatories, self.isr,
+            self._fire_leadership_change, self._new_fetcher_manager, self._replication_config)
 
+    # -- state the rest of the broker reads --------------------------------------------------
+    @property
+    def partitions(self) -> dict[TopicPartition, Partition]:
+        return self.hosted.by_tp
+
+    @property
+    def fetch_purgatory(self) -> FetchPurgatory:
+        return self.purgatories.fetch
+
+    @property
+    def produce_purgatory(self) -> ProducePurgatory:
+        return self.purgatories.produce
+
+    @property
+    def replication_config(self) -> ReplicationConfig:
+        return self._replication_config
+
+    @replication_config.setter
+    def replication_config(self, config: ReplicationConfig) -> None:
+        """The cluster's settings (inter-broker security, fetcher sizes), set before replication starts."""
+        self._replication_config = config
+        self.state_changes.config = config
+        if self.replica_fetcher_manager is not None:
+            self.replica_fetcher_manager.config = config
+
+    @property
+    def controller_epoch(self) -> int:
+        """The latest controller epoch seen (LeaderAndIsr, StopReplica, UpdateMetadata)."""
+        return self.state_changes.controller_epoch
+
+    @controller_epoch.setter
+    def controller_epoch(self, epoch: int) -> None:
+        self.state_changes.controller_epoch = epoch
+
+    @property
+    def replica_fetcher_manager(self) -> ReplicaFetcherManager | None:
+        return self.state_changes.fetcher_manager
+
+    @property
+    def alter_partition_manager(self) -> AlterPartitionManager | None:
+        return self.isr.alter_partition_manager
+
+    @property
+    def txn_verification(self) -> ProduceVerification | None:
+        return self.appender.txn_verification
+
+    # -- partitions ---------------------------------------------------------------------------
     def update_throttled_replicas(self, topic: str, config: LogConfig) -> None:
         """A topic's config changed (or was loaded): its throttled replicas on this broker
         (Kafka's TopicConfigHandler; a LogManager topic config listener)."""
@@ -122,23 +161,26 @@ class ReplicaManager(ClusterReplication, PartitionReads, PartitionLookups, TxnMa
         (from the thread that made the change: hop to the event loop yourself)."""
         self._leadership_listeners[topic] = (on_election, on_resignation)
 
-    # -- partition lifecycle ---------------------------------------------
+    def _fire_leadership_change(self, topic: str, partition_index: int, elected: bool) -> None:
+        listener = self._leadership_listeners.get(topic)
+        if listener is None:
+            return
+        try:
+            listener[0 if elected else 1](partition_index)
+        except Exception:
+            log.exception("[ReplicaManager broker=%d] leadership listener of %s failed", self.broker_id, topic)
+
     def make_leader(self, topic: str, partition_index: int, topic_id: uuid.UUID, replicas: list[int],
                     leader_epoch: int = 0) -> Partition:
-        """Host a partition as its leader, creating its log if needed (blocking: may create files)."""
-        tp = (topic, partition_index)
-        partition = self.partitions.get(tp)
+        """A lone broker hosts a partition as its leader, creating its log if needed (blocking:
+        may create files)."""
+        partition = self.hosted.get((topic, partition_index))
         if partition is None:
             log_ = self.log_manager.get_or_create_log(topic, partition_index)
             partition = Partition(topic, partition_index, topic_id, log_, self.broker_id, replicas, leader_epoch)
             # A single-replica leader owns everything in its log: committed.
             partition.maybe_increment_high_watermark()
-            self.partitions[tp] = partition
-            by_index = self._by_topic.setdefault(topic, {})
-            out_of_order = bool(by_index) and partition_index < next(reversed(by_index))
-            by_index[partition_index] = partition
-            if out_of_order:
-                self._by_topic[topic] = dict(sorted(by_index.items()))
+            self.hosted.add(partition)
             listener = self._leadership_listeners.get(topic)
             if listener is not None:
                 listener[0](partition_index)
@@ -146,356 +188,121 @@ class ReplicaManager(ClusterReplication, PartitionReads, PartitionLookups, TxnMa
 
     def delete_partitions(self, topic: str) -> None:
         listener = self._leadership_listeners.get(topic)
-        for index in list(self._by_topic.pop(topic, {})):
-            del self.partitions[(topic, index)]
+        for index in self.hosted.remove_topic(topic):
             self.log_manager.delete_log(topic, index)
             if listener is not None:
                 listener[1](index)
 
     def get_partition(self, topic: str, partition_index: int) -> Partition | None:
-        return self.partitions.get((topic, partition_index))
+        return self.hosted.get((topic, partition_index))
 
     def get_log_config(self, tp: TopicPartition) -> LogConfig | None:
         """The config of a hosted partition's log (Kafka's getLogConfig), or None."""
-        partition = self.partitions.get(tp)
+        partition = self.hosted.get(tp)
         return None if partition is None else partition.log.config
 
     def partitions_of(self, topic: str) -> list[Partition]:
-        return list(self._by_topic.get(topic, {}).values())
-
-    def _check_enough_replicas(self, tp: TopicPartition, required_offset: int) -> tuple[bool, int]:
-        partition = self.partitions.get(tp)
-        if partition is None:
-            return False, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return partition.check_enough_replicas_reach_offset(required_offset)
+        return self.hosted.of_topic(topic)
 
     def shutdown(self) -> None:
         """Answer parked fetches and produces now, so shutdown does not wait them out; stop the
         fetchers and the ISR expiration task (``shutdown_replication`` awaits them too)."""
-        self.fetch_purgatory.shutdown()
-        self.produce_purgatory.shutdown()
-        if self._isr_expiration is not None:
-            self._isr_expiration.cancel()
+        self.purgatories.shutdown()
+        self.isr.cancel_expiration()
         if self.replica_fetcher_manager is not None:
             self.replica_fetcher_manager.close()
 
-    # -- append -----------------------------------------------------------
-    def append_records(
-        self,
-        entries: Sequence[tuple[str, int, Records]],
-        required_acks: int,
-        timeout_ms: int,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
-        transactional: TransactionalProduce | None = None,
-    ) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
-        """Append one batch per (topic, partition, batch) entry as leader; one result per entry, in order.
+    # -- append (ReplicaAppender, TxnMarkerWriter) ---------------------------------------------
+    def append_records(self, entries: Sequence[tuple[str, int, Records]], required_acks: int, timeout_ms: int,
+                       origin: AppendOrigin = AppendOrigin.CLIENT,
+                       transactional: TransactionalProduce | None = None) -> AppendOutcome:
+        """See ``ReplicaAppender.append_records``."""
+        return self.appender.append_records(entries, required_acks, timeout_ms, origin, transactional)
 
-        Each batch was checked by the request's decoder (one v2 batch, header
-        sane); its offsets are patched in place. With ``required_acks=-1`` the
-        answer waits until the high watermark passes each append, at most
-        ``timeout_ms``. Answers synchronously when every append could be made on
-        the loop and is acknowledged; else returns an awaitable.
+    def append_converted_records(self, entries: Sequence[tuple[str, int, Records]], required_acks: int,
+                                 timeout_ms: int, convert: Callable[[Records, LogConfig, int], Records]
+                                 ) -> AppendOutcome:
+        """See ``ReplicaAppender.append_converted_records``."""
+        return self.appender.append_converted_records(entries, required_acks, timeout_ms, convert)
 
-        ``transactional``: the request's transactional id. With transaction
-        verification on (``set_transaction_verifier``), a transactional batch that
-        does not continue a transaction open on its partition is appended only once
-        the coordinator confirms it (``replication.txn_verification``).
-        """
-        verification = self.txn_verification
-        # An implicit add (transaction version 2) is how the partition joins the transaction at all:
-        # it is made even with verification switched off.
-        implicit_add = transactional is not None and transactional.add_partitions
-        if verification is None or origin == AppendOrigin.REPLICATION or not (verification.enabled() or implicit_add):
-            return self._append(entries, required_acks, timeout_ms, origin, None)
-        if transactional is None:
-            if origin != AppendOrigin.CLIENT:
-                return self._append(entries, required_acks, timeout_ms, origin, None)  # markers, coordinator state
-            # Verification on: a transactional batch in a request without a transactional id is
-            # checked against a guard it cannot have, so it never starts a transaction.
-            return self._append(entries, required_acks, timeout_ms, origin, _UNVERIFIED)
-        # A client's produce, or TxnOffsetCommit's write to __consumer_offsets (Kafka verifies both).
-        return self._append_transactional(verification, entries, required_acks, timeout_ms, transactional, origin)
-
-    def set_transaction_verifier(self, verifier: txn_verification.TransactionVerifier,
+    def set_transaction_verifier(self, verifier: TransactionVerifier,
                                  enabled: Callable[[], bool]) -> None:
         """Verify transactional produces with ``verifier`` while ``enabled()`` (KIP-890 part 1)."""
-        self.txn_verification = txn_verification.ProduceVerification(verifier, enabled)
+        self.appender.set_transaction_verifier(verifier, enabled)
 
-    def _append_transactional(self, verification: txn_verification.ProduceVerification,
-                              entries: Sequence[tuple[str, int, Records]], required_acks: int, timeout_ms: int,
-                              transactional: TransactionalProduce, origin: AppendOrigin
-                              ) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
-        """Append at once when nothing needs the coordinator; else verify, then append, in turn
-        with the verifications in flight on the same partitions."""
-        in_flight = verification.in_flight
-        tps = [(topic, index) for topic, index, _ in entries]
-        earlier = {fut for tp in tps if (fut := in_flight.get(tp)) is not None}
-        if not earlier:
-            plan = txn_verification.plan_verification(entries, self.partitions, self.broker_id, now_ms())
-            if not plan.to_verify:
-                return self._append(entries, required_acks, timeout_ms, origin, plan)
-        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        for tp in tps:
-            in_flight[tp] = turn
-        return self._verify_then_append(verification, earlier, turn, tps, entries, required_acks, timeout_ms,
-                                        transactional, origin)
+    def add_txn_marker_listener(self, topic: str, on_markers_written: TxnMarkerCallback) -> None:
+        """See ``TxnMarkerWriter.add_txn_marker_listener``."""
+        self.txn_markers.add_txn_marker_listener(topic, on_markers_written)
 
-    async def _verify_then_append(self, verification: txn_verification.ProduceVerification,
-                                  earlier: set[asyncio.Future[None]], turn: asyncio.Future[None],
-                                  tps: list[TopicPartition], entries: Sequence[tuple[str, int, Records]],
-                                  required_acks: int, timeout_ms: int, transactional: TransactionalProduce,
-                                  origin: AppendOrigin) -> list[PartitionAppendResult]:
-        try:
-            if earlier:
-                await asyncio.wait(earlier)  # not cancelled with this request: others wait on them too
-            # Planned again: the append waited on may have opened the transaction here.
-            plan = txn_verification.plan_verification(entries, self.partitions, self.broker_id, now_ms())
-            if plan.to_verify:
-                errors = await txn_verification.verify(
-                    verification.verifier, transactional.transactional_id, plan.producer_id, plan.producer_epoch,
-                    list(plan.to_verify.values()), timeout_ms, transactional.add_partitions)
-                for i, tp in plan.to_verify.items():
-                    if tp in errors:
-                        plan.errors[i] = txn_verification.produce_error(errors[tp], transactional.abortable_supported)
-            # The appends are queued (in order) by this call: later produces need not wait for their answer.
-            outcome = self._append(entries, required_acks, timeout_ms, origin, plan)
-        finally:
-            if not turn.done():
-                turn.set_result(None)
-            for tp in tps:
-                if verification.in_flight.get(tp) is turn:
-                    del verification.in_flight[tp]
-        return outcome if isinstance(outcome, list) else await outcome
-
-    def _append(self, entries: Sequence[tuple[str, int, Records]], required_acks: int, timeout_ms: int,
-                origin: AppendOrigin, plan: txn_verification.VerificationPlan | None
-                ) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
-        """``append_records`` once verified: ``plan`` (None: verification off) gives each
-        append's guard and the entries refused by the coordinator."""
-        now = now_ms()  # one clock read per request: with 1,000 partitions a request carries 1,000 batches
-        # First pass: look up and check each partition batch. Then, while nothing is queued
-        # on the append thread, reserve (lock, roll test) and append on the loop. Stopping
-        # at the first that would block keeps each partition's appends in arrival order:
-        # that one, everything after it, and every later request queue on the append
-        # thread behind it.
-        results: list[PartitionAppendResult | None] = []
-        appends: list[tuple[int, Partition, Records]] = []
-        partitions = self.partitions
-        broker_id = self.broker_id
-        check_isr = required_acks == -1
-        refused = plan.errors if plan is not None else None
-        for topic, index, records in entries:
-            partition = partitions.get((topic, index))
-            if partition is None or partition.leader_id != broker_id:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if partition is None else ErrorCode.NOT_LEADER_OR_FOLLOWER
-                results.append(PartitionAppendResult(code, None, None))
-                continue
-            if refused and len(results) in refused:
-                error, message = refused[len(results)]
-                results.append(PartitionAppendResult(error, None, message))
-                continue
-            if check_isr and len(partition.isr) < partition.log.config.min_insync_replicas:
-                results.append(PartitionAppendResult(ErrorCode.NOT_ENOUGH_REPLICAS, None, partition.isr_too_small()))
-                continue
-            if type(records) is memoryview and records.readonly:  # offsets are patched in place
-                records = bytearray(records)
-            appends.append((len(results), partition, records))
-            results.append(None)  # filled by the append below
-        leftover = self._append_on_loop(appends, results, origin, now, plan) if self.append_thread.idle else appends
-        if leftover:
-            # Queued now, not when a task first runs: a later request handled
-            # synchronously must see the append thread busy and queue behind it.
-            # Waiters wake when the records land, whatever became of the request (its client may be gone).
-            pending = self.append_thread.run(self._append_blocking, leftover, origin, now, None, plan,
-                                             on_done=functools.partial(self._wake_after_thread_append, leftover))
-            return self._complete_after_thread(pending, entries, leftover, results, required_acks, timeout_ms)
-        return self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
-
-    def append_converted_records(
-        self,
-        entries: Sequence[tuple[str, int, Records]],
-        required_acks: int,
-        timeout_ms: int,
-        convert: Callable[[Records, LogConfig, int], Records],
-    ) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
-        """``append_records`` for a client's records that must be converted first (Produce
-        v0-v2's message formats v0/v1): ``convert(records, partition config, now)`` gives the
-        v2 bytes to append, or raises with the error to answer.
-
-        Conversion reads and rebuilds every record, so it runs with its append on the
-        append thread, in arrival order, and never on the event loop; a separate entry
-        point keeps ``append_records``, which current clients take, free of it.
-        """
-        now = now_ms()
-        results: list[PartitionAppendResult | None] = []
-        appends: list[tuple[int, Partition, Records]] = []
-        for topic, index, records in entries:
-            partition = self.partitions.get((topic, index))
-            if partition is None or partition.leader_id != self.broker_id:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if partition is None else ErrorCode.NOT_LEADER_OR_FOLLOWER
-                results.append(PartitionAppendResult(code, None, None))
-            elif required_acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
-                results.append(PartitionAppendResult(ErrorCode.NOT_ENOUGH_REPLICAS, None, partition.isr_too_small()))
-            else:
-                appends.append((len(results), partition, records))
-                results.append(None)
-        if not appends:
-            return self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
-        verification = self.txn_verification
-        plan = _UNVERIFIED if verification is not None and verification.enabled() else None
-        pending = self.append_thread.run(self._append_blocking, appends, AppendOrigin.CLIENT, now, convert, plan,
-                                         on_done=functools.partial(self._wake_after_thread_append, appends))
-        return self._complete_after_thread(pending, entries, appends, results, required_acks, timeout_ms)
-
-    def _append_on_loop(self, appends: list[tuple[int, Partition, Records]],
-                        results: list[PartitionAppendResult | None], origin: AppendOrigin,
-                        now: int, plan: txn_verification.VerificationPlan | None = None
-                        ) -> list[tuple[int, Partition, Records]]:
-        """Append on the loop every batch up to the first whose append could block;
-        return the rest (for the append thread)."""
-        reserved = 0
-        for _, partition, records in appends:
-            if not partition.reserve_append(records, now):
-                break
-            reserved += 1
-        # Nothing can start waiting while these appends run: skip notifying when nobody waits.
-        fetches = self.fetch_purgatory if self.fetch_purgatory.watching else None
-        purgatory = self.produce_purgatory
-        done = 0
-        try:
-            for i, partition, records in appends[:reserved]:
-                done += 1
-                high_watermark = partition.high_watermark
-                try:
-                    info = partition.append_reserved(records, origin, now, None if plan is None else plan.guard_of(i))
-                except APPEND_EXCEPTIONS as exc:
-                    results[i] = self._append_failed(partition, exc)
-                    continue
-                results[i] = PartitionAppendResult(ErrorCode.NO_ERROR, info, None)
-                tp = (partition.topic, partition.partition_index)
-                if fetches is not None:
-                    fetches.notify_log_end(tp)
-                    if partition.high_watermark != high_watermark:  # a lone in-sync replica's append
-                        fetches.notify_high_watermark(tp)
-                if purgatory.watching and purgatory.is_watched(tp):
-                    purgatory.check_and_complete(tp)
-        finally:
-            for _, partition, _ in appends[done:reserved]:  # only after an unexpected error
-                partition.release_reserved()
-        return appends[reserved:]
-
-    def _append_blocking(self, appends: list[tuple[int, Partition, Records]], origin: AppendOrigin, now: int,
-                         convert: Callable[[Records, LogConfig, int], Records] | None = None,
-                         plan: txn_verification.VerificationPlan | None = None) -> list[PartitionAppendResult]:
-        """Append thread: one result per append, in order (each converted first when ``convert``)."""
-        results = []
-        for i, partition, records in appends:
-            try:
-                if convert is not None:
-                    records = convert(records, partition.log.config, now)
-                info = partition.append_records_to_leader(records, origin, now, None if plan is None else plan.guard_of(i))
-                results.append(PartitionAppendResult(ErrorCode.NO_ERROR, info))
-            except APPEND_EXCEPTIONS as exc:
-                results.append(self._append_failed(partition, exc))
-            except Exception as exc:
-                if self.partitions.get((partition.topic, partition.partition_index)) is not partition:
-                    # Deleted (or replaced) between the request's lookup and this append.
-                    results.append(PartitionAppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, str(exc)))
-                    continue
-                log.error("error appending to %s: %s", partition, exc)
-                results.append(PartitionAppendResult(ErrorCode.KAFKA_STORAGE_ERROR, None, str(exc)))
-        return results
-
-    @staticmethod
-    def _append_failed(partition: Partition, exc: BaseException) -> PartitionAppendResult:
-        log.debug("append to %s failed: %s", partition, exc)
-        record_errors = exc.record_errors if isinstance(exc, StorageError) else ()
-        return PartitionAppendResult(error_code_for(exc), None, str(exc), record_errors)
-
-    async def _complete_after_thread(self, pending: Awaitable[list[PartitionAppendResult]],
-                                     entries: Sequence[tuple[str, int, Records]],
-                                     appended: list[tuple[int, Partition, Records]],
-                                     results: list[PartitionAppendResult | None], required_acks: int,
-                                     timeout_ms: int) -> list[PartitionAppendResult]:
-        done = await pending  # parked fetches and produces were woken already (_wake_after_thread_append)
-        for (i, _, _), result in zip(appended, done, strict=True):
-            results[i] = result
-        acknowledged = self._acknowledged(entries, results, required_acks, timeout_ms)  # type: ignore[arg-type]
-        return acknowledged if isinstance(acknowledged, list) else await acknowledged
-
-    def _wake_after_thread_append(self, appended: list[tuple[int, Partition, Records]],
-                                  pending: asyncio.Future[list[PartitionAppendResult]]) -> None:
-        """Appends done on the append thread: wake the fetches parked on their partitions, and
-        the acks=all produces the append may have completed (it may move the high watermark)."""
-        if pending.cancelled() or pending.exception() is not None:
-            return  # the awaiting request reports it
-        notify = self.fetch_purgatory.notify
-        purgatory = self.produce_purgatory
-        for (_, partition, _), result in zip(appended, pending.result(), strict=True):
-            if result.info is not None:
-                tp = (partition.topic, partition.partition_index)
-                notify(tp)
-                if purgatory.is_watched(tp):
-                    purgatory.check_and_complete(tp)
-
-    def _acknowledged(self, entries: Sequence[tuple[str, int, Records]],
-                      results: list[PartitionAppendResult], required_acks: int,
-                      timeout_ms: int) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
-        """acks 0/1: the results now. acks=-1: once each high watermark passes its append."""
-        if required_acks != -1:
-            return results
-        required: dict[TopicPartition, int] = {}
-        partitions = self.partitions
-        for (topic, index, _), result in zip(entries, results, strict=True):
-            info = result.info
-            if info is None:
-                continue
-            tp = (topic, index)
-            partition = partitions.get(tp)
-            if partition is not None and partition.high_watermark <= info.last_offset:
-                required[tp] = info.last_offset + 1
-        if not required:
-            return results
-        return self._wait_for_high_watermark(entries, results, required, timeout_ms)
-
-    async def _wait_for_high_watermark(self, entries: Sequence[tuple[str, int, Records]],
-                                       results: list[PartitionAppendResult], required: dict[TopicPartition, int],
-                                       timeout_ms: int) -> list[PartitionAppendResult]:
-        errors = await self.produce_purgatory.wait(required, max(timeout_ms, 0) / 1000)
-        for (topic, index, _), result in zip(entries, results, strict=True):
-            error = errors.get((topic, index))
-            if error is not None:
-                result.error_code = error
-                result.info = None
-        return results
+    def write_txn_markers(self, markers: Sequence[TxnMarker], timeout_ms: int
+                          ) -> list[dict[TopicPartition, int]] | Awaitable[list[dict[TopicPartition, int]]]:
+        """See ``TxnMarkerWriter.write_txn_markers``."""
+        return self.txn_markers.write_txn_markers(markers, timeout_ms)
 
     def on_high_watermark_advanced(self, tp: TopicPartition) -> None:
         """A partition's high watermark moved (a follower caught up): complete what waits on it."""
-        self.produce_purgatory.check_and_complete(tp)
-        self.fetch_purgatory.notify_high_watermark(tp)
+        self.purgatories.high_watermark_advanced(tp)
 
-    # -- fetch ------------------------------------------------------------
+    # -- reads (ReplicaReader, PartitionLookups) -------------------------------------------------
     def fetch_messages(self, params: FetchParams, partitions: Sequence[FetchPartition]
                        ) -> list[LogReadResult] | Awaitable[list[LogReadResult]]:
-        """Read every partition; one result per partition, in order.
+        """See ``ReplicaReader.fetch_messages``."""
+        return self.reader.fetch_messages(params, partitions)
 
-        Answers at once when the first read finds ``min_bytes``, an error, or the
-        wait is zero; else returns an awaitable that long-polls in the fetch
-        purgatory until an append to one of the partitions or ``max_wait_ms``.
-        """
-        deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
-        results, total, any_error = self._read_from_log(params, partitions)
-        throttling = params.is_from_follower and bool(self.quotas.leader.throttled_topics)
-        if params.is_from_follower:
-            self.update_follower_fetch_state(params, partitions, results)
-        if total >= params.min_bytes or any_error or deadline <= time.monotonic() or not partitions:
-            if throttling:
-                self._record_leader_quota(partitions, results)
-            return results
-        # Parked in this step, with no await since the read: an append before the answering task
-        # runs is recorded, and the read stands (Kafka's tryComplete, then watch).
-        keys = [(p.topic, p.partition) for p in partitions]
-        parked = self.fetch_purgatory.park(keys, deadline - time.monotonic(), to_log_end=params.is_from_follower)
-        if throttling:
-            return self._delayed_throttled_fetch(params, partitions, deadline, keys, parked, (results, total))
-        return self._delayed_fetch(params, partitions, deadline, keys, parked, (results, total))
+    def read_log(self, tp: TopicPartition, fetch_offset: int, max_bytes: int) -> LogReadResult:
+        """See ``ReplicaReader.read_log``."""
+        return self.reader.read_log(tp, fetch_offset, max_bytes)
+
+    def last_offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
+                                     leader_epoch: int) -> tuple[int, int, int]:
+        return self.lookups.last_offset_for_leader_epoch(tp, current_leader_epoch, leader_epoch)
+
+    def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int, isolation_level: int | None,
+                                   current_leader_epoch: int, fetch_only_from_leader: bool = True) -> ListOffsetsResult:
+        return self.lookups.fetch_offset_for_timestamp(tp, timestamp, isolation_level, current_leader_epoch,
+                                                       fetch_only_from_leader)
+
+    def legacy_fetch_offsets_for_timestamp(self, tp: TopicPartition, timestamp: int, max_num_offsets: int,
+                                           from_consumer: bool, fetch_only_from_leader: bool = True,
+                                           ) -> tuple[int, list[int]]:
+        return self.lookups.legacy_fetch_offsets_for_timestamp(tp, timestamp, max_num_offsets, from_consumer,
+                                                               fetch_only_from_leader)
+
+    def delete_records(self, offsets: Sequence[tuple[TopicPartition, int]]) -> Awaitable[list[tuple[int, int]]]:
+        return self.lookups.delete_records(offsets)
+
+    def active_producer_state(self, tp: TopicPartition) -> tuple[int, dict[int, ProducerStateEntry]]:
+        return self.lookups.active_producer_state(tp)
+
+    def describe_log_dirs(self, wanted: dict[str, set[int]] | None) -> list[LogDirDescription]:
+        return self.lookups.describe_log_dirs(wanted)
+
+    # -- cluster mode (ReplicaStateChanges, IsrManager) --------------------------------------------
+    def set_alter_partition_manager(self, manager: AlterPartitionManager) -> None:
+        """ISR changes go to the controller through ``manager``."""
+        self.isr.alter_partition_manager = manager
+
+    def set_isr_eligibility(self, is_alive: Callable[[int], bool]) -> None:
+        """``is_alive`` (the metadata cache's) decides ISR eligibility."""
+        self.isr.set_isr_eligibility(is_alive)
+
+    def start_replication(self, fetcher_manager: ReplicaFetcherManager | None = None) -> None:
+        """Start the ISR expiration task (every half ``replica.lag.time.max.ms``) and the fetcher
+        manager followers need. Event loop."""
+        self.state_changes.start_replication(fetcher_manager)
+
+    def _new_fetcher_manager(self) -> ReplicaFetcherManager:
+        return ReplicaFetcherManager(self.broker_id, self._replication_config, self.hosted, self.append_thread,
+                                     self.quotas)
+
+    async def shutdown_replication(self) -> None:
+        """Stop the fetchers and the ISR expiration task and wait until they are gone."""
+        await self.state_changes.shutdown_replication()
+
+    def become_leader_or_follower(self, request: LeaderAndIsrStates) -> Awaitable[LeaderAndIsrResult]:
+        """LeaderAndIsr from the controller (``ReplicaStateChanges.become_leader_or_follower``)."""
+        return self.state_changes.become_leader_or_follower(request)
+
+    def stop_replicas(self, request: StopReplicaStates) -> Awaitable[StopReplicaResult]:
+        """StopReplica from the controller (``ReplicaStateChanges.stop_replicas``)."""
+        return self.state_changes.stop_replicas(request)

@@ -1,10 +1,9 @@
 """The replica manager's lookups for the admin and offset APIs: ListOffsets,
 OffsetsForLeaderEpoch, DeleteRecords, DescribeProducers and DescribeLogDirs.
 
-A mixin of :class:`~replication.replica_manager.ReplicaManager` (never used
-without it): each answers for one partition, or one log dir, from what the
-replica manager hosts, with Kafka's error code when it is not hosted or not
-led here. DeleteRecords runs on the append thread (it may delete segments and
+A collaborator of :class:`~replication.replica_manager.ReplicaManager`: each
+answers for one partition, or one log dir, from the partitions it hosts, with
+Kafka's error code when one is not hosted or not led here. DeleteRecords runs on the append thread (it may delete segments and
 writes the log-start-offset checkpoint); the rest read only.
 """
 
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from protocol.errors import ErrorCode
 from replication.append_thread import AppendThread
+from replication.hosted_partitions import HostedPartitions
 from replication.partition import Partition
 from storage.errors import OffsetOutOfRangeError
 from storage.log_manager import LogManager
@@ -54,17 +54,18 @@ class LogDirDescription:
 
 
 class PartitionLookups:
-    # Set by ReplicaManager.__init__.
-    broker_id: int
-    log_manager: LogManager
-    append_thread: AppendThread
-    partitions: dict[TopicPartition, Partition]
+    def __init__(self, broker_id: int, hosted: HostedPartitions, log_manager: LogManager,
+                 append_thread: AppendThread) -> None:
+        self.broker_id = broker_id
+        self._hosted = hosted
+        self._log_manager = log_manager
+        self._append_thread = append_thread
 
     def last_offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
                                      leader_epoch: int) -> tuple[int, int, int]:
         """OffsetsForLeaderEpoch at the leader: (error, epoch, end offset), see
         ``Partition.last_offset_for_leader_epoch``. UNKNOWN_TOPIC_OR_PARTITION when not hosted."""
-        partition = self.partitions.get(tp)
+        partition = self._hosted.get(tp)
         if partition is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
         return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
@@ -74,7 +75,7 @@ class PartitionLookups:
         """ListOffsets for one partition (Kafka's fetchOffsetForTimestamp): ``isolation_level`` is
         None for a follower or a debugging client (see up to the log end); only a debugging
         client may ask a follower (``fetch_only_from_leader`` False)."""
-        partition = self.partitions.get(tp)
+        partition = self._hosted.get(tp)
         if partition is None:
             return ListOffsetsResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         fenced = partition.leader_epoch_error(current_leader_epoch)
@@ -91,7 +92,7 @@ class PartitionLookups:
                                            from_consumer: bool, fetch_only_from_leader: bool = True,
                                            ) -> tuple[int, list[int]]:
         """ListOffsets v0: (error, offsets before ``timestamp``, descending, at most ``max_num_offsets``)."""
-        partition = self.partitions.get(tp)
+        partition = self._hosted.get(tp)
         if partition is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
         if fetch_only_from_leader and not partition.is_leader:
@@ -105,16 +106,16 @@ class PartitionLookups:
         -1 means the high watermark. Runs on the append thread (it may delete
         segments and writes the log-start-offset checkpoint).
         """
-        return self.append_thread.run(self._delete_records_blocking, offsets)
+        return self._append_thread.run(self._delete_records_blocking, offsets)
 
     def _delete_records_blocking(self, offsets: Sequence[tuple[TopicPartition, int]]) -> list[tuple[int, int]]:
         results = [self._delete_records_of(tp, offset) for tp, offset in offsets]
         if any(code == ErrorCode.NO_ERROR for code, _ in results):
-            self.log_manager.checkpoint_log_start_offsets()
+            self._log_manager.checkpoint_log_start_offsets()
         return results
 
     def _delete_records_of(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
-        partition = self.partitions.get(tp)
+        partition = self._hosted.get(tp)
         if partition is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
         if not partition.is_leader:
@@ -136,7 +137,7 @@ class PartitionLookups:
 
     def active_producer_state(self, tp: TopicPartition) -> tuple[int, dict[int, ProducerStateEntry]]:
         """DescribeProducers: (error, the partition's active producers by id)."""
-        partition = self.partitions.get(tp)
+        partition = self._hosted.get(tp)
         if partition is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, {}
         state = partition.log.producer_state
@@ -144,9 +145,9 @@ class PartitionLookups:
 
     def describe_log_dirs(self, wanted: dict[str, set[int]] | None) -> list[LogDirDescription]:
         """DescribeLogDirs: each log dir with the partitions (all, or ``wanted``) it holds."""
-        hosted = sorted(self.partitions.values(), key=lambda p: (p.topic, p.partition_index))
+        hosted = sorted(self._hosted.by_tp.values(), key=lambda p: (p.topic, p.partition_index))
         described = []
-        for log_dir in self.log_manager.log_dirs:
+        for log_dir in self._log_manager.log_dirs:
             path = Path(log_dir).resolve()
             description = LogDirDescription(str(path))
             for partition in _in_dir(hosted, path, wanted):

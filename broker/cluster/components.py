@@ -1,7 +1,7 @@
 """The controller and replication settings a cluster member builds from its broker config.
 
 The controller (``controller.kafka_controller``) and the replica manager's
-cluster-mode side (``replication.replica_manager_cluster``) take small config
+cluster-mode side (``replication.replica_state_changes``) take small config
 dataclasses of their own, under Kafka's property names; these functions fill
 them from the broker's :class:`~broker.config.broker_config.BrokerConfig`.
 """

@@ -68,10 +68,14 @@ from controller.zk.zk_data import (
 )
 from controller.zk.zk_node_change_notification_listener import ZkNodeChangeNotificationListener
 from protocol.errors import ErrorCode
-from protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
-from protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
 from protocol.messages.update_metadata import UpdateMetadataRequest
 from replication.alter_partition_manager import AlterPartitionManager
+from replication.state_change_requests import (
+    LeaderAndIsrResult,
+    LeaderAndIsrStates,
+    StopReplicaResult,
+    StopReplicaStates,
+)
 from storage.meta_properties import check_meta_properties
 
 if TYPE_CHECKING:
@@ -229,7 +233,7 @@ class ZkBroker:
 
     @property
     def replica_states(self) -> ReplicaManager:
-        """The replica manager, for its cluster-mode calls (replication.replica_manager_cluster)."""
+        """The replica manager, for its cluster-mode calls (replication.replica_state_changes)."""
         return self.parts.replica_manager
 
     # -- 3. once the listeners are bound ---------------------------------------
@@ -357,12 +361,12 @@ class ZkBroker:
             self._spawn(self._forget_topic_configs(sorted(gone)), "forget-topic-configs")
         return ErrorCode.NO_ERROR
 
-    async def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+    async def become_leader_or_follower(self, request: LeaderAndIsrStates) -> LeaderAndIsrResult:
         # A new topic's overrides are in ZooKeeper before its assignment: read them before its logs exist.
-        await self.ensure_topic_configs(t.topic_name for t in request.topic_states)
+        await self.ensure_topic_configs(s.topic for s in request.partition_states)
         return await self.replica_states.become_leader_or_follower(request)
 
-    async def stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse:
+    async def stop_replicas(self, request: StopReplicaStates) -> StopReplicaResult:
         return await self.replica_states.stop_replicas(request)
 
     # -- producer ids: blocks of /latest_producer_id_block --------------------------

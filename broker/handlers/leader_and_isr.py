@@ -1,12 +1,13 @@
 """LeaderAndIsr (4): the controller tells a broker which replicas it leads and follows.
 
-Only a broker in a cluster serves it. Requests below v2 list partition states
-ungrouped (each naming its topic); they are grouped by topic here, so the
-replica manager sees one shape. Its answer comes back in the shape of the
-request's version: per-partition errors below v5, per topic (by id) from v5.
-A request meant for an earlier registration of this broker answers
-STALE_BROKER_EPOCH for every partition; one from a deposed controller
-STALE_CONTROLLER_EPOCH (the replica manager decides).
+Only a broker in a cluster serves it. The wire versions stop here, both ways:
+the request's partition states (ungrouped below v2, each naming its topic; by
+topic from v2, with topic ids from v5) become one list of
+``PartitionState`` (topic id zero where the version has none), and the replica
+manager's per-partition errors become the version's answer (a flat list below
+v5, per topic id from v5). A request meant for an earlier registration of this
+broker answers STALE_BROKER_EPOCH for every partition; one from a deposed
+controller STALE_CONTROLLER_EPOCH (the replica manager decides).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from protocol.messages.leader_and_isr import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     LeaderAndIsrTopicError,
-    LeaderAndIsrTopicState,
 )
+from replication.state_change_requests import BrokerEndpoint, LeaderAndIsrResult, LeaderAndIsrStates, PartitionState
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
@@ -40,63 +41,49 @@ GROUPED_ERRORS_VERSION = 5
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def normalize(request: LeaderAndIsrRequest, version: int) -> LeaderAndIsrRequest:
-    """Group a pre-v2 request's partition states by topic (topic ids stay zero before v5)."""
-    if version >= GROUPED_VERSION:
-        return request
-    by_topic: dict[str, LeaderAndIsrTopicState] = {}
-    for state in request.ungrouped_partition_states:
-        topic = by_topic.get(state.topic_name)
-        if topic is None:
-            topic = by_topic[state.topic_name] = LeaderAndIsrTopicState(topic_name=state.topic_name)
-        topic.partition_states.append(state)
-    request.topic_states = list(by_topic.values())
-    request.ungrouped_partition_states = []
-    return request
+def partition_states(request: LeaderAndIsrRequest, version: int) -> LeaderAndIsrStates:
+    """The request as the replica manager takes it: every partition state, with its topic's id
+    (zero below v5), topic by topic (below v2 in the order each topic first appears)."""
+    if version < GROUPED_VERSION:
+        by_topic: dict[str, list[PartitionState]] = {}
+        for s in request.ungrouped_partition_states:
+            by_topic.setdefault(s.topic_name, []).append(PartitionState(s.topic_name, ZERO_UUID, s))
+        states = [state for topic_states in by_topic.values() for state in topic_states]
+    else:
+        states = [PartitionState(t.topic_name, t.topic_id, s) for t in request.topic_states for s in t.partition_states]
+    live_leaders = {leader.broker_id: BrokerEndpoint(leader.broker_id, leader.host_name, leader.port)
+                    for leader in request.live_leaders}
+    return LeaderAndIsrStates(request.controller_id, request.controller_epoch, states, live_leaders)
 
 
-def shape_response(request: LeaderAndIsrRequest, response: LeaderAndIsrResponse, version: int) -> LeaderAndIsrResponse:
-    """Per-partition errors below v5, per topic id from v5, whichever form the replica manager
-    filled (the other form is cleared: the codec refuses a field its version lacks)."""
-    names = {t.topic_id: t.topic_name for t in request.topic_states}
-    ids = {t.topic_name: t.topic_id for t in request.topic_states}
+def response_for(result: LeaderAndIsrResult, states: LeaderAndIsrStates, version: int) -> LeaderAndIsrResponse:
+    """Per-partition errors as v0-v4 carry them (a flat list) or v5+ (by topic id: the first the
+    request named for the topic)."""
     if version < GROUPED_ERRORS_VERSION:
-        if not response.partition_errors:
-            response.partition_errors = [
-                LeaderAndIsrPartitionError(topic_name=p.topic_name or names.get(t.topic_id, ""),
-                                           partition_index=p.partition_index, error_code=p.error_code)
-                for t in response.topics for p in t.partition_errors]
-        response.topics = []
-        return response
-    if not response.topics:
-        grouped: dict[str, LeaderAndIsrTopicError] = {}
-        for p in response.partition_errors:
-            topic = grouped.get(p.topic_name)
-            if topic is None:
-                topic = grouped[p.topic_name] = LeaderAndIsrTopicError(topic_id=ids.get(p.topic_name, ZERO_UUID))
-            topic.partition_errors.append(p)
-        response.topics = list(grouped.values())
-    response.partition_errors = []
-    return response
+        return LeaderAndIsrResponse(error_code=result.error_code, partition_errors=[
+            LeaderAndIsrPartitionError(topic_name=t, partition_index=p, error_code=e)
+            for (t, p), e in result.errors.items()])
+    topic_ids: dict[str, uuid.UUID] = {}
+    for state in states.partition_states:
+        topic_ids.setdefault(state.topic, state.topic_id)
+    by_topic: dict[str, LeaderAndIsrTopicError] = {}
+    for (t, p), e in result.errors.items():
+        entry = by_topic.get(t)
+        if entry is None:
+            entry = by_topic[t] = LeaderAndIsrTopicError(topic_id=topic_ids.get(t, ZERO_UUID), partition_errors=[])
+        entry.partition_errors.append(LeaderAndIsrPartitionError(partition_index=p, error_code=e))
+    return LeaderAndIsrResponse(error_code=result.error_code, topics=list(by_topic.values()))
 
 
-def error_response(request: LeaderAndIsrRequest, error_code: int) -> LeaderAndIsrResponse:
+def error_result(states: LeaderAndIsrStates, error_code: int) -> LeaderAndIsrResult:
     """Kafka's LeaderAndIsrRequest.getErrorResponse: the error at the top and on every partition."""
-    return LeaderAndIsrResponse(error_code=error_code, topics=[
-        LeaderAndIsrTopicError(topic_id=t.topic_id, partition_errors=[
-            LeaderAndIsrPartitionError(topic_name=t.topic_name, partition_index=p.partition_index,
-                                       error_code=error_code)
-            for p in t.partition_states])
-        for t in request.topic_states])
+    return LeaderAndIsrResult(error_code, {s.tp: error_code for s in states.partition_states})
 
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
     version = ctx.api_version
-    request = normalize(request, version)
+    states = partition_states(request, version)
     error = (broker.membership.check_broker_epoch(request.broker_epoch) if authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION)
              else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    if error:
-        response = error_response(request, error)
-    else:
-        response = await broker.membership.become_leader_or_follower(request)
-    return shape_response(request, response, version)
+    result = error_result(states, error) if error else await broker.membership.become_leader_or_follower(states)
+    return response_for(result, states, version)

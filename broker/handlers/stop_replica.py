@@ -2,9 +2,10 @@
 
 Only a broker in a cluster serves it. Each version's shape (v0: one list and
 one delete flag; v1-v2: grouped by topic, one delete flag; v3+: per-partition
-leader epoch and delete flag) becomes v3's per-partition states here, so the
-replica manager sees one shape. A request meant for an earlier registration of
-this broker answers STALE_BROKER_EPOCH.
+leader epoch and delete flag) becomes one list of ``StopReplicaPartition``
+here, so the replica manager sees no wire version; its per-partition errors
+come back as the answer (one shape in every version). A request meant for an
+earlier registration of this broker answers STALE_BROKER_EPOCH.
 """
 
 from __future__ import annotations
@@ -14,13 +15,8 @@ from typing import TYPE_CHECKING
 from broker.security.auth_helper import authorize_cluster
 from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
-from protocol.messages.stop_replica import (
-    StopReplicaPartitionError,
-    StopReplicaPartitionState,
-    StopReplicaRequest,
-    StopReplicaResponse,
-    StopReplicaTopicState,
-)
+from protocol.messages.stop_replica import StopReplicaPartitionError, StopReplicaRequest, StopReplicaResponse
+from replication.state_change_requests import StopReplicaPartition, StopReplicaResult, StopReplicaStates
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
@@ -36,36 +32,32 @@ NO_EPOCH = -1
 STATES_VERSION = 3
 
 
-def normalize(request: StopReplicaRequest, version: int) -> StopReplicaRequest:
-    if version >= STATES_VERSION:
-        return request
+def partition_states(request: StopReplicaRequest, version: int) -> StopReplicaStates:
+    """Every partition the request names, with its leader epoch (NO_EPOCH before v3) and delete flag."""
     delete = request.delete_partitions
-    by_topic: dict[str, StopReplicaTopicState] = {}
-
-    def add(topic: str, index: int) -> None:
-        state = by_topic.get(topic)
-        if state is None:
-            state = by_topic[topic] = StopReplicaTopicState(topic_name=topic)
-        state.partition_states.append(StopReplicaPartitionState(partition_index=index, leader_epoch=NO_EPOCH,
-                                                                delete_partition=delete))
-
     if version == 0:
-        for p in request.ungrouped_partitions:
-            add(p.topic_name, p.partition_index)
+        partitions = [StopReplicaPartition(p.topic_name, p.partition_index, NO_EPOCH, delete)
+                      for p in request.ungrouped_partitions]
+    elif version < STATES_VERSION:
+        partitions = [StopReplicaPartition(t.name, index, NO_EPOCH, delete)
+                      for t in request.topics for index in t.partition_indexes]
     else:
-        for t in request.topics:
-            for index in t.partition_indexes:
-                add(t.name, index)
-    request.topic_states = list(by_topic.values())
-    return request
+        partitions = [StopReplicaPartition(t.topic_name, p.partition_index, p.leader_epoch, p.delete_partition)
+                      for t in request.topic_states for p in t.partition_states]
+    return StopReplicaStates(request.controller_id, request.controller_epoch, partitions)
+
+
+def response_for(result: StopReplicaResult) -> StopReplicaResponse:
+    return StopReplicaResponse(error_code=result.error_code, partition_errors=[
+        StopReplicaPartitionError(topic_name=t, partition_index=p, error_code=e) for (t, p), e in result.errors.items()])
 
 
 async def handle(ctx: RequestContext, broker: BrokerServices, request: StopReplicaRequest) -> StopReplicaResponse:
-    request = normalize(request, ctx.api_version)
+    states = partition_states(request, ctx.api_version)
     error = (broker.membership.check_broker_epoch(request.broker_epoch) if authorize_cluster(ctx, broker, AclOperation.CLUSTER_ACTION)
              else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if error:
         return StopReplicaResponse(error_code=error, partition_errors=[
-            StopReplicaPartitionError(topic_name=t.topic_name, partition_index=p.partition_index, error_code=error)
-            for t in request.topic_states for p in t.partition_states])
-    return await broker.membership.stop_replicas(request)
+            StopReplicaPartitionError(topic_name=p.topic, partition_index=p.partition_index, error_code=error)
+            for p in states.partitions])
+    return response_for(await broker.membership.stop_replicas(states))

@@ -30,15 +30,16 @@ from broker.coordinator_wiring import (
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from coordinator.group.group_metadata import OffsetAndMetadata
 from protocol.errors import ErrorCode
-from protocol.messages.leader_and_isr import (
-    LeaderAndIsrLiveLeader,
-    LeaderAndIsrPartitionState,
-    LeaderAndIsrRequest,
-    LeaderAndIsrTopicState,
-)
-from protocol.messages.stop_replica import StopReplicaPartitionState, StopReplicaRequest, StopReplicaTopicState
+from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
+from replication.state_change_requests import (
+    BrokerEndpoint,
+    LeaderAndIsrStates,
+    PartitionState,
+    StopReplicaPartition,
+    StopReplicaStates,
+)
 from storage.log_manager import LogManager
 
 ME, OTHER = 1, 2
@@ -48,22 +49,18 @@ WAIT_S = 10.0
 TP = ("t", 0)
 
 
-def _leader_and_isr(leader: int, epoch: int) -> LeaderAndIsrRequest:
-    return LeaderAndIsrRequest(
-        controller_id=OTHER, controller_epoch=1, broker_epoch=-1, type=0,
-        topic_states=[LeaderAndIsrTopicState(topic_name=topic, topic_id=topic_id, partition_states=[
-            LeaderAndIsrPartitionState(topic_name=topic, partition_index=p, controller_epoch=1, leader=leader,
-                                       leader_epoch=epoch, isr=[leader], partition_epoch=epoch,
-                                       replicas=[ME, OTHER], is_new=epoch == 1)
-            for p in range(PARTITIONS)]) for topic, topic_id in TOPIC_IDS.items()],
-        live_leaders=[LeaderAndIsrLiveLeader(broker_id=leader, host_name="127.0.0.1", port=9)])
+def _leader_and_isr(leader: int, epoch: int) -> LeaderAndIsrStates:
+    return LeaderAndIsrStates(OTHER, 1, [
+        PartitionState(topic, topic_id, LeaderAndIsrPartitionState(
+            topic_name=topic, partition_index=p, controller_epoch=1, leader=leader, leader_epoch=epoch,
+            isr=[leader], partition_epoch=epoch, replicas=[ME, OTHER], is_new=epoch == 1))
+        for topic, topic_id in TOPIC_IDS.items() for p in range(PARTITIONS)],
+        {leader: BrokerEndpoint(leader, "127.0.0.1", 9)})
 
 
-def _stop_replicas(epoch: int) -> StopReplicaRequest:
-    return StopReplicaRequest(controller_id=OTHER, controller_epoch=1, broker_epoch=-1, topic_states=[
-        StopReplicaTopicState(topic_name=topic, partition_states=[
-            StopReplicaPartitionState(partition_index=p, leader_epoch=epoch, delete_partition=True)
-            for p in range(PARTITIONS)]) for topic in TOPIC_IDS])
+def _stop_replicas(epoch: int) -> StopReplicaStates:
+    return StopReplicaStates(OTHER, 1, [StopReplicaPartition(topic, p, epoch, delete=True)
+                                        for topic in TOPIC_IDS for p in range(PARTITIONS)])
 
 
 async def _until(condition: Callable[[], bool], what: str) -> None:

@@ -41,10 +41,7 @@ from protocol.messages.alter_partition import (
 )
 from protocol.messages.api_versions import ApiVersion
 from protocol.messages.leader_and_isr import (
-    LeaderAndIsrLiveLeader,
     LeaderAndIsrPartitionState,
-    LeaderAndIsrRequest,
-    LeaderAndIsrTopicState,
 )
 from protocol.primitives import Message
 from replication.alter_partition_manager import AlterPartitionManager
@@ -52,6 +49,7 @@ from replication.append_thread import AppendThread
 from replication.partition_state import LeaderAndIsr
 from replication.replica_manager import PartitionAppendResult, ReplicaManager
 from replication.replication_config import ReplicationConfig
+from replication.state_change_requests import BrokerEndpoint, LeaderAndIsrStates, PartitionState
 from storage.log import Log
 from storage.log_manager import LogManager
 from tests.storage.helpers import make_batch
@@ -119,7 +117,7 @@ class Controller:
 
     def leader_and_isr(self, controller_epoch: int, topic: str, topic_id: uuid.UUID, partition: int,
                        replicas: list[int], live: dict[int, int], *, leader: int | None = None,
-                       leader_epoch: int | None = None, isr: list[int] | None = None) -> LeaderAndIsrRequest:
+                       leader_epoch: int | None = None, isr: list[int] | None = None) -> LeaderAndIsrStates:
         """Record a new state (a leader election bumps the leader epoch) and the request telling it."""
         tp = (topic, partition)
         self.ids[topic_id] = topic
@@ -133,17 +131,14 @@ class Controller:
         return self.request_for(controller_epoch, topic, topic_id, partition, replicas, live)
 
     def request_for(self, controller_epoch: int, topic: str, topic_id: uuid.UUID, partition: int,
-                    replicas: list[int], live: dict[int, int]) -> LeaderAndIsrRequest:
+                    replicas: list[int], live: dict[int, int]) -> LeaderAndIsrStates:
         state = self.states[(topic, partition)]
         ps = LeaderAndIsrPartitionState(
             topic_name=topic, partition_index=partition, controller_epoch=controller_epoch, leader=state.leader,
             leader_epoch=state.leader_epoch, isr=list(state.isr), partition_epoch=state.partition_epoch,
             replicas=list(replicas))
-        return LeaderAndIsrRequest(
-            controller_id=0, controller_epoch=controller_epoch, broker_epoch=-1,
-            topic_states=[LeaderAndIsrTopicState(topic_name=topic, topic_id=topic_id, partition_states=[ps])],
-            live_leaders=[LeaderAndIsrLiveLeader(broker_id=b, host_name="127.0.0.1", port=port)
-                          for b, port in live.items()])
+        return LeaderAndIsrStates(0, controller_epoch, [PartitionState(topic, topic_id, ps)],
+                                  {b: BrokerEndpoint(b, "127.0.0.1", port) for b, port in live.items()})
 
 
 class KafkaServer:
@@ -320,7 +315,7 @@ class Cluster:
         for broker_id in replicas:
             if broker_id in self.nodes:
                 response = await self.nodes[broker_id].rm.become_leader_or_follower(request)
-                assert [e.error_code for t in response.topics for e in t.partition_errors] == [0]
+                assert list(response.errors.values()) == [0]
 
     async def resend(self, broker_id: int, replicas: list[int], live: dict[int, int] | None = None) -> None:
         """The current state to one broker (a restarted broker learns it so); ``live`` overrides

@@ -14,9 +14,9 @@ import pytest
 
 from broker.fetch_session import FetchSessionCache
 from protocol.errors import ErrorCode
-from protocol.messages.stop_replica import StopReplicaPartitionState, StopReplicaRequest, StopReplicaTopicState
 from replication.replica_manager import FetchParams
 from replication.replication_config import ReplicationConfig
+from replication.state_change_requests import StopReplicaPartition, StopReplicaStates
 from storage.log_config import LogConfig
 from tests.replication.cluster_harness import (
     TOPIC,
@@ -85,10 +85,9 @@ def test_consumers_see_only_up_to_the_hw_and_wake_when_it_moves(tmp_path: Path) 
         await produce(leader.rm, 3)
         assert lp.high_watermark == 3
         # The follower stops fetching (StopReplica without delete, as before a controlled shutdown).
-        stop = StopReplicaRequest(controller_epoch=1, topic_states=[StopReplicaTopicState(
-            topic_name=TOPIC, partition_states=[StopReplicaPartitionState(partition_index=0, leader_epoch=-1)])])
+        stop = StopReplicaStates(0, 1, [StopReplicaPartition(TOPIC, 0, -1, delete=False)])
         answer = await follower.rm.stop_replicas(stop)
-        assert [e.error_code for e in answer.partition_errors] == [0]
+        assert list(answer.errors.values()) == [0]
         assert follower.rm.get_partition(*TP) is not None  # hosted still: not deleted
         acked = await produce(leader.rm, 2, acks=1)
         assert acked.error_code == ErrorCode.NO_ERROR and lp.log_end_offset == 5 and lp.high_watermark == 3

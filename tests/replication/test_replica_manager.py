@@ -51,13 +51,13 @@ def _more_partitions(tmp_path: Path, manager: ReplicaManager, partition: Partiti
 def _count_reads(manager: ReplicaManager) -> list[int]:
     """From now on, how many partitions each of the manager's log reads covers."""
     reads: list[int] = []
-    read = manager._read_from_log
+    read = manager.reader._read_from_log
 
     def counting(p: FetchParams, partitions: list[_Wanted]) -> object:
         reads.append(len(partitions))
         return read(p, partitions)  # type: ignore[arg-type]
 
-    manager._read_from_log = counting  # type: ignore[assignment, method-assign]
+    manager.reader._read_from_log = counting  # type: ignore[assignment, method-assign]
     return reads
 
 
@@ -253,13 +253,13 @@ def test_an_append_wakes_followers_and_a_high_watermark_move_wakes_consumers(tmp
     async def scenario() -> None:
         manager, partition, executor = _manager(tmp_path, [0, 1])
         reads: list[str] = []
-        read = manager._read_from_log
+        read = manager.reader._read_from_log
 
         def counting(p: FetchParams, partitions: list[_Wanted]) -> object:
             reads.append("follower" if p.is_from_follower else "consumer")
             return read(p, partitions)  # type: ignore[arg-type]
 
-        manager._read_from_log = counting  # type: ignore[assignment, method-assign]
+        manager.reader._read_from_log = counting  # type: ignore[assignment, method-assign]
         consumer = FetchParams(replica_id=-1, max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20, isolation_level=0)
         follower = FetchParams(replica_id=1, max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20, isolation_level=0)
         consumer_task = asyncio.ensure_future(manager.fetch_messages(consumer, [_Wanted("t", 0, 0)]))  # type: ignore[arg-type]

@@ -1,5 +1,6 @@
 """LeaderAndIsr and StopReplica at the replica manager: controller and leader epoch fencing,
-per-partition errors, topic ids, log creation and deletion, leadership listeners."""
+per-partition errors, topic ids, log creation and deletion, leadership listeners; and
+``ReplicaStateChanges``' steps (``make_leaders``, ``make_followers``, ``start_fetchers``) alone."""
 
 from __future__ import annotations
 
@@ -12,21 +13,23 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import ErrorCode
-from protocol.messages.leader_and_isr import (
-    LeaderAndIsrLiveLeader,
-    LeaderAndIsrPartitionState,
-    LeaderAndIsrRequest,
-    LeaderAndIsrResponse,
-    LeaderAndIsrTopicState,
-)
-from protocol.messages.stop_replica import (
-    StopReplicaPartitionState,
-    StopReplicaRequest,
-    StopReplicaTopicState,
-)
+from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
 from replication.append_thread import AppendThread
+from replication.hosted_partitions import HostedPartitions
+from replication.isr_manager import IsrManager
+from replication.partition import Partition
+from replication.purgatories import Purgatories
 from replication.replica_manager import ReplicaManager
+from replication.replica_state_changes import ReplicaStateChanges
 from replication.replication_config import ReplicationConfig
+from replication.state_change_requests import (
+    BrokerEndpoint,
+    LeaderAndIsrResult,
+    LeaderAndIsrStates,
+    PartitionState,
+    StopReplicaPartition,
+    StopReplicaStates,
+)
 from storage.log_manager import LogManager
 from tests.storage.helpers import make_batch
 
@@ -34,29 +37,19 @@ TOPIC_ID = uuid.uuid4()
 
 
 def _request(controller_epoch: int, *states: tuple[str, int, int, int, list[int]],
-             topic_id: uuid.UUID = TOPIC_ID, live_leaders: tuple[int, ...] = ()) -> LeaderAndIsrRequest:
+             topic_id: uuid.UUID = TOPIC_ID, live_leaders: tuple[int, ...] = ()) -> LeaderAndIsrStates:
     """States as (topic, partition, leader, leader epoch, replicas); the ISR is the replicas."""
-    topics: dict[str, LeaderAndIsrTopicState] = {}
-    for topic, index, leader, epoch, replicas in states:
-        entry = topics.setdefault(topic, LeaderAndIsrTopicState(topic_name=topic, topic_id=topic_id,
-                                                                partition_states=[]))
-        entry.partition_states.append(LeaderAndIsrPartitionState(
-            partition_index=index, controller_epoch=controller_epoch, leader=leader, leader_epoch=epoch,
-            isr=list(replicas), partition_epoch=epoch, replicas=list(replicas)))
+    partition_states = [PartitionState(topic, topic_id, LeaderAndIsrPartitionState(
+        topic_name=topic, partition_index=index, controller_epoch=controller_epoch, leader=leader, leader_epoch=epoch,
+        isr=list(replicas), partition_epoch=epoch, replicas=list(replicas)))
+        for topic, index, leader, epoch, replicas in states]
     # A live leader's port refuses connections: a follower's fetcher starts and backs off.
-    leaders = [LeaderAndIsrLiveLeader(broker_id=b, host_name="127.0.0.1", port=1) for b in live_leaders]
-    return LeaderAndIsrRequest(controller_id=0, controller_epoch=controller_epoch, topic_states=list(topics.values()),
-                               live_leaders=leaders)
+    leaders = {b: BrokerEndpoint(b, "127.0.0.1", 1) for b in live_leaders}
+    return LeaderAndIsrStates(0, controller_epoch, partition_states, leaders)
 
 
-def _errors(response: LeaderAndIsrResponse, version: int = 7) -> dict[tuple[str, int], int]:
-    """The answer per partition, after a trip through the codec at ``version``."""
-    response = LeaderAndIsrResponse.decode(response.to_bytes(version), version)
-    if version < 5:
-        assert not response.topics
-        return {(e.topic_name, e.partition_index): e.error_code for e in response.partition_errors}
-    assert not response.partition_errors and all(t.topic_id != uuid.UUID(int=0) for t in response.topics)
-    return {("t", e.partition_index): e.error_code for t in response.topics for e in t.partition_errors}
+def _errors(result: LeaderAndIsrResult) -> dict[tuple[str, int], int]:
+    return dict(result.errors)
 
 
 def _run(tmp_path: Path, scenario: Callable[[ReplicaManager, LogManager], Awaitable[None]],
@@ -168,19 +161,17 @@ def test_stop_replica_fences_by_leader_epoch_and_deletes(tmp_path: Path) -> None
         log_dir = log_manager.get_log("t", 0).dir  # type: ignore[union-attr]
         assert log_dir.is_dir()
 
-        def stop(controller_epoch: int, *parts: tuple[int, int, bool]) -> StopReplicaRequest:
-            return StopReplicaRequest(controller_epoch=controller_epoch, topic_states=[StopReplicaTopicState(
-                topic_name="t", partition_states=[StopReplicaPartitionState(
-                    partition_index=i, leader_epoch=e, delete_partition=d) for i, e, d in parts])])
+        def stop(controller_epoch: int, *parts: tuple[int, int, bool]) -> StopReplicaStates:
+            return StopReplicaStates(0, controller_epoch, [StopReplicaPartition("t", i, e, d) for i, e, d in parts])
 
         stale = await rm.stop_replicas(stop(1, (0, 5, True)))
         assert stale.error_code == ErrorCode.STALE_CONTROLLER_EPOCH and rm.get_partition("t", 0) is not None
         fenced = await rm.stop_replicas(stop(2, (0, 3, True), (1, 3, True)))
-        assert {(e.topic_name, e.partition_index): e.error_code for e in fenced.partition_errors} == {
+        assert fenced.errors == {
             ("t", 0): ErrorCode.FENCED_LEADER_EPOCH, ("t", 1): ErrorCode.FENCED_LEADER_EPOCH}
         # The current epoch stops the replica, as Kafka's check (>=) does; so does EPOCH_DURING_DELETE (-2).
         deleted = await rm.stop_replicas(stop(2, (0, 4, True), (1, -2, False)))
-        assert [e.error_code for e in deleted.partition_errors] == [0, 0]
+        assert list(deleted.errors.values()) == [0, 0]
         assert rm.get_partition("t", 0) is None and not log_dir.exists() and log_manager.get_log("t", 0) is None
         assert rm.get_partition("t", 1) is not None  # stopped, not deleted
         assert heard == [("elected", 0), ("elected", 1), ("left", 0)]
@@ -188,26 +179,122 @@ def test_stop_replica_fences_by_leader_epoch_and_deletes(tmp_path: Path) -> None
     _run(tmp_path, scenario)
 
 
-def test_answers_take_the_shape_of_the_request_version(tmp_path: Path) -> None:
-    async def scenario(rm: ReplicaManager, log_manager: LogManager) -> None:
-        # v0-v1 list partition states ungrouped and get a flat answer.
-        v1 = LeaderAndIsrRequest(controller_id=0, controller_epoch=1, ungrouped_partition_states=[
-            LeaderAndIsrPartitionState(topic_name="t", partition_index=0, controller_epoch=1, leader=0,
-                                       leader_epoch=0, isr=[0], replicas=[0]),
-            LeaderAndIsrPartitionState(topic_name="t", partition_index=1, controller_epoch=1, leader=0,
-                                       leader_epoch=0, isr=[2], replicas=[2])])
-        answer = await rm.become_leader_or_follower(v1, version=1)
-        assert _errors(answer, 1) == {("t", 0): 0, ("t", 1): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-        # v2-v4 group by topic, without ids; v5+ answer by topic id (inferred from the ids when
-        # the version is not given).
-        v4 = _request(1, ("t", 0, 0, 1, [0]), topic_id=uuid.UUID(int=0))
-        assert _errors(await rm.become_leader_or_follower(v4, version=4), 4) == {("t", 0): 0}
-        v4_again = _request(1, ("t", 0, 0, 2, [0]), topic_id=uuid.UUID(int=0))
-        assert _errors(await rm.become_leader_or_follower(v4_again), 4) == {("t", 0): 0}
-        v7 = await rm.become_leader_or_follower(_request(1, ("t", 0, 0, 3, [0])))
-        assert _errors(v7) == {("t", 0): 0} and [t.topic_id for t in v7.topics] == [TOPIC_ID]
-        stale = await rm.become_leader_or_follower(_request(0, ("t", 0, 0, 4, [0])), version=7)
-        assert stale.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
-        assert _errors(stale) == {("t", 0): ErrorCode.STALE_CONTROLLER_EPOCH}
+# -- ReplicaStateChanges' steps, each alone -----------------------------------------------------
 
-    _run(tmp_path, scenario)
+
+class _Fetchers:
+    """A fetcher manager that records what it is told."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def add_fetcher_for_partitions(self, leaders: dict[tuple[str, int], BrokerEndpoint]) -> None:
+        self.calls.append(("add", dict(leaders)))
+
+    def remove_fetcher_for_partitions(self, tps: list[tuple[str, int]]) -> None:
+        self.calls.append(("remove", list(tps)))
+
+    def shutdown_idle_fetcher_threads(self) -> None:
+        self.calls.append(("shutdown_idle", None))
+
+    async def shutdown(self) -> None:
+        pass
+
+
+def _steps(tmp_path: Path, scenario: Callable[[ReplicaStateChanges, _Fetchers, list[tuple[str, int, bool]],
+                                               LogManager], Awaitable[None]]) -> None:
+    """ReplicaStateChanges over real partitions, purgatories and logs, with a recording fetcher
+    manager and leadership listener."""
+    async def main() -> None:
+        log_manager = LogManager([tmp_path / "logs"], broker_id=0)
+        log_manager.startup()
+        executor = concurrent.futures.ThreadPoolExecutor(1)
+        hosted = HostedPartitions()
+        purgatories = Purgatories(hosted)
+        fetchers = _Fetchers()
+        heard: list[tuple[str, int, bool]] = []
+        changes = ReplicaStateChanges(0, hosted, log_manager, AppendThread(executor), purgatories,
+                                      IsrManager(0, hosted, purgatories), lambda t, p, e: heard.append((t, p, e)),
+                                      lambda: fetchers, ReplicationConfig())  # type: ignore[arg-type, return-value]
+        changes.fetcher_manager = fetchers  # type: ignore[assignment]
+        try:
+            await scenario(changes, fetchers, heard, log_manager)
+        finally:
+            purgatories.shutdown()
+            executor.shutdown(wait=True)
+            log_manager.shutdown()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def _host(changes: ReplicaStateChanges, log_manager: LogManager, index: int, leader: int,
+          topic_id: uuid.UUID = TOPIC_ID) -> Partition:
+    """A hosted partition of "t" at leader epoch 0 under ``leader``."""
+    partition = Partition("t", index, topic_id, log_manager.get_or_create_log("t", index), 0, [0, 1], 0)
+    partition.leader_id = leader
+    changes._hosted.add(partition)
+    return partition
+
+
+def _state(index: int, leader: int, epoch: int, topic_id: uuid.UUID = TOPIC_ID) -> PartitionState:
+    return _request(1, ("t", index, leader, epoch, [0, 1]), topic_id=topic_id).partition_states[0]
+
+
+def test_make_leaders_leads_stops_the_fetcher_and_wakes_parked_fetches(tmp_path: Path) -> None:
+    async def scenario(changes: ReplicaStateChanges, fetchers: _Fetchers, heard: list[tuple[str, int, bool]],
+                       log_manager: LogManager) -> None:
+        follower = _host(changes, log_manager, 0, leader=1)
+        leader = _host(changes, log_manager, 1, leader=0)
+        parked = changes._purgatories.fetch.park([("t", 0)], 10)
+        new_leaders = changes.make_leaders([_state(0, 0, 1), _state(1, 0, 1)], now=1000)
+        assert follower.is_leader and follower.leader_epoch == 1 and leader.leader_epoch == 1
+        # Each partition's fetcher stopped; only the partition that was not leading is an election.
+        assert fetchers.calls == [("remove", [("t", 0)]), ("remove", [("t", 1)])]
+        assert heard == [("t", 0, True)]
+        # Step 3's input: where each new epoch starts (the log end at the election).
+        assert [(p.partition_index, epoch, start) for p, epoch, start in new_leaders] == [(0, 1, 0), (1, 1, 0)]
+        assert await asyncio.wait_for(parked.wait(), 1) == [("t", 0)]  # a new epoch: the fetch reads again
+
+    _steps(tmp_path, scenario)
+
+
+def test_make_followers_resigns_answers_waiting_produces_and_skips_dead_leaders(tmp_path: Path) -> None:
+    async def scenario(changes: ReplicaStateChanges, fetchers: _Fetchers, heard: list[tuple[str, int, bool]],
+                       log_manager: LogManager) -> None:
+        zero = uuid.UUID(int=0)
+        led = _host(changes, log_manager, 0, leader=0, topic_id=zero)
+        changes.make_leaders([_state(0, 0, 1)], now=1000)
+        waiting = asyncio.ensure_future(changes._purgatories.produce.wait({("t", 0): 5}, 10))
+        await asyncio.sleep(0)
+        other = _host(changes, log_manager, 1, leader=1)
+        fetchers.calls.clear()
+        heard.clear()
+        live = {1: BrokerEndpoint(1, "127.0.0.1", 1)}
+        new_followers = changes.make_followers([_state(0, 1, 2), _state(1, 2, 2)], live)
+        assert not led.is_leader and led.leader_id == 1 and other.leader_id == 2
+        assert led.topic_id == TOPIC_ID  # learned from the request
+        assert heard == [("t", 0, False)]  # only the partition that was leading resigns
+        assert fetchers.calls == [("remove", [("t", 0)]), ("remove", [("t", 1)])]
+        # The produce waiting on the former leader ends now, not at its timeout.
+        assert await asyncio.wait_for(waiting, 1) == {("t", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER}
+        # Broker 2 is not a live leader: no fetcher for t-1 (its log is kept whole).
+        assert [(p.partition_index, leader) for p, leader in new_followers] == [(0, live[1])]
+
+    _steps(tmp_path, scenario)
+
+
+def test_start_fetchers_skips_partitions_that_moved_on(tmp_path: Path) -> None:
+    async def scenario(changes: ReplicaStateChanges, fetchers: _Fetchers, heard: list[tuple[str, int, bool]],
+                       log_manager: LogManager) -> None:
+        endpoint = BrokerEndpoint(1, "127.0.0.1", 1)
+        following = _host(changes, log_manager, 0, leader=1)
+        leading_again = _host(changes, log_manager, 1, leader=0)
+        gone = _host(changes, log_manager, 2, leader=1)
+        changes._hosted.remove("t", 2)
+        changes.start_fetchers([(following, endpoint), (leading_again, endpoint), (gone, endpoint)])
+        assert fetchers.calls == [("add", {("t", 0): endpoint}), ("shutdown_idle", None)]
+        fetchers.calls.clear()
+        changes.start_fetchers([])  # nothing to fetch: idle fetchers still stop
+        assert fetchers.calls == [("shutdown_idle", None)]
+
+    _steps(tmp_path, scenario)

@@ -41,9 +41,9 @@ async def _send_states(cluster: Cluster, to: int, replicas: list[int]) -> None:
     request, *others = [cluster.controller.request_for(cluster.controller_epoch, TOPIC, cluster.topic_id, partition,
                                                        replicas, cluster.ports) for partition in PARTITIONS]
     for other in others:
-        request.topic_states[0].partition_states += other.topic_states[0].partition_states
+        request.partition_states += other.partition_states
     response = await cluster.nodes[to].rm.become_leader_or_follower(request)
-    assert [e.error_code for t in response.topics for e in t.partition_errors] == [ErrorCode.NO_ERROR] * 2
+    assert list(response.errors.values()) == [ErrorCode.NO_ERROR] * 2
 
 
 async def _fill(node: Node, partition: int) -> int:

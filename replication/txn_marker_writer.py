@@ -1,8 +1,8 @@
 """The replica manager's writes of transaction markers: WriteTxnMarkers' COMMIT and ABORT
 control batches, and the listeners told once they are written.
 
-A mixin of :class:`~replication.replica_manager.ReplicaManager` (never used without it): a
-marker is a one-record control batch appended as leader through ``append_records``, as
+A collaborator of :class:`~replication.replica_manager.ReplicaManager`: a marker is a
+one-record control batch appended as leader through the appender's ``append_records``, as
 Kafka's WriteTxnMarkers path appends it, so it waits for the high watermark and wakes fetches
 as any append does. What it adds is the marker's batch and, once written, telling the topic's
 listener (the group coordinator, for its transactional offsets).
@@ -22,7 +22,7 @@ from storage.log_append import AppendOrigin
 from storage.log_segment import now_ms
 
 if TYPE_CHECKING:
-    from replication.txn_verification import TransactionalProduce
+    from replication.replica_appender import ReplicaAppender
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +45,12 @@ class TxnMarker:
     partitions: Sequence[TopicPartition]
 
 
-class TxnMarkerWrites:
-    # Set by ReplicaManager.__init__.
-    broker_id: int
-    _txn_marker_listeners: dict[str, TxnMarkerCallback]
-
-    if TYPE_CHECKING:  # the ReplicaManager's
-        def append_records(
-            self, entries: Sequence[tuple[str, int, Records]], required_acks: int, timeout_ms: int,
-            origin: AppendOrigin = AppendOrigin.CLIENT, transactional: TransactionalProduce | None = None,
-        ) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]: ...
+class TxnMarkerWriter:
+    def __init__(self, broker_id: int, appender: ReplicaAppender) -> None:
+        self.broker_id = broker_id
+        self._appender = appender
+        #: topic → told of every transaction marker written to it (the group coordinator's offsets).
+        self._txn_marker_listeners: dict[str, TxnMarkerCallback] = {}
 
     def add_txn_marker_listener(self, topic: str, on_markers_written: TxnMarkerCallback) -> None:
         """Be told, on the event loop, when transaction markers are written (and acknowledged) to
@@ -90,7 +86,7 @@ class TxnMarkerWrites:
                     commit=marker.committed, producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
                     coordinator_epoch=marker.coordinator_epoch, timestamp=now)
                 entries.append((topic, index, batch))
-        outcome = self.append_records(entries, -1, timeout_ms, AppendOrigin.COORDINATOR)
+        outcome = self._appender.append_records(entries, -1, timeout_ms, AppendOrigin.COORDINATOR)
         if isinstance(outcome, list):
             return self._markers_written(markers, outcome)
         return self._markers_written_later(markers, outcome)

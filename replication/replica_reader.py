@@ -1,35 +1,67 @@
-"""The replica manager's reads of partition data, under its ``fetch_messages``.
+"""The read path: Kafka's ReplicaManager.fetchMessages and readFromLog, as a collaborator of
+:class:`~replication.replica_manager.ReplicaManager`.
 
-A mixin of :class:`~replication.replica_manager.ReplicaManager` (never used
-without it): one read of every partition a fetch names (leader-epoch fencing,
-diverging epochs for followers, the byte budget, the leader replication
-throttle), the long poll in the fetch purgatory that reads again only what an
-append touched, and ``read_log`` for coordinators loading their partitions.
-Reads take no lock and never block: they hand out file ranges.
+One read of every partition a fetch names (leader-epoch fencing, diverging epochs
+for followers, the byte budget, the leader replication throttle), the long poll
+in the fetch purgatory that reads again only what an append touched, and
+``read_log`` for coordinators loading their partitions. A follower's fetch is
+handed on (``on_follower_fetch``: the ISR manager) to move the leader's view of
+it. Reads take no lock and never block: they hand out file ranges. Event loop,
+except ``read_log`` (any thread).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 
 from protocol.errors import ErrorCode
 from replication.delayed_fetch import FetchPurgatory, ParkedFetch
 from replication.fetch_params import FetchParams, FetchPartition
-from replication.partition import LogReadResult, Partition, read_error
+from replication.hosted_partitions import HostedPartitions
+from replication.partition import LogReadResult, read_error
 from replication.replication_quota_manager import ReplicationQuotas, should_leader_throttle
 from storage.errors import OffsetOutOfRangeError
 from storage.log_segment import FetchDataInfo
 
 TopicPartition = tuple[str, int]
+#: Told of a follower's fetch once it is read: (its params, the partitions it named, their results).
+FollowerFetchCallback = Callable[[FetchParams, Sequence[FetchPartition], list[LogReadResult]], None]
 
 
-class PartitionReads:
-    # Set by ReplicaManager.__init__.
-    broker_id: int
-    partitions: dict[TopicPartition, Partition]
-    fetch_purgatory: FetchPurgatory
-    quotas: ReplicationQuotas
+class ReplicaReader:
+    def __init__(self, broker_id: int, hosted: HostedPartitions, fetch_purgatory: FetchPurgatory,
+                 quotas: ReplicationQuotas, on_follower_fetch: FollowerFetchCallback) -> None:
+        self.broker_id = broker_id
+        self._hosted = hosted
+        self._fetch_purgatory = fetch_purgatory
+        self._quotas = quotas
+        self._on_follower_fetch = on_follower_fetch
+
+    def fetch_messages(self, params: FetchParams, partitions: Sequence[FetchPartition]
+                       ) -> list[LogReadResult] | Awaitable[list[LogReadResult]]:
+        """Read every partition; one result per partition, in order.
+
+        Answers at once when the first read finds ``min_bytes``, an error, or the
+        wait is zero; else returns an awaitable that long-polls in the fetch
+        purgatory until an append to one of the partitions or ``max_wait_ms``.
+        """
+        deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
+        results, total, any_error = self._read_from_log(params, partitions)
+        throttling = params.is_from_follower and bool(self._quotas.leader.throttled_topics)
+        if params.is_from_follower:
+            self._on_follower_fetch(params, partitions, results)
+        if total >= params.min_bytes or any_error or deadline <= time.monotonic() or not partitions:
+            if throttling:
+                self._record_leader_quota(partitions, results)
+            return results
+        # Parked in this step, with no await since the read: an append before the answering task
+        # runs is recorded, and the read stands (Kafka's tryComplete, then watch).
+        keys = [(p.topic, p.partition) for p in partitions]
+        parked = self._fetch_purgatory.park(keys, deadline - time.monotonic(), to_log_end=params.is_from_follower)
+        if throttling:
+            return self._delayed_throttled_fetch(params, partitions, deadline, keys, parked, (results, total))
+        return self._delayed_fetch(params, partitions, deadline, keys, parked, (results, total))
 
     async def _delayed_throttled_fetch(self, params: FetchParams, partitions: Sequence[FetchPartition],
                                        deadline: float, keys: list[TopicPartition], parked: ParkedFetch,
@@ -42,7 +74,7 @@ class PartitionReads:
         """Kafka's sizeOfThrottledPartitions: what a follower's answer carries of throttled partitions
         counts against the leader quota, in sync or not, once the answer is final (a long poll
         reads again, and only what is sent was replicated)."""
-        quota = self.quotas.leader
+        quota = self._quotas.leader
         size = 0
         for wanted, result in zip(partitions, results, strict=True):
             if result.info is not None and quota.is_throttled((wanted.topic, wanted.partition)):
@@ -70,7 +102,7 @@ class PartitionReads:
             remaining = deadline - time.monotonic()
             if total >= params.min_bytes or any_error or remaining <= 0:
                 return results
-            parked = self.fetch_purgatory.park(keys, remaining, to_log_end=params.is_from_follower)
+            parked = self._fetch_purgatory.park(keys, remaining, to_log_end=params.is_from_follower)
 
     def _read_again(self, params: FetchParams, partitions: Sequence[FetchPartition], keys: list[TopicPartition],
                     notified: list[Hashable], results: list[LogReadResult]) -> tuple[int, bool]:
@@ -94,10 +126,10 @@ class PartitionReads:
         fetch_only_committed = not params.is_from_follower
         isolation = params.isolation_level
         min_one_message = not params.hard_max_bytes_limit  # for the first partition that finds data
-        hosted = self.partitions
+        hosted = self._hosted.by_tp
         broker_id = self.broker_id
         # The leader quota's throttled topics; empty (falsy) unless a reassignment throttles some.
-        throttled = self.quotas.leader.throttled_topics if params.is_from_follower else None
+        throttled = self._quotas.leader.throttled_topics if params.is_from_follower else None
         for wanted in partitions:
             partition = hosted.get((wanted.topic, wanted.partition))
             if partition is None:
@@ -127,7 +159,7 @@ class PartitionReads:
                 any_error = True
                 continue
             if throttled and wanted.topic in throttled and should_leader_throttle(
-                    self.quotas.leader, (wanted.topic, wanted.partition), partition.isr, params.replica_id):
+                    self._quotas.leader, (wanted.topic, wanted.partition), partition.isr, params.replica_id):
                 result = _without_records(result)  # Kafka's "simply return an empty set"
             total += result.info.size  # type: ignore[union-attr]  # a successful read has info
             results.append(result)
@@ -135,7 +167,7 @@ class PartitionReads:
 
     def read_log(self, tp: TopicPartition, fetch_offset: int, max_bytes: int) -> LogReadResult:
         """Read whole batches up to the log end (a coordinator loading its partition; blocking-safe)."""
-        partition = self.partitions.get(tp)
+        partition = self._hosted.get(tp)
         if partition is None:
             return read_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
         try:
@@ -149,4 +181,3 @@ def _without_records(result: LogReadResult) -> LogReadResult:
     """A throttled read: the partition's offsets as read, no records (the follower asks again)."""
     assert result.info is not None
     return result._replace(info=FetchDataInfo(result.info.fetch_offset_metadata, None))
-
