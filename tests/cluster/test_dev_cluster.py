@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 from testing.sockets import free_port
+from testing.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 120.0
@@ -77,16 +78,16 @@ class OutputReader:
         return "\n".join(self.lines)
 
     def wait_for(self, pattern: re.Pattern[str], proc: subprocess.Popen[str], timeout: float) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def ready() -> re.Match[str] | None:
             for line in list(self.lines):
                 if match := pattern.search(line):
                     return match
             if proc.poll() is not None:
                 time.sleep(0.2)  # let the reader drain the last lines
                 raise AssertionError(f"dev-cluster exited with {proc.returncode} before ready:\n{self.text()}")
-            time.sleep(0.1)
-        raise AssertionError(f"dev-cluster not ready within {timeout}s:\n{self.text()}")
+            return None
+
+        return wait_until(ready, timeout, "dev-cluster ready", interval=0.1, details=self.text)
 
 
 def produce_and_consume_one(bootstrap: str) -> None:
