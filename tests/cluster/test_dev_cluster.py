@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from testing.sockets import free_port
 from testing.waiting import wait_until
@@ -106,14 +107,12 @@ def produce_and_consume_one(bootstrap: str) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
     try:
         consumer.subscribe([topic])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        def record() -> Any:
             msg = consumer.poll(1.0)
-            if msg is None or msg.error():
-                continue
-            assert (msg.key(), msg.value()) == (b"k", b"hello cluster")
-            return
-        raise AssertionError("the produced record was not consumed within 60s")
+            return msg if msg is not None and not msg.error() else None
+
+        msg = wait_until(record, 60, "the produced record was not consumed", interval=0)
+        assert (msg.key(), msg.value()) == (b"k", b"hello cluster")
     finally:
         consumer.close()
 

@@ -38,6 +38,7 @@ from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
 from testing.transactions import assert_no_hanging_transactions
 from testing.txn_history import History, Outcome, Reader, Txn, check
+from testing.waiting import wait_until
 from tests.integration.txn_calls import retrying
 
 SEED = int(os.environ.get("PAFKA_TXN_WORKLOAD_SEED", "16"))
@@ -293,10 +294,8 @@ def test_randomized_transactions_with_broker_kills(broker: BrokerProcess) -> Non
             raise producer.error
     # Every transaction has ended (a given-up producer's through its successor's InitProducerId): nothing
     # holds the last stable offset back.
-    deadline = time.monotonic() + 30
-    while _ends(broker.bootstrap, topic, READ_COMMITTED) != _ends(broker.bootstrap, topic, READ_UNCOMMITTED):
-        assert time.monotonic() < deadline, "the last stable offset is stuck below the high watermark"
-        time.sleep(0.2)
+    wait_until(lambda: _ends(broker.bootstrap, topic, READ_COMMITTED) == _ends(broker.bootstrap, topic, READ_UNCOMMITTED),
+               30, "the last stable offset is stuck below the high watermark", interval=0.2)
     _write_end_records(broker.bootstrap, topic, history)
     read_deadline[0] = time.monotonic() + READ_TIMEOUT_S
     _read_until_the_end(broker.bootstrap, topic, history.reader("after"), lambda: read_deadline[0])

@@ -17,7 +17,6 @@ import asyncio
 import concurrent.futures
 import os
 import struct
-import time
 import types
 import uuid
 from collections.abc import Awaitable, Callable
@@ -54,6 +53,7 @@ from replication.replica_manager import PartitionAppendResult, ReplicaManager
 from replication.replication_config import ReplicationConfig
 from storage.log import Log
 from storage.log_manager import LogManager
+from testing.waiting import wait_until_async
 from tests.storage.helpers import make_batch
 
 TopicPartition = tuple[str, int]
@@ -267,11 +267,7 @@ TP = (TOPIC, 0)
 
 
 async def until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
+    await wait_until_async(check, timeout, what)
 
 
 def batches(log: Log) -> list[tuple[int, int, int]]:
