@@ -10,7 +10,7 @@ halves keep it true:
   or helpers start processes themselves. A module may instead say ``pytestmark = pytest.mark.process``.
 - ``ProcessGuard`` makes every way of starting a process (``subprocess``, which asyncio's subprocesses
   go through, ``os.fork``/``posix_spawn``/``system``, ``multiprocessing``) fail a test that is not marked,
-  during its set-up, call and tear-down, with a message saying to mark it: a missing mark shows up as a
+  during its set-up and call, with a message saying to mark it: a missing mark shows up as a
   failure in the quick run instead of silently slowing it down.
 """
 
@@ -154,7 +154,7 @@ class ProcessGuard:
 
     @contextmanager
     def watching(self, item: pytest.Item) -> Iterator[None]:
-        """Refuse process starts while ``item`` (set-up, call or tear-down) runs, unless it is marked ``process``.
+        """Refuse process starts while ``item`` (its set-up or call) runs, unless it is marked ``process``.
 
         A refusal fails the phase even if the code under test caught the RuntimeError.
         """

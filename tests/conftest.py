@@ -26,6 +26,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     mark_process_tests(items, config.rootpath)
 
 
+# Set-up and call only: a test's tear-down also finalizes wider-scoped fixtures of the tests before it
+# (a module's broker, the session's ZooKeeper), which belong to marked tests.
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     with _GUARD.watching(item):
@@ -34,12 +36,6 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    with _GUARD.watching(item):
-        return (yield)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
     with _GUARD.watching(item):
         return (yield)
 
