@@ -6,8 +6,9 @@ halves keep it true:
 
 - ``mark_process_tests`` (from ``pytest_collection_modifyitems``) marks each test that uses one of
   ``PROCESS_FIXTURES`` (pytest lists a test's fixtures with everything they depend on, so a module's own
-  fixture built on ``zookeeper`` is covered), or lives in one of ``PROCESS_MODULES``: modules whose tests
-  or helpers start processes themselves. A module may instead say ``pytestmark = pytest.mark.process``.
+  fixture built on ``zookeeper`` is covered), lives in one of ``PROCESS_MODULES`` (modules whose tests
+  or helpers start processes themselves), or is one of ``PROCESS_TESTS``. A module may instead say
+  ``pytestmark = pytest.mark.process``, a test ``@pytest.mark.process``.
 - ``ProcessGuard`` makes every way of starting a process (``subprocess``, which asyncio's subprocesses
   go through, ``os.fork``/``posix_spawn``/``system``, ``multiprocessing``) fail a test that is not marked,
   during its set-up and call, with a message saying to mark it: a missing mark shows up as a
@@ -38,10 +39,6 @@ PROCESS_FIXTURES = frozenset({
 #: Modules (relative to the repository root) whose tests start processes without one of the fixtures above:
 #: their own broker, cluster or ZooKeeper fixtures, openssl for certificates, client tools, benchmark children.
 PROCESS_MODULES = frozenset({
-    "tests/benchmarks/test_ceiling_profiles.py",
-    "tests/benchmarks/test_client_bench.py",
-    "tests/benchmarks/test_cluster_bench.py",
-    "tests/benchmarks/test_scale_bench.py",
     "tests/broker/test_acl_api_matrix.py",
     "tests/broker/test_acl_apis.py",
     "tests/broker/test_acl_enforcement.py",
@@ -51,12 +48,9 @@ PROCESS_MODULES = frozenset({
     "tests/broker/test_admin_topics.py",
     "tests/broker/test_allocator_tuning.py",
     "tests/broker/test_broker_compaction.py",
-    "tests/broker/test_coordinator_cluster.py",
     "tests/broker/test_handshake_fuzz.py",
     "tests/broker/test_pipelined_produce.py",
     "tests/broker/test_sasl_listeners.py",
-    "tests/broker/test_ssl_listeners.py",
-    "tests/broker/test_ssl_principal_mapper.py",
     "tests/cluster/test_acl_cluster.py",
     "tests/cluster/test_chaos.py",
     "tests/cluster/test_cluster_handlers.py",
@@ -87,14 +81,41 @@ PROCESS_MODULES = frozenset({
     "tests/protocol/test_codec_regenerate.py",
     "tests/storage/test_crash.py",
     "tests/storage/test_log_cleaner_crash.py",
-    "tests/storage/test_log_manager.py",
     "tests/test_code_quality.py",  # runs mypy and ruff
     "tests/test_docker_compose.py",
     "tests/test_skeleton.py",
     "tests/testing/test_cluster_harness.py",
-    "tests/tools/test_async_connection.py",
     "tests/tools/test_client_broker.py",
     "tests/tools/test_configs_command.py",
+})
+
+
+#: Single tests that start processes in modules whose other tests run in-process (``module::test``).
+PROCESS_TESTS = frozenset({
+    "tests/benchmarks/test_ceiling_profiles.py::test_a_quick_ceiling_run_against_pafka_verifies_and_reports",
+    "tests/benchmarks/test_ceiling_profiles.py::test_a_quick_spread_produce_appends_one_batch_to_each_of_1000_partitions",
+    "tests/benchmarks/test_client_bench.py::test_consume_only_child_reads_every_record_and_reports_its_threads",
+    "tests/benchmarks/test_client_bench.py::test_latency_run_against_pafka_sees_every_record_end_to_end",
+    "tests/benchmarks/test_client_bench.py::test_suite_collects_figures_and_reports_missing_and_failed_parts",
+    "tests/benchmarks/test_client_bench.py::test_throughput_run_against_pafka_verifies_every_record",
+    "tests/benchmarks/test_cluster_bench.py::test_catch_up_run_measures_a_follower",
+    "tests/benchmarks/test_cluster_bench.py::test_latency_run",
+    "tests/benchmarks/test_cluster_bench.py::test_produce_run_replicates_and_verifies",
+    "tests/benchmarks/test_scale_bench.py::test_partitions_scenario_reads_every_record_back",
+    "tests/benchmarks/test_scale_bench.py::test_startup_scenario_recovery_scans_exactly_the_unflushed_bytes",
+    "tests/broker/test_coordinator_cluster.py::test_a_partition_leader_verifies_with_the_coordinators_broker",
+    "tests/broker/test_ssl_listeners.py::test_a_subject_no_rule_maps_is_not_authenticated",
+    "tests/broker/test_ssl_listeners.py::test_kafka_checks_of_the_stores",
+    "tests/broker/test_ssl_listeners.py::test_listener_prefix_wins_key_by_key",
+    "tests/broker/test_ssl_listeners.py::test_pem_text_in_a_properties_file_with_an_encrypted_key",
+    "tests/broker/test_ssl_listeners.py::test_plaintext_listeners_have_no_context",
+    "tests/broker/test_ssl_listeners.py::test_principal_of_each_kind_of_client",
+    "tests/broker/test_ssl_listeners.py::test_refused_handshakes",
+    "tests/broker/test_ssl_listeners.py::test_sasl_ssl_applies_client_auth_only_with_the_listener_prefix",
+    "tests/broker/test_ssl_principal_mapper.py::test_multi_valued_rdn_and_attributes_without_keyword",
+    "tests/broker/test_ssl_principal_mapper.py::test_subject_in_rfc2253_form",
+    "tests/storage/test_log_manager.py::test_the_lock_keeps_a_second_broker_out",
+    "tests/tools/test_async_connection.py::test_a_broker_killed_mid_request_fails_every_waiter",
 })
 
 
@@ -107,7 +128,8 @@ def needs_process(item: pytest.Item, root: Path) -> bool:
         module = item.path.resolve().relative_to(root).as_posix()
     except ValueError:
         return False
-    return module in PROCESS_MODULES
+    name = getattr(item, "originalname", item.name)  # without its parameters
+    return module in PROCESS_MODULES or f"{module}::{name}" in PROCESS_TESTS
 
 
 def mark_process_tests(items: list[pytest.Item], root: Path) -> None:
