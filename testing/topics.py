@@ -7,10 +7,10 @@ lists every partition with a leader.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 
 from client import AdminClient, KafkaClient, NewTopic, TopicMetadata
+from testing.waiting import wait_until
 
 TIMEOUT_S = 30.0
 
@@ -22,15 +22,12 @@ def create_topics(bootstrap: str, names: Sequence[str], partitions: int,
     with KafkaClient(bootstrap, timeout=timeout_s) as client:
         admin = AdminClient(client, timeout_ms=int(timeout_s * 1000))
         admin.create_topics([NewTopic(name, partitions, 1, dict(configs or {})) for name in names])
-        deadline = time.monotonic() + timeout_s
-        waiting = list(names)
-        while waiting:
-            cluster = client.refresh_metadata(waiting)
-            waiting = [name for name in waiting if not _led(cluster.topics.get(name), partitions)]
-            if waiting and time.monotonic() > deadline:
-                raise TimeoutError(f"no leader for every partition of {waiting[:3]} after {timeout_s} s")
-            if waiting:
-                time.sleep(0.05)
+
+        def unled() -> list[str]:
+            cluster = client.refresh_metadata(list(names))
+            return [name for name in names if not _led(cluster.topics.get(name), partitions)]
+
+        wait_until(unled, timeout_s, "no leader for every partition", until=lambda waiting: not waiting)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, configs: Mapping[str, str] | None = None,

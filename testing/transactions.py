@@ -8,10 +8,9 @@ marker, and the partition's last stable offset is stuck behind it. Call
 
 from __future__ import annotations
 
-import time
-
 from client import KafkaClient
 from client.transactions import OpenTransaction, TransactionAdmin
+from testing.waiting import wait_until
 
 #: A transaction seen open on a partition while it was ending may look hanging for one look: look again.
 RECHECK_INTERVAL_S = 0.2
@@ -31,11 +30,5 @@ def hanging_transactions(bootstrap: str, topics: list[str] | None = None) -> lis
 def assert_no_hanging_transactions(bootstrap: str, topics: list[str] | None = None, *,
                                    timeout_s: float = 10.0) -> None:
     """Pass once a look finds no hanging transaction; fail if every look for ``timeout_s`` finds one."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        hanging = hanging_transactions(bootstrap, topics)
-        if not hanging:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"hanging transactions: {hanging}")
-        time.sleep(RECHECK_INTERVAL_S)
+    wait_until(lambda: hanging_transactions(bootstrap, topics), timeout_s, "hanging transactions",
+               interval=RECHECK_INTERVAL_S, until=lambda hanging: not hanging)

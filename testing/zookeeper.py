@@ -26,6 +26,7 @@ from pathlib import Path
 from types import TracebackType
 
 from testing.sockets import free_port
+from testing.waiting import wait_until
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 _QUIET_LOGGING = Path("/usr/share/java/slf4j-nop.jar")
@@ -122,18 +123,14 @@ class ZooKeeperProcess:
         self._wait_ready()
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
+        def ok() -> bool:
             assert self.process is not None
             if self.process.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with {self.process.returncode}: {self.log_tail()}")
-            try:
-                if four_letter_word(self.host, self.port, "ruok", timeout=1.0) == "imok":
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise TimeoutError(f"ZooKeeper did not answer ruok on {self.connect_string} within {self.start_timeout}s: {self.log_tail()}")
+            return four_letter_word(self.host, self.port, "ruok", timeout=1.0) == "imok"
+
+        wait_until(ok, self.start_timeout, f"ZooKeeper did not answer ruok on {self.connect_string}",
+                   details=self.log_tail, ignoring=(OSError,))
 
     def log_tail(self, lines: int = 20) -> str:
         if self.dir is None or not (self.dir / "zookeeper.log").exists():

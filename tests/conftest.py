@@ -3,11 +3,41 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 
+from testing.process_guard import ProcessGuard, mark_process_tests
 from testing.zookeeper import ZooKeeperProcess
+
+_GUARD = ProcessGuard()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _GUARD.install()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _GUARD.uninstall()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that starts a process ``process`` (see testing/process_guard.py)."""
+    mark_process_tests(items, config.rootpath)
+
+
+# Set-up and call only: a test's tear-down also finalizes wider-scoped fixtures of the tests before it
+# (a module's broker, the session's ZooKeeper), which belong to marked tests.
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    with _GUARD.watching(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    with _GUARD.watching(item):
+        return (yield)
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ admin (a super user), alice, bob and carol; and connections authenticated as eac
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from protocol.acl_types import AclOperation, AclPermissionType, PatternType, Res
 from protocol.messages.create_acls import AclCreation, CreateAclsRequest
 from testing.broker_process import BrokerProcess
 from testing.sockets import free_port
+from testing.waiting import wait_until
 
 HOST = "127.0.0.1"
 USERS = ("admin", "alice", "bob", "carol", "erin")
@@ -35,15 +35,9 @@ class AclBroker:
 
     def wait_ready(self, timeout_s: float = 10.0) -> AclBroker:
         """The broker is reported up once its PLAINTEXT port accepts; the SASL one may open just after."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                socket.create_connection((HOST, self.sasl_port), timeout=1).close()
-                return self
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        wait_until(lambda: socket.create_connection((HOST, self.sasl_port), timeout=1).close() or True, timeout_s,
+                   f"the SASL port {self.sasl_port} accepting", ignoring=(OSError,))
+        return self
 
     @property
     def sasl_bootstrap(self) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import time
 import uuid
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
+from testing.waiting import wait_until
 
 
 def _partition_dirs(broker: BrokerProcess, topic: str) -> list[str]:
@@ -220,12 +220,8 @@ def test_deleting_a_cleaned_topic_forgets_its_cleaner_checkpoint():
                 producer.produce("cleaned", key=b"k%d" % (i % 3), value=b"x" * 100_000, partition=0)
             assert producer.flush(10) == 0
             checkpoint = Path(broker.data_dir) / "cleaner-offset-checkpoint"
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline:
-                if checkpoint.exists() and "cleaned 0 " in checkpoint.read_text():
-                    break
-                time.sleep(0.05)
-            assert "cleaned 0 " in checkpoint.read_text(), "the cleaner never cleaned the topic"
+            wait_until(lambda: checkpoint.exists() and "cleaned 0 " in checkpoint.read_text(), 15,
+                       "the cleaner never cleaned the topic")
             admin.delete_topics(["cleaned"])
             assert "cleaned 0 " not in checkpoint.read_text()
             admin.create_topics({"cleaned": {"num_partitions": 1}})

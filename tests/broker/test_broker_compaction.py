@@ -1,9 +1,11 @@
 """A running broker compacts `cleanup.policy=compact` topics in the background."""
 
-import time
+
+from typing import Any
 
 from client import AdminClient, KafkaClient, NewTopic, ProducerRecord
 from testing.broker_process import BrokerProcess
+from testing.waiting import wait_until
 
 
 def test_broker_keeps_the_latest_value_per_key_of_a_compacted_topic() -> None:
@@ -21,21 +23,20 @@ def test_broker_keeps_the_latest_value_per_key_of_a_compacted_topic() -> None:
                 records = [ProducerRecord(key=b"k%d" % k, value=b"round-%d " % round_ + padding) for k in range(10)]
                 client.produce("compacted", 0, records, compression=0, acks=-1)
             end = client.latest_offset("compacted", 0)
-            deadline = time.monotonic() + 20
-            latest: dict[bytes, bytes] = {}
-            while time.monotonic() < deadline:
+
+            def read_all() -> list[Any]:
                 records, offset = [], 0
                 while offset < end:
                     result = client.fetch("compacted", 0, offset, max_wait_ms=0)
                     records += result.records
                     offset = result.next_offset
-                latest = {r.key: r.value.split(b" ")[0] for r in records}
-                # 200 records went in; the cleaner may only touch the rolled
-                # segments (the active one is never cleaned, as in Kafka).
-                if len(records) < 150:
-                    break
-                time.sleep(0.2)
-            assert len(records) < 150, "the cleaner never compacted the topic"
+                return records
+
+            # 200 records went in; the cleaner may only touch the rolled
+            # segments (the active one is never cleaned, as in Kafka).
+            records = wait_until(read_all, 20, "the cleaner never compacted the topic", interval=0.2,
+                                 until=lambda records: len(records) < 150)
+            latest = {r.key: r.value.split(b" ")[0] for r in records}
             assert latest == {b"k%d" % k: b"round-19" for k in range(10)}
             offsets = [r.offset for r in records]
             assert offsets == sorted(set(offsets))  # order and offsets preserved

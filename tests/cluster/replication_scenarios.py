@@ -62,6 +62,28 @@ def acks_all_replicas_hold_identical_logs(cluster: Cluster, records: int) -> Non
     assert total == records
 
 
+def _produce_is_refused_below_min_insync(cluster: Cluster, topic: str, leader: int, acked: int) -> int:
+    """With only ``leader`` in sync (fewer than min.insync.replicas), acks=all produce is refused with
+    NOT_ENOUGH_REPLICAS, by our client and by librdkafka, before the append. Returns the log end."""
+    security, tls = cluster.client_security(), cluster.confluent_security()
+    leader_bootstrap = cluster.broker(leader).bootstrap
+    end_before = latest_offset(leader_bootstrap, topic, 0, security)
+    assert end_before == acked
+    with KafkaClient(leader_bootstrap, timeout=30.0, security=security) as client:
+        client.refresh_metadata([topic])
+        with pytest.raises(KafkaApiError) as refused:
+            client.produce(topic, 0, [ProducerRecord(b"refused")], acks=-1)
+        assert refused.value.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    outcome = produce_confluent(leader_bootstrap, topic, range(900_000, 901_000),
+                                extra={"retries": 0, "message.timeout.ms": 10_000, **tls})
+    assert not outcome.acked, f"{len(outcome.acked)} records acknowledged with one in-sync replica"
+    assert "NOT_ENOUGH_REPLICAS" in outcome.failed_codes, outcome.failed_codes
+    # Refused before the append: the leader's log did not grow.
+    assert latest_offset(leader_bootstrap, topic, 0, security) == end_before
+    assert log_end_offset(log_batches(partition_dir(cluster, leader, topic, 0))) == end_before
+    return end_before
+
+
 def follower_and_leader_failures(cluster: Cluster) -> None:
     """SIGKILLs on an RF-3 topic with min.insync.replicas=2: one follower (the ISR shrinks, produce goes
     on), the second (NOT_ENOUGH_REPLICAS, nothing appended), both back (they catch up and rejoin the
@@ -94,21 +116,7 @@ def follower_and_leader_failures(cluster: Cluster) -> None:
         cluster.kill(follower2)
         cluster.wait_for(lambda: isr_in_zookeeper(cluster, topic, 0) == [leader], ISR_CHANGE_TIMEOUT_S,
                          f"ISR shrunk to [{leader}]")
-        leader_bootstrap = cluster.broker(leader).bootstrap
-        end_before = latest_offset(leader_bootstrap, topic, 0, security)
-        assert end_before == len(acked)
-        with KafkaClient(leader_bootstrap, timeout=30.0, security=security) as client:
-            client.refresh_metadata([topic])
-            with pytest.raises(KafkaApiError) as refused:
-                client.produce(topic, 0, [ProducerRecord(b"refused")], acks=-1)
-            assert refused.value.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
-        outcome = produce_confluent(leader_bootstrap, topic, range(900_000, 901_000),
-                                    extra={"retries": 0, "message.timeout.ms": 10_000, **tls})
-        assert not outcome.acked, f"{len(outcome.acked)} records acknowledged with one in-sync replica"
-        assert "NOT_ENOUGH_REPLICAS" in outcome.failed_codes, outcome.failed_codes
-        # Refused before the append: the leader's log did not grow.
-        assert latest_offset(leader_bootstrap, topic, 0, security) == end_before
-        assert log_end_offset(log_batches(partition_dir(cluster, leader, topic, 0))) == end_before
+        end_before = _produce_is_refused_below_min_insync(cluster, topic, leader, len(acked))
 
         # Both come back: they catch up and rejoin the ISR, with logs identical to the leader's.
         cluster.start(follower1)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -90,6 +89,7 @@ from protocol.messages.update_metadata import (
 )
 from protocol.records import Record, build_batch
 from testing.broker_process import BrokerProcess
+from testing.waiting import wait_until
 from testing.zookeeper import ZooKeeperProcess
 
 pytestmark = pytest.mark.slow
@@ -133,10 +133,7 @@ def member(zookeeper: ZooKeeperProcess) -> Iterator[Member]:
         broker.start()
         # Listening comes before registering (the registration names the bound ports): the
         # tests' broker epoch is the registration's, so wait for it.
-        deadline = time.monotonic() + 30
-        while zk.exists(f"/brokers/ids/{BROKER_ID}") is None:
-            assert time.monotonic() < deadline, f"broker {BROKER_ID} never registered"
-            time.sleep(0.05)
+        wait_until(lambda: zk.exists(f"/brokers/ids/{BROKER_ID}") is not None, 30, f"broker {BROKER_ID} never registered")
         yield Member(broker, zk)
     finally:
         broker.cleanup()

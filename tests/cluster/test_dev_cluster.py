@@ -17,8 +17,10 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from testing.sockets import free_port
+from testing.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 120.0
@@ -77,16 +79,16 @@ class OutputReader:
         return "\n".join(self.lines)
 
     def wait_for(self, pattern: re.Pattern[str], proc: subprocess.Popen[str], timeout: float) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def ready() -> re.Match[str] | None:
             for line in list(self.lines):
                 if match := pattern.search(line):
                     return match
             if proc.poll() is not None:
                 time.sleep(0.2)  # let the reader drain the last lines
                 raise AssertionError(f"dev-cluster exited with {proc.returncode} before ready:\n{self.text()}")
-            time.sleep(0.1)
-        raise AssertionError(f"dev-cluster not ready within {timeout}s:\n{self.text()}")
+            return None
+
+        return wait_until(ready, timeout, "dev-cluster ready", interval=0.1, details=self.text)
 
 
 def produce_and_consume_one(bootstrap: str) -> None:
@@ -105,14 +107,12 @@ def produce_and_consume_one(bootstrap: str) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
     try:
         consumer.subscribe([topic])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        def record() -> Any:
             msg = consumer.poll(1.0)
-            if msg is None or msg.error():
-                continue
-            assert (msg.key(), msg.value()) == (b"k", b"hello cluster")
-            return
-        raise AssertionError("the produced record was not consumed within 60s")
+            return msg if msg is not None and not msg.error() else None
+
+        msg = wait_until(record, 60, "the produced record was not consumed", interval=0)
+        assert (msg.key(), msg.value()) == (b"k", b"hello cluster")
     finally:
         consumer.close()
 

@@ -18,6 +18,7 @@ from client.errors import KafkaApiError
 from protocol.config_types import ConfigResourceType
 from protocol.errors import ErrorCode
 from testing.cluster import Cluster
+from testing.waiting import wait_until
 from tests.cluster.helpers import (
     assert_exactly_once,
     consume_confluent,
@@ -55,14 +56,12 @@ def _plan(tmp_path: Path, topic: str, replicas: list[int]) -> Path:
 
 
 def _verify_until_done(cluster: Cluster, plan: Path) -> str:
-    deadline = time.monotonic() + WAIT_S
-    while True:
+    def verify() -> str:
         code, out, err = reassign(cluster, "--verify", "--reassignment-json-file", str(plan))
         assert code == 0, err
-        if "is completed" in out:
-            return out
-        assert time.monotonic() < deadline, out
-        time.sleep(0.3)
+        return out
+
+    return wait_until(verify, WAIT_S, "the reassignment completed", interval=0.3, until=lambda out: "is completed" in out)
 
 
 def test_the_cli_moves_a_partition_and_verify_reports_it_done(cluster4: Cluster, tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ through one broker then lets a client in at the other: the change notification r
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from client.connection import BrokerConnection
@@ -24,6 +23,7 @@ from protocol.messages.alter_user_scram_credentials import (
     ScramCredentialUpsertion,
 )
 from testing.cluster import Cluster
+from testing.waiting import wait_until
 from tests.cluster.helpers import assert_replicates_two_ways, registered_endpoint
 
 RECORDS = 1000
@@ -69,10 +69,8 @@ def test_rf2_topic_replicates_over_a_sasl_scram_inter_broker_listener(tmp_path: 
         notes = [json.loads(cluster.kazoo.get(f"/config/changes/{c}")[0]) for c in changes]
         assert {"version": 2, "entity_path": "users/alice%40example.com"} in notes
         other = registered_endpoint(cluster, 2)
-        deadline = time.monotonic() + 5
-        while not _connects(other, SaslSettings("SCRAM-SHA-256", "alice@example.com", "alice-1")):
-            assert time.monotonic() < deadline, "broker 2 never learned alice's credential"
-            time.sleep(0.1)
+        wait_until(lambda: _connects(other, SaslSettings("SCRAM-SHA-256", "alice@example.com", "alice-1")), 5,
+                   "broker 2 never learned alice's credential", interval=0.1)
         # (alice's tries before broker 2 heard of her failed, and are logged: not checked here)
         logs = cluster.log_tails()
         assert "broker-secret" not in logs and "alice-1" not in logs and "Traceback" not in logs, logs

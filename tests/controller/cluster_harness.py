@@ -19,6 +19,7 @@ from controller.controller_config import ControllerConfig
 from controller.kafka_controller import KafkaController
 from controller.zk import zk_data as zd
 from controller.zk.kafka_zk_client import KafkaZkClient
+from testing.waiting import wait_until_async
 from tests.controller.fake_broker import FakeBroker
 
 T = TypeVar("T")
@@ -34,19 +35,11 @@ def run(coro: Awaitable[T], timeout: float = 90.0) -> T:
 
 
 async def wait_for(predicate: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s")
-        await asyncio.sleep(0.02)
+    await wait_until_async(predicate, timeout, what, interval=0.02)
 
 
 async def wait_for_async(predicate: Callable[[], Awaitable[bool]], timeout: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not await predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s")
-        await asyncio.sleep(0.05)
+    await wait_until_async(predicate, timeout, what, interval=0.05)
 
 
 @dataclass

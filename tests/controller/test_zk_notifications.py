@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 
 from controller.zk import zk_data as zd
 from controller.zk.kafka_zk_client import KafkaZkClient
 from controller.zk.zk_node_change_notification_listener import config_change_listener
-
-
-async def _until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
+from testing.waiting import wait_until_async
 
 
 def test_each_change_is_handled_once_in_order(zk_connect: str) -> None:
@@ -31,11 +23,11 @@ def test_each_change_is_handled_once_in_order(zk_connect: str) -> None:
         try:
             await writer.set_topic_configs("before", {"retention.ms": "1"})  # there before the listener starts
             await listener.start()
-            await _until(lambda: seen == [("topics", "before")])
+            await wait_until_async(lambda: seen == [("topics", "before")], 15.0, "condition")
             await writer.set_topic_configs("t1", {"retention.ms": "2"})
             await writer.set_broker_configs(zd.DEFAULT_ENTITY, {"log.retention.ms": "3"})
             await writer.set_topic_configs("t1", {"retention.ms": "4"})
-            await _until(lambda: len(seen) == 4)
+            await wait_until_async(lambda: len(seen) == 4, 15.0, "condition")
             assert seen == [("topics", "before"), ("topics", "t1"), ("brokers", "<default>"), ("topics", "t1")]
             await asyncio.sleep(0.3)
             assert len(seen) == 4  # nothing handled twice
@@ -56,12 +48,12 @@ def test_expired_notifications_are_purged(zk_connect: str) -> None:
             await client.set_topic_configs("a", {})
             await asyncio.sleep(0.05)
             await listener.start()
-            await _until(lambda: seen == [("topics", "a")])
+            await wait_until_async(lambda: seen == [("topics", "a")], 15.0, "condition")
             await client.set_topic_configs("b", {})
-            await _until(lambda: len(seen) == 2)
+            await wait_until_async(lambda: len(seen) == 2, 15.0, "condition")
             await asyncio.sleep(0.05)
             await client.set_topic_configs("c", {})  # its processing purges a and b
-            await _until(lambda: len(seen) == 3)
+            await wait_until_async(lambda: len(seen) == 3, 15.0, "condition")
             children = await client.get_children(zd.CONFIG_CHANGES_PATH)
             assert len(children) <= 1 and seen == [("topics", "a"), ("topics", "b"), ("topics", "c")]
         finally:

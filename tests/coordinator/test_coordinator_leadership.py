@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Iterator
 
 from coordinator.common.coordinator_log import LogEntry
@@ -24,6 +23,7 @@ from coordinator.transaction.transaction_coordinator import TransactionCoordinat
 from coordinator.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from coordinator.transaction.transaction_state_manager import TransactionResult, TransactionStateManager
 from protocol.errors import ErrorCode
+from testing.waiting import wait_until_async
 from tests.coordinator.fakes import MemoryCoordinatorLog, Outcome, heartbeat, join, join_new, leave, sync
 from tests.coordinator.test_transaction_coordinator import FakeSender
 
@@ -52,13 +52,6 @@ class LedLog(MemoryCoordinatorLog):
     def read_records(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
         assert self.gate.wait(WAIT_S), "the test never opened the gate"
         return super().read_records(partition)
-
-
-async def until(condition: object, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.005)
 
 
 # -- the group coordinator ----------------------------------------------------------------------
@@ -130,7 +123,7 @@ def test_group_apis_answer_not_coordinator_and_load_in_progress() -> None:
             "SyncGroup": ErrorCode.REBALANCE_IN_PROGRESS}
         assert coordinator.handle_list_groups(set())[0] == LOADING
         log.gate.set()
-        await until(lambda: partition in coordinator.manager.owned_partitions, "the load")
+        await wait_until_async(lambda: partition in coordinator.manager.owned_partitions, WAIT_S, "the load")
         assert coordinator.handle_fetch_offsets(group, False, [TP])[1][TP].offset == 42  # type: ignore[union-attr]
         await coordinator.shutdown()
 
@@ -153,7 +146,7 @@ def test_a_resignation_during_a_load_drops_what_it_read() -> None:
         coordinator.on_resignation(partition)  # leadership leaves while the read is blocked
         log.led.discard(partition)
         log.gate.set()
-        await until(lambda: not coordinator._load_tasks, "the abandoned load to end")
+        await wait_until_async(lambda: not coordinator._load_tasks, WAIT_S, "the abandoned load to end")
         assert partition not in coordinator.manager.owned_partitions
         assert partition not in coordinator.manager.loading_partitions
         assert coordinator.manager.get_group("g") is None
@@ -162,7 +155,7 @@ def test_a_resignation_during_a_load_drops_what_it_read() -> None:
         # Elected again: loaded again, from the log.
         log.led.add(partition)
         coordinator.on_election(partition)
-        await until(lambda: partition in coordinator.manager.owned_partitions, "the second load")
+        await wait_until_async(lambda: partition in coordinator.manager.owned_partitions, WAIT_S, "the second load")
         assert coordinator.handle_fetch_offsets("g", False, [TP])[1][TP].offset == 7  # type: ignore[union-attr]
         await coordinator.shutdown()
 
@@ -277,15 +270,15 @@ def test_transaction_apis_answer_not_coordinator_and_load_in_progress() -> None:
         assert coordinator.handle_list_transactions([], []).error_code == LOADING
         sent_before = len(sender.sent)
         log.gate.set()
-        await until(lambda: partition in manager.transaction_metadata_cache, "the load")
+        await wait_until_async(lambda: partition in manager.transaction_metadata_cache, WAIT_S, "the load")
         # Loaded at the new epoch, the prepared commit is finished by this coordinator: markers again.
-        await until(lambda: len(sender.sent) > sent_before, "the markers resent at the new epoch")
+        await wait_until_async(lambda: len(sender.sent) > sent_before, WAIT_S, "the markers resent at the new epoch")
         assert sender.sent[-1][1].coordinator_epoch == 6 and sender.sent[-1][1].committed
         sender.hold = False
         sender.release()
-        await until(lambda: manager.get_transaction_state(tid)[1] is not None
+        await wait_until_async(lambda: manager.get_transaction_state(tid)[1] is not None
                     and manager.get_transaction_state(tid)[1].transaction_metadata.state.state_name  # type: ignore[union-attr]
-                    == "CompleteCommit", "the completion")
+                    == "CompleteCommit", WAIT_S, "the completion")
         await coordinator.shutdown()
 
     asyncio.run(scenario())
@@ -306,7 +299,7 @@ def test_a_resignation_during_a_transaction_load_installs_nothing() -> None:
         coordinator.on_resignation(partition)
         log.led.discard(partition)
         log.gate.set()
-        await until(lambda: not manager._load_tasks, "the abandoned load to end")
+        await wait_until_async(lambda: not manager._load_tasks, WAIT_S, "the abandoned load to end")
         assert partition not in manager.transaction_metadata_cache
         assert (await coordinator.handle_init_producer_id("tid", 60_000)).error == NOT_COORDINATOR
         await coordinator.shutdown()

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 from broker.config.broker_config import BrokerConfig
@@ -41,6 +39,7 @@ from replication.state_change_requests import (
     StopReplicaStates,
 )
 from storage.log_manager import LogManager
+from testing.waiting import wait_until_async
 
 ME, OTHER = 1, 2
 PARTITIONS = 3
@@ -61,13 +60,6 @@ def _leader_and_isr(leader: int, epoch: int) -> LeaderAndIsrStates:
 def _stop_replicas(epoch: int) -> StopReplicaStates:
     return StopReplicaStates(OTHER, 1, [StopReplicaPartition(topic, p, epoch, delete=True)
                                         for topic in TOPIC_IDS for p in range(PARTITIONS)])
-
-
-async def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
 
 
 def test_coordinators_load_and_unload_with_leader_and_isr_and_stop_replica(tmp_path: Path) -> None:
@@ -109,32 +101,32 @@ def test_coordinators_load_and_unload_with_leader_and_isr_and_stop_replica(tmp_p
             # Leader at epoch 1: both coordinators own their partitions (empty: at once).
             response = await replicas.become_leader_or_follower(_leader_and_isr(ME, 1))
             assert response.error_code == ErrorCode.NO_ERROR
-            await _until(lambda: fetch()[0] == ErrorCode.NO_ERROR, "the group election")
+            await wait_until_async(lambda: fetch()[0] == ErrorCode.NO_ERROR, WAIT_S, "the group election")
             assert await commit(42) == ErrorCode.NO_ERROR
-            await _until(lambda: txn_partition in txn_manager.transaction_metadata_cache, "the txn election")
+            await wait_until_async(lambda: txn_partition in txn_manager.transaction_metadata_cache, WAIT_S, "the txn election")
             init = await txn.handle_init_producer_id("tid", 60_000)
             assert (init.error, init.producer_id, init.producer_epoch) == (ErrorCode.NO_ERROR, 7000, 0)
 
             # Follower of broker 2 at epoch 2: unloaded.
             await replicas.become_leader_or_follower(_leader_and_isr(OTHER, 2))
-            await _until(lambda: fetch()[0] == ErrorCode.NOT_COORDINATOR, "the group resignation")
+            await wait_until_async(lambda: fetch()[0] == ErrorCode.NOT_COORDINATOR, WAIT_S, "the group resignation")
             assert group.manager.get_group("g") is None
-            await _until(lambda: txn_partition not in txn_manager.transaction_metadata_cache, "the txn resignation")
+            await wait_until_async(lambda: txn_partition not in txn_manager.transaction_metadata_cache, WAIT_S, "the txn resignation")
             assert (await txn.handle_init_producer_id("tid", 60_000)).error == ErrorCode.NOT_COORDINATOR
 
             # Leader again at epoch 3: loaded from the log, the transaction coordinator at epoch 3.
             await replicas.become_leader_or_follower(_leader_and_isr(ME, 3))
-            await _until(lambda: fetch() == (ErrorCode.NO_ERROR, 42), "the group load")
-            await _until(lambda: txn_partition in txn_manager.transaction_metadata_cache, "the txn load")
+            await wait_until_async(lambda: fetch() == (ErrorCode.NO_ERROR, 42), WAIT_S, "the group load")
+            await wait_until_async(lambda: txn_partition in txn_manager.transaction_metadata_cache, WAIT_S, "the txn load")
             assert txn_manager.transaction_metadata_cache[txn_partition].coordinator_epoch == 3
             again = await txn.handle_init_producer_id("tid", 60_000)
             assert (again.error, again.producer_id, again.producer_epoch) == (ErrorCode.NO_ERROR, 7000, 1)
 
             # StopReplica (delete): gone.
             await replicas.stop_replicas(_stop_replicas(4))
-            await _until(lambda: fetch()[0] == ErrorCode.NOT_COORDINATOR, "the group unload on StopReplica")
-            await _until(lambda: txn_partition not in txn_manager.transaction_metadata_cache,
-                         "the txn unload on StopReplica")
+            await wait_until_async(lambda: fetch()[0] == ErrorCode.NOT_COORDINATOR, WAIT_S, "the group unload on StopReplica")
+            await wait_until_async(lambda: txn_partition not in txn_manager.transaction_metadata_cache, WAIT_S,
+                                   "the txn unload on StopReplica")
         finally:
             await group.shutdown()
             await txn.shutdown()

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 from coordinator.common.coordinator_log import ReplicaCoordinatorLog
@@ -26,6 +24,7 @@ from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
 from storage.log import now_ms
 from storage.log_manager import LogManager
+from testing.waiting import wait_until_async
 from tests.storage.helpers import make_batch
 
 TOPIC_IDS = {TRANSACTION_STATE_TOPIC_NAME: uuid.uuid4(), "t": uuid.uuid4()}
@@ -81,18 +80,11 @@ class Broker:
         self.executor.shutdown()
 
 
-async def _until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
-
-
 def test_commit_and_abort_move_the_lso_and_survive_a_restart(tmp_path: Path) -> None:
     async def scenario() -> None:
         broker = Broker(tmp_path)
         broker.load()
-        await _until(lambda: not broker.manager.loading_partitions, "the load")
+        await wait_until_async(lambda: not broker.manager.loading_partitions, 10.0, "the load")
         init = await broker.coordinator.handle_init_producer_id(TID, 60_000)
         pid, epoch = init.producer_id, init.producer_epoch
         assert await broker.coordinator.handle_add_partitions_to_transaction(
@@ -101,13 +93,13 @@ def test_commit_and_abort_move_the_lso_and_survive_a_restart(tmp_path: Path) -> 
         broker.produce(1, pid, epoch, 0, 2)
         assert broker.lso_and_hw(0) == (0, 3)
         assert await broker.coordinator.handle_end_transaction(TID, pid, epoch, TransactionResult.COMMIT) == 0
-        await _until(lambda: broker.state() == TransactionState.COMPLETE_COMMIT, "CompleteCommit")
+        await wait_until_async(lambda: broker.state() == TransactionState.COMPLETE_COMMIT, 10.0, "CompleteCommit")
         assert broker.lso_and_hw(0) == (4, 4) and broker.lso_and_hw(1) == (3, 3)
         # A second transaction, left prepared across a restart: the restarted coordinator aborts it.
         await broker.coordinator.handle_add_partitions_to_transaction(TID, pid, epoch, {("t", 0)})
         broker.produce(0, pid, epoch, 3, 1)
         assert await broker.coordinator.handle_end_transaction(TID, pid, epoch, TransactionResult.ABORT) == 0
-        await _until(lambda: broker.state() == TransactionState.COMPLETE_ABORT, "CompleteAbort")
+        await wait_until_async(lambda: broker.state() == TransactionState.COMPLETE_ABORT, 10.0, "CompleteAbort")
         assert broker.lso_and_hw(0) == (6, 6)
         await broker.coordinator.handle_add_partitions_to_transaction(TID, pid, epoch, {("t", 1)})
         broker.produce(1, pid, epoch, 2, 1)
@@ -116,11 +108,11 @@ def test_commit_and_abort_move_the_lso_and_survive_a_restart(tmp_path: Path) -> 
 
         again = Broker(tmp_path)
         again.load()
-        await _until(lambda: again.state() == TransactionState.ONGOING, "the reload")
+        await wait_until_async(lambda: again.state() == TransactionState.ONGOING, 10.0, "the reload")
         # The producer is gone: a new instance fences it and aborts its open transaction.
         assert (await again.coordinator.handle_init_producer_id(TID, 60_000)).error == \
             ErrorCode.CONCURRENT_TRANSACTIONS
-        await _until(lambda: again.state() == TransactionState.COMPLETE_ABORT, "the fencing abort")
+        await wait_until_async(lambda: again.state() == TransactionState.COMPLETE_ABORT, 10.0, "the fencing abort")
         assert again.lso_and_hw(1) == (5, 5)
         retried = await again.coordinator.handle_init_producer_id(TID, 60_000)
         assert (retried.error, retried.producer_id, retried.producer_epoch) == (0, pid, epoch + 2)

@@ -12,6 +12,7 @@ transactional batches.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 import uuid
@@ -34,6 +35,7 @@ from replication.replica_manager import TxnMarker
 from testing.broker_process import BrokerProcess
 from testing.sockets import free_port, send_request
 from testing.topics import create_topic
+from testing.waiting import WaitTimeout, wait_until_async
 from tests.coordinator.fakes import MemoryCoordinatorLog
 
 REMOTE = 1  # the broker id the real broker plays
@@ -221,17 +223,18 @@ def test_the_coordinator_completes_a_transaction_only_once_every_remote_marker_i
             await asyncio.to_thread(_produce, broker, topic, 1, producer_id, init.producer_epoch, [b"t1"])
             assert await coordinator.handle_end_transaction(
                 "tid", init.producer_id, init.producer_epoch, TransactionResult.COMMIT) == ErrorCode.NO_ERROR
-            states: list[str] = []
-            deadline = time.monotonic() + WAIT_S
-            while time.monotonic() < deadline:
+            states: list[str] = []  # each state seen, once
+
+            def state() -> str:
                 found = manager.get_transaction_state("tid")[1]
                 assert found is not None
-                state = found.transaction_metadata.state.state_name
-                if not states or states[-1] != state:
-                    states.append(state)
-                if state == "CompleteCommit":
-                    break
-                await asyncio.sleep(0.01)
+                name = found.transaction_metadata.state.state_name
+                if not states or states[-1] != name:
+                    states.append(name)
+                return name
+
+            with contextlib.suppress(WaitTimeout):  # the caller's assertion shows the states seen
+                await wait_until_async(state, WAIT_S, "CompleteCommit", until=lambda name: name == "CompleteCommit")
             return states[-1], states
         finally:
             await coordinator.shutdown()

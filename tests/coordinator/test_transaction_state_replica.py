@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from protocol.errors import CorruptRecordError, ErrorCode
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
 from storage.log_manager import LogManager
+from testing.waiting import wait_until_async
 
 S = TransactionState
 TOPIC_ID = uuid.uuid4()
@@ -52,13 +52,6 @@ class Broker:
         await self.manager.shutdown()
         self.logs.shutdown()
         self.executor.shutdown()
-
-
-async def _until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
 
 
 def _write(manager: TransactionStateManager, tid: str, transit: TxnTransitMetadata, epoch: int
@@ -123,7 +116,7 @@ def test_transitions_survive_a_restart_and_tombstones_stay_deleted(tmp_path: Pat
 
         restarted = Broker(tmp_path, {5: 1, 6: 1})
         restarted.manager.startup({5: 1, 6: 1}, enable_transactional_id_expiration=False)
-        await _until(lambda: not restarted.manager.loading_partitions, "the partitions to load")
+        await wait_until_async(lambda: not restarted.manager.loading_partitions, 10.0, "the partitions to load")
         assert _snapshot(restarted.manager) == before
         assert restarted.manager.get_transaction_state(expired) == (ErrorCode.NO_ERROR, None)
         assert restarted.manager.get_transaction_state(committed)[1].coordinator_epoch == 1  # type: ignore[union-attr]
@@ -172,11 +165,11 @@ def test_the_wiring_follows_leadership(tmp_path: Path) -> None:
         later = _same_partition(broker.manager, 9, "txn", 1)[0]
         assert broker.manager.get_transaction_state(later) == (ErrorCode.NOT_COORDINATOR, None)
         await asyncio.to_thread(broker.replicas.make_leader, TOPIC, 9, TOPIC_ID, [0], 2)
-        await _until(lambda: 9 in broker.manager.transaction_metadata_cache, "partition 9 to load")
+        await wait_until_async(lambda: 9 in broker.manager.transaction_metadata_cache, 10.0, "partition 9 to load")
         assert broker.manager.transaction_metadata_cache[9].coordinator_epoch == 2
         # Deleting the topic unloads every partition.
         await asyncio.to_thread(broker.replicas.delete_partitions, TOPIC)
-        await _until(lambda: not broker.manager.transaction_metadata_cache, "the partitions to unload")
+        await wait_until_async(lambda: not broker.manager.transaction_metadata_cache, 10.0, "the partitions to unload")
         assert broker.manager.get_transaction_state(tid) == (ErrorCode.NOT_COORDINATOR, None)
         await broker.close()
 

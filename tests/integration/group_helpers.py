@@ -50,11 +50,13 @@ def poll_until_assigned(consumer: Any, timeout: float = 30.0) -> None:
     """Poll a subscribed kafka-python consumer, not polled yet, until its group gives it
     partitions; a hang becomes a failure."""
     fetch_subscription_metadata(consumer)
-    deadline = time.monotonic() + timeout
-    while not consumer.assignment():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no partitions assigned after {timeout}s")
-        consumer.poll(timeout_ms=100)
+    def assigned() -> bool:
+        if consumer.assignment():
+            return True
+        consumer.poll(timeout_ms=100)  # the poll runs the group protocol
+        return False
+
+    wait_until(assigned, timeout, "no partitions assigned", interval=0)
 
 
 #: One confluent-kafka AdminClient per broker (each starts librdkafka threads), gone with the broker object.

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from testing.broker_process import BrokerProcess
+from testing.waiting import wait_until
 from tests.integration.clients import ConfluentDriver
 from tests.integration.wire import API_VERSIONS_KEY, encode_request, parse_api_versions_v0, read_response
 
@@ -79,11 +80,11 @@ class SteadyProducer:
             self.errors.append(f"{remaining} records undelivered")
 
     def wait_for_acks(self, count: int, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while self.acked < count:
+        def acked() -> bool:
             assert not self.errors, self.errors[:3]
-            assert time.monotonic() < deadline, f"producer stalled at {self.acked} acknowledgements"
-            time.sleep(0.01)
+            return self.acked >= count
+
+        wait_until(acked, timeout, "producer stalled", interval=0.01, details=lambda: f"at {self.acked} acknowledgements")
 
 
 @pytest.fixture

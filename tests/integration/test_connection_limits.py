@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -29,6 +30,7 @@ from protocol.buffers import join_chunks
 from protocol.messages.api_versions import ApiVersionsRequest
 from testing.broker_process import BrokerProcess
 from testing.sockets import ConnectionClosed, HasAddress, free_port, read_frame
+from testing.waiting import WaitTimeout, wait_until
 from tests.integration.client_round_trips import create_topic
 
 HOST = "127.0.0.1"
@@ -97,11 +99,8 @@ def _open(clients: list[RawClient], broker: HasAddress, source: str = HOST) -> R
 
 
 def _wait_for_log(broker: BrokerProcess, text: str, count: int = 1) -> bool:
-    deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:
-        if broker.log_text().count(text) >= count:
-            return True
-        time.sleep(0.05)
+    with contextlib.suppress(WaitTimeout):
+        return wait_until(lambda: broker.log_text().count(text) >= count, TIMEOUT_S, f"{text!r} in the log")
     return False
 
 

@@ -23,10 +23,8 @@ the late batch joins it. Only KIP-890 part 2's epoch bump on every EndTxn
 from __future__ import annotations
 
 import socket
-import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -43,6 +41,7 @@ from testing.broker_process import BrokerProcess
 from testing.sockets import read_frame, send_request
 from testing.tcp_proxy import Direction, Mode, TcpProxy
 from testing.topics import create_topic
+from testing.waiting import wait_until
 from tests.integration.test_transactions_versions import WireProducer, _retry, _until_stable, read_committed
 
 #: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).
@@ -155,7 +154,7 @@ def test_a_produce_delayed_past_the_coordinators_timeout_abort_is_refused(broker
         late = HeldProduce(proxy, _produce_request(p, 0, [b"late"]))
         proxy.wait_held(Direction.UPSTREAM)
         # ... and its producer goes quiet: the coordinator aborts it (bumping the epoch to fence it).
-        _until(lambda: read_committed(broker, p.topic, 0)[1] == 2, timeout=15)
+        wait_until(lambda: read_committed(broker, p.topic, 0)[1] == 2, 15, "the abort marker stable")
         proxy.release(Direction.UPSTREAM)
         assert late.answer() == (ErrorCode.INVALID_PRODUCER_EPOCH, -1)
     assert read_committed(broker, p.topic, 0) == (2, 2, [0])  # "first" and the abort marker, nothing after
@@ -201,13 +200,6 @@ def test_a_real_client_commits_through_verification(broker: BrokerProcess) -> No
     for partition in (0, 1):
         hw, lso, aborted = _until_stable(broker, topic, partition)
         assert (hw, lso, aborted) == (3 * 25 + 3, 3 * 25 + 3, [])
-
-
-def _until(condition: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition never held"
-        time.sleep(0.05)
 
 
 def test_a_txn_offset_commit_after_its_transactions_abort_is_refused(broker: BrokerProcess) -> None:

@@ -12,13 +12,13 @@ producer state.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
+from testing.waiting import wait_until
 from tests.integration.clients import ConfluentDriver
 from tests.integration.kafka_proxy import KafkaProxy
 from tests.integration.records import Consumed
@@ -189,10 +189,11 @@ def test_retry_of_a_lost_response_across_a_restart(proxied_broker: tuple[BrokerP
     proxy.on_drop = dropped.set
     proxy.drop_produce_responses(1)
     producer.send(2000, 1)
-    deadline = time.monotonic() + 30
-    while not dropped.is_set() and time.monotonic() < deadline:
-        producer.producer.poll(0.01)
-    assert dropped.is_set(), "no Produce response was cut"
+    def cut() -> bool:
+        producer.producer.poll(0.01)  # serves the delivery callbacks
+        return dropped.is_set()
+
+    wait_until(cut, 30, "no Produce response was cut", interval=0)
     assert broker.terminate() == 0
     broker.start()
     producer.send(2001, 999)

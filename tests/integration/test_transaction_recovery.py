@@ -52,6 +52,7 @@ from protocol.request_constants import LATEST_TIMESTAMP, READ_COMMITTED, READ_UN
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
 from testing.transactions import assert_no_hanging_transactions
+from testing.waiting import wait_until
 from tests.integration.txn_calls import retrying
 
 PARTITIONS = 3
@@ -205,13 +206,6 @@ def _offsets(s: Scenario, isolation_level: int) -> list[int]:
         return [found[tp].offset for tp in tps]
 
 
-def _until(condition: Callable[[], bool], what: str, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def _states(s: Scenario) -> list[str]:
     """The states ``__transaction_state`` records for the scenario's id, in log order (repeats folded)."""
     partition = partition_for(s.tid, TXN_STATE_PARTITIONS)
@@ -233,7 +227,7 @@ def _states(s: Scenario) -> list[str]:
 def _assert_outcome(s: Scenario, committed: bool, markers_per_partition: int, then: tuple[str, ...] = ()) -> None:
     """All of the transaction or none of it, in every partition and in the group's offsets; the LSO is free.
     ``then``: the states the id went through after the transaction's end."""
-    _until(lambda: _offsets(s, READ_COMMITTED) == _offsets(s, READ_UNCOMMITTED), "the LSO to reach the HW")
+    wait_until(lambda: _offsets(s, READ_COMMITTED) == _offsets(s, READ_UNCOMMITTED), 15.0, "the LSO to reach the HW")
     # Every partition holds its records and the markers written for them, nothing more.
     assert _offsets(s, READ_UNCOMMITTED) == [RECORDS_PER_PARTITION + markers_per_partition] * PARTITIONS
     assert _states(s) == ["Empty", "Ongoing", "PrepareCommit" if committed else "PrepareAbort",
@@ -272,8 +266,8 @@ def test_an_open_transaction_left_by_its_producer_is_aborted_after_its_timeout(
     producer = _open_transaction(scenario, **{"transaction.timeout.ms": 6000})
     scenario.broker.restart(signal.SIGKILL)
     assert _offsets(scenario, READ_COMMITTED) == [0] * PARTITIONS  # still open: the LSO holds readers back
-    _until(lambda: _offsets(scenario, READ_COMMITTED) == _offsets(scenario, READ_UNCOMMITTED),
-           "the coordinator to abort the transaction")
+    wait_until(lambda: _offsets(scenario, READ_COMMITTED) == _offsets(scenario, READ_UNCOMMITTED), 15.0,
+               "the coordinator to abort the transaction")
     _assert_outcome(scenario, committed=False, markers_per_partition=1)
     del producer  # kept until now: it must not end the transaction itself
 
@@ -323,7 +317,7 @@ def test_a_timeout_abort_interrupted_by_a_crash_is_completed_on_load(start: Call
     scenario = start("before-markers")
     producer = _open_transaction(scenario, **{"transaction.timeout.ms": 2000})
     _restart_after_the_crash(scenario, wait_s=20)
-    _until(lambda: _offsets(scenario, READ_COMMITTED) == _offsets(scenario, READ_UNCOMMITTED), "the abort")
+    wait_until(lambda: _offsets(scenario, READ_COMMITTED) == _offsets(scenario, READ_UNCOMMITTED), 15.0, "the abort")
     _assert_fenced(producer)
     _assert_outcome(scenario, committed=False, markers_per_partition=1)
 

@@ -18,6 +18,7 @@ import pytest
 
 from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
+from testing.waiting import wait_until
 
 #: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).
 pytestmark = pytest.mark.usefixtures("no_hanging_transactions")
@@ -197,10 +198,9 @@ def test_a_transaction_past_its_timeout_is_aborted(broker: BrokerProcess) -> Non
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(10)
-    deadline = time.monotonic() + 15
-    while read_committed(broker, topic, 0) != (2, 2, [0]):  # its record and the abort marker, stable
-        assert time.monotonic() < deadline, read_committed(broker, topic, 0)
-        time.sleep(0.1)
+    # Its record and the abort marker, stable.
+    wait_until(lambda: read_committed(broker, topic, 0), 15, "the abort marker stable", interval=0.1,
+               until=lambda answer: answer == (2, 2, [0]))
     other = _producer(broker.bootstrap, f"tid2-{topic}")
     other.init_transactions(20)
     other.begin_transaction()

@@ -57,6 +57,7 @@ from protocol.records import Record, build_batch, read_batch
 from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
 from testing.topics import create_topic
+from testing.waiting import wait_until
 
 #: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).
 pytestmark = pytest.mark.usefixtures("no_hanging_transactions")
@@ -342,7 +343,7 @@ def test_add_offsets_to_txn(broker: BrokerProcess, version: int) -> None:
     assert p.commit_offsets(group, {0: 5, 1: 6}) == [0, 0]
     assert _committed(broker, group, p.topic) == {0: -1, 1: -1}  # pending until the marker
     assert p.end(True) == 0
-    _until(lambda: _committed(broker, group, p.topic) == {0: 5, 1: 6})
+    wait_until(lambda: _committed(broker, group, p.topic) == {0: 5, 1: 6}, 5.0, "the offsets committed")
     fenced = ErrorCode.PRODUCER_FENCED if version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
     assert p.add_offsets(group, version, epoch=p.epoch + 3) == fenced
 
@@ -357,7 +358,7 @@ def test_txn_offset_commit(broker: BrokerProcess, version: int) -> None:
         assert p.commit_offsets(group, offsets, version) == [0, 0]
         assert p.end(commit) == 0
         time.sleep(0.1)
-    _until(lambda: _committed(broker, group, p.topic) == {0: 3, 1: 4})
+    wait_until(lambda: _committed(broker, group, p.topic) == {0: 3, 1: 4}, 5.0, "the offsets committed")
     request = TxnOffsetCommitRequest(
         transactional_id=p.tid, group_id=group, producer_id=p.producer_id, producer_epoch=p.epoch,
         generation_id=-1, member_id="", group_instance_id=None,
@@ -392,13 +393,6 @@ def _committed(broker: BrokerProcess, group: str, topic: str) -> dict[int, int]:
                                                                                  partition_indexes=[0, 1])])
     response = send_request(broker, offset_fetch.API_KEY, 5, request)
     return {p.partition_index: p.committed_offset for p in response.topics[0].partitions}
-
-
-def _until(condition: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition never held"
-        time.sleep(0.02)
 
 
 def read_uncommitted(broker: BrokerProcess, topic: str, partition: int) -> list[tuple[int, bool, list[bytes | None]]]:

@@ -21,6 +21,7 @@ group's offset at its last visible transaction.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
@@ -38,6 +39,7 @@ from testing.broker_process import BrokerProcess
 from testing.topics import create_topic
 from testing.transactions import assert_no_hanging_transactions
 from testing.txn_history import History, Outcome, Reader, Txn, check
+from testing.waiting import WaitTimeout, wait_until
 from tests.integration.txn_calls import retrying
 
 SEED = int(os.environ.get("PAFKA_TXN_WORKLOAD_SEED", "16"))
@@ -279,10 +281,10 @@ def test_randomized_transactions_with_broker_kills(broker: BrokerProcess) -> Non
             broker.start()
             last_restart = time.monotonic()
         # Every producer goes on committing after the last restart (bounded: a stall fails below).
-        settle_deadline = time.monotonic() + SETTLE_TIMEOUT_S
-        while time.monotonic() < settle_deadline and not all(
-                p.commits_since(last_restart) >= COMMITS_AFTER_THE_KILLS or not p.is_alive() for p in producers):
-            time.sleep(0.1)
+        with contextlib.suppress(WaitTimeout):
+            wait_until(lambda: all(p.commits_since(last_restart) >= COMMITS_AFTER_THE_KILLS or not p.is_alive()
+                                   for p in producers),
+                       SETTLE_TIMEOUT_S, "every producer committing after the last restart", interval=0.1)
     finally:
         stop.set()
         for producer in producers:
@@ -293,10 +295,8 @@ def test_randomized_transactions_with_broker_kills(broker: BrokerProcess) -> Non
             raise producer.error
     # Every transaction has ended (a given-up producer's through its successor's InitProducerId): nothing
     # holds the last stable offset back.
-    deadline = time.monotonic() + 30
-    while _ends(broker.bootstrap, topic, READ_COMMITTED) != _ends(broker.bootstrap, topic, READ_UNCOMMITTED):
-        assert time.monotonic() < deadline, "the last stable offset is stuck below the high watermark"
-        time.sleep(0.2)
+    wait_until(lambda: _ends(broker.bootstrap, topic, READ_COMMITTED) == _ends(broker.bootstrap, topic, READ_UNCOMMITTED),
+               30, "the last stable offset is stuck below the high watermark", interval=0.2)
     _write_end_records(broker.bootstrap, topic, history)
     read_deadline[0] = time.monotonic() + READ_TIMEOUT_S
     _read_until_the_end(broker.bootstrap, topic, history.reader("after"), lambda: read_deadline[0])

@@ -17,7 +17,6 @@ import asyncio
 import concurrent.futures
 import os
 import struct
-import time
 import types
 import uuid
 from collections.abc import Awaitable, Callable
@@ -52,6 +51,7 @@ from replication.replication_config import ReplicationConfig
 from replication.state_change_requests import BrokerEndpoint, LeaderAndIsrStates, PartitionState
 from storage.log import Log
 from storage.log_manager import LogManager
+from testing.waiting import wait_until_async
 from tests.storage.helpers import make_batch
 
 TopicPartition = tuple[str, int]
@@ -262,11 +262,7 @@ TP = (TOPIC, 0)
 
 
 async def until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
+    await wait_until_async(check, timeout, what)
 
 
 def batches(log: Log) -> list[tuple[int, int, int]]:

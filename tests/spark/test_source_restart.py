@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import pyarrow as pa
 import pytest
 
 from testing.topics import create_topic
+from testing.waiting import wait_until
 from tests.spark.kafka_data import produce
 
 RECORDS = 200_000
@@ -47,11 +46,11 @@ def test_stream_stopped_halfway_and_restarted_delivers_each_record_once(spark, s
     first = _stream_to_parquet(spark, spark_broker.bootstrap, topic_name, out, checkpoint,
                                processingTime="100 milliseconds")
     try:
-        deadline = time.monotonic() + 180
-        while sum(p["numInputRows"] for p in first.recentProgress) < RECORDS // 2:
+        def half_read() -> bool:
             assert first.exception() is None, first.exception()
-            assert time.monotonic() < deadline, "the first run did not reach half the records"
-            time.sleep(0.05)
+            return sum(p["numInputRows"] for p in first.recentProgress) >= RECORDS // 2
+
+        wait_until(half_read, 180, "the first run did not reach half the records")
     finally:
         first.stop()
     first_rows = sum(p["numInputRows"] for p in first.recentProgress)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import time
 
 from testing.topics import create_topic
+from testing.waiting import wait_until
 from tests.spark.kafka_data import add_partitions, produce
 
 BASE_TS = 1_700_000_000_000
@@ -34,6 +34,14 @@ def _run_available_now(df, name: str, checkpoint: str):  # type: ignore[no-untyp
     assert query.exception() is None, query.exception()
     return query
 
+
+
+def _count_then_process(spark, name: str, query, wanted: int) -> int:  # type: ignore[no-untyped-def]
+    """The rows in the query's table; below ``wanted``, the query processes what has arrived meanwhile."""
+    count: int = spark.table(name).count()
+    if count < wanted:
+        query.processAllAvailable()
+    return count
 
 def test_max_offsets_per_trigger_limits_each_micro_batch(spark, spark_broker, topic_name, work_dir) -> None:
     create_topic(spark_broker.bootstrap, topic_name, 3)
@@ -83,10 +91,8 @@ def test_partition_added_mid_stream_is_read_from_its_beginning(spark, spark_brok
         add_partitions(spark_broker.bootstrap, topic_name, 3)
         produced += produce(spark_broker.bootstrap, topic_name, _records(50, 3, first=200, partition=2))
         produced += produce(spark_broker.bootstrap, topic_name, _records(20, 2, first=250))
-        deadline = time.monotonic() + 60
-        while spark.table(name).count() < 270 and time.monotonic() < deadline:
-            query.processAllAvailable()
-            time.sleep(0.2)
+        wait_until(lambda: _count_then_process(spark, name, query, 270), 60, "270 rows in the table", interval=0.2,
+                   until=lambda count: count >= 270)
         assert query.exception() is None, query.exception()
     finally:
         query.stop()
@@ -111,10 +117,8 @@ def test_subscribe_pattern_picks_up_a_new_topic_from_its_beginning(spark, spark_
         query.processAllAvailable()
         create_topic(spark_broker.bootstrap, second, 2)
         later = produce(spark_broker.bootstrap, second, _records(40, 2))
-        deadline = time.monotonic() + 60
-        while spark.table(name).count() < 70 and time.monotonic() < deadline:
-            query.processAllAvailable()
-            time.sleep(0.2)
+        wait_until(lambda: _count_then_process(spark, name, query, 70), 60, "70 rows in the table", interval=0.2,
+                   until=lambda count: count >= 70)
         assert query.exception() is None, query.exception()
     finally:
         query.stop()
@@ -134,10 +138,11 @@ def test_stream_rides_out_a_broker_restart(spark, spark_broker, topic_name, work
         query.processAllAvailable()
         spark_broker.restart()
         produced += produce(spark_broker.bootstrap, topic_name, _records(60, 2, first=100))
-        deadline = time.monotonic() + 60
-        while spark.table(name).count() < 160 and time.monotonic() < deadline:
+        def rows() -> int:
             assert query.exception() is None, query.exception()
-            time.sleep(0.2)
+            return spark.table(name).count()
+
+        wait_until(rows, 60, "160 rows in the table", interval=0.2, until=lambda count: count >= 160)
         assert query.exception() is None, query.exception()
     finally:
         query.stop()
