@@ -34,6 +34,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "broker": frozenset({"protocol", "storage", "replication", "coordinator", "controller", "client"}),
     "client": frozenset({"protocol"}),
     "spark_jobs": frozenset({"protocol", "client"}),
+    # The pytest plugin runs brokers as processes and talks to them as a client; nothing imports it.
+    "pytest_pafka": frozenset({"protocol", "storage", "replication", "coordinator", "controller", "broker", "client"}),
 }
 
 #: Top-level folders of ours that are not installed packages: no package may import them.

@@ -15,7 +15,7 @@ from protocol.messages.incremental_alter_configs import (
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
 )
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 
 TOPIC, BROKER = ConfigResourceType.TOPIC, ConfigResourceType.BROKER

@@ -3,7 +3,7 @@
 import time
 
 from client import AdminClient, KafkaClient, NewTopic, ProducerRecord
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 
 
 def test_broker_keeps_the_latest_value_per_key_of_a_compacted_topic() -> None:

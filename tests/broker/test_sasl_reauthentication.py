@@ -19,8 +19,8 @@ from client.errors import KafkaClientError
 from client.sasl import SaslClientError, SaslSettings
 from client.scram import ScramMechanism
 from protocol.messages.metadata import MetadataRequest
-from testing.broker_process import BrokerProcess
-from testing.sockets import free_port
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port
 from tests.broker.test_sasl_listeners import PLAIN_JAAS, _upsert
 
 HOST = "127.0.0.1"

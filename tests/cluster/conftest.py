@@ -1,4 +1,4 @@
-"""Fixtures for the cluster tests: a real ZooKeeper and real broker processes (testing/cluster.py)."""
+"""Fixtures for the cluster tests: a real ZooKeeper and real broker processes (pytest_pafka/cluster.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 from client.connection import BrokerConnection
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 from protocol.records import Record, build_batch
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 from tests.broker.test_client_quotas_api import alter, describe
 from tests.cluster.helpers import create_topic, unique
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 from tests.cluster.helpers import create_topic, isr_in_zookeeper, unique, value_of
 
 A, B = 1, 2

@@ -1,6 +1,6 @@
 """Coordinators in a three-broker cluster (issue 17): they move with their partitions.
 
-A real ZooKeeper and three real broker processes (testing/cluster.py). The
+A real ZooKeeper and three real broker processes (pytest_pafka/cluster.py). The
 internal topics are created on first use with replication factor 3; every
 broker names the same coordinator (the leader of the key's partition); a
 consumer group and its committed offsets keep working when the coordinator's
@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from coordinator.common.partitioner import partition_for
 from protocol.request_constants import CoordinatorType
-from testing import cluster as cluster_harness
+from pytest_pafka import cluster as cluster_harness
 from tests.cluster.helpers import agreed_coordinator, restart_after_session
 
 Cluster = cluster_harness.Cluster

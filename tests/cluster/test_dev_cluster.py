@@ -18,7 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
-from testing.sockets import free_port
+from pytest_pafka.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 120.0

@@ -25,10 +25,10 @@ from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopic,
 )
 from protocol.record_batch import LOG_OVERHEAD, parse_batch_header, peek_offset_and_length
+from pytest_pafka.cluster import Cluster
 from storage.checkpoints import LeaderEpochCheckpointFile
 from storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILENAME
 from storage.log_manager import CLEAN_SHUTDOWN_FILE
-from testing.cluster import Cluster
 from testing.sockets import send_request
 from tests.cluster.helpers import (
     BatchOnDisk,

@@ -23,7 +23,7 @@ from protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     ScramCredentialUpsertion,
 )
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 from tests.cluster.helpers import assert_replicates_two_ways, registered_endpoint
 
 RECORDS = 1000

@@ -28,7 +28,7 @@ import pytest
 
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from protocol.request_constants import CoordinatorType
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 from tests.cluster.helpers import (
     COORDINATOR_TIMEOUT_S,
     agreed_coordinator,

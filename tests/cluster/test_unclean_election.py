@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 from tests.cluster.helpers import create_topic, isr_in_zookeeper, log_batches, log_end_offset, partition_dir, unique
 
 A, B = 1, 2

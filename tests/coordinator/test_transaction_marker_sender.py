@@ -30,9 +30,10 @@ from coordinator.transaction.transaction_state_manager import TransactionResult,
 from protocol.errors import ErrorCode
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from protocol.records import Record, build_batch
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port
 from replication.replica_manager import TxnMarker
-from testing.broker_process import BrokerProcess
-from testing.sockets import free_port, send_request
+from testing.sockets import send_request
 from testing.topics import create_topic
 from tests.coordinator.fakes import MemoryCoordinatorLog
 

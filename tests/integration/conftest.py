@@ -1,4 +1,4 @@
-"""Fixtures for the integration tests: real ``pafka broker`` processes (testing/broker_process.py)."""
+"""Fixtures for the integration tests: real ``pafka broker`` processes (pytest_pafka/broker_process.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.transactions import assert_no_hanging_transactions
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from tests.integration.clients import ConfluentDriver
 from tests.integration.wire import API_VERSIONS_KEY, encode_request, parse_api_versions_v0, read_response
 

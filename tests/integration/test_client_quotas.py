@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from client.connection import BrokerConnection
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from tests.broker.test_client_quotas_api import alter
 from tests.integration.client_round_trips import create_topic
 

@@ -26,10 +26,11 @@ from pathlib import Path
 
 import pytest
 
-from testing.broker_process import REPO_ROOT, BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 from testing.transactions import assert_no_hanging_transactions
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 RECORDS = 30_000
 INPUT_PARTITIONS = 2
 OUTPUT_PARTITIONS = 3

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 from testing.waiting import wait_until
 from tests.integration.group_helpers import describe_group

@@ -37,7 +37,7 @@ from protocol.messages import offset_commit as oc
 from protocol.messages import offset_delete as od
 from protocol.messages import offset_fetch as of
 from protocol.messages import sync_group as sg
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 from testing.topics import create_topic
 

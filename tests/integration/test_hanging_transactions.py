@@ -1,6 +1,6 @@
 """No hanging transactions (KIP-890 part 1), against a real broker process.
 
-A produce held in a TCP proxy (``testing.tcp_proxy``) until its transaction
+A produce held in a TCP proxy (``pytest_pafka.tcp_proxy``) until its transaction
 has been aborted, by EndTxn or by the coordinator's timeout, reaches the
 partition leader afterwards: the leader asks the coordinator, finds the
 partition outside any ongoing transaction of that producer and epoch, and
@@ -39,9 +39,9 @@ from protocol.messages.init_producer_id import InitProducerIdRequest
 from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 from protocol.records import Record, build_batch
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.tcp_proxy import Direction, Mode, TcpProxy
 from testing.sockets import read_frame, send_request
-from testing.tcp_proxy import Direction, Mode, TcpProxy
 from testing.topics import create_topic
 from tests.integration.test_transactions_versions import WireProducer, _retry, _until_stable, read_committed
 

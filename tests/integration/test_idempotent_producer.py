@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 from tests.integration.clients import ConfluentDriver
 from tests.integration.kafka_proxy import KafkaProxy

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 from tests.integration.kafkajs_runner import Events, run_kafkajs
 

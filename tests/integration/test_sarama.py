@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 
 SOURCE = Path(__file__).parent / "sarama" / "main.go"

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 
 #: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 from testing.transactions import assert_no_hanging_transactions, hanging_transactions
 from tests.integration.group_helpers import pafka_tool

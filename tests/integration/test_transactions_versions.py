@@ -54,7 +54,7 @@ from protocol.messages.txn_offset_commit import (
 from protocol.messages.write_txn_markers import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 from protocol.record_batch import iter_batch_headers
 from protocol.records import Record, build_batch, read_batch
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 from testing.topics import create_topic
 

@@ -34,7 +34,7 @@ import pytest
 
 from client import KafkaClient, TopicPartition
 from protocol.request_constants import LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 from testing.transactions import assert_no_hanging_transactions
 from testing.txn_history import History, Outcome, Reader, Txn, check

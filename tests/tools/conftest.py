@@ -1,4 +1,4 @@
-"""Fixtures for the tools tests: one real broker per test module (see testing/broker_process.py)."""
+"""Fixtures for the tools tests: one real broker per test module (see pytest_pafka/broker_process.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from broker.cli import main
 from broker.tools.console_producer import CODECS
 from client import KafkaClient, partition_for_key
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 
 
 @dataclass

@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from broker.cli import main
-from testing.broker_process import BrokerProcess
-from testing.sockets import free_port
-from testing.tls import TlsCertificates
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port
+from pytest_pafka.tls import TlsCertificates
 
 HOST = "127.0.0.1"
 ADMIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '

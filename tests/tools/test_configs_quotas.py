@@ -17,7 +17,7 @@ from broker.cli import main
 from broker.tools.configs_command import _NAME_ORDER, configs_command
 from broker.tools.quota_configs import java_double_text
 from client.connection import BrokerConnection
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from tests.broker.test_client_quotas_api import describe
 
 

@@ -27,9 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from client.client_security import ClientSecurity
-from testing.sockets import free_port, wait_until_listening
+from pytest_pafka.ports import free_port, wait_until_listening
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
 #: How much of the broker's output a start-up error quotes.
@@ -44,9 +43,9 @@ class BrokerProcess:
                  start_timeout_s: float = START_TIMEOUT_S, stop_timeout_s: float = STOP_TIMEOUT_S,
                  tree: Path | None = None) -> None:
         self._own_dir: Path | None = None
-        #: The pafka checkout to run (default: this one), with its own ``.venv`` if it has one:
-        #: benchmarks compare an older tree against this one on the same machine.
-        self.tree = tree or REPO_ROOT
+        #: A pafka checkout to run instead of the installed pafka, with its own ``.venv`` if it has
+        #: one: benchmarks compare an older tree against this one on the same machine.
+        self.tree = tree
         if data_dir is None:
             self._own_dir = Path(tempfile.mkdtemp(prefix="pafka-broker-"))
             data_dir = self._own_dir / "data"
@@ -73,6 +72,11 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port``, what a client's ``bootstrap.servers`` says."""
+        return self.bootstrap
+
     def client_security(self) -> ClientSecurity:
         """TLS and SASL for pafka's own client on this broker's listener (none for PLAINTEXT)."""
         return ClientSecurity.from_properties(self.client_properties)
@@ -86,9 +90,14 @@ class BrokerProcess:
         return self.process is not None and self.process.poll() is None
 
     def command(self) -> list[str]:
-        venv_python = self.tree / ".venv" / "bin" / "python"
-        python = str(venv_python) if self.tree != REPO_ROOT and venv_python.exists() else sys.executable
-        args = [python, "-m", "broker.cli", "broker",
+        if self.tree is None:
+            # -P: the working directory does not go on sys.path, so a package of the application
+            # under test cannot shadow one of pafka's.
+            launcher = [sys.executable, "-P"]
+        else:
+            venv_python = self.tree / ".venv" / "bin" / "python"
+            launcher = [str(venv_python) if venv_python.exists() else sys.executable]
+        args = [*launcher, "-m", "broker.cli", "broker",
                 "--override", f"log.dirs={self.data_dir}",
                 "--override", f"listeners=PLAINTEXT://{self.host}:{self.port}"]
         for item in self.overrides:
@@ -107,7 +116,7 @@ class BrokerProcess:
         self.starts += 1
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                            cwd=self.tree, env=self.env)
+                                            cwd=self.tree or self.data_dir.parent, env=self.env)
         try:
             self.start_s = wait_until_listening(self.host, self.port, self.process, self.start_timeout_s)
         except (RuntimeError, TimeoutError) as exc:

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from testing.sockets import free_port
+from pytest_pafka.ports import free_port
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 _QUIET_LOGGING = Path("/usr/share/java/slf4j-nop.jar")
