@@ -11,13 +11,6 @@ from kafka import KafkaAdminClient
 from pytest_pafka.broker_process import BrokerProcess
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    """A fresh broker per test module; a module may override this fixture with its own settings."""
-    with BrokerProcess() as running:
-        yield running
-
-
 @pytest.fixture
 def admin(broker: BrokerProcess) -> Iterator[KafkaAdminClient]:
     """kafka-python's admin client."""

@@ -15,7 +15,6 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -42,10 +41,7 @@ PRODUCE_API_KEY = 0
 WAIT_S = 20.0
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess("transaction.partition.verification.enable=false") as process:
-        yield process
+pytestmark = pytest.mark.pafka_broker_config("transaction.partition.verification.enable=false")
 
 
 class NoLocalPartitions:

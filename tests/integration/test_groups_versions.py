@@ -44,11 +44,14 @@ from testing.topics import create_topic
 TOPIC = "versions"
 
 
+pytestmark = pytest.mark.pafka_broker_config("group.initial.rebalance.delay.ms=0")
+
+
 @pytest.fixture(scope="module")
-def broker() -> Any:
-    with BrokerProcess("group.initial.rebalance.delay.ms=0") as process:
-        create_topic(process.bootstrap, TOPIC, 2)
-        yield process
+def broker(pafka_module_broker: BrokerProcess) -> BrokerProcess:
+    """The module's broker, with the topic its tests read."""
+    create_topic(pafka_module_broker.bootstrap, TOPIC, 2)
+    return pafka_module_broker
 
 
 def versions(module: Any) -> range:

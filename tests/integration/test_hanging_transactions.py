@@ -25,7 +25,6 @@ from __future__ import annotations
 import socket
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -46,17 +45,11 @@ from testing.topics import create_topic
 from tests.integration.test_transactions_versions import WireProducer, _retry, _until_stable, read_committed
 
 #: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).
-pytestmark = pytest.mark.usefixtures("no_hanging_transactions")
+#: A short cleanup interval: a test waits for the coordinator's timeout abort.
+pytestmark = [pytest.mark.usefixtures("no_hanging_transactions"),
+              pytest.mark.pafka_broker_config("transaction.abort.timed.out.transaction.cleanup.interval.ms=200")]
 
 PRODUCE_VERSION = 9  # before TRANSACTION_ABORTABLE (v11): a refused partition answers INVALID_TXN_STATE
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    # A short cleanup interval: one test waits for the coordinator's timeout abort.
-    with BrokerProcess("transaction.abort.timed.out.transaction.cleanup.interval.ms=200") as process:
-        yield process
-        print(process.log_text()[-6000:])
 
 
 def _new(broker: BrokerProcess, partitions: int = 2) -> WireProducer:

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
@@ -23,13 +20,6 @@ from tests.integration.kafkajs_runner import Events, run_kafkajs
 RECORDS = 1000
 PARTITIONS = 3
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess() as process:
-        yield process
-        print(process.log_text()[-6000:])  # shown only when a test failed
 
 
 def run(broker: BrokerProcess, step: str, **options: str | int) -> Events:

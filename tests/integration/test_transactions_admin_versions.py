@@ -26,11 +26,6 @@ from tests.integration.test_transactions_versions import _new as _new_producer
 pytestmark = pytest.mark.usefixtures("no_hanging_transactions")
 
 
-@pytest.fixture(scope="module")
-def broker(module_broker: BrokerProcess) -> BrokerProcess:
-    return module_broker
-
-
 def _new(broker: BrokerProcess, partitions: int = 2) -> WireProducer:
     p = _new_producer(broker, partitions)
     _retry(p.find_coordinator)  # the first lookup creates __transaction_state

@@ -13,7 +13,6 @@ from __future__ import annotations
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -43,11 +42,7 @@ def rows(output: str) -> list[dict[str, str]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess(NO_VERIFICATION) as process:
-        yield process
-        print(process.log_text()[-6000:])
+pytestmark = pytest.mark.pafka_broker_config(NO_VERIFICATION)
 
 
 def _topic(broker: BrokerProcess, partitions: int = 1) -> str:

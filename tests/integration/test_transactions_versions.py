@@ -170,11 +170,6 @@ def _until_stable(broker: BrokerProcess, topic: str, partition: int) -> tuple[in
     raise AssertionError(f"{topic}-{partition}: LSO {lso} never reached the high watermark {hw}")
 
 
-@pytest.fixture(scope="module")
-def broker(module_broker: BrokerProcess) -> BrokerProcess:
-    return module_broker
-
-
 def _new(broker: BrokerProcess, partitions: int = 2) -> WireProducer:
     topic = f"txnv-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic, partitions)

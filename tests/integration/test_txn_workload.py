@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -69,11 +69,13 @@ RECONNECT = {"reconnect.backoff.max.ms": 500}
 END_PREFIX = b"end/"
 
 
+pytestmark = pytest.mark.pafka_broker_config("transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
+
+
 @pytest.fixture
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess("transaction.abort.timed.out.transaction.cleanup.interval.ms=500") as process:
-        yield process
-        print(process.log_text()[-10_000:])  # shown when the test failed: the broker's side
+def broker(pafka_broker: BrokerProcess) -> BrokerProcess:
+    """A broker of each test's own (tests/conftest.py's ``broker`` is one per module)."""
+    return pafka_broker
 
 
 class TxnProducer(threading.Thread):

@@ -7,7 +7,6 @@ DescribeClientQuotas; deletions, refusals by the tool and refusals by the broker
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,10 +21,9 @@ from tests.broker.test_client_quotas_api import describe
 
 
 @pytest.fixture
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess() as process:
-        yield process
-        print(process.log_text()[-4000:])
+def broker(pafka_broker: BrokerProcess) -> BrokerProcess:
+    """A broker of each test's own (tests/conftest.py's ``broker`` is one per module)."""
+    return pafka_broker
 
 
 def configs(broker: BrokerProcess, *args: str) -> tuple[int, str, str]:
