@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,7 +29,6 @@ from tests.cluster.helpers import agreed_coordinator, restart_after_session
 
 Cluster = cluster_harness.Cluster
 
-pytestmark = pytest.mark.slow
 
 INTERNAL_PARTITIONS = 6
 OVERRIDES = (f"offsets.topic.num.partitions={INTERNAL_PARTITIONS}",
@@ -39,11 +37,8 @@ OVERRIDES = (f"offsets.topic.num.partitions={INTERNAL_PARTITIONS}",
 WAIT_S = 90.0
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with Cluster(3, *OVERRIDES) as c:
-        yield c
-        print(c.log_tails())
+# The module's cluster (tests/cluster/conftest.py): three brokers with these settings.
+pytestmark = [pytest.mark.slow, pytest.mark.pafka_broker_config(*OVERRIDES)]
 
 
 @pytest.fixture(autouse=True)
