@@ -29,13 +29,11 @@ from tests.cluster.helpers import agreed_coordinator, restart_after_session
 
 Cluster = cluster_harness.Cluster
 
-
 INTERNAL_PARTITIONS = 6
 OVERRIDES = (f"offsets.topic.num.partitions={INTERNAL_PARTITIONS}",
              f"transaction.state.log.num.partitions={INTERNAL_PARTITIONS}",
              "group.initial.rebalance.delay.ms=0")
 WAIT_S = 90.0
-
 
 # The module's cluster (tests/cluster/conftest.py): three brokers with these settings.
 pytestmark = [pytest.mark.slow, pytest.mark.pafka_broker_config(*OVERRIDES)]
