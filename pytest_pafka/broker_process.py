@@ -13,6 +13,9 @@ period), and a broker that does not come up is killed before the error is raised
 ``data_dir`` the broker gets a temp dir of its own (data in ``data/``, output in ``broker.log``)
 that :meth:`BrokerProcess.cleanup` removes; a ``data_dir`` given by the caller stays the
 caller's, and the output is appended to ``log_path`` (default: ``<data_dir>.log`` beside it).
+
+The broker is the installed pafka's (``python -P -m broker.cli broker``), run in its data dir's
+parent; ``tree=`` runs another checkout's instead.
 """
 
 from __future__ import annotations
@@ -114,6 +117,7 @@ class BrokerProcess:
         if self.running:
             raise RuntimeError("broker already running")
         self.starts += 1
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)  # the broker's working directory
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                             cwd=self.tree or self.data_dir.parent, env=self.env)

@@ -24,8 +24,6 @@ from pytest_pafka.cluster import Cluster
 from pytest_pafka.plugin import BrokerFactory, properties
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-#: The fixture's promise: a broker that answers within a second of its launch (on an idle machine).
-START_BUDGET_S = 1.0
 
 
 def gone(pid: int) -> bool:
