@@ -3,7 +3,7 @@ throughout, then a check that nothing acknowledged was lost, duplicated, moved o
 
     python -m testing.chaos --faults 100 --seed 7        # the documented run (docs/chaos.md)
 
-The cluster: three brokers (``testing.cluster.Cluster`` with ``link_faults``), a topic with
+The cluster: three brokers (``pytest_pafka.cluster.Cluster`` with ``link_faults``), a topic with
 ``PARTITIONS`` partitions, RF 3, ``min.insync.replicas=2``. Two idempotent ``acks=all`` producers
 (confluent-kafka) send values that name their sequence number, each to a partition of its own
 choosing, and record every acknowledgement (partition, offset); two consumers read every
@@ -55,9 +55,9 @@ from pathlib import Path
 from typing import Any
 
 from protocol.record_batch import LOG_OVERHEAD, parse_batch_header, peek_offset_and_length
-from testing.cluster import Cluster
-from testing.tcp_proxy import Direction, Mode
-from testing.waiting import WaitTimeout, wait_until
+from pytest_pafka.cluster import Cluster
+from pytest_pafka.tcp_proxy import Direction, Mode
+from pytest_pafka.waiting import WaitTimeout, wait_until
 
 TOPIC = "chaos"
 PARTITIONS = 3

@@ -43,7 +43,9 @@ from protocol.messages.alter_user_scram_credentials import (
     ScramCredentialUpsertion,
 )
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port
+from pytest_pafka.tls import TlsCertificates
 from testing.fuzz_channels import Closed, KafkaWire, PlainChannel, TlsChannel
 from testing.handshake_fuzz_cases import (
     CaseContext,
@@ -54,8 +56,6 @@ from testing.handshake_fuzz_cases import (
     pick_case,
 )
 from testing.handshake_fuzz_tokens import Credentials, mutated, random_bytes, truncated
-from testing.sockets import free_port
-from testing.tls import TlsCertificates
 
 HOST = "127.0.0.1"
 SASL_LISTENERS = ("SASL_PLAINTEXT", "SASL_SSL")

@@ -31,7 +31,9 @@ import pytest
 #: ``pytest_pafka`` plugin's.
 PROCESS_FIXTURES = frozenset({
     # tests/conftest.py and the pytest_pafka plugin
-    "zookeeper", "pafka_broker", "pafka_cluster", "pafka_broker_factory",
+    "zookeeper", "pafka_zookeeper", "pafka_broker", "pafka_broker_factory", "pafka_module_broker",
+    "pafka_module_broker_factory", "pafka_cluster", "pafka_cluster_factory", "pafka_module_cluster",
+    "pafka_module_cluster_factory",
     # directory conftests: a broker process per module, a three-broker cluster, Spark's JVM
     "broker", "module_broker", "broker_process", "cluster3", "cluster", "spark_broker", "spark",
 })

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from client import AdminClient, KafkaClient, NewTopic, TopicMetadata
-from testing.waiting import wait_until
+from pytest_pafka.waiting import wait_until
 
 TIMEOUT_S = 30.0
 

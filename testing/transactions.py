@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from client import KafkaClient
 from client.transactions import OpenTransaction, TransactionAdmin
-from testing.waiting import wait_until
+from pytest_pafka.waiting import wait_until
 
 #: A transaction seen open on a partition while it was ending may look hanging for one look: look again.
 RECHECK_INTERVAL_S = 0.2

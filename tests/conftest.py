@@ -1,14 +1,14 @@
-"""Fixtures shared by every test directory."""
+"""Fixtures shared by every test directory: pafka's own tests use the plugin it ships (pytest_pafka)."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 
 import pytest
 
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.zookeeper import ZooKeeperProcess
 from testing.process_guard import ProcessGuard, mark_process_tests
-from testing.zookeeper import ZooKeeperProcess
 
 _GUARD = ProcessGuard()
 
@@ -41,16 +41,22 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 
 @pytest.fixture(scope="session")
-def zookeeper() -> Iterator[ZooKeeperProcess]:
+def zookeeper(pafka_zookeeper: ZooKeeperProcess) -> ZooKeeperProcess:
     """One real ZooKeeper (Debian's 3.8, a plain java process on 127.0.0.1) for the whole session.
 
     Tests keep apart by chroot: see ``zk_connect``.
     """
-    with ZooKeeperProcess() as zk:
-        yield zk
+    return pafka_zookeeper
 
 
 @pytest.fixture
-def zk_connect(zookeeper: ZooKeeperProcess) -> str:
+def zk_connect(pafka_zk_connect: str) -> str:
     """A connect string with a fresh chroot of its own (``127.0.0.1:port/test-<hex>``)."""
-    return zookeeper.chroot(f"test-{uuid.uuid4().hex[:12]}")
+    return pafka_zk_connect
+
+
+@pytest.fixture(scope="module")
+def broker(pafka_module_broker: BrokerProcess) -> BrokerProcess:
+    """One broker shared by a module's tests; the module's ``pytestmark`` may carry
+    ``pytest.mark.pafka_broker_config(...)`` for its settings."""
+    return pafka_module_broker

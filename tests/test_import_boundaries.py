@@ -36,6 +36,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "spark_jobs": frozenset({"protocol", "client"}),
     # The command-line tools sit on top: the broker's own command, the client tools, dump-log over storage.
     "tools": frozenset({"protocol", "storage", "replication", "coordinator", "controller", "broker", "client"}),
+    # The pytest plugin runs brokers as processes and talks to them as a client; nothing imports it.
+    "pytest_pafka": frozenset({"protocol", "storage", "replication", "coordinator", "controller", "broker", "client"}),
 }
 
 #: Top-level folders of ours that are not installed packages: no package may import them.

@@ -3,7 +3,7 @@
 Every suite scenario runs against pafka and against the peer broker (Tansu, started by
 the launcher script beside the project, ``../shared/bench/peer.py``, run as a separate
 process; nothing is imported from it). pafka is started by the launcher the tests use,
-``testing.broker_process``, with bytecode allowed. A :class:`BenchBroker` knows its
+``pytest_pafka.broker_process``, with bytecode allowed. A :class:`BenchBroker` knows its
 bootstrap address and PID, so a :class:`ResourceMeter` can read its CPU seconds and peak
 RSS from ``/proc`` around one measured phase.
 
@@ -28,9 +28,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testing.broker_process import REPO_ROOT, BrokerProcess
-from testing.sockets import free_port, wait_until_listening
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port, wait_until_listening
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PEER_LAUNCHER = REPO_ROOT.parent / "shared" / "bench" / "peer.py"
 #: Where the peer launcher caches the peer's binary unless told otherwise.
 SHARED_PEER_CACHE = Path(os.environ.get("PEER_CACHE", Path.home() / ".cache" / "pafka-peer"))
@@ -70,7 +71,7 @@ def reset_peak_rss(pid: int) -> bool:
 class BenchBroker:
     """A running broker the suite drives: its name, address, PID and how to stop it.
 
-    pafka is a :class:`testing.broker_process.BrokerProcess` (``launcher``); the peer is
+    pafka is a :class:`pytest_pafka.broker_process.BrokerProcess` (``launcher``); the peer is
     stopped through its launcher script (``stop_command``); a broker found by its port
     (``broker_ceiling.py --bootstrap``) is only metered, never stopped.
     """

@@ -2,7 +2,7 @@
 
     python benchmarks/suite/cluster.py [--quick] [--repeats 3] [--only produce,latency,catch-up] [--timeout 300]
 
-Three brokers run as one cluster on this machine (testing/cluster.py: a ZooKeeper from Debian's
+Three brokers run as one cluster on this machine (pytest_pafka/cluster.py: a ZooKeeper from Debian's
 package and ``pafka broker`` processes on 127.0.0.1-3, ``default.replication.factor=3``,
 ``min.insync.replicas=2``), beside a single pafka broker (embedded, no ZooKeeper) and the peer
 (Tansu, single node, memory storage, no replication). Every run gets a fresh topic, deleted after.
@@ -47,7 +47,7 @@ from benchmarks.suite.client_latency import StampedClients, quantiles_ms, send_p
 from benchmarks.suite.client_throughput import Scenario, build_values, consume_phase, produce_phase, verify
 from client import AdminClient, KafkaClient, NewTopic
 from client.groups import find_coordinator
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 
 RECORDS = 1_000_000
 RECORD_SIZE = 100

@@ -40,8 +40,8 @@ from benchmarks.suite.client_throughput import Scenario, build_values, run_once
 from client.admin import AdminClient
 from client.client import KafkaClient
 from client.scram import ScramMechanism
-from testing.sockets import free_port
-from testing.tls import TlsCertificates
+from pytest_pafka.ports import free_port
+from pytest_pafka.tls import TlsCertificates
 
 HOST = "127.0.0.1"
 USER, PASSWORD = "bench", "bench-secret"

@@ -36,8 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from client import KafkaClient, ProducerRecord, TopicPartition
+from pytest_pafka.broker_process import BrokerProcess
 from spark_jobs.kafka_fetch import FetchSettings, arrow_schema, read_range
-from testing.broker_process import BrokerProcess
 from testing.topics import create_topics
 
 TOPIC = "spark-read-bench"

@@ -10,7 +10,7 @@ import pytest
 from benchmarks.suite import cluster as cluster_bench
 from benchmarks.suite.client_latency import Scenario as LatencyScenario
 from benchmarks.suite.client_throughput import Scenario, build_values
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 
 
 @pytest.fixture(scope="module")

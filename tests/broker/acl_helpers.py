@@ -13,9 +13,9 @@ from client.connection import BrokerConnection
 from client.sasl import SaslSettings
 from protocol.acl_types import AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.messages.create_acls import AclCreation, CreateAclsRequest
-from testing.broker_process import BrokerProcess
-from testing.sockets import free_port
-from testing.waiting import wait_until
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port
+from pytest_pafka.waiting import wait_until
 
 HOST = "127.0.0.1"
 USERS = ("admin", "alice", "bob", "carol", "erin")

@@ -8,14 +8,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 
-from testing.broker_process import BrokerProcess
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    """A fresh broker per test module; a module may override this fixture with its own settings."""
-    with BrokerProcess() as running:
-        yield running
+from pytest_pafka.broker_process import BrokerProcess
 
 
 @pytest.fixture

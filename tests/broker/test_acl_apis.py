@@ -13,7 +13,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.create_acls import AclCreation, CreateAclsRequest, CreateAclsResponse
 from protocol.messages.delete_acls import DeleteAclsFilter, DeleteAclsRequest, DeleteAclsResponse
 from protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from tests.broker.acl_helpers import AclBroker, acl_broker_process
 
 TOPIC, LITERAL, PREFIXED = ResourceType.TOPIC, PatternType.LITERAL, PatternType.PREFIXED

@@ -170,7 +170,7 @@ def _first_message(consumer: Any, seconds: float) -> Any:
 
 def test_no_authorizer_reports_every_operation() -> None:
     from client.connection import BrokerConnection
-    from testing.broker_process import BrokerProcess
+    from pytest_pafka.broker_process import BrokerProcess
 
     with BrokerProcess() as broker, BrokerConnection(broker.host, broker.port) as client:
         response = client.request(MetadataRequest(topics=None, include_cluster_authorized_operations=True), version=10)

@@ -37,10 +37,10 @@ from protocol.messages.incremental_alter_configs import (
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
 )
-from testing.broker_process import BrokerProcess
-from testing.cluster import Cluster
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.cluster import Cluster
+from pytest_pafka.zookeeper import ZooKeeperProcess
 from testing.sockets import HasAddress, send_request
-from testing.zookeeper import ZooKeeperProcess
 
 pytestmark = pytest.mark.slow
 

@@ -15,17 +15,14 @@ from protocol.messages.incremental_alter_configs import (
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
 )
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 
 TOPIC, BROKER = ConfigResourceType.TOPIC, ConfigResourceType.BROKER
 
 
-@pytest.fixture(scope="module")
-def broker():
-    # One static setting, so STATIC_BROKER_CONFIG shows up in the chains.
-    with BrokerProcess("log.retention.hours=24") as running:
-        yield running
+# One static setting, so STATIC_BROKER_CONFIG shows up in the chains.
+pytestmark = pytest.mark.pafka_broker_config("log.retention.hours=24")
 
 
 def describe_topic(admin: KafkaAdminClient, topic: str, **kwargs) -> dict:

@@ -15,7 +15,7 @@ from kafka.errors import OffsetOutOfRangeError, PolicyViolationError
 
 from protocol.errors import ErrorCode
 from protocol.messages.delete_records import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 
 

@@ -20,9 +20,9 @@ from kafka.errors import (
 
 from protocol.errors import ErrorCode
 from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
 from testing.sockets import send_request
-from testing.waiting import wait_until
 
 
 def _partition_dirs(broker: BrokerProcess, topic: str) -> list[str]:

@@ -22,17 +22,10 @@ from protocol.messages import incremental_alter_configs as iac
 from protocol.messages.api_versions import ApiVersionsRequest
 from protocol.messages.describe_cluster import DescribeClusterRequest
 from protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest, TopicRequest
-from testing.broker_process import BrokerProcess
 from testing.sockets import send_request
 
 ADMIN_APIS = {19: (0, 7), 20: (0, 6), 21: (0, 2), 32: (0, 4), 33: (0, 2), 35: (0, 5), 37: (0, 3), 44: (0, 1), 60: (0, 2),
               75: (0, 0)}
-
-
-@pytest.fixture(scope="module")
-def broker():
-    with BrokerProcess() as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 import broker.kafka_server as kafka_server_module
 from broker.config.broker_config import load_broker_config
 from broker.kafka_server import KafkaServer
-from testing.sockets import free_port
+from pytest_pafka.ports import free_port
 
 
 def test_high_watermark_checkpoint_leaves_the_append_thread_free(tmp_path: Path,

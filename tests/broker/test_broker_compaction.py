@@ -4,8 +4,8 @@
 from typing import Any
 
 from client import AdminClient, KafkaClient, NewTopic, ProducerRecord
-from testing.broker_process import BrokerProcess
-from testing.waiting import wait_until
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
 
 
 def test_broker_keeps_the_latest_value_per_key_of_a_compacted_topic() -> None:

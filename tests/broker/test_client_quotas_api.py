@@ -8,7 +8,6 @@ applied; a lone broker keeps its quotas across a restart.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -26,16 +25,15 @@ from protocol.messages.describe_client_quotas import (
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
 )
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 
 Entity = dict[str, str | None]
 
 
 @pytest.fixture
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess() as process:
-        yield process
-        print(process.log_text()[-4000:])
+def broker(pafka_broker: BrokerProcess) -> BrokerProcess:
+    """A broker of each test's own (tests/conftest.py's ``broker`` is one per module)."""
+    return pafka_broker
 
 
 def alter(connection: BrokerConnection, entity: Entity, ops: dict[str, float | None], version: int | None = None,

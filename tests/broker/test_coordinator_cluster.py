@@ -21,8 +21,9 @@ from protocol.messages.end_txn import EndTxnRequest
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.init_producer_id import InitProducerIdRequest
 from protocol.request_constants import CoordinatorType
-from testing.broker_process import BrokerProcess
-from testing.sockets import free_port, send_request
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port
+from testing.sockets import send_request
 from testing.topics import create_topic
 
 

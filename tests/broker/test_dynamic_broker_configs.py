@@ -29,7 +29,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import alter_configs as ac
 from protocol.messages import describe_configs as dc
 from protocol.messages import incremental_alter_configs as iac
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 
 BROKER = 4

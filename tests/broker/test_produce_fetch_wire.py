@@ -19,7 +19,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from protocol.messages.produce import PartitionProduceData, PartitionProduceResponse, ProduceRequest, TopicProduceData
 from protocol.records import Record, build_batch
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 
 

@@ -27,9 +27,10 @@ from protocol.config_types import ConfigResourceType, ConfigSource, ConfigType
 from protocol.errors import ErrorCode
 from protocol.messages import describe_configs as dc
 from protocol.messages import incremental_alter_configs as iac
+from pytest_pafka.ports import free_port
 from replication.replication_quota_manager import ALL_REPLICAS, LONG_MAX
 from storage.log_config import LogConfig
-from testing.sockets import free_port, send_request
+from testing.sockets import send_request
 
 T = TypeVar("T")
 TOPIC = "throttled"

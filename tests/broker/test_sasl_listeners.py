@@ -37,8 +37,8 @@ from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from protocol.primitives import Message
-from testing.broker_process import BrokerProcess
-from testing.sockets import free_port
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port
 
 HOST = "127.0.0.1"
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '

@@ -10,7 +10,6 @@ implements KIP-368, keeps producing and consuming across many re-authentications
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,8 +18,9 @@ from client.errors import KafkaClientError
 from client.sasl import SaslClientError, SaslSettings
 from client.scram import ScramMechanism
 from protocol.messages.metadata import MetadataRequest
-from testing.broker_process import BrokerProcess
-from testing.sockets import free_port
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.plugin import BrokerFactory
+from pytest_pafka.ports import free_port
 from tests.broker.test_sasl_listeners import PLAIN_JAAS, _upsert
 
 HOST = "127.0.0.1"
@@ -28,20 +28,19 @@ LIFETIME_MS = 1500
 
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[tuple[BrokerProcess, int]]:
+def broker(pafka_module_broker_factory: BrokerFactory) -> tuple[BrokerProcess, int]:
     plain, sasl = free_port(), free_port()
-    with BrokerProcess(f"listeners=PLAINTEXT://{HOST}:{plain},SASL_PLAINTEXT://{HOST}:{sasl}",
-                       "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256",
-                       f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_JAAS}",
-                       f"connections.max.reauth.ms={LIFETIME_MS}",
-                       # PLAIN's sessions on this listener never end: the per-mechanism form wins.
-                       "listener.name.sasl_plaintext.plain.connections.max.reauth.ms=0",
-                       "connection.failed.authentication.delay.ms=10", port=plain) as process:
-        with BrokerConnection(HOST, plain) as admin:
-            assert _upsert(admin, "bob", ScramMechanism.SCRAM_SHA_256, "bob-secret").results[0].error_code == 0
-            assert _upsert(admin, "carol", ScramMechanism.SCRAM_SHA_256, "carol-secret").results[0].error_code == 0
-        yield process, sasl
-        print(process.log_text()[-4000:])
+    process = pafka_module_broker_factory(f"listeners=PLAINTEXT://{HOST}:{plain},SASL_PLAINTEXT://{HOST}:{sasl}",
+                                          "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256",
+                                          f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_JAAS}",
+                                          f"connections.max.reauth.ms={LIFETIME_MS}",
+                                          # PLAIN's sessions on this listener never end: the per-mechanism form wins.
+                                          "listener.name.sasl_plaintext.plain.connections.max.reauth.ms=0",
+                                          "connection.failed.authentication.delay.ms=10", port=plain)
+    with BrokerConnection(HOST, plain) as admin:
+        assert _upsert(admin, "bob", ScramMechanism.SCRAM_SHA_256, "bob-secret").results[0].error_code == 0
+        assert _upsert(admin, "carol", ScramMechanism.SCRAM_SHA_256, "carol-secret").results[0].error_code == 0
+    return process, sasl
 
 
 def _metadata(connection: BrokerConnection) -> None:

@@ -24,7 +24,7 @@ from client.async_connection import AsyncBrokerConnection
 from client.errors import KafkaConnectionError
 from protocol.errors import ErrorCode
 from protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
-from testing.tls import CLIENT_DN, KEY_PASSWORD, TlsCertificates
+from pytest_pafka.tls import CLIENT_DN, KEY_PASSWORD, TlsCertificates
 
 
 @pytest.fixture(scope="module")

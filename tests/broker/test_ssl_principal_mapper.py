@@ -9,7 +9,7 @@ import pytest
 
 from broker.security.distinguished_name import rfc2253_name
 from broker.security.ssl_principal_mapper import NoMatchingRule, SslPrincipalMapper
-from testing.tls import _openssl
+from pytest_pafka.tls import _openssl
 
 #: The rules of Kafka's documentation ("Customizing SSL User Name"), as one config value.
 DOCUMENTED_RULES = ("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,"

@@ -9,7 +9,7 @@ from kazoo.client import KazooClient
 
 from broker.cluster.zk_producer_id_manager import ZkProducerIdManager
 from controller.zk.kafka_zk_client import KafkaZkClient, split_connect
-from testing.zookeeper import ZooKeeperProcess
+from pytest_pafka.zookeeper import ZooKeeperProcess
 
 TOTAL = 10_000
 

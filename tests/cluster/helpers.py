@@ -24,8 +24,8 @@ from protocol.errors import ErrorCode
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.record_batch import LOG_OVERHEAD, parse_batch_header, peek_offset_and_length
 from protocol.request_constants import LATEST_TIMESTAMP
-from testing.broker_process import BrokerProcess
-from testing.cluster import Cluster
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.cluster import Cluster
 
 #: Every wait in these tests is bounded.
 TOPIC_READY_TIMEOUT_S = 60.0

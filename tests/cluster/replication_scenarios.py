@@ -12,7 +12,7 @@ import pytest
 from client.client import KafkaClient, ProducerRecord
 from client.errors import KafkaApiError
 from protocol.errors import ErrorCode
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 from tests.cluster.helpers import (
     CATCH_UP_TIMEOUT_S,
     assert_exactly_once,

@@ -28,7 +28,7 @@ from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, Me
 from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
 from protocol.primitives import Message
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 from tests.cluster.helpers import assert_replicates_two_ways, create_topic, registered_endpoint, unique
 
 RECORDS = 500

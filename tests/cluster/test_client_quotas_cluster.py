@@ -5,23 +5,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from client.connection import BrokerConnection
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 from protocol.records import Record, build_batch
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 from tests.broker.test_client_quotas_api import alter, describe
 from tests.cluster.helpers import create_topic, unique
 
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with Cluster(2) as cluster:
-        yield cluster
-        print(cluster.log_tails())
+pytestmark = pytest.mark.pafka_cluster(brokers=2)
 
 
 def _znode(cluster: Cluster, path: str) -> dict[str, object]:

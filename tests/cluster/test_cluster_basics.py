@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 from tests.cluster.helpers import (
     broker_metadata,
     create_topic,

@@ -66,9 +66,9 @@ from protocol.messages.list_offsets import (
     ListOffsetsTopic,
 )
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
-from testing.broker_process import BrokerProcess
-from testing.waiting import wait_until
-from testing.zookeeper import ZooKeeperProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
+from pytest_pafka.zookeeper import ZooKeeperProcess
 from tests.integration.clients import AioKafkaDriver, ClientDriver, ConfluentDriver, KafkaPythonDriver
 from tests.integration.records import Produced
 

@@ -88,9 +88,9 @@ from protocol.messages.update_metadata import (
     UpdateMetadataTopicState,
 )
 from protocol.records import Record, build_batch
-from testing.broker_process import BrokerProcess
-from testing.waiting import wait_until
-from testing.zookeeper import ZooKeeperProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
+from pytest_pafka.zookeeper import ZooKeeperProcess
 
 pytestmark = pytest.mark.slow
 API_VERSIONS = ApiVersionsRequest(client_software_name="pafka-tests", client_software_version="1")

@@ -14,7 +14,7 @@ import pytest
 from protocol.api import decode_response, encode_request
 from protocol.buffers import join_chunks
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 from testing.sockets import read_frame
 from tests.cluster.helpers import broker_metadata, unique
 

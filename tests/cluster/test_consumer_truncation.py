@@ -13,11 +13,11 @@ reports "Partition log truncation detected" to the application.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
+from pytest_pafka.plugin import ClusterFactory
 from tests.cluster.helpers import create_topic, isr_in_zookeeper, unique, value_of
 
 A, B = 1, 2
@@ -25,11 +25,10 @@ WAIT_S = 60.0
 
 
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    with Cluster(2, "auto.leader.rebalance.enable=false", "unclean.leader.election.enable=true",
-                 "controlled.shutdown.max.retries=1", "controlled.shutdown.retry.backoff.ms=200") as cluster:
-        yield cluster
-        print(cluster.log_tails())
+def cluster(pafka_cluster_factory: ClusterFactory) -> Cluster:
+    return pafka_cluster_factory("auto.leader.rebalance.enable=false", "unclean.leader.election.enable=true",
+                                 "controlled.shutdown.max.retries=1", "controlled.shutdown.retry.backoff.ms=200",
+                                 brokers=2)
 
 
 def _send(cluster: Cluster, topic: str, seqs: range, acks: str) -> None:

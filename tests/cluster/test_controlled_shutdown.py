@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 from tests.cluster.shutdown_scenario import run_controlled_shutdown
 
 

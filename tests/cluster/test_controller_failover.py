@@ -12,7 +12,7 @@ from client.errors import NoCompatibleVersionError
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState
 from protocol.messages.stop_replica import StopReplicaPartitionState, StopReplicaRequest, StopReplicaTopicState
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 from tests.cluster.helpers import (
     assert_exactly_once,
     broker_metadata,

@@ -1,6 +1,6 @@
 """Coordinators in a three-broker cluster (issue 17): they move with their partitions.
 
-A real ZooKeeper and three real broker processes (testing/cluster.py). The
+A real ZooKeeper and three real broker processes (pytest_pafka/cluster.py). The
 internal topics are created on first use with replication factor 3; every
 broker names the same coordinator (the leader of the key's partition); a
 consumer group and its committed offsets keep working when the coordinator's
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,12 +24,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from coordinator.common.partitioner import partition_for
 from protocol.request_constants import CoordinatorType
-from testing import cluster as cluster_harness
+from pytest_pafka import cluster as cluster_harness
 from tests.cluster.helpers import agreed_coordinator, restart_after_session
 
 Cluster = cluster_harness.Cluster
-
-pytestmark = pytest.mark.slow
 
 INTERNAL_PARTITIONS = 6
 OVERRIDES = (f"offsets.topic.num.partitions={INTERNAL_PARTITIONS}",
@@ -38,12 +35,8 @@ OVERRIDES = (f"offsets.topic.num.partitions={INTERNAL_PARTITIONS}",
              "group.initial.rebalance.delay.ms=0")
 WAIT_S = 90.0
 
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with Cluster(3, *OVERRIDES) as c:
-        yield c
-        print(c.log_tails())
+# The module's cluster (tests/cluster/conftest.py): three brokers with these settings.
+pytestmark = [pytest.mark.slow, pytest.mark.pafka_broker_config(*OVERRIDES)]
 
 
 @pytest.fixture(autouse=True)

@@ -19,8 +19,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from testing.sockets import free_port
-from testing.waiting import wait_until
+from pytest_pafka.ports import free_port
+from pytest_pafka.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 120.0

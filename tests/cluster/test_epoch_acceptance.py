@@ -12,7 +12,6 @@ have stopped cleanly.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,11 @@ from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopic,
 )
 from protocol.record_batch import LOG_OVERHEAD, parse_batch_header, peek_offset_and_length
+from pytest_pafka.cluster import Cluster
+from pytest_pafka.plugin import ClusterFactory
 from storage.checkpoints import LeaderEpochCheckpointFile
 from storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILENAME
 from storage.log_manager import CLEAN_SHUTDOWN_FILE
-from testing.cluster import Cluster
 from testing.sockets import send_request
 from tests.cluster.helpers import (
     BatchOnDisk,
@@ -51,17 +51,13 @@ STABLE = ("auto.leader.rebalance.enable=false", "controlled.shutdown.max.retries
 
 
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    with Cluster(2, *STABLE) as cluster:
-        yield cluster
-        print(cluster.log_tails())
+def cluster(pafka_cluster_factory: ClusterFactory) -> Cluster:
+    return pafka_cluster_factory(*STABLE, brokers=2)
 
 
 @pytest.fixture
-def unclean_cluster() -> Iterator[Cluster]:
-    with Cluster(2, *STABLE, "unclean.leader.election.enable=true") as cluster:
-        yield cluster
-        print(cluster.log_tails())
+def unclean_cluster(pafka_cluster_factory: ClusterFactory) -> Cluster:
+    return pafka_cluster_factory(*STABLE, "unclean.leader.election.enable=true", brokers=2)
 
 
 # -- helpers -------------------------------------------------------------------------------------------

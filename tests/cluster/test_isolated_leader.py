@@ -1,5 +1,5 @@
 """A leader cut off from ZooKeeper and the other brokers, but not from its clients
-(``testing.network_faults``), cannot acknowledge an acks=all write the new leader lacks.
+(``pytest_pafka.network_faults``), cannot acknowledge an acks=all write the new leader lacks.
 
 Three brokers, RF 3, ``min.insync.replicas=2``. Broker 1 leads; idempotent acks=all producers run
 throughout. Broker 1 is isolated: its followers cannot fetch, its AlterPartition cannot reach the
@@ -19,7 +19,7 @@ import pytest
 from client.client import KafkaClient, ProducerRecord
 from client.errors import KafkaApiError
 from protocol.errors import ErrorCode
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 from tests.cluster.helpers import (
     consume_confluent,
     create_topic,

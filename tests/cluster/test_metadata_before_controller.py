@@ -25,8 +25,8 @@ from kazoo.client import KazooClient
 from client.connection import BrokerConnection
 from protocol.errors import ErrorCode
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
-from testing.broker_process import BrokerProcess
-from testing.zookeeper import ZooKeeperProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.zookeeper import ZooKeeperProcess
 
 BROKER_ID = 1
 SESSION_TIMEOUT_MS = 6000

@@ -13,7 +13,7 @@ from client.connection import BrokerConnection
 from client.errors import KafkaConnectionError
 from protocol.errors import ErrorCode
 from protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 
 TOTAL = 10_000
 WORKERS_PER_BROKER = 2

@@ -17,8 +17,8 @@ from client import AdminClient, KafkaClient
 from client.errors import KafkaApiError
 from protocol.config_types import ConfigResourceType
 from protocol.errors import ErrorCode
-from testing.cluster import Cluster
-from testing.waiting import wait_until
+from pytest_pafka.cluster import Cluster
+from pytest_pafka.waiting import wait_until
 from tests.cluster.helpers import (
     assert_exactly_once,
     consume_confluent,

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 from tests.cluster.helpers import (
     create_topic,
     isr_in_zookeeper,

@@ -22,8 +22,8 @@ from protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     ScramCredentialUpsertion,
 )
-from testing.cluster import Cluster
-from testing.waiting import wait_until
+from pytest_pafka.cluster import Cluster
+from pytest_pafka.waiting import wait_until
 from tests.cluster.helpers import assert_replicates_two_ways, registered_endpoint
 
 RECORDS = 1000

@@ -28,7 +28,8 @@ import pytest
 
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from protocol.request_constants import CoordinatorType
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
+from pytest_pafka.plugin import ClusterFactory
 from tests.cluster.helpers import (
     COORDINATOR_TIMEOUT_S,
     agreed_coordinator,
@@ -52,14 +53,13 @@ INTERNAL_PARTITIONS = 6
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with Cluster(3, f"offsets.topic.num.partitions={INTERNAL_PARTITIONS}",
-                 f"transaction.state.log.num.partitions={INTERNAL_PARTITIONS}", security="SASL_SSL") as c:
-        # __consumer_offsets now, while all three brokers are up: the first consumer's FindCoordinator
-        # creates it, and pafka gives an internal topic fewer replicas when fewer brokers are registered.
-        agreed_coordinator(c, "sasl-ssl-warm-up", CoordinatorType.GROUP)
-        yield c
-        print(c.log_tails())  # shown only when a test failed
+def cluster(pafka_module_cluster_factory: ClusterFactory) -> Cluster:
+    c = pafka_module_cluster_factory(f"offsets.topic.num.partitions={INTERNAL_PARTITIONS}",
+                                     f"transaction.state.log.num.partitions={INTERNAL_PARTITIONS}", security="SASL_SSL")
+    # __consumer_offsets now, while all three brokers are up: the first consumer's FindCoordinator
+    # creates it, and pafka gives an internal topic fewer replicas when fewer brokers are registered.
+    agreed_coordinator(c, "sasl-ssl-warm-up", CoordinatorType.GROUP)
+    return c
 
 
 @pytest.fixture(autouse=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from testing.cluster import Cluster
-from testing.tls import TlsCertificates
+from pytest_pafka.cluster import Cluster
+from pytest_pafka.tls import TlsCertificates
 from tests.cluster.helpers import assert_replicates_two_ways
 
 RECORDS = 2000

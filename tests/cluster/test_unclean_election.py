@@ -6,11 +6,11 @@ diverge: when the old leader comes back it truncates to the new leader's log (le
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
+from pytest_pafka.plugin import ClusterFactory
 from tests.cluster.helpers import create_topic, isr_in_zookeeper, log_batches, log_end_offset, partition_dir, unique
 
 A, B = 1, 2
@@ -19,11 +19,9 @@ NO_LEADER = -1
 
 
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    with Cluster(2, "auto.leader.rebalance.enable=false", "controlled.shutdown.max.retries=1",
-                 "controlled.shutdown.retry.backoff.ms=200") as cluster:
-        yield cluster
-        print(cluster.log_tails())
+def cluster(pafka_cluster_factory: ClusterFactory) -> Cluster:
+    return pafka_cluster_factory("auto.leader.rebalance.enable=false", "controlled.shutdown.max.retries=1",
+                                 "controlled.shutdown.retry.backoff.ms=200", brokers=2)
 
 
 def _send(cluster: Cluster, topic: str, count: int, acks: str) -> None:

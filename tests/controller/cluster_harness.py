@@ -19,7 +19,7 @@ from controller.controller_config import ControllerConfig
 from controller.kafka_controller import KafkaController
 from controller.zk import zk_data as zd
 from controller.zk.kafka_zk_client import KafkaZkClient
-from testing.waiting import wait_until_async
+from pytest_pafka.waiting import wait_until_async
 from tests.controller.fake_broker import FakeBroker
 
 T = TypeVar("T")

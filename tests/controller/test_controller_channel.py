@@ -18,7 +18,7 @@ from controller.zk.zk_data import BrokerInfo, EndPoint, LeaderAndIsr, LeaderIsrA
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
-from testing.sockets import free_port
+from pytest_pafka.ports import free_port
 from tests.controller.fake_broker import FakeBroker
 
 TOPIC_ID = uuid.UUID("6f1e2a7b-0000-4000-8000-000000000001")

@@ -21,7 +21,7 @@ from protocol.messages.alter_partition import (
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
-from testing.zookeeper import ZooKeeperProcess, expire_session
+from pytest_pafka.zookeeper import ZooKeeperProcess, expire_session
 from tests.controller.cluster_harness import LISTENER, Cluster, run, wait_for, wait_for_async
 
 TP = tuple[str, int]

@@ -1,4 +1,4 @@
-"""KafkaZkClient against a real ZooKeeper (Debian's 3.8 on 127.0.0.1, see testing/zookeeper.py).
+"""KafkaZkClient against a real ZooKeeper (Debian's 3.8 on 127.0.0.1, see pytest_pafka/zookeeper.py).
 
 Each test runs in a chroot of its own. What is read back is checked with a plain kazoo
 client: the znodes and their JSON are Kafka 3.9's.
@@ -26,7 +26,7 @@ from controller.zk.kafka_zk_client import (
     ZkBadVersionError,
     split_connect,
 )
-from testing.zookeeper import ZooKeeperProcess, expire_session
+from pytest_pafka.zookeeper import ZooKeeperProcess, expire_session
 from tests.controller.cluster_harness import wait_for
 
 T = TypeVar("T")
@@ -82,7 +82,7 @@ def test_chroot_is_created_with_kafkas_persistent_paths(zk_connect: str, raw: Ka
 
 
 def test_connection_timeout_is_reported(zookeeper: ZooKeeperProcess) -> None:
-    from testing.sockets import free_port
+    from pytest_pafka.ports import free_port
 
     async def scenario() -> None:
         client = KafkaZkClient(f"127.0.0.1:{free_port()}", 4000, 500)
@@ -430,7 +430,7 @@ def test_a_process_paused_past_its_session_timeout_gets_a_new_session(zookeeper:
     import sys
     from pathlib import Path
 
-    from testing.zookeeper import pause_until_session_expired
+    from pytest_pafka.zookeeper import pause_until_session_expired
 
     root = Path(__file__).resolve().parents[2]
     child = subprocess.Popen([sys.executable, "-c", CHILD, zk_connect], cwd=root, stdout=subprocess.PIPE, text=True)

@@ -7,7 +7,7 @@ import asyncio
 from controller.zk import zk_data as zd
 from controller.zk.kafka_zk_client import KafkaZkClient
 from controller.zk.zk_node_change_notification_listener import config_change_listener
-from testing.waiting import wait_until_async
+from pytest_pafka.waiting import wait_until_async
 
 
 def test_each_change_is_handled_once_in_order(zk_connect: str) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from controller.zk import zk_data as zd
 from controller.zk.kafka_zk_client import KafkaZkClient
-from testing.zookeeper import ZooKeeperProcess
+from pytest_pafka.zookeeper import ZooKeeperProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,7 +23,7 @@ from coordinator.transaction.transaction_coordinator import TransactionCoordinat
 from coordinator.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from coordinator.transaction.transaction_state_manager import TransactionResult, TransactionStateManager
 from protocol.errors import ErrorCode
-from testing.waiting import wait_until_async
+from pytest_pafka.waiting import wait_until_async
 from tests.coordinator.fakes import MemoryCoordinatorLog, Outcome, heartbeat, join, join_new, leave, sync
 from tests.coordinator.test_transaction_coordinator import FakeSender
 

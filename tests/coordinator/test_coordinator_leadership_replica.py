@@ -29,6 +29,7 @@ from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSA
 from coordinator.group.group_metadata import OffsetAndMetadata
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
+from pytest_pafka.waiting import wait_until_async
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
 from replication.state_change_requests import (
@@ -39,7 +40,6 @@ from replication.state_change_requests import (
     StopReplicaStates,
 )
 from storage.log_manager import LogManager
-from testing.waiting import wait_until_async
 
 ME, OTHER = 1, 2
 PARTITIONS = 3

@@ -20,11 +20,11 @@ from coordinator.transaction.transaction_marker_channel_manager import (
 from coordinator.transaction.transaction_metadata import TransactionState
 from coordinator.transaction.transaction_state_manager import TransactionResult, TransactionStateManager
 from protocol.errors import ErrorCode
+from pytest_pafka.waiting import wait_until_async
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
 from storage.log import now_ms
 from storage.log_manager import LogManager
-from testing.waiting import wait_until_async
 from tests.storage.helpers import make_batch
 
 TOPIC_IDS = {TRANSACTION_STATE_TOPIC_NAME: uuid.uuid4(), "t": uuid.uuid4()}

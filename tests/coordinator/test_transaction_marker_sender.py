@@ -16,7 +16,6 @@ import contextlib
 import random
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,11 +30,12 @@ from coordinator.transaction.transaction_state_manager import TransactionResult,
 from protocol.errors import ErrorCode
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from protocol.records import Record, build_batch
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port
+from pytest_pafka.waiting import WaitTimeout, wait_until_async
 from replication.replica_manager import TxnMarker
-from testing.broker_process import BrokerProcess
-from testing.sockets import free_port, send_request
+from testing.sockets import send_request
 from testing.topics import create_topic
-from testing.waiting import WaitTimeout, wait_until_async
 from tests.coordinator.fakes import MemoryCoordinatorLog
 
 REMOTE = 1  # the broker id the real broker plays
@@ -43,10 +43,7 @@ PRODUCE_API_KEY = 0
 WAIT_S = 20.0
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess("transaction.partition.verification.enable=false") as process:
-        yield process
+pytestmark = pytest.mark.pafka_broker_config("transaction.partition.verification.enable=false")
 
 
 class NoLocalPartitions:

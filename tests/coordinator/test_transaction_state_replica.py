@@ -25,10 +25,10 @@ from coordinator.transaction.transaction_metadata import (
 )
 from coordinator.transaction.transaction_state_manager import TransactionStateManager, TransactionStateManagerConfig
 from protocol.errors import CorruptRecordError, ErrorCode
+from pytest_pafka.waiting import wait_until_async
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
 from storage.log_manager import LogManager
-from testing.waiting import wait_until_async
 
 S = TransactionState
 TOPIC_ID = uuid.uuid4()

@@ -1,4 +1,4 @@
-"""Fixtures for the integration tests: real ``pafka broker`` processes (testing/broker_process.py)."""
+"""Fixtures for the integration tests: real ``pafka broker`` processes (the pytest_pafka plugin's)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.transactions import assert_no_hanging_transactions
 
 
 @pytest.fixture(scope="module")
-def module_broker() -> Iterator[BrokerProcess]:
-    """One broker shared by a module's tests (each test uses its own topics)."""
-    with BrokerProcess() as process:
-        yield process
-        # Shown only when a test of the module failed: the broker's side of the story.
-        print(process.log_text()[-6000:])
+def module_broker(pafka_module_broker: BrokerProcess) -> BrokerProcess:
+    """One broker shared by a module's tests (each test uses its own topics): the plugin's."""
+    return pafka_module_broker
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testing.broker_process import BrokerProcess
-from testing.waiting import wait_until
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from testing.broker_process import BrokerProcess
-from testing.waiting import wait_until
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
 from tests.integration.clients import ConfluentDriver
 from tests.integration.wire import API_VERSIONS_KEY, encode_request, parse_api_versions_v0, read_response
 

@@ -27,11 +27,11 @@ from typing import Any
 
 import pytest
 
-from testing.broker_process import BrokerProcess
-from testing.sockets import free_port
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port
+from pytest_pafka.waiting import wait_until
+from pytest_pafka.zookeeper import ZooKeeperProcess
 from testing.topics import create_topic
-from testing.waiting import wait_until
-from testing.zookeeper import ZooKeeperProcess
 
 BURROW = "/usr/bin/Burrow"
 TOPIC = "orders"

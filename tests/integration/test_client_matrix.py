@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from tests.integration.clients import DRIVERS
 from tests.integration.records import Consumed, Produced, check_consumed, make_records
 

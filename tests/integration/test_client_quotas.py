@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from client.connection import BrokerConnection
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from tests.broker.test_client_quotas_api import alter
 from tests.integration.client_round_trips import create_topic
 
@@ -31,10 +30,9 @@ FREE_RATE = 20 * QUOTA
 
 
 @pytest.fixture
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess() as process:
-        yield process
-        print(process.log_text()[-4000:])
+def broker(pafka_broker: BrokerProcess) -> BrokerProcess:
+    """A broker of each test's own (tests/conftest.py's ``broker`` is one per module)."""
+    return pafka_broker
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 from tests.integration.clients import CONSUME_DEADLINE_S
 

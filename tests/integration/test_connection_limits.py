@@ -28,9 +28,10 @@ from client.connection import BrokerConnection
 from protocol.api import decode_response, encode_request
 from protocol.buffers import join_chunks
 from protocol.messages.api_versions import ApiVersionsRequest
-from testing.broker_process import BrokerProcess
-from testing.sockets import ConnectionClosed, HasAddress, free_port, read_frame
-from testing.waiting import WaitTimeout, wait_until
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port
+from pytest_pafka.waiting import WaitTimeout, wait_until
+from testing.sockets import ConnectionClosed, HasAddress, read_frame
 from tests.integration.client_round_trips import create_topic
 
 HOST = "127.0.0.1"

@@ -26,10 +26,12 @@ from pathlib import Path
 
 import pytest
 
-from testing.broker_process import REPO_ROOT, BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.plugin import BrokerFactory
 from testing.topics import create_topic
 from testing.transactions import assert_no_hanging_transactions
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 RECORDS = 30_000
 INPUT_PARTITIONS = 2
 OUTPUT_PARTITIONS = 3
@@ -93,15 +95,14 @@ class CopierProcess:
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    process = BrokerProcess("transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
-                            data_dir=tmp_path / "data")
-    with process:
-        yield process
-        # What the broker said of the copier's transactional id, and its warnings, then its last lines.
-        lines = process.log_text().splitlines()
-        print("\n".join([line for line in lines if TID in line or " WARNING " in line or " ERROR " in line][-60:]))
-        print("\n".join(lines[-20:]))
+def broker(tmp_path: Path, pafka_broker_factory: BrokerFactory) -> Iterator[BrokerProcess]:
+    process = pafka_broker_factory("transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
+                                   data_dir=tmp_path / "data")
+    yield process
+    # What the broker said of the copier's transactional id, and its warnings, then its last lines.
+    lines = process.log_text().splitlines()
+    print("\n".join([line for line in lines if TID in line or " WARNING " in line or " ERROR " in line][-60:]))
+    print("\n".join(lines[-20:]))
 
 
 def _produce_input(bootstrap: str) -> None:

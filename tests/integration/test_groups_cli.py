@@ -5,11 +5,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from typing import Any
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 from tests.integration.group_helpers import fetch_subscription_metadata, pafka_tool, poll_until_assigned
 
@@ -28,18 +27,21 @@ def table(output: str) -> list[dict[str, str]]:
     return [dict(zip(header, line.split(), strict=False)) for line in lines[start + 1:]]
 
 
+pytestmark = pytest.mark.pafka_broker_config("group.initial.rebalance.delay.ms=0")
+
+
 @pytest.fixture
-def broker() -> Any:
+def broker(pafka_broker: BrokerProcess) -> BrokerProcess:
+    """A broker of each test's own, with records in every partition of the topic."""
     from confluent_kafka import Producer
 
-    with BrokerProcess("group.initial.rebalance.delay.ms=0") as process:
-        create_topic(process.bootstrap, TOPIC, len(PER_PARTITION))
-        producer = Producer({"bootstrap.servers": process.bootstrap})
-        for partition, count in PER_PARTITION.items():
-            for i in range(count):
-                producer.produce(TOPIC, f"{partition}-{i}".encode(), partition=partition)
-        assert producer.flush(30) == 0
-        yield process
+    create_topic(pafka_broker.bootstrap, TOPIC, len(PER_PARTITION))
+    producer = Producer({"bootstrap.servers": pafka_broker.bootstrap})
+    for partition, count in PER_PARTITION.items():
+        for i in range(count):
+            producer.produce(TOPIC, f"{partition}-{i}".encode(), partition=partition)
+    assert producer.flush(30) == 0
+    return pafka_broker
 
 
 def _commit(broker: BrokerProcess, group: str, offsets: dict[int, int]) -> None:

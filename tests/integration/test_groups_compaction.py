@@ -17,10 +17,10 @@ from protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
 from testing.sockets import send_request
 from testing.topics import create_topic
-from testing.waiting import wait_until
 
 TOPIC = "wide"
 PARTITIONS = 100

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 from tests.integration.group_helpers import (
     BackgroundProducer,

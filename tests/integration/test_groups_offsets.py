@@ -17,7 +17,7 @@ from protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 from testing.topics import create_topic
 from tests.integration.group_helpers import admin_client, poll_until_assigned
@@ -25,11 +25,14 @@ from tests.integration.group_helpers import admin_client, poll_until_assigned
 TOPIC = "offsets-topic"
 
 
+pytestmark = pytest.mark.pafka_broker_config("group.initial.rebalance.delay.ms=0", "log.flush.interval.messages=1")
+
+
 @pytest.fixture
-def broker() -> Any:
-    with BrokerProcess("group.initial.rebalance.delay.ms=0", "log.flush.interval.messages=1") as process:
-        create_topic(process.bootstrap, TOPIC, 3)
-        yield process
+def broker(pafka_broker: BrokerProcess) -> BrokerProcess:
+    """A broker of each test's own, with the topic its tests use."""
+    create_topic(pafka_broker.bootstrap, TOPIC, 3)
+    return pafka_broker
 
 
 def _join(broker: BrokerProcess, group: str, member_id: str = "") -> Any:

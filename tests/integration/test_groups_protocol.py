@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
 from testing.topics import create_topic
-from testing.waiting import wait_until
 from tests.integration.group_helpers import describe_group
 from tests.integration.threaded_consumer import ThreadedConsumer
 
@@ -34,10 +34,13 @@ def settled(broker: BrokerProcess, group: str, consumers: list[ThreadedConsumer]
     return wait_until(check, timeout, f"{group} to settle", interval=0.1)
 
 
+pytestmark = pytest.mark.pafka_broker_config("group.initial.rebalance.delay.ms=0")
+
+
 @pytest.fixture
-def broker() -> Any:
-    with BrokerProcess("group.initial.rebalance.delay.ms=0") as process:
-        yield process
+def broker(pafka_broker: BrokerProcess) -> BrokerProcess:
+    """A broker of each test's own (tests/conftest.py's ``broker`` is one per module)."""
+    return pafka_broker
 
 
 def test_lone_consumer_owns_its_partitions_within_500_ms(broker: BrokerProcess) -> None:

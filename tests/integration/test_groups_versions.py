@@ -37,18 +37,21 @@ from protocol.messages import offset_commit as oc
 from protocol.messages import offset_delete as od
 from protocol.messages import offset_fetch as of
 from protocol.messages import sync_group as sg
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 from testing.topics import create_topic
 
 TOPIC = "versions"
 
 
+pytestmark = pytest.mark.pafka_broker_config("group.initial.rebalance.delay.ms=0")
+
+
 @pytest.fixture(scope="module")
-def broker() -> Any:
-    with BrokerProcess("group.initial.rebalance.delay.ms=0") as process:
-        create_topic(process.bootstrap, TOPIC, 2)
-        yield process
+def broker(pafka_module_broker: BrokerProcess) -> BrokerProcess:
+    """The module's broker, with the topic its tests read."""
+    create_topic(pafka_module_broker.bootstrap, TOPIC, 2)
+    return pafka_module_broker
 
 
 def versions(module: Any) -> range:

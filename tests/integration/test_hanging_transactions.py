@@ -1,6 +1,6 @@
 """No hanging transactions (KIP-890 part 1), against a real broker process.
 
-A produce held in a TCP proxy (``testing.tcp_proxy``) until its transaction
+A produce held in a TCP proxy (``pytest_pafka.tcp_proxy``) until its transaction
 has been aborted, by EndTxn or by the coordinator's timeout, reaches the
 partition leader afterwards: the leader asks the coordinator, finds the
 partition outside any ongoing transaction of that producer and epoch, and
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import socket
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -37,25 +36,19 @@ from protocol.messages.init_producer_id import InitProducerIdRequest
 from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
 from protocol.records import Record, build_batch
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.tcp_proxy import Direction, Mode, TcpProxy
+from pytest_pafka.waiting import wait_until
 from testing.sockets import read_frame, send_request
-from testing.tcp_proxy import Direction, Mode, TcpProxy
 from testing.topics import create_topic
-from testing.waiting import wait_until
 from tests.integration.test_transactions_versions import WireProducer, _retry, _until_stable, read_committed
 
 #: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).
-pytestmark = pytest.mark.usefixtures("no_hanging_transactions")
+#: A short cleanup interval: a test waits for the coordinator's timeout abort.
+pytestmark = [pytest.mark.usefixtures("no_hanging_transactions"),
+              pytest.mark.pafka_broker_config("transaction.abort.timed.out.transaction.cleanup.interval.ms=200")]
 
 PRODUCE_VERSION = 9  # before TRANSACTION_ABORTABLE (v11): a refused partition answers INVALID_TXN_STATE
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    # A short cleanup interval: one test waits for the coordinator's timeout abort.
-    with BrokerProcess("transaction.abort.timed.out.transaction.cleanup.interval.ms=200") as process:
-        yield process
-        print(process.log_text()[-6000:])
 
 
 def _new(broker: BrokerProcess, partitions: int = 2) -> WireProducer:

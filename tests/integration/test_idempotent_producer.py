@@ -16,9 +16,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
 from testing.sockets import send_request
-from testing.waiting import wait_until
 from tests.integration.clients import ConfluentDriver
 from tests.integration.kafka_proxy import KafkaProxy
 from tests.integration.records import Consumed

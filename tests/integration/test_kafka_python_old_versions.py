@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 from tests.integration.group_helpers import fetch_subscription_metadata
 
@@ -25,11 +25,7 @@ COUNT = 20
 DEADLINE_S = 60
 
 
-@pytest.fixture(scope="module")
-def broker() -> Any:
-    with BrokerProcess("group.initial.rebalance.delay.ms=0") as process:
-        yield process
-        print(process.log_text()[-6000:])  # shown only when a test failed
+pytestmark = pytest.mark.pafka_broker_config("group.initial.rebalance.delay.ms=0")
 
 
 def _member(broker: BrokerProcess, version: tuple[int, ...], group: str, topic: str,

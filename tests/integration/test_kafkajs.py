@@ -11,25 +11,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 from tests.integration.kafkajs_runner import Events, run_kafkajs
 
 RECORDS = 1000
 PARTITIONS = 3
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess() as process:
-        yield process
-        print(process.log_text()[-6000:])  # shown only when a test failed
 
 
 def run(broker: BrokerProcess, step: str, **options: str | int) -> Events:

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 
 TOPIC = "large"

@@ -19,7 +19,7 @@ from protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopic,
 )
 from protocol.record_batch import iter_batch_headers
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 
 TOPIC = "epochs"

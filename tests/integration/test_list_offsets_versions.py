@@ -15,7 +15,7 @@ import pytest
 
 from broker.handlers import list_offsets
 from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 from testing.topics import create_topic
 

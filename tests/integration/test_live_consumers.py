@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from tests.integration.clients import DRIVERS, ConfluentDriver
 from tests.integration.records import Consumed
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from tests.integration.clients import ConfluentDriver
 
 TOPIC = "long-poll"

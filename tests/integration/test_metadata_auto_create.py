@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 
 METADATA_KEY = 3

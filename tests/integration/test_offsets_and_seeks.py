@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from tests.integration.clients import ConfluentDriver
 
 TOPIC = "timed"

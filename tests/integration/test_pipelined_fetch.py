@@ -16,7 +16,7 @@ import time
 from protocol.api import decode_response, encode_request
 from protocol.buffers import join_chunks
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from tests.integration.clients import ConfluentDriver
 from tests.integration.wire import read_response
 

@@ -25,7 +25,7 @@ from protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequ
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from protocol.record_batch import iter_batch_headers, validate_batch
 from protocol.records import Record, build_batch, iter_records
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 
 HOUR = 3_600_000

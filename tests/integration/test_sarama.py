@@ -15,13 +15,12 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 
 SOURCE = Path(__file__).parent / "sarama" / "main.go"
@@ -53,13 +52,6 @@ def run(client: Path, broker: BrokerProcess, command: str, *args: str) -> list[d
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert done.returncode == 0, (lines, done.stderr[-3000:])
     return lines
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess() as process:
-        yield process
-        print(process.log_text()[-6000:])  # shown only when a test failed
 
 
 def _produced_by_partition(lines: list[dict[str, Any]]) -> dict[int, list[int]]:

@@ -24,10 +24,10 @@ from protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     ScramCredentialUpsertion,
 )
-from testing.broker_process import BrokerProcess
-from testing.sockets import free_port
-from testing.tls import TlsCertificates
-from testing.waiting import wait_until
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port
+from pytest_pafka.tls import TlsCertificates
+from pytest_pafka.waiting import wait_until
 from tests.integration.client_round_trips import (
     aiokafka_round_trip,
     confluent_round_trip,

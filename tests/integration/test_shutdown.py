@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from tests.integration.clients import ConfluentDriver
 
 SHUTDOWN_LIMIT_S = 3.0  # below the 5 s drain bound, which a parked fetch must not use up

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from testing.broker_process import BrokerProcess
-from testing.sockets import free_port
-from testing.tls import TlsCertificates
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port
+from pytest_pafka.tls import TlsCertificates
 from tests.integration.client_round_trips import (
     aiokafka_round_trip,
     confluent_round_trip,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from tests.integration.wire import api_versions_v0
 
 LIMIT_S = 1.0

@@ -49,10 +49,10 @@ from coordinator.common.partitioner import partition_for
 from coordinator.transaction.transaction_log import read
 from coordinator.transaction.transaction_marker_channel_manager import CRASH_POINT_ENV
 from protocol.request_constants import LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
 from testing.topics import create_topic
 from testing.transactions import assert_no_hanging_transactions
-from testing.waiting import wait_until
 from tests.integration.txn_calls import retrying
 
 PARTITIONS = 3

@@ -12,24 +12,17 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
 from testing.topics import create_topic
-from testing.waiting import wait_until
 
 #: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).
-pytestmark = pytest.mark.usefixtures("no_hanging_transactions")
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    # A short cleanup interval: the timeout test waits for the coordinator's abort.
-    with BrokerProcess("transaction.abort.timed.out.transaction.cleanup.interval.ms=200") as process:
-        yield process
-        print(process.log_text()[-6000:])
+#: A short cleanup interval: a test waits for the coordinator's timeout abort.
+pytestmark = [pytest.mark.usefixtures("no_hanging_transactions"),
+              pytest.mark.pafka_broker_config("transaction.abort.timed.out.transaction.cleanup.interval.ms=200")]
 
 
 def _producer(bootstrap: str, transactional_id: str, **extra: object):  # type: ignore[no-untyped-def]

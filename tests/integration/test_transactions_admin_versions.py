@@ -17,18 +17,13 @@ from protocol.messages.describe_transactions import DescribeTransactionsRequest
 from protocol.messages.end_txn import EndTxnRequest
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.list_transactions import ListTransactionsRequest
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 from tests.integration.test_transactions_versions import WireProducer, _retry, _until_stable
 from tests.integration.test_transactions_versions import _new as _new_producer
 
 #: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).
 pytestmark = pytest.mark.usefixtures("no_hanging_transactions")
-
-
-@pytest.fixture(scope="module")
-def broker(module_broker: BrokerProcess) -> BrokerProcess:
-    return module_broker
 
 
 def _new(broker: BrokerProcess, partitions: int = 2) -> WireProducer:

@@ -13,12 +13,11 @@ from __future__ import annotations
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 from testing.transactions import assert_no_hanging_transactions, hanging_transactions
 from tests.integration.group_helpers import pafka_tool
@@ -43,11 +42,7 @@ def rows(output: str) -> list[dict[str, str]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess(NO_VERIFICATION) as process:
-        yield process
-        print(process.log_text()[-6000:])
+pytestmark = pytest.mark.pafka_broker_config(NO_VERIFICATION)
 
 
 def _topic(broker: BrokerProcess, partitions: int = 1) -> str:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
 
 #: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).
@@ -26,12 +26,6 @@ pytestmark = pytest.mark.usefixtures("no_hanging_transactions")
 #: How long a read_committed consumer is given to show (wrongly) a record of an open transaction.
 HELD_BACK_S = 1.5
 READ_TIMEOUT_S = 15.0
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess() as process:
-        yield process
 
 
 Reader = Callable[[float, int], list[bytes]]

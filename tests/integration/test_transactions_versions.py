@@ -54,10 +54,10 @@ from protocol.messages.txn_offset_commit import (
 from protocol.messages.write_txn_markers import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 from protocol.record_batch import iter_batch_headers
 from protocol.records import Record, build_batch, read_batch
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
 from testing.sockets import send_request
 from testing.topics import create_topic
-from testing.waiting import wait_until
 
 #: After every test: `pafka transactions find-hanging` finds nothing on the broker (conftest).
 pytestmark = pytest.mark.usefixtures("no_hanging_transactions")
@@ -169,11 +169,6 @@ def _until_stable(broker: BrokerProcess, topic: str, partition: int) -> tuple[in
             return hw, lso, aborted
         time.sleep(0.02)
     raise AssertionError(f"{topic}-{partition}: LSO {lso} never reached the high watermark {hw}")
-
-
-@pytest.fixture(scope="module")
-def broker(module_broker: BrokerProcess) -> BrokerProcess:
-    return module_broker
 
 
 def _new(broker: BrokerProcess, partitions: int = 2) -> WireProducer:

@@ -28,18 +28,18 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from client import KafkaClient, TopicPartition
 from protocol.request_constants import LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import WaitTimeout, wait_until
 from testing.topics import create_topic
 from testing.transactions import assert_no_hanging_transactions
 from testing.txn_history import History, Outcome, Reader, Txn, check
-from testing.waiting import WaitTimeout, wait_until
 from tests.integration.txn_calls import retrying
 
 SEED = int(os.environ.get("PAFKA_TXN_WORKLOAD_SEED", "16"))
@@ -71,11 +71,13 @@ RECONNECT = {"reconnect.backoff.max.ms": 500}
 END_PREFIX = b"end/"
 
 
+pytestmark = pytest.mark.pafka_broker_config("transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
+
+
 @pytest.fixture
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess("transaction.abort.timed.out.transaction.cleanup.interval.ms=500") as process:
-        yield process
-        print(process.log_text()[-10_000:])  # shown when the test failed: the broker's side
+def broker(pafka_broker: BrokerProcess) -> BrokerProcess:
+    """A broker of each test's own (tests/conftest.py's ``broker`` is one per module)."""
+    return pafka_broker
 
 
 class TxnProducer(threading.Thread):

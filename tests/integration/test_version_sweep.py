@@ -22,7 +22,7 @@ from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from protocol.record_batch import iter_batch_headers
 from protocol.records import Record, build_batch, iter_records
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from testing.sockets import send_request
 from tests.integration.clients import ConfluentDriver
 

@@ -43,6 +43,7 @@ from protocol.messages.leader_and_isr import (
     LeaderAndIsrPartitionState,
 )
 from protocol.primitives import Message
+from pytest_pafka.waiting import wait_until_async
 from replication.alter_partition_manager import AlterPartitionManager
 from replication.append_thread import AppendThread
 from replication.partition_state import LeaderAndIsr
@@ -51,7 +52,6 @@ from replication.replication_config import ReplicationConfig
 from replication.state_change_requests import BrokerEndpoint, LeaderAndIsrStates, PartitionState
 from storage.log import Log
 from storage.log_manager import LogManager
-from testing.waiting import wait_until_async
 from tests.storage.helpers import make_batch
 
 TopicPartition = tuple[str, int]

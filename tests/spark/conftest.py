@@ -17,7 +17,7 @@ from pathlib import Path
 import pyspark  # the spark extra: pip install -e '.[test,spark]'
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="session")

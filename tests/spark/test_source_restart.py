@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from pytest_pafka.waiting import wait_until
 from testing.topics import create_topic
-from testing.waiting import wait_until
 from tests.spark.kafka_data import produce
 
 RECORDS = 200_000

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from pytest_pafka.waiting import wait_until
 from testing.topics import create_topic
-from testing.waiting import wait_until
 from tests.spark.kafka_data import add_partitions, produce
 
 BASE_TS = 1_700_000_000_000

@@ -1,4 +1,4 @@
-"""testing/cluster.py itself: addresses, signals and cleanup, whatever the brokers do with ZooKeeper.
+"""pytest_pafka/cluster.py itself: addresses, signals and cleanup, whatever the brokers do with ZooKeeper.
 
 The brokers here are started without waiting for their registration, so these checks hold for the
 harness alone: a test that fails half-way must still leave no broker, no ZooKeeper and no temp dir.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from testing.cluster import Cluster
+from pytest_pafka.cluster import Cluster
 
 
 def process_state(pid: int) -> str | None:

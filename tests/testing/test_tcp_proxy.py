@@ -1,4 +1,4 @@
-"""testing.tcp_proxy: each mode, each direction, over a real echo server on loopback."""
+"""pytest_pafka.tcp_proxy: each mode, each direction, over a real echo server on loopback."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from testing.tcp_proxy import Direction, Mode, TcpProxy, kafka_client_source
+from pytest_pafka.tcp_proxy import Direction, Mode, TcpProxy, kafka_client_source
 
 
 class EchoServer:

@@ -1,4 +1,4 @@
-"""testing.waiting: the polling helper every multi-process test waits with."""
+"""pytest_pafka.waiting: the polling helper every multi-process test waits with."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from testing.waiting import WaitTimeout, wait_until, wait_until_async
+from pytest_pafka.waiting import WaitTimeout, wait_until, wait_until_async
 
 
 def test_returns_the_first_truthy_value() -> None:

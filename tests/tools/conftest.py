@@ -1,16 +1,13 @@
-"""Fixtures for the tools tests: one real broker per test module (see testing/broker_process.py)."""
+"""Fixtures for the tools tests: one real broker per test module (the pytest_pafka plugin's)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="module")
-def broker_process() -> Iterator[BrokerProcess]:
-    """One pafka broker per test module, on a free loopback port."""
-    with BrokerProcess() as broker:
-        yield broker
+def broker_process(pafka_module_broker: BrokerProcess) -> BrokerProcess:
+    """One pafka broker per test module, on a free loopback port (the plugin's)."""
+    return pafka_module_broker

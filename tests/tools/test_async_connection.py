@@ -19,8 +19,9 @@ from protocol.messages import produce as _produce
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.records import Record, build_batch
-from testing.broker_process import BrokerProcess
-from testing.sockets import free_port, send_request
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port
+from testing.sockets import send_request
 from testing.topics import create_topic
 
 Run = Callable[[Callable[[], Awaitable[Any]]], Any]

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from client import KafkaClient, partition_for_key
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from tools.cli import main
 from tools.console_producer import CODECS
 

@@ -17,7 +17,7 @@ from client import (
 from protocol import compression
 from protocol.errors import ErrorCode
 from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from testing.broker_process import BrokerProcess
-from testing.sockets import free_port
-from testing.tls import TlsCertificates
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.ports import free_port
+from pytest_pafka.tls import TlsCertificates
 from tools.cli import main
 
 HOST = "127.0.0.1"

@@ -7,14 +7,13 @@ DescribeClientQuotas; deletions, refusals by the tool and refusals by the broker
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from client.connection import BrokerConnection
-from testing.broker_process import BrokerProcess
+from pytest_pafka.broker_process import BrokerProcess
 from tests.broker.test_client_quotas_api import describe
 from tools.cli import main
 from tools.configs_command import _NAME_ORDER, configs_command
@@ -22,10 +21,9 @@ from tools.quota_configs import java_double_text
 
 
 @pytest.fixture
-def broker() -> Iterator[BrokerProcess]:
-    with BrokerProcess() as process:
-        yield process
-        print(process.log_text()[-4000:])
+def broker(pafka_broker: BrokerProcess) -> BrokerProcess:
+    """A broker of each test's own (tests/conftest.py's ``broker`` is one per module)."""
+    return pafka_broker
 
 
 def configs(broker: BrokerProcess, *args: str) -> tuple[int, str, str]:

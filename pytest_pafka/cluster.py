@@ -14,7 +14,7 @@ their PIDs (a paused one is killed as it is), kazoo clients closed, ZooKeeper st
 removed.
 
 With ``security="SASL_SSL"`` every listener is SASL_SSL, the brokers' own connections to each other
-included (SCRAM-SHA-512 over TLS, ``testing.cluster_security``): the brokers' and the tests' SCRAM
+included (SCRAM-SHA-512 over TLS, ``pytest_pafka.cluster_security``): the brokers' and the tests' SCRAM
 users are written to ZooKeeper before the first broker starts, and ``cluster.client_config()`` is
 what a confluent-kafka client needs (``cluster.client_security()`` for pafka's own client).
 
@@ -25,6 +25,7 @@ never from a coroutine running on an event loop.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -43,11 +44,11 @@ from kazoo.exceptions import NoNodeError
 from client.client import KafkaClient
 from client.client_security import ClientSecurity
 from client.errors import KafkaClientError
-from testing.broker_process import BrokerProcess
-from testing.cluster_security import ConfluentConfig, SaslSslSecurity
-from testing.network_faults import ClusterLinks
-from testing.waiting import wait_until
-from testing.zookeeper import ZooKeeperProcess
+from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.cluster_security import ConfluentConfig, SaslSslSecurity
+from pytest_pafka.network_faults import ClusterLinks
+from pytest_pafka.waiting import wait_until
+from pytest_pafka.zookeeper import ZooKeeperProcess
 
 T = TypeVar("T")
 
@@ -88,7 +89,7 @@ class Cluster:
         self._kazoo: KazooClient | None = None
         self.link_faults = link_faults
         #: With ``link_faults``: a proxy on every client, broker-to-broker and ZooKeeper link
-        #: (``testing.network_faults``), made when the cluster starts.
+        #: (``pytest_pafka.network_faults``), made when the cluster starts.
         self.links: ClusterLinks | None = None
         self.security = security
         #: With SASL_SSL: its certificates and SCRAM users (made when the cluster starts).
@@ -105,6 +106,11 @@ class Cluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values())
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Every broker's ``host:port``, what a client's ``bootstrap.servers`` says."""
+        return self.bootstrap
 
     def broker(self, broker_id: int) -> BrokerProcess:
         return self.brokers[broker_id]
@@ -343,7 +349,7 @@ class Cluster:
             return metadata.controller_id in registered and registered <= set(metadata.brokers)
 
         for broker_id in broker_ids:
-            self.wait_for(lambda b=broker_id: serving(b), timeout, f"broker {broker_id} serving cluster metadata")
+            self.wait_for(functools.partial(serving, broker_id), timeout, f"broker {broker_id} serving cluster metadata")
 
     def wait_for_topic(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
         """Every partition of ``topic`` has a state znode with a live leader."""
@@ -359,7 +365,8 @@ class Cluster:
     # -- waiting and diagnostics --------------------------------------------------------
     def wait_for(self, predicate: Callable[[], T], timeout: float, what: str = "condition",
                  interval: float = 0.05) -> T:
-        """Poll until ``predicate()`` is truthy and return its value; TimeoutError (with the brokers' logs) after ``timeout``."""
+        """Poll until ``predicate()`` is truthy and return its value; a timeout names ``what`` and shows
+        the brokers' logs."""
         return wait_until(predicate, timeout, what, interval=interval, details=lambda: self.log_tails(2000))
 
     def log_tails(self, chars: int = LOG_TAIL_CHARS) -> str:

@@ -1,6 +1,6 @@
 """A test cluster whose every connection is SASL_SSL: clients and brokers alike authenticate with SCRAM over TLS.
 
-    security = SaslSslSecurity.create(root / "tls")       # a CA and a broker certificate (testing.tls)
+    security = SaslSslSecurity.create(root / "tls")       # a CA and a broker certificate (pytest_pafka.tls)
     security.credential_znodes()     # /config/users/<user> -> Kafka's SCRAM credential JSON, to write first
     security.broker_overrides(host, port)                 # one SASL_SSL listener, inter-broker included
     security.client_properties()     # Kafka client properties (pafka's own KafkaClient, tools)
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from client.scram import ScramCredential, ScramMechanism
-from testing.tls import TlsCertificates
+from pytest_pafka.tls import TlsCertificates
 
 #: A confluent-kafka (librdkafka) configuration, as its stubs type it.
 ConfluentConfig = dict[str, str | int | float | bool]

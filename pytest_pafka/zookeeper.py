@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from testing.sockets import free_port
-from testing.waiting import wait_until
+from pytest_pafka.ports import free_port
+from pytest_pafka.waiting import wait_until
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 _QUIET_LOGGING = Path("/usr/share/java/slf4j-nop.jar")

@@ -13,6 +13,9 @@ period), and a broker that does not come up is killed before the error is raised
 ``data_dir`` the broker gets a temp dir of its own (data in ``data/``, output in ``broker.log``)
 that :meth:`BrokerProcess.cleanup` removes; a ``data_dir`` given by the caller stays the
 caller's, and the output is appended to ``log_path`` (default: ``<data_dir>.log`` beside it).
+
+The broker is the installed pafka's (``python -P -m broker``), run in its data dir's
+parent; ``tree=`` runs another checkout's instead.
 """
 
 from __future__ import annotations
@@ -27,9 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from client.client_security import ClientSecurity
-from testing.sockets import free_port, wait_until_listening
+from pytest_pafka.ports import free_port, wait_until_listening
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
 #: How much of the broker's output a start-up error quotes.
@@ -44,9 +46,9 @@ class BrokerProcess:
                  start_timeout_s: float = START_TIMEOUT_S, stop_timeout_s: float = STOP_TIMEOUT_S,
                  tree: Path | None = None) -> None:
         self._own_dir: Path | None = None
-        #: The pafka checkout to run (default: this one), with its own ``.venv`` if it has one:
-        #: benchmarks compare an older tree against this one on the same machine.
-        self.tree = tree or REPO_ROOT
+        #: A pafka checkout to run instead of the installed pafka, with its own ``.venv`` if it has
+        #: one: benchmarks compare an older tree against this one on the same machine.
+        self.tree = tree
         if data_dir is None:
             self._own_dir = Path(tempfile.mkdtemp(prefix="pafka-broker-"))
             data_dir = self._own_dir / "data"
@@ -73,6 +75,11 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port``, what a client's ``bootstrap.servers`` says."""
+        return self.bootstrap
+
     def client_security(self) -> ClientSecurity:
         """TLS and SASL for pafka's own client on this broker's listener (none for PLAINTEXT)."""
         return ClientSecurity.from_properties(self.client_properties)
@@ -86,11 +93,13 @@ class BrokerProcess:
         return self.process is not None and self.process.poll() is None
 
     def command(self) -> list[str]:
-        # Another tree (one a benchmark compares against) runs its own venv's console script,
-        # whichever module that tree's CLI lives in.
-        console_script = self.tree / ".venv" / "bin" / "pafka"
-        launcher = [str(console_script)] if self.tree != REPO_ROOT and console_script.exists() else [sys.executable, "-m", "tools"]
-        args = [*launcher, "broker",
+        if self.tree is None:
+            # -P: the working directory does not go on sys.path, so a package of the application
+            # under test cannot shadow one of pafka's. ``-m broker`` imports none of the CLI's tools.
+            launcher = [sys.executable, "-P", "-m", "broker"]
+        else:
+            launcher = _tree_launcher(self.tree)
+        args = [*launcher,
                 "--override", f"log.dirs={self.data_dir}",
                 "--override", f"listeners=PLAINTEXT://{self.host}:{self.port}"]
         for item in self.overrides:
@@ -107,9 +116,10 @@ class BrokerProcess:
         if self.running:
             raise RuntimeError("broker already running")
         self.starts += 1
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)  # the broker's working directory
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                            cwd=self.tree, env=self.env)
+                                            cwd=self.tree or self.data_dir.parent, env=self.env)
         try:
             self.start_s = wait_until_listening(self.host, self.port, self.process, self.start_timeout_s)
         except (RuntimeError, TimeoutError) as exc:
@@ -163,3 +173,14 @@ class BrokerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.cleanup()
+
+
+def _tree_launcher(tree: Path) -> list[str]:
+    """How another checkout (one a benchmark compares against) starts its broker: with its own venv,
+    through ``python -m broker`` where it has one, else through its console script."""
+    venv_python = tree / ".venv" / "bin" / "python"
+    python = str(venv_python) if venv_python.exists() else sys.executable
+    if (tree / "broker" / "__main__.py").exists():
+        return [python, "-m", "broker"]
+    console_script = tree / ".venv" / "bin" / "pafka"
+    return [str(console_script), "broker"] if console_script.exists() else [python, "-m", "tools", "broker"]

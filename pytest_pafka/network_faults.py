@@ -6,12 +6,12 @@
 * in front of a second listener, REPLICATION, the ``inter.broker.listener.name`` (advertised at the
   proxy): every other broker's link to N, followers' fetches and the controller's requests alike.
   The proxy names the broker at the other end of each connection from the client id of its first
-  request (``testing.tcp_proxy.kafka_client_source``), so the link from broker M to broker N is
+  request (``pytest_pafka.tcp_proxy.kafka_client_source``), so the link from broker M to broker N is
   cut on its own, in one direction or both;
 * in front of ZooKeeper (N's ``zookeeper.connect``): N's session. Black-holed past
   ``zookeeper.session.timeout.ms``, the session expires while N keeps running.
 
-Faults are the proxy's modes (``testing.tcp_proxy.Mode``): BLACKHOLE (bytes vanish, connections stay
+Faults are the proxy's modes (``pytest_pafka.tcp_proxy.Mode``): BLACKHOLE (bytes vanish, connections stay
 open: a partition), DELAY, CLOSE; PASS heals. ``isolate(N)`` cuts N from ZooKeeper and from every
 other broker, both ways, but not from its clients: the leader that still believes it leads.
 """
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import contextlib
 
-from testing.sockets import free_port
-from testing.tcp_proxy import Direction, Mode, TcpProxy, kafka_client_source
+from pytest_pafka.ports import free_port
+from pytest_pafka.tcp_proxy import Direction, Mode, TcpProxy, kafka_client_source
 
 REPLICATION_LISTENER = "REPLICATION"
 
