@@ -87,6 +87,8 @@ PROCESS_MODULES = frozenset({
     "tests/test_docker_compose.py",
     "tests/test_skeleton.py",
     "tests/testing/test_cluster_harness.py",
+    "tests/testing/test_pytest_plugin.py",
+    "tests/tools/test_cli_commands.py",
     "tests/tools/test_client_broker.py",
     "tests/tools/test_configs_command.py",
 })

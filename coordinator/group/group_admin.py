@@ -98,5 +98,5 @@ class GroupAdmin:
         if not eligible:
             callback(errors)
             return
-        self.rebalance.log.info("Deleting groups %s", [g.group_id for g in eligible])
+        self.rebalance.logger.info("Deleting groups %s", [g.group_id for g in eligible])
         self.manager.cleanup_group_metadata(eligible, lambda g: g.remove_all_offsets(), lambda _n: callback(errors))

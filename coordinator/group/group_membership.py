@@ -151,7 +151,7 @@ class GroupMembership:
         if old_member_id is None or old_member_id not in group.members:
             self._add_member_and_rebalance(group, new_member_id, request, future)
             return
-        self.rebalance.log.info("Static member %s of group %s with unknown member id rejoins, assigning new member "
+        self.rebalance.logger.info("Static member %s of group %s with unknown member id rejoins, assigning new member "
                                 "id %s, while old member id %s will be removed.", instance_id, group.group_id,
                                 new_member_id, old_member_id)
         old = group.get(old_member_id)
@@ -354,7 +354,7 @@ class GroupMembership:
 
     def _store_leader_assignment(self, group: GroupMetadata, leader_id: str, generation_id: int,
                                  assignment: dict[str, bytes]) -> None:
-        log = self.rebalance.log
+        log = self.rebalance.logger
         log.info("Assignment received from leader %s for group %s for generation %d. The group has %d members, "
                  "%d of which are static.", leader_id, group.group_id, generation_id, len(group.members),
                  len(group.static_members))
@@ -448,7 +448,7 @@ class GroupMembership:
     def _remove_current_member(self, group: GroupMetadata, member_id: str, reason: str) -> None:
         member = group.get(member_id)
         self.rebalance.remove_heartbeat(group, member_id)
-        self.rebalance.log.info("Member %s has left group %s through explicit `LeaveGroup`", member_id,
+        self.rebalance.logger.info("Member %s has left group %s through explicit `LeaveGroup`", member_id,
                                 group.group_id)
         self.rebalance.remove_member_and_update_group(group, member, reason)
 

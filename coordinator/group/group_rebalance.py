@@ -95,7 +95,7 @@ class GroupRebalance:
         self.config = config
         self.manager = manager
         self.scheduler = scheduler
-        self.log = logger
+        self.logger = logger
         self._joins: dict[str, _DelayedJoin] = {}
         self._syncs: dict[str, Timer] = {}
         self._heartbeats: dict[tuple[str, str], Timer] = {}
@@ -111,7 +111,7 @@ class GroupRebalance:
             self.reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
         self._cancel_sync_expiration(group)
         was_empty = group.is_(GroupState.EMPTY)
-        self.log.info("Preparing to rebalance group %s in state %s with old generation %d (__consumer_offsets-%d) "
+        self.logger.info("Preparing to rebalance group %s in state %s with old generation %d (__consumer_offsets-%d) "
                       "(reason: %s)", group.group_id, group.state, group.generation_id,
                       self.manager.partition_for(group.group_id), reason)
         group.transition_to(GroupState.PREPARING_REBALANCE, self.scheduler.now_ms())
@@ -176,22 +176,22 @@ class GroupRebalance:
             return
         gone = [m for m in group.not_yet_rejoined_members() if not m.is_static]
         if gone:
-            self.log.info("Group %s removed dynamic members who haven't joined: %s", group.group_id,
+            self.logger.info("Group %s removed dynamic members who haven't joined: %s", group.group_id,
                           [m.member_id for m in gone])
         for member in gone:
             group.remove(member.member_id)
             self.remove_heartbeat(group, member.member_id)
         if not group.maybe_elect_new_joined_leader() and group.members:
-            self.log.error("Group %s could not complete rebalance because no members rejoined", group.group_id)
+            self.logger.error("Group %s could not complete rebalance because no members rejoined", group.group_id)
             self._schedule_join(group)
             return
         group.init_next_generation(self.scheduler.now_ms())
         if group.is_(GroupState.EMPTY):
-            self.log.info("Group %s with generation %d is now empty (__consumer_offsets-%d)", group.group_id,
+            self.logger.info("Group %s with generation %d is now empty (__consumer_offsets-%d)", group.group_id,
                           group.generation_id, self.manager.partition_for(group.group_id))
             self.manager.store_group(group, {}, lambda error: None)
             return
-        self.log.info("Stabilized group %s generation %d (__consumer_offsets-%d) with %d members", group.group_id,
+        self.logger.info("Stabilized group %s generation %d (__consumer_offsets-%d) with %d members", group.group_id,
                       group.generation_id, self.manager.partition_for(group.group_id), len(group.members))
         for member in list(group.members.values()):
             group.maybe_complete_join(member, join_result(group, member))
@@ -269,7 +269,7 @@ class GroupRebalance:
         if group.is_(GroupState.DEAD):
             return
         if member_id in group.pending_members:
-            self.log.info("Pending member %s in group %s has been removed after session timeout expiration.",
+            self.logger.info("Pending member %s in group %s has been removed after session timeout expiration.",
                           member_id, group.group_id)
             self.remove_pending_member_and_update_group(group, member_id)
             return
@@ -278,7 +278,7 @@ class GroupRebalance:
             return
         if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
             return  # waiting on the group, not failing: the rebalance reschedules it
-        self.log.info("Member %s in group %s has failed, removing it from the group", member_id, group.group_id)
+        self.logger.info("Member %s in group %s has failed, removing it from the group", member_id, group.group_id)
         self.remove_member_and_update_group(group, member, f"removing member {member_id} on heartbeat expiration")
 
     # -- leaving -------------------------------------------------------------------------
