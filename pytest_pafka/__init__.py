@@ -3,7 +3,7 @@
 Installed with pafka and loaded by pytest through its ``pytest11`` entry point. The classes behind
 the fixtures serve scripts too:
 
-* :class:`BrokerProcess`: one ``pafka broker`` process on loopback (start, SIGTERM, SIGKILL,
+* :class:`BrokerProcess`: one broker process (``python -m broker``) on loopback (start, SIGTERM, SIGKILL,
   restart on the same data dir and port, its log, cleanup by PID);
 * :class:`Cluster`: a ZooKeeper and N brokers on 127.0.0.1..N;
 * :class:`ZooKeeperProcess`: Debian's ZooKeeper as a plain java process on loopback;

@@ -1,4 +1,4 @@
-"""A real ``pafka broker`` process on loopback, for tests and benchmarks alike.
+"""A real pafka broker process on loopback, for tests and benchmarks alike.
 
     with BrokerProcess("delete.topic.enable=false") as broker:   # started here, cleaned up at the end
         broker.restart()                  # SIGTERM, then start on the same data dir and port

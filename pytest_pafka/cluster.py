@@ -1,4 +1,4 @@
-"""A real pafka cluster for tests and benchmarks: one ZooKeeper and N ``pafka broker`` processes.
+"""A real pafka cluster for tests and benchmarks: one ZooKeeper and N broker processes.
 
     with Cluster(3, "min.insync.replicas=2") as cluster:    # ZooKeeper + brokers 1..3, all registered
         cluster.bootstrap                 # "127.0.0.1:p1,127.0.0.2:p2,127.0.0.3:p3"

@@ -5,7 +5,7 @@
         ...
 
 ``pafka_broker``
-    A ``pafka broker`` process on a free 127.0.0.1 port with a fresh data dir, started for the test
+    A broker process (``python -m broker``) on a free 127.0.0.1 port with a fresh data dir, started for the test
     and killed after it (failed or not). A :class:`~pytest_pafka.broker_process.BrokerProcess`.
 ``pafka_broker_factory``
     Starts as many brokers as a test asks for, each with settings of its own:
