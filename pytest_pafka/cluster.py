@@ -67,7 +67,8 @@ class Cluster:
 
     def __init__(self, brokers: int = 3, *overrides: str, session_timeout_ms: int = TEST_SESSION_TIMEOUT_MS,
                  broker_overrides: dict[int, list[str]] | None = None, zookeeper: ZooKeeperProcess | None = None,
-                 start_brokers: bool = True, link_faults: bool = False, security: str = "PLAINTEXT") -> None:
+                 start_brokers: bool = True, link_faults: bool = False, security: str = "PLAINTEXT",
+                 tree: Path | None = None) -> None:
         if not 1 <= brokers <= 254:
             raise ValueError("brokers: 1..254 (one loopback address each)")
         if security not in SECURITY_PROTOCOLS:
@@ -80,6 +81,8 @@ class Cluster:
         self.overrides = list(overrides)
         self.broker_overrides = broker_overrides or {}
         self.start_brokers = start_brokers
+        #: Another checkout whose pafka the brokers run (a benchmark's old tree); None: the installed one.
+        self.tree = tree
         self._shared_zookeeper = zookeeper
         self.zookeeper: ZooKeeperProcess | None = zookeeper
         self.root = Path(tempfile.mkdtemp(prefix="pafka-cluster-"))
@@ -172,7 +175,7 @@ class Cluster:
                      f"zookeeper.session.timeout.ms={self.session_timeout_ms}",
                      *self.overrides, *self.broker_overrides.get(broker_id, [])]
         broker = BrokerProcess(*overrides, data_dir=self.root / f"broker-{broker_id}", host=f"127.0.0.{broker_id}",
-                               log_path=self.root / f"broker-{broker_id}.log")
+                               log_path=self.root / f"broker-{broker_id}.log", tree=self.tree)
         if self.links is not None:  # the later overrides win: listeners and ZooKeeper through the proxies
             broker.overrides += self.links.broker_overrides(broker_id, broker.host, broker.port)
         if self.sasl_ssl is not None:  # its listener replaces the PLAINTEXT one on the same address

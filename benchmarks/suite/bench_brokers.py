@@ -136,6 +136,12 @@ class BenchBroker:
 PAFKA_TREE_ENV = "PAFKA_BENCH_TREE"
 
 
+def bench_tree() -> Path | None:
+    """The checkout ``PAFKA_BENCH_TREE`` names (resolved), or None for this one."""
+    tree = os.environ.get(PAFKA_TREE_ENV)
+    return Path(tree).resolve() if tree else None
+
+
 def _pafka_env() -> dict[str, str]:
     # start-up is measured as a user sees it after `pip install`: with bytecode, which this
     # machine's PYTHONDONTWRITEBYTECODE would otherwise never let the broker write
@@ -155,10 +161,9 @@ def start_pafka(data_dir: Path | None = None, *, host: str = "127.0.0.1", port: 
     """Start ``pafka broker`` on ``data_dir`` (a temp dir of its own if None, removed by
     :func:`remove_data`); returns once listening. Output goes to ``log_path`` (default:
     ``<data_dir>.log`` beside the data dir, or ``broker.log`` in the temp dir)."""
-    tree = os.environ.get(PAFKA_TREE_ENV)
     launcher = BrokerProcess(*overrides, data_dir=data_dir, host=host, port=port, log_path=log_path,
                              env=_pafka_env(), start_timeout_s=START_TIMEOUT_S, stop_timeout_s=STOP_TIMEOUT_S,
-                             tree=Path(tree).resolve() if tree else None)
+                             tree=bench_tree())
     try:
         launcher.start()
     except BaseException:

@@ -40,7 +40,15 @@ from pathlib import Path
 if not __package__:  # run as a file: imports start at the repository root, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from benchmarks.suite.bench_brokers import DEFAULT_PEER_LAUNCHER, BenchBroker, median, proc_cpu_seconds, start_pafka, start_peer
+from benchmarks.suite.bench_brokers import (
+    DEFAULT_PEER_LAUNCHER,
+    BenchBroker,
+    bench_tree,
+    median,
+    proc_cpu_seconds,
+    start_pafka,
+    start_peer,
+)
 from benchmarks.suite.client_common import OthersMeter, delete_topic, human, log, markdown_table
 from benchmarks.suite.client_latency import Scenario as LatencyScenario
 from benchmarks.suite.client_latency import StampedClients, quantiles_ms, send_paced
@@ -305,7 +313,7 @@ def create_offsets_topic(target: Target) -> None:
 def targets_running(peer_launcher: Path) -> Iterator[tuple[Cluster, list[Target]]]:
     """The cluster, a single pafka and the peer, all stopped at the end."""
     single = peer = None
-    with Cluster(3, *CLUSTER_OVERRIDES) as cluster:
+    with Cluster(3, *CLUSTER_OVERRIDES, tree=bench_tree()) as cluster:
         try:
             single = start_pafka()
             peer = start_peer(launcher=peer_launcher)
