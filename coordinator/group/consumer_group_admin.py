@@ -1,0 +1,92 @@
+"""What the coordinator answers about consumer-protocol groups besides their heartbeats.
+
+- ConsumerGroupDescribe;
+- OffsetCommit from their members: the member id and its current member
+  epoch (sent as the generation id) are checked, STALE_MEMBER_EPOCH for
+  another epoch; the offsets are stored with the classic offsets of the same
+  group id (``GroupOffsets``' store), and read back by OffsetFetch as any;
+- keeping the two protocols apart: a JoinGroup for a consumer group with
+  members answers INCONSISTENT_GROUP_PROTOCOL (Kafka's answer when the
+  group cannot be converted), an empty one is dropped so the classic group
+  can form.
+"""
+
+from __future__ import annotations
+
+from coordinator.common.scheduler import Scheduler
+from coordinator.group.consumer_group_heartbeat import ConsumerGroupHeartbeat
+from coordinator.group.consumer_group_requests import ConsumerGroupDescription
+from coordinator.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata, TopicPartition
+from coordinator.group.group_metadata_manager import GroupMetadataManager
+from coordinator.group.group_offsets import CommitCallback
+from coordinator.group.group_status import GroupStatus
+from protocol.errors import ErrorCode
+
+
+class ConsumerGroupAdmin:
+    """Owned by the coordinator, over the groups of its ``ConsumerGroupHeartbeat``."""
+
+    def __init__(self, heartbeats: ConsumerGroupHeartbeat, manager: GroupMetadataManager, scheduler: Scheduler,
+                 status: GroupStatus) -> None:
+        self.heartbeats = heartbeats
+        self.manager = manager
+        self.scheduler = scheduler
+        self.status = status
+
+    def is_consumer_group(self, group_id: str) -> bool:
+        return group_id in self.heartbeats.groups
+
+    # -- ConsumerGroupDescribe -----------------------------------------------------------
+    def describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
+        return [self._describe(group_id) for group_id in group_ids]
+
+    def _describe(self, group_id: str) -> ConsumerGroupDescription:
+        error = self.status.validate(group_id)
+        if error is not None:
+            return ConsumerGroupDescription(group_id, error)
+        group = self.heartbeats.groups.get(group_id)
+        if group is None:
+            return ConsumerGroupDescription(group_id, ErrorCode.GROUP_ID_NOT_FOUND)
+        assignor = self.heartbeats.assignor_for(group.members.values())
+        return ConsumerGroupDescription(group_id, group=group, assignor_name=assignor)
+
+    # -- OffsetCommit --------------------------------------------------------------------
+    def commit_offsets(self, group_id: str, member_id: str, member_epoch: int,
+                       offsets: dict[TopicPartition, OffsetAndMetadata], callback: CommitCallback) -> None:
+        error = self.status.validate(group_id, allow_empty_id=True) or self._commit_error(group_id, member_id,
+                                                                                       member_epoch)
+        if error is not None:
+            callback(dict.fromkeys(offsets, error))
+            return
+        self.manager.store_offsets(self._offsets_holder(group_id), offsets, callback)
+
+    def _commit_error(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
+        """Kafka's ConsumerGroup.validateOffsetCommit."""
+        group = self.heartbeats.groups[group_id]
+        if member_epoch < 0 and not group.members:
+            return None  # an admin client, or a consumer that assigns itself partitions, to an empty group
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return None
+
+    def _offsets_holder(self, group_id: str) -> GroupMetadata:
+        """The classic group of the same id that holds the offsets (Empty, without members)."""
+        holder = self.manager.get_group(group_id)
+        if holder is None or holder.is_(GroupState.DEAD):
+            holder = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.scheduler.now_ms()))
+        return holder
+
+    # -- JoinGroup -----------------------------------------------------------------------
+    def refuses_classic_join(self, group_id: str) -> bool:
+        """True for a consumer group with members; an empty one is dropped (the classic group takes its place)."""
+        group = self.heartbeats.groups.get(group_id)
+        if group is None:
+            return False
+        if group.members:
+            return True
+        self.heartbeats.timeouts.cancel_group(group_id)
+        del self.heartbeats.groups[group_id]
+        return False
