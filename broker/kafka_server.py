@@ -125,7 +125,8 @@ class KafkaServer:
         self.cleaner_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-log-cleaner")
         self.admin = AdminManager(self.broker_id, self.store or MetadataStore.detached(self.metadata.cluster_id),
                                   self.dynamic_config, self.log_manager, self.replica_manager, self.log_cleaner)
-        self.group_coordinator = build_group_coordinator(self.config, self.broker_id, self.replica_manager)
+        self.group_coordinator = build_group_coordinator(self.config, self.broker_id, self.replica_manager,
+                                                         self.metadata)
         self.transaction_state_manager = build_transaction_state_manager(self.config, self.broker_id,
                                                                          self.replica_manager)
         # In a cluster, markers and verifications go to the partitions' leaders the metadata cache names.
@@ -159,7 +160,8 @@ class KafkaServer:
         self.dynamic_config.add_reconfigurable(self._update_connection_limits)
         self.connection_quotas.ip_connection_rate = self.client_quota_configs.ip_quota
         self.socket_server = SocketServer(
-            _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(in_cluster),
+            _not_serving_yet,
+            lambda: KafkaApis.unsupported_api_versions_response(in_cluster, config.group_coordinator_rebalance_protocols),
             config.socket_request_max_bytes, self.credentials, config.connection_failed_authentication_delay_ms,
             self.connection_quotas, sasl_max_receive_size=config.sasl_server_max_receive_size)
         self.services = BrokerServices(
