@@ -198,6 +198,8 @@ class ConsumerGroupHeartbeat:
         else:
             member, replaces = self._static_member(group, member_id, request.instance_id, request)
         updated = self._updated_member(member, request)
+        if replaces is not None and replaces in group.target:
+            group.target[updated.member_id] = group.target.pop(replaces)  # the new instance inherits its target
         self._maybe_bump_group_epoch(group, member, updated)
         if group.group_epoch > group.assignment_epoch:
             self._update_target_assignment(group, updated, replaces)
@@ -313,8 +315,6 @@ class ConsumerGroupHeartbeat:
         members = {m.member_id: m for m in group.members.values() if m.member_id != replaces}
         members[updated.member_id] = updated
         current = dict(group.target)
-        if replaces is not None and replaces in current:
-            current[updated.member_id] = current.pop(replaces)
         ids = {name: info.topic_id for name, info in group.subscription_metadata.items()}
         spec = AssignmentSpec(
             subscriptions={mid: frozenset(ids[n] for n in m.subscribed_topic_names if n in ids)
