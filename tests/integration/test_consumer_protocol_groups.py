@@ -1,0 +1,185 @@
+"""confluent-kafka with ``group.protocol=consumer`` (KIP-848) against a real broker process.
+
+The broker serves the consumer protocol only when switched on
+(``group.coordinator.rebalance.protocols=classic,consumer``). Members run in
+threads of this process, each polling its own consumer; their own rebalance
+callbacks record what they own, and a shared ledger checks that no partition
+is ever owned by two members at once. Members commit synchronously after
+every record, so each record is consumed exactly once across rebalances.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from testing.broker_process import BrokerProcess
+from testing.topics import create_topic
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+PARTITIONS = 12
+HEARTBEAT_INTERVAL_MS = 1000
+SWITCH = ("group.coordinator.rebalance.protocols=classic,consumer",
+          f"group.consumer.heartbeat.interval.ms={HEARTBEAT_INTERVAL_MS}",
+          "group.consumer.min.heartbeat.interval.ms=500",
+          "group.consumer.session.timeout.ms=6000", "group.consumer.min.session.timeout.ms=3000")
+
+
+@dataclass
+class Ledger:
+    """Who owns which partition, as the members' callbacks say; every overlap is recorded."""
+
+    owners: dict[int, str] = field(default_factory=dict)
+    overlaps: list[str] = field(default_factory=list)
+    consumed: dict[tuple[int, int], int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def assigned(self, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            for p in partitions:
+                if self.owners.get(p, member) != member:
+                    self.overlaps.append(f"{member} got {p} still owned by {self.owners[p]}")
+                self.owners[p] = member
+
+    def revoked(self, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            for p in partitions:
+                if self.owners.get(p) == member:
+                    del self.owners[p]
+
+    def record(self, partition: int, offset: int) -> None:
+        with self.lock:
+            self.consumed[(partition, offset)] = self.consumed.get((partition, offset), 0) + 1
+
+    def owned_by(self, member: str) -> set[int]:
+        with self.lock:
+            return {p for p, m in self.owners.items() if m == member}
+
+
+class ThreadMember:
+    def __init__(self, broker: BrokerProcess, name: str, group: str, topic: str, ledger: Ledger) -> None:
+        self.name, self.ledger = name, ledger
+        #: Wall-clock time of its first non-empty assignment (comparable with the broker's log).
+        self.first_assignment_at: float | None = None
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+        self.consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.id": name})
+        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_revoke)
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _on_assign(self, _consumer: Any, partitions: list[Any]) -> None:
+        if partitions and self.first_assignment_at is None:
+            self.first_assignment_at = time.time()
+        self.ledger.assigned(self.name, [tp.partition for tp in partitions])
+
+    def _on_revoke(self, _consumer: Any, partitions: list[Any]) -> None:
+        self.ledger.revoked(self.name, [tp.partition for tp in partitions])
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            message = self.consumer.poll(0.1)
+            if message is None:
+                continue
+            if message.error():
+                self.errors.append(str(message.error()))
+                continue
+            self.ledger.record(message.partition(), message.offset())
+            try:
+                self.consumer.commit(message=message, asynchronous=False)
+            except confluent_kafka.KafkaException as e:
+                self.errors.append(f"commit: {e}")
+        self.consumer.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+def produce(broker: BrokerProcess, topic: str, per_partition: int) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(per_partition * PARTITIONS):
+        producer.produce(topic, value=str(i).encode(), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+def wait_until(condition: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def last_join_time(broker: BrokerProcess, group: str) -> float:
+    """When the broker logged the group's latest member joining (its first heartbeat), in wall-clock seconds."""
+    pattern = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] INFO \[GroupId " + re.escape(group)
+                         + r"\] (Static )?[Mm]ember \S+ .*joins the consumer group", re.MULTILINE)
+    matches = pattern.findall(broker.log_text())
+    assert matches, "no member joined"
+    stamp, millis, _ = matches[-1]
+    return time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(millis) / 1000
+
+
+@contextmanager
+def members(broker: BrokerProcess, names: list[str], group: str, topic: str,
+            ledger: Ledger) -> Iterator[list[ThreadMember]]:
+    started: list[ThreadMember] = []
+    try:
+        started.extend(ThreadMember(broker, name, group, topic, ledger) for name in names)
+        yield started
+    finally:
+        for member in started:
+            member.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("count", [1, 2, 5])
+def test_members_share_a_topic_and_consume_every_record_once(count: int) -> None:
+    group, topic, per_partition = f"cg-{count}", f"ct-{count}", 50
+    with BrokerProcess(*SWITCH) as broker:
+        create_topic(broker.bootstrap, topic, PARTITIONS)
+        produce(broker, topic, per_partition)
+        ledger = Ledger()
+        with members(broker, [f"m{i}" for i in range(count)], group, topic, ledger) as group_members:
+            total = per_partition * PARTITIONS
+            wait_until(lambda: len(ledger.consumed) == total, 60, "every record")
+            wait_until(lambda: len(ledger.owners) == PARTITIONS
+                       and all(len(ledger.owned_by(m.name)) in (PARTITIONS // count, -(-PARTITIONS // count))
+                               for m in group_members), 30, "a balanced assignment")
+        assert not ledger.overlaps
+        assert [key for key, n in ledger.consumed.items() if n > 1] == []
+        assert all(not m.errors for m in group_members), [m.errors for m in group_members]
+
+
+@pytest.mark.slow
+def test_a_member_joining_a_stable_group_of_four_gets_partitions_within_two_heartbeats() -> None:
+    """Measured from its first heartbeat (the broker's log line of its joining) to its own assignment callback."""
+    group, topic = "cg-join", "ct-join"
+    with BrokerProcess(*SWITCH) as broker:
+        create_topic(broker.bootstrap, topic, PARTITIONS)
+        ledger = Ledger()
+        with members(broker, [f"m{i}" for i in range(4)], group, topic, ledger) as group_members:
+            wait_until(lambda: all(len(ledger.owned_by(m.name)) == 3 for m in group_members), 30, "a stable group")
+            time.sleep(2 * HEARTBEAT_INTERVAL_MS / 1000)  # stable for a while
+            with members(broker, ["m4"], group, topic, ledger) as (joiner,):
+                wait_until(lambda: joiner.first_assignment_at is not None, 10, "the joiner's partitions")
+                assert joiner.first_assignment_at is not None
+                took = joiner.first_assignment_at - last_join_time(broker, group)
+                wait_until(lambda: len(ledger.owners) == PARTITIONS
+                           and all(len(ledger.owned_by(m.name)) in (2, 3) for m in [*group_members, joiner]),
+                           30, "a balanced group of five")
+        assert not ledger.overlaps
+        assert took <= 2 * HEARTBEAT_INTERVAL_MS / 1000, took
