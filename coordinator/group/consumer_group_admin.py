@@ -1,6 +1,6 @@
 """What the coordinator answers about consumer-protocol groups besides their heartbeats.
 
-- ConsumerGroupDescribe;
+- ConsumerGroupDescribe, and the consumer groups ListGroups lists;
 - OffsetCommit from their members: the member id and its current member
   epoch (sent as the generation id) are checked, STALE_MEMBER_EPOCH for
   another epoch; the offsets are stored with the classic offsets of the same
@@ -8,12 +8,14 @@
 - keeping the two protocols apart: a JoinGroup for a consumer group with
   members answers INCONSISTENT_GROUP_PROTOCOL (Kafka's answer when the
   group cannot be converted), an empty one is dropped so the classic group
-  can form.
+  can form;
+- DeleteGroups: NON_EMPTY_GROUP for a consumer group with members.
 """
 
 from __future__ import annotations
 
 from coordinator.common.scheduler import Scheduler
+from coordinator.group.consumer_group import ConsumerGroup
 from coordinator.group.consumer_group_heartbeat import ConsumerGroupHeartbeat
 from coordinator.group.consumer_group_requests import ConsumerGroupDescription
 from coordinator.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata, TopicPartition
@@ -50,6 +52,14 @@ class ConsumerGroupAdmin:
         assignor = self.heartbeats.assignor_for(group.members.values())
         return ConsumerGroupDescription(group_id, group=group, assignor_name=assignor)
 
+    # -- ListGroups ----------------------------------------------------------------------
+    def list_groups(self, states: set[str]) -> list[ConsumerGroup]:
+        """The consumer groups, filtered by state (case-insensitive) when ``states`` names some."""
+        if not self.status.active:
+            return []
+        wanted = {s.lower() for s in states}
+        return [g for g in self.heartbeats.groups.values() if not wanted or str(g.state).lower() in wanted]
+
     # -- OffsetCommit --------------------------------------------------------------------
     def commit_offsets(self, group_id: str, member_id: str, member_epoch: int,
                        offsets: dict[TopicPartition, OffsetAndMetadata], callback: CommitCallback) -> None:
@@ -78,6 +88,26 @@ class ConsumerGroupAdmin:
         if holder is None or holder.is_(GroupState.DEAD):
             holder = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.scheduler.now_ms()))
         return holder
+
+    # -- DeleteGroups --------------------------------------------------------------------
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        """The answers for the consumer groups among ``group_ids``: NON_EMPTY_GROUP while it has members;
+        an empty one is removed (NO_ERROR here when no classic group holds offsets for it; otherwise
+        the classic deletion of that holder answers)."""
+        answers: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            group = self.heartbeats.groups.get(group_id)
+            if group is None or self.status.validate(group_id) is not None:
+                continue
+            if group.members:
+                answers[group_id] = ErrorCode.NON_EMPTY_GROUP
+                continue
+            self.heartbeats.timeouts.cancel_group(group_id)
+            del self.heartbeats.groups[group_id]
+            holder = self.manager.get_group(group_id)
+            if holder is None or holder.is_(GroupState.DEAD):
+                answers[group_id] = ErrorCode.NO_ERROR
+        return answers
 
     # -- JoinGroup -----------------------------------------------------------------------
     def refuses_classic_join(self, group_id: str) -> bool:

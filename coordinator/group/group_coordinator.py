@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable
 from coordinator.common.coordinator_log import CoordinatorLog, LogEntry
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from coordinator.common.scheduler import Scheduler, Timer
+from coordinator.group.consumer_group import ConsumerGroup
 from coordinator.group.consumer_group_admin import ConsumerGroupAdmin
 from coordinator.group.consumer_group_heartbeat import (
     ConsumerGroupConfig,
@@ -137,6 +138,10 @@ class GroupCoordinator:
     def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
         return self.consumer_admin.describe(group_ids)
 
+    def list_consumer_groups(self, states: set[str]) -> list[ConsumerGroup]:
+        """ListGroups' consumer groups; their ids are left out of ``handle_list_groups``' classic ones."""
+        return self.consumer_admin.list_groups(states)
+
     # -- offsets and administration --------------------------------------------------------
     def handle_commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                               generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
@@ -171,10 +176,13 @@ class GroupCoordinator:
         return self.admin.handle_describe_group(group_id)
 
     def handle_list_groups(self, states: set[str]) -> tuple[ErrorCode, list[GroupMetadata]]:
-        return self.admin.handle_list_groups(states)
+        error, groups = self.admin.handle_list_groups(states)
+        return error, [g for g in groups if not self.consumer_admin.is_consumer_group(g.group_id)]
 
     def handle_delete_groups(self, group_ids: list[str], callback: Callable[[dict[str, ErrorCode]], None]) -> None:
-        self.admin.handle_delete_groups(group_ids, callback)
+        answered = self.consumer_admin.delete_groups(group_ids)
+        self.admin.handle_delete_groups([g for g in group_ids if g not in answered],
+                                        lambda errors: callback({**errors, **answered}))
 
     # -- loading ---------------------------------------------------------------------
     def local_partitions(self) -> list[int]:

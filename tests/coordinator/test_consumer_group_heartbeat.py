@@ -313,3 +313,22 @@ def test_describe_and_shutdown_cancels_the_timers() -> None:
     h.coordinator.shutdown_timers()
     assert h.coordinator.consumer_groups.timeouts.pending == 0
 
+
+
+def test_listed_as_consumer_groups_and_deleted_only_when_empty() -> None:
+    h = Harness()
+    a = Member(h, "a")
+    h.coordinator.handle_commit_offsets("g", "a", None, a.epoch, {("t", 0): OffsetAndMetadata(1, -1, "", 0)},
+                                        lambda _: None)
+    assert [(g.group_id, str(g.state)) for g in h.coordinator.list_consumer_groups(set())] == [("g", "Stable")]
+    assert h.coordinator.list_consumer_groups({"empty"}) == []
+    assert h.coordinator.handle_list_groups(set())[1] == []  # the classic holder of its offsets is not listed
+    answers: list[dict[str, ErrorCode]] = []
+    h.coordinator.handle_delete_groups(["g"], answers.append)
+    assert answers == [{"g": ErrorCode.NON_EMPTY_GROUP}]
+    h.heartbeat("a", -1)
+    assert [str(g.state) for g in h.coordinator.list_consumer_groups({"EMPTY"})] == ["Empty"]
+    h.coordinator.handle_delete_groups(["g"], answers.append)
+    assert answers[-1] == {"g": ErrorCode.NO_ERROR}
+    assert "g" not in h.coordinator.consumer_groups.groups
+    assert h.coordinator.handle_fetch_offsets("g", False, [("t", 0)])[1][("t", 0)] is None
