@@ -183,3 +183,28 @@ def test_a_member_joining_a_stable_group_of_four_gets_partitions_within_two_hear
                            30, "a balanced group of five")
         assert not ledger.overlaps
         assert took <= 2 * HEARTBEAT_INTERVAL_MS / 1000, took
+
+
+@pytest.mark.slow
+def test_admin_lists_and_describes_a_consumer_group() -> None:
+    """librdkafka's admin: ListGroups with a type filter, ConsumerGroupDescribe (DescribeGroups for an unknown id)."""
+    from confluent_kafka import ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+
+    group, topic = "cg-admin", "ct-admin"
+    with BrokerProcess(*SWITCH) as broker:
+        create_topic(broker.bootstrap, topic, PARTITIONS)
+        ledger = Ledger()
+        with members(broker, ["m0", "m1"], group, topic, ledger):
+            wait_until(lambda: len(ledger.owners) == PARTITIONS and len(ledger.owned_by("m0")) == 6, 30,
+                       "a balanced group of two")
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(10)
+            assert [(g.group_id, g.type) for g in listed.valid] == [(group, ConsumerGroupType.CONSUMER)]
+            classic = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(10)
+            assert [g.group_id for g in classic.valid] == []
+            described = admin.describe_consumer_groups([group])[group].result(10)
+            assert described.type == ConsumerGroupType.CONSUMER and described.partition_assignor == "uniform"
+            assert sorted(m.client_id for m in described.members) == ["m0", "m1"]
+            assert sorted(tp.partition for m in described.members
+                          for tp in m.assignment.topic_partitions) == list(range(PARTITIONS))
