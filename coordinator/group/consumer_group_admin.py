@@ -70,6 +70,17 @@ class ConsumerGroupAdmin:
             return
         self.manager.store_offsets(self._offsets_holder(group_id), offsets, callback)
 
+    def offset_fetch_error(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        """Kafka's ConsumerGroup.validateOffsetFetch: a fetch naming a member (or an epoch) must be its
+        current one; None also for a group that is not a consumer group."""
+        group = self.heartbeats.groups.get(group_id)
+        if group is None or (member_id is None and member_epoch < 0):
+            return None
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else None
+
     def _commit_error(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
         """Kafka's ConsumerGroup.validateOffsetCommit."""
         group = self.heartbeats.groups[group_id]

@@ -161,6 +161,11 @@ class GroupCoordinator:
                                                generation_id, offsets, callback, transactional_id,
                                                add_to_transaction)
 
+    def consumer_offset_fetch_error(self, group_id: str, member_id: str | None, member_epoch: int
+                                    ) -> ErrorCode | None:
+        """OffsetFetch v9+ from a member of a consumer-protocol group: None when it may fetch."""
+        return self.consumer_admin.offset_fetch_error(group_id, member_id, member_epoch)
+
     def handle_fetch_offsets(self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None
                              ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None], set[TopicPartition]]:
         return self.offsets.handle_fetch_offsets(group_id, require_stable, partitions)

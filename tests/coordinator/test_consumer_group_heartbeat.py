@@ -332,3 +332,14 @@ def test_listed_as_consumer_groups_and_deleted_only_when_empty() -> None:
     assert answers[-1] == {"g": ErrorCode.NO_ERROR}
     assert "g" not in h.coordinator.consumer_groups.groups
     assert h.coordinator.handle_fetch_offsets("g", False, [("t", 0)])[1][("t", 0)] is None
+
+
+def test_offset_fetch_from_a_member_checks_its_epoch() -> None:
+    h = Harness()
+    a = Member(h, "a")
+    check = h.coordinator.consumer_offset_fetch_error
+    assert check("g", None, -1) is None  # an admin client
+    assert check("g", "a", a.epoch) is None
+    assert check("g", "a", a.epoch + 1) == ErrorCode.STALE_MEMBER_EPOCH
+    assert check("g", "x", a.epoch) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert check("classic-or-absent", "x", 3) is None
