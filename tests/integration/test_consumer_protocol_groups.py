@@ -65,15 +65,18 @@ class Ledger:
 
 
 class ThreadMember:
-    def __init__(self, broker: BrokerProcess, name: str, group: str, topic: str, ledger: Ledger) -> None:
+    def __init__(self, broker: BrokerProcess, name: str, group: str, topic: str, ledger: Ledger,
+                 instance_id: str | None = None) -> None:
         self.name, self.ledger = name, ledger
         #: Wall-clock time of its first non-empty assignment (comparable with the broker's log).
         self.first_assignment_at: float | None = None
         self.stop = threading.Event()
         self.errors: list[str] = []
-        self.consumer = confluent_kafka.Consumer({
-            "bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
-            "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.id": name})
+        settings = {"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+                    "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.id": name}
+        if instance_id is not None:
+            settings["group.instance.id"] = instance_id
+        self.consumer = confluent_kafka.Consumer(settings)
         self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                 on_lost=self._on_revoke)
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -208,3 +211,34 @@ def test_admin_lists_and_describes_a_consumer_group() -> None:
             assert sorted(m.client_id for m in described.members) == ["m0", "m1"]
             assert sorted(tp.partition for m in described.members
                           for tp in m.assignment.topic_partitions) == list(range(PARTITIONS))
+
+
+@pytest.mark.slow
+def test_members_leave_and_a_static_member_comes_back_to_its_partitions() -> None:
+    group, topic, per_partition = "cg-static", "ct-static", 20
+    with BrokerProcess(*SWITCH) as broker:
+        create_topic(broker.bootstrap, topic, PARTITIONS)
+        produce(broker, topic, per_partition)
+        ledger = Ledger()
+        with members(broker, ["m0", "m1", "m2"], group, topic, ledger) as dynamic:
+            static = ThreadMember(broker, "s", group, topic, ledger, instance_id="instance-s")
+            try:
+                wait_until(lambda: all(len(ledger.owned_by(m)) == 3 for m in ("m0", "m1", "m2", "s")), 30,
+                           "a balanced group of four")
+                kept = ledger.owned_by("s")
+            finally:
+                static.close()  # a static member leaves with epoch -2: it keeps its place
+            time.sleep(2 * HEARTBEAT_INTERVAL_MS / 1000)
+            assert all(len(ledger.owned_by(m.name)) == 3 for m in dynamic)  # nobody took its partitions
+            back = ThreadMember(broker, "s-again", group, topic, ledger, instance_id="instance-s")
+            try:
+                wait_until(lambda: ledger.owned_by("s-again") == kept, 10, "its partitions back")
+                dynamic[0].close()  # a dynamic member leaves (epoch -1): its partitions move
+                wait_until(lambda: len(ledger.owners) == PARTITIONS and not ledger.owned_by("m0"), 30,
+                           "the leaver's partitions taken over")
+                produce(broker, topic, per_partition)
+                wait_until(lambda: len(ledger.consumed) == 2 * per_partition * PARTITIONS, 60, "every record")
+            finally:
+                back.close()
+        assert not ledger.overlaps
+        assert [key for key, n in ledger.consumed.items() if n > 1] == []
