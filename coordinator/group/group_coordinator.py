@@ -178,6 +178,11 @@ class GroupCoordinator:
         self.offsets.handle_deleted_topics(topics, callback)
 
     def handle_describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary | None]:
+        """DescribeGroups describes classic groups: a consumer-protocol group is no classic group, so it is
+        answered as one that does not exist (Dead), as Kafka's describeGroups does."""
+        if self.status.validate(group_id, allow_empty_id=True) is None and self.consumer_admin.is_consumer_group(
+                group_id):
+            return ErrorCode.NO_ERROR, None
         return self.admin.handle_describe_group(group_id)
 
     def handle_list_groups(self, states: set[str]) -> tuple[ErrorCode, list[GroupMetadata]]:

@@ -343,3 +343,11 @@ def test_offset_fetch_from_a_member_checks_its_epoch() -> None:
     assert check("g", "a", a.epoch + 1) == ErrorCode.STALE_MEMBER_EPOCH
     assert check("g", "x", a.epoch) == ErrorCode.UNKNOWN_MEMBER_ID
     assert check("classic-or-absent", "x", 3) is None
+
+
+def test_describe_groups_answers_a_consumer_group_as_no_classic_group() -> None:
+    h = Harness()
+    a = Member(h, "a")
+    h.coordinator.handle_commit_offsets("g", "a", None, a.epoch, {("t", 0): OffsetAndMetadata(1, -1, "", 0)},
+                                        lambda _: None)
+    assert h.coordinator.handle_describe_group("g") == (ErrorCode.NO_ERROR, None)
