@@ -1,9 +1,9 @@
 """What the coordinator answers about consumer-protocol groups besides their heartbeats.
 
 - ConsumerGroupDescribe, and the consumer groups ListGroups lists;
-- OffsetCommit from their members: the member id and its current member
-  epoch (sent as the generation id) are checked, STALE_MEMBER_EPOCH for
-  another epoch; the offsets are stored with the classic offsets of the same
+- OffsetCommit (and TxnOffsetCommit) from their members: the member id and
+  its current member epoch (sent as the generation id) are checked,
+  STALE_MEMBER_EPOCH for another epoch (ILLEGAL_GENERATION in a transaction); the offsets are stored with the classic offsets of the same
   group id (``GroupOffsets``' store), and read back by OffsetFetch as any;
 - keeping the two protocols apart: a JoinGroup for a consumer group with
   members answers INCONSISTENT_GROUP_PROTOCOL (Kafka's answer when the
@@ -69,6 +69,21 @@ class ConsumerGroupAdmin:
             callback(dict.fromkeys(offsets, error))
             return
         self.manager.store_offsets(self._offsets_holder(group_id), offsets, callback)
+
+    def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                           member_epoch: int, offsets: dict[TopicPartition, OffsetAndMetadata],
+                           callback: CommitCallback, transactional_id: str | None = None,
+                           add_to_transaction: bool = False) -> None:
+        """TxnOffsetCommit from a member: checked as a commit, but TxnOffsetCommit has no
+        STALE_MEMBER_EPOCH, so another epoch is ILLEGAL_GENERATION (as Kafka converts it)."""
+        error = self.status.validate(group_id) or self._commit_error(group_id, member_id, member_epoch)
+        if error == ErrorCode.STALE_MEMBER_EPOCH:
+            error = ErrorCode.ILLEGAL_GENERATION
+        if error is not None:
+            callback(dict.fromkeys(offsets, error))
+            return
+        self.manager.store_transactional_offsets(self._offsets_holder(group_id), producer_id, producer_epoch, offsets,
+                                                 callback, transactional_id, add_to_transaction)
 
     def offset_fetch_error(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
         """Kafka's ConsumerGroup.validateOffsetFetch: a fetch naming a member (or an epoch) must be its

@@ -157,6 +157,10 @@ class GroupCoordinator:
                                   offsets: dict[TopicPartition, OffsetAndMetadata],
                                   callback: CommitCallback, transactional_id: str | None = None,
                                   add_to_transaction: bool = False) -> None:
+        if self.consumer_admin.is_consumer_group(group_id):
+            self.consumer_admin.commit_txn_offsets(group_id, producer_id, producer_epoch, member_id, generation_id,
+                                                   offsets, callback, transactional_id, add_to_transaction)
+            return
         self.offsets.handle_txn_commit_offsets(group_id, producer_id, producer_epoch, member_id, group_instance_id,
                                                generation_id, offsets, callback, transactional_id,
                                                add_to_transaction)

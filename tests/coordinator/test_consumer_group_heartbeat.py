@@ -351,3 +351,13 @@ def test_describe_groups_answers_a_consumer_group_as_no_classic_group() -> None:
     h.coordinator.handle_commit_offsets("g", "a", None, a.epoch, {("t", 0): OffsetAndMetadata(1, -1, "", 0)},
                                         lambda _: None)
     assert h.coordinator.handle_describe_group("g") == (ErrorCode.NO_ERROR, None)
+
+
+def test_transactional_commits_check_the_member_and_answer_illegal_generation_for_another_epoch() -> None:
+    h = Harness()
+    a = Member(h, "a")
+    outcomes: list[dict[tuple[str, int], ErrorCode]] = []
+    offsets = {("t", 0): OffsetAndMetadata(5, -1, "", 0)}
+    h.coordinator.handle_txn_commit_offsets("g", 7, 0, "a", None, a.epoch + 1, offsets, outcomes.append)
+    h.coordinator.handle_txn_commit_offsets("g", 7, 0, "", None, -1, offsets, outcomes.append)
+    assert [o[("t", 0)] for o in outcomes] == [ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID]
