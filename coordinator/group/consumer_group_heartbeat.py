@@ -187,7 +187,7 @@ class ConsumerGroupHeartbeat:
             return ConsumerGroupHeartbeatResult(e.error, e.message)
 
     def _heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResult:
-        group = self._group_for(request.group_id, create=request.member_epoch == 0)
+        group = self._group_for(request.group_id, request.member_epoch == 0, request.member_id)
         if len(group.members) >= self.config.max_size and (
                 not request.member_id or request.member_id not in group.members):
             raise ConsumerGroupError(ErrorCode.GROUP_MAX_SIZE_REACHED, (
@@ -220,7 +220,7 @@ class ConsumerGroupHeartbeat:
             assignment=reconciled.assigned if full or changed else None)
 
     # -- the group and the member ---------------------------------------------------------
-    def _group_for(self, group_id: str, create: bool) -> ConsumerGroup:
+    def _group_for(self, group_id: str, create: bool, member_id: str) -> ConsumerGroup:
         """The group (a new one is registered only once its first heartbeat succeeds)."""
         group = self.groups.get(group_id)
         if group is not None:
@@ -231,7 +231,12 @@ class ConsumerGroupHeartbeat:
             if not (create and classic.is_(GroupState.EMPTY)):
                 raise ConsumerGroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
         elif not create:
-            raise ConsumerGroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+            # Kafka answers GROUP_ID_NOT_FOUND ("Consumer group <id> not found."), which clients take as fatal;
+            # there a member's group is never missing, as its records outlive a restart or a coordinator
+            # move. Here they do not yet, so a member heartbeating after one is told what a member the
+            # group no longer knows is told, and joins again.
+            raise ConsumerGroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                     f"Member {member_id} is not a member of group {group_id}.")
         return ConsumerGroup(group_id)
 
     def _dynamic_member(self, group: ConsumerGroup, member_id: str,

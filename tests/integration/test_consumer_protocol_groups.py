@@ -242,3 +242,23 @@ def test_members_leave_and_a_static_member_comes_back_to_its_partitions() -> Non
                 back.close()
         assert not ledger.overlaps
         assert [key for key, n in ledger.consumed.items() if n > 1] == []
+
+
+@pytest.mark.slow
+def test_members_join_again_after_the_broker_restarts() -> None:
+    """The groups are not persisted yet: after a restart their members are told they are unknown and rejoin
+    (Kafka, which reloads the group, would let them go on with their epochs)."""
+    group, topic = "cg-restart", "ct-restart"
+    with BrokerProcess(*SWITCH) as broker:
+        create_topic(broker.bootstrap, topic, PARTITIONS)
+        ledger = Ledger()
+        with members(broker, ["m0", "m1"], group, topic, ledger) as group_members:
+            wait_until(lambda: len(ledger.owners) == PARTITIONS, 30, "an assignment")
+            broker.restart()
+            wait_until(lambda: len(ledger.owners) == PARTITIONS and all(ledger.owned_by(m.name) for m in group_members)
+                       and broker.log_text().count(f"[GroupId {group}] Bumped group epoch to 1.") == 2, 30,
+                       "an assignment after the restart")
+            produce(broker, topic, 5)
+            wait_until(lambda: len(ledger.consumed) == 5 * PARTITIONS, 30, "every record")
+        assert not ledger.overlaps
+        assert all(not any("FATAL" in e.upper() for e in m.errors) for m in group_members), [m.errors for m in group_members]
