@@ -108,6 +108,8 @@ class ConsumerGroup:
         self.partition_owners: dict[tuple[uuid.UUID, int], str] = {}
         #: Topic name → its id and partition count, for every topic some member subscribes to.
         self.subscription_metadata: dict[str, TopicInfo] = {}
+        #: Topic name → how many members subscribe to it (kept as members change: a heartbeat reads it).
+        self._subscribers: dict[str, int] = {}
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -137,6 +139,7 @@ class ConsumerGroup:
         if replaces is not None and replaces in self.target:
             self.target[member.member_id] = self.target.pop(replaces)
         self.members[member.member_id] = member
+        self._count(member, 1)
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
         for tp in member.owned_partitions():
@@ -153,16 +156,26 @@ class ConsumerGroup:
         return member
 
     def _release(self, member: ConsumerGroupMember) -> None:
+        self._count(member, -1)
         for tp in member.owned_partitions():
             if self.partition_owners.get(tp) == member.member_id:
                 del self.partition_owners[tp]
 
     def subscribed_topic_names(self, extra: ConsumerGroupMember | None = None) -> set[str]:
         """Every topic some member subscribes to, with ``extra`` in place of the member of its id."""
-        names: set[str] = set()
-        for member in self.members.values():
-            if extra is None or member.member_id != extra.member_id:
-                names.update(member.subscribed_topic_names)
+        counts = dict(self._subscribers)
         if extra is not None:
-            names.update(extra.subscribed_topic_names)
-        return names
+            previous = self.members.get(extra.member_id)
+            for name in () if previous is None else previous.subscribed_topic_names:
+                counts[name] -= 1
+            for name in extra.subscribed_topic_names:
+                counts[name] = counts.get(name, 0) + 1
+        return {name for name, count in counts.items() if count > 0}
+
+    def _count(self, member: ConsumerGroupMember, delta: int) -> None:
+        for name in member.subscribed_topic_names:
+            count = self._subscribers.get(name, 0) + delta
+            if count > 0:
+                self._subscribers[name] = count
+            else:
+                self._subscribers.pop(name, None)
