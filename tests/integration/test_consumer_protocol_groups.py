@@ -262,3 +262,48 @@ def test_members_join_again_after_the_broker_restarts() -> None:
             wait_until(lambda: len(ledger.consumed) == 5 * PARTITIONS, 30, "every record")
         assert not ledger.overlaps
         assert all(not any("FATAL" in e.upper() for e in m.errors) for m in group_members), [m.errors for m in group_members]
+
+
+def _first_error(consumer: Any, timeout_s: float) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is not None and message.error():
+            return message.error()
+    return None
+
+
+@pytest.mark.slow
+def test_a_classic_group_and_a_consumer_group_of_one_id_do_not_mix() -> None:
+    """Without online migration, as Kafka with group.consumer.migration.policy=disabled: a classic member
+    is refused by a consumer group (INCONSISTENT_GROUP_PROTOCOL), a consumer-protocol member by a classic
+    group with members (GROUP_ID_NOT_FOUND)."""
+    with BrokerProcess(*SWITCH) as broker:
+        create_topic(broker.bootstrap, "ct-mix", PARTITIONS)
+        ledger = Ledger()
+        with members(broker, ["m0"], "cg-mix", "ct-mix", ledger):
+            wait_until(lambda: len(ledger.owners) == PARTITIONS, 30, "the consumer group")
+            classic = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "cg-mix",
+                                                "group.protocol": "classic"})
+            classic.subscribe(["ct-mix"])
+            try:
+                error = _first_error(classic, 15)
+                assert error is not None and error.code() == confluent_kafka.KafkaError.INCONSISTENT_GROUP_PROTOCOL
+            finally:
+                classic.close()
+
+        first = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "classic-mix",
+                                          "group.protocol": "classic"})
+        first.subscribe(["ct-mix"])
+        modern = None
+        try:
+            wait_until(lambda: first.poll(0.1) is None and bool(first.assignment()), 30, "the classic group")
+            modern = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "classic-mix",
+                                               "group.protocol": "consumer"})
+            modern.subscribe(["ct-mix"])
+            error = _first_error(modern, 15)
+            assert error is not None and "group id does not exist" in error.str().lower(), error
+        finally:
+            first.close()
+            if modern is not None:
+                modern.close()
