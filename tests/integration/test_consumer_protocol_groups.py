@@ -11,6 +11,8 @@ every record, so each record is consumed exactly once across rebalances.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -307,3 +309,37 @@ def test_a_classic_group_and_a_consumer_group_of_one_id_do_not_mix() -> None:
             first.close()
             if modern is not None:
                 modern.close()
+
+
+_KILLABLE_MEMBER = """
+import sys
+from confluent_kafka import Consumer
+consumer = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "group.protocol": "consumer"})
+consumer.subscribe([sys.argv[3]], on_assign=lambda c, ps: print("assigned", len(ps), flush=True))
+while True:
+    consumer.poll(0.1)
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_members_partitions_move_after_its_session_times_out() -> None:
+    group, topic = "cg-kill", "ct-kill"
+    with BrokerProcess(*SWITCH) as broker:
+        create_topic(broker.bootstrap, topic, PARTITIONS)
+        ledger = Ledger()
+        with members(broker, ["m0", "m1"], group, topic, ledger):
+            wait_until(lambda: len(ledger.owners) == PARTITIONS, 30, "the group of two")
+            victim = subprocess.Popen([sys.executable, "-c", _KILLABLE_MEMBER, broker.bootstrap, group, topic],
+                                      stdout=subprocess.PIPE, text=True)
+            try:
+                wait_until(lambda: len(ledger.owners) == 8, 30, "the third member's partitions")
+            finally:
+                victim.kill()
+                victim.wait(10)
+                assert victim.stdout is not None
+                victim.stdout.close()
+            killed_at = time.monotonic()
+            wait_until(lambda: len(ledger.owners) == PARTITIONS, 6 + 10, "the killed member's partitions")
+            took = time.monotonic() - killed_at
+        assert not ledger.overlaps
+        assert 3 <= took <= 6 + 3 * HEARTBEAT_INTERVAL_MS / 1000, took  # its session (6 s), then the survivors' heartbeats
