@@ -62,9 +62,12 @@ class ConsumerGroupAdmin:
 
     # -- OffsetCommit --------------------------------------------------------------------
     def commit_offsets(self, group_id: str, member_id: str, member_epoch: int,
-                       offsets: dict[TopicPartition, OffsetAndMetadata], callback: CommitCallback) -> None:
-        error = self.status.validate(group_id, allow_empty_id=True) or self._commit_error(group_id, member_id,
-                                                                                       member_epoch)
+                       offsets: dict[TopicPartition, OffsetAndMetadata], callback: CommitCallback,
+                       member_epoch_api: bool = True) -> None:
+        """``member_epoch_api``: the request is OffsetCommit v9+, the versions a consumer-protocol member
+        must use (an older one from a member is UNSUPPORTED_VERSION)."""
+        error = self.status.validate(group_id, allow_empty_id=True) or self._commit_error(
+            group_id, member_id, member_epoch, member_epoch_api)
         if error is not None:
             callback(dict.fromkeys(offsets, error))
             return
@@ -96,14 +99,17 @@ class ConsumerGroupAdmin:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else None
 
-    def _commit_error(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
-        """Kafka's ConsumerGroup.validateOffsetCommit."""
+    def _commit_error(self, group_id: str, member_id: str, member_epoch: int,
+                      member_epoch_api: bool = True) -> ErrorCode | None:
+        """Kafka's ConsumerGroup.validateOffsetCommit (a transactional commit passes ``member_epoch_api``)."""
         group = self.heartbeats.groups[group_id]
         if member_epoch < 0 and not group.members:
             return None  # an admin client, or a consumer that assigns itself partitions, to an empty group
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if not member_epoch_api:
+            return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
         return None

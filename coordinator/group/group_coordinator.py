@@ -145,10 +145,12 @@ class GroupCoordinator:
     # -- offsets and administration --------------------------------------------------------
     def handle_commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                               generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
-                              callback: CommitCallback) -> None:
+                              callback: CommitCallback, member_epoch_api: bool = True) -> None:
+        """``member_epoch_api``: OffsetCommit v9+ (what a consumer-protocol member must send)."""
         if self.consumer_admin.is_consumer_group(group_id):
             # Its members commit with their member epoch as the generation.
-            self.consumer_admin.commit_offsets(group_id, member_id, generation_id, offsets, callback)
+            self.consumer_admin.commit_offsets(group_id, member_id, generation_id, offsets, callback,
+                                               member_epoch_api)
             return
         self.offsets.handle_commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, callback)
 

@@ -365,3 +365,12 @@ def test_transactional_commits_check_the_member_and_answer_illegal_generation_fo
     h.coordinator.handle_txn_commit_offsets("g", 7, 0, "a", None, a.epoch + 1, offsets, outcomes.append)
     h.coordinator.handle_txn_commit_offsets("g", 7, 0, "", None, -1, offsets, outcomes.append)
     assert [o[("t", 0)] for o in outcomes] == [ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID]
+
+
+def test_a_member_must_commit_with_offset_commit_v9_or_later() -> None:
+    h = Harness()
+    a = Member(h, "a")
+    outcomes: list[dict[tuple[str, int], ErrorCode]] = []
+    h.coordinator.handle_commit_offsets("g", "a", None, a.epoch, {("t", 0): OffsetAndMetadata(5, -1, "", 0)},
+                                        outcomes.append, member_epoch_api=False)
+    assert outcomes == [{("t", 0): ErrorCode.UNSUPPORTED_VERSION}]
