@@ -242,15 +242,15 @@ class ConsumerGroupHeartbeat:
     def _dynamic_member(self, group: ConsumerGroup, member_id: str,
                         request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupMember:
         member = group.members.get(member_id)
-        if request.member_epoch == 0:
-            # A new member, or one that abandoned its partitions (fenced) and joins again from scratch.
+        if member is None:
+            if request.member_epoch != 0:
+                raise ConsumerGroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                         f"Member {member_id} is not a member of group {group.group_id}.")
             log.info("[GroupId %s] Member %s joins the consumer group using the consumer protocol.",
                      group.group_id, member_id)
-            return ConsumerGroupMember(member_id) if member is None else replace(
-                member, member_epoch=0, previous_member_epoch=0, state=MemberState.STABLE, assigned={}, revoking={})
-        if member is None:
-            raise ConsumerGroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                     f"Member {member_id} is not a member of group {group.group_id}.")
+            return ConsumerGroupMember(member_id)
+        # A member the group still has is checked even when it joins again with epoch 0 (as in Kafka: it is
+        # fenced unless it had just joined; it is removed when its session expires, then it joins anew).
         _check_member_epoch(member, request.member_epoch, request.owned)
         return member
 

@@ -374,3 +374,15 @@ def test_a_member_must_commit_with_offset_commit_v9_or_later() -> None:
     h.coordinator.handle_commit_offsets("g", "a", None, a.epoch, {("t", 0): OffsetAndMetadata(5, -1, "", 0)},
                                         outcomes.append, member_epoch_api=False)
     assert outcomes == [{("t", 0): ErrorCode.UNSUPPORTED_VERSION}]
+
+
+def test_a_member_the_group_still_has_is_fenced_when_it_joins_again_with_epoch_zero() -> None:
+    h = Harness()
+    a = Member(h, "a")
+    assert h.join("a").error == ErrorCode.NO_ERROR  # just joined: epoch 0 is its previous epoch
+    Member(h, "b")
+    settle([a])
+    rejoin = h.join("a")
+    assert (rejoin.error, rejoin.error_message) == (ErrorCode.FENCED_MEMBER_EPOCH, (
+        f"The consumer group member has a smaller member epoch (0) than the one known by the group coordinator "
+        f"({a.epoch}). The member must abandon all its partitions and rejoin."))
