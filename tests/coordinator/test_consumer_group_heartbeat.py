@@ -386,3 +386,16 @@ def test_a_member_the_group_still_has_is_fenced_when_it_joins_again_with_epoch_z
     assert (rejoin.error, rejoin.error_message) == (ErrorCode.FENCED_MEMBER_EPOCH, (
         f"The consumer group member has a smaller member epoch (0) than the one known by the group coordinator "
         f"({a.epoch}). The member must abandon all its partitions and rejoin."))
+
+
+def test_a_topic_that_grows_or_goes_changes_the_assignment() -> None:
+    h = Harness()
+    a = Member(h, "a", topics=("t", "u"))
+    assert a.owned == {TOPIC: frozenset(range(12)), OTHER: frozenset(range(4))}
+    epoch = h.group.group_epoch
+    h.topics.topics["t"] = TopicInfo(TOPIC, 16)  # partitions added
+    settle([a])
+    assert a.owned[TOPIC] == frozenset(range(16)) and h.group.group_epoch == epoch + 1
+    del h.topics.topics["u"]  # deleted
+    settle([a])
+    assert set(a.owned) == {TOPIC} or not a.owned.get(OTHER)
