@@ -3,7 +3,8 @@
 Served only when ``group.coordinator.rebalance.protocols`` lists ``consumer``
 (``REBALANCE_PROTOCOL``; see broker.config.consumer_group_config). v1 lets
 the member choose its member id (an empty one is invalid) and adds
-SubscribedTopicRegex. The coordinator answers at once.
+SubscribedTopicRegex. READ on the group and DESCRIBE on every subscribed
+topic are needed, as in Kafka. The coordinator answers at once.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import uuid
 from typing import TYPE_CHECKING
 
 from broker.handlers.join_group import client_host
-from broker.security.auth_helper import authorize_group
+from broker.security.auth_helper import authorize_group, authorized_names
 from coordinator.group.consumer_group import Assignment
 from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatRequest as CoordinatorRequest
 from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatResult
-from protocol.acl_types import AclOperation
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.consumer_group_heartbeat import (
     Assignment as WireAssignment,
@@ -71,5 +72,9 @@ def handle(ctx: RequestContext, broker: BrokerServices,
            request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
     if not authorize_group(ctx, broker, AclOperation.READ, request.group_id):
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    names = request.subscribed_topic_names
+    if names and len(authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(set(names)):
+        # Kafka: a member may only subscribe to topics it may describe.
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     answer = broker.group_coordinator.consumer_group_heartbeat(coordinator_request(ctx, request))
     return build_response(answer.result())
