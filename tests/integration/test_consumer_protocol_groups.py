@@ -292,20 +292,23 @@ def test_members_leave_and_a_static_member_comes_back_to_its_partitions() -> Non
 @pytest.mark.slow
 def test_members_join_again_after_the_broker_restarts() -> None:
     """The groups are not persisted yet: after a restart their members are told they are unknown and rejoin
-    (Kafka, which reloads the group, would let them go on with their epochs)."""
+    (Kafka, which reloads the group, would let them go on with their epochs). Until a member's first heartbeat
+    after the restart tells it so, it still owns partitions the restarted broker may already give to a member
+    that rejoined first: the one window where two members own a partition, which persisting the groups closes;
+    so this test does not check for overlaps."""
     group, topic = "cg-restart", "ct-restart"
     with BrokerProcess(*SWITCH) as broker:
         create_topic(broker.bootstrap, topic, PARTITIONS)
         ledger = Ledger()
         with members(broker, ["m0", "m1"], group, topic, ledger) as group_members:
-            wait_until(lambda: len(ledger.owners) == PARTITIONS, 30, "an assignment")
+            wait_until(lambda: len(ledger.owners) == PARTITIONS
+                       and all(len(ledger.owned_by(m.name)) == 6 for m in group_members), 30, "an assignment")
             broker.restart()
             wait_until(lambda: len(ledger.owners) == PARTITIONS and all(ledger.owned_by(m.name) for m in group_members)
                        and broker.log_text().count(f"[GroupId {group}] Bumped group epoch to 1.") == 2, 30,
                        "an assignment after the restart")
             produce(broker, topic, 5)
             wait_until(lambda: len(ledger.consumed) == 5 * PARTITIONS, 30, "every record")
-        assert not ledger.overlaps
         assert all(not any("FATAL" in e.upper() for e in m.errors) for m in group_members), [m.errors for m in group_members]
 
 
