@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from collections.abc import Callable
 
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, LocalAddPartitionsToTxnManager
 from broker.cluster.coordinator_cluster import CoordinatorCluster
 from broker.config.broker_config import BrokerConfig
+from broker.metadata_view import TopicRegistry
 from coordinator.common.coordinator_log import ReplicaCoordinatorLog
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from coordinator.common.scheduler import AsyncioScheduler
+from coordinator.group.consumer_group import TopicInfo
+from coordinator.group.consumer_group_assignors import assignor_names
+from coordinator.group.consumer_group_heartbeat import ConsumerGroupConfig
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig
 from coordinator.group.group_metadata_manager import GroupMetadataManager
@@ -46,8 +51,33 @@ from replication.replica_manager import ReplicaManager
 TRANSACTION_LOG_APPEND_TIMEOUT_MS = 30_000
 
 
-def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager) -> GroupCoordinator:
-    """The broker's group coordinator over its replicas of __consumer_offsets and the event loop's timers."""
+class RegistryTopicImage:
+    """The broker's topics as the consumer protocol's assignment reads them."""
+
+    def __init__(self, topics: TopicRegistry) -> None:
+        self.topics = topics
+
+    def describe_topic(self, name: str) -> TopicInfo | None:
+        topic = self.topics.get(name)
+        return None if topic is None else TopicInfo(topic.topic_id, topic.partition_count)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.topics.by_id(topic_id)
+        return None if topic is None else topic.name
+
+
+def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
+    return ConsumerGroupConfig(
+        heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+        session_timeout_ms=config.group_consumer_session_timeout_ms,
+        max_size=config.group_consumer_max_size,
+        assignors=tuple(assignor_names(config.group_consumer_assignors)))
+
+
+def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager,
+                            topics: TopicRegistry | None = None) -> GroupCoordinator:
+    """The broker's group coordinator over its replicas of __consumer_offsets and the event loop's timers;
+    ``topics`` (the broker's) are what consumer-protocol groups are assigned from."""
     scheduler = AsyncioScheduler()
     partitions = ReplicaCoordinatorLog(GROUP_METADATA_TOPIC_NAME, config.offsets_topic_num_partitions,
                                        replica_manager, config.offsets_commit_timeout_ms)
@@ -60,7 +90,8 @@ def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manage
         group_max_session_timeout_ms=config.group_max_session_timeout_ms,
         group_max_size=config.group_max_size,
         group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms)
-    return GroupCoordinator(broker_id, group_config, manager, scheduler, config.offsets_retention_check_interval_ms)
+    return GroupCoordinator(broker_id, group_config, manager, scheduler, config.offsets_retention_check_interval_ms,
+                            consumer_group_config(config), None if topics is None else RegistryTopicImage(topics))
 
 
 def follow_leadership(coordinator: GroupCoordinator, replica_manager: ReplicaManager) -> None:

@@ -11,6 +11,7 @@ handler exists.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -31,8 +32,9 @@ class KafkaApis:
     def __init__(self, services: BrokerServices) -> None:
         self.services = services
         cluster = services.membership.is_cluster
+        protocols = services.config.group_coordinator_rebalance_protocols
         self.handlers: dict[int, ModuleType] = {module.API_KEY: module for module in handlers.MODULES
-                                                if api_versions.served_by(module, cluster)}
+                                                if api_versions.served_by(module, cluster, protocols)}
 
     def dispatch(self, ctx: RequestContext) -> Any:
         request = ctx.request
@@ -46,5 +48,6 @@ class KafkaApis:
         return quotas.handle(ctx, module.handle, self.services, request.body)
 
     @staticmethod
-    def unsupported_api_versions_response(cluster: bool = False) -> Any:
-        return api_versions.build_response(ErrorCode.UNSUPPORTED_VERSION, cluster)
+    def unsupported_api_versions_response(cluster: bool = False,
+                                          rebalance_protocols: Sequence[str] = api_versions.CLASSIC_ONLY) -> Any:
+        return api_versions.build_response(ErrorCode.UNSUPPORTED_VERSION, cluster, rebalance_protocols)

@@ -85,7 +85,8 @@ class KafkaServer:
         self._build_coordinators()
         self._build_security_and_quotas(config)
         self.socket_server = SocketServer(
-            _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(self.membership.is_cluster),
+            _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(self.membership.is_cluster,
+                                                                config.group_coordinator_rebalance_protocols),
             config.socket_request_max_bytes, self.credentials, config.connection_failed_authentication_delay_ms,
             self.connection_quotas, sasl_max_receive_size=config.sasl_server_max_receive_size)
         self.membership.attach(ServerParts(
@@ -131,7 +132,8 @@ class KafkaServer:
 
     def _build_coordinators(self) -> None:
         """The group and transaction coordinators and the transactional produce verifier."""
-        self.group_coordinator = build_group_coordinator(self.config, self.broker_id, self.replica_manager)
+        self.group_coordinator = build_group_coordinator(self.config, self.broker_id, self.replica_manager,
+                                                         self.metadata)
         self.transaction_state_manager = build_transaction_state_manager(self.config, self.broker_id,
                                                                          self.replica_manager)
         coordinator_cluster = self.membership.coordinator_cluster()

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import AliasChoices, ConfigDict, Field, field_validator, model_validator
 
+from broker.config.consumer_group_config import BoundedMs, check_consumer_group_configs
 from broker.config.sasl_config import is_listener_sasl_property
 from broker.config.ssl_config import SSL_FIELDS, SslConfig, listener_ssl_config
 
@@ -174,6 +175,16 @@ class BrokerConfig(SslConfig):
     offsets_retention_check_interval_ms: int = _prop(600000, "offsets.retention.check.interval.ms")
     offsets_commit_timeout_ms: int = _prop(5000, "offsets.commit.timeout.ms")
     offset_metadata_max_bytes: int = _prop(4096, "offset.metadata.max.bytes")
+    # The consumer rebalance protocol (KIP-848); see broker.config.consumer_group_config for the switch.
+    group_coordinator_rebalance_protocols: list[str] = _prop(["classic"], "group.coordinator.rebalance.protocols")
+    group_consumer_heartbeat_interval_ms: int = _prop(5000, "group.consumer.heartbeat.interval.ms")
+    group_consumer_min_heartbeat_interval_ms: int = _prop(5000, "group.consumer.min.heartbeat.interval.ms")
+    group_consumer_max_heartbeat_interval_ms: int = _prop(15000, "group.consumer.max.heartbeat.interval.ms")
+    group_consumer_session_timeout_ms: int = _prop(45000, "group.consumer.session.timeout.ms")
+    group_consumer_min_session_timeout_ms: int = _prop(45000, "group.consumer.min.session.timeout.ms")
+    group_consumer_max_session_timeout_ms: int = _prop(60000, "group.consumer.max.session.timeout.ms")
+    group_consumer_max_size: int = _prop(INT_MAX, "group.consumer.max.size")
+    group_consumer_assignors: list[str] = _prop(["uniform", "range"], "group.consumer.assignors")
 
     # Producers and transactions.
     producer_id_expiration_ms: int = _prop(86400000, "producer.id.expiration.ms")
@@ -260,6 +271,28 @@ class BrokerConfig(SslConfig):
         for name, value in (self.model_extra or {}).items():
             if _LISTENER_CONNECTION_LIMIT.fullmatch(name):
                 _check_listener_limit(name, str(value))
+        return self
+
+    @field_validator("group_coordinator_rebalance_protocols", mode="before")
+    @classmethod
+    def _parse_protocols(cls, value: Any) -> Any:
+        value = _split_list(value)
+        return [item.lower() for item in value] if isinstance(value, list) else value
+
+    @field_validator("group_consumer_assignors", mode="before")
+    @classmethod
+    def _parse_assignors(cls, value: Any) -> Any:
+        return _split_list(value)
+
+    @model_validator(mode="after")
+    def _check_consumer_groups(self) -> BrokerConfig:
+        check_consumer_group_configs(
+            self.group_coordinator_rebalance_protocols,
+            BoundedMs(self.group_consumer_heartbeat_interval_ms, self.group_consumer_min_heartbeat_interval_ms,
+                      self.group_consumer_max_heartbeat_interval_ms),
+            BoundedMs(self.group_consumer_session_timeout_ms, self.group_consumer_min_session_timeout_ms,
+                      self.group_consumer_max_session_timeout_ms),
+            self.group_consumer_max_size, self.group_consumer_assignors)
         return self
 
     @field_validator("log_dirs", "log_cleanup_policy", "sasl_enabled_mechanisms", mode="before")

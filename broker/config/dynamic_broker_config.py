@@ -94,6 +94,17 @@ _DOCS: dict[str, str] = {
     "group.min.session.timeout.ms": "The minimum allowed session timeout for registered consumers.",
     "group.max.session.timeout.ms": "The maximum allowed session timeout for registered consumers.",
     "group.max.size": "The maximum number of consumers that a single consumer group can accommodate.",
+    "group.coordinator.rebalance.protocols": "The list of enabled rebalance protocols (classic, consumer).",
+    "group.consumer.heartbeat.interval.ms": "The heartbeat interval given to the members of a consumer group.",
+    "group.consumer.min.heartbeat.interval.ms": "The minimum heartbeat interval for registered consumers.",
+    "group.consumer.max.heartbeat.interval.ms": "The maximum heartbeat interval for registered consumers.",
+    "group.consumer.session.timeout.ms": "The timeout to detect client failures when using the consumer group "
+                                         "protocol.",
+    "group.consumer.min.session.timeout.ms": "The minimum allowed session timeout for registered consumers.",
+    "group.consumer.max.session.timeout.ms": "The maximum allowed session timeout for registered consumers.",
+    "group.consumer.max.size": "The maximum number of consumers that a single consumer group can accommodate.",
+    "group.consumer.assignors": "The server side assignors; the first one is the default, used when the consumer "
+                                "does not specify an assignor.",
     "offsets.topic.num.partitions": "The number of partitions for the offset commit topic.",
     "offsets.topic.replication.factor": "The replication factor for the offsets topic.",
     "offsets.topic.segment.bytes": "The offsets topic segment bytes.",

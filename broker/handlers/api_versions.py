@@ -7,6 +7,7 @@ ranges (KIP-511), and the client retries with a version we do know.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -23,25 +24,36 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-def served_by(module: ModuleType, cluster: bool) -> bool:
-    """The inter-broker APIs (``CLUSTER_ONLY``) are served only by a broker in a cluster."""
+#: ``group.coordinator.rebalance.protocols``' default here (see broker.config.consumer_group_config).
+CLASSIC_ONLY: Sequence[str] = ("classic",)
+
+
+def served_by(module: ModuleType, cluster: bool, rebalance_protocols: Sequence[str] = CLASSIC_ONLY) -> bool:
+    """The inter-broker APIs (``CLUSTER_ONLY``) are served only by a broker in a cluster; the APIs of a
+    rebalance protocol (``REBALANCE_PROTOCOL``) only when ``group.coordinator.rebalance.protocols`` lists it."""
+    protocol = getattr(module, "REBALANCE_PROTOCOL", None)
+    if protocol is not None and protocol not in rebalance_protocols:
+        return False
     return cluster or not getattr(module, "CLUSTER_ONLY", False)
 
 
-def advertised_versions(cluster: bool = False) -> list[tuple[int, int, int]]:
+def advertised_versions(cluster: bool = False,
+                        rebalance_protocols: Sequence[str] = CLASSIC_ONLY) -> list[tuple[int, int, int]]:
     """(api key, min, max) of every handler module this broker serves, in key order: a version is
     advertised exactly when a handler serves it. A lone broker (``cluster`` False) leaves out the
     controller-to-broker and broker-to-controller APIs."""
     return sorted(
         (module.API_KEY, module.MIN_VERSION, module.MAX_VERSION)
-        for module in handlers.MODULES if served_by(module, cluster)
+        for module in handlers.MODULES if served_by(module, cluster, rebalance_protocols)
     )
 
 
-def build_response(error_code: int = ErrorCode.NO_ERROR, cluster: bool = False) -> ApiVersionsResponse:
+def build_response(error_code: int = ErrorCode.NO_ERROR, cluster: bool = False,
+                   rebalance_protocols: Sequence[str] = CLASSIC_ONLY) -> ApiVersionsResponse:
     return ApiVersionsResponse(
         error_code=error_code,
-        api_keys=[ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in advertised_versions(cluster)],
+        api_keys=[ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                  for k, lo, hi in advertised_versions(cluster, rebalance_protocols)],
         throttle_time_ms=0,
     )
 
@@ -56,4 +68,5 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ApiVersionsRequ
         _valid_client_software(request.client_software_name) and _valid_client_software(request.client_software_version)
     ):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
-    return build_response(cluster=broker.membership.is_cluster)
+    return build_response(cluster=broker.membership.is_cluster,
+                          rebalance_protocols=broker.config.group_coordinator_rebalance_protocols)

@@ -16,22 +16,28 @@ API_KEY = 16
 MIN_VERSION = 0
 MAX_VERSION = 5
 
-#: KIP-848's group types: every group here speaks the classic protocol.
+#: KIP-848's group types.
 CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
+#: What Kafka lists as the protocol type of a consumer-protocol group.
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 def handle(ctx: RequestContext, broker: BrokerServices, request: ListGroupsRequest) -> ListGroupsResponse:
     version = ctx.api_version
     states = set(request.states_filter) if version >= 4 else set()
     types = {t.lower() for t in request.types_filter} if version >= 5 else set()
-    error, groups = broker.group_coordinator.handle_list_groups(states)
-    if types and CLASSIC_GROUP_TYPE not in types:
-        groups = []
+    error, classic = broker.group_coordinator.handle_list_groups(states)
+    listed = [] if types and CLASSIC_GROUP_TYPE not in types else [
+        ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=str(g.state),
+                    group_type=CLASSIC_GROUP_TYPE) for g in classic]
+    if not types or CONSUMER_GROUP_TYPE in types:
+        listed += [ListedGroup(group_id=g.group_id, protocol_type=CONSUMER_PROTOCOL_TYPE, group_state=str(g.state),
+                               group_type=CONSUMER_GROUP_TYPE)
+                   for g in broker.group_coordinator.list_consumer_groups(states)]
     if not authorize_cluster(ctx, broker, AclOperation.DESCRIBE):
         described = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.GROUP,
-                                     (g.group_id for g in groups))
-        groups = [g for g in groups if g.group_id in described]
-    return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
-        ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=str(g.state),
-                    group_type=CLASSIC_GROUP_TYPE)
-        for g in sorted(groups, key=lambda g: g.group_id)])
+                                     (g.group_id for g in listed))
+        listed = [g for g in listed if g.group_id in described]
+    return ListGroupsResponse(throttle_time_ms=0, error_code=error,
+                              groups=sorted(listed, key=lambda g: g.group_id))

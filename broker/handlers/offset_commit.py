@@ -95,7 +95,8 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: OffsetCom
 
         coordinator.handle_commit_offsets(request.group_id, request.member_id,
                                           request.group_instance_id if version >= 7 else None,
-                                          request.generation_id_or_member_epoch, offsets, done)
+                                          request.generation_id_or_member_epoch, offsets, done,
+                                          member_epoch_api=version >= 9)
         errors.update(await future)
     topics = []
     for topic, name in names:

@@ -48,12 +48,16 @@ _Fetched = tuple[int, OffsetAndMetadata | None, ErrorCode]
 
 
 def _fetch_group(ctx: RequestContext, broker: BrokerServices, group_id: str, require_stable: bool,
-                 wanted: list[tuple[str, list[int]]] | None
+                 wanted: list[tuple[str, list[int]]] | None, member_id: str | None = None, member_epoch: int = -1
                  ) -> tuple[ErrorCode, list[tuple[str, list[_Fetched]]]]:
     """Needs DESCRIBE on the group; a named topic without DESCRIBE answers TOPIC_AUTHORIZATION_FAILED, and one
-    left out of an all-topics fetch is not reported."""
+    left out of an all-topics fetch is not reported. A member of a consumer-protocol group (v9+) is checked
+    as Kafka checks it (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
     if not authorize_group(ctx, broker, AclOperation.DESCRIBE, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    member_error = broker.group_coordinator.consumer_offset_fetch_error(group_id, member_id, member_epoch)
+    if member_error is not None:
+        return member_error, []
     partitions: list[TopicPartition] | None = None
     if wanted is not None:
         partitions = [(t, p) for t, indexes in wanted for p in indexes]
@@ -126,7 +130,8 @@ def _handle_batched(ctx: RequestContext, version: int, broker: BrokerServices, r
                         continue
                     name = meta.name
                 wanted.append((name, list(t.partition_indexes)))
-        error, topics = _fetch_group(ctx, broker, group.group_id, request.require_stable, wanted)
+        member = (group.member_id, group.member_epoch) if version >= 9 else (None, -1)
+        error, topics = _fetch_group(ctx, broker, group.group_id, request.require_stable, wanted, *member)
         response_topics = []
         for name, parts in topics:
             meta = broker.metadata.get(name) if by_id else None

@@ -11,7 +11,11 @@ It owns its parts, each a class with explicit dependencies:
   taking its request whole (``group_requests``) and answering with an
   ``asyncio.Future``; a parked JoinGroup or SyncGroup is a future on its member;
 - ``GroupOffsets`` (committed offsets) and ``GroupAdmin`` (DescribeGroups,
-  ListGroups, DeleteGroups).
+  ListGroups, DeleteGroups);
+- ``ConsumerGroupHeartbeat`` (the groups of the consumer protocol, KIP-848, and
+  their timers) and ``ConsumerGroupAdmin`` (ConsumerGroupDescribe, their
+  members' offset commits, and keeping a classic group and a consumer group
+  of one id apart).
 
 Itself it runs the lifecycle: loading the groups of the ``__consumer_offsets``
 partitions this broker leads (requests for them get
@@ -33,6 +37,19 @@ from collections.abc import Callable, Iterable
 from coordinator.common.coordinator_log import CoordinatorLog, LogEntry
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from coordinator.common.scheduler import Scheduler, Timer
+from coordinator.group.consumer_group import ConsumerGroup
+from coordinator.group.consumer_group_admin import ConsumerGroupAdmin
+from coordinator.group.consumer_group_heartbeat import (
+    ConsumerGroupConfig,
+    ConsumerGroupHeartbeat,
+    NoTopics,
+    TopicImage,
+)
+from coordinator.group.consumer_group_requests import (
+    ConsumerGroupDescription,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResult,
+)
 from coordinator.group.group_admin import GroupAdmin, GroupSummary
 from coordinator.group.group_membership import GroupMembership
 from coordinator.group.group_metadata import (
@@ -65,7 +82,8 @@ class GroupCoordinator:
     """The classic group coordinator: its parts, and the API the broker's handlers call."""
 
     def __init__(self, broker_id: int, config: GroupConfig, manager: GroupMetadataManager, scheduler: Scheduler,
-                 offsets_retention_check_interval_ms: int = 600_000) -> None:
+                 offsets_retention_check_interval_ms: int = 600_000,
+                 consumer_config: ConsumerGroupConfig | None = None, topics: TopicImage | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.manager = manager
@@ -75,6 +93,9 @@ class GroupCoordinator:
         self.membership = GroupMembership(config, manager, scheduler, self.rebalance, self.status)
         self.offsets = GroupOffsets(manager, scheduler, self.rebalance, self.status)
         self.admin = GroupAdmin(manager, scheduler, self.rebalance, self.status)
+        self.consumer_groups = ConsumerGroupHeartbeat(consumer_config or ConsumerGroupConfig(), manager, scheduler,
+                                                      self.status, topics or NoTopics())
+        self.consumer_admin = ConsumerGroupAdmin(self.consumer_groups, manager, scheduler, self.status)
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._expiry_timer: Timer | None = None
         self._load_tasks: set[asyncio.Task[None]] = set()
@@ -93,6 +114,11 @@ class GroupCoordinator:
 
     # -- the classic protocol's membership: every answer is a future the handler awaits ------------
     def join_group(self, request: JoinGroupRequest) -> JoinFuture:
+        if self.status.validate(request.group_id) is None and self.consumer_admin.refuses_classic_join(
+                request.group_id):
+            refused: JoinFuture = self.scheduler.create_future()
+            refused.set_result(JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return refused
         return self.membership.join_group(request)
 
     def sync_group(self, request: SyncGroupRequest) -> SyncFuture:
@@ -104,10 +130,28 @@ class GroupCoordinator:
     def leave_group(self, request: LeaveGroupRequest) -> asyncio.Future[LeaveGroupResult]:
         return self.membership.leave_group(request)
 
+    # -- the consumer protocol (KIP-848) ------------------------------------------------------
+    def consumer_group_heartbeat(self, request: ConsumerGroupHeartbeatRequest
+                                 ) -> asyncio.Future[ConsumerGroupHeartbeatResult]:
+        return self.consumer_groups.heartbeat(request)
+
+    def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
+        return self.consumer_admin.describe(group_ids)
+
+    def list_consumer_groups(self, states: set[str]) -> list[ConsumerGroup]:
+        """ListGroups' consumer groups; their ids are left out of ``handle_list_groups``' classic ones."""
+        return self.consumer_admin.list_groups(states)
+
     # -- offsets and administration --------------------------------------------------------
     def handle_commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                               generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
-                              callback: CommitCallback) -> None:
+                              callback: CommitCallback, member_epoch_api: bool = True) -> None:
+        """``member_epoch_api``: OffsetCommit v9+ (what a consumer-protocol member must send)."""
+        if self.consumer_admin.is_consumer_group(group_id):
+            # Its members commit with their member epoch as the generation.
+            self.consumer_admin.commit_offsets(group_id, member_id, generation_id, offsets, callback,
+                                               member_epoch_api)
+            return
         self.offsets.handle_commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, callback)
 
     def handle_txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
@@ -115,9 +159,18 @@ class GroupCoordinator:
                                   offsets: dict[TopicPartition, OffsetAndMetadata],
                                   callback: CommitCallback, transactional_id: str | None = None,
                                   add_to_transaction: bool = False) -> None:
+        if self.consumer_admin.is_consumer_group(group_id):
+            self.consumer_admin.commit_txn_offsets(group_id, producer_id, producer_epoch, member_id, generation_id,
+                                                   offsets, callback, transactional_id, add_to_transaction)
+            return
         self.offsets.handle_txn_commit_offsets(group_id, producer_id, producer_epoch, member_id, group_instance_id,
                                                generation_id, offsets, callback, transactional_id,
                                                add_to_transaction)
+
+    def consumer_offset_fetch_error(self, group_id: str, member_id: str | None, member_epoch: int
+                                    ) -> ErrorCode | None:
+        """OffsetFetch v9+ from a member of a consumer-protocol group: None when it may fetch."""
+        return self.consumer_admin.offset_fetch_error(group_id, member_id, member_epoch)
 
     def handle_fetch_offsets(self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None
                              ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None], set[TopicPartition]]:
@@ -131,13 +184,21 @@ class GroupCoordinator:
         self.offsets.handle_deleted_topics(topics, callback)
 
     def handle_describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary | None]:
+        """DescribeGroups describes classic groups: a consumer-protocol group is no classic group, so it is
+        answered as one that does not exist (Dead), as Kafka's describeGroups does."""
+        if self.status.validate(group_id, allow_empty_id=True) is None and self.consumer_admin.is_consumer_group(
+                group_id):
+            return ErrorCode.NO_ERROR, None
         return self.admin.handle_describe_group(group_id)
 
     def handle_list_groups(self, states: set[str]) -> tuple[ErrorCode, list[GroupMetadata]]:
-        return self.admin.handle_list_groups(states)
+        error, groups = self.admin.handle_list_groups(states)
+        return error, [g for g in groups if not self.consumer_admin.is_consumer_group(g.group_id)]
 
     def handle_delete_groups(self, group_ids: list[str], callback: Callable[[dict[str, ErrorCode]], None]) -> None:
-        self.admin.handle_delete_groups(group_ids, callback)
+        answered = self.consumer_admin.delete_groups(group_ids)
+        self.admin.handle_delete_groups([g for g in group_ids if g not in answered],
+                                        lambda errors: callback({**errors, **answered}))
 
     # -- loading ---------------------------------------------------------------------
     def local_partitions(self) -> list[int]:
@@ -242,6 +303,7 @@ class GroupCoordinator:
         """Leadership of ``partition`` left (or the topic is gone): its groups are no longer ours.
         A load in progress is abandoned: what it read is dropped when it finishes."""
         self._loads.pop(partition, None)
+        self.consumer_groups.unload_partition(partition)
         removed = self.manager.remove_groups_for_partition(partition)
         for group in removed:
             self.on_group_unloaded(group)
@@ -263,6 +325,7 @@ class GroupCoordinator:
         """Stop answering (every group request gets COORDINATOR_NOT_AVAILABLE) and cancel the rebalance's timers."""
         self.status.active = False
         self.rebalance.shutdown()
+        self.consumer_groups.shutdown()
 
     async def shutdown(self) -> None:
         self.shutdown_timers()

@@ -1,0 +1,69 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe over the wire with the ACL authorizer: READ on the group and
+DESCRIBE on every subscribed topic to heartbeat, DESCRIBE on the group to describe it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from protocol.acl_types import AclOperation, ResourceType
+from protocol.errors import ErrorCode
+from protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
+from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from tests.broker.acl_helpers import AclBroker, acl_broker_process
+
+G, T = ResourceType.GROUP, ResourceType.TOPIC
+
+
+@pytest.fixture(scope="module")
+def acls() -> Iterator[AclBroker]:
+    broker, sasl = acl_broker_process("group.coordinator.rebalance.protocols=classic,consumer")
+    with broker:
+        setup = AclBroker(broker, sasl).wait_ready()
+        with setup.connect("admin") as admin:
+            created = admin.request(CreateTopicsRequest(topics=[
+                CreatableTopic(name=t, num_partitions=3, replication_factor=1) for t in ("seen", "hidden")],
+                timeout_ms=10_000), version=5)
+            found = admin.request(FindCoordinatorRequest(key_type=0, coordinator_keys=["any"]), version=4)
+        assert isinstance(created, CreateTopicsResponse) and [t.error_code for t in created.topics] == [0, 0]
+        assert isinstance(found, FindCoordinatorResponse)  # creates __consumer_offsets
+        yield setup
+
+
+def _join(acls: AclBroker, user: str, group: str, topics: list[str]) -> ConsumerGroupHeartbeatResponse:
+    with acls.connect(user) as client:
+        response = client.request(ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id=f"{user}-member", member_epoch=0, rebalance_timeout_ms=30_000,
+            subscribed_topic_names=topics, topic_partitions=[]), version=1)
+    assert isinstance(response, ConsumerGroupHeartbeatResponse)
+    return response
+
+
+def test_heartbeat_needs_read_on_the_group_and_describe_on_its_topics(acls: AclBroker) -> None:
+    assert _join(acls, "bob", "cg", ["seen"]).error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    acls.allow("User:alice", AclOperation.READ, G, "cg")
+    acls.allow("User:alice", AclOperation.DESCRIBE, T, "seen")
+    assert _join(acls, "alice", "cg", ["seen", "hidden"]).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    joined = _join(acls, "alice", "cg", ["seen"])
+    assert (joined.error_code, joined.member_epoch, joined.heartbeat_interval_ms) == (ErrorCode.NO_ERROR, 1, 5000)
+    assert joined.assignment is not None and [tp.partitions for tp in joined.assignment.topic_partitions] == [
+        [0, 1, 2]]
+
+
+def test_describe_needs_describe_on_the_group(acls: AclBroker) -> None:
+    acls.allow("User:carol", AclOperation.READ, G, "described")
+    acls.allow("User:carol", AclOperation.DESCRIBE, T, "seen")
+    assert _join(acls, "carol", "described", ["seen"]).error_code == ErrorCode.NO_ERROR
+    with acls.connect("carol") as client:
+        response = client.request(ConsumerGroupDescribeRequest(group_ids=["described", "absent"]), version=1)
+    assert isinstance(response, ConsumerGroupDescribeResponse)
+    described = {g.group_id: g for g in response.groups}
+    assert described["described"].error_code == ErrorCode.NO_ERROR  # READ implies DESCRIBE
+    assert described["described"].group_state == "Stable"
+    member = described["described"].members[0]
+    assert (member.member_id, member.member_epoch, member.member_type) == ("carol-member", 1, 1)
+    assert [(tp.topic_name, tp.partitions) for tp in member.assignment.topic_partitions] == [("seen", [0, 1, 2])]
+    assert described["absent"].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED

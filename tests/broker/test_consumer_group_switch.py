@@ -1,0 +1,45 @@
+"""The consumer rebalance protocol's switch and configs: group.coordinator.rebalance.protocols, group.consumer.*."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from broker.config.broker_config import BrokerConfig
+from broker.coordinator_wiring import consumer_group_config
+from broker.handlers.api_versions import advertised_versions
+
+
+def test_keys_68_and_69_are_advertised_only_when_the_consumer_protocol_is_on() -> None:
+    assert not {68, 69} & {key for key, _, _ in advertised_versions()}
+    on = {key: (low, high) for key, low, high in advertised_versions(rebalance_protocols=("classic", "consumer"))}
+    assert on[68] == (0, 1) and on[69] == (0, 1)
+
+
+def test_defaults_are_kafkas_and_the_protocol_is_off() -> None:
+    config = BrokerConfig()
+    assert config.group_coordinator_rebalance_protocols == ["classic"]
+    assert (config.group_consumer_heartbeat_interval_ms, config.group_consumer_session_timeout_ms) == (5000, 45000)
+    settings = consumer_group_config(config)
+    assert settings.assignors == ("uniform", "range")
+
+
+def test_switched_on_with_kafkas_names() -> None:
+    config = BrokerConfig.model_validate({
+        "group.coordinator.rebalance.protocols": "classic,consumer",
+        "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform"})
+    assert config.group_coordinator_rebalance_protocols == ["classic", "consumer"]
+    assert consumer_group_config(config).assignors == ("range", "uniform")
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"group.coordinator.rebalance.protocols": "consumer"}, "must contain classic"),
+    ({"group.consumer.heartbeat.interval.ms": "1000"},
+     "group.consumer.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms"),
+    ({"group.consumer.session.timeout.ms": "90000"},
+     "group.consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms"),
+    ({"group.consumer.assignors": "sticky"}, "unknown assignor"),
+])
+def test_kafkas_checks(settings: dict[str, str], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        BrokerConfig.model_validate(settings)
