@@ -41,10 +41,8 @@ PROCESS_FIXTURES = frozenset({
 #: Modules (relative to the repository root) whose tests start processes without one of the fixtures above:
 #: their own broker, cluster or ZooKeeper fixtures, openssl for certificates, client tools, benchmark children.
 PROCESS_MODULES = frozenset({
-    "tests/broker/test_acl_api_matrix.py",
     "tests/broker/test_acl_apis.py",
     "tests/broker/test_acl_enforcement.py",
-    "tests/broker/test_acl_txn_and_configs.py",
     "tests/broker/test_admin_configs.py",
     "tests/broker/test_admin_records.py",
     "tests/broker/test_admin_topics.py",
