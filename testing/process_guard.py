@@ -34,17 +34,15 @@ PROCESS_FIXTURES = frozenset({
     "zookeeper", "pafka_zookeeper", "pafka_broker", "pafka_broker_factory", "pafka_module_broker",
     "pafka_module_broker_factory", "pafka_cluster", "pafka_cluster_factory", "pafka_module_cluster",
     "pafka_module_cluster_factory",
-    # directory conftests: a broker process per module, a three-broker cluster, Spark's JVM
-    "broker", "module_broker", "broker_process", "cluster3", "cluster", "spark_broker", "spark",
+    # conftests: a broker process per module, a cluster per module, Spark's JVM
+    "broker", "cluster", "spark_broker", "spark",
 })
 
 #: Modules (relative to the repository root) whose tests start processes without one of the fixtures above:
 #: their own broker, cluster or ZooKeeper fixtures, openssl for certificates, client tools, benchmark children.
 PROCESS_MODULES = frozenset({
-    "tests/broker/test_acl_api_matrix.py",
     "tests/broker/test_acl_apis.py",
     "tests/broker/test_acl_enforcement.py",
-    "tests/broker/test_acl_txn_and_configs.py",
     "tests/broker/test_admin_configs.py",
     "tests/broker/test_admin_records.py",
     "tests/broker/test_admin_topics.py",

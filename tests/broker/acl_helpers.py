@@ -14,6 +14,7 @@ from client.sasl import SaslSettings
 from protocol.acl_types import AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.messages.create_acls import AclCreation, CreateAclsRequest
 from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.plugin import BrokerFactory
 from pytest_pafka.ports import free_port
 from pytest_pafka.waiting import wait_until
 
@@ -67,9 +68,11 @@ class AclBroker:
         assert response is not None and [r.error_code for r in response.results] == [0], response
 
 
-def acl_broker_process(*overrides: str) -> tuple[BrokerProcess, int]:
+def acl_broker_process(factory: BrokerFactory, *overrides: str) -> tuple[BrokerProcess, int]:
+    """A started broker with a PLAINTEXT listener (its ``port``) and a SASL_PLAINTEXT one (the returned port)
+    under the ACL authorizer; ``factory`` (the plugin's) ends it."""
     plain, sasl = free_port(), free_port()
-    broker = BrokerProcess(
+    broker = factory(
         f"listeners=PLAINTEXT://{HOST}:{plain},SASL_PLAINTEXT://{HOST}:{sasl}",
         "sasl.enabled.mechanisms=PLAIN",
         f"listener.name.sasl_plaintext.plain.sasl.jaas.config={plain_jaas()}",

@@ -7,7 +7,6 @@ bob never gets an ACL; alice gets topic and group ACLs; carol gets cluster ACLs;
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from typing import TypeVar
 
 import pytest
@@ -82,6 +81,7 @@ from protocol.messages.write_txn_markers import (
     WriteTxnMarkersResponse,
 )
 from protocol.primitives import Message
+from pytest_pafka.plugin import BrokerFactory
 from tests.broker.acl_helpers import AclBroker, acl_broker_process
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
@@ -95,18 +95,17 @@ OK = ErrorCode.NO_ERROR
 
 
 @pytest.fixture(scope="module")
-def acls() -> Iterator[AclBroker]:
-    broker, sasl = acl_broker_process("group.initial.rebalance.delay.ms=0")
-    with broker:
-        setup = AclBroker(broker, sasl).wait_ready()
-        topics = [CreatableTopic(name=t, num_partitions=1, replication_factor=1)
-                  for t in ("orders", "doomed", "growing", "trimmed")]
-        created = call(setup, "admin", CreateTopicsRequest(topics=topics, timeout_ms=10_000), CreateTopicsResponse, 5)
-        assert [t.error_code for t in created.topics] == [OK] * 4
-        found = call(setup, "admin", FindCoordinatorRequest(key_type=0, coordinator_keys=["any"]),
-                     FindCoordinatorResponse, 4)  # creates __consumer_offsets
-        assert [c.error_code for c in found.coordinators] == [OK]
-        yield setup
+def acls(pafka_module_broker_factory: BrokerFactory) -> AclBroker:
+    broker, sasl = acl_broker_process(pafka_module_broker_factory, "group.initial.rebalance.delay.ms=0")
+    setup = AclBroker(broker, sasl).wait_ready()
+    topics = [CreatableTopic(name=t, num_partitions=1, replication_factor=1)
+              for t in ("orders", "doomed", "growing", "trimmed")]
+    created = call(setup, "admin", CreateTopicsRequest(topics=topics, timeout_ms=10_000), CreateTopicsResponse, 5)
+    assert [t.error_code for t in created.topics] == [OK] * 4
+    found = call(setup, "admin", FindCoordinatorRequest(key_type=0, coordinator_keys=["any"]),
+                 FindCoordinatorResponse, 4)  # creates __consumer_offsets
+    assert [c.error_code for c in found.coordinators] == [OK]
+    return setup
 
 
 def call(acls: AclBroker, user: str | None, request: Message, kind: type[R], version: int) -> R:

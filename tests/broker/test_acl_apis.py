@@ -3,7 +3,6 @@ wire, Kafka's errors, confluent-kafka's admin calls, and ACLs kept across a rest
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,16 +13,16 @@ from protocol.messages.create_acls import AclCreation, CreateAclsRequest, Create
 from protocol.messages.delete_acls import DeleteAclsFilter, DeleteAclsRequest, DeleteAclsResponse
 from protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.plugin import BrokerFactory
 from tests.broker.acl_helpers import AclBroker, acl_broker_process
 
 TOPIC, LITERAL, PREFIXED = ResourceType.TOPIC, PatternType.LITERAL, PatternType.PREFIXED
 
 
 @pytest.fixture(scope="module")
-def acls() -> Iterator[AclBroker]:
-    broker, sasl = acl_broker_process()
-    with broker:
-        yield AclBroker(broker, sasl).wait_ready()
+def acls(pafka_module_broker_factory: BrokerFactory) -> AclBroker:
+    broker, sasl = acl_broker_process(pafka_module_broker_factory)
+    return AclBroker(broker, sasl).wait_ready()
 
 
 def _creation(name: str, pattern: PatternType = LITERAL, principal: str = "User:alice",

@@ -4,7 +4,6 @@ users (SASL PLAIN) against a lone broker with the ACL authorizer."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,23 +12,23 @@ from broker.security.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.acl_types import AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
+from pytest_pafka.plugin import BrokerFactory
 from tests.broker.acl_helpers import AclBroker, acl_broker_process
 
 T, C = ResourceType.TOPIC, ResourceType.CLUSTER
 
 
 @pytest.fixture(scope="module")
-def acls() -> Iterator[AclBroker]:
-    broker, sasl = acl_broker_process("auto.create.topics.enable=true")
-    with broker:
-        setup = AclBroker(broker, sasl).wait_ready()
-        setup.allow("User:admin", AclOperation.ALL, C, "kafka-cluster")
-        from confluent_kafka.admin import AdminClient, NewTopic
+def acls(pafka_module_broker_factory: BrokerFactory) -> AclBroker:
+    broker, sasl = acl_broker_process(pafka_module_broker_factory, "auto.create.topics.enable=true")
+    setup = AclBroker(broker, sasl).wait_ready()
+    setup.allow("User:admin", AclOperation.ALL, C, "kafka-cluster")
+    from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient(setup.confluent_config("admin"))
-        for future in admin.create_topics([NewTopic(t, 1, 1) for t in ("secret", "public", "app-1")]).values():
-            future.result(timeout=15)
-        yield setup
+    admin = AdminClient(setup.confluent_config("admin"))
+    for future in admin.create_topics([NewTopic(t, 1, 1) for t in ("secret", "public", "app-1")]).values():
+        future.result(timeout=15)
+    return setup
 
 
 def _metadata(acls: AclBroker, user: str | None, topics: list[str] | None, allow_create: bool = False

@@ -6,8 +6,6 @@ bob never gets an ACL; alice gets topic, group and transactional-id ACLs; carol 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from protocol.acl_types import AclOperation, ResourceType
@@ -43,6 +41,7 @@ from protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequestTopic,
     TxnOffsetCommitResponse,
 )
+from pytest_pafka.plugin import BrokerFactory
 from tests.broker.acl_helpers import AclBroker, acl_broker_process
 from tests.broker.test_acl_api_matrix import CLUSTER, CLUSTER_AUTH, GROUP_AUTH, OK, TOPIC_AUTH, call
 
@@ -51,20 +50,19 @@ TXN_AUTH = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 @pytest.fixture(scope="module")
-def acls() -> Iterator[AclBroker]:
-    broker, sasl = acl_broker_process("transaction.state.log.replication.factor=1",
+def acls(pafka_module_broker_factory: BrokerFactory) -> AclBroker:
+    broker, sasl = acl_broker_process(pafka_module_broker_factory, "transaction.state.log.replication.factor=1",
                                       "transaction.state.log.min.isr=1")
-    with broker:
-        setup = AclBroker(broker, sasl).wait_ready()
-        created = call(setup, "admin", CreateTopicsRequest(topics=[
-            CreatableTopic(name="ledger", num_partitions=1, replication_factor=1)], timeout_ms=10_000),
-            CreateTopicsResponse, 5)
-        assert [t.error_code for t in created.topics] == [OK]
-        for key_type in (0, 1):  # creates __consumer_offsets and __transaction_state
-            found = call(setup, "admin", FindCoordinatorRequest(key_type=key_type, coordinator_keys=["any"]),
-                         FindCoordinatorResponse, 4)
-            assert [c.error_code for c in found.coordinators] == [OK]
-        yield setup
+    setup = AclBroker(broker, sasl).wait_ready()
+    created = call(setup, "admin", CreateTopicsRequest(topics=[
+        CreatableTopic(name="ledger", num_partitions=1, replication_factor=1)], timeout_ms=10_000),
+        CreateTopicsResponse, 5)
+    assert [t.error_code for t in created.topics] == [OK]
+    for key_type in (0, 1):  # creates __consumer_offsets and __transaction_state
+        found = call(setup, "admin", FindCoordinatorRequest(key_type=key_type, coordinator_keys=["any"]),
+                     FindCoordinatorResponse, 4)
+        assert [c.error_code for c in found.coordinators] == [OK]
+    return setup
 
 
 def _add_partitions(acls: AclBroker, user: str, producer_id: int, epoch: int) -> list[int]:

@@ -30,11 +30,6 @@ from pytest_pafka.broker_process import BrokerProcess
 Entity = dict[str, str | None]
 
 
-@pytest.fixture
-def broker(pafka_broker: BrokerProcess) -> BrokerProcess:
-    """A broker of each test's own (tests/conftest.py's ``broker`` is one per module)."""
-    return pafka_broker
-
 
 def alter(connection: BrokerConnection, entity: Entity, ops: dict[str, float | None], version: int | None = None,
           validate_only: bool = False) -> tuple[int, str | None]:
@@ -63,8 +58,8 @@ def describe(connection: BrokerConnection, components: list[tuple[str, int, str 
 
 
 @pytest.mark.parametrize("version", [0, 1])
-def test_set_describe_and_remove_at_every_version(broker: BrokerProcess, version: int) -> None:
-    with BrokerConnection(broker.host, broker.port) as admin:
+def test_set_describe_and_remove_at_every_version(pafka_broker: BrokerProcess, version: int) -> None:
+    with BrokerConnection(pafka_broker.host, pafka_broker.port) as admin:
         assert alter(admin, {"user": "alice"}, {"producer_byte_rate": 1024.0}, version) == (0, None)
         assert alter(admin, {"user": "alice", "client-id": "app"}, {"consumer_byte_rate": 2048.0,
                                                                      "request_percentage": 12.5}, version) == (0, None)
@@ -91,8 +86,8 @@ def test_set_describe_and_remove_at_every_version(broker: BrokerProcess, version
         assert (("user", "alice"), ("client-id", "app")) not in describe(admin, [], version=version)
 
 
-def test_bad_entries_are_refused_one_by_one(broker: BrokerProcess) -> None:
-    with BrokerConnection(broker.host, broker.port) as admin:
+def test_bad_entries_are_refused_one_by_one(pafka_broker: BrokerProcess) -> None:
+    with BrokerConnection(pafka_broker.host, pafka_broker.port) as admin:
         refused = [
             ({"user": "a"}, {"producer_byte_rate": 10.5}, "Configuration producer_byte_rate must be a Long value"),
             ({"user": "a"}, {"connection_creation_rate": 5.0}, "Invalid configuration key connection_creation_rate"),
@@ -114,29 +109,29 @@ def test_bad_entries_are_refused_one_by_one(broker: BrokerProcess) -> None:
         assert response.error_code == ErrorCode.INVALID_REQUEST and response.entries is None
 
 
-def test_a_lone_broker_keeps_its_quotas_across_a_restart(broker: BrokerProcess) -> None:
-    with BrokerConnection(broker.host, broker.port) as admin:
+def test_a_lone_broker_keeps_its_quotas_across_a_restart(pafka_broker: BrokerProcess) -> None:
+    with BrokerConnection(pafka_broker.host, pafka_broker.port) as admin:
         assert alter(admin, {"client-id": "app"}, {"producer_byte_rate": 1048576.0}) == (0, None)
-    broker.stop()
-    broker.start()
-    with BrokerConnection(broker.host, broker.port) as admin:
+    pafka_broker.stop()
+    pafka_broker.start()
+    with BrokerConnection(pafka_broker.host, pafka_broker.port) as admin:
         assert describe(admin, []) == {(("client-id", "app"),): {"producer_byte_rate": 1048576.0}}
 
 
 @pytest.mark.parametrize("version, delayed", [(5, True), (9, False)])
-def test_an_old_client_gets_its_response_after_the_throttle_a_new_one_at_once(broker: BrokerProcess, version: int,
+def test_an_old_client_gets_its_response_after_the_throttle_a_new_one_at_once(pafka_broker: BrokerProcess, version: int,
                                                                             delayed: bool) -> None:
     """KIP-219: from Produce v6 the client throttles itself (the response leaves at once, then the
     connection is muted); an older one is held by the broker sending its response late."""
     from protocol.messages.produce import PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData
     from protocol.records import Record, build_batch
 
-    with BrokerConnection(broker.host, broker.port) as admin:
+    with BrokerConnection(pafka_broker.host, pafka_broker.port) as admin:
         assert alter(admin, {"client-id": "old"}, {"producer_byte_rate": 8000.0}) == (0, None)
     batch = bytes(build_batch([Record(0, 0, None, b"x" * 10_000)]))
     request = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[TopicProduceData(
         name="quota-versions", partition_data=[PartitionProduceData(index=0, records=batch)])])
-    with BrokerConnection(broker.host, broker.port, client_id="old") as producer:
+    with BrokerConnection(pafka_broker.host, pafka_broker.port, client_id="old") as producer:
         started = time.monotonic()
         response = producer.request(request, version=version)
         took_ms = (time.monotonic() - started) * 1000
@@ -149,13 +144,13 @@ def test_an_old_client_gets_its_response_after_the_throttle_a_new_one_at_once(br
         assert took_ms < response.throttle_time_ms - 50
 
 
-def test_controller_mutation_rate_refuses_strict_clients_and_throttles_old_ones(broker: BrokerProcess) -> None:
+def test_controller_mutation_rate_refuses_strict_clients_and_throttles_old_ones(pafka_broker: BrokerProcess) -> None:
     """KIP-599: 2 partitions/s, a bucket of 2 x 11 windows = 22 partitions. Topics of 10 partitions:
     two fit, the third takes the bucket below zero, the fourth is refused (CreateTopics v6+), and
     the throttle time is how long the bucket needs to refill to zero. A v5 client is only throttled."""
     from protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 
-    with BrokerConnection(broker.host, broker.port) as admin:
+    with BrokerConnection(pafka_broker.host, pafka_broker.port) as admin:
         assert alter(admin, {"client-id": "creator"}, {"controller_mutation_rate": 2.0}) == (0, None)
         assert alter(admin, {"client-id": "old-creator"}, {"controller_mutation_rate": 2.0}) == (0, None)
 
@@ -163,7 +158,7 @@ def test_controller_mutation_rate_refuses_strict_clients_and_throttles_old_ones(
         request = CreateTopicsRequest(topics=[CreatableTopic(name=f"{prefix}-{i}", num_partitions=10,
                                                              replication_factor=1) for i in range(4)],
                                       timeout_ms=10_000)
-        with BrokerConnection(broker.host, broker.port, client_id=client_id) as connection:
+        with BrokerConnection(pafka_broker.host, pafka_broker.port, client_id=client_id) as connection:
             response = connection.request(request, version=version)
         assert isinstance(response, CreateTopicsResponse)
         return response

@@ -19,12 +19,11 @@ import re
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from kazoo.client import KazooClient
 
 from client.connection import BrokerConnection
 from protocol.config_types import ConfigSource
@@ -67,21 +66,22 @@ from protocol.messages.list_offsets import (
 )
 from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.cluster import Cluster
 from pytest_pafka.waiting import wait_until
-from pytest_pafka.zookeeper import ZooKeeperProcess
 from tests.integration.clients import AioKafkaDriver, ClientDriver, ConfluentDriver, KafkaPythonDriver
 from tests.integration.records import Produced
-
-pytestmark = pytest.mark.slow
-API_VERSIONS = ApiVersionsRequest(client_software_name="pafka-tests", client_software_version="1")
-
-HOSTS = {1: "127.0.0.1", 2: "127.0.0.2", 3: "127.0.0.3"}
-SESSION_TIMEOUT_MS = 6000
-T = TypeVar("T")
 
 #: Settings every broker of these tests shares: small internal topics, quick controlled shutdown.
 COMMON = ["zookeeper.session.timeout.ms=6000", "controlled.shutdown.retry.backoff.ms=500",
           "offsets.topic.num.partitions=6", "transaction.state.log.num.partitions=6"]
+SESSION_TIMEOUT_MS = 6000
+
+#: The module's cluster (``cluster``): brokers 1..3 on 127.0.0.1..3, racks r1, r0, r1.
+pytestmark = [pytest.mark.slow, pytest.mark.pafka_broker_config(*COMMON),
+              pytest.mark.pafka_cluster(brokers=3, session_timeout_ms=SESSION_TIMEOUT_MS,
+                                        broker_overrides={i: [f"broker.rack=r{i % 2}"] for i in (1, 2, 3)})]
+API_VERSIONS = ApiVersionsRequest(client_software_name="pafka-tests", client_software_version="1")
+T = TypeVar("T")
 
 
 def wait_for(what: str, check: Callable[[], T | None], timeout_s: float = 30.0, interval_s: float = 0.2) -> T:
@@ -112,7 +112,7 @@ def leaders(response: MetadataResponse, topic: str) -> dict[int, tuple[int, int,
     return {}
 
 
-def agreed_leaders(brokers: list[BrokerProcess], topic: str, partitions: int, isr: int
+def agreed_leaders(brokers: Iterable[BrokerProcess], topic: str, partitions: int, isr: int
                    ) -> dict[int, tuple[int, int, tuple[int, ...], tuple[int, ...]]] | None:
     """The topic's leadership when every broker answers the same, each partition led and in full ISR."""
     views = [leaders(metadata(b, [topic]), topic) for b in brokers]
@@ -134,52 +134,8 @@ def create_topic(broker: BrokerProcess, topic: str, partitions: int, rf: int,
     return response
 
 
-class Cluster:
-    def __init__(self, zookeeper: ZooKeeperProcess, chroot: str) -> None:
-        self.zookeeper = zookeeper
-        self.chroot = chroot
-        self.connect = zookeeper.chroot(chroot)
-        self.brokers: dict[int, BrokerProcess] = {
-            i: BrokerProcess(f"zookeeper.connect={self.connect}", f"broker.id={i}", f"broker.rack=r{i % 2}", *COMMON,
-                             host=host)
-            for i, host in HOSTS.items()}
-
-    @property
-    def all(self) -> list[BrokerProcess]:
-        return list(self.brokers.values())
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.all)
-
-    def start(self) -> None:
-        for broker in self.all:
-            broker.start()
-        wait_for("every broker to see all three", lambda: all(
-            len(metadata(b).brokers) == 3 and metadata(b).controller_id >= 0 for b in self.all))
-
-    def cleanup(self) -> None:
-        for broker in self.all:
-            broker.cleanup()
-
-    def kazoo(self) -> KazooClient:
-        client = KazooClient(hosts=self.connect, timeout=10)
-        client.start(timeout=10)
-        return client
-
-
-@pytest.fixture(scope="module")
-def cluster(zookeeper: ZooKeeperProcess) -> Iterator[Cluster]:
-    cluster = Cluster(zookeeper, f"brk-{uuid.uuid4().hex[:8]}")
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.cleanup()
-
-
 def test_three_brokers_register_and_every_one_names_the_same_controller(cluster: Cluster) -> None:
-    zk = cluster.kazoo()
+    zk = cluster.zk()
     try:
         assert sorted(zk.get_children("/brokers/ids"), key=int) == ["1", "2", "3"]
         for broker_id, broker in cluster.brokers.items():
@@ -218,11 +174,11 @@ def test_a_rf3_topic_has_the_same_leaders_everywhere_and_round_trips(cluster: Cl
     created = create_topic(cluster.brokers[2], topic, 12, 3)
     assert created.topics[0].error_code == ErrorCode.NO_ERROR, created.topics[0].error_message
     assert created.topics[0].topic_id != uuid.UUID(int=0)
-    leadership = wait_for("all brokers to agree on the leaders", lambda: agreed_leaders(cluster.all, topic, 12, 3))
+    leadership = wait_for("all brokers to agree on the leaders", lambda: agreed_leaders(cluster.brokers.values(), topic, 12, 3))
     assert {leader for leader, _, _, _ in leadership.values()} == {1, 2, 3}  # spread over the brokers
     for leader, _, replicas, _ in leadership.values():
         assert sorted(replicas) == [1, 2, 3] and leader == replicas[0]
-    for broker in cluster.all:  # DescribeTopicPartitions tells the same
+    for broker in cluster.brokers.values():  # DescribeTopicPartitions tells the same
         described = request(broker, DescribeTopicPartitionsRequest(
             topics=[TopicRequest(name=topic)], response_partition_limit=2000), version=0)
         assert isinstance(described, DescribeTopicPartitionsResponse)
@@ -241,7 +197,7 @@ def test_a_rf3_topic_has_the_same_leaders_everywhere_and_round_trips(cluster: Cl
 def test_a_partition_led_elsewhere_answers_not_leader(cluster: Cluster) -> None:
     topic = "led-elsewhere"
     assert create_topic(cluster.brokers[1], topic, 3, 2).topics[0].error_code == ErrorCode.NO_ERROR
-    leadership = wait_for("leaders", lambda: agreed_leaders(cluster.all, topic, 3, 2))
+    leadership = wait_for("leaders", lambda: agreed_leaders(cluster.brokers.values(), topic, 3, 2))
     for partition, (leader, _, replicas, _) in leadership.items():
         outsider = next(i for i in cluster.brokers if i not in replicas)
         for broker_id in (outsider, next(r for r in replicas if r != leader)):
@@ -278,14 +234,14 @@ def retention_on(broker: BrokerProcess, topic: str = "auto-made") -> str | None:
 def test_partitions_added_through_any_broker(cluster: Cluster) -> None:
     topic = "growing"
     assert create_topic(cluster.brokers[1], topic, 3, 2).topics[0].error_code == ErrorCode.NO_ERROR
-    wait_for("leaders", lambda: agreed_leaders(cluster.all, topic, 3, 2))
+    wait_for("leaders", lambda: agreed_leaders(cluster.brokers.values(), topic, 3, 2))
     grown = request(cluster.brokers[3], CreatePartitionsRequest(
         topics=[CreatePartitionsTopic(name=topic, count=6, assignments=None)], timeout_ms=30000), version=3)
     assert isinstance(grown, CreatePartitionsResponse)
     assert grown.results[0].error_code == ErrorCode.NO_ERROR, grown.results[0].error_message
     # Answered once the new partitions had leaders on the broker asked.
     assert len(leaders(metadata(cluster.brokers[3], [topic]), topic)) == 6
-    wait_for("six partitions everywhere", lambda: agreed_leaders(cluster.all, topic, 6, 2))
+    wait_for("six partitions everywhere", lambda: agreed_leaders(cluster.brokers.values(), topic, 6, 2))
     shrink = request(cluster.brokers[2], CreatePartitionsRequest(
         topics=[CreatePartitionsTopic(name=topic, count=4, assignments=None)], timeout_ms=30000), version=3)
     assert shrink.results[0].error_code == ErrorCode.INVALID_PARTITIONS
@@ -299,7 +255,7 @@ def test_partitions_added_through_any_broker(cluster: Cluster) -> None:
         name=topic, count=7, assignments=[CreatePartitionsAssignment(broker_ids=[3, 1])])], timeout_ms=30000),
         version=3)
     assert manual.results[0].error_code == ErrorCode.NO_ERROR, manual.results[0].error_message
-    placed = wait_for("the seventh partition everywhere", lambda: agreed_leaders(cluster.all, topic, 7, 2))
+    placed = wait_for("the seventh partition everywhere", lambda: agreed_leaders(cluster.brokers.values(), topic, 7, 2))
     assert list(placed[6][2]) == [3, 1]
 
 
@@ -318,7 +274,7 @@ def test_dynamic_broker_configs_live_in_zookeeper(cluster: Cluster) -> None:
 
     alter(1, "", "log.cleaner.backoff.ms", "16000")  # the cluster default, through broker 1
     alter(2, "2", "log.retention.ms", "7200000")  # broker 2's own
-    zk = cluster.kazoo()
+    zk = cluster.zk()
     try:
         assert json.loads(zk.get("/config/brokers/<default>")[0])["config"] == {"log.cleaner.backoff.ms": "16000"}
         assert json.loads(zk.get("/config/brokers/2")[0])["config"] == {"log.retention.ms": "7200000"}
@@ -334,13 +290,13 @@ def test_dynamic_broker_configs_live_in_zookeeper(cluster: Cluster) -> None:
     assert described(3, "log.retention.ms")[1] != own
     cluster.brokers[3].restart()  # a broker starting takes the cluster default from ZooKeeper
     assert described(3, "log.cleaner.backoff.ms") == ("16000", default)
-    wait_for("all three back", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.all))
+    wait_for("all three back", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.brokers.values()))
 
 
 def test_a_topic_created_again_takes_its_own_configs(cluster: Cluster) -> None:
     topic = "recreated"
     assert create_topic(cluster.brokers[1], topic, 1, 1, {"retention.ms": "777"}).topics[0].error_code == 0
-    wait_for("the overrides everywhere", lambda: all(retention_on(b, topic) == "777" for b in cluster.all))
+    wait_for("the overrides everywhere", lambda: all(retention_on(b, topic) == "777" for b in cluster.brokers.values()))
     deleted = request(cluster.brokers[2], DeleteTopicsRequest(topic_names=[topic], timeout_ms=30000), version=5)
     assert deleted.responses[0].error_code == ErrorCode.NO_ERROR
     # Until the controller finished the deletion the name is taken ("marked for deletion"), as in Kafka.
@@ -348,26 +304,26 @@ def test_a_topic_created_again_takes_its_own_configs(cluster: Cluster) -> None:
              == ErrorCode.NO_ERROR)
     wait_for("no override anywhere", lambda: all(
         (entry := retention_entry(b, topic))[0] is not None and entry[1] != ConfigSource.DYNAMIC_TOPIC_CONFIG
-        for b in cluster.all))
+        for b in cluster.brokers.values()))
 
 
 def test_auto_creation_delete_and_configs_work_through_any_broker(cluster: Cluster) -> None:
     first = metadata(cluster.brokers[3], ["auto-made"], auto_create=True)
     assert first.topics[0].error_code in (ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NO_ERROR)
-    wait_for("the auto-created topic everywhere", lambda: agreed_leaders(cluster.all, "auto-made", 1, 1))
+    wait_for("the auto-created topic everywhere", lambda: agreed_leaders(cluster.brokers.values(), "auto-made", 1, 1))
 
     altered = request(cluster.brokers[2], IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
         resource_type=2, resource_name="auto-made", configs=[AlterableConfig(name="retention.ms", config_operation=0,
                                                                            value="123456")])]), version=1)
     assert isinstance(altered, IncrementalAlterConfigsResponse) and altered.responses[0].error_code == 0
 
-    wait_for("the config on every broker", lambda: all(retention_on(b) == "123456" for b in cluster.all))
+    wait_for("the config on every broker", lambda: all(retention_on(b) == "123456" for b in cluster.brokers.values()))
 
     deleted = request(cluster.brokers[1], DeleteTopicsRequest(topic_names=["auto-made"], timeout_ms=30000), version=5)
     assert isinstance(deleted, DeleteTopicsResponse)
     assert deleted.responses[0].error_code == ErrorCode.NO_ERROR
     wait_for("the topic gone everywhere", lambda: all(
-        metadata(b, ["auto-made"]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for b in cluster.all))
+        metadata(b, ["auto-made"]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for b in cluster.brokers.values()))
 
 
 def test_a_consumer_group_commits_through_the_cluster(cluster: Cluster) -> None:
@@ -376,7 +332,7 @@ def test_a_consumer_group_commits_through_the_cluster(cluster: Cluster) -> None:
 
     topic = "grouped"
     assert create_topic(cluster.brokers[3], topic, 6, 3).topics[0].error_code == ErrorCode.NO_ERROR
-    wait_for("leaders", lambda: agreed_leaders(cluster.all, topic, 6, 3))
+    wait_for("leaders", lambda: agreed_leaders(cluster.brokers.values(), topic, 6, 3))
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for i in range(600):
         producer.produce(topic, key=str(i).encode(), value=b"v")
@@ -399,7 +355,7 @@ def test_a_consumer_group_commits_through_the_cluster(cluster: Cluster) -> None:
         consumer.close()
     assert sorted(keys) == sorted(str(i).encode() for i in range(600))
     assert sum(tp.offset for tp in committed) == 600
-    offsets = wait_for("__consumer_offsets everywhere", lambda: agreed_leaders(cluster.all, "__consumer_offsets", 6, 3))
+    offsets = wait_for("__consumer_offsets everywhere", lambda: agreed_leaders(cluster.brokers.values(), "__consumer_offsets", 6, 3))
     assert all(sorted(replicas) == [1, 2, 3] for _, _, replicas, _ in offsets.values())
 
 
@@ -410,7 +366,7 @@ def test_transactions_commit_across_brokers(cluster: Cluster) -> None:
 
     topic = "transactional"
     assert create_topic(cluster.brokers[2], topic, 3, 3).topics[0].error_code == ErrorCode.NO_ERROR
-    leadership = wait_for("leaders", lambda: agreed_leaders(cluster.all, topic, 3, 3))
+    leadership = wait_for("leaders", lambda: agreed_leaders(cluster.brokers.values(), topic, 3, 3))
     assert len({leader for leader, _, _, _ in leadership.values()}) == 3  # one partition led by each broker
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "cluster-txn"})
     producer.init_transactions(60)
@@ -453,7 +409,7 @@ def test_transactions_commit_across_brokers(cluster: Cluster) -> None:
 def test_metadata_of_a_thousand_partitions_on_a_non_controller(cluster: Cluster) -> None:
     created = create_topic(cluster.brokers[1], "wide", 1000, 1)
     assert created.topics[0].error_code == ErrorCode.NO_ERROR, created.topics[0].error_message
-    wait_for("1,000 leaders everywhere", lambda: agreed_leaders(cluster.all, "wide", 1000, 1), timeout_s=120)
+    wait_for("1,000 leaders everywhere", lambda: agreed_leaders(cluster.brokers.values(), "wide", 1000, 1), timeout_s=120)
     controller = metadata(cluster.brokers[1]).controller_id
     other = next(b for i, b in cluster.brokers.items() if i != controller)
     wanted = MetadataRequest(topics=[MetadataRequestTopic(name="wide")], allow_auto_topic_creation=False)
@@ -485,7 +441,7 @@ def test_a_broker_refuses_another_clusters_data_and_generates_ids(cluster: Clust
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "meta.properties").write_text("version=0\nbroker.id=7\ncluster.id=someOtherCluster\n")
-    stray = BrokerProcess(f"zookeeper.connect={cluster.connect}", "broker.id=7", *COMMON, data_dir=foreign,
+    stray = BrokerProcess(f"zookeeper.connect={cluster.zookeeper_connect}", "broker.id=7", *COMMON, data_dir=foreign,
                           host="127.0.0.4", start_timeout_s=15)
     try:
         with pytest.raises(RuntimeError, match="doesn't match stored clusterId Some\\(someOtherCluster\\)"):
@@ -493,7 +449,7 @@ def test_a_broker_refuses_another_clusters_data_and_generates_ids(cluster: Clust
     finally:
         stray.cleanup()
 
-    no_id = BrokerProcess(f"zookeeper.connect={cluster.connect}", "broker.id.generation.enable=false", *COMMON,
+    no_id = BrokerProcess(f"zookeeper.connect={cluster.zookeeper_connect}", "broker.id.generation.enable=false", *COMMON,
                           host="127.0.0.4", start_timeout_s=15)
     try:
         with pytest.raises(RuntimeError, match=re.escape("broker.id.generation.enable is false")):
@@ -501,10 +457,10 @@ def test_a_broker_refuses_another_clusters_data_and_generates_ids(cluster: Clust
     finally:
         no_id.cleanup()
 
-    generated = BrokerProcess(f"zookeeper.connect={cluster.connect}", *COMMON, host="127.0.0.4")
+    generated = BrokerProcess(f"zookeeper.connect={cluster.zookeeper_connect}", *COMMON, host="127.0.0.4")
     try:
         generated.start()
-        zk = cluster.kazoo()
+        zk = cluster.zk()
         try:
             ids = wait_for("the generated id", lambda: [i for i in zk.get_children("/brokers/ids") if int(i) > 1000])
         finally:
@@ -522,7 +478,7 @@ def test_a_broker_refuses_another_clusters_data_and_generates_ids(cluster: Clust
 
 def test_a_broker_registers_again_after_its_session_expired(cluster: Cluster) -> None:
     broker = cluster.brokers[3]
-    zk = cluster.kazoo()
+    zk = cluster.zk()
     try:
         before = zk.exists("/brokers/ids/3")
         assert before is not None and broker.pid is not None
@@ -537,12 +493,12 @@ def test_a_broker_registers_again_after_its_session_expired(cluster: Cluster) ->
     finally:
         zk.stop()
         zk.close()
-    wait_for("every broker to see all three again", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.all))
+    wait_for("every broker to see all three again", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.brokers.values()))
 
 
 def test_a_broker_restarted_after_sigkill_registers_once_its_old_session_expired(cluster: Cluster) -> None:
     broker = cluster.brokers[1]
-    zk = cluster.kazoo()
+    zk = cluster.zk()
     try:
         before = zk.exists("/brokers/ids/1")
         assert before is not None
@@ -555,13 +511,13 @@ def test_a_broker_restarted_after_sigkill_registers_once_its_old_session_expired
     finally:
         zk.stop()
         zk.close()
-    wait_for("every broker to see all three again", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.all))
+    wait_for("every broker to see all three again", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.brokers.values()))
 
 
 def test_sigterm_moves_leaderships_away_before_exit(cluster: Cluster) -> None:
     topic = "handover"
     assert create_topic(cluster.brokers[1], topic, 6, 3).topics[0].error_code == ErrorCode.NO_ERROR
-    wait_for("leaders", lambda: agreed_leaders(cluster.all, topic, 6, 3))
+    wait_for("leaders", lambda: agreed_leaders(cluster.brokers.values(), topic, 6, 3))
     stopping = cluster.brokers[2]
     assert stopping.terminate() == 0
     assert "controlled shutdown succeeded" in stopping.log_text()
@@ -569,8 +525,8 @@ def test_sigterm_moves_leaderships_away_before_exit(cluster: Cluster) -> None:
     shown = wait_for("the others to agree", lambda: agreed_leaders(others, topic, 6, 2))
     assert all(leader in (1, 3) for leader, _, _, _ in shown.values())
     stopping.start()
-    wait_for("all three back", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.all))
-    wait_for("broker 2 back in every ISR", lambda: agreed_leaders(cluster.all, topic, 6, 3), timeout_s=60)
+    wait_for("all three back", lambda: all(len(metadata(b).brokers) == 3 for b in cluster.brokers.values()))
+    wait_for("broker 2 back in every ISR", lambda: agreed_leaders(cluster.brokers.values(), topic, 6, 3), timeout_s=60)
 
     # Preferred-leader election (through the controller) gives leadership back to the first replica.
     controller = cluster.brokers[metadata(cluster.brokers[1]).controller_id]
@@ -580,6 +536,6 @@ def test_sigterm_moves_leaderships_away_before_exit(cluster: Cluster) -> None:
     assert {p.error_code for r in elected.replica_election_results for p in r.partition_result} <= {
         ErrorCode.NO_ERROR, ErrorCode.ELECTION_NOT_NEEDED}
     back = wait_for("preferred leaders everywhere", lambda: (
-        (shown := agreed_leaders(cluster.all, topic, 6, 3)) and all(
+        (shown := agreed_leaders(cluster.brokers.values(), topic, 6, 3)) and all(
             leader == replicas[0] for leader, _, replicas, _ in shown.values()) and shown))
     assert 2 in {leader for leader, _, _, _ in back.values()}

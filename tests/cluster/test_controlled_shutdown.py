@@ -12,5 +12,5 @@ from tests.cluster.shutdown_scenario import run_controlled_shutdown
 
 
 @pytest.mark.parametrize("which", ["non-controller", "controller"])
-def test_sigterm_moves_leaderships_before_exit(cluster3: Cluster, which: str) -> None:
-    run_controlled_shutdown(cluster3, which)
+def test_sigterm_moves_leaderships_before_exit(cluster: Cluster, which: str) -> None:
+    run_controlled_shutdown(cluster, which)

@@ -80,28 +80,28 @@ def request_ids(cluster: Cluster, first_broker: int, collected: Collected, deadl
         conn.close()
 
 
-def test_producer_ids_distinct_across_brokers_and_a_controller_change(cluster3: Cluster) -> None:
+def test_producer_ids_distinct_across_brokers_and_a_controller_change(cluster: Cluster) -> None:
     collected = Collected()
     deadline = time.monotonic() + DEADLINE_S
-    threads = [threading.Thread(target=worker, args=(cluster3, b, collected, deadline), daemon=True)
-               for b in cluster3.broker_ids for _ in range(WORKERS_PER_BROKER)]
-    old = cluster3.controller_id()
+    threads = [threading.Thread(target=worker, args=(cluster, b, collected, deadline), daemon=True)
+               for b in cluster.broker_ids for _ in range(WORKERS_PER_BROKER)]
+    old = cluster.controller_id()
     assert old is not None
     for thread in threads:
         thread.start()
     try:
         assert collected.halfway.wait(DEADLINE_S / 2) and not collected.fatal, \
             f"not halfway: {len(collected.ids)} ids, {collected.fatal[:5]}"
-        cluster3.kill(old)
-        new = cluster3.wait_for(lambda: (c := cluster3.controller_id()) is not None and c != old and c, 15.0,
+        cluster.kill(old)
+        new = cluster.wait_for(lambda: (c := cluster.controller_id()) is not None and c != old and c, 15.0,
                                 "a new controller")
         assert new != old
-        cluster3.start(old)  # the restarted broker hands out ids again, from a block of its own
+        cluster.start(old)  # the restarted broker hands out ids again, from a block of its own
     finally:
         for thread in threads:
             thread.join(DEADLINE_S)
-        if not cluster3.broker(old).running:
-            cluster3.start(old)
+        if not cluster.broker(old).running:
+            cluster.start(old)
     assert not any(t.is_alive() for t in threads)
     assert not collected.fatal, collected.fatal[:5]
     assert len(collected.ids) >= TOTAL, f"only {len(collected.ids)} ids before the deadline"
@@ -110,16 +110,16 @@ def test_producer_ids_distinct_across_brokers_and_a_controller_change(cluster3: 
     assert len(set(ids)) == len(ids), f"{len(ids) - len(set(ids))} producer ids handed out twice"
     assert all(pid >= 0 for pid in ids)
     assert {epoch for _, epoch, _ in collected.ids} == {0}
-    by_broker = {b: [pid for pid, _, origin in collected.ids if origin == b] for b in cluster3.broker_ids}
-    assert all(by_broker[b] for b in cluster3.broker_ids), {b: len(v) for b, v in by_broker.items()}
+    by_broker = {b: [pid for pid, _, origin in collected.ids if origin == b] for b in cluster.broker_ids}
+    assert all(by_broker[b] for b in cluster.broker_ids), {b: len(v) for b, v in by_broker.items()}
     # Each broker hands out ids from blocks of 1,000 of its own: no block is shared by two brokers.
     blocks = {b: {pid // 1000 for pid in pids} for b, pids in by_broker.items()}
-    for a, b in itertools.combinations(cluster3.broker_ids, 2):
+    for a, b in itertools.combinations(cluster.broker_ids, 2):
         assert not blocks[a] & blocks[b], f"brokers {a} and {b} share blocks {sorted(blocks[a] & blocks[b])[:5]}"
 
-    block = cluster3.read_json("/latest_producer_id_block")
+    block = cluster.read_json("/latest_producer_id_block")
     assert block["version"] == 1
-    assert block["broker"] in cluster3.broker_ids
+    assert block["broker"] in cluster.broker_ids
     assert isinstance(block["block_start"], str) and isinstance(block["block_end"], str), "Kafka writes longs as text"
     start, end = int(block["block_start"]), int(block["block_end"])
     assert end - start + 1 == 1000 and start % 1000 == 0

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import struct
 import time
 from dataclasses import dataclass, field
 
-from protocol.api import decode_request, encode_response
+from protocol.api import DecodedRequest
 from protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
 from protocol.messages.leader_and_isr import (
     LeaderAndIsrPartitionError,
@@ -25,8 +24,7 @@ from protocol.messages.leader_and_isr import (
 from protocol.messages.stop_replica import StopReplicaPartitionError, StopReplicaRequest, StopReplicaResponse
 from protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 from protocol.primitives import Message
-
-_SIZE = struct.Struct(">i")
+from tests.in_process import KafkaFrameServer
 
 
 @dataclass
@@ -47,23 +45,19 @@ class FakeBroker:
     api_ranges: dict[int, tuple[int, int]] | None = field(default_factory=lambda: {4: (0, 7), 5: (0, 4), 6: (0, 8)})
     stop_replica_error: int = 0
     received: list[Received] = field(default_factory=list)
-    _server: asyncio.Server | None = None
+    _server: KafkaFrameServer | None = None
     _changed: asyncio.Condition | None = None
-    _writers: set[asyncio.StreamWriter] = field(default_factory=set)
 
     async def start(self) -> FakeBroker:
         self._changed = asyncio.Condition()
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._server = KafkaFrameServer(self._receive, self.host, self.port)
+        self.port = await self._server.start()
         return self
 
     async def stop(self) -> None:
         server, self._server = self._server, None
         if server is not None:
-            server.close()
-            for writer in list(self._writers):
-                writer.close()
-            await server.wait_closed()
+            await server.close()
 
     def of_type(self, cls: type[Message]) -> list[Message]:
         return [r.body for r in self.received if isinstance(r.body, cls)]
@@ -82,26 +76,15 @@ class FakeBroker:
                     await asyncio.wait_for(self._changed.wait(), remaining)
         return self.of_type(cls)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writers.add(writer)
-        try:
-            while True:
-                (size,) = _SIZE.unpack(await reader.readexactly(4))
-                frame = await reader.readexactly(size)
-                request = decode_request(frame)
-                body = self._answer(request.body)
-                if request.api_key != 18:
-                    self.received.append(Received(request.api_key, request.api_version, request.body))
-                    assert self._changed is not None
-                    async with self._changed:
-                        self._changed.notify_all()
-                writer.writelines(encode_response(request.api_key, request.api_version, request.correlation_id, body))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            self._writers.discard(writer)
-            writer.close()
+    async def _receive(self, request: DecodedRequest) -> Message:
+        """Record the request (ApiVersions aside) and wake the waiters before answering it."""
+        body = self._answer(request.body)
+        if request.api_key != 18:
+            self.received.append(Received(request.api_key, request.api_version, request.body))
+            assert self._changed is not None
+            async with self._changed:
+                self._changed.notify_all()
+        return body
 
     def _answer(self, body: Message) -> Message:
         if isinstance(body, LeaderAndIsrRequest):

@@ -10,7 +10,7 @@ from controller.admin_zk_client import AdminZkClient, AdminZkError, new_topic_id
 from controller.zk import zk_data as zd
 from controller.zk.kafka_zk_client import KafkaZkClient
 from protocol.errors import ErrorCode
-from tests.controller.cluster_harness import run
+from tests.in_process import run
 
 
 async def _with_brokers(connect: str, racks: dict[int, str | None],

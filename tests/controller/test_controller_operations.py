@@ -22,16 +22,17 @@ from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.messages.stop_replica import StopReplicaRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
 from pytest_pafka.zookeeper import ZooKeeperProcess, expire_session
-from tests.controller.cluster_harness import LISTENER, Cluster, run, wait_for, wait_for_async
+from tests.controller.controller_rig import LISTENER, ControllerRig
+from tests.in_process import run, wait_for
 
 TP = tuple[str, int]
 
 
-async def _topic(cluster: Cluster, name: str, assignment: dict[int, list[int]], configs: dict[str, str] | None = None) -> None:
+async def _topic(cluster: ControllerRig, name: str, assignment: dict[int, list[int]], configs: dict[str, str] | None = None) -> None:
     any_node = next(n for n in cluster.nodes.values() if n.running)
     await AdminZkClient(any_node.zk).create_topic(name, -1, -1, configs or {}, assignment)
     tps = [(name, p) for p in assignment]
-    await wait_for_async(lambda: _has_states(any_node.zk, tps), what=f"{name}'s partition states")
+    await wait_for(lambda: _has_states(any_node.zk, tps), what=f"{name}'s partition states")
     await cluster.wait_idle()
 
 
@@ -43,13 +44,13 @@ async def _state(zk: KafkaZkClient, tp: TP) -> zd.LeaderAndIsr:
     return (await zk.get_partition_states([tp]))[tp].leader_and_isr
 
 
-def _zk(cluster: Cluster) -> KafkaZkClient:
+def _zk(cluster: ControllerRig) -> KafkaZkClient:
     return next(n for n in cluster.nodes.values() if n.running).zk
 
 
 def test_failed_broker_loses_its_leaderships_and_isr_memberships(zk_connect: str) -> None:
     async def scenario() -> None:
-        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        cluster = await ControllerRig(zk_connect).start([1, 2, 3])
         try:
             victim = next(b for b in (1, 2, 3) if not cluster.nodes[b].controller.is_active)
             others = [b for b in (1, 2, 3) if b != victim]
@@ -58,7 +59,7 @@ def test_failed_broker_loses_its_leaderships_and_isr_memberships(zk_connect: str
             before = await _state(_zk(cluster), ("t", 0))
             await cluster.nodes[victim].stop()
             zk = _zk(cluster)
-            await wait_for_async(lambda: _leader_is(zk, ("t", 0), others[0]), what="new leader of t-0")
+            await wait_for(lambda: _leader_is(zk, ("t", 0), others[0]), what="new leader of t-0")
             await cluster.wait_idle()
             p0, p1, p2 = (await _state(zk, ("t", 0))), (await _state(zk, ("t", 1))), (await _state(zk, ("t2", 0)))
             assert (p0.leader, p0.isr) == (others[0], [others[0], others[1]])
@@ -109,7 +110,7 @@ def _told(fake: object) -> set[TP]:
 
 def test_controlled_shutdown_moves_leaderships_and_shrinks_isrs(zk_connect: str) -> None:
     async def scenario() -> None:
-        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        cluster = await ControllerRig(zk_connect).start([1, 2, 3])
         try:
             leaving = next(b for b in (1, 2, 3) if not cluster.nodes[b].controller.is_active)
             rest = [b for b in (1, 2, 3) if b != leaving]
@@ -153,7 +154,7 @@ def _alter(broker_id: int, broker_epoch: int, topic_id: object, partition: int, 
 
 def test_alter_partition_checks_epochs_writes_zookeeper_and_answers_the_new_state(zk_connect: str) -> None:
     async def scenario() -> None:
-        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        cluster = await ControllerRig(zk_connect).start([1, 2, 3])
         try:
             await _topic(cluster, "ap", {0: [1, 2, 3]})
             controller = cluster.controller()
@@ -216,7 +217,7 @@ def test_alter_partition_checks_epochs_writes_zookeeper_and_answers_the_new_stat
 
 def test_elect_leaders_preferred_and_unclean(zk_connect: str) -> None:
     async def scenario() -> None:
-        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        cluster = await ControllerRig(zk_connect).start([1, 2, 3])
         try:
             await _topic(cluster, "el", {0: [1, 2], 1: [2, 3], 2: [3, 1]}, {"unclean.leader.election.enable": "false"})
             controller = cluster.controller()
@@ -253,7 +254,7 @@ def test_elect_leaders_preferred_and_unclean(zk_connect: str) -> None:
 
 def test_unclean_leader_election_only_when_the_topic_allows_it(zk_connect: str) -> None:
     async def scenario() -> None:
-        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        cluster = await ControllerRig(zk_connect).start([1, 2, 3])
         try:
             cid = next(b for b, n in cluster.nodes.items() if n.controller.is_active)
             a, b = [x for x in (1, 2, 3) if x != cid]
@@ -270,9 +271,9 @@ def test_unclean_leader_election_only_when_the_topic_allows_it(zk_connect: str) 
                                                                st.leader_epoch, [a], st.partition_epoch, epochs))
                 assert resp.topics[0].partitions[0].error_code == 0
             await cluster.nodes[a].stop()  # the only in-sync replica dies
-            await wait_for_async(lambda: _leader_is(zk, ("dirty", 0), b), what="unclean leader for dirty-0")
+            await wait_for(lambda: _leader_is(zk, ("dirty", 0), b), what="unclean leader for dirty-0")
             await cluster.wait_idle()
-            await wait_for_async(lambda: _leader_is(zk, ("plain", 0), b), what="unclean leader for plain-0")
+            await wait_for(lambda: _leader_is(zk, ("plain", 0), b), what="unclean leader for plain-0")
             dirty, clean = await _state(zk, ("dirty", 0)), await _state(zk, ("clean", 0))
             assert (dirty.leader, dirty.isr) == (b, [b])
             assert (clean.leader, clean.isr) == (zd.LEADER_NONE, [a])  # offline: the last ISR member is kept
@@ -289,12 +290,12 @@ def test_unclean_leader_election_only_when_the_topic_allows_it(zk_connect: str) 
 
 def test_topic_deletion_stops_and_deletes_replicas_then_removes_znodes(zk_connect: str) -> None:
     async def scenario() -> None:
-        cluster = await Cluster(zk_connect).start([1, 2])
+        cluster = await ControllerRig(zk_connect).start([1, 2])
         try:
             await _topic(cluster, "gone", {0: [1, 2], 1: [2, 1]})
             zk = _zk(cluster)
             await AdminZkClient(zk).delete_topic("gone")
-            await wait_for_async(lambda: _topic_absent(zk, "gone"), what="topic znodes removed")
+            await wait_for(lambda: _topic_absent(zk, "gone"), what="topic znodes removed")
             assert await zk.get_delete_topic_markers() == set()
             for node in cluster.nodes.values():
                 stops = [r for r in node.fake.of_type(StopReplicaRequest) if isinstance(r, StopReplicaRequest)]
@@ -321,12 +322,12 @@ async def _topic_absent(zk: KafkaZkClient, topic: str) -> bool:
 def test_topic_deletion_disabled_drops_the_marker(zk_connect: str) -> None:
     async def scenario() -> None:
         config = ControllerConfig(inter_broker_listener_name=LISTENER, delete_topic_enable=False)
-        cluster = await Cluster(zk_connect, config).start([1])
+        cluster = await ControllerRig(zk_connect, config).start([1])
         try:
             await _topic(cluster, "kept", {0: [1]})
             zk = _zk(cluster)
             await AdminZkClient(zk).delete_topic("kept")
-            await wait_for_async(lambda: _no_markers(zk), what="marker removed")
+            await wait_for(lambda: _no_markers(zk), what="marker removed")
             assert "kept" in await zk.get_all_topics()
         finally:
             await cluster.stop()
@@ -340,7 +341,7 @@ async def _no_markers(zk: KafkaZkClient) -> bool:
 
 def test_deposed_controller_stops_and_its_writes_are_refused(zk_connect: str, zookeeper: ZooKeeperProcess) -> None:
     async def scenario() -> None:
-        cluster = await Cluster(zk_connect).start([1, 2])
+        cluster = await ControllerRig(zk_connect).start([1, 2])
         try:
             await _topic(cluster, "f", {0: [1, 2]})
             old = cluster.active()
@@ -378,7 +379,7 @@ def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(zk_co
     async def scenario() -> None:
         config = ControllerConfig(inter_broker_listener_name=LISTENER, leader_imbalance_check_interval_seconds=0.3,
                                   auto_leader_rebalance_initial_delay_s=0.1)
-        cluster = await Cluster(zk_connect, config).start([1, 2])
+        cluster = await ControllerRig(zk_connect, config).start([1, 2])
         try:
             controller = cluster.controller()
             preferred = next(b for b, n in cluster.nodes.items() if n.controller is not controller)
@@ -395,7 +396,7 @@ def test_auto_leader_rebalance_returns_leadership_to_the_preferred_replica(zk_co
                                                              moved.leader_epoch, [other, preferred], moved.partition_epoch,
                                                              epochs))
             assert answer.topics[0].partitions[0].error_code == 0
-            await wait_for_async(lambda: _leader_is(zk, ("rb", 0), preferred), timeout=10, what="preferred leader back")
+            await wait_for(lambda: _leader_is(zk, ("rb", 0), preferred), timeout=10, what="preferred leader back")
             back = await _state(zk, ("rb", 0))
             assert back.isr == [other, preferred] and back.leader_epoch == moved.leader_epoch + 1
         finally:
@@ -408,7 +409,7 @@ def test_auto_leader_rebalance_disabled_leaves_leaders_alone(zk_connect: str) ->
     async def scenario() -> None:
         config = ControllerConfig(inter_broker_listener_name=LISTENER, auto_leader_rebalance_enable=False,
                                   leader_imbalance_check_interval_seconds=0.1, auto_leader_rebalance_initial_delay_s=0.1)
-        cluster = await Cluster(zk_connect, config).start([1, 2])
+        cluster = await ControllerRig(zk_connect, config).start([1, 2])
         try:
             controller = cluster.controller()
             preferred = next(b for b, n in cluster.nodes.items() if n.controller is not controller)
@@ -432,14 +433,14 @@ def test_auto_leader_rebalance_disabled_leaves_leaders_alone(zk_connect: str) ->
 
 def test_topic_deletion_waits_for_a_dead_replica_and_completes_when_it_returns(zk_connect: str) -> None:
     async def scenario() -> None:
-        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        cluster = await ControllerRig(zk_connect).start([1, 2, 3])
         try:
             cid = next(b for b, n in cluster.nodes.items() if n.controller.is_active)
             a, b = [x for x in (1, 2, 3) if x != cid]
             await _topic(cluster, "later", {0: [a, b]})
             await cluster.nodes[b].stop()
             zk = _zk(cluster)
-            await wait_for_async(lambda: _leader_is(zk, ("later", 0), a), what="a leads alone")
+            await wait_for(lambda: _leader_is(zk, ("later", 0), a), what="a leads alone")
             await cluster.wait_idle()
             await AdminZkClient(zk).delete_topic("later")
             await wait_for(lambda: _deleted_at(cluster.nodes[a].fake) == {("later", 0)}, what="StopReplica(delete) to a")
@@ -448,7 +449,7 @@ def test_topic_deletion_waits_for_a_dead_replica_and_completes_when_it_returns(z
             assert "later" in cluster.controller().context.topics_ineligible_for_deletion
             returned = await cluster.add(b)
             await wait_for(lambda: _deleted_at(returned.fake) == {("later", 0)}, what="StopReplica(delete) to b")
-            await wait_for_async(lambda: _topic_absent(zk, "later"), what="topic znodes removed")
+            await wait_for(lambda: _topic_absent(zk, "later"), what="topic znodes removed")
             assert await zk.get_delete_topic_markers() == set()
             assert ("later", 0) not in _told(returned.fake)  # never told to host the dying topic
         finally:
@@ -471,7 +472,7 @@ def test_controller_resigns_when_another_broker_holds_controller_and_its_request
 
         from controller.zk.kafka_zk_client import split_connect
 
-        cluster = await Cluster(zk_connect).start([1, 2])
+        cluster = await ControllerRig(zk_connect).start([1, 2])
         servers, chroot = split_connect(zk_connect)
         raw = KazooClient(hosts=servers)
         await asyncio.to_thread(raw.start, 10)

@@ -1,7 +1,7 @@
 """KafkaController against a real ZooKeeper: election, failover, new topics, broker failure.
 
 Brokers are represented by their ZooKeeper sessions and fake inter-broker endpoints
-(tests/controller/cluster_harness.py); what the controller sent them is checked, and
+(tests/controller/controller_rig.py); what the controller sent them is checked, and
 what it wrote is read back from ZooKeeper.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 from controller.admin_zk_client import AdminZkClient
 from protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from protocol.messages.update_metadata import UpdateMetadataRequest
-from tests.controller.cluster_harness import Cluster, run, wait_for, wait_for_async
+from tests.controller.controller_rig import ControllerRig
+from tests.in_process import run, wait_for
 
 
 def _lai_states(request: LeaderAndIsrRequest) -> dict[tuple[str, int], tuple[int, list[int], int, bool]]:
@@ -22,7 +23,7 @@ def _lai_states(request: LeaderAndIsrRequest) -> dict[tuple[str, int], tuple[int
 
 def test_one_controller_is_elected_and_a_new_one_takes_over_when_its_session_closes(zk_connect: str) -> None:
     async def scenario() -> None:
-        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        cluster = await ControllerRig(zk_connect).start([1, 2, 3])
         try:
             first = cluster.active()
             assert first is not None
@@ -68,14 +69,14 @@ def test_one_controller_is_elected_and_a_new_one_takes_over_when_its_session_clo
 
 def test_new_topic_gets_leaders_isr_and_leader_and_isr_requests(zk_connect: str) -> None:
     async def scenario() -> None:
-        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        cluster = await ControllerRig(zk_connect).start([1, 2, 3])
         try:
             admin = AdminZkClient(cluster.nodes[2].zk)
             created = await admin.create_topic("orders", 6, 2, {"retention.ms": "1000"})
             assert len(created.partitions) == 6
             zk = cluster.nodes[1].zk
             tps = [("orders", p) for p in range(6)]
-            await wait_for_async(lambda: _count_states(zk, tps, 6), what="partition states")
+            await wait_for(lambda: _count_states(zk, tps, 6), what="partition states")
             states = await zk.get_partition_states(tps)
             for tp, state in states.items():
                 replicas = created.partitions[tp[1]]
@@ -133,14 +134,14 @@ def _metadata_partitions(fake: object) -> set[tuple[str, int]]:
 
 def test_new_controller_rebuilds_from_zookeeper_and_re_announces_every_partition(zk_connect: str) -> None:
     async def scenario() -> None:
-        cluster = await Cluster(zk_connect).start([1, 2, 3])
+        cluster = await ControllerRig(zk_connect).start([1, 2, 3])
         try:
             first = cluster.active()
             assert first is not None
             admin = AdminZkClient(first.zk)
             created = await admin.create_topic("fo", 6, 2, {})
             tps = [("fo", p) for p in range(6)]
-            await wait_for_async(lambda: _count_states(first.zk, tps, 6), what="partition states")
+            await wait_for(lambda: _count_states(first.zk, tps, 6), what="partition states")
             await cluster.wait_idle()
             await first.stop()
             await wait_for(lambda: cluster.active() is not None, timeout=10, what="a new controller")

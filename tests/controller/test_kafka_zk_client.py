@@ -27,7 +27,7 @@ from controller.zk.kafka_zk_client import (
     split_connect,
 )
 from pytest_pafka.zookeeper import ZooKeeperProcess, expire_session
-from tests.controller.cluster_harness import wait_for
+from tests.in_process import wait_for
 
 T = TypeVar("T")
 SESSION_MS = 4000

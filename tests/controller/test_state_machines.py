@@ -12,7 +12,7 @@ from controller.partition_state_machine import ElectionStrategy, PartitionStateM
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.zk import zk_data as zd
 from controller.zk.kafka_zk_client import KafkaZkClient
-from tests.controller.cluster_harness import run
+from tests.in_process import run
 
 Machines = tuple[ControllerContext, KafkaZkClient, PartitionStateMachine, ReplicaStateMachine, ControllerRequestBatch]
 

@@ -10,12 +10,6 @@ from pytest_pafka.broker_process import BrokerProcess
 from testing.transactions import assert_no_hanging_transactions
 
 
-@pytest.fixture(scope="module")
-def module_broker(pafka_module_broker: BrokerProcess) -> BrokerProcess:
-    """One broker shared by a module's tests (each test uses its own topics): the plugin's."""
-    return pafka_module_broker
-
-
 @pytest.fixture
 def no_hanging_transactions(broker: BrokerProcess) -> Iterator[None]:
     """After the test, `pafka transactions find-hanging` finds nothing on the module's ``broker``

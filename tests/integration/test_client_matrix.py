@@ -44,20 +44,20 @@ def _require(client: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("client", list(DRIVERS))
-def test_produce_and_consume_every_record(module_broker: BrokerProcess, client: str, codec: str) -> None:
+def test_produce_and_consume_every_record(broker: BrokerProcess, client: str, codec: str) -> None:
     _require(client)
     driver = DRIVERS[client]
     topic = f"matrix-{client}-{codec}"
-    driver.create_topic(module_broker.bootstrap, topic, PARTITIONS)
+    driver.create_topic(broker.bootstrap, topic, PARTITIONS)
     before_ms = int(time.time() * 1000)
     records = make_records(RECORDS, base_timestamp_ms=before_ms - 10 * RECORDS,
                            per_record_headers=driver.per_record_headers)
-    driver.produce(module_broker.bootstrap, topic, codec, records)
+    driver.produce(broker.bootstrap, topic, codec, records)
     after_ms = int(time.time() * 1000)
-    consumed = driver.consume(module_broker.bootstrap, topic, PARTITIONS, expected=len(records))
+    consumed = driver.consume(broker.bootstrap, topic, PARTITIONS, expected=len(records))
     check_consumed(records, consumed, exact_timestamps=driver.exact_timestamps,
                    timestamp_window=(before_ms, after_ms))
-    assert "Traceback" not in module_broker.log_text()
+    assert "Traceback" not in broker.log_text()
 
 
 # -- Old clients reading what a current client produced (Fetch v0-v5, Kafka 3.9's versions) ----------
@@ -76,14 +76,14 @@ def _produced_by_current_client(broker: BrokerProcess, topic: str, codec: str) -
 
 @pytest.mark.parametrize("codec", OLD_CODECS)
 @pytest.mark.parametrize("api_version", [(0, 10, 1), (0, 11)])
-def test_kafka_python_with_old_api_versions_consumes(module_broker: BrokerProcess, api_version: tuple[int, ...],
+def test_kafka_python_with_old_api_versions_consumes(broker: BrokerProcess, api_version: tuple[int, ...],
                                                      codec: str) -> None:
     """kafka-python pinned to 0.10.1 (Fetch v3: message format v1, down-converted) and 0.11 (Fetch v5)."""
     from kafka import KafkaConsumer, TopicPartition
 
     topic = f"old-kafka-python-{'-'.join(map(str, api_version))}-{codec}"
-    records = _produced_by_current_client(module_broker, topic, codec)
-    consumer = KafkaConsumer(bootstrap_servers=module_broker.bootstrap, api_version=api_version, group_id=None,
+    records = _produced_by_current_client(broker, topic, codec)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=api_version, group_id=None,
                              enable_auto_commit=False, auto_offset_reset="earliest")
     consumed: list[Consumed] = []
     try:
@@ -100,20 +100,20 @@ def test_kafka_python_with_old_api_versions_consumes(module_broker: BrokerProces
     if api_version < (0, 11):
         records = [dataclasses.replace(r, headers=()) for r in records]  # message format v1 has no headers
     check_consumed(records, consumed, exact_timestamps=True)
-    assert "Traceback" not in module_broker.log_text()
+    assert "Traceback" not in broker.log_text()
 
 
 @pytest.mark.slow
-def test_kcat_without_api_versions_consumes(module_broker: BrokerProcess) -> None:
+def test_kcat_without_api_versions_consumes(broker: BrokerProcess) -> None:
     """librdkafka's path for brokers without ApiVersions (Kafka 0.9): Fetch v0, message format v0.
 
     Needs ListOffsets v0 (``-o beginning``) as well, served since issue 15's ListOffsets part.
     """
     _require("kcat")
     topic = "old-kcat-fallback"
-    records = _produced_by_current_client(module_broker, topic, "gzip")
+    records = _produced_by_current_client(broker, topic, "gzip")
     result = subprocess.run(
-        ["kcat", "-b", module_broker.bootstrap, "-X", "broker.version.fallback=0.9.0", "-X",
+        ["kcat", "-b", broker.bootstrap, "-X", "broker.version.fallback=0.9.0", "-X",
          "api.version.request=false", "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-J", "-q"],
         capture_output=True, timeout=120)
     assert result.returncode == 0, result.stderr.decode(errors="replace")
@@ -137,15 +137,15 @@ def _read_back(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes, in
 
 @pytest.mark.parametrize("codec", OLD_CODECS)
 @pytest.mark.parametrize("api_version", [(0, 10, 1), (0, 11)])
-def test_kafka_python_with_old_api_versions_produces(module_broker: BrokerProcess, api_version: tuple[int, ...],
+def test_kafka_python_with_old_api_versions_produces(broker: BrokerProcess, api_version: tuple[int, ...],
                                                      codec: str) -> None:
     from kafka import KafkaProducer
 
     topic = f"old-kafka-python-{'.'.join(map(str, api_version))}-{codec}"
-    DRIVERS["confluent-kafka"].create_topic(module_broker.bootstrap, topic, 1)
+    DRIVERS["confluent-kafka"].create_topic(broker.bootstrap, topic, 1)
     base = int(time.time() * 1000) - PRODUCED_RECORDS
     produced = [(b"key-%d" % i, b"value %d " % i + b"-pafka-" * 8, base + i) for i in range(PRODUCED_RECORDS)]
-    producer = KafkaProducer(bootstrap_servers=module_broker.bootstrap, api_version=api_version,
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=api_version,
                              compression_type=None if codec == "none" else codec, linger_ms=5, acks="all")
     try:
         futures = [producer.send(topic, key=k, value=v, timestamp_ms=ts) for k, v, ts in produced]
@@ -154,18 +154,18 @@ def test_kafka_python_with_old_api_versions_produces(module_broker: BrokerProces
     finally:
         producer.close(timeout=10)
     assert offsets == list(range(PRODUCED_RECORDS))
-    assert _read_back(module_broker.bootstrap, topic) == produced
-    assert "Traceback" not in module_broker.log_text()
+    assert _read_back(broker.bootstrap, topic) == produced
+    assert "Traceback" not in broker.log_text()
 
 
 @pytest.mark.parametrize("codec", OLD_CODECS)
-def test_kcat_without_api_versions_produces(module_broker: BrokerProcess, codec: str) -> None:
+def test_kcat_without_api_versions_produces(broker: BrokerProcess, codec: str) -> None:
     _require("kcat")
     topic = f"old-kcat-{codec}"
-    DRIVERS["confluent-kafka"].create_topic(module_broker.bootstrap, topic, 1)
+    DRIVERS["confluent-kafka"].create_topic(broker.bootstrap, topic, 1)
     lines = [(b"key-%d" % i, b"value %d " % i + b"-pafka-" * 8) for i in range(PRODUCED_RECORDS)]
     result = subprocess.run(
-        ["kcat", "-P", "-b", module_broker.bootstrap, "-t", topic, "-z", codec, "-K", "\t",
+        ["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-z", codec, "-K", "\t",
          "-X", "broker.version.fallback=0.9.0", "-X", "api.version.request=false", "-X", "linger.ms=5",
          "-d", "protocol"],
         input=b"".join(k + b"\t" + v + b"\n" for k, v in lines), capture_output=True, timeout=120)
@@ -175,4 +175,4 @@ def test_kcat_without_api_versions_produces(module_broker: BrokerProcess, codec:
     assert "Sent ProduceRequest (v1," in log, log[-3000:]
     assert "Sent ApiVersionRequest" not in log
     # Format v0 has no timestamps: each record reads back with -1.
-    assert _read_back(module_broker.bootstrap, topic) == [(k, v, -1) for k, v in lines]
+    assert _read_back(broker.bootstrap, topic) == [(k, v, -1) for k, v in lines]

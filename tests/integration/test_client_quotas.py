@@ -29,11 +29,6 @@ MEASURE_S = 30.0
 FREE_RATE = 20 * QUOTA
 
 
-@pytest.fixture
-def broker(pafka_broker: BrokerProcess) -> BrokerProcess:
-    """A broker of each test's own (tests/conftest.py's ``broker`` is one per module)."""
-    return pafka_broker
-
 
 @dataclass
 class ProducerRun:
@@ -83,13 +78,13 @@ class ProducerRun:
         return sum(size for at, size in self.acked if start <= at < end) / (end - start)
 
 
-def test_a_producer_is_held_to_its_quota_and_an_unlimited_one_is_not_slowed(broker: BrokerProcess) -> None:
-    create_topic(broker.bootstrap, "quota-limited")
-    create_topic(broker.bootstrap, "quota-free")
-    with BrokerConnection(broker.host, broker.port) as admin:
+def test_a_producer_is_held_to_its_quota_and_an_unlimited_one_is_not_slowed(pafka_broker: BrokerProcess) -> None:
+    create_topic(pafka_broker.bootstrap, "quota-limited")
+    create_topic(pafka_broker.bootstrap, "quota-free")
+    with BrokerConnection(pafka_broker.host, pafka_broker.port) as admin:
         assert alter(admin, {"client-id": "limited"}, {"producer_byte_rate": float(QUOTA)}) == (0, None)
-    free = ProducerRun(broker.bootstrap, "quota-free", "free", target=FREE_RATE)
-    limited = ProducerRun(broker.bootstrap, "quota-limited", "limited")
+    free = ProducerRun(pafka_broker.bootstrap, "quota-free", "free", target=FREE_RATE)
+    limited = ProducerRun(pafka_broker.bootstrap, "quota-limited", "limited")
     free_thread = threading.Thread(target=free.run, args=(MEASURE_S + 4,))
     free_thread.start()
     try:
@@ -113,12 +108,12 @@ def test_a_producer_is_held_to_its_quota_and_an_unlimited_one_is_not_slowed(brok
     assert free_rate >= 0.95 * FREE_RATE
 
 
-def test_a_consumer_is_held_to_its_consumer_byte_rate(broker: BrokerProcess) -> None:
+def test_a_consumer_is_held_to_its_consumer_byte_rate(pafka_broker: BrokerProcess) -> None:
     from confluent_kafka import Consumer, Producer
 
     topic = "quota-read"
-    create_topic(broker.bootstrap, topic)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    create_topic(pafka_broker.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": pafka_broker.bootstrap, "linger.ms": 5})
     for _ in range(16_000):  # 16 MB, more than the consumer may read in the measured time
         while True:
             try:
@@ -127,10 +122,10 @@ def test_a_consumer_is_held_to_its_consumer_byte_rate(broker: BrokerProcess) -> 
             except BufferError:
                 producer.poll(0.05)
     assert producer.flush(60) == 0
-    with BrokerConnection(broker.host, broker.port) as admin:
+    with BrokerConnection(pafka_broker.host, pafka_broker.port) as admin:
         assert alter(admin, {"client-id": "slow-reader"}, {"consumer_byte_rate": float(QUOTA)}) == (0, None)
     throttled: list[float] = []
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": "slow-reader", "group.id": "quota-g",
+    consumer = Consumer({"bootstrap.servers": pafka_broker.bootstrap, "client.id": "slow-reader", "group.id": "quota-g",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "throttle_cb": lambda event: throttled.append(event.throttle_time)})
     read: list[tuple[float, int]] = []

@@ -29,17 +29,17 @@ def _delivery_errors(bootstrap: str, topic: str, records: list[tuple[bytes | Non
     return outcomes
 
 
-def test_log_append_time_replaces_the_producers_timestamp(module_broker: BrokerProcess) -> None:
+def test_log_append_time_replaces_the_producers_timestamp(broker: BrokerProcess) -> None:
     from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicPartition
 
-    create_topic(module_broker.bootstrap, "append-time", 1, {"message.timestamp.type": "LogAppendTime"})
-    producer = Producer({"bootstrap.servers": module_broker.bootstrap, "compression.type": "zstd"})
+    create_topic(broker.bootstrap, "append-time", 1, {"message.timestamp.type": "LogAppendTime"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "zstd"})
     before = int(time.time() * 1000)
     for i in range(50):
         producer.produce("append-time", value=b"%d" % i, timestamp=1_000_000 + i)
     assert producer.flush(10) == 0
     after = int(time.time() * 1000)
-    consumer = Consumer({"bootstrap.servers": module_broker.bootstrap, "group.id": "pafka-tests-unused"})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "pafka-tests-unused"})
     try:
         consumer.assign([TopicPartition("append-time", 0, 0)])
         stamps = []
@@ -53,33 +53,33 @@ def test_log_append_time_replaces_the_producers_timestamp(module_broker: BrokerP
     assert all(before - 1000 <= ts <= after + 1000 for _, ts in stamps), (before, after, stamps[:3])
 
 
-def test_compacted_topic_refuses_keyless_records(module_broker: BrokerProcess) -> None:
+def test_compacted_topic_refuses_keyless_records(broker: BrokerProcess) -> None:
     from confluent_kafka import KafkaError
 
-    create_topic(module_broker.bootstrap, "compacted", 1, {"cleanup.policy": "compact"})
-    outcomes = _delivery_errors(module_broker.bootstrap, "compacted", [(b"k", b"kept"), (None, b"no key")],
+    create_topic(broker.bootstrap, "compacted", 1, {"cleanup.policy": "compact"})
+    outcomes = _delivery_errors(broker.bootstrap, "compacted", [(b"k", b"kept"), (None, b"no key")],
                                 **{"linger.ms": 0, "max.in.flight": 1, "batch.num.messages": 1})
     assert outcomes[0] is None
     assert outcomes[1] is not None and outcomes[1].code() == KafkaError.INVALID_RECORD, outcomes[1]
 
 
-def test_topic_max_message_bytes(module_broker: BrokerProcess) -> None:
+def test_topic_max_message_bytes(broker: BrokerProcess) -> None:
     from confluent_kafka import KafkaError
 
-    create_topic(module_broker.bootstrap, "small-records", 1, {"max.message.bytes": "2000"})
-    outcomes = _delivery_errors(module_broker.bootstrap, "small-records", [(b"k", b"x" * 100), (b"k", b"y" * 5000)],
+    create_topic(broker.bootstrap, "small-records", 1, {"max.message.bytes": "2000"})
+    outcomes = _delivery_errors(broker.bootstrap, "small-records", [(b"k", b"x" * 100), (b"k", b"y" * 5000)],
                                 **{"linger.ms": 0, "max.in.flight": 1, "batch.num.messages": 1})
     assert outcomes[0] is None
     assert outcomes[1] is not None and outcomes[1].code() == KafkaError.MSG_SIZE_TOO_LARGE, outcomes[1]
 
 
-def test_fetch_waits_for_min_bytes_until_max_wait(module_broker: BrokerProcess) -> None:
+def test_fetch_waits_for_min_bytes_until_max_wait(broker: BrokerProcess) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    producer = KafkaProducer(bootstrap_servers=module_broker.bootstrap)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
     producer.send("min-bytes", value=b"small").get(timeout=10)
     tp = TopicPartition("min-bytes", 0)
-    consumer = KafkaConsumer(bootstrap_servers=module_broker.bootstrap, group_id=None,
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None,
                              fetch_min_bytes=1 << 20, fetch_max_wait_ms=800)
     try:
         consumer.assign([tp])

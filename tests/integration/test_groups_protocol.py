@@ -37,17 +37,12 @@ def settled(broker: BrokerProcess, group: str, consumers: list[ThreadedConsumer]
 pytestmark = pytest.mark.pafka_broker_config("group.initial.rebalance.delay.ms=0")
 
 
-@pytest.fixture
-def broker(pafka_broker: BrokerProcess) -> BrokerProcess:
-    """A broker of each test's own (tests/conftest.py's ``broker`` is one per module)."""
-    return pafka_broker
 
-
-def test_lone_consumer_owns_its_partitions_within_500_ms(broker: BrokerProcess) -> None:
+def test_lone_consumer_owns_its_partitions_within_500_ms(pafka_broker: BrokerProcess) -> None:
     """Delay 0: first on a fresh broker (__consumer_offsets is created on the way), then a new group."""
-    create_topic(broker.bootstrap, "latency", PARTITIONS)
+    create_topic(pafka_broker.bootstrap, "latency", PARTITIONS)
     for group in ("latency-first", "latency-second"):
-        consumer = ThreadedConsumer(broker.bootstrap, group, ["latency"], group).start()
+        consumer = ThreadedConsumer(pafka_broker.bootstrap, group, ["latency"], group).start()
         try:
             wait_until(lambda consumer=consumer: consumer.count("assigned"), 10, "an assignment")
             took = consumer.events[0][0] - consumer.subscribed_at
@@ -59,16 +54,16 @@ def test_lone_consumer_owns_its_partitions_within_500_ms(broker: BrokerProcess) 
 
 
 @pytest.mark.parametrize("assignor", ["range", "roundrobin"])
-def test_eager_assignors_split_partitions_as_the_assignor_says(broker: BrokerProcess, assignor: str) -> None:
+def test_eager_assignors_split_partitions_as_the_assignor_says(pafka_broker: BrokerProcess, assignor: str) -> None:
     topic, group = f"eager-{assignor}", f"eager-{assignor}"
-    create_topic(broker.bootstrap, topic, PARTITIONS)
+    create_topic(pafka_broker.bootstrap, topic, PARTITIONS)
     config = {"partition.assignment.strategy": assignor}
-    consumers = [ThreadedConsumer(broker.bootstrap, group, [topic], f"c{i}", config) for i in range(2)]
+    consumers = [ThreadedConsumer(pafka_broker.bootstrap, group, [topic], f"c{i}", config) for i in range(2)]
     try:
         consumers[0].start()
-        settled(broker, group, consumers[:1])
+        settled(pafka_broker, group, consumers[:1])
         consumers[1].start()
-        assignment = settled(broker, group, consumers)
+        assignment = settled(pafka_broker, group, consumers)
         shares = sorted(sorted(ps) for ps in assignment.values())
         if assignor == "range":
             assert shares == [[0, 1, 2], [3, 4, 5]]
@@ -81,16 +76,16 @@ def test_eager_assignors_split_partitions_as_the_assignor_says(broker: BrokerPro
             c.stop()
 
 
-def test_cooperative_sticky_revokes_only_partitions_that_move(broker: BrokerProcess) -> None:
+def test_cooperative_sticky_revokes_only_partitions_that_move(pafka_broker: BrokerProcess) -> None:
     topic, group = "coop", "coop-group"
-    create_topic(broker.bootstrap, topic, PARTITIONS)
+    create_topic(pafka_broker.bootstrap, topic, PARTITIONS)
     config = {"partition.assignment.strategy": "cooperative-sticky"}
-    consumers = [ThreadedConsumer(broker.bootstrap, group, [topic], f"c{i}", config) for i in range(3)]
+    consumers = [ThreadedConsumer(pafka_broker.bootstrap, group, [topic], f"c{i}", config) for i in range(3)]
     try:
         history: list[tuple[float, dict[str, set[int]]]] = []
         for i, consumer in enumerate(consumers):
             consumer.start()
-            assignment = settled(broker, group, consumers[: i + 1])
+            assignment = settled(pafka_broker, group, consumers[: i + 1])
             history.append((time.monotonic(), assignment))
         for (since, before), (until, after) in itertools.pairwise(history):
             for name, owned in before.items():
@@ -108,25 +103,25 @@ def test_cooperative_sticky_revokes_only_partitions_that_move(broker: BrokerProc
             c.stop()
 
 
-def test_static_member_restart_gets_its_partitions_back_without_rebalance(broker: BrokerProcess) -> None:
+def test_static_member_restart_gets_its_partitions_back_without_rebalance(pafka_broker: BrokerProcess) -> None:
     topic, group = "static", "static-group"
-    create_topic(broker.bootstrap, topic, PARTITIONS)
+    create_topic(pafka_broker.bootstrap, topic, PARTITIONS)
     static = {"group.instance.id": "instance-a", "session.timeout.ms": 10000}
-    a = ThreadedConsumer(broker.bootstrap, group, [topic], "a", static).start()
-    b = ThreadedConsumer(broker.bootstrap, group, [topic], "b", {"group.instance.id": "instance-b"}).start()
+    a = ThreadedConsumer(pafka_broker.bootstrap, group, [topic], "a", static).start()
+    b = ThreadedConsumer(pafka_broker.bootstrap, group, [topic], "b", {"group.instance.id": "instance-b"}).start()
     restarted = None
     try:
-        assignment = settled(broker, group, [a, b])
+        assignment = settled(pafka_broker, group, [a, b])
         b_callbacks = len(b.events)
-        generations = broker.log_text().count("Stabilized group static-group")
+        generations = pafka_broker.log_text().count("Stabilized group static-group")
         a.stop()  # a static member does not send LeaveGroup on close (KIP-345)
-        restarted = ThreadedConsumer(broker.bootstrap, group, [topic], "a", static).start()
+        restarted = ThreadedConsumer(pafka_broker.bootstrap, group, [topic], "a", static).start()
         wait_until(lambda: restarted.count("assigned"), 10, "the restarted member's assignment")
         assert restarted.owned() == assignment["a"]
         time.sleep(1)  # heartbeats of b: a rebalance would reach it now
         assert len(b.events) == b_callbacks and b.owned() == assignment["b"]
-        assert broker.log_text().count("Stabilized group static-group") == generations
-        assert settled(broker, group, [restarted, b]) == assignment
+        assert pafka_broker.log_text().count("Stabilized group static-group") == generations
+        assert settled(pafka_broker, group, [restarted, b]) == assignment
     finally:
         for c in (b, restarted):
             if c is not None:
@@ -134,18 +129,18 @@ def test_static_member_restart_gets_its_partitions_back_without_rebalance(broker
 
 
 @pytest.mark.slow
-def test_two_groups_in_a_chain_rebalance_concurrently_without_unknown_member(broker: BrokerProcess) -> None:
+def test_two_groups_in_a_chain_rebalance_concurrently_without_unknown_member(pafka_broker: BrokerProcess) -> None:
     """Group "relay" reads A and writes B; group "sink" reads B. Members of both join at once."""
     from confluent_kafka import Producer
 
-    create_topic(broker.bootstrap, "chain-a", PARTITIONS)
-    create_topic(broker.bootstrap, "chain-b", PARTITIONS)
+    create_topic(pafka_broker.bootstrap, "chain-a", PARTITIONS)
+    create_topic(pafka_broker.bootstrap, "chain-b", PARTITIONS)
     total = 3000
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": pafka_broker.bootstrap, "linger.ms": 5})
     for i in range(total):
         producer.produce("chain-a", str(i).encode(), partition=i % PARTITIONS)
     assert producer.flush(30) == 0
-    relay_out = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1})
+    relay_out = Producer({"bootstrap.servers": pafka_broker.bootstrap, "linger.ms": 1})
     sunk: dict[str, int] = {}
 
     def relay(consumer: ThreadedConsumer, messages: list[Any]) -> None:
@@ -159,9 +154,9 @@ def test_two_groups_in_a_chain_rebalance_concurrently_without_unknown_member(bro
             sunk[m.value().decode()] = sunk.get(m.value().decode(), 0) + 1
         consumer.consumer.commit(asynchronous=False)
 
-    relays = [ThreadedConsumer(broker.bootstrap, "relay", ["chain-a"], f"relay-{i}", on_batch=relay)
+    relays = [ThreadedConsumer(pafka_broker.bootstrap, "relay", ["chain-a"], f"relay-{i}", on_batch=relay)
               for i in range(4)]
-    sinks = [ThreadedConsumer(broker.bootstrap, "sink", ["chain-b"], f"sink-{i}", on_batch=sink) for i in range(4)]
+    sinks = [ThreadedConsumer(pafka_broker.bootstrap, "sink", ["chain-b"], f"sink-{i}", on_batch=sink) for i in range(4)]
     everyone = relays + sinks
     try:
         for r, s in zip(relays[:2], sinks[:2], strict=True):  # joins interleaved across both groups
@@ -171,8 +166,8 @@ def test_two_groups_in_a_chain_rebalance_concurrently_without_unknown_member(bro
         for r, s in zip(relays[2:], sinks[2:], strict=True):  # both groups rebalance again, mid-stream
             r.start()
             s.start()
-        settled(broker, "relay", relays, timeout=60)
-        settled(broker, "sink", sinks, timeout=60)
+        settled(pafka_broker, "relay", relays, timeout=60)
+        settled(pafka_broker, "sink", sinks, timeout=60)
         wait_until(lambda: len(sunk) == total, 120, f"{total} records through the chain")
         for c in everyone:
             assert not c.unknown_member_lines(), f"{c.name} was told UNKNOWN_MEMBER_ID: {c.unknown_member_lines()[:3]}"

@@ -27,17 +27,17 @@ RECORDS = 10
 
 
 @pytest.fixture(scope="module")
-def broker_with_records(module_broker: BrokerProcess) -> tuple[BrokerProcess, uuid.UUID]:
+def broker_with_records(broker: BrokerProcess) -> tuple[BrokerProcess, uuid.UUID]:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": module_broker.bootstrap})
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(RECORDS):
         producer.produce(TOPIC, value=b"%d" % i, partition=0)
     assert producer.flush(30) == 0
-    response = send_request(module_broker, metadata.API_KEY, 12, MetadataRequest(
+    response = send_request(broker, metadata.API_KEY, 12, MetadataRequest(
         topics=[MetadataRequestTopic(name=TOPIC)], allow_auto_topic_creation=False,
         include_topic_authorized_operations=False))
-    return module_broker, response.topics[0].topic_id
+    return broker, response.topics[0].topic_id
 
 
 def _ask(broker: BrokerProcess, version: int, *partitions: tuple[str, int, int, int]) -> list[tuple[int, int, int]]:

@@ -23,14 +23,14 @@ EARLIEST, LATEST = -2, -1
 
 
 @pytest.fixture(scope="module")
-def broker_with_records(module_broker: BrokerProcess) -> BrokerProcess:
+def broker_with_records(broker: BrokerProcess) -> BrokerProcess:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": module_broker.bootstrap})
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(10):
         producer.produce("offsets", value=b"%d" % i, partition=0)
     assert producer.flush(30) == 0
-    return module_broker
+    return broker
 
 
 @pytest.mark.parametrize("version", range(list_offsets.MIN_VERSION, list_offsets.MAX_VERSION + 1))
@@ -59,24 +59,24 @@ def _v0_offsets(broker: BrokerProcess, topic: str, timestamp: int, max_num_offse
     return partition.error_code, list(partition.old_style_offsets)
 
 
-def test_v0_lists_segment_starts(module_broker: BrokerProcess) -> None:
+def test_v0_lists_segment_starts(broker: BrokerProcess) -> None:
     import time
 
     from confluent_kafka import Producer
 
     # segment.ms=1 and a pause between batches: every batch starts a segment.
-    create_topic(module_broker.bootstrap, "segmented", 1, {"segment.ms": "1"})
-    producer = Producer({"bootstrap.servers": module_broker.bootstrap, "linger.ms": 0})
+    create_topic(broker.bootstrap, "segmented", 1, {"segment.ms": "1"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
     for i in range(5):
         producer.produce("segmented", value=b"%d" % i, partition=0)
         assert producer.flush(30) == 0  # one batch each
         time.sleep(0.01)
-    assert _v0_offsets(module_broker, "segmented", LATEST, 10) == (0, [5, 4, 3, 2, 1, 0])
-    assert _v0_offsets(module_broker, "segmented", LATEST, 3) == (0, [5, 4, 3])
-    assert _v0_offsets(module_broker, "segmented", EARLIEST, 10) == (0, [0])
+    assert _v0_offsets(broker, "segmented", LATEST, 10) == (0, [5, 4, 3, 2, 1, 0])
+    assert _v0_offsets(broker, "segmented", LATEST, 3) == (0, [5, 4, 3])
+    assert _v0_offsets(broker, "segmented", EARLIEST, 10) == (0, [0])
     # By time: candidates are dated by segment file modification (the log end now).
     future = int(time.time() * 1000) + 3_600_000
-    assert _v0_offsets(module_broker, "segmented", future, 2) == (0, [5, 4])
-    assert _v0_offsets(module_broker, "segmented", 1, 10) == (0, [])  # nothing that old
-    error, offsets = _v0_offsets(module_broker, "no-such-topic", LATEST, 1)
+    assert _v0_offsets(broker, "segmented", future, 2) == (0, [5, 4])
+    assert _v0_offsets(broker, "segmented", 1, 10) == (0, [])  # nothing that old
+    error, offsets = _v0_offsets(broker, "no-such-topic", LATEST, 1)
     assert (error, offsets) == (3, [])  # UNKNOWN_TOPIC_OR_PARTITION

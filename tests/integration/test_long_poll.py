@@ -20,10 +20,10 @@ P50_LIMIT_MS = 5.0
 RECEIVE_TIMEOUT_S = 5.0
 
 
-def test_end_to_end_latency_with_a_long_fetch_wait(module_broker: BrokerProcess) -> None:
+def test_end_to_end_latency_with_a_long_fetch_wait(broker: BrokerProcess) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    bootstrap = module_broker.bootstrap
+    bootstrap = broker.bootstrap
     ConfluentDriver().create_topic(bootstrap, TOPIC, 1)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pafka-tests-unused",

@@ -66,14 +66,14 @@ def test_broker_setting_wins_over_the_client() -> None:
 
 
 @pytest.mark.parametrize("version", [1, 4, 9, 12, 13])
-def test_invalid_topic_names_are_refused(module_broker: BrokerProcess, version: int) -> None:
+def test_invalid_topic_names_are_refused(broker: BrokerProcess, version: int) -> None:
     # Clients check names themselves, so the request is sent raw.
     from protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 
     names = ["bad name!", "x" * 250, ".."]
     request = MetadataRequest(topics=[MetadataRequestTopic(name=n) for n in names], allow_auto_topic_creation=True,
                               include_topic_authorized_operations=False)
-    response = send_request(module_broker, METADATA_KEY, version, request)
+    response = send_request(broker, METADATA_KEY, version, request)
     assert {t.name: t.error_code for t in response.topics} == dict.fromkeys(names, INVALID_TOPIC_EXCEPTION)
-    assert not set(names) & set(_topics(module_broker.bootstrap))
-    assert "Traceback" not in module_broker.log_text()
+    assert not set(names) & set(_topics(broker.bootstrap))
+    assert "Traceback" not in broker.log_text()

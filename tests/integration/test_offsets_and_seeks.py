@@ -37,16 +37,16 @@ BEYOND_LAST = BASE_MS + RECORDS * STEP_MS
 
 
 @pytest.fixture(scope="module")
-def timed_topic(module_broker: BrokerProcess) -> BrokerProcess:
+def timed_topic(broker: BrokerProcess) -> BrokerProcess:
     from confluent_kafka import Producer
 
-    ConfluentDriver().create_topic(module_broker.bootstrap, TOPIC, 1)
-    producer = Producer({"bootstrap.servers": module_broker.bootstrap, "compression.type": "lz4",
+    ConfluentDriver().create_topic(broker.bootstrap, TOPIC, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "lz4",
                          "linger.ms": 20, "batch.num.messages": 500})
     for i in range(RECORDS):
         producer.produce(TOPIC, value=b"%d" % i, partition=0, timestamp=BASE_MS + i * STEP_MS)
     assert producer.flush(60) == 0
-    return module_broker
+    return broker
 
 
 def test_confluent_offsets_for_times_and_watermarks(timed_topic: BrokerProcess) -> None:
@@ -212,7 +212,7 @@ def test_kcat_query_offsets_by_time_and_metadata_list(timed_topic: BrokerProcess
     assert [(p["partition"], p["leader"]) for p in topic["partitions"]] == [(0, 0)]
 
 
-def test_consumers_reset_past_deleted_records(module_broker: BrokerProcess) -> None:
+def test_consumers_reset_past_deleted_records(broker: BrokerProcess) -> None:
     """Fetching below the log start offset is OFFSET_OUT_OF_RANGE; clients reset to the new start."""
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient
@@ -220,16 +220,16 @@ def test_consumers_reset_past_deleted_records(module_broker: BrokerProcess) -> N
     from kafka import TopicPartition as KafkaTopicPartition
 
     topic = "trimmed"
-    ConfluentDriver().create_topic(module_broker.bootstrap, topic, 1)
-    producer = Producer({"bootstrap.servers": module_broker.bootstrap, "linger.ms": 5})
+    ConfluentDriver().create_topic(broker.bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
     for i in range(1000):
         producer.produce(topic, value=b"%d" % i, partition=0)
     assert producer.flush(30) == 0
-    admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     (future,) = admin.delete_records([TopicPartition(topic, 0, 600)]).values()
     assert future.result(timeout=30).low_watermark == 600
 
-    consumer = Consumer({"bootstrap.servers": module_broker.bootstrap, "group.id": "pafka-tests-unused",
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "pafka-tests-unused",
                          "auto.offset.reset": "earliest"})
     try:
         assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (600, 1000)
@@ -245,7 +245,7 @@ def test_consumers_reset_past_deleted_records(module_broker: BrokerProcess) -> N
     assert first == 600
 
     tp = KafkaTopicPartition(topic, 0)
-    legacy = KafkaConsumer(bootstrap_servers=module_broker.bootstrap, group_id=None, auto_offset_reset="earliest")
+    legacy = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, auto_offset_reset="earliest")
     try:
         legacy.assign([tp])
         legacy.seek(tp, 100)

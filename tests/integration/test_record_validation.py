@@ -83,11 +83,11 @@ def _time_index(path: Path) -> list[tuple[int, int]]:
     return entries
 
 
-def test_an_implausible_max_timestamp_is_stored_as_the_records_maximum(module_broker: BrokerProcess) -> None:
+def test_an_implausible_max_timestamp_is_stored_as_the_records_maximum(broker: BrokerProcess) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     topic = "max-timestamp"
-    _create(module_broker, topic, {"index.interval.bytes": "1"})  # a time index entry per batch after the first
+    _create(broker, topic, {"index.interval.bytes": "1"})  # a time index entry per batch after the first
     base = int(time.time() * 1000) - 60_000
     sent = [  # (Produce version, codec, record timestamps, header maxTimestamp)
         (3, compression.NONE, [base, base + 40, base + 7], -1),
@@ -98,24 +98,24 @@ def test_an_implausible_max_timestamp_is_stored_as_the_records_maximum(module_br
     for n, (version, codec, stamps, header_max) in enumerate(sent):
         records = [Record(offset=i, timestamp=ts, key=b"k%d" % i, value=b"v") for i, ts in enumerate(stamps)]
         batch = _with_header_max(build_batch(records, compression=codec), header_max)
-        answer = _produce(module_broker, version, topic, batch)
+        answer = _produce(broker, version, topic, batch)
         assert (answer.error_code, answer.base_offset) == (0, 3 * n)
 
-    stored = _fetch_all(module_broker, topic)
+    stored = _fetch_all(broker, topic)
     batches = [stored[pos:pos + h.size_in_bytes] for pos, h in iter_batch_headers(stored)]
     assert len(batches) == len(sent)
     for batch, (_, _, stamps, _) in zip(batches, sent, strict=True):
         assert validate_batch(batch).max_timestamp == max(stamps)  # CRC32C right for the new field
         assert [r.timestamp for r in iter_records(batch)] == stamps
 
-    index = module_broker.data_dir / f"{topic}-0" / "00000000000000000000.timeindex"
+    index = broker.data_dir / f"{topic}-0" / "00000000000000000000.timeindex"
     assert _time_index(index) == [(base + 250, 5), (base + 310, 8), (base + 420, 11)]
 
     # Kafka's answer: the first offset (in log order) whose record timestamp is >= the target.
     expected = {base: 0, base + 8: 1, base + 41: 3, base + 95: 3, base + 251: 6, base + 311: 9, base + 421: -1}
     for version in (1, 4, 8):
-        assert {t: _offset_for_time(module_broker, version, topic, t) for t in expected} == expected, version
-    consumer = Consumer({"bootstrap.servers": module_broker.bootstrap, "group.id": "pafka-tests-unused"})
+        assert {t: _offset_for_time(broker, version, topic, t) for t in expected} == expected, version
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "pafka-tests-unused"})
     try:
         for target, offset in expected.items():  # one partition: one target per request
             (found,) = consumer.offsets_for_times([TopicPartition(topic, 0, target)], timeout=10)
@@ -151,43 +151,43 @@ def _watermarks(broker: BrokerProcess, topic: str) -> tuple[int, int]:
 
 
 def test_librdkafka_fails_exactly_the_keyless_records_of_a_batch_to_a_compacted_topic(
-        module_broker: BrokerProcess) -> None:
+        broker: BrokerProcess) -> None:
     from confluent_kafka import KafkaError
 
     topic = "compacted-keyless"
-    _create(module_broker, topic, {"cleanup.policy": "compact"})
+    _create(broker, topic, {"cleanup.policy": "compact"})
     now = int(time.time() * 1000)
     keys = [None if i % 10 == 3 else b"key-%d" % i for i in range(100)]
-    reports = _produce_with_confluent(module_broker, topic, keys, [now] * 100)
+    reports = _produce_with_confluent(broker, topic, keys, [now] * 100)
     assert reports == [(i, KafkaError.INVALID_RECORD if i % 10 == 3 else KafkaError._INVALID_DIFFERENT_RECORD)
                        for i in range(100)]
-    assert _watermarks(module_broker, topic) == (0, 0)  # the batch is refused whole
+    assert _watermarks(broker, topic) == (0, 0)  # the batch is refused whole
     # The 90 keyed records, sent again, are accepted.
     good = [k for k in keys if k is not None]
-    assert _produce_with_confluent(module_broker, topic, good, [now] * 90) == [(i, None) for i in range(90)]
+    assert _produce_with_confluent(broker, topic, good, [now] * 90) == [(i, None) for i in range(90)]
 
 
 @pytest.mark.parametrize("side", ["before", "after"])
-def test_librdkafka_fails_exactly_the_records_with_out_of_range_timestamps(module_broker: BrokerProcess,
+def test_librdkafka_fails_exactly_the_records_with_out_of_range_timestamps(broker: BrokerProcess,
                                                                            side: str) -> None:
     from confluent_kafka import KafkaError
 
     topic = f"timestamps-{side}"
-    _create(module_broker, topic, {f"message.timestamp.{side}.max.ms": str(HOUR)})
+    _create(broker, topic, {f"message.timestamp.{side}.max.ms": str(HOUR)})
     now = int(time.time() * 1000)
     bad = now - 2 * HOUR if side == "before" else now + 2 * HOUR
     # Bad ones at 0, 10, ...: the batch's first timestamp (before) or maximum (after) shows them.
     stamps = [bad if i % 10 == 0 else now + i for i in range(100)]
-    reports = _produce_with_confluent(module_broker, topic, [b"k"] * 100, stamps)
+    reports = _produce_with_confluent(broker, topic, [b"k"] * 100, stamps)
     # librdkafka fails the records a response names with INVALID_RECORD whatever the partition's
     # code (INVALID_TIMESTAMP here, checked on the wire below); without record_errors it would
     # fail all 100 with INVALID_TIMESTAMP.
     assert reports == [(i, KafkaError.INVALID_RECORD if i % 10 == 0 else KafkaError._INVALID_DIFFERENT_RECORD)
                        for i in range(100)]
-    assert _watermarks(module_broker, topic) == (0, 0)
+    assert _watermarks(broker, topic) == (0, 0)
     # The same records on the wire: INVALID_TIMESTAMP naming exactly the ten.
     records = [Record(offset=i, timestamp=ts, key=b"k", value=b"v") for i, ts in enumerate(stamps)]
-    answer = _produce(module_broker, 9, topic, build_batch(records, compression=compression.LZ4))
+    answer = _produce(broker, 9, topic, build_batch(records, compression=compression.LZ4))
     assert answer.error_code == ErrorCode.INVALID_TIMESTAMP
     assert answer.error_message == "One or more records have been rejected due to invalid timestamp"
     assert [e.batch_index for e in answer.record_errors] == list(range(0, 100, 10))
@@ -195,9 +195,9 @@ def test_librdkafka_fails_exactly_the_records_with_out_of_range_timestamps(modul
         f"Timestamp {bad} of message with offset 0 is out of range. The timestamp should be within [")
 
 
-def test_record_errors_on_the_wire_from_produce_v8(module_broker: BrokerProcess) -> None:
+def test_record_errors_on_the_wire_from_produce_v8(broker: BrokerProcess) -> None:
     topic = "compacted-wire"
-    _create(module_broker, topic, {"cleanup.policy": "compact"})
+    _create(broker, topic, {"cleanup.policy": "compact"})
     now = int(time.time() * 1000)
     records = [Record(offset=i, timestamp=now, key=None if i in (0, 2, 3, 7) else b"k", value=b"v")
                for i in range(9)]
@@ -206,7 +206,7 @@ def test_record_errors_on_the_wire_from_produce_v8(module_broker: BrokerProcess)
                "first three errors at most: [" + ", ".join(
                    f"RecordError(batchIndex={i}, message='{message}')" for i in (0, 2, 3)) + "]")
     for version in range(3, 13):
-        answer = _produce(module_broker, version, topic, build_batch(records, compression=compression.GZIP))
+        answer = _produce(broker, version, topic, build_batch(records, compression=compression.GZIP))
         assert answer.error_code == ErrorCode.INVALID_RECORD and answer.base_offset == -1
         if version >= 8:
             assert [(e.batch_index, e.batch_index_error_message) for e in answer.record_errors] == [
@@ -214,4 +214,4 @@ def test_record_errors_on_the_wire_from_produce_v8(module_broker: BrokerProcess)
             assert answer.error_message == summary
         else:  # neither field exists before v8: the response decoded whole without them
             assert answer.record_errors == [] and answer.error_message is None
-    assert _watermarks(module_broker, topic) == (0, 0)
+    assert _watermarks(broker, topic) == (0, 0)

@@ -74,11 +74,6 @@ END_PREFIX = b"end/"
 pytestmark = pytest.mark.pafka_broker_config("transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
 
 
-@pytest.fixture
-def broker(pafka_broker: BrokerProcess) -> BrokerProcess:
-    """A broker of each test's own (tests/conftest.py's ``broker`` is one per module)."""
-    return pafka_broker
-
 
 class TxnProducer(threading.Thread):
     """One transactional id's transactions, recorded in the history until ``stop`` or the limits."""
@@ -257,19 +252,19 @@ def _write_end_records(bootstrap: str, topic: str, history: History) -> None:
     history.end(txn, Outcome.COMMITTED)
 
 
-def test_randomized_transactions_with_broker_kills(broker: BrokerProcess) -> None:
+def test_randomized_transactions_with_broker_kills(pafka_broker: BrokerProcess) -> None:
     print(f"seed {SEED} (PAFKA_TXN_WORKLOAD_SEED)")
     rng = random.Random(SEED)
     topic = f"txn-workload-{uuid.uuid4().hex[:8]}"
-    create_topic(broker.bootstrap, topic, PARTITIONS)
+    create_topic(pafka_broker.bootstrap, topic, PARTITIONS)
     history = History()
     stop = threading.Event()
     started = time.monotonic()
-    producers = [TxnProducer(f"p{i}", broker.bootstrap, topic, history, rng.randrange(2**32), stop,
+    producers = [TxnProducer(f"p{i}", pafka_broker.bootstrap, topic, history, rng.randrange(2**32), stop,
                              started + RUN_TIMEOUT_S) for i in range(PRODUCERS)]
     live = history.reader("live")
     read_deadline = [started + RUN_TIMEOUT_S + READ_TIMEOUT_S]
-    live_reader = threading.Thread(target=_read_until_the_end, args=(broker.bootstrap, topic, live,
+    live_reader = threading.Thread(target=_read_until_the_end, args=(pafka_broker.bootstrap, topic, live,
                                                                      lambda: read_deadline[0]), daemon=True)
     live_reader.start()
     for producer in producers:
@@ -278,9 +273,9 @@ def test_randomized_transactions_with_broker_kills(broker: BrokerProcess) -> Non
         last_restart = 0.0
         for _ in range(KILLS):
             time.sleep(rng.uniform(2.0, 5.0))
-            broker.kill()
+            pafka_broker.kill()
             time.sleep(rng.uniform(0.0, MAX_DOWNTIME_S))
-            broker.start()
+            pafka_broker.start()
             last_restart = time.monotonic()
         # Every producer goes on committing after the last restart (bounded: a stall fails below).
         with contextlib.suppress(WaitTimeout):
@@ -297,11 +292,11 @@ def test_randomized_transactions_with_broker_kills(broker: BrokerProcess) -> Non
             raise producer.error
     # Every transaction has ended (a given-up producer's through its successor's InitProducerId): nothing
     # holds the last stable offset back.
-    wait_until(lambda: _ends(broker.bootstrap, topic, READ_COMMITTED) == _ends(broker.bootstrap, topic, READ_UNCOMMITTED),
+    wait_until(lambda: _ends(pafka_broker.bootstrap, topic, READ_COMMITTED) == _ends(pafka_broker.bootstrap, topic, READ_UNCOMMITTED),
                30, "the last stable offset is stuck below the high watermark", interval=0.2)
-    _write_end_records(broker.bootstrap, topic, history)
+    _write_end_records(pafka_broker.bootstrap, topic, history)
     read_deadline[0] = time.monotonic() + READ_TIMEOUT_S
-    _read_until_the_end(broker.bootstrap, topic, history.reader("after"), lambda: read_deadline[0])
+    _read_until_the_end(pafka_broker.bootstrap, topic, history.reader("after"), lambda: read_deadline[0])
     live_reader.join(READ_TIMEOUT_S + 5)
 
     summary = history.summary()
@@ -309,7 +304,7 @@ def test_randomized_transactions_with_broker_kills(broker: BrokerProcess) -> Non
     print(f"{summary}; producer instances {[p.instances for p in producers]}; errors "
           f"{[dict(p.errors) for p in producers]}; first commit after the last restart (s) {firsts}; "
           f"{time.monotonic() - started:.1f} s")
-    anomalies = check(history, _group_offsets(broker.bootstrap, topic, [p.group for p in producers]))
+    anomalies = check(history, _group_offsets(pafka_broker.bootstrap, topic, [p.group for p in producers]))
     assert not anomalies, "\n".join(str(a) for a in anomalies[:40])
     assert all(reader.complete for reader in history.readers), "a reader did not read to the end"
     # The workload did what it is for: both outcomes, and commits after the last restart from every producer.
@@ -318,5 +313,5 @@ def test_randomized_transactions_with_broker_kills(broker: BrokerProcess) -> Non
         commits = producer.commits_since(last_restart)
         assert commits >= COMMITS_AFTER_THE_KILLS, \
             f"{producer.name} committed {commits} transaction(s) in the {SETTLE_TIMEOUT_S} s after the last restart"
-    assert broker.starts == KILLS + 1 and broker.process is not None and broker.process.returncode is None
-    assert_no_hanging_transactions(broker.bootstrap)
+    assert pafka_broker.starts == KILLS + 1 and pafka_broker.process is not None and pafka_broker.process.returncode is None
+    assert_no_hanging_transactions(pafka_broker.bootstrap)

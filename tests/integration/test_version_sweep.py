@@ -30,12 +30,12 @@ TOPIC = "sweep"
 
 
 @pytest.fixture(scope="module")
-def sweep_broker(module_broker: BrokerProcess) -> tuple[BrokerProcess, uuid.UUID]:
-    ConfluentDriver().create_topic(module_broker.bootstrap, TOPIC, 1)
-    response = send_request(module_broker, metadata.API_KEY, 12, MetadataRequest(
+def sweep_broker(broker: BrokerProcess) -> tuple[BrokerProcess, uuid.UUID]:
+    ConfluentDriver().create_topic(broker.bootstrap, TOPIC, 1)
+    response = send_request(broker, metadata.API_KEY, 12, MetadataRequest(
         topics=[MetadataRequestTopic(name=TOPIC)], allow_auto_topic_creation=False,
         include_topic_authorized_operations=False))
-    return module_broker, response.topics[0].topic_id
+    return broker, response.topics[0].topic_id
 
 
 @pytest.mark.parametrize("version", range(api_versions.MIN_VERSION, api_versions.MAX_VERSION + 1))

@@ -12,7 +12,8 @@ import pytest
 from protocol.errors import ErrorCode
 from replication.alter_partition_manager import AlterPartitionError, AlterPartitionManager
 from replication.partition_state import LeaderAndIsr
-from tests.replication.cluster_harness import Controller, KafkaServer
+from tests.in_process import run
+from tests.replication.replication_rig import Controller, KafkaServer
 
 TOPIC_ID = uuid.uuid4()
 
@@ -26,7 +27,7 @@ def _controller() -> Controller:
 
 
 def _run(scenario: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(scenario(), 30))
+    run(scenario(), 30)
 
 
 def test_changes_are_batched_and_answered_per_partition() -> None:

@@ -20,7 +20,8 @@ import pytest
 
 from protocol.errors import ErrorCode
 from replication.replication_config import ReplicationConfig
-from tests.replication.cluster_harness import TP, Cluster, batches, produce, run_cluster, until
+from tests.in_process import wait_for
+from tests.replication.replication_rig import TP, ReplicationRig, batches, produce, run_rig
 from tests.storage.helpers import make_batch
 
 A, B = 0, 1
@@ -31,17 +32,17 @@ HIGH_WATERMARK_ONLY = ReplicationConfig(replica_lag_time_max_ms=30_000, replica_
                                         replica_fetch_backoff_ms=50, truncate_to_high_watermark_only=True)
 
 
-def _run(tmp_path: Path, config: ReplicationConfig, scenario: Callable[[Cluster], Awaitable[None]]) -> None:
-    run_cluster(tmp_path, config, scenario, timeout=45)
+def _run(tmp_path: Path, config: ReplicationConfig, scenario: Callable[[ReplicationRig], Awaitable[None]]) -> None:
+    run_rig(tmp_path, config, scenario, timeout=45)
 
 
-def _partition(cluster: Cluster, broker_id: int):  # type: ignore[no-untyped-def]
+def _partition(cluster: ReplicationRig, broker_id: int):  # type: ignore[no-untyped-def]
     partition = cluster.nodes[broker_id].rm.get_partition(*TP)
     assert partition is not None
     return partition
 
 
-async def _acknowledged(cluster: Cluster, leader: int, seed: int, acks: int = -1) -> int:
+async def _acknowledged(cluster: ReplicationRig, leader: int, seed: int, acks: int = -1) -> int:
     """Produce one record; its batch's CRC once acknowledged."""
     batch = make_batch(1, seed=seed)
     result = await produce(cluster.nodes[leader].rm, 1, acks=acks, batch=batch)
@@ -49,7 +50,7 @@ async def _acknowledged(cluster: Cluster, leader: int, seed: int, acks: int = -1
     return batches(_partition(cluster, leader).log)[-1][2]
 
 
-async def _two_records_with_the_follower_hw_behind(cluster: Cluster) -> list[int]:
+async def _two_records_with_the_follower_hw_behind(cluster: ReplicationRig) -> list[int]:
     """A leads at epoch 0 with B in the ISR; m0 and m1 acknowledged (acks=all). B has both, but
     its high watermark is still 1: the answer carrying HW 2 is parked at A. Returns their CRCs."""
     await cluster.start(A)
@@ -57,19 +58,19 @@ async def _two_records_with_the_follower_hw_behind(cluster: Cluster) -> list[int
     await cluster.elect([A, B])
     m0 = await _acknowledged(cluster, A, seed=0)
     b = _partition(cluster, B)
-    await until(lambda: b.high_watermark == 1, "B to learn HW 1")
+    await wait_for(lambda: b.high_watermark == 1, "B to learn HW 1")
     m1 = await _acknowledged(cluster, A, seed=1)  # done when B's fetch at offset 2 reaches A
     assert _partition(cluster, A).high_watermark == 2
     assert (b.log_end_offset, b.high_watermark) == (2, 1)
     return [m0, m1]
 
 
-def _crcs(cluster: Cluster, broker_id: int) -> list[int]:
+def _crcs(cluster: ReplicationRig, broker_id: int) -> list[int]:
     return [crc for _, _, crc in batches(_partition(cluster, broker_id).log)]
 
 
 # -- §3.3: an acknowledged record lost ---------------------------------------------------------------
-async def _data_loss_scenario(cluster: Cluster) -> None:
+async def _data_loss_scenario(cluster: ReplicationRig) -> None:
     acknowledged = await _two_records_with_the_follower_hw_behind(cluster)
     a_port = cluster.ports[A]
     # B restarts (its checkpointed HW is 1) and is told to follow A again; A dies before B fetches.
@@ -83,7 +84,7 @@ async def _data_loss_scenario(cluster: Cluster) -> None:
     await cluster.start(A)
     await cluster.resend(A, [A, B])
     b_end = _partition(cluster, B).log_end_offset
-    await until(lambda: _partition(cluster, A).log_end_offset == b_end
+    await wait_for(lambda: _partition(cluster, A).log_end_offset == b_end
                 and _partition(cluster, A).high_watermark == b_end, "A to follow B")
     # Every acknowledged record is still in the log, on both replicas.
     assert _crcs(cluster, B)[:2] == acknowledged, "an acknowledged record was lost"
@@ -100,7 +101,7 @@ def test_truncating_to_the_high_watermark_loses_the_acknowledged_record(tmp_path
 
 
 # -- §3.4: two replicas with different records at the same offset ------------------------------------
-async def _divergence_scenario(cluster: Cluster, leader_fetch_version: int | None = None) -> None:
+async def _divergence_scenario(cluster: ReplicationRig, leader_fetch_version: int | None = None) -> None:
     m0, _ = await _two_records_with_the_follower_hw_behind(cluster)
     a_port = cluster.ports[A]
     # Both die. B comes back first without m1 (a crash can lose what was not flushed; with the
@@ -123,7 +124,7 @@ async def _divergence_scenario(cluster: Cluster, leader_fetch_version: int | Non
     # long polls' time to agree with B.
     same = lambda: batches(_partition(cluster, A).log) == batches(_partition(cluster, B).log)  # noqa: E731
     with contextlib.suppress(AssertionError):
-        await until(same, "A to hold B's batches", timeout=3 * LONG_POLL.replica_fetch_wait_max_ms / 1000)
+        await wait_for(same, "A to hold B's batches", timeout=3 * LONG_POLL.replica_fetch_wait_max_ms / 1000)
     # Both replicas hold the same batches at the same offsets.
     assert same(), "the replicas diverged"
     assert _partition(cluster, A).high_watermark == 2
@@ -133,7 +134,7 @@ async def _divergence_scenario(cluster: Cluster, leader_fetch_version: int | Non
 def test_leader_epochs_truncate_the_divergent_record(tmp_path: Path, leader_fetch_version: int | None) -> None:
     """From Fetch v12 the leader answers A's last fetched epoch with where it diverged (KIP-320);
     a leader below v12 is asked OffsetForLeaderEpoch before A fetches (KIP-101)."""
-    async def scenario(cluster: Cluster) -> None:
+    async def scenario(cluster: ReplicationRig) -> None:
         await _divergence_scenario(cluster, leader_fetch_version)
         asked = cluster.nodes[B].server.requests.get(23, 0)
         assert asked >= 1 if leader_fetch_version == 11 else asked == 0
@@ -152,13 +153,13 @@ def test_truncation_walks_down_the_epochs_until_both_logs_agree(tmp_path: Path) 
     answers the follower's last epoch (2) with the largest one it has below it (1, ending at 7);
     the follower has no epoch 1, so it cuts to where its own epoch 0 ends (3) and asks again with
     epoch 0, which both share up to 3: two rounds, then identical logs (KIP-279)."""
-    async def scenario(cluster: Cluster) -> None:
+    async def scenario(cluster: ReplicationRig) -> None:
         lead, follow = A, B
         await cluster.start(lead)
         await cluster.start(follow)
         await cluster.elect([lead, follow])                                   # epoch 0
         assert (await produce(cluster.nodes[lead].rm, 3)).error_code == ErrorCode.NO_ERROR
-        await until(lambda: _partition(cluster, follow).log_end_offset == 3, "the follower to replicate")
+        await wait_for(lambda: _partition(cluster, follow).log_end_offset == 3, "the follower to replicate")
         await cluster.stop(follow)
         await cluster.elect([lead, follow], isr=[lead])                       # epoch 1: 4 records, A only
         assert (await produce(cluster.nodes[lead].rm, 4, acks=1)).error_code == ErrorCode.NO_ERROR
@@ -176,7 +177,7 @@ def test_truncation_walks_down_the_epochs_until_both_logs_agree(tmp_path: Path) 
         b_log = cluster.nodes[follow].log_manager.get_log(*TP)
         assert b_log is not None and [tuple(e) for e in b_log.leader_epoch_cache.entries] == [(0, 0), (2, 3)]
         await cluster.elect([lead, follow], leader=lead, isr=[lead])          # epoch 4: B follows A
-        await until(lambda: batches(_partition(cluster, follow).log) == batches(a.log), "the logs to agree")
+        await wait_for(lambda: batches(_partition(cluster, follow).log) == batches(a.log), "the logs to agree")
         assert _partition(cluster, follow).log_end_offset == a.log_end_offset == 10
         fetched = cluster.nodes[lead].server.fetch_requests
         asked = [p.last_fetched_epoch for r in fetched for t in r.topics for p in t.partitions]
@@ -186,7 +187,7 @@ def test_truncation_walks_down_the_epochs_until_both_logs_agree(tmp_path: Path) 
 
 
 def test_offset_for_leader_epoch_fences_older_and_newer_callers(tmp_path: Path) -> None:
-    async def scenario(cluster: Cluster) -> None:
+    async def scenario(cluster: ReplicationRig) -> None:
         await cluster.start(A)
         await cluster.elect([A], leader_epoch=3)
         assert (await produce(cluster.nodes[A].rm, 2, acks=1)).error_code == ErrorCode.NO_ERROR

@@ -18,17 +18,8 @@ from replication.replica_manager import FetchParams
 from replication.replication_config import ReplicationConfig
 from replication.state_change_requests import StopReplicaPartition, StopReplicaStates
 from storage.log_config import LogConfig
-from tests.replication.cluster_harness import (
-    TOPIC,
-    TP,
-    Cluster,
-    Controller,
-    Node,
-    batches,
-    produce,
-    run_cluster,
-    until,
-)
+from tests.in_process import run, wait_for
+from tests.replication.replication_rig import TOPIC, TP, Controller, Node, ReplicationRig, batches, produce, run_rig
 from tests.storage.helpers import make_batch
 
 CONFIG = ReplicationConfig(replica_lag_time_max_ms=600, replica_fetch_wait_max_ms=100, replica_fetch_backoff_ms=50)
@@ -41,12 +32,12 @@ class _Wanted:
         self.last_fetched_epoch = -1
 
 
-def _run(tmp_path: Path, scenario: Callable[[Cluster], Awaitable[None]]) -> None:
-    run_cluster(tmp_path, CONFIG, scenario)
+def _run(tmp_path: Path, scenario: Callable[[ReplicationRig], Awaitable[None]]) -> None:
+    run_rig(tmp_path, CONFIG, scenario)
 
 
 def test_follower_replicates_and_acks_all_waits_for_it(tmp_path: Path) -> None:
-    async def scenario(cluster: Cluster) -> None:
+    async def scenario(cluster: ReplicationRig) -> None:
         leader, follower = await cluster.start(0), await cluster.start(1)
         await cluster.elect([0, 1])
         lp, fp = leader.rm.get_partition(*TP), follower.rm.get_partition(*TP)
@@ -60,7 +51,7 @@ def test_follower_replicates_and_acks_all_waits_for_it(tmp_path: Path) -> None:
             assert lp.high_watermark >= result.info.last_offset + 1  # type: ignore[union-attr]
             assert fp.log_end_offset >= result.info.last_offset + 1  # type: ignore[union-attr]
         assert lp.log_end_offset == 100
-        await until(lambda: fp.high_watermark == 100, "the follower's HW (min(leader HW, own LEO))")
+        await wait_for(lambda: fp.high_watermark == 100, "the follower's HW (min(leader HW, own LEO))")
         # Offsets, epochs and bytes kept: the same batches, CRCs equal, in order.
         assert batches(fp.log) == batches(lp.log) and len(batches(lp.log)) == 20
         assert fp.log.leader_epoch_cache.latest_epoch == lp.leader_epoch
@@ -77,7 +68,7 @@ def test_follower_replicates_and_acks_all_waits_for_it(tmp_path: Path) -> None:
 
 
 def test_consumers_see_only_up_to_the_hw_and_wake_when_it_moves(tmp_path: Path) -> None:
-    async def scenario(cluster: Cluster) -> None:
+    async def scenario(cluster: ReplicationRig) -> None:
         leader, follower = await cluster.start(0), await cluster.start(1)
         await cluster.elect([0, 1])
         lp = leader.rm.get_partition(*TP)
@@ -108,7 +99,7 @@ def test_consumers_see_only_up_to_the_hw_and_wake_when_it_moves(tmp_path: Path) 
 
 
 def test_isr_shrinks_then_a_restarted_follower_catches_up_and_rejoins(tmp_path: Path) -> None:
-    async def scenario(cluster: Cluster) -> None:
+    async def scenario(cluster: ReplicationRig) -> None:
         leader, _ = await cluster.start(0), await cluster.start(1)
         await cluster.elect([0, 1])
         lp = leader.rm.get_partition(*TP)
@@ -121,7 +112,7 @@ def test_isr_shrinks_then_a_restarted_follower_catches_up_and_rejoins(tmp_path: 
         started = time.monotonic()
         await cluster.stop(1)
         waiting = asyncio.ensure_future(produce(leader.rm, 1, timeout_ms=10_000))
-        await until(lambda: lp.isr == [0], "the ISR to shrink to the leader")
+        await wait_for(lambda: lp.isr == [0], "the ISR to shrink to the leader")
         earliest_ms = CONFIG.replica_lag_time_max_ms - CONFIG.replica_fetch_wait_max_ms
         assert time.monotonic() - started >= earliest_ms / 1000 * 0.9
         assert cluster.controller.states[TP].isr == (0,) and lp.partition_epoch == 1
@@ -136,11 +127,11 @@ def test_isr_shrinks_then_a_restarted_follower_catches_up_and_rejoins(tmp_path: 
         # and the leader proposes it back into the ISR.
         restarted = await cluster.start(1)
         await cluster.resend(1, [0, 1])
-        await until(lambda: lp.isr == [0, 1], "the follower to rejoin the ISR")
+        await wait_for(lambda: lp.isr == [0, 1], "the follower to rejoin the ISR")
         assert cluster.controller.states[TP].isr == (0, 1) and lp.partition_epoch == 2
         fp = restarted.rm.get_partition(*TP)
         assert fp is not None
-        await until(lambda: fp.log_end_offset == lp.log_end_offset, "the follower to catch up")
+        await wait_for(lambda: fp.log_end_offset == lp.log_end_offset, "the follower to catch up")
         assert batches(fp.log) == batches(lp.log)
         assert (await produce(leader.rm, 1)).error_code == ErrorCode.NO_ERROR
 
@@ -148,7 +139,7 @@ def test_isr_shrinks_then_a_restarted_follower_catches_up_and_rejoins(tmp_path: 
 
 
 def test_leadership_switches_and_back(tmp_path: Path) -> None:
-    async def scenario(cluster: Cluster) -> None:
+    async def scenario(cluster: ReplicationRig) -> None:
         b0, b1 = await cluster.start(0), await cluster.start(1)
         elected: list[tuple[int, str, int]] = []
         for node in (b0, b1):
@@ -167,14 +158,14 @@ def test_leadership_switches_and_back(tmp_path: Path) -> None:
         assert b1.rm.replica_fetcher_manager is not None and not b1.rm.replica_fetcher_manager.fetcher_for(TP)
         result = await produce(b1.rm, 3)
         assert result.error_code == ErrorCode.NO_ERROR and result.info is not None and result.info.first_offset == 5
-        await until(lambda: p0.log_end_offset == 8, "the old leader to follow")
+        await wait_for(lambda: p0.log_end_offset == 8, "the old leader to follow")
         assert batches(p0.log) == batches(p1.log)
         assert [e for (_, _, e) in batches(p1.log)] and batches(p1.log)[-1][1] == 1
         # And back: the preferred leader leads again.
         await cluster.elect([0, 1], leader=0)
         assert p0.is_leader and not p1.is_leader
         assert (await produce(b0.rm, 2)).error_code == ErrorCode.NO_ERROR
-        await until(lambda: p1.log_end_offset == 10, "broker 1 to follow again")
+        await wait_for(lambda: p1.log_end_offset == 10, "broker 1 to follow again")
         assert [e for e in elected if e[0] == 0] == [(0, "elected", 0), (0, "resigned", 0), (0, "elected", 0)]
         assert [e for e in elected if e[0] == 1] == [(1, "elected", 0), (1, "resigned", 0)]
 
@@ -182,7 +173,7 @@ def test_leadership_switches_and_back(tmp_path: Path) -> None:
 
 
 def test_offset_out_of_range_truncates_or_restarts_at_the_leaders_log_start(tmp_path: Path) -> None:
-    async def scenario(cluster: Cluster) -> None:
+    async def scenario(cluster: ReplicationRig) -> None:
         b0, b1 = await cluster.start(0), await cluster.start(1)
         # Broker 1 led alone for a while (epoch 0) and wrote 9 records no one else has.
         await cluster.elect([1], leader=1, isr=[1])
@@ -192,9 +183,9 @@ def test_offset_out_of_range_truncates_or_restarts_at_the_leaders_log_start(tmp_
         p0, p1 = b0.rm.get_partition(*TP), b1.rm.get_partition(*TP)
         assert p0 is not None and p1 is not None
         assert (await produce(b0.rm, 4, acks=1)).error_code == ErrorCode.NO_ERROR
-        await until(lambda: p1.log_end_offset == 4, "the follower to truncate to the leader's end")
+        await wait_for(lambda: p1.log_end_offset == 4, "the follower to truncate to the leader's end")
         assert (await produce(b0.rm, 3, acks=1)).error_code == ErrorCode.NO_ERROR
-        await until(lambda: p1.log_end_offset == 7, "the follower to fetch on")
+        await wait_for(lambda: p1.log_end_offset == 7, "the follower to fetch on")
         assert batches(p1.log) == batches(p0.log)
         # The leader's log now starts past everything the follower has: it starts over there.
         await cluster.stop(1)
@@ -204,7 +195,7 @@ def test_offset_out_of_range_truncates_or_restarts_at_the_leaders_log_start(tmp_
         await cluster.resend(1, [0, 1])
         fp = restarted.rm.get_partition(*TP)
         assert fp is not None
-        await until(lambda: fp.log_end_offset == 55, "the follower to restart at the leader's log start")
+        await wait_for(lambda: fp.log_end_offset == 55, "the follower to restart at the leader's log start")
         assert fp.log.log_start_offset == 50 and batches(fp.log) == batches(p0.log)
 
     _run(tmp_path, scenario)
@@ -248,18 +239,18 @@ def test_three_brokers_lead_and_follow_many_partitions_with_two_fetchers_each(tm
                 assert leader is not None and leader.high_watermark == 15 and leader.isr == replicas
                 for follower in logs[1:]:
                     assert follower is not None
-                    await until(lambda f=follower: f.high_watermark == 15, f"{TOPIC}-{p}'s follower HW")
+                    await wait_for(lambda f=follower: f.high_watermark == 15, f"{TOPIC}-{p}'s follower HW")
                     assert batches(follower.log) == batches(leader.log)
         finally:
             for node in nodes.values():
                 await node.close()
 
-    asyncio.run(asyncio.wait_for(main(), 60))
+    run(main(), 60)
 
 
 @pytest.mark.parametrize("fetch_version", [4, 11, 14])
 def test_an_older_leader_is_fetched_from_at_its_highest_fetch_version(tmp_path: Path, fetch_version: int) -> None:
-    async def scenario(cluster: Cluster) -> None:
+    async def scenario(cluster: ReplicationRig) -> None:
         leader = await cluster.start(0)
         leader.server.max_versions[1] = fetch_version  # replica_id in the request body (< v15), names (< v13)
         follower = await cluster.start(1)
@@ -277,7 +268,7 @@ def test_a_follower_fetches_in_an_incremental_session(tmp_path: Path) -> None:
     partitions whose fetch offset moved; a session the leader lost is opened again."""
     partitions = 8
 
-    async def scenario(cluster: Cluster) -> None:
+    async def scenario(cluster: ReplicationRig) -> None:
         leader, follower = await cluster.start(0), await cluster.start(1)
         for p in range(partitions):
             request = cluster.controller.leader_and_isr(1, TOPIC, cluster.topic_id, p, [0, 1], cluster.ports)
@@ -311,7 +302,7 @@ def test_a_follower_fetches_in_an_incremental_session(tmp_path: Path) -> None:
         for p in range(partitions):
             lp, fp = leader.rm.get_partition(TOPIC, p), follower.rm.get_partition(TOPIC, p)
             assert lp is not None and fp is not None
-            await until(lambda f=fp, lead=lp: f.log_end_offset == lead.log_end_offset, f"{TOPIC}-{p} replicated")
+            await wait_for(lambda f=fp, lead=lp: f.log_end_offset == lead.log_end_offset, f"{TOPIC}-{p} replicated")
             assert batches(fp.log) == batches(lp.log)
 
     _run(tmp_path, scenario)
@@ -321,12 +312,12 @@ def test_a_session_opened_before_the_leader_knew_the_topic_id_heals(tmp_path: Pa
     """LeaderAndIsr can reach a follower before UpdateMetadata reaches its leader: the follower's
     first fetch names a topic id the leader does not know yet (UNKNOWN_TOPIC_ID). The session keeps
     the partition, and once the leader's metadata has the topic its incremental fetches read it."""
-    async def scenario(cluster: Cluster) -> None:
+    async def scenario(cluster: ReplicationRig) -> None:
         leader, follower = await cluster.start(0), await cluster.start(1)
         known = leader.server.services.metadata.topics
         hidden = known.pop(TOPIC)
         await cluster.elect([0, 1])
-        await until(lambda: len(leader.server.fetch_requests) >= 2, "the follower's fetches")
+        await wait_for(lambda: len(leader.server.fetch_requests) >= 2, "the follower's fetches")
         assert leader.server.fetch_requests[-1].session_epoch > 0  # the session is open
         known[TOPIC] = hidden
         result = await produce(leader.rm, 5, timeout_ms=5000)

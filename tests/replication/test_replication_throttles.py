@@ -19,7 +19,8 @@ import pytest
 from protocol.errors import ErrorCode
 from replication.replication_config import ReplicationConfig
 from replication.replication_quota_manager import LONG_MAX
-from tests.replication.cluster_harness import TOPIC, Cluster, Node, run_cluster, until
+from tests.in_process import wait_for
+from tests.replication.replication_rig import TOPIC, Node, ReplicationRig, run_rig
 from tests.storage.helpers import make_batch
 
 LEADER, FOLLOWER = 0, 1
@@ -35,7 +36,7 @@ CONFIG = ReplicationConfig(replica_lag_time_max_ms=30_000, replica_fetch_wait_ma
                            replica_fetch_max_bytes=64 * 1024)
 
 
-async def _send_states(cluster: Cluster, to: int, replicas: list[int]) -> None:
+async def _send_states(cluster: ReplicationRig, to: int, replicas: list[int]) -> None:
     """The controller's current state of both partitions to one broker, in one LeaderAndIsr (a
     follower starts fetching both together)."""
     request, *others = [cluster.controller.request_for(cluster.controller_epoch, TOPIC, cluster.topic_id, partition,
@@ -64,7 +65,7 @@ def _follow_topic_configs(node: Node, overrides: dict[str, str]) -> None:
     node.log_manager.update_topic_config(TOPIC, overrides)
 
 
-async def _catch_up(cluster: Cluster, throttle: Callable[[Cluster], None]) -> tuple[float, float, int]:
+async def _catch_up(cluster: ReplicationRig, throttle: Callable[[ReplicationRig], None]) -> tuple[float, float, int]:
     """A leader with two filled partitions; ``throttle`` set; then a new follower of both.
     (seconds until the unthrottled partition caught up, until the throttled one did, its bytes)."""
     leader = await cluster.start(LEADER)
@@ -89,12 +90,12 @@ async def _catch_up(cluster: Cluster, throttle: Callable[[Cluster], None]) -> tu
             caught_up[partition] = time.monotonic() - started
         return partition in caught_up
 
-    await until(lambda: done(UNTHROTTLED) + done(THROTTLED) == 2, "the follower to catch up", timeout=30)
+    await wait_for(lambda: done(UNTHROTTLED) + done(THROTTLED) == 2, "the follower to catch up", timeout=30)
     return caught_up[UNTHROTTLED], caught_up[THROTTLED], size
 
 
-def _run(tmp_path: Path, scenario: Callable[[Cluster], Awaitable[None]]) -> None:
-    run_cluster(tmp_path, CONFIG, scenario, timeout=60)
+def _run(tmp_path: Path, scenario: Callable[[ReplicationRig], Awaitable[None]]) -> None:
+    run_rig(tmp_path, CONFIG, scenario, timeout=60)
 
 
 def _assert_not_slowed(seconds: float, size: int) -> None:
@@ -113,13 +114,13 @@ def _assert_throttled_rate(unthrottled: float, throttled: float, size: int) -> N
 def test_leader_throttle_bounds_a_catching_up_follower(tmp_path: Path) -> None:
     measured: list[tuple[float, float, int]] = []
 
-    def throttle(cluster: Cluster) -> None:
+    def throttle(cluster: ReplicationRig) -> None:
         leader = cluster.nodes[LEADER]
         # Kafka's reassignment throttles the current replicas as leaders: partition:leader id.
         _follow_topic_configs(leader, {"leader.replication.throttled.replicas": f"{THROTTLED}:{LEADER}"})
         leader.rm.quotas.update_rates(RATE, LONG_MAX)
 
-    async def scenario(cluster: Cluster) -> None:
+    async def scenario(cluster: ReplicationRig) -> None:
         measured.append(await _catch_up(cluster, throttle))
         leader = cluster.nodes[LEADER].rm.quotas.leader
         assert leader.is_throttled((TOPIC, THROTTLED)) and not leader.is_throttled((TOPIC, UNTHROTTLED))
@@ -134,13 +135,13 @@ def test_leader_throttle_bounds_a_catching_up_follower(tmp_path: Path) -> None:
 def test_follower_throttle_bounds_its_own_catching_up(tmp_path: Path) -> None:
     measured: list[tuple[float, float, int]] = []
 
-    def throttle(cluster: Cluster) -> None:
+    def throttle(cluster: ReplicationRig) -> None:
         follower = cluster.nodes[FOLLOWER]
         # ... and the moving replicas as followers: partition:follower id.
         _follow_topic_configs(follower, {"follower.replication.throttled.replicas": f"{THROTTLED}:{FOLLOWER}"})
         follower.rm.quotas.update_rates(LONG_MAX, RATE)
 
-    async def scenario(cluster: Cluster) -> None:
+    async def scenario(cluster: ReplicationRig) -> None:
         measured.append(await _catch_up(cluster, throttle))
         follower = cluster.nodes[FOLLOWER].rm.quotas.follower
         assert follower.rate() > 0 and not follower.is_throttled((TOPIC, UNTHROTTLED))
@@ -153,12 +154,12 @@ def test_unthrottled_replication_is_not_slowed(tmp_path: Path) -> None:
     """A rate on both sides but no throttled replicas: the whole 2 MB of both partitions at once."""
     measured: list[tuple[float, float, int]] = []
 
-    def throttle(cluster: Cluster) -> None:
+    def throttle(cluster: ReplicationRig) -> None:
         for node in cluster.nodes.values():
             _follow_topic_configs(node, {"leader.replication.throttled.replicas": f"{THROTTLED}:{LEADER + 7}"})
             node.rm.quotas.update_rates(RATE, RATE)
 
-    async def scenario(cluster: Cluster) -> None:
+    async def scenario(cluster: ReplicationRig) -> None:
         measured.append(await _catch_up(cluster, throttle))
 
     _run(tmp_path, scenario)

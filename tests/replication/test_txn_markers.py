@@ -74,7 +74,7 @@ class Broker:
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
+def replica_broker(tmp_path: Path) -> Iterator[Broker]:
     b = Broker(tmp_path / "logs")
     try:
         yield b
@@ -125,9 +125,9 @@ def _txnindex_entries(broker: Broker, tp: tuple[str, int] = T0) -> list[AbortedT
     return [e for segment in partition.log.log_segments() for e in segment.txn_index.entries]
 
 
-def test_commit_marker_moves_the_lso_past_the_transaction(broker: Broker) -> None:
+def test_commit_marker_moves_the_lso_past_the_transaction(replica_broker: Broker) -> None:
     async def scenario() -> None:
-        rm = broker.rm
+        rm = replica_broker.rm
         first = _produce(rm, 3)
         _produce(rm, 2, pid=PID + 1, transactional=False)  # another producer's plain write, after it
         partition = rm.get_partition(*T0)
@@ -143,7 +143,7 @@ def test_commit_marker_moves_the_lso_past_the_transaction(broker: Broker) -> Non
         committed = _fetch(rm, READ_COMMITTED)
         assert _batches(committed) == [(0, False, 3), (3, False, 2), (5, True, 1)]
         assert committed.info is not None and committed.info.aborted_transactions == []
-        assert _txnindex_entries(broker) == []
+        assert _txnindex_entries(replica_broker) == []
         # The control record is Kafka's EndTransactionMarker with the coordinator epoch.
         assert committed.info.records is not None
         data = committed.info.records.read_bytes()
@@ -158,16 +158,16 @@ def test_commit_marker_moves_the_lso_past_the_transaction(broker: Broker) -> Non
     asyncio.run(scenario())
 
 
-def test_abort_marker_goes_into_the_txnindex_and_read_committed_lists_it(broker: Broker) -> None:
+def test_abort_marker_goes_into_the_txnindex_and_read_committed_lists_it(replica_broker: Broker) -> None:
     async def scenario() -> None:
-        rm = broker.rm
+        rm = replica_broker.rm
         _produce(rm, 2, tp=("t", 1))  # the same transaction on two partitions
         _produce(rm, 3)
         _produce(rm, 1, pid=PID + 1, transactional=False)
         assert await _markers(rm, _marker(False, T0, ("t", 1))) == [
             {T0: ErrorCode.NO_ERROR, ("t", 1): ErrorCode.NO_ERROR}]
-        assert _txnindex_entries(broker) == [AbortedTxn(PID, 0, 4, 5)]
-        assert _txnindex_entries(broker, ("t", 1)) == [AbortedTxn(PID, 0, 2, 3)]
+        assert _txnindex_entries(replica_broker) == [AbortedTxn(PID, 0, 4, 5)]
+        assert _txnindex_entries(replica_broker, ("t", 1)) == [AbortedTxn(PID, 0, 2, 3)]
         result = _fetch(rm, READ_COMMITTED)
         assert result.last_stable_offset == 5
         assert _batches(result) == [(0, False, 3), (3, False, 1), (4, True, 1)]
@@ -175,15 +175,15 @@ def test_abort_marker_goes_into_the_txnindex_and_read_committed_lists_it(broker:
         # A later transaction of the same producer (new sequence after the marker) commits.
         _produce(rm, 1, seq=3)
         assert (await _markers(rm, _marker(True)))[0] == {T0: ErrorCode.NO_ERROR}
-        assert _txnindex_entries(broker) == [AbortedTxn(PID, 0, 4, 5)]
+        assert _txnindex_entries(replica_broker) == [AbortedTxn(PID, 0, 4, 5)]
         assert rm.get_partition(*T0).last_stable_offset == 7  # type: ignore[union-attr]
 
     asyncio.run(scenario())
 
 
-def test_stale_coordinator_and_producer_epochs_are_fenced(broker: Broker) -> None:
+def test_stale_coordinator_and_producer_epochs_are_fenced(replica_broker: Broker) -> None:
     async def scenario() -> None:
-        rm = broker.rm
+        rm = replica_broker.rm
         _produce(rm, 1)
         assert (await _markers(rm, _marker(False, coordinator_epoch=5)))[0] == {T0: ErrorCode.NO_ERROR}
         end = rm.get_partition(*T0).log_end_offset  # type: ignore[union-attr]
@@ -204,9 +204,9 @@ def test_stale_coordinator_and_producer_epochs_are_fenced(broker: Broker) -> Non
     asyncio.run(scenario())
 
 
-def test_markers_on_partitions_not_led_here_are_refused(broker: Broker) -> None:
+def test_markers_on_partitions_not_led_here_are_refused(replica_broker: Broker) -> None:
     async def scenario() -> None:
-        rm = broker.rm
+        rm = replica_broker.rm
         _produce(rm, 1)
         follower = rm.get_partition("t", 1)
         assert follower is not None
@@ -222,9 +222,9 @@ def test_markers_on_partitions_not_led_here_are_refused(broker: Broker) -> None:
     asyncio.run(scenario())
 
 
-def test_markers_wait_for_the_isr_like_acks_all(broker: Broker) -> None:
+def test_markers_wait_for_the_isr_like_acks_all(replica_broker: Broker) -> None:
     async def scenario() -> None:
-        rm = broker.rm
+        rm = replica_broker.rm
         partition = rm.get_partition(*T0)
         assert partition is not None
         partition.isr = [0, 1]  # a follower in the ISR: the high watermark waits for it
@@ -245,9 +245,9 @@ def test_markers_wait_for_the_isr_like_acks_all(broker: Broker) -> None:
     asyncio.run(scenario())
 
 
-def test_listener_of_a_topic_learns_of_its_acknowledged_markers_only(broker: Broker) -> None:
+def test_listener_of_a_topic_learns_of_its_acknowledged_markers_only(replica_broker: Broker) -> None:
     async def scenario() -> None:
-        rm = broker.rm
+        rm = replica_broker.rm
         heard: list[tuple[int, set[int], bool]] = []
         rm.add_txn_marker_listener("t", lambda pid, partitions, committed: heard.append((pid, partitions, committed)))
         rm.get_partition("t", 1).leader_id = 1  # type: ignore[union-attr]
@@ -261,9 +261,9 @@ def test_listener_of_a_topic_learns_of_its_acknowledged_markers_only(broker: Bro
 
 
 @pytest.mark.parametrize("clean", [True, False], ids=["clean-shutdown", "crash"])
-def test_markers_survive_a_restart(broker: Broker, clean: bool) -> None:
+def test_markers_survive_a_restart(replica_broker: Broker, clean: bool) -> None:
     async def write() -> None:
-        rm = broker.rm
+        rm = replica_broker.rm
         _produce(rm, 2)  # aborted
         await _markers(rm, _marker(False, coordinator_epoch=2))
         _produce(rm, 1, seq=2)  # committed
@@ -272,14 +272,14 @@ def test_markers_survive_a_restart(broker: Broker, clean: bool) -> None:
         assert rm.get_partition(*T0).last_stable_offset == 5  # type: ignore[union-attr]
 
     asyncio.run(write())
-    broker.restart(clean)
+    replica_broker.restart(clean)
 
     async def after() -> None:
-        rm = broker.rm
+        rm = replica_broker.rm
         partition = rm.get_partition(*T0)
         assert partition is not None
         assert (partition.log_end_offset, partition.high_watermark, partition.last_stable_offset) == (6, 6, 5)
-        assert _txnindex_entries(broker) == [AbortedTxn(PID, 0, 2, 3)]
+        assert _txnindex_entries(replica_broker) == [AbortedTxn(PID, 0, 2, 3)]
         result = _fetch(rm, READ_COMMITTED)
         assert result.info is not None and result.info.aborted_transactions == [AbortedTxn(PID, 0, 2, 3)]
         assert [b[0] for b in _batches(result)] == [0, 2, 3, 4]
@@ -295,6 +295,6 @@ def test_markers_survive_a_restart(broker: Broker, clean: bool) -> None:
         assert partition.last_stable_offset == 6  # PID's newest transaction (offset 6) is still open
         assert (await _markers(rm, _marker(True, coordinator_epoch=2)))[0] == {T0: ErrorCode.NO_ERROR}
         assert partition.last_stable_offset == partition.log_end_offset == 9
-        assert _txnindex_entries(broker) == [AbortedTxn(PID, 0, 2, 3), AbortedTxn(PID + 1, 5, 7, 6)]
+        assert _txnindex_entries(replica_broker) == [AbortedTxn(PID, 0, 2, 3), AbortedTxn(PID + 1, 5, 7, 6)]
 
     asyncio.run(after())

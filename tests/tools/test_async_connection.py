@@ -42,16 +42,16 @@ def run(request: pytest.FixtureRequest) -> Run:
 
 
 @pytest.fixture(scope="module")
-def topic(broker_process: BrokerProcess) -> str:
+def topic(broker: BrokerProcess) -> str:
     """A one-partition topic the tests produce to and fetch from."""
-    create_topic(broker_process.bootstrap, "async-conn", 1)
+    create_topic(broker.bootstrap, "async-conn", 1)
     return "async-conn"
 
 
 @pytest.fixture(scope="module")
-def idle_topic(broker_process: BrokerProcess) -> str:
+def idle_topic(broker: BrokerProcess) -> str:
     """A topic nothing is produced to: a fetch at offset 0 is parked for its whole max_wait_ms."""
-    create_topic(broker_process.bootstrap, "async-idle", 1)
+    create_topic(broker.bootstrap, "async-idle", 1)
     return "async-idle"
 
 
@@ -95,14 +95,14 @@ def _fetched(response: object) -> _fetch.PartitionData:
     return partition
 
 
-def test_negotiates_the_highest_version_both_sides_support(broker_process: BrokerProcess, run: Run) -> None:
-    raw = send_request(broker_process, API_VERSIONS_KEY, 3, ApiVersionsRequest(
+def test_negotiates_the_highest_version_both_sides_support(broker: BrokerProcess, run: Run) -> None:
+    raw = send_request(broker, API_VERSIONS_KEY, 3, ApiVersionsRequest(
         client_software_name="raw", client_software_version="1"))
     assert isinstance(raw, ApiVersionsResponse)
     advertised = {k.api_key: (k.min_version, k.max_version) for k in raw.api_keys}
 
     async def go() -> AsyncBrokerConnection:
-        async with _connection(broker_process) as conn:
+        async with _connection(broker) as conn:
             return conn
 
     conn = run(go)
@@ -113,22 +113,22 @@ def test_negotiates_the_highest_version_both_sides_support(broker_process: Broke
     assert not conn.connected
 
 
-def test_metadata_names_the_broker(broker_process: BrokerProcess, run: Run) -> None:
+def test_metadata_names_the_broker(broker: BrokerProcess, run: Run) -> None:
     async def go() -> MetadataResponse:
-        async with _connection(broker_process) as conn:
+        async with _connection(broker) as conn:
             response = await conn.request(MetadataRequest(topics=None, allow_auto_topic_creation=False))
             assert isinstance(response, MetadataResponse)
             return response
 
     response = run(go)
-    assert [(b.host, b.port) for b in response.brokers] == [("127.0.0.1", broker_process.port)]
+    assert [(b.host, b.port) for b in response.brokers] == [("127.0.0.1", broker.port)]
 
 
-def test_produce_then_fetch(broker_process: BrokerProcess, topic: str, run: Run) -> None:
+def test_produce_then_fetch(broker: BrokerProcess, topic: str, run: Run) -> None:
     values = [f"value-{i}".encode() for i in range(5)]
 
     async def go() -> tuple[int, list[bytes | None]]:
-        async with _connection(broker_process) as conn:
+        async with _connection(broker) as conn:
             produce_version = conn.version_for(_produce.API_KEY, max_version=BY_NAME)
             produced = _produced(await conn.request(_produce_request(topic, values), version=produce_version))
             version = conn.version_for(_fetch.API_KEY, max_version=BY_NAME)
@@ -141,10 +141,10 @@ def test_produce_then_fetch(broker_process: BrokerProcess, topic: str, run: Run)
 
 
 def test_fifty_pipelined_requests_each_get_their_own_response(
-    broker_process: BrokerProcess, topic: str, run: Run
+    broker: BrokerProcess, topic: str, run: Run
 ) -> None:
     async def go() -> tuple[int, list[int], list[int]]:
-        async with _connection(broker_process) as conn:
+        async with _connection(broker) as conn:
             completed: list[int] = []
             futures = []
             version = conn.version_for(_produce.API_KEY, max_version=BY_NAME)
@@ -164,10 +164,10 @@ def test_fifty_pipelined_requests_each_get_their_own_response(
 
 
 def test_a_request_that_outlives_its_timeout_fails_and_closes_the_connection(
-    broker_process: BrokerProcess, idle_topic: str, run: Run
+    broker: BrokerProcess, idle_topic: str, run: Run
 ) -> None:
     async def go() -> tuple[object, object, float, bool]:
-        async with _connection(broker_process) as conn:
+        async with _connection(broker) as conn:
             version = conn.version_for(_fetch.API_KEY, max_version=BY_NAME)
             # At the log end of an idle topic: the broker parks both fetches for their full 5 s.
             parked = _fetch_request(idle_topic, 0, 5000)
@@ -186,10 +186,10 @@ def test_a_request_that_outlives_its_timeout_fails_and_closes_the_connection(
 
 
 def test_cancelling_a_wait_leaves_the_connection_usable(
-    broker_process: BrokerProcess, idle_topic: str, run: Run
+    broker: BrokerProcess, idle_topic: str, run: Run
 ) -> None:
     async def go() -> object:
-        async with _connection(broker_process) as conn:
+        async with _connection(broker) as conn:
             version = conn.version_for(_fetch.API_KEY, max_version=BY_NAME)
             waiting = asyncio.ensure_future(conn.request(_fetch_request(idle_topic, 0, 300), version=version))
             await asyncio.sleep(0.05)
@@ -200,9 +200,9 @@ def test_cancelling_a_wait_leaves_the_connection_usable(
     assert isinstance(run(go), MetadataResponse)
 
 
-def test_close_fails_every_pending_request(broker_process: BrokerProcess, idle_topic: str, run: Run) -> None:
+def test_close_fails_every_pending_request(broker: BrokerProcess, idle_topic: str, run: Run) -> None:
     async def go() -> tuple[list[object], BaseException | None]:
-        async with _connection(broker_process) as conn:
+        async with _connection(broker) as conn:
             version = conn.version_for(_fetch.API_KEY, max_version=BY_NAME)
             futures = [conn.send(_fetch_request(idle_topic, 0, 5000), version=version) for _ in range(3)]
             await asyncio.sleep(0.05)

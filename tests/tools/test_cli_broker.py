@@ -60,71 +60,71 @@ def consume(broker: BrokerProcess, topic: str, *args: str) -> Ran:
 
 # ------------------------------------------------------------ pafka topics
 
-def test_create_list_describe(broker_process: BrokerProcess) -> None:
-    created = topics(broker_process, "--create", "--topic", "cli-orders", "--partitions", "3", "--replication-factor", "1")
+def test_create_list_describe(broker: BrokerProcess) -> None:
+    created = topics(broker, "--create", "--topic", "cli-orders", "--partitions", "3", "--replication-factor", "1")
     assert (created.returncode, created.stdout) == (0, b"Created topic cli-orders.\n")
-    assert b"cli-orders\n" in topics(broker_process, "--list").stdout
+    assert b"cli-orders\n" in topics(broker, "--list").stdout
 
-    lines = topics(broker_process, "--describe", "--topic", "cli-orders").stdout.decode().splitlines()
+    lines = topics(broker, "--describe", "--topic", "cli-orders").stdout.decode().splitlines()
     assert re.fullmatch(
         r"Topic: cli-orders\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: .*", lines[0]
     ), lines[0]
     assert lines[1:] == [f"\tTopic: cli-orders\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0" for p in range(3)]
-    everything = topics(broker_process, "--describe").stdout.decode()
+    everything = topics(broker, "--describe").stdout.decode()
     assert "Topic: cli-orders\tTopicId:" in everything
 
-    again = topics(broker_process, "--create", "--topic", "cli-orders", "--partitions", "3")
+    again = topics(broker, "--create", "--topic", "cli-orders", "--partitions", "3")
     assert again.returncode == 1
     assert b"TOPIC_ALREADY_EXISTS" in again.stderr and again.stderr.startswith(b"Error while executing topic command : ")
-    assert topics(broker_process, "--create", "--topic", "cli-orders", "--if-not-exists").returncode == 0
+    assert topics(broker, "--create", "--topic", "cli-orders", "--if-not-exists").returncode == 0
 
 
-def test_usage_errors(broker_process: BrokerProcess) -> None:
-    assert topics(broker_process, "--create").returncode == 1  # no --topic
-    assert topics(broker_process).returncode == 1  # no action
-    missing = topics(broker_process, "--describe", "--topic", "nope")
+def test_usage_errors(broker: BrokerProcess) -> None:
+    assert topics(broker, "--create").returncode == 1  # no --topic
+    assert topics(broker).returncode == 1  # no action
+    missing = topics(broker, "--describe", "--topic", "nope")
     assert missing.returncode == 1 and b"UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
-    assert topics(broker_process, "--describe", "--topic", "nope", "--if-exists").returncode == 0
+    assert topics(broker, "--describe", "--topic", "nope", "--if-exists").returncode == 0
 
 
-def test_alter_partitions(broker_process: BrokerProcess) -> None:
-    assert topics(broker_process, "--create", "--topic", "cli-grow", "--partitions", "1").returncode == 0
-    altered = topics(broker_process, "--alter", "--topic", "cli-grow", "--partitions", "4")
+def test_alter_partitions(broker: BrokerProcess) -> None:
+    assert topics(broker, "--create", "--topic", "cli-grow", "--partitions", "1").returncode == 0
+    altered = topics(broker, "--alter", "--topic", "cli-grow", "--partitions", "4")
     assert altered.returncode == 0, altered.stderr
-    lines = topics(broker_process, "--describe", "--topic", "cli-grow").stdout.decode().splitlines()
+    lines = topics(broker, "--describe", "--topic", "cli-grow").stdout.decode().splitlines()
     assert "PartitionCount: 4" in lines[0] and len(lines) == 5
-    shrink = topics(broker_process, "--alter", "--topic", "cli-grow", "--partitions", "2")
+    shrink = topics(broker, "--alter", "--topic", "cli-grow", "--partitions", "2")
     assert shrink.returncode == 1 and b"INVALID_PARTITIONS" in shrink.stderr
 
 
-def test_delete(broker_process: BrokerProcess) -> None:
-    assert topics(broker_process, "--create", "--topic", "cli-doomed").returncode == 0
-    deleted = topics(broker_process, "--delete", "--topic", "cli-doomed")
+def test_delete(broker: BrokerProcess) -> None:
+    assert topics(broker, "--create", "--topic", "cli-doomed").returncode == 0
+    deleted = topics(broker, "--delete", "--topic", "cli-doomed")
     assert deleted.returncode == 0, deleted.stderr
-    assert b"cli-doomed\n" not in topics(broker_process, "--list").stdout
-    assert topics(broker_process, "--delete", "--topic", "cli-doomed").returncode == 1
-    assert topics(broker_process, "--delete", "--topic", "cli-doomed", "--if-exists").returncode == 0
+    assert b"cli-doomed\n" not in topics(broker, "--list").stdout
+    assert topics(broker, "--delete", "--topic", "cli-doomed").returncode == 1
+    assert topics(broker, "--delete", "--topic", "cli-doomed", "--if-exists").returncode == 0
 
 
-def test_topic_configs(broker_process: BrokerProcess) -> None:
+def test_topic_configs(broker: BrokerProcess) -> None:
     created = topics(
-        broker_process, "--create", "--topic", "cli-conf", "--config", "cleanup.policy=compact", "--config", "retention.ms=1234"
+        broker, "--create", "--topic", "cli-conf", "--config", "cleanup.policy=compact", "--config", "retention.ms=1234"
     )
     assert created.returncode == 0, created.stderr
 
     def configs() -> str:
-        first = topics(broker_process, "--describe", "--topic", "cli-conf").stdout.decode().splitlines()[0]
+        first = topics(broker, "--describe", "--topic", "cli-conf").stdout.decode().splitlines()[0]
         return first.split("\tConfigs: ")[1]
 
     assert {"cleanup.policy=compact", "retention.ms=1234"} <= set(configs().split(","))
     altered = topics(
-        broker_process, "--alter", "--topic", "cli-conf", "--add-config", "retention.ms=999", "--delete-config", "cleanup.policy"
+        broker, "--alter", "--topic", "cli-conf", "--add-config", "retention.ms=999", "--delete-config", "cleanup.policy"
     )
     assert altered.returncode == 0, altered.stderr
     assert altered.stdout == b"Completed updating config for topic cli-conf.\n"
     now = set(configs().split(","))
     assert "retention.ms=999" in now and not any(c.startswith("cleanup.policy=") for c in now)
-    bad = topics(broker_process, "--create", "--topic", "cli-bad-conf", "--config", "cleanup.policy=sometimes")
+    bad = topics(broker, "--create", "--topic", "cli-bad-conf", "--config", "cleanup.policy=sometimes")
     assert bad.returncode == 1 and b"INVALID_CONFIG" in bad.stderr
 
 
@@ -153,21 +153,21 @@ PRINT_PROPS = tuple(
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_keys_and_headers_round_trip(broker_process: BrokerProcess, codec: str) -> None:
+def test_keys_and_headers_round_trip(broker: BrokerProcess, codec: str) -> None:
     topic = f"cli-lines-{codec}"
-    assert topics(broker_process, "--create", "--topic", topic, "--partitions", "1").returncode == 0
+    assert topics(broker, "--create", "--topic", topic, "--partitions", "1").returncode == 0
     before = int(time.time() * 1000)
-    produce(broker_process, topic, LINES, *READ_PROPS, "--compression-codec", codec, "--producer-property", "acks=all")
+    produce(broker, topic, LINES, *READ_PROPS, "--compression-codec", codec, "--producer-property", "acks=all")
     after = int(time.time() * 1000)
-    with KafkaClient(broker_process.bootstrap) as client:
+    with KafkaClient(broker.bootstrap) as client:
         batches = client.fetch(topic, 0, 0).batches
     assert {b.header.compression_type for b in batches} == {CODECS[codec]}
-    done = consume(broker_process, topic, "--from-beginning", "--max-messages", "5", *PRINT_PROPS)
+    done = consume(broker, topic, "--from-beginning", "--max-messages", "5", *PRINT_PROPS)
     assert done.stdout == EXPECTED
     assert done.stderr.endswith(b"Processed a total of 5 messages\n")
 
     stamped = consume(
-        broker_process, topic, "--from-beginning", "--timeout-ms", "500", "--property", "print.timestamp=true"
+        broker, topic, "--from-beginning", "--timeout-ms", "500", "--property", "print.timestamp=true"
     ).stdout.decode().splitlines()
     assert len(stamped) == 5
     for line in stamped:
@@ -175,13 +175,13 @@ def test_keys_and_headers_round_trip(broker_process: BrokerProcess, codec: str) 
         assert kind == "CreateTime" and before <= int(rest.split("\t")[0]) <= after
 
 
-def test_keys_spread_as_kafka_partitions_them(broker_process: BrokerProcess) -> None:
+def test_keys_spread_as_kafka_partitions_them(broker: BrokerProcess) -> None:
     topic = "cli-keyed"
-    assert topics(broker_process, "--create", "--topic", topic, "--partitions", "3").returncode == 0
+    assert topics(broker, "--create", "--topic", topic, "--partitions", "3").returncode == 0
     keys = [f"user-{i}" for i in range(30)]
-    produce(broker_process, topic, "".join(f"{k}\t{i}\n" for i, k in enumerate(keys)).encode(), "--property", "parse.key=true")
+    produce(broker, topic, "".join(f"{k}\t{i}\n" for i, k in enumerate(keys)).encode(), "--property", "parse.key=true")
     done = consume(
-        broker_process, topic, "--from-beginning", "--max-messages", "30", "--property", "print.partition=true",
+        broker, topic, "--from-beginning", "--max-messages", "30", "--property", "print.partition=true",
         "--property", "print.key=true", "--property", "key.separator=|",
     )
     rows = [line.split("|") for line in done.stdout.decode().splitlines()]
@@ -194,53 +194,53 @@ def test_keys_spread_as_kafka_partitions_them(broker_process: BrokerProcess) -> 
         assert values == sorted(values)
 
 
-def test_offsets_partition_and_limits(broker_process: BrokerProcess) -> None:
+def test_offsets_partition_and_limits(broker: BrokerProcess) -> None:
     topic = "cli-offsets"
-    assert topics(broker_process, "--create", "--topic", topic, "--partitions", "2").returncode == 0
-    produce(broker_process, topic, b"".join(b"m%d\n" % i for i in range(10)), "--sync")
+    assert topics(broker, "--create", "--topic", topic, "--partitions", "2").returncode == 0
+    produce(broker, topic, b"".join(b"m%d\n" % i for i in range(10)), "--sync")
     # Keyless records go to one partition per batch; --sync makes each line a batch.
     per_partition = {
-        p: consume(broker_process, topic, "--partition", str(p), "--offset", "earliest", "--timeout-ms", "500").stdout
+        p: consume(broker, topic, "--partition", str(p), "--offset", "earliest", "--timeout-ms", "500").stdout
         for p in (0, 1)
     }
     assert sorted((per_partition[0] + per_partition[1]).split()) == sorted(b"m%d" % i for i in range(10))
     fuller = max((0, 1), key=lambda p: len(per_partition[p]))
-    tail = consume(broker_process, topic, "--partition", str(fuller), "--offset", "2", "--timeout-ms", "500")
+    tail = consume(broker, topic, "--partition", str(fuller), "--offset", "2", "--timeout-ms", "500")
     assert tail.stdout.split() == per_partition[fuller].split()[2:]
     assert tail.stderr.endswith(b"Processed a total of %d messages\n" % len(tail.stdout.split()))
 
-    limited = consume(broker_process, topic, "--from-beginning", "--max-messages", "3")
+    limited = consume(broker, topic, "--from-beginning", "--max-messages", "3")
     assert len(limited.stdout.split()) == 3 and limited.stderr.endswith(b"Processed a total of 3 messages\n")
     # Default start is the end of the log: nothing new arrives, so the timeout ends it.
     started = time.monotonic()
-    idle = consume(broker_process, topic, "--timeout-ms", "500")
+    idle = consume(broker, topic, "--timeout-ms", "500")
     assert idle.stdout == b"" and idle.stderr.endswith(b"Processed a total of 0 messages\n")
     assert time.monotonic() - started >= 0.5
 
 
-def test_producer_rejects_bad_lines(broker_process: BrokerProcess) -> None:
-    assert topics(broker_process, "--create", "--topic", "cli-strict", "--partitions", "1").returncode == 0
+def test_producer_rejects_bad_lines(broker: BrokerProcess) -> None:
+    assert topics(broker, "--create", "--topic", "cli-strict", "--partitions", "1").returncode == 0
     done = pafka(
-        "console-producer", "--bootstrap-server", broker_process.bootstrap, "--topic", "cli-strict",
+        "console-producer", "--bootstrap-server", broker.bootstrap, "--topic", "cli-strict",
         "--property", "parse.key=true", stdin=b"k\tgood\nno separator here\n",
     )
     assert done.returncode == 1
     assert b"No key separator found on line number 2: 'no separator here'" in done.stderr
     # The line before the bad one was sent.
-    assert consume(broker_process, "cli-strict", "--from-beginning", "--timeout-ms", "1000").stdout == b"good\n"
+    assert consume(broker, "cli-strict", "--from-beginning", "--timeout-ms", "1000").stdout == b"good\n"
 
 
-def test_real_processes_with_pipes(broker_process: BrokerProcess) -> None:
+def test_real_processes_with_pipes(broker: BrokerProcess) -> None:
     """The installed entry point end to end: stdin pipe in, stdout pipe out."""
     topic = "cli-processes"
-    assert topics(broker_process, "--create", "--topic", topic, "--partitions", "1").returncode == 0
+    assert topics(broker, "--create", "--topic", topic, "--partitions", "1").returncode == 0
     produced = pafka_process(
-        "console-producer", "--bootstrap-server", broker_process.bootstrap, "--topic", topic, *READ_PROPS,
+        "console-producer", "--bootstrap-server", broker.bootstrap, "--topic", topic, *READ_PROPS,
         "--compression-codec", "lz4", stdin=LINES,
     )
     assert (produced.returncode, produced.stdout) == (0, b""), produced.stderr
     consumed = pafka_process(
-        "console-consumer", "--bootstrap-server", broker_process.bootstrap, "--topic", topic, "--from-beginning",
+        "console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--from-beginning",
         "--max-messages", "5", *PRINT_PROPS,
     )
     assert consumed.returncode == 0, consumed.stderr
@@ -248,38 +248,38 @@ def test_real_processes_with_pipes(broker_process: BrokerProcess) -> None:
     assert consumed.stderr.endswith(b"Processed a total of 5 messages\n")
 
 
-def test_producer_lets_the_broker_auto_create_the_topic(broker_process: BrokerProcess) -> None:
+def test_producer_lets_the_broker_auto_create_the_topic(broker: BrokerProcess) -> None:
     # auto.create.topics.enable defaults to true, as in Kafka.
-    produce(broker_process, "cli-auto-created", b"first\nsecond\n")
-    assert b"cli-auto-created\n" in topics(broker_process, "--list").stdout
-    done = consume(broker_process, "cli-auto-created", "--from-beginning", "--max-messages", "2")
+    produce(broker, "cli-auto-created", b"first\nsecond\n")
+    assert b"cli-auto-created\n" in topics(broker, "--list").stdout
+    done = consume(broker, "cli-auto-created", "--from-beginning", "--max-messages", "2")
     assert sorted(done.stdout.split()) == [b"first", b"second"]
 
 
-def test_bare_compression_codec_means_gzip_and_log_append_time_is_printed(broker_process: BrokerProcess) -> None:
+def test_bare_compression_codec_means_gzip_and_log_append_time_is_printed(broker: BrokerProcess) -> None:
     topic = "cli-append-time"
-    created = topics(broker_process, "--create", "--topic", topic, "--config", "message.timestamp.type=LogAppendTime")
+    created = topics(broker, "--create", "--topic", topic, "--config", "message.timestamp.type=LogAppendTime")
     assert created.returncode == 0, created.stderr
-    produce(broker_process, topic, b"one\n", "--compression-codec")
-    with KafkaClient(broker_process.bootstrap) as client:
+    produce(broker, topic, b"one\n", "--compression-codec")
+    with KafkaClient(broker.bootstrap) as client:
         (batch,) = client.fetch(topic, 0, 0).batches
     assert batch.header.compression_type == CODECS["gzip"]
-    line = consume(broker_process, topic, "--from-beginning", "--max-messages", "1", "--property", "print.timestamp=true").stdout
+    line = consume(broker, topic, "--from-beginning", "--max-messages", "1", "--property", "print.timestamp=true").stdout
     assert line == b"LogAppendTime:%d\tone\n" % batch.records[0].timestamp
 
 
 def test_interactive_producer_sends_each_line_after_linger_and_consumer_stops_on_sigint(
-    broker_process: BrokerProcess,
+    broker: BrokerProcess,
 ) -> None:
     topic = "cli-interactive"
-    assert topics(broker_process, "--create", "--topic", topic).returncode == 0
+    assert topics(broker, "--create", "--topic", topic).returncode == 0
     command = [sys.executable, "-m", "tools"]
     producer = subprocess.Popen(
-        [*command, "console-producer", "--bootstrap-server", broker_process.bootstrap, "--topic", topic, "--timeout", "20"],
+        [*command, "console-producer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--timeout", "20"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     consumer = subprocess.Popen(
-        [*command, "console-consumer", "--bootstrap-server", broker_process.bootstrap, "--topic", topic, "--from-beginning"],
+        [*command, "console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--from-beginning"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     # readline() below blocks: a watchdog kills both if a line never comes.

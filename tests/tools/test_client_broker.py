@@ -21,8 +21,8 @@ from pytest_pafka.broker_process import BrokerProcess
 
 
 @pytest.fixture
-def client(broker_process: BrokerProcess):  # type: ignore[no-untyped-def]
-    with KafkaClient(broker_process.bootstrap, timeout=15) as c:
+def client(broker: BrokerProcess):  # type: ignore[no-untyped-def]
+    with KafkaClient(broker.bootstrap, timeout=15) as c:
         yield c
 
 
@@ -43,15 +43,15 @@ def _consume_all(client: KafkaClient, topic: str, partitions: int) -> dict[int, 
     raise AssertionError("fetch made no progress")
 
 
-def test_metadata_names_the_leader(client: KafkaClient, broker_process: BrokerProcess) -> None:
+def test_metadata_names_the_leader(client: KafkaClient, broker: BrokerProcess) -> None:
     AdminClient(client).create_topic("meta-topic", 2, 1)
     topic = client.topic_metadata("meta-topic", refresh=True)
     assert sorted(topic.partitions) == [0, 1]
     assert topic.has_topic_id
-    (broker,) = client.cluster.brokers.values()  # type: ignore[union-attr]
-    assert (broker.host, broker.port) == ("127.0.0.1", broker_process.port)
+    (node,) = client.cluster.brokers.values()  # type: ignore[union-attr]
+    assert (node.host, node.port) == ("127.0.0.1", broker.port)
     for p in topic.partitions.values():
-        assert p.leader == broker.node_id and p.replicas == [broker.node_id] and p.isr == [broker.node_id]
+        assert p.leader == node.node_id and p.replicas == [node.node_id] and p.isr == [node.node_id]
     with pytest.raises(TopicAlreadyExistsError) as info:
         AdminClient(client).create_topic("meta-topic", 2, 1)
     assert info.value.error_code == ErrorCode.TOPIC_ALREADY_EXISTS

@@ -1,45 +1,28 @@
-"""In-process controller tests: real ZooKeeper, real KafkaControllers, fake broker endpoints.
+"""The controller side of a cluster, in process: real ZooKeeper, real KafkaControllers, fake broker endpoints.
 
 Each :class:`Node` is what a broker contributes to the controller side of a cluster: its
 own ZooKeeper session (registration under /brokers/ids and the controller election),
 a :class:`~controller.kafka_controller.KafkaController`, and a
 :class:`~tests.controller.fake_broker.FakeBroker` at its inter-broker endpoint that
-records what the controller sent it.
+records what the controller sent it. No replica exists: what a controller decides is
+read from the requests it sent and from ZooKeeper. Scenarios run with ``tests.in_process.run``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from controller.controller_config import ControllerConfig
 from controller.kafka_controller import KafkaController
 from controller.zk import zk_data as zd
 from controller.zk.kafka_zk_client import KafkaZkClient
-from pytest_pafka.waiting import wait_until_async
 from tests.controller.fake_broker import FakeBroker
+from tests.in_process import wait_for
 
-T = TypeVar("T")
 SESSION_MS = 4000
 LISTENER = "PLAINTEXT"
-
-
-def run(coro: Awaitable[T], timeout: float = 90.0) -> T:
-    async def bounded() -> T:
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
-
-
-async def wait_for(predicate: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:
-    await wait_until_async(predicate, timeout, what, interval=0.02)
-
-
-async def wait_for_async(predicate: Callable[[], Awaitable[bool]], timeout: float = 15.0, what: str = "condition") -> None:
-    await wait_until_async(predicate, timeout, what, interval=0.05)
 
 
 @dataclass
@@ -84,12 +67,14 @@ class Node:
 
 
 @dataclass
-class Cluster:
+class ControllerRig:
+    """Brokers' controller sides (:class:`Node`) on one ZooKeeper chroot; at most one controller is active."""
+
     connect: str
     config: ControllerConfig = field(default_factory=lambda: ControllerConfig(inter_broker_listener_name=LISTENER))
     nodes: dict[int, Node] = field(default_factory=dict)
 
-    async def start(self, broker_ids: list[int], racks: dict[int, str] | None = None) -> Cluster:
+    async def start(self, broker_ids: list[int], racks: dict[int, str] | None = None) -> ControllerRig:
         for broker_id in broker_ids:
             await self.add(broker_id, (racks or {}).get(broker_id))
         await wait_for(lambda: self.active() is not None, what="a controller")

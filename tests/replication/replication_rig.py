@@ -1,4 +1,5 @@
-"""Replica managers on one event loop, each behind a small real Kafka socket server.
+"""The replica side of a cluster, in process: replica managers on one event loop, each behind a
+small real Kafka socket server, under a controller the test drives by hand.
 
 A follower's fetcher must talk to a leader over a real socket, through the
 broker's own Fetch, ListOffsets and OffsetForLeaderEpoch handlers (``broker.handlers``): this server
@@ -13,10 +14,7 @@ the state znode's version moves. Loopback only; everything is closed by
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
-import os
-import struct
 import types
 import uuid
 from collections.abc import Awaitable, Callable
@@ -29,8 +27,7 @@ from broker.handlers import api_versions as api_versions_handler
 from broker.handlers import fetch as fetch_handler
 from broker.handlers import list_offsets as list_offsets_handler
 from broker.handlers import offset_for_leader_epoch as offset_for_leader_epoch_handler
-from protocol.api import decode_request, encode_response
-from protocol.buffers import FileRange
+from protocol.api import DecodedRequest
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import (
     AlterPartitionRequest,
@@ -43,7 +40,6 @@ from protocol.messages.leader_and_isr import (
     LeaderAndIsrPartitionState,
 )
 from protocol.primitives import Message
-from pytest_pafka.waiting import wait_until_async
 from replication.alter_partition_manager import AlterPartitionManager
 from replication.append_thread import AppendThread
 from replication.partition_state import LeaderAndIsr
@@ -52,6 +48,7 @@ from replication.replication_config import ReplicationConfig
 from replication.state_change_requests import BrokerEndpoint, LeaderAndIsrStates, PartitionState
 from storage.log import Log
 from storage.log_manager import LogManager
+from tests.in_process import KafkaFrameServer, run
 from tests.storage.helpers import make_batch
 
 TopicPartition = tuple[str, int]
@@ -154,9 +151,7 @@ class KafkaServer:
                                               # A broker without an authorizer: every request is allowed.
                                               authorizer=None)
         self.controller = controller
-        self.server: asyncio.Server | None = None
-        self.port = 0
-        self._connections: set[asyncio.Task[None]] = set()
+        self._frames = KafkaFrameServer(self._serve)
         self.requests: dict[int, int] = {}
         #: (API key, version) of every request served.
         self.versions: set[tuple[int, int]] = set()
@@ -165,35 +160,17 @@ class KafkaServer:
         #: Every Fetch request served, decoded, in order.
         self.fetch_requests: list[Any] = []
 
-    async def start(self) -> int:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
-        return self.port
+    @property
+    def port(self) -> int:
+        return self._frames.port
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        try:
-            while True:
-                size = struct.unpack(">i", await reader.readexactly(4))[0]
-                frame = await reader.readexactly(size)
-                decoded = decode_request(frame)
-                self.requests[decoded.api_key] = self.requests.get(decoded.api_key, 0) + 1
-                self.versions.add((decoded.api_key, decoded.api_version))
-                answer = self._handle(decoded.api_key, decoded.api_version, decoded.body)
-                body = answer if isinstance(answer, Message) else await answer
-                for chunk in encode_response(decoded.api_key, decoded.api_version, decoded.correlation_id, body):
-                    if isinstance(chunk, FileRange):
-                        writer.write(os.pread(chunk.file.fileno(), chunk.length, chunk.offset))
-                    else:
-                        writer.write(bytes(chunk))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-            self._connections.discard(task)
+    async def start(self) -> int:
+        return await self._frames.start()
+
+    def _serve(self, decoded: DecodedRequest) -> Message | Awaitable[Message]:
+        self.requests[decoded.api_key] = self.requests.get(decoded.api_key, 0) + 1
+        self.versions.add((decoded.api_key, decoded.api_version))
+        return self._handle(decoded.api_key, decoded.api_version, decoded.body)
 
     def _handle(self, api_key: int, version: int, body: Any) -> Message | Awaitable[Message]:
         ctx = types.SimpleNamespace(api_version=version)
@@ -215,13 +192,7 @@ class KafkaServer:
         raise AssertionError(f"unexpected API {api_key}")
 
     async def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
-        if self.server is not None:
-            await self.server.wait_closed()
+        await self._frames.close()
 
 
 class Node:
@@ -261,10 +232,6 @@ TOPIC = "t"
 TP = (TOPIC, 0)
 
 
-async def until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    await wait_until_async(check, timeout, what)
-
-
 def batches(log: Log) -> list[tuple[int, int, int]]:
     """(base offset, partition leader epoch, CRC) of every batch, in order."""
     return [(h.base_offset, h.partition_leader_epoch, h.crc)
@@ -278,7 +245,7 @@ async def produce(rm: ReplicaManager, count: int, acks: int = -1, timeout_ms: in
     return results[0]
 
 
-class Cluster:
+class ReplicationRig:
     """Brokers replicating partition ``TP`` under a hand-driven controller: each step (start,
     stop, election, a state resent) happens when the test says, so a scenario is exact."""
 
@@ -325,13 +292,14 @@ class Cluster:
             await self.stop(broker_id)
 
 
-def run_cluster(tmp_path: Path, config: ReplicationConfig, scenario: Callable[[Cluster], Awaitable[None]],
-                timeout: float = 60) -> None:
+def run_rig(tmp_path: Path, config: ReplicationConfig, scenario: Callable[[ReplicationRig], Awaitable[None]],
+            timeout: float = 60) -> None:
+    """Run ``scenario`` on a fresh rig (a new topic id) and close every node after it, failed or not."""
     async def main() -> None:
-        cluster = Cluster(tmp_path, uuid.uuid4(), config)
+        rig = ReplicationRig(tmp_path, uuid.uuid4(), config)
         try:
-            await scenario(cluster)
+            await scenario(rig)
         finally:
-            await cluster.close()
+            await rig.close()
 
-    asyncio.run(asyncio.wait_for(main(), timeout))
+    run(main(), timeout)
