@@ -3,8 +3,6 @@ DESCRIBE on every subscribed topic to heartbeat, DESCRIBE on the group to descri
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from protocol.acl_types import AclOperation, ResourceType
@@ -13,24 +11,24 @@ from protocol.messages.consumer_group_describe import ConsumerGroupDescribeReque
 from protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest, CreateTopicsResponse
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from pytest_pafka.plugin import BrokerFactory
 from tests.broker.acl_helpers import AclBroker, acl_broker_process
 
 G, T = ResourceType.GROUP, ResourceType.TOPIC
 
 
 @pytest.fixture(scope="module")
-def acls() -> Iterator[AclBroker]:
-    broker, sasl = acl_broker_process("group.coordinator.rebalance.protocols=classic,consumer")
-    with broker:
-        setup = AclBroker(broker, sasl).wait_ready()
-        with setup.connect("admin") as admin:
-            created = admin.request(CreateTopicsRequest(topics=[
-                CreatableTopic(name=t, num_partitions=3, replication_factor=1) for t in ("seen", "hidden")],
-                timeout_ms=10_000), version=5)
-            found = admin.request(FindCoordinatorRequest(key_type=0, coordinator_keys=["any"]), version=4)
-        assert isinstance(created, CreateTopicsResponse) and [t.error_code for t in created.topics] == [0, 0]
-        assert isinstance(found, FindCoordinatorResponse)  # creates __consumer_offsets
-        yield setup
+def acls(pafka_module_broker_factory: BrokerFactory) -> AclBroker:
+    broker, sasl = acl_broker_process(pafka_module_broker_factory, "group.coordinator.rebalance.protocols=classic,consumer")
+    setup = AclBroker(broker, sasl).wait_ready()
+    with setup.connect("admin") as admin:
+        created = admin.request(CreateTopicsRequest(topics=[
+            CreatableTopic(name=t, num_partitions=3, replication_factor=1) for t in ("seen", "hidden")],
+            timeout_ms=10_000), version=5)
+        found = admin.request(FindCoordinatorRequest(key_type=0, coordinator_keys=["any"]), version=4)
+    assert isinstance(created, CreateTopicsResponse) and [t.error_code for t in created.topics] == [0, 0]
+    assert isinstance(found, FindCoordinatorResponse)  # creates __consumer_offsets
+    return setup
 
 
 def _join(acls: AclBroker, user: str, group: str, topics: list[str]) -> ConsumerGroupHeartbeatResponse:
