@@ -18,6 +18,7 @@ from protocol.messages.end_txn import EndTxnRequest
 from protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.list_transactions import ListTransactionsRequest
 from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
 from testing.sockets import send_request
 from tests.integration.test_transactions_versions import WireProducer, _retry, _until_stable
 from tests.integration.test_transactions_versions import _new as _new_producer
@@ -185,7 +186,7 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker: BrokerProcess) 
     AddOffsetsToTxn; its offsets become the group's with the commit marker, and an abort drops them."""
     from broker.handlers import find_coordinator, txn_offset_commit
     from protocol.messages.find_coordinator import FindCoordinatorRequest
-    from tests.integration.test_transactions_versions import _committed, _until
+    from tests.integration.test_transactions_versions import _committed
 
     p = _new(broker, partitions=2)
     p.init()
@@ -201,7 +202,7 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker: BrokerProcess) 
                              DescribeTransactionsRequest(transactional_ids=[p.tid])).transaction_states[0]
     assert "__consumer_offsets" in {t.topic for t in described.topics}
     assert _answer(_end_v5(p, True, epoch)) == (0, pid, epoch + 1)
-    _until(lambda: _committed(broker, group, p.topic) == {0: 5, 1: 6})
+    wait_until(lambda: _committed(broker, group, p.topic) == {0: 5, 1: 6}, 5.0, "the committed offsets", interval=0.02)
     # The next transaction (at the bumped epoch) commits offsets and aborts: they are dropped.
     p.epoch = epoch + 1
     assert p.commit_offsets(group, {0: 7, 1: 8}, version=txn_offset_commit.IMPLICIT_ADD_VERSION) == [0, 0]
