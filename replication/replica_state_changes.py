@@ -100,19 +100,26 @@ class ReplicaStateChanges:
         if self.fetcher_manager is not None:
             await self.fetcher_manager.shutdown()
 
+    def _accept_controller_epoch(self, api: str, controller_id: int, controller_epoch: int) -> bool:
+        """Kafka's fencing of a controller's request: one from an older controller epoch is refused;
+        otherwise its epoch becomes the latest known."""
+        if controller_epoch < self.controller_epoch:
+            log.warning("[ReplicaManager broker=%d] Ignoring %s from controller %d with epoch %d: the "
+                        "latest known controller epoch is %d", self.broker_id, api, controller_id,
+                        controller_epoch, self.controller_epoch)
+            return False
+        self.controller_epoch = controller_epoch
+        return True
+
     # -- LeaderAndIsr ------------------------------------------------------------------------
     async def become_leader_or_follower(self, request: LeaderAndIsrStates) -> LeaderAndIsrResult:
         async with self.state_change_lock:
             return await self._become_leader_or_follower(request)
 
     async def _become_leader_or_follower(self, request: LeaderAndIsrStates) -> LeaderAndIsrResult:
-        if request.controller_epoch < self.controller_epoch:
-            log.warning("[ReplicaManager broker=%d] Ignoring LeaderAndIsr from controller %d with epoch %d: the "
-                        "latest known controller epoch is %d", self.broker_id, request.controller_id,
-                        request.controller_epoch, self.controller_epoch)
+        if not self._accept_controller_epoch("LeaderAndIsr", request.controller_id, request.controller_epoch):
             stale = ErrorCode.STALE_CONTROLLER_EPOCH
             return LeaderAndIsrResult(stale, {s.tp: stale for s in request.partition_states})
-        self.controller_epoch = request.controller_epoch
         errors, accepted = self._accept_states(request.partition_states)
         if not accepted:
             return LeaderAndIsrResult(ErrorCode.NO_ERROR, errors)
@@ -274,13 +281,9 @@ class ReplicaStateChanges:
             return await self._stop_replicas(request)
 
     async def _stop_replicas(self, request: StopReplicaStates) -> StopReplicaResult:
-        if request.controller_epoch < self.controller_epoch:
-            log.warning("[ReplicaManager broker=%d] Ignoring StopReplica from controller %d with epoch %d: the "
-                        "latest known controller epoch is %d", self.broker_id, request.controller_id,
-                        request.controller_epoch, self.controller_epoch)
+        if not self._accept_controller_epoch("StopReplica", request.controller_id, request.controller_epoch):
             stale = ErrorCode.STALE_CONTROLLER_EPOCH
             return StopReplicaResult(stale, {p.tp: stale for p in request.partitions})
-        self.controller_epoch = request.controller_epoch
         errors, stopped = self._accept_stops(request.partitions)
         fetchers = self.fetcher_manager
         if fetchers is not None and stopped:
