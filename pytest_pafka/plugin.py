@@ -68,10 +68,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         module = item.getparent(pytest.Module)
         if module is not None:
             module.stash[_FAILED] = True
+        item.session.stash[_FAILED] = True
     return report
 
 
-def _failed(node: pytest.Item | pytest.Collector) -> bool:
+def _failed(node: pytest.Item | pytest.Collector | pytest.Session) -> bool:
     return node.stash.get(_FAILED, False)
 
 
@@ -207,6 +208,12 @@ def pafka_module_broker_factory(request: pytest.FixtureRequest) -> Iterator[Brok
 def pafka_module_broker(pafka_module_broker_factory: BrokerFactory) -> BrokerProcess:
     """One broker shared by the tests of a module (configured by the module's ``pytestmark``)."""
     return pafka_module_broker_factory()
+
+
+@pytest.fixture(scope="session")
+def pafka_session_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFactory]:
+    """``pafka_broker_factory`` for brokers shared by the whole session (no markers apply at that scope)."""
+    yield from _serve(request, BrokerFactory([]))
 
 
 @pytest.fixture(scope="session")

@@ -32,8 +32,8 @@ import pytest
 PROCESS_FIXTURES = frozenset({
     # tests/conftest.py and the pytest_pafka plugin
     "zookeeper", "pafka_zookeeper", "pafka_broker", "pafka_broker_factory", "pafka_module_broker",
-    "pafka_module_broker_factory", "pafka_cluster", "pafka_cluster_factory", "pafka_module_cluster",
-    "pafka_module_cluster_factory",
+    "pafka_module_broker_factory", "pafka_session_broker_factory", "pafka_cluster", "pafka_cluster_factory",
+    "pafka_module_cluster", "pafka_module_cluster_factory",
     # conftests: a broker process per module, a cluster per module, Spark's JVM
     "broker", "cluster", "spark_broker", "spark",
 })

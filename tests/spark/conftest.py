@@ -18,13 +18,13 @@ import pyspark  # the spark extra: pip install -e '.[test,spark]'
 import pytest
 
 from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.plugin import BrokerFactory
 
 
 @pytest.fixture(scope="session")
-def spark_broker() -> Iterator[BrokerProcess]:
+def spark_broker(pafka_session_broker_factory: BrokerFactory) -> BrokerProcess:
     """One broker for all Spark tests (each test creates its own topics)."""
-    with BrokerProcess() as process:
-        yield process
+    return pafka_session_broker_factory()
 
 
 @pytest.fixture(scope="session")
