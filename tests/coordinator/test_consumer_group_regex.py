@@ -207,3 +207,22 @@ def test_the_brokers_topics_are_what_regexes_are_resolved_against() -> None:
         store.topics[name] = TopicMetadata(name, uuid.uuid4(), {0: [0]})
     resolver = RegexResolver(RegistryTopicImage(store).topic_names, ManualScheduler())
     assert resolver.resolved(".*") == frozenset({"orders-1"})
+
+
+def test_matching_is_shared_out_a_chunk_per_turn_across_expressions() -> None:
+    clock = ManualScheduler()
+    names = [f"orders-{i}" for i in range(RESOLUTION_CHUNK)]
+    resolver = RegexResolver(lambda: names, clock)
+    assert resolver.resolved("orders-.*") == frozenset(names)  # one chunk: resolved at once
+    assert len(resolver.resolved("orders-.*1") or ()) == RESOLUTION_CHUNK // 10
+    names.extend(f"orders-x{i}" for i in range(RESOLUTION_CHUNK))  # a bulk creation
+    clock.advance(TOPIC_IMAGE_CHECK_INTERVAL_MS)
+    assert len(resolver.resolved("orders-.*") or ()) == 2 * RESOLUTION_CHUNK  # this turn's chunk
+    assert len(resolver.resolved("orders-.*1") or ()) == RESOLUTION_CHUNK // 10, "its last answer until matched"
+    assert clock.pending == 1
+    clock.advance(0)  # the next turn
+    assert len(resolver.resolved("orders-.*1") or ()) == 2 * RESOLUTION_CHUNK // 10 and clock.pending == 0
+    names[:] = names[RESOLUTION_CHUNK:]  # a bulk deletion leaves at once
+    clock.advance(TOPIC_IMAGE_CHECK_INTERVAL_MS)
+    assert resolver.resolved("orders-.*") == frozenset(names)
+    assert len(resolver.resolved("orders-.*1") or ()) == RESOLUTION_CHUNK // 10
