@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, LocalAddPartitionsToTxnManager
 from broker.cluster.coordinator_cluster import CoordinatorCluster
@@ -64,6 +64,9 @@ class RegistryTopicImage:
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         topic = self.topics.by_id(topic_id)
         return None if topic is None else topic.name
+
+    def topic_names(self) -> Iterable[str]:
+        return [topic.name for topic in self.topics]
 
 
 def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:

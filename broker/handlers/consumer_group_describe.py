@@ -52,7 +52,7 @@ def _member(broker: BrokerServices, member: ConsumerGroupMember, target: Assignm
     return Member(
         member_id=member.member_id, instance_id=member.instance_id, rack_id=member.rack_id,
         member_epoch=member.member_epoch, client_id=member.client_id, client_host=member.client_host,
-        subscribed_topic_names=list(member.subscribed_topic_names),
+        subscribed_topic_names=list(member.subscribed_topic_names), subscribed_topic_regex=member.subscribed_topic_regex,
         assignment=_assignment(broker, member.assigned), target_assignment=_assignment(broker, target),
         member_type=CONSUMER_MEMBER_TYPE)
 

@@ -73,6 +73,8 @@ class ConsumerGroupMember:
     client_id: str = ""
     client_host: str = ""
     subscribed_topic_names: tuple[str, ...] = ()
+    #: A regular expression subscribed to besides the names (RE2 syntax, resolved by the coordinator).
+    subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
     #: What the member owns (as the coordinator told it).
     assigned: Assignment = field(default_factory=dict)
@@ -110,6 +112,11 @@ class ConsumerGroup:
         self.subscription_metadata: dict[str, TopicInfo] = {}
         #: Topic name → how many members subscribe to it (kept as members change: a heartbeat reads it).
         self._subscribers: dict[str, int] = {}
+        #: Regular expression → how many members subscribe with it.
+        self._regex_subscribers: dict[str, int] = {}
+        #: Regular expression → the topics it matched when the group epoch last moved (what the
+        #: target assignment reads); an expression still being resolved has none yet.
+        self.resolved_regexes: dict[str, frozenset[str]] = {}
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -172,10 +179,33 @@ class ConsumerGroup:
                 counts[name] = counts.get(name, 0) + 1
         return {name for name, count in counts.items() if count > 0}
 
+    def subscribed_regexes(self, extra: ConsumerGroupMember | None = None) -> set[str]:
+        """Every regular expression some member subscribes with, with ``extra`` in place of the member of its id."""
+        counts = dict(self._regex_subscribers)
+        if extra is not None:
+            previous = self.members.get(extra.member_id)
+            if previous is not None and previous.subscribed_topic_regex is not None:
+                counts[previous.subscribed_topic_regex] -= 1
+            if extra.subscribed_topic_regex is not None:
+                counts[extra.subscribed_topic_regex] = counts.get(extra.subscribed_topic_regex, 0) + 1
+        return {regex for regex, count in counts.items() if count > 0}
+
+    def member_topic_names(self, member: ConsumerGroupMember) -> Iterable[str]:
+        """The member's subscription: its names and what its regular expression resolved to."""
+        yield from member.subscribed_topic_names
+        if member.subscribed_topic_regex is not None:
+            yield from self.resolved_regexes.get(member.subscribed_topic_regex, ())
+
     def _count(self, member: ConsumerGroupMember, delta: int) -> None:
-        for name in member.subscribed_topic_names:
-            count = self._subscribers.get(name, 0) + delta
-            if count > 0:
-                self._subscribers[name] = count
-            else:
-                self._subscribers.pop(name, None)
+        _add(self._subscribers, member.subscribed_topic_names, delta)
+        if member.subscribed_topic_regex is not None:
+            _add(self._regex_subscribers, (member.subscribed_topic_regex,), delta)
+
+
+def _add(counts: dict[str, int], keys: Iterable[str], delta: int) -> None:
+    for key in keys:
+        count = counts.get(key, 0) + delta
+        if count > 0:
+            counts[key] = count
+        else:
+            counts.pop(key, None)

@@ -8,8 +8,9 @@ One heartbeat:
    served, as in Kafka with ``group.consumer.migration.policy=disabled``)
    and the member (a static member replaces the instance that left with
    epoch -2), checking its epoch (FENCED_MEMBER_EPOCH);
-2. bumps the group epoch when the member's subscription or the subscribed
-   topics changed, and then computes the target assignment of every member
+2. bumps the group epoch when the member's subscription, the subscribed
+   topics or what a subscribed regular expression resolves to changed
+   (``consumer_group_regex``), and then computes the target assignment of every member
    with the group's assignor (``consumer_group_assignors``);
 3. moves the member one step towards its target (``consumer_group_reconciliation``):
    revoke first, then assign what nobody else owns;
@@ -45,6 +46,7 @@ from coordinator.group.consumer_group import (
 )
 from coordinator.group.consumer_group_assignors import ASSIGNORS, AssignmentSpec
 from coordinator.group.consumer_group_reconciliation import OwnedPartitions, reconcile
+from coordinator.group.consumer_group_regex import InvalidRegularExpression, RegexResolver, compile_regex
 from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResult
 from coordinator.group.consumer_group_timeouts import ConsumerGroupTimeouts
 from coordinator.group.group_metadata import GroupState
@@ -62,6 +64,8 @@ class TopicImage(Protocol):
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
 
+    def topic_names(self) -> Iterable[str]: ...
+
 
 class NoTopics:
     """A topic image without topics (a coordinator built without the broker's metadata)."""
@@ -71,6 +75,9 @@ class NoTopics:
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         return None
+
+    def topic_names(self) -> Iterable[str]:
+        return ()
 
 
 @dataclass(frozen=True)
@@ -127,9 +134,16 @@ def validate_heartbeat(request: ConsumerGroupHeartbeatRequest, assignors: tuple[
         raise ConsumerGroupError(ErrorCode.UNSUPPORTED_ASSIGNOR,
                                  f"ServerAssignor {request.server_assignor} is not supported. "
                                  f"Supported assignors: {', '.join(assignors)}.")
-    if request.subscribed_topic_regex:
-        # Regular expressions are resolved on the broker (RE2/J syntax); this broker does not yet.
-        raise invalid("SubscribedTopicRegex is not supported by this broker.")
+
+
+def _check_regex(member: ConsumerGroupMember, updated: ConsumerGroupMember) -> None:
+    """INVALID_REGULAR_EXPRESSION (Kafka's message) for a newly subscribed expression that does not compile."""
+    regex = updated.subscribed_topic_regex
+    if regex is not None and regex != member.subscribed_topic_regex:
+        try:
+            compile_regex(regex)
+        except InvalidRegularExpression as e:
+            raise ConsumerGroupError(ErrorCode.INVALID_REGULAR_EXPRESSION, e.message) from None
 
 
 def _is_subset(owned: OwnedPartitions, assigned: Assignment) -> bool:
@@ -165,6 +179,7 @@ class ConsumerGroupHeartbeat:
         self.status = status
         self.topics = topics
         self.timeouts = ConsumerGroupTimeouts(scheduler)
+        self.regexes = RegexResolver(topics.topic_names, scheduler)
         self.groups: dict[str, ConsumerGroup] = {}
 
     # -- the request ------------------------------------------------------------------
@@ -198,6 +213,7 @@ class ConsumerGroupHeartbeat:
         else:
             member, replaces = self._static_member(group, member_id, request.instance_id, request)
         updated = self._updated_member(member, request)
+        _check_regex(member, updated)
         if replaces is not None and replaces in group.target:
             group.target[updated.member_id] = group.target.pop(replaces)  # the new instance inherits its target
         self._maybe_bump_group_epoch(group, member, updated)
@@ -283,7 +299,7 @@ class ConsumerGroupHeartbeat:
     @staticmethod
     def _updated_member(member: ConsumerGroupMember, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupMember:
         """The member with what this heartbeat changed (a field it did not send stays as it was)."""
-        names = request.subscribed_topic_names
+        names, regex = request.subscribed_topic_names, request.subscribed_topic_regex
         return replace(
             member,
             instance_id=request.instance_id if request.instance_id is not None else member.instance_id,
@@ -292,20 +308,43 @@ class ConsumerGroupHeartbeat:
                                   else member.rebalance_timeout_ms),
             server_assignor=request.server_assignor if request.server_assignor is not None else member.server_assignor,
             subscribed_topic_names=tuple(sorted(set(names))) if names is not None else member.subscribed_topic_names,
+            # An empty expression unsubscribes from the member's expression.
+            subscribed_topic_regex=(regex or None) if regex is not None else member.subscribed_topic_regex,
             client_id=request.client_id, client_host=request.client_host)
 
     # -- epochs and the target assignment ------------------------------------------------------
     def _maybe_bump_group_epoch(self, group: ConsumerGroup, member: ConsumerGroupMember,
                                 updated: ConsumerGroupMember) -> None:
-        """A new group, a changed subscription or changed subscribed topics: a new group epoch."""
-        bump = group.group_epoch == 0 or updated.subscribed_topic_names != member.subscribed_topic_names
-        metadata = self._subscription_metadata(group.subscribed_topic_names(updated))
+        """A new group, a changed subscription, changed subscribed topics or a regular expression that resolves
+        to other topics now: a new group epoch."""
+        bump = (group.group_epoch == 0 or updated.subscribed_topic_names != member.subscribed_topic_names
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex)
+        bump |= self._update_resolved_regexes(group, group.subscribed_regexes(updated))
+        metadata = self._subscription_metadata(self._group_topic_names(group, updated))
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
             bump = True
         if bump:
             group.group_epoch += 1
             log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, group.group_epoch)
+
+    def _update_resolved_regexes(self, group: ConsumerGroup, regexes: set[str]) -> bool:
+        """Take the latest resolution of each of the group's expressions; True when one matches other topics."""
+        for regex in [r for r in group.resolved_regexes if r not in regexes]:
+            del group.resolved_regexes[regex]
+        changed = False
+        for regex in regexes:
+            topics = self.regexes.resolved(regex)
+            previous = group.resolved_regexes.get(regex)
+            if topics is not None and topics is not previous:
+                group.resolved_regexes[regex] = topics
+                changed |= topics != (previous or frozenset())
+        return changed
+
+    @staticmethod
+    def _group_topic_names(group: ConsumerGroup, extra: ConsumerGroupMember | None = None) -> set[str]:
+        """The group's subscribed topics: the members' names and what their expressions resolved to."""
+        return group.subscribed_topic_names(extra).union(*group.resolved_regexes.values())
 
     def _subscription_metadata(self, names: set[str]) -> dict[str, TopicInfo]:
         metadata = {}
@@ -322,7 +361,7 @@ class ConsumerGroupHeartbeat:
         current = dict(group.target)
         ids = {name: info.topic_id for name, info in group.subscription_metadata.items()}
         spec = AssignmentSpec(
-            subscriptions={mid: frozenset(ids[n] for n in m.subscribed_topic_names if n in ids)
+            subscriptions={mid: frozenset(ids[n] for n in group.member_topic_names(m) if n in ids)
                            for mid, m in members.items()},
             topics={info.topic_id: info.num_partitions for info in group.subscription_metadata.values()},
             current=current)
@@ -374,7 +413,8 @@ class ConsumerGroupHeartbeat:
         self.timeouts.cancel_member(group.group_id, member_id)
         if group.remove_member(member_id) is None:
             return
-        group.subscription_metadata = self._subscription_metadata(group.subscribed_topic_names())
+        self._update_resolved_regexes(group, group.subscribed_regexes())
+        group.subscription_metadata = self._subscription_metadata(self._group_topic_names(group))
         group.group_epoch += 1
         log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, group.group_epoch)
 
@@ -426,4 +466,5 @@ class ConsumerGroupHeartbeat:
 
     def shutdown(self) -> None:
         self.timeouts.shutdown()
+        self.regexes.shutdown()
         self.groups.clear()

@@ -31,6 +31,9 @@ class Topics:
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         return next((n for n, i in self.topics.items() if i.topic_id == topic_id), None)
 
+    def topic_names(self) -> list[str]:
+        return list(self.topics)
+
 
 class Harness:
     def __init__(self, **config: object) -> None:
