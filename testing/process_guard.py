@@ -48,7 +48,6 @@ PROCESS_MODULES = frozenset({
     "tests/broker/test_admin_topics.py",
     "tests/broker/test_allocator_tuning.py",
     "tests/broker/test_broker_compaction.py",
-    "tests/broker/test_consumer_group_acls.py",
     "tests/broker/test_handshake_fuzz.py",
     "tests/broker/test_pipelined_produce.py",
     "tests/broker/test_sasl_listeners.py",
