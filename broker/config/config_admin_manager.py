@@ -8,6 +8,9 @@ and (unless ``validate_only``) make it durable and live:
 * BROKER ("<id>" for this broker, "" for the cluster default): the dynamic
   broker configs (``broker.config.dynamic_broker_config``); read-only configs and bad values
   answer INVALID_REQUEST, as Kafka does (KAFKA-13609).
+* GROUP (IncrementalAlterConfigs): the group's configs (``broker.config.group_config``),
+  kept where the broker's mode keeps them (``broker.group_config_store``); unknown names and
+  bad values answer INVALID_CONFIG.
 
 Every function here runs on the append thread: it writes and fsyncs files.
 """
@@ -22,6 +25,7 @@ from broker.admin_manager import AdminError, validate_topic_configs
 from broker.config.config_def import apply_list_op, format_value
 from broker.config.dynamic_broker_config import BrokerConfigError, validate_dynamic_configs
 from broker.config.dynamic_config_sets import base_name, dynamic_config
+from broker.config.group_config import GROUP_CONFIGS, GroupConfigError
 from broker.config.topic_config import TOPIC_CONFIG_KEYS
 from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigType
 from protocol.errors import ErrorCode
@@ -173,6 +177,23 @@ def incremental_alter_broker(broker: BrokerServices, resource_name: str, ops: li
         return list(value) if isinstance(value, list) else []
 
     _set_broker(broker, resource_name, _apply_ops(current, ops, types, list_default), validate_only)
+
+
+# -- groups ---------------------------------------------------------------------------------
+def incremental_alter_group(broker: BrokerServices, group_id: str, ops: list[ConfigOp], validate_only: bool) -> None:
+    """A group's configs, checked as Kafka's GroupConfig.validate checks them (INVALID_CONFIG)."""
+    admin = broker.group_config_admin
+    if admin is None:
+        raise unsupported_resource(ConfigResourceType.GROUP)
+    if group_id == "":
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+    _check_no_duplicates(op.name for op in ops)
+    types = {name: definition.key.type for name, definition in GROUP_CONFIGS.items()}
+    configs = _apply_ops(admin.current(group_id), ops, types, lambda name: [])
+    try:
+        admin.replace_blocking(group_id, configs, broker.config, validate_only)
+    except GroupConfigError as exc:
+        raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
 
 # -- per resource ------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from coordinator.group.consumer_group_assignors import ASSIGNORS, AssignmentSpec
 from coordinator.group.consumer_group_reconciliation import OwnedPartitions, reconcile
 from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResult
 from coordinator.group.consumer_group_timeouts import ConsumerGroupTimeouts
+from coordinator.group.group_configs import GroupConfigs
 from coordinator.group.group_metadata import GroupState
 from coordinator.group.group_metadata_manager import GroupMetadataManager
 from coordinator.group.group_status import GroupStatus
@@ -166,6 +167,8 @@ class ConsumerGroupHeartbeat:
         self.topics = topics
         self.timeouts = ConsumerGroupTimeouts(scheduler)
         self.groups: dict[str, ConsumerGroup] = {}
+        #: Each group's configs over the broker's timeouts; the broker replaces this with the configs it keeps.
+        self.group_configs = GroupConfigs(config.session_timeout_ms, config.heartbeat_interval_ms)
 
     # -- the request ------------------------------------------------------------------
     def heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> asyncio.Future[ConsumerGroupHeartbeatResult]:
@@ -216,7 +219,7 @@ class ConsumerGroupHeartbeat:
         changed = dict(reconciled.assigned) != dict(member.assigned)
         return ConsumerGroupHeartbeatResult(
             member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.group_configs.consumer_heartbeat_interval_ms(group.group_id),
             assignment=reconciled.assigned if full or changed else None)
 
     # -- the group and the member ---------------------------------------------------------
@@ -345,7 +348,7 @@ class ConsumerGroupHeartbeat:
     # -- timers and fencing -------------------------------------------------------------
     def _schedule_timeouts(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         group_id, member_id = group.group_id, member.member_id
-        self.timeouts.schedule_session(group_id, member_id, self.config.session_timeout_ms,
+        self.timeouts.schedule_session(group_id, member_id, self.group_configs.consumer_session_timeout_ms(group_id),
                                        lambda: self._session_expired(group_id, member_id))
         if member.state == MemberState.UNREVOKED_PARTITIONS:
             epoch, timeout = member.member_epoch, member.rebalance_timeout_ms
