@@ -134,7 +134,7 @@ class KafkaServer:
     def _build_coordinators(self) -> None:
         """The group and transaction coordinators and the transactional produce verifier."""
         self.group_coordinator = build_group_coordinator(self.config, self.broker_id, self.replica_manager,
-                                                         self.metadata)
+                                                         self.metadata, self._broker_racks)
         # Groups' configs override the broker's consumer-protocol timeouts (kept where the mode keeps them).
         self.group_configs = self.group_coordinator.consumer_groups.group_configs
         self.group_config_admin = GroupConfigAdmin(self.group_configs, self.membership.group_config_store())
@@ -179,6 +179,11 @@ class KafkaServer:
             membership=membership, coordinator_placement=membership.coordinator_placement(self._coordinates),
             authorizer=self.authorizer, quotas=self.quotas, client_quota_admin=self.client_quota_admin,
             group_config_admin=self.group_config_admin)
+
+    def _broker_racks(self) -> dict[int, str]:
+        """The live brokers' ``broker.rack`` (those with one), for rack-aware consumer-group assignment."""
+        brokers = self.membership.cluster_view.alive_brokers(self.config.inter_broker_listener)
+        return {node.node_id: node.rack for node in brokers if node.rack}
 
     def _coordinates(self, topic: str, partition: int) -> bool:
         """This broker's coordinator has the partition of its internal topic (loaded here)."""

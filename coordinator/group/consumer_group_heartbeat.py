@@ -328,7 +328,10 @@ class ConsumerGroupHeartbeat:
             subscriptions={mid: frozenset(ids[n] for n in m.subscribed_topic_names if n in ids)
                            for mid, m in members.items()},
             topics={info.topic_id: info.num_partitions for info in group.subscription_metadata.values()},
-            current=current)
+            current=current,
+            member_racks={mid: m.rack_id for mid, m in members.items()},
+            partition_racks={info.topic_id: info.partition_racks for info in group.subscription_metadata.values()
+                             if info.partition_racks})
         name = self.assignor_for(members.values())
         group.target = ASSIGNORS[name](spec)
         group.assignment_epoch = group.group_epoch
