@@ -161,3 +161,16 @@ def test_a_cluster_members_configs_follow_zookeeper() -> None:
         await store.reload("g")
         assert configs.consumer_session_timeout_ms("g") == 55000
     asyncio.run(run())
+
+
+def test_legacy_alter_configs_replaces_the_whole_set(tmp_path: Path) -> None:
+    from broker.config.config_admin_manager import alter_group
+
+    broker, configs, _ = _broker(tmp_path)
+    alter_group(broker, "g", [("consumer.session.timeout.ms", "60000"), ("share.isolation.level", "read_committed")],
+                validate_only=False)
+    alter_group(broker, "g", [("consumer.heartbeat.interval.ms", "6000")], validate_only=False)
+    assert configs.get("g") == {"consumer.heartbeat.interval.ms": "6000"}
+    with pytest.raises(ConfigChangeError) as refused:
+        alter_group(broker, "g", [("consumer.heartbeat.interval.ms", None)], validate_only=False)
+    assert refused.value.error_code == ErrorCode.INVALID_CONFIG
