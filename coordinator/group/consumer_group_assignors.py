@@ -84,6 +84,9 @@ def uniform(spec: AssignmentSpec) -> dict[str, Assignment]:
     owned = _kept(spec, racks)
     taken = {tp for partitions in owned.values() for tp in partitions}
     members = sorted(owned)
+    # A partition a member gave up for a closer one that had no room goes back to it on a tie.
+    previous = {(t, p): m for m, assignment in spec.current.items() for t, ps in assignment.items()
+                for p in ps} if racks.used else {}
     if racks.used:
         taken |= _assign_close(spec, racks, owned, taken)
     for topic_id in sorted(spec.topics):
@@ -91,9 +94,10 @@ def uniform(spec: AssignmentSpec) -> dict[str, Assignment]:
         if not eligible:
             continue
         for partition in range(spec.topics[topic_id]):
-            if (topic_id, partition) not in taken:
-                least = min(eligible, key=lambda m: len(owned[m]))
-                owned[least].add((topic_id, partition))
+            tp = (topic_id, partition)
+            if tp not in taken:
+                least = min(eligible, key=lambda m: (len(owned[m]), previous.get(tp) != m))
+                owned[least].add(tp)
     _balance(spec, owned, racks)
     return {m: _as_assignment(owned[m]) for m in members}
 

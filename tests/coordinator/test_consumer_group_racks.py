@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import random
 import uuid
+
+import pytest
 
 from coordinator.group.consumer_group import Assignment
 from coordinator.group.consumer_group_assignors import AssignmentSpec, range_, uniform
@@ -106,3 +109,24 @@ def test_the_brokers_topic_image_has_the_replicas_racks() -> None:
     assert info.partition_racks == (frozenset({"a", "b"}), frozenset({"b"}), frozenset())
     lone = RegistryTopicImage(Registry(), lambda: {1: "a"})  # type: ignore[arg-type]
     assert lone.describe_topic("t") == type(info)(T, 3)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rack_aware_assignments_stay_complete_and_balanced(seed: int) -> None:
+    rng = random.Random(seed)
+    racks = ["a", "b", "c"]
+    counts = {T: rng.randint(1, 20), U: rng.randint(1, 20)}
+    partition_racks = {t: tuple(frozenset(rng.sample(racks, rng.randint(0, 2))) for _ in range(n))
+                       for t, n in counts.items()}
+    members = {f"m{i}": rng.choice([*racks, None]) for i in range(rng.randint(1, 6))}
+    current: dict[str, Assignment] = {}
+    for assignor in (uniform, range_, uniform):  # twice uniform: from a previous target, sticky
+        spec_ = AssignmentSpec(subscriptions={m: frozenset(counts) for m in members}, topics=counts,
+                               current=current, member_racks=members, partition_racks=partition_racks)
+        target = assignor(spec_)
+        owned = [(t, p) for a in target.values() for t, ps in a.items() for p in ps]
+        assert sorted(owned) == sorted((t, p) for t, n in counts.items() for p in range(n))
+        if assignor is uniform:
+            sizes = [sum(len(ps) for ps in a.values()) for a in target.values()]
+            assert max(sizes) - min(sizes) <= 1
+        current = target
