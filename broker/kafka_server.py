@@ -99,6 +99,8 @@ class KafkaServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.started_at = 0.0
+        self._racks: dict[int, str] = {}
+        self._racks_read_at = float("-inf")
 
     def _build_storage(self, config: BrokerConfig) -> None:
         """Logs, dynamic configs, the threads that write them, replication and the log cleaner."""
@@ -181,9 +183,14 @@ class KafkaServer:
             group_config_admin=self.group_config_admin)
 
     def _broker_racks(self) -> dict[int, str]:
-        """The live brokers' ``broker.rack`` (those with one), for rack-aware consumer-group assignment."""
-        brokers = self.membership.cluster_view.alive_brokers(self.config.inter_broker_listener)
-        return {node.node_id: node.rack for node in brokers if node.rack}
+        """The live brokers' ``broker.rack`` (those with one), for rack-aware consumer-group assignment;
+        read again at most once a second (every heartbeat asks, racks seldom change)."""
+        now = time.monotonic()
+        if now - self._racks_read_at >= 1.0:
+            brokers = self.membership.cluster_view.alive_brokers(self.config.inter_broker_listener)
+            self._racks = {node.node_id: node.rack for node in brokers if node.rack}
+            self._racks_read_at = now
+        return self._racks
 
     def _coordinates(self, topic: str, partition: int) -> bool:
         """This broker's coordinator has the partition of its internal topic (loaded here)."""
