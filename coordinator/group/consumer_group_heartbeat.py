@@ -167,7 +167,7 @@ class ConsumerGroupHeartbeat:
         self.topics = topics
         self.timeouts = ConsumerGroupTimeouts(scheduler)
         self.groups: dict[str, ConsumerGroup] = {}
-        #: Each group's configs over the broker's timeouts; the broker replaces this with the configs it keeps.
+        #: Each group's configs over the broker's timeouts, changed by the config APIs (broker.group_config_store).
         self.group_configs = GroupConfigs(config.session_timeout_ms, config.heartbeat_interval_ms)
 
     # -- the request ------------------------------------------------------------------
