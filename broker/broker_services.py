@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
 from broker.fetch_session import FetchSessionCache
+from broker.group_config_store import GroupConfigAdmin
 from broker.metadata_view import ClusterView, TopicRegistry
 from broker.network.socket_server import SocketServer
 from broker.quota.client_quota_admin import ClientQuotaAdmin
@@ -65,6 +66,8 @@ class BrokerServices:
     #: AlterClientQuotas). None in harnesses that test handlers alone.
     quotas: ClientQuotas | None = None
     client_quota_admin: ClientQuotaAdmin | None = None
+    #: Groups' configs (resource type GROUP). None in harnesses that test handlers alone.
+    group_config_admin: GroupConfigAdmin | None = None
 
     @property
     def config(self) -> BrokerConfig:

@@ -52,14 +52,24 @@ TRANSACTION_LOG_APPEND_TIMEOUT_MS = 30_000
 
 
 class RegistryTopicImage:
-    """The broker's topics as the consumer protocol's assignment reads them."""
+    """The broker's topics as the consumer protocol's assignment reads them, with the racks of each
+    partition's replicas (``broker.rack`` of their brokers) when some broker has a rack."""
 
-    def __init__(self, topics: TopicRegistry) -> None:
+    def __init__(self, topics: TopicRegistry, broker_racks: Callable[[], dict[int, str]] | None = None) -> None:
         self.topics = topics
+        self.broker_racks = broker_racks
 
     def describe_topic(self, name: str) -> TopicInfo | None:
         topic = self.topics.get(name)
-        return None if topic is None else TopicInfo(topic.topic_id, topic.partition_count)
+        if topic is None:
+            return None
+        racks = self.broker_racks() if self.broker_racks is not None else {}
+        # Fewer than two brokers with racks: no partition is closer to a member than another is.
+        if len(racks) < 2:
+            return TopicInfo(topic.topic_id, topic.partition_count)
+        partition_racks = tuple(frozenset(racks[b] for b in topic.partitions.get(p, ()) if b in racks)
+                                for p in range(topic.partition_count))
+        return TopicInfo(topic.topic_id, topic.partition_count, partition_racks)
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         topic = self.topics.by_id(topic_id)
@@ -78,9 +88,11 @@ def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
 
 
 def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager,
-                            topics: TopicRegistry | None = None) -> GroupCoordinator:
+                            topics: TopicRegistry | None = None,
+                            broker_racks: Callable[[], dict[int, str]] | None = None) -> GroupCoordinator:
     """The broker's group coordinator over its replicas of __consumer_offsets and the event loop's timers;
-    ``topics`` (the broker's) are what consumer-protocol groups are assigned from."""
+    ``topics`` (the broker's) are what consumer-protocol groups are assigned from, ``broker_racks`` the live
+    brokers' racks (by broker id) their partitions' racks come from."""
     scheduler = AsyncioScheduler()
     partitions = ReplicaCoordinatorLog(GROUP_METADATA_TOPIC_NAME, config.offsets_topic_num_partitions,
                                        replica_manager, config.offsets_commit_timeout_ms)
@@ -94,7 +106,8 @@ def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manage
         group_max_size=config.group_max_size,
         group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms)
     return GroupCoordinator(broker_id, group_config, manager, scheduler, config.offsets_retention_check_interval_ms,
-                            consumer_group_config(config), None if topics is None else RegistryTopicImage(topics))
+                            consumer_group_config(config),
+                            None if topics is None else RegistryTopicImage(topics, broker_racks))
 
 
 def follow_leadership(coordinator: GroupCoordinator, replica_manager: ReplicaManager) -> None:

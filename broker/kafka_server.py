@@ -34,6 +34,7 @@ from broker.coordinator_wiring import (
     start_transaction_coordinator,
 )
 from broker.fetch_session import FetchSessionCache
+from broker.group_config_store import GroupConfigAdmin
 from broker.kafka_apis import KafkaApis
 from broker.membership import LocalMembership, Membership, ServerParts
 from broker.metadata_view import TopicRegistry
@@ -98,6 +99,8 @@ class KafkaServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.started_at = 0.0
+        self._racks: dict[int, str] = {}
+        self._racks_read_at = float("-inf")
 
     def _build_storage(self, config: BrokerConfig) -> None:
         """Logs, dynamic configs, the threads that write them, replication and the log cleaner."""
@@ -133,7 +136,10 @@ class KafkaServer:
     def _build_coordinators(self) -> None:
         """The group and transaction coordinators and the transactional produce verifier."""
         self.group_coordinator = build_group_coordinator(self.config, self.broker_id, self.replica_manager,
-                                                         self.metadata)
+                                                         self.metadata, self._broker_racks)
+        # Groups' configs override the broker's consumer-protocol timeouts (kept where the mode keeps them).
+        self.group_configs = self.group_coordinator.consumer_groups.group_configs
+        self.group_config_admin = GroupConfigAdmin(self.group_configs, self.membership.group_config_store())
         self.transaction_state_manager = build_transaction_state_manager(self.config, self.broker_id,
                                                                          self.replica_manager)
         coordinator_cluster = self.membership.coordinator_cluster()
@@ -173,7 +179,18 @@ class KafkaServer:
             append_thread=self.append_thread, socket_server=self.socket_server,
             scram_credentials=self.scram_credentials, cluster_view=membership.cluster_view,
             membership=membership, coordinator_placement=membership.coordinator_placement(self._coordinates),
-            authorizer=self.authorizer, quotas=self.quotas, client_quota_admin=self.client_quota_admin)
+            authorizer=self.authorizer, quotas=self.quotas, client_quota_admin=self.client_quota_admin,
+            group_config_admin=self.group_config_admin)
+
+    def _broker_racks(self) -> dict[int, str]:
+        """The live brokers' ``broker.rack`` (those with one), for rack-aware consumer-group assignment;
+        read again at most once a second (every heartbeat asks, racks seldom change)."""
+        now = time.monotonic()
+        if now - self._racks_read_at >= 1.0:
+            brokers = self.membership.cluster_view.alive_brokers(self.config.inter_broker_listener)
+            self._racks = {node.node_id: node.rack for node in brokers if node.rack}
+            self._racks_read_at = now
+        return self._racks
 
     def _coordinates(self, topic: str, partition: int) -> bool:
         """This broker's coordinator has the partition of its internal topic (loaded here)."""
@@ -218,6 +235,7 @@ class KafkaServer:
         start_transaction_coordinator(self.transaction_coordinator, self.replica_manager)  # likewise
         await self.membership.load_user_and_quota_configs(self.scram_credentials, self.credentials,
                                                           self.client_quota_admin, self.client_quota_configs)
+        await self.group_config_admin.store.load(self.group_configs)
         if self.authorizer is not None:  # every ACL is known before the first request is
             await self.authorizer.start()
             await self.membership.follow_acl_changes(self.authorizer)

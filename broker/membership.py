@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from broker.admin_manager import AdminManager
+from broker.group_config_store import GroupConfigStore, LocalGroupConfigStore
 from broker.metadata_store import MetadataStore
 from broker.metadata_view import BrokerNode, ClusterView, LocalClusterView, TopicRegistry
 from broker.producer_id_manager import ProducerIdManager
@@ -177,6 +178,10 @@ class Membership(Protocol):
 
     def client_quotas_file(self) -> ClientQuotasFile | None: ...
 
+    def group_config_store(self) -> GroupConfigStore:
+        """Groups' configs: a file of the lone broker, /config/groups in a cluster."""
+        ...
+
     async def host_topics(self) -> None:
         """Once the logs are loaded: host the partitions this broker knows to lead already."""
         ...
@@ -237,6 +242,7 @@ class LocalMembership:
         self._view: LocalClusterView | None = None
         self._producer_ids: LocalProducerIds | None = None
         self._replica_manager: ReplicaManager | None = None
+        self._group_configs = LocalGroupConfigStore(config.log_dirs[0])
 
     @property
     def metadata(self) -> TopicRegistry:
@@ -284,6 +290,9 @@ class LocalMembership:
 
     def client_quotas_file(self) -> ClientQuotasFile | None:
         return ClientQuotasFile(self.config.log_dirs[0])
+
+    def group_config_store(self) -> GroupConfigStore:
+        return self._group_configs
 
     async def host_topics(self) -> None:
         assert self._admin is not None, "LocalMembership.attach was not called"

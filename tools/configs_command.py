@@ -1,4 +1,4 @@
-"""``pafka configs``: kafka-configs.sh for client quotas and users' SCRAM credentials.
+"""``pafka configs``: kafka-configs.sh for client quotas, users' SCRAM credentials and groups' configs.
 
     pafka configs --bootstrap-server H:P --alter --entity-type users --entity-name alice \\
         --entity-type clients --entity-name app --add-config 'producer_byte_rate=1048576,consumer_byte_rate=2097152'
@@ -7,13 +7,17 @@
     pafka configs --bootstrap-server H:P --alter --entity-type users --entity-name alice \\
         --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret],SCRAM-SHA-512=[password=alice-secret]'
     pafka configs --bootstrap-server H:P --describe --entity-type users [--entity-name alice | --entity-default]
+    pafka configs --bootstrap-server H:P --alter --entity-type groups --entity-name g \\
+        --add-config consumer.session.timeout.ms=60000 [--delete-config consumer.heartbeat.interval.ms]
+    pafka configs --bootstrap-server H:P --describe [--all] --entity-type groups [--entity-name g]
 
 Entities are Kafka's ConfigCommand's: ``--entity-type users|clients|ips`` (users and clients may be
 given together), each paired in order with an ``--entity-name`` or ``--entity-default``, or the
 shorthands ``--user``, ``--client``, ``--ip``, ``--user-defaults``, ``--client-defaults``,
 ``--ip-defaults``. Quota keys go to AlterClientQuotas and DescribeClientQuotas; SCRAM-SHA-* keys of a
 user go to AlterUserScramCredentials (the password is salted here, in ``client.admin``, and never
-reaches the broker), never both in one command, as kafka-configs.sh refuses. The messages and output
+reaches the broker), never both in one command, as kafka-configs.sh refuses. ``--entity-type groups``
+goes to DescribeConfigs and IncrementalAlterConfigs (``tools.group_configs``). The messages and output
 lines are kafka-configs.sh's. ``--command-config FILE`` holds the client's properties
 (``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``, ``ssl.*``). Topic and broker
 configs are the ``topics`` command's and the admin API's.
@@ -35,6 +39,7 @@ from client.errors import KafkaClientError
 from client.quota_admin import QuotaAdmin
 from client.scram import DEFAULT_ITERATIONS, ScramMechanism
 from tools.common import command_config_security, fail
+from tools.group_configs import GROUPS, alter_group_configs, check_group_entities, describe_group_configs
 from tools.quota_configs import (
     Entities,
     alter_quotas,
@@ -209,14 +214,24 @@ def _alter(client: KafkaClient, timeout_ms: int, entities: Entities, added: dict
     click.echo(_completed(entities))
 
 
+def _groups(client: KafkaClient, timeout_ms: int, action: str, entities: Entities, describe_all: bool,
+            changes: tuple[dict[str, str], list[str]]) -> None:
+    with client:
+        if action == "describe":
+            describe_group_configs(client, timeout_ms, entities.names[0] if entities.names else None, describe_all)
+        else:
+            alter_group_configs(client, timeout_ms, entities.names[0], *changes)
+
+
 @click.command("configs", cls=_ConfigsCommand)
 @click.option("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT...] of the brokers to connect to.")
 @click.option("--command-config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Client properties: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*.")
 @click.option("--alter", "action", flag_value="alter", help="Alter the configs of an entity.")
 @click.option("--describe", "action", flag_value="describe", help="List the configs of an entity or all.")
-@click.option("--entity-type", "entity_types", type=click.Choice(["users", "clients", "ips"]), multiple=True,
-              help="users, clients or ips; users and clients may be given together (a user's clients).")
+@click.option("--entity-type", "entity_types", type=click.Choice(["users", "clients", "ips", "groups"]),
+              multiple=True, help="users, clients, ips or groups; users and clients may be given together "
+                                  "(a user's clients).")
 @click.option("--entity-name", "entity_names", multiple=True,
               help="A user principal, client id or IP, paired in order with the --entity-type options.")
 @click.option("--entity-default", is_flag=True, help="The default entity, in place of an --entity-name.")
@@ -231,18 +246,24 @@ def _alter(client: KafkaClient, timeout_ms: int, entities: Entities, added: dict
 @click.option("--add-config-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A properties file with the configs to add.")
 @click.option("--delete-config", "delete_configs", multiple=True, help="Config keys to remove: 'k1,k2'.")
+@click.option("--all", "describe_all", is_flag=True,
+              help="With --describe of groups: every config, the broker's defaults included.")
 @click.option("--timeout-ms", type=int, default=30_000, show_default=True, help="Request timeout.")
 def configs_command(bootstrap_server: str, command_config: Path | None, action: str | None, timeout_ms: int,
                     add_config: str | None, add_config_file: Path | None, delete_configs: tuple[str, ...],
-                    **entity_options: Any) -> None:
-    """Describe and alter client quotas and users' SCRAM credentials (kafka-configs.sh)."""
+                    describe_all: bool, **entity_options: Any) -> None:
+    """Describe and alter client quotas, users' SCRAM credentials and groups' configs (kafka-configs.sh)."""
     if action is None:
         fail("Command must include exactly one action: --describe, --alter")
     if action == "describe" and (add_config or add_config_file or delete_configs):
         given = "add-config" if add_config or add_config_file else "delete-config"
         fail(f"Option \"[describe]\" can't be used with option \"[{given}]\"")
     entities = _entities(entity_options, click.get_current_context().meta.get(_NAME_ORDER, []))
-    check_entities(entities, alter=action == "alter")
+    groups = GROUPS in entities.types
+    if groups:
+        check_group_entities(entities.types, entities.names, alter=action == "alter")
+    else:
+        check_entities(entities, alter=action == "alter")
     if action == "alter":
         _check_alter_options(entities, add_config, add_config_file, delete_configs)
     added, deleted = _configs_to_add(add_config, add_config_file), _configs_to_delete(delete_configs)
@@ -250,7 +271,9 @@ def configs_command(bootstrap_server: str, command_config: Path | None, action: 
     try:
         client = KafkaClient(bootstrap_server, client_id="pafka-configs", timeout=timeout_ms / 1000 + 5,
                              security=security)
-        if action == "describe":
+        if groups:
+            _groups(client, timeout_ms, action, entities, describe_all, (added, deleted))
+        elif action == "describe":
             _describe(client, timeout_ms, entities)
         else:
             _alter(client, timeout_ms, entities, added, deleted)

@@ -1,7 +1,9 @@
 """``pafka consumer-groups``: kafka-consumer-groups.sh on pafka's client.
 
     --list [--state S[,S]]                    group ids (with their state when --state is given)
-    --describe --group G [--members|--state]  offsets and lag per partition (default), members, or state
+    --describe --group G [--members|--state] [--verbose]
+                                              offsets and lag per partition (default), members, or state; a
+                                              consumer-protocol group with its epochs and target assignment
     --reset-offsets --group G (--topic T[:P,P] ... | --all-topics)
         (--to-earliest | --to-latest | --to-offset N | --to-datetime ISO | --shift-by N)
         [--execute]                           a dry run unless --execute, as in Kafka
@@ -19,9 +21,11 @@ from datetime import UTC, datetime
 import click
 
 from client import KafkaClient, KafkaClientError, TopicPartition
+from client.consumer_groups import CONSUMER_GROUP_TYPE, describe_consumer_group, group_type
 from client.groups import GroupAdmin, GroupDescription
 from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tools.common import fail
+from tools.consumer_group_describe import describe_consumer_group_lines
 
 _RESET_SPECS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by")
 
@@ -81,6 +85,19 @@ def describe_state(admin: GroupAdmin, description: GroupDescription) -> list[str
             [description.group_id, f"{coordinator.address.host}:{coordinator.address.port} ({coordinator.node_id})",
              description.protocol, description.state, str(len(description.members))]]
     return _table(rows)
+
+
+def describe_group(client: KafkaClient, admin: GroupAdmin, group: str, view: str, verbose: bool) -> list[str]:
+    """A consumer-protocol group through ConsumerGroupDescribe (its type from ListGroups v5), any other
+    through DescribeGroups; ``view``: ``offsets``, ``members`` or ``state``."""
+    if group_type(admin, group) == CONSUMER_GROUP_TYPE:
+        return describe_consumer_group_lines(admin, describe_consumer_group(admin, group), view, verbose, _table,
+                                             lambda partitions: _end_offsets(client, partitions))
+    if view == "members":
+        return describe_members(admin.describe_group(group))
+    if view == "state":
+        return describe_state(admin, admin.describe_group(group))
+    return describe_offsets(client, admin, group)
 
 
 def _parse_topics(client: KafkaClient, specs: tuple[str, ...]) -> list[TopicPartition]:
@@ -177,6 +194,8 @@ def delete_groups(admin: GroupAdmin, groups: tuple[str, ...]) -> tuple[list[str]
 @click.option("--delete", "action", flag_value="delete", help="Delete consumer groups.")
 @click.option("--group", "groups", multiple=True, help="The consumer group (several for --delete).")
 @click.option("--members", is_flag=True, help="With --describe: list the members.")
+@click.option("--verbose", is_flag=True, help="With --describe --members or --state of a consumer-protocol group: "
+                                              "epochs and target assignments.")
 @click.option("--state", "state", default=None, is_flag=False, flag_value="", metavar="[STATES]",
               help="With --describe: the group's state; with --list: show states, optionally filtered.")
 @click.option("--topic", "topics", multiple=True, metavar="T[:P,P]", help="With --reset-offsets: a topic.")
@@ -190,7 +209,7 @@ def delete_groups(admin: GroupAdmin, groups: tuple[str, ...]) -> tuple[list[str]
 @click.option("--dry-run", is_flag=True, help="With --reset-offsets: only show the plan (the default).")
 @click.option("--timeout-ms", type=int, default=30_000, show_default=True, help="Request timeout.")
 def consumer_groups_command(bootstrap_server: str, action: str | None, groups: tuple[str, ...], members: bool,
-                            state: str | None, topics: tuple[str, ...], all_topics: bool, reset_spec: str | None,
+                            verbose: bool, state: str | None, topics: tuple[str, ...], all_topics: bool, reset_spec: str | None,
                             to_offset: int | None, to_datetime: str | None, shift_by: int | None, execute: bool,
                             dry_run: bool, timeout_ms: int) -> None:
     """List, describe, reset offsets of and delete consumer groups (kafka-consumer-groups.sh)."""
@@ -227,13 +246,9 @@ def consumer_groups_command(bootstrap_server: str, action: str | None, groups: t
                     lines = _table([["GROUP", "STATE"]] + [[g.group_id, g.state] for g in listed])
             elif action == "describe":
                 lines = []
+                view = "members" if members else "state" if state is not None else "offsets"
                 for group in groups:
-                    if members:
-                        lines += describe_members(admin.describe_group(group))
-                    elif state is not None:
-                        lines += describe_state(admin, admin.describe_group(group))
-                    else:
-                        lines += describe_offsets(client, admin, group)
+                    lines += describe_group(client, admin, group, view, verbose)
                     lines.append("")
             elif action == "reset":
                 lines = reset_offsets(client, admin, groups[0], topics, all_topics, reset_spec,  # type: ignore[arg-type]

@@ -41,6 +41,7 @@ from broker.cluster.controlled_shutdown import ControlledShutdownClient
 from broker.cluster.coordinator_cluster import CoordinatorCluster, coordinator_cluster_from_cache
 from broker.cluster.metadata_cache import ZkMetadataCache
 from broker.cluster.zk_admin import ZK_WRITE_TIMEOUT_S, ZkTopicAdmin
+from broker.cluster.zk_group_configs import ZkGroupConfigStore
 from broker.cluster.zk_producer_id_manager import ZkProducerIdManager
 from broker.config.broker_config import BrokerConfig
 from broker.membership import CoordinatorPlacement, LeaderCoordinatorPlacement, ServerParts
@@ -56,6 +57,7 @@ from controller.zk.zk_data import (
     CONFIG_CHANGE_PREFIX,
     CONFIG_CHANGES_PATH,
     CONFIG_TYPE_BROKER,
+    CONFIG_TYPE_GROUP,
     CONFIG_TYPE_TOPIC,
     CONFIG_TYPE_USER,
     DEFAULT_ENTITY,
@@ -80,6 +82,7 @@ from storage.meta_properties import check_meta_properties
 
 if TYPE_CHECKING:
     from broker.config.dynamic_broker_config import DynamicBrokerConfig
+    from broker.group_config_store import GroupConfigStore
     from broker.quota.client_quota_admin import ClientQuotaAdmin
     from broker.quota.client_quota_configs import ClientQuotasFile
     from broker.security.acl_authorizer import AclAuthorizer
@@ -137,6 +140,7 @@ class ZkBroker:
         #: Built in connect(), on the broker's event loop.
         self.loop = asyncio.get_running_loop()
         self.admin = ZkTopicAdmin(broker_id, zk, self.metadata_cache, self.loop)
+        self.group_configs = ZkGroupConfigStore(zk, self.loop)
         #: /config/brokers/<id> and /config/brokers/<default> as read at connect time.
         self.initial_broker_configs: tuple[dict[str, str], dict[str, str]] = ({}, {})
 
@@ -210,6 +214,9 @@ class ZkBroker:
 
     def client_quotas_file(self) -> ClientQuotasFile | None:
         return None  # /config/{users,clients,ips}
+
+    def group_config_store(self) -> GroupConfigStore:
+        return self.group_configs  # /config/groups
 
     async def host_topics(self) -> None:
         """Partitions are hosted when the controller's LeaderAndIsr says so."""
@@ -416,6 +423,8 @@ class ZkBroker:
             # Kafka's UserConfigHandler: the user's SCRAM credentials follow its znode.
             user = desanitize(name)
             self._credentials.update_user(user, await self.zk.get_user_config(user))
+        elif entity_type == CONFIG_TYPE_GROUP:
+            await self.group_configs.reload(name)
         await self._reload_client_quota(entity_type, name)
 
     async def _reload_client_quota(self, entity_type: str, name: str) -> None:

@@ -8,6 +8,9 @@ and (unless ``validate_only``) make it durable and live:
 * BROKER ("<id>" for this broker, "" for the cluster default): the dynamic
   broker configs (``broker.config.dynamic_broker_config``); read-only configs and bad values
   answer INVALID_REQUEST, as Kafka does (KAFKA-13609).
+* GROUP: the group's configs (``broker.config.group_config``),
+  kept where the broker's mode keeps them (``broker.group_config_store``); unknown names and
+  bad values answer INVALID_CONFIG.
 
 Every function here runs on the append thread: it writes and fsyncs files.
 """
@@ -22,6 +25,7 @@ from broker.admin_manager import AdminError, validate_topic_configs
 from broker.config.config_def import apply_list_op, format_value
 from broker.config.dynamic_broker_config import BrokerConfigError, validate_dynamic_configs
 from broker.config.dynamic_config_sets import base_name, dynamic_config
+from broker.config.group_config import GROUP_CONFIGS, GroupConfigError
 from broker.config.topic_config import TOPIC_CONFIG_KEYS
 from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigType
 from protocol.errors import ErrorCode
@@ -29,6 +33,7 @@ from storage.log_config import LogConfig
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
+    from broker.group_config_store import GroupConfigAdmin
     from broker.metadata_store import TopicMetadata
 
 
@@ -173,6 +178,46 @@ def incremental_alter_broker(broker: BrokerServices, resource_name: str, ops: li
         return list(value) if isinstance(value, list) else []
 
     _set_broker(broker, resource_name, _apply_ops(current, ops, types, list_default), validate_only)
+
+
+# -- groups ---------------------------------------------------------------------------------
+def _group_admin(broker: BrokerServices, group_id: str) -> GroupConfigAdmin:
+    admin = broker.group_config_admin
+    if admin is None:
+        raise unsupported_resource(ConfigResourceType.GROUP)
+    if group_id == "":
+        raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+    return admin
+
+
+def _set_group(broker: BrokerServices, admin: GroupConfigAdmin, group_id: str, configs: Mapping[str, str | None],
+               validate_only: bool) -> None:
+    nulls = sorted(k for k, v in configs.items() if v is None)
+    if nulls:
+        raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Null value not supported for group configs: "
+                                                          f"{','.join(nulls)}")
+    try:
+        admin.replace_blocking(group_id, {k: v for k, v in configs.items() if v is not None}, broker.config,
+                               validate_only)
+    except GroupConfigError as exc:
+        raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+
+def alter_group(broker: BrokerServices, group_id: str, configs: list[tuple[str, str | None]],
+                validate_only: bool) -> None:
+    """AlterConfigs: the given configs become the group's whole set."""
+    admin = _group_admin(broker, group_id)
+    _check_no_duplicates(n for n, _ in configs)
+    _set_group(broker, admin, group_id, dict(configs), validate_only)
+
+
+def incremental_alter_group(broker: BrokerServices, group_id: str, ops: list[ConfigOp], validate_only: bool) -> None:
+    """A group's configs, checked as Kafka's GroupConfig.validate checks them (INVALID_CONFIG)."""
+    admin = _group_admin(broker, group_id)
+    _check_no_duplicates(op.name for op in ops)
+    types = {name: definition.key.type for name, definition in GROUP_CONFIGS.items()}
+    _set_group(broker, admin, group_id, _apply_ops(admin.current(group_id), ops, types, lambda name: []),
+               validate_only)
 
 
 # -- per resource ------------------------------------------------------------------------------

@@ -64,11 +64,13 @@ def authorize_transactional_id(ctx: RequestContext, broker: BrokerServices, oper
 def config_resource_refusal(ctx: RequestContext, broker: BrokerServices, operation: AclOperation,
                             resource_type: int, name: str) -> tuple[ErrorCode, str] | None:
     """Kafka's rule for a config resource (DESCRIBE_CONFIGS or ALTER_CONFIGS): broker and broker-logger
-    configs are the cluster's, topic configs the topic's; the error and message when refused."""
+    configs are the cluster's, topic configs the topic's, group configs the group's; the error and message when refused."""
     if resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER):
         if authorize_cluster(ctx, broker, operation):
             return None
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
     if resource_type == ConfigResourceType.TOPIC and not authorize_topic(ctx, broker, operation, name):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Authorization failed for topic {name}."
+    if resource_type == ConfigResourceType.GROUP and not authorize_group(ctx, broker, operation, name):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, f"Authorization failed for group {name}."
     return None

@@ -277,6 +277,18 @@ class KafkaZkClient(ZooKeeperSession):
             self._create(f"{zd.CONFIG_CHANGES_PATH}/{zd.CONFIG_CHANGE_PREFIX}", notification, sequence=True)
         await self._run(write)
 
+    async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """/config/groups/<group> (its whole set of configs) and its change notification."""
+        await self._set_entity_configs(zd.CONFIG_TYPE_GROUP, zd.sanitize(group_id), configs)
+
+    async def get_group_configs(self) -> dict[str, dict[str, str]]:
+        """Every group's configs, by group id."""
+        names = await self.get_children(zd.config_entity_type_path(zd.CONFIG_TYPE_GROUP))
+        return {zd.desanitize(name): await self.get_group_config(zd.desanitize(name)) for name in names}
+
+    async def get_group_config(self, group_id: str) -> dict[str, str]:
+        return await self.get_entity_config(zd.config_entity_change_path(zd.CONFIG_TYPE_GROUP, zd.sanitize(group_id)))
+
     async def get_user_configs(self) -> dict[str, dict[str, str]]:
         """Every /config/users/<sanitized user>'s config, by user name."""
         users = await self.get_children(zd.config_entity_type_path(zd.CONFIG_TYPE_USER))

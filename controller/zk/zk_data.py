@@ -68,6 +68,8 @@ CONFIG_TYPE_CLIENT = "clients"
 CONFIG_TYPE_USER = "users"
 CONFIG_TYPE_BROKER = "brokers"
 CONFIG_TYPE_IP = "ips"
+#: Groups' dynamic configs (resource type GROUP): /config/groups/<sanitized group id>.
+CONFIG_TYPE_GROUP = "groups"
 CONFIG_TYPES = (CONFIG_TYPE_TOPIC, CONFIG_TYPE_CLIENT, CONFIG_TYPE_USER, CONFIG_TYPE_BROKER, CONFIG_TYPE_IP)
 #: The entity name of cluster-wide defaults (/config/brokers/<default>).
 DEFAULT_ENTITY = "<default>"

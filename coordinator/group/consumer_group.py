@@ -59,6 +59,8 @@ class TopicInfo:
 
     topic_id: uuid.UUID
     num_partitions: int
+    #: The racks of each partition's replicas, by partition index (empty: no broker has a rack).
+    partition_racks: tuple[frozenset[str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

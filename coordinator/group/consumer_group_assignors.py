@@ -6,15 +6,22 @@ stay sticky: a partition moves only when balance needs it). Names are
 Kafka's: ``group.consumer.assignors`` lists them (short names, or Kafka's
 class names), the first is the default, and a member picks one with
 ``group.remote.assignor`` (the heartbeat's ServerAssignor).
+
+Both are rack-aware where the members send racks and the partitions' replicas
+are in racks (``consumer_group_racks``): a member is given partitions with a
+replica in its rack first, as long as the balance (uniform) or the shares
+(range) allow.
 """
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from coordinator.group.consumer_group import Assignment
+from coordinator.group.consumer_group_racks import PartitionRacks, RackInfo
 
 TopicPartition = tuple[uuid.UUID, int]
 
@@ -27,6 +34,13 @@ class AssignmentSpec:
     topics: Mapping[uuid.UUID, int]
     #: Member id → its previous target.
     current: Mapping[str, Assignment]
+    #: Member id → its rack (the heartbeat's RackId), if it sent one.
+    member_racks: Mapping[str, str | None] = field(default_factory=dict)
+    #: Topic id → the racks of each partition's replicas (none known: rack-unaware).
+    partition_racks: PartitionRacks = field(default_factory=dict)
+
+    def racks(self) -> RackInfo:
+        return RackInfo.of(self.member_racks, self.partition_racks, self.topics)
 
 
 Assignor = Callable[[AssignmentSpec], dict[str, Assignment]]
@@ -39,17 +53,25 @@ def _as_assignment(partitions: set[TopicPartition]) -> Assignment:
     return {topic_id: frozenset(p) for topic_id, p in result.items()}
 
 
-def _kept(spec: AssignmentSpec) -> dict[str, set[TopicPartition]]:
-    """Each member's previous partitions that it still subscribes to and that still exist."""
+def _subscribers(spec: AssignmentSpec) -> dict[uuid.UUID, list[str]]:
+    return {topic_id: sorted(m for m, topics in spec.subscriptions.items() if topic_id in topics)
+            for topic_id in spec.topics}
+
+
+def _kept(spec: AssignmentSpec, racks: RackInfo) -> dict[str, set[TopicPartition]]:
+    """Each member's previous partitions that it still subscribes to and that still exist (and,
+    when racks are used, that no subscriber in the partition's racks should have instead)."""
     owned: dict[str, set[TopicPartition]] = {m: set() for m in spec.subscriptions}
     taken: set[TopicPartition] = set()
+    subscribers = _subscribers(spec) if racks.used else {}
     for member_id in sorted(spec.subscriptions):
         for topic_id, partitions in spec.current.get(member_id, {}).items():
             if topic_id not in spec.subscriptions[member_id] or topic_id not in spec.topics:
                 continue
             for partition in partitions:
                 tp = (topic_id, partition)
-                if partition < spec.topics[topic_id] and tp not in taken:
+                if partition < spec.topics[topic_id] and tp not in taken and (
+                        not racks.used or racks.keeps(member_id, tp, subscribers[topic_id])):
                     owned[member_id].add(tp)
                     taken.add(tp)
     return owned
@@ -58,31 +80,61 @@ def _kept(spec: AssignmentSpec) -> dict[str, set[TopicPartition]]:
 def uniform(spec: AssignmentSpec) -> dict[str, Assignment]:
     """Every member gets as many partitions as the others (within one, among the members that
     could take them), keeping the ones it had wherever balance allows."""
-    owned = _kept(spec)
+    racks = spec.racks()
+    owned = _kept(spec, racks)
     taken = {tp for partitions in owned.values() for tp in partitions}
     members = sorted(owned)
+    # A partition a member gave up for a closer one that had no room goes back to it on a tie.
+    previous = {(t, p): m for m, assignment in spec.current.items() for t, ps in assignment.items()
+                for p in ps} if racks.used else {}
+    if racks.used:
+        taken |= _assign_close(spec, racks, owned, taken)
     for topic_id in sorted(spec.topics):
         eligible = [m for m in members if topic_id in spec.subscriptions[m]]
         if not eligible:
             continue
         for partition in range(spec.topics[topic_id]):
-            if (topic_id, partition) not in taken:
-                least = min(eligible, key=lambda m: len(owned[m]))
-                owned[least].add((topic_id, partition))
-    _balance(spec, owned)
+            tp = (topic_id, partition)
+            if tp not in taken:
+                least = min(eligible, key=lambda m: (len(owned[m]), previous.get(tp) != m))
+                owned[least].add(tp)
+    _balance(spec, owned, racks)
     return {m: _as_assignment(owned[m]) for m in members}
 
 
-def _balance(spec: AssignmentSpec, owned: dict[str, set[TopicPartition]]) -> None:
+def _assign_close(spec: AssignmentSpec, racks: RackInfo, owned: dict[str, set[TopicPartition]],
+                  taken: set[TopicPartition]) -> set[TopicPartition]:
+    """Free partitions to the least loaded subscriber in one of their racks while it is under its fair
+    share (those with the fewest close subscribers first); the partitions given."""
+    subscribers = _subscribers(spec)
+    assigned_total = sum(count for topic_id, count in spec.topics.items() if subscribers[topic_id])
+    cap = math.ceil(assigned_total / max(len(owned), 1))
+    candidates = []
+    for topic_id in sorted(spec.topics):
+        for partition in range(spec.topics[topic_id]):
+            tp = (topic_id, partition)
+            close = racks.close_members(tp, subscribers[topic_id])
+            if tp not in taken and close:
+                candidates.append((len(close), tp, close))
+    given: set[TopicPartition] = set()
+    for _, tp, close in sorted(candidates):
+        least = min(close, key=lambda m: (len(owned[m]), m))
+        if len(owned[least]) < cap:
+            owned[least].add(tp)
+            given.add(tp)
+    return given
+
+
+def _balance(spec: AssignmentSpec, owned: dict[str, set[TopicPartition]], racks: RackInfo) -> None:
     """Move partitions, one at a time, from the most loaded member to a less loaded one that
     subscribes to their topic, while two members differ by more than one."""
     limit = sum(spec.topics.values()) + 1
     for _ in range(limit):
-        if not _move_one(spec, owned):
+        if not _move_one(spec, owned, racks):
             return
 
 
-def _move_one(spec: AssignmentSpec, owned: dict[str, set[TopicPartition]]) -> bool:
+def _move_one(spec: AssignmentSpec, owned: dict[str, set[TopicPartition]], racks: RackInfo) -> bool:
     ordered = sorted(owned, key=lambda m: (len(owned[m]), m))
     for heavy in reversed(ordered):
         for light in ordered:
@@ -90,7 +142,8 @@ def _move_one(spec: AssignmentSpec, owned: dict[str, set[TopicPartition]]) -> bo
                 break
             movable = [tp for tp in owned[heavy] if tp[0] in spec.subscriptions[light]]
             if movable:
-                tp = max(movable)
+                # Racks used: rather one that is close to the light member, then one far from the heavy one.
+                tp = max(movable, key=lambda tp: (racks.matches(light, tp), not racks.matches(heavy, tp), tp))
                 owned[heavy].discard(tp)
                 owned[light].add(tp)
                 return True
@@ -101,18 +154,21 @@ def range_(spec: AssignmentSpec) -> dict[str, Assignment]:
     """Per topic, its subscribers (by member id) get contiguous shares as equal as possible, the
     first ones one more; a member keeps the partitions of the topic it had, up to its share."""
     result: dict[str, set[TopicPartition]] = {m: set() for m in spec.subscriptions}
+    racks = spec.racks()
     for topic_id in sorted(spec.topics):
         subscribers = sorted(m for m, topics in spec.subscriptions.items() if topic_id in topics)
         if subscribers:
-            for member_id, partitions in _range_topic(spec, topic_id, subscribers).items():
+            for member_id, partitions in _range_topic(spec, topic_id, subscribers, racks).items():
                 result[member_id].update((topic_id, p) for p in partitions)
     return {m: _as_assignment(p) for m, p in result.items()}
 
 
-def _range_topic(spec: AssignmentSpec, topic_id: uuid.UUID, subscribers: list[str]) -> dict[str, set[int]]:
+def _range_topic(spec: AssignmentSpec, topic_id: uuid.UUID, subscribers: list[str],
+                 racks: RackInfo) -> dict[str, set[int]]:
     count = spec.topics[topic_id]
     quota, extra = divmod(count, len(subscribers))
-    previous = {m: {p for p in spec.current.get(m, {}).get(topic_id, frozenset()) if p < count}
+    previous = {m: {p for p in spec.current.get(m, {}).get(topic_id, frozenset())
+                    if p < count and racks.keeps(m, (topic_id, p), subscribers)}
                 for m in subscribers}
     assigned: dict[str, set[int]] = {}
     taken: set[int] = set()
@@ -127,12 +183,26 @@ def _range_topic(spec: AssignmentSpec, topic_id: uuid.UUID, subscribers: list[st
             partition = min(previous[member_id] - taken)
             assigned[member_id].add(partition)
             taken.add(partition)
+    shares = {m: quota + (1 if m in extra_members else 0) for m in subscribers}
+    if racks.used:
+        _range_close(topic_id, count, racks, shares, assigned, taken)
     free = [p for p in range(count) if p not in taken]
     for member_id in subscribers:
-        share = quota + (1 if member_id in extra_members else 0)
-        while len(assigned[member_id]) < share and free:
+        while len(assigned[member_id]) < shares[member_id] and free:
             assigned[member_id].add(free.pop(0))
     return assigned
+
+
+def _range_close(topic_id: uuid.UUID, count: int, racks: RackInfo, shares: Mapping[str, int],
+                 assigned: dict[str, set[int]], taken: set[int]) -> None:
+    """Before the shares are filled in order: each member's free partitions in its rack, up to its share."""
+    for member_id, share in shares.items():
+        for partition in range(count):
+            if len(assigned[member_id]) >= share:
+                break
+            if partition not in taken and racks.matches(member_id, (topic_id, partition)):
+                assigned[member_id].add(partition)
+                taken.add(partition)
 
 
 #: Kafka's class names, accepted in group.consumer.assignors as the short names are.

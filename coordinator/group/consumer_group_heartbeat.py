@@ -49,6 +49,7 @@ from coordinator.group.consumer_group_reconciliation import OwnedPartitions, rec
 from coordinator.group.consumer_group_regex import InvalidRegularExpression, RegexResolver, compile_regex
 from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResult
 from coordinator.group.consumer_group_timeouts import ConsumerGroupTimeouts
+from coordinator.group.group_configs import GroupConfigs
 from coordinator.group.group_metadata import GroupState
 from coordinator.group.group_metadata_manager import GroupMetadataManager
 from coordinator.group.group_status import GroupStatus
@@ -181,6 +182,8 @@ class ConsumerGroupHeartbeat:
         self.timeouts = ConsumerGroupTimeouts(scheduler)
         self.regexes = RegexResolver(topics.topic_names, scheduler)
         self.groups: dict[str, ConsumerGroup] = {}
+        #: Each group's configs over the broker's timeouts, changed by the config APIs (broker.group_config_store).
+        self.group_configs = GroupConfigs(config.session_timeout_ms, config.heartbeat_interval_ms)
 
     # -- the request ------------------------------------------------------------------
     def heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> asyncio.Future[ConsumerGroupHeartbeatResult]:
@@ -232,7 +235,7 @@ class ConsumerGroupHeartbeat:
         changed = dict(reconciled.assigned) != dict(member.assigned)
         return ConsumerGroupHeartbeatResult(
             member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.group_configs.consumer_heartbeat_interval_ms(group.group_id),
             assignment=reconciled.assigned if full or changed else None)
 
     # -- the group and the member ---------------------------------------------------------
@@ -364,7 +367,10 @@ class ConsumerGroupHeartbeat:
             subscriptions={mid: frozenset(ids[n] for n in group.member_topic_names(m) if n in ids)
                            for mid, m in members.items()},
             topics={info.topic_id: info.num_partitions for info in group.subscription_metadata.values()},
-            current=current)
+            current=current,
+            member_racks={mid: m.rack_id for mid, m in members.items()},
+            partition_racks={info.topic_id: info.partition_racks for info in group.subscription_metadata.values()
+                             if info.partition_racks})
         name = self.assignor_for(members.values())
         group.target = ASSIGNORS[name](spec)
         group.assignment_epoch = group.group_epoch
@@ -384,7 +390,7 @@ class ConsumerGroupHeartbeat:
     # -- timers and fencing -------------------------------------------------------------
     def _schedule_timeouts(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         group_id, member_id = group.group_id, member.member_id
-        self.timeouts.schedule_session(group_id, member_id, self.config.session_timeout_ms,
+        self.timeouts.schedule_session(group_id, member_id, self.group_configs.consumer_session_timeout_ms(group_id),
                                        lambda: self._session_expired(group_id, member_id))
         if member.state == MemberState.UNREVOKED_PARTITIONS:
             epoch, timeout = member.member_epoch, member.rebalance_timeout_ms
