@@ -120,9 +120,12 @@ class GroupChange:
         for member_id, before in self.members.items():
             if before is not None and member_id not in group.members:
                 records += member_tombstones(gid, member_id)
-        for member_id, before in self.members.items():
-            after = group.members.get(member_id)
-            if after is not None and (before is None or _metadata(before) != _metadata(after)):
+        # A steady heartbeat leaves its member as it was: nothing of it to compare field by field.
+        changed = {m: after for m, before in self.members.items()
+                   if (after := group.members.get(m)) is not None and after != before}
+        for member_id, after in changed.items():
+            before = self.members[member_id]
+            if before is None or _metadata(before) != _metadata(after):
                 records.append(_record(CONSUMER_GROUP_MEMBER_METADATA, gid, _metadata(after), member_id))
         if group.subscription_metadata != self.subscription_metadata:
             records.append(_record(CONSUMER_GROUP_PARTITION_METADATA, gid,
@@ -130,9 +133,9 @@ class GroupChange:
         if group.group_epoch != self.group_epoch:
             records.append(_record(CONSUMER_GROUP_METADATA, gid, ConsumerGroupMetadataValue(group.group_epoch)))
         records += self._target_records(group)
-        for member_id, before in self.members.items():
-            after = group.members.get(member_id)
-            if after is not None and (before is None or _current(before) != _current(after)):
+        for member_id, after in changed.items():
+            before = self.members[member_id]
+            if before is None or _current(before) != _current(after):
                 records.append(_record(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, _current(after), member_id))
         return records
 
