@@ -141,19 +141,19 @@ def test_offsets_decoder_prints_consumer_offsets_records_as_kafka(checked_tmp_pa
     printed = [line.split("headerKeys: [] ", 1)[1] for line in out.splitlines() if line.startswith("| offset")]
     tid = "AAECAwQFBgcICQoLDA0ODw"
     assert printed == [
-        'key: {"type":"1","data":{"group":"g","topic":"t","partition":0}} '
-        'payload: {"version":"3","data":{"offset":5,"leaderEpoch":-1,"metadata":"","commitTimestamp":7}}',
-        'key: {"type":"2","data":{"group":"g"}} payload: {"version":"3","data":{"protocolType":"consumer",'
+        ('key: {"type":"1","data":{"group":"g","topic":"t","partition":0}} '
+        'payload: {"version":"3","data":{"offset":5,"leaderEpoch":-1,"metadata":"","commitTimestamp":7}}'),
+        ('key: {"type":"2","data":{"group":"g"}} payload: {"version":"3","data":{"protocolType":"consumer",'
         '"generation":1,"protocol":"range","leader":"m","currentStateTimestamp":9,"members":[{"memberId":"m",'
         '"groupInstanceId":null,"clientId":"c","clientHost":"/h","rebalanceTimeout":300,"sessionTimeout":100,'
         '"subscription":{"topics":["t"],"userData":null},'
-        '"assignment":{"assignedPartitions":[{"topic":"t","partitions":[0]}],"userData":null}}]}}',
+        '"assignment":{"assignedPartitions":[{"topic":"t","partitions":[0]}],"userData":null}}]}}'),
         'key: {"type":"3","data":{"groupId":"cg"}} payload: {"version":"0","data":{"epoch":2}}',
         'key: {"type":"4","data":{"groupId":"cg"}} payload: {"version":"0","data":{"topics":[{"topicId":"'
         + tid + '","topicName":"t","numPartitions":3,"partitionMetadata":[]}]}}',
-        'key: {"type":"5","data":{"groupId":"cg","memberId":"m1"}} payload: {"version":"0","data":{"instanceId":null,'
+        ('key: {"type":"5","data":{"groupId":"cg","memberId":"m1"}} payload: {"version":"0","data":{"instanceId":null,'
         '"rackId":null,"clientId":"c","clientHost":"/h","subscribedTopicNames":["t"],"subscribedTopicRegex":null,'
-        '"rebalanceTimeoutMs":300,"serverAssignor":null}}',
+        '"rebalanceTimeoutMs":300,"serverAssignor":null}}'),
         'key: {"type":"7","data":{"groupId":"cg","memberId":"m1"}} payload: {"version":"0","data":{"topicPartitions":'
         '[{"topicId":"' + tid + '","partitions":[0,1]}]}}',
         'key: {"type":"8","data":{"groupId":"cg","memberId":"m1"}} payload: {"version":"0","data":{"memberEpoch":2,'
