@@ -68,13 +68,14 @@ def _wire_assignment(assignment: Assignment) -> WireAssignment:
         for topic_id, partitions in sorted(assignment.items(), key=lambda item: str(item[0])) if partitions])
 
 
-def handle(ctx: RequestContext, broker: BrokerServices,
-           request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+async def handle(ctx: RequestContext, broker: BrokerServices,
+                 request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
     if not authorize_group(ctx, broker, AclOperation.READ, request.group_id):
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     names = request.subscribed_topic_names
     if names and len(authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(set(names)):
         # Kafka: a member may only subscribe to topics it may describe.
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    answer = broker.group_coordinator.consumer_group_heartbeat(coordinator_request(ctx, request))
-    return build_response(answer.result())
+    # Answered once the records of what it changed are in __consumer_offsets.
+    answer = await broker.group_coordinator.consumer_group_heartbeat(coordinator_request(ctx, request))
+    return build_response(answer)
