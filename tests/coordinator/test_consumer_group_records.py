@@ -3,14 +3,17 @@ their replay, and a coordinator rebuilt from them that carries the group on."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import uuid
 
 import pytest
 
 from coordinator.common.coordinator_log import RecordEntry
+from coordinator.common.partitioner import partition_for
+from coordinator.common.scheduler import ManualScheduler
 from coordinator.group.consumer_group import MemberState
-from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatRequest
+from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResult
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig
 from coordinator.group.group_metadata_loader import replay
@@ -32,8 +35,10 @@ from coordinator.group.record_formats import (
     encode_consumer_group_value,
 )
 from protocol.errors import CorruptRecordError, ErrorCode
+from pytest_pafka.waiting import wait_until_async
 from tests.coordinator.fakes import MemoryCoordinatorLog
-from tests.coordinator.test_consumer_group_heartbeat import TOPIC, Harness, Member, settle
+from tests.coordinator.test_consumer_group_heartbeat import TOPIC, Harness, Member, Topics, settle
+from tests.coordinator.test_coordinator_leadership import WAIT_S, LedLog
 
 T1 = uuid.UUID("00000000-0000-0001-0000-000000000002")
 T2 = uuid.UUID(int=0xFF)
@@ -230,3 +235,38 @@ def _join_request(member_id: str) -> ConsumerGroupHeartbeatRequest:
     return ConsumerGroupHeartbeatRequest(group_id="g", member_id=member_id, member_epoch=0, client_id="c",
                                          client_host="/127.0.0.1", owned={}, subscribed_topic_names=("t",),
                                          rebalance_timeout_ms=30000)
+
+
+def test_leadership_leaving_and_coming_back_loads_the_group_again() -> None:
+    """The coordinator's move in a cluster, on one coordinator: resignation unloads the group (NOT_COORDINATOR),
+    a new election loads it from the log in the background (COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
+    async def scenario() -> None:
+        log, clock = LedLog(), ManualScheduler()
+        partition = partition_for("g", log.num_partitions)
+        log.led.add(partition)
+        manager = GroupMetadataManager(0, log, clock)
+        coordinator = GroupCoordinator(0, GroupConfig(group_initial_rebalance_delay_ms=0), manager, clock,
+                                       topics=Topics())
+
+        async def beat(epoch: int, **fields: object) -> ConsumerGroupHeartbeatResult:
+            request = ConsumerGroupHeartbeatRequest(group_id="g", member_id="a", member_epoch=epoch, client_id="c",
+                                                    client_host="/h", **fields)  # type: ignore[arg-type]
+            return await coordinator.consumer_group_heartbeat(request)
+
+        coordinator.startup()
+        joined = await beat(0, owned={}, subscribed_topic_names=("t",), rebalance_timeout_ms=30000)
+        assert (joined.error, joined.member_epoch) == (ErrorCode.NO_ERROR, 1)
+        coordinator.on_resignation(partition)
+        log.led.discard(partition)
+        assert (await beat(1)).error == ErrorCode.NOT_COORDINATOR
+        log.led.add(partition)
+        log.gate.clear()  # the load's read waits
+        coordinator.on_election(partition)
+        assert (await beat(1)).error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        log.gate.set()
+        await wait_until_async(lambda: partition in manager.owned_partitions, WAIT_S, "the load")
+        again = await beat(1, owned={TOPIC: frozenset(range(12))})
+        assert (again.error, again.member_epoch) == (ErrorCode.NO_ERROR, 1)
+        await coordinator.shutdown()
+
+    asyncio.run(scenario())
