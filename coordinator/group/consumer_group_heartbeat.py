@@ -446,6 +446,16 @@ class ConsumerGroupHeartbeat:
         if group is not None:
             self.records.write(group_id, group_tombstones(group))
 
+    def delete_empty_groups(self) -> None:
+        """At each offset-retention check (Kafka's cleanupGroupMetadata): a group without members
+        whose committed offsets are all gone is deleted, tombstones and all."""
+        for group_id, group in list(self.groups.items()):
+            holder = self.manager.get_group(group_id)
+            if not group.members and (holder is None or not holder.has_offsets()):
+                log.info("[GroupId %s] Deleting the empty consumer group: it has no committed offsets left.",
+                         group_id)
+                self.delete_group(group_id)
+
     def load_groups(self, loaded: dict[str, LoadedConsumerGroup]) -> None:
         """A ``__consumer_offsets`` partition was loaded: its consumer groups come back as their records
         left them, and each member's session starts anew (its rebalance timeout too while it revokes)."""

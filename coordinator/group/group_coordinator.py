@@ -275,6 +275,7 @@ class GroupCoordinator:
 
             try:
                 self.manager.expire_offsets(done)
+                self.consumer_groups.delete_empty_groups()
             finally:
                 self._schedule_expiry()
 

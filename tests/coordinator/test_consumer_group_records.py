@@ -16,6 +16,7 @@ from coordinator.group.consumer_group import MemberState
 from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResult
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig
+from coordinator.group.group_metadata import OffsetAndMetadata
 from coordinator.group.group_metadata_loader import replay
 from coordinator.group.group_metadata_manager import GroupMetadataManager
 from coordinator.group.record_formats import (
@@ -270,3 +271,19 @@ def test_leadership_leaving_and_coming_back_loads_the_group_again() -> None:
         await coordinator.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_an_empty_group_without_offsets_is_deleted_at_the_retention_check() -> None:
+    h = Harness()
+    Member(h, "a")
+    committed: dict[tuple[str, int], ErrorCode] = {}
+    h.coordinator.handle_commit_offsets("g", "a", None, 1, {("t", 0): OffsetAndMetadata(3, -1, "", 1)},
+                                        committed.update)
+    assert committed == {("t", 0): ErrorCode.NO_ERROR}
+    assert h.heartbeat("a", -1).error == ErrorCode.NO_ERROR
+    interval = h.coordinator.offsets_retention_check_interval_ms
+    h.clock.advance(interval)
+    assert "g" in h.coordinator.consumer_groups.groups  # its offsets keep it
+    h.clock.advance(h.coordinator.manager.offsets_retention_ms)
+    assert "g" not in h.coordinator.consumer_groups.groups
+    assert "g" not in _reloaded(h).coordinator.consumer_groups.groups
