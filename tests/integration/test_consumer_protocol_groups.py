@@ -27,6 +27,9 @@ from testing.topics import create_topic
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
+# Every test starts its own broker process (BrokerProcess, not a plugin fixture).
+pytestmark = pytest.mark.process
+
 PARTITIONS = 12
 HEARTBEAT_INTERVAL_MS = 1000
 SWITCH = ("group.coordinator.rebalance.protocols=classic,consumer",
