@@ -15,6 +15,9 @@ from protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest,
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from tests.broker.acl_helpers import AclBroker, acl_broker_process
 
+# The module's broker is a process of its own (acl_broker_process, not a plugin fixture).
+pytestmark = pytest.mark.process
+
 G, T = ResourceType.GROUP, ResourceType.TOPIC
 
 
