@@ -6,7 +6,9 @@ timestamp, size, codec, CRC and whether it is valid) and, with
 record (key and payload with ``--print-data-log``). For ``.index`` and
 ``.timeindex`` files: one line per entry, then the entries that do not point
 at a batch start ("Mismatches in ..."), as Kafka's tool reports them.
-``--index-sanity-check`` only runs the index sanity check.
+``--index-sanity-check`` only runs the index sanity check. ``--offsets-decoder``
+prints the records of ``__consumer_offsets`` decoded (``tools.offsets_decoder``),
+and implies ``--print-data-log`` as in Kafka.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from storage.file_records import FileRecords
 from storage.offset_index import OffsetIndex
 from storage.time_index import TimeIndex
 from storage.transaction_index import TransactionIndex
+from tools.offsets_decoder import decode_record
 
 Echo = Callable[[str], None]
 
@@ -51,7 +54,7 @@ def _show(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _record_lines(batch: bytes, header: RecordBatchHeader, print_data: bool) -> list[str]:
+def _record_lines(batch: bytes, header: RecordBatchHeader, print_data: bool, offsets: bool = False) -> list[str]:
     lines = []
     for index, record in enumerate(iter_records(batch)):
         sequence = -1 if header.base_sequence < 0 else (header.base_sequence + index) % 0x80000000
@@ -67,6 +70,9 @@ def _record_lines(batch: bytes, header: RecordBatchHeader, print_data: bool) -> 
                 line += f" endTxnMarker: {marker.control_type.name} coordinatorEpoch: {marker.coordinator_epoch}"
             except ProtocolError:
                 pass
+        elif offsets:
+            key, payload = decode_record(record.offset, record.key, record.value)
+            line += f" key: {key}" + ("" if payload is None else f" payload: {payload}")
         elif print_data:  # as Kafka: a null key or value is left out
             if record.key is not None:
                 line += f" key: {_show(record.key)}"
@@ -76,7 +82,7 @@ def _record_lines(batch: bytes, header: RecordBatchHeader, print_data: bool) -> 
     return lines
 
 
-def dump_log_segment(path: Path, echo: Echo, deep: bool, print_data: bool) -> None:
+def dump_log_segment(path: Path, echo: Echo, deep: bool, print_data: bool, offsets: bool = False) -> None:
     records = FileRecords(path)
     try:
         echo(f"Log starting offset: {int(path.name[:20]) if path.name[:20].isdigit() else 0}")
@@ -85,8 +91,8 @@ def dump_log_segment(path: Path, echo: Echo, deep: bool, print_data: bool) -> No
             for position, header in records.batch_headers(0):
                 batch = records.read(position, header.size_in_bytes)
                 echo(_batch_line(position, header, is_crc_valid(batch, 0, header)))
-                if deep or print_data:
-                    for line in _record_lines(batch, header, print_data):
+                if deep or print_data or offsets:
+                    for line in _record_lines(batch, header, print_data, offsets):
                         echo(line)
                 position += header.size_in_bytes
         except ProtocolError as exc:
@@ -186,11 +192,12 @@ def _sanity(path: Path, check: Callable[[], None], echo: Echo) -> None:
         echo(f"Found a corrupted index file, {path}: {exc}")
 
 
-def dump_file(path: Path, echo: Echo, deep: bool = False, print_data: bool = False, index_sanity_check: bool = False) -> None:
+def dump_file(path: Path, echo: Echo, deep: bool = False, print_data: bool = False, index_sanity_check: bool = False,
+              offsets_decoder: bool = False) -> None:
     echo(f"Dumping {path}")
     name = path.name
     if name.endswith(".log"):
-        dump_log_segment(path, echo, deep, print_data)
+        dump_log_segment(path, echo, deep, print_data, offsets_decoder)
     elif name.endswith(".index"):
         dump_offset_index(path, echo, index_sanity_check)
     elif name.endswith(".timeindex"):
@@ -214,10 +221,13 @@ def dump_file(path: Path, echo: Echo, deep: bool = False, print_data: bool = Fal
 @click.option("--print-data-log", is_flag=True, help="Print the records' keys and payloads (implies --deep-iteration).")
 @click.option("--deep-iteration", is_flag=True, help="Print every record, not just batch headers.")
 @click.option("--index-sanity-check", is_flag=True, help="Only check the index files' sanity.")
-def dump_log_command(files: tuple[str, ...], print_data_log: bool, deep_iteration: bool, index_sanity_check: bool) -> None:
+@click.option("--offsets-decoder", is_flag=True,
+              help="Decode the records as those of __consumer_offsets (implies --print-data-log).")
+def dump_log_command(files: tuple[str, ...], print_data_log: bool, deep_iteration: bool, index_sanity_check: bool,
+                     offsets_decoder: bool) -> None:
     """Dump segment and index files as kafka-dump-log.sh does."""
     paths = [Path(p) for item in files for p in item.split(",") if p]
     for path in paths:
         if not path.is_file():
             raise click.BadParameter(f"{path} is not a file", param_hint="--files")
-        dump_file(path, click.echo, deep_iteration, print_data_log, index_sanity_check)
+        dump_file(path, click.echo, deep_iteration, print_data_log, index_sanity_check, offsets_decoder)

@@ -4,12 +4,16 @@ Served only when ``group.coordinator.rebalance.protocols`` lists ``consumer``
 (``REBALANCE_PROTOCOL``; see broker.config.consumer_group_config). v1 lets
 the member choose its member id (an empty one is invalid) and adds
 SubscribedTopicRegex. READ on the group and DESCRIBE on every subscribed
-topic are needed, as in Kafka. The coordinator answers at once.
+topic are needed, as in Kafka. A heartbeat that changed the group is answered
+once its records are appended to ``__consumer_offsets``; one that changed
+nothing (the steady case) at once, on the socket server's synchronous path.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from broker.handlers.join_group import client_host
@@ -68,8 +72,8 @@ def _wire_assignment(assignment: Assignment) -> WireAssignment:
         for topic_id, partitions in sorted(assignment.items(), key=lambda item: str(item[0])) if partitions])
 
 
-def handle(ctx: RequestContext, broker: BrokerServices,
-           request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+def handle(ctx: RequestContext, broker: BrokerServices, request: ConsumerGroupHeartbeatRequest
+           ) -> ConsumerGroupHeartbeatResponse | Awaitable[ConsumerGroupHeartbeatResponse]:
     if not authorize_group(ctx, broker, AclOperation.READ, request.group_id):
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     names = request.subscribed_topic_names
@@ -77,4 +81,11 @@ def handle(ctx: RequestContext, broker: BrokerServices,
         # Kafka: a member may only subscribe to topics it may describe.
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     answer = broker.group_coordinator.consumer_group_heartbeat(coordinator_request(ctx, request))
-    return build_response(answer.result())
+    if answer.done():  # it changed nothing (most heartbeats): answered on the synchronous path
+        return build_response(answer.result())
+    return _once_appended(answer)
+
+
+async def _once_appended(answer: asyncio.Future[ConsumerGroupHeartbeatResult]) -> ConsumerGroupHeartbeatResponse:
+    """The answer of a heartbeat that changed the group, once its records are in __consumer_offsets."""
+    return build_response(await answer)

@@ -134,8 +134,7 @@ class ConsumerGroupAdmin:
             if group.members:
                 answers[group_id] = ErrorCode.NON_EMPTY_GROUP
                 continue
-            self.heartbeats.timeouts.cancel_group(group_id)
-            del self.heartbeats.groups[group_id]
+            self.heartbeats.delete_group(group_id)
             holder = self.manager.get_group(group_id)
             if holder is None or holder.is_(GroupState.DEAD):
                 answers[group_id] = ErrorCode.NO_ERROR
@@ -149,6 +148,5 @@ class ConsumerGroupAdmin:
             return False
         if group.members:
             return True
-        self.heartbeats.timeouts.cancel_group(group_id)
-        del self.heartbeats.groups[group_id]
+        self.heartbeats.delete_group(group_id)
         return False

@@ -20,9 +20,14 @@ Member epoch -1 leaves the group, -2 is a static member leaving for a while
 (it keeps its partitions until its session expires or its next instance
 joins). A member whose session expires, or that does not revoke within its
 rebalance timeout, is fenced: removed, the group epoch bumped, its partitions
-reassigned at the next heartbeat. The groups live only in memory here: their
-records are not written to ``__consumer_offsets``, so they do not survive a
-restart or a move of the coordinator (their committed offsets do).
+reassigned at the next heartbeat.
+
+Every change is written to ``__consumer_offsets`` as Kafka's records
+(``consumer_group_records``) and a heartbeat is answered only once its records
+are appended (acks=-1); a load of the partition (start-up, or leadership of it
+gained) rebuilds the groups from them, so their members go on with the same
+epochs and partitions. A failed append is answered with its error; the change
+stays in memory, as the partition is then usually moving away and is unloaded.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from coordinator.common.coordinator_log import KeyValues
 from coordinator.common.scheduler import Scheduler
 from coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -46,11 +52,13 @@ from coordinator.group.consumer_group import (
 )
 from coordinator.group.consumer_group_assignors import ASSIGNORS, AssignmentSpec
 from coordinator.group.consumer_group_reconciliation import OwnedPartitions, reconcile
+from coordinator.group.consumer_group_records import ConsumerGroupLog, GroupChange, group_tombstones, rebuild_group
 from coordinator.group.consumer_group_regex import InvalidRegularExpression, RegexResolver, compile_regex
 from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResult
 from coordinator.group.consumer_group_timeouts import ConsumerGroupTimeouts
 from coordinator.group.group_configs import GroupConfigs
 from coordinator.group.group_metadata import GroupState
+from coordinator.group.group_metadata_loader import LoadedConsumerGroup
 from coordinator.group.group_metadata_manager import GroupMetadataManager
 from coordinator.group.group_status import GroupStatus
 from protocol.errors import ErrorCode
@@ -181,30 +189,37 @@ class ConsumerGroupHeartbeat:
         self.topics = topics
         self.timeouts = ConsumerGroupTimeouts(scheduler)
         self.regexes = RegexResolver(topics.topic_names, scheduler)
+        self.records = ConsumerGroupLog(manager)
         self.groups: dict[str, ConsumerGroup] = {}
         #: Each group's configs over the broker's timeouts, changed by the config APIs (broker.group_config_store).
         self.group_configs = GroupConfigs(config.session_timeout_ms, config.heartbeat_interval_ms)
 
     # -- the request ------------------------------------------------------------------
     def heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> asyncio.Future[ConsumerGroupHeartbeatResult]:
-        """Answered at once: a heartbeat never waits (the future keeps the coordinator's API uniform)."""
+        """Answered once the records of what it changed are appended (at once when it changed nothing)."""
         future: asyncio.Future[ConsumerGroupHeartbeatResult] = self.scheduler.create_future()
-        future.set_result(self._answer(request))
+        result, records = self._answer(request)
+
+        def appended(error: ErrorCode) -> None:
+            if not future.done():
+                future.set_result(result if error == ErrorCode.NO_ERROR else ConsumerGroupHeartbeatResult(error))
+
+        self.records.write(request.group_id, records, appended)
         return future
 
-    def _answer(self, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResult:
+    def _answer(self, request: ConsumerGroupHeartbeatRequest) -> tuple[ConsumerGroupHeartbeatResult, KeyValues]:
         error = self.status.validate(request.group_id, allow_empty_id=True)
         if error is not None:
-            return ConsumerGroupHeartbeatResult(error)
+            return ConsumerGroupHeartbeatResult(error), []
         try:
             validate_heartbeat(request, self.config.assignors)
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(request)
             return self._heartbeat(request)
         except ConsumerGroupError as e:
-            return ConsumerGroupHeartbeatResult(e.error, e.message)
+            return ConsumerGroupHeartbeatResult(e.error, e.message), []
 
-    def _heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResult:
+    def _heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> tuple[ConsumerGroupHeartbeatResult, KeyValues]:
         group = self._group_for(request.group_id, request.member_epoch == 0, request.member_id)
         if len(group.members) >= self.config.max_size and (
                 not request.member_id or request.member_id not in group.members):
@@ -215,6 +230,7 @@ class ConsumerGroupHeartbeat:
             member, replaces = self._dynamic_member(group, member_id, request), None
         else:
             member, replaces = self._static_member(group, member_id, request.instance_id, request)
+        change = GroupChange(group, (replaces, member_id))
         updated = self._updated_member(member, request)
         _check_regex(member, updated)
         if replaces is not None and replaces in group.target:
@@ -236,7 +252,7 @@ class ConsumerGroupHeartbeat:
         return ConsumerGroupHeartbeatResult(
             member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=self.group_configs.consumer_heartbeat_interval_ms(group.group_id),
-            assignment=reconciled.assigned if full or changed else None)
+            assignment=reconciled.assigned if full or changed else None), change.records(group)
 
     # -- the group and the member ---------------------------------------------------------
     def _group_for(self, group_id: str, create: bool, member_id: str) -> ConsumerGroup:
@@ -250,12 +266,9 @@ class ConsumerGroupHeartbeat:
             if not (create and classic.is_(GroupState.EMPTY)):
                 raise ConsumerGroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
         elif not create:
-            # Kafka answers GROUP_ID_NOT_FOUND ("Consumer group <id> not found."), which clients take as fatal;
-            # there a member's group is never missing, as its records outlive a restart or a coordinator
-            # move. Here they do not yet, so a member heartbeating after one is told what a member the
-            # group no longer knows is told, and joins again.
-            raise ConsumerGroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                     f"Member {member_id} is not a member of group {group_id}.")
+            # As Kafka: the group's records outlive a restart or a move of the coordinator, so a group
+            # missing here was deleted.
+            raise ConsumerGroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         return ConsumerGroup(group_id)
 
     def _dynamic_member(self, group: ConsumerGroup, member_id: str,
@@ -416,16 +429,22 @@ class ConsumerGroupHeartbeat:
 
     def fence_member(self, group: ConsumerGroup, member_id: str) -> None:
         """Remove the member: its partitions are free, the group epoch moves on, the next heartbeat reassigns."""
+        self.records.write(group.group_id, self._fence(group, member_id))
+
+    def _fence(self, group: ConsumerGroup, member_id: str) -> KeyValues:
+        """``fence_member``, returning the records to write."""
         self.timeouts.cancel_member(group.group_id, member_id)
+        change = GroupChange(group, (member_id,))
         if group.remove_member(member_id) is None:
-            return
+            return []
         self._update_resolved_regexes(group, group.subscribed_regexes())
         group.subscription_metadata = self._subscription_metadata(self._group_topic_names(group))
         group.group_epoch += 1
         log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, group.group_epoch)
+        return change.records(group)
 
     # -- leaving ------------------------------------------------------------------------
-    def _leave(self, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResult:
+    def _leave(self, request: ConsumerGroupHeartbeatRequest) -> tuple[ConsumerGroupHeartbeatResult, KeyValues]:
         group = self.groups.get(request.group_id)
         if group is None:
             classic = self.manager.get_group(request.group_id)
@@ -439,12 +458,13 @@ class ConsumerGroupHeartbeat:
                 raise ConsumerGroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                                          f"Member {request.member_id} is not a member of group {group.group_id}.")
             log.info("[GroupId %s] Member %s left the consumer group.", group.group_id, member.member_id)
-            self.fence_member(group, member.member_id)
+            records = self._fence(group, member.member_id)
         else:
-            self._static_leave(group, request, request.instance_id)
-        return ConsumerGroupHeartbeatResult(member_id=request.member_id, member_epoch=request.member_epoch)
+            records = self._static_leave(group, request, request.instance_id)
+        return ConsumerGroupHeartbeatResult(member_id=request.member_id, member_epoch=request.member_epoch), records
 
-    def _static_leave(self, group: ConsumerGroup, request: ConsumerGroupHeartbeatRequest, instance_id: str) -> None:
+    def _static_leave(self, group: ConsumerGroup, request: ConsumerGroupHeartbeatRequest,
+                      instance_id: str) -> KeyValues:
         member = group.static_member(instance_id)
         if member is None:
             raise ConsumerGroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
@@ -456,14 +476,44 @@ class ConsumerGroupHeartbeat:
             # It keeps its place and partitions (no rebalance) until its session expires or it comes back.
             log.info("[GroupId %s] Static member %s with instance id %s temporarily left the consumer group.",
                      group.group_id, member.member_id, instance_id)
+            change = GroupChange(group, (member.member_id,))
             group.update_member(replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, revoking={}))
             self.timeouts.cancel_rebalance(group.group_id, member.member_id)
-        else:
-            log.info("[GroupId %s] Static member %s with instance id %s left the consumer group.",
-                     group.group_id, member.member_id, instance_id)
-            self.fence_member(group, member.member_id)
+            return change.records(group)
+        log.info("[GroupId %s] Static member %s with instance id %s left the consumer group.",
+                 group.group_id, member.member_id, instance_id)
+        return self._fence(group, member.member_id)
 
     # -- the coordinator's other duties towards these groups ----------------------------------
+    def delete_group(self, group_id: str) -> None:
+        """Forget the group and write its tombstones (DeleteGroups, or a classic group taking its place)."""
+        group = self.groups.pop(group_id, None)
+        self.timeouts.cancel_group(group_id)
+        if group is not None:
+            self.records.write(group_id, group_tombstones(group))
+
+    def delete_empty_groups(self) -> None:
+        """At each offset-retention check (Kafka's cleanupGroupMetadata): a group without members
+        whose committed offsets are all gone is deleted, tombstones and all."""
+        for group_id, group in list(self.groups.items()):
+            holder = self.manager.get_group(group_id)
+            if not group.members and (holder is None or not holder.has_offsets()):
+                log.info("[GroupId %s] Deleting the empty consumer group: it has no committed offsets left.",
+                         group_id)
+                self.delete_group(group_id)
+
+    def load_groups(self, loaded: dict[str, LoadedConsumerGroup]) -> None:
+        """A ``__consumer_offsets`` partition was loaded: its consumer groups come back as their records
+        left them, and each member's session starts anew (its rebalance timeout too while it revokes)."""
+        for group_id, records in loaded.items():
+            self.timeouts.cancel_group(group_id)
+            group = rebuild_group(group_id, records)
+            self.groups[group_id] = group
+            for member in group.members.values():
+                self._schedule_timeouts(group, member)
+            log.info("[GroupId %s] Loaded consumer group at epoch %d with %d member(s).", group_id,
+                     group.group_epoch, len(group.members))
+
     def unload_partition(self, partition: int) -> None:
         """Leadership of a ``__consumer_offsets`` partition left: its consumer groups go with it."""
         for group_id in [g for g in self.groups if self.manager.partition_for(g) == partition]:

@@ -103,6 +103,7 @@ class GroupCoordinator:
         #: again since) must not install what it read.
         self._loads: dict[int, object] = {}
         manager.request_load = self._load_in_background
+        manager.consumer_groups_loaded = self.consumer_groups.load_groups
 
     @property
     def coordinator_log(self) -> CoordinatorLog:
@@ -274,6 +275,7 @@ class GroupCoordinator:
 
             try:
                 self.manager.expire_offsets(done)
+                self.consumer_groups.delete_empty_groups()
             finally:
                 self._schedule_expiry()
 

@@ -8,6 +8,11 @@ into the committed ones unless one appended later is already there (the same rul
 as the live path, so a reload gives what the coordinator had), ABORT drops them.
 Offsets of a transaction without a marker yet stay pending: the group coordinator
 keeps them so, for the marker that will end them.
+
+The records of consumer-protocol groups (types 3-8) are replayed into a
+``LoadedConsumerGroup`` per group, as Kafka's replay methods apply them: any of
+them creates the group, a member's tombstones remove what they key, and the
+tombstone of the group's metadata removes the group.
 """
 
 from __future__ import annotations
@@ -19,8 +24,23 @@ from dataclasses import dataclass, field
 from coordinator.common.coordinator_log import LogEntry, TxnMarkerEntry
 from coordinator.group.group_metadata import CommitRecordMetadataAndOffset, OffsetAndMetadata, TopicPartition
 from coordinator.group.record_formats import (
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    CONSUMER_GROUP_MEMBER_METADATA,
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_PARTITION_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRecordKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
+    TopicPartitions,
+    decode_consumer_group_value,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
@@ -34,6 +54,51 @@ GroupOffsets = dict[TopicPartition, CommitRecordMetadataAndOffset]
 
 
 @dataclass
+class LoadedConsumerGroup:
+    """What a consumer group's records leave of it: the latest value of each of its keys."""
+
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    partition_metadata: ConsumerGroupPartitionMetadataValue | None = None
+    #: Member id → its metadata (the member exists while this record does).
+    members: dict[str, ConsumerGroupMemberMetadataValue] = field(default_factory=dict)
+    #: Member id → its target assignment.
+    targets: dict[str, TopicPartitions] = field(default_factory=dict)
+    #: Member id → its epochs, state and current assignment.
+    current: dict[str, ConsumerGroupCurrentMemberAssignmentValue] = field(default_factory=dict)
+
+    def apply(self, key: ConsumerGroupRecordKey, value: bytes | None) -> None:
+        """One record of the group (a tombstone when ``value`` is None)."""
+        member_id = key.member_id or ""
+        if value is None:
+            self._remove(key.record_type, member_id)
+            return
+        decoded = decode_consumer_group_value(key.record_type, value)
+        if isinstance(decoded, ConsumerGroupMetadataValue):
+            self.group_epoch = decoded.epoch
+        elif isinstance(decoded, ConsumerGroupTargetAssignmentMetadataValue):
+            self.assignment_epoch = decoded.assignment_epoch
+        elif isinstance(decoded, ConsumerGroupPartitionMetadataValue):
+            self.partition_metadata = decoded
+        elif isinstance(decoded, ConsumerGroupMemberMetadataValue):
+            self.members[member_id] = decoded
+        elif isinstance(decoded, ConsumerGroupTargetAssignmentMemberValue):
+            self.targets[member_id] = decoded.partitions
+        else:
+            self.current[member_id] = decoded
+
+    def _remove(self, record_type: int, member_id: str) -> None:
+        if record_type == CONSUMER_GROUP_MEMBER_METADATA:
+            self.members.pop(member_id, None)
+        elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+            self.targets.pop(member_id, None)
+        elif record_type == CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
+            self.current.pop(member_id, None)
+        elif record_type == CONSUMER_GROUP_PARTITION_METADATA:
+            self.partition_metadata = None
+
+
+@dataclass
 class LoadedPartition:
     """What one partition's records leave of its groups."""
 
@@ -43,6 +108,8 @@ class LoadedPartition:
     pending: dict[int, dict[str, GroupOffsets]] = field(default_factory=dict)
     #: Group → its latest metadata record (None: a tombstone).
     metadata: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
+    #: Consumer-protocol group → what its records leave of it.
+    consumer_groups: dict[str, LoadedConsumerGroup] = field(default_factory=dict)
 
     def group_ids(self) -> set[str]:
         ids = set(self.offsets) | set(self.metadata)
@@ -65,12 +132,21 @@ def replay(entries: Iterable[LogEntry], partition: int, broker_id: int) -> Loade
             key = decode_key(entry.key or b"")
             if isinstance(key, OffsetCommitKey):
                 _offset_record(loaded, key, entry.offset, entry.value, entry.transactional_producer_id)
-            else:
+            elif isinstance(key, GroupMetadataKey):
                 loaded.metadata[key.group] = None if entry.value is None else decode_group_metadata_value(entry.value)
+            else:
+                _consumer_group_record(loaded, key, entry.value)
         except CorruptRecordError as exc:
             log.error("[GroupMetadataManager brokerId=%d] skipping unreadable record at offset %d of "
                       "__consumer_offsets-%d: %s", broker_id, entry.offset, partition, exc)
     return loaded
+
+
+def _consumer_group_record(loaded: LoadedPartition, key: ConsumerGroupRecordKey, value: bytes | None) -> None:
+    if key.record_type == CONSUMER_GROUP_METADATA and value is None:
+        loaded.consumer_groups.pop(key.group, None)  # the group is deleted
+        return
+    loaded.consumer_groups.setdefault(key.group, LoadedConsumerGroup()).apply(key, value)
 
 
 def _offset_record(loaded: LoadedPartition, key: OffsetCommitKey, offset: int, value: bytes | None,

@@ -31,7 +31,7 @@ from coordinator.group.group_metadata import (
     OffsetAndMetadata,
     TopicPartition,
 )
-from coordinator.group.group_metadata_loader import replay
+from coordinator.group.group_metadata_loader import LoadedConsumerGroup, replay
 from coordinator.group.record_formats import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -91,6 +91,8 @@ class GroupMetadataManager:
         self._completions_while_loading: dict[int, list[tuple[int, bool]]] = {}
         #: Asked to load a partition found non-empty after start-up (set by the coordinator).
         self.request_load: Callable[[list[int]], None] | None = None
+        #: Given the consumer-protocol groups each load replayed (set by the coordinator).
+        self.consumer_groups_loaded: Callable[[dict[str, LoadedConsumerGroup]], None] | None = None
 
     # -- ownership ---------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -373,6 +375,8 @@ class GroupMetadataManager:
                 self.open_groups_for_producer.setdefault(producer_id, set()).add(group_id)
             self.groups[group_id] = group
             loaded.append(group)
+        if self.consumer_groups_loaded is not None and loaded_partition.consumer_groups:
+            self.consumer_groups_loaded(loaded_partition.consumer_groups)
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
         # No transactional commit is accepted while loading, so a marker written meanwhile can

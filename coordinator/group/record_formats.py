@@ -15,11 +15,28 @@ Kafka 4 writes offset key version 1, offset value version 3 (version 1 when
 a v2-v4 OffsetCommit carried a retention time, the only way to get an
 explicit expire timestamp), group key version 2 and group value version 3;
 so do we, and we read every version. A tombstone is a key with a null value.
+
+The groups of the consumer protocol (KIP-848) have six more record types; the
+key's leading int16 is the record type (Kafka's coordinator-key ``apiKey``),
+its fields are not flexible; every value is version 0 in the flexible encoding
+(compact strings and arrays, tagged fields after each struct):
+
+- 3 ``ConsumerGroupMetadata`` (group): the group epoch;
+- 4 ``ConsumerGroupPartitionMetadata`` (group): the subscribed topics' ids,
+  names and partition counts (with per-partition racks, left empty here);
+- 5 ``ConsumerGroupMemberMetadata`` (group, member): instance id, rack,
+  client, subscription, rebalance timeout, server assignor;
+- 6 ``ConsumerGroupTargetAssignmentMetadata`` (group): the assignment epoch;
+- 7 ``ConsumerGroupTargetAssignmentMember`` (group, member): its target;
+- 8 ``ConsumerGroupCurrentMemberAssignment`` (group, member): member epoch,
+  previous epoch, state, assigned partitions and those pending revocation.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from protocol.errors import CorruptRecordError
@@ -30,6 +47,19 @@ GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE = 1
 GROUP_METADATA_VALUE_VERSION = 3
+
+# The consumer group's record types (the key's leading int16).
+CONSUMER_GROUP_METADATA = 3
+CONSUMER_GROUP_PARTITION_METADATA = 4
+CONSUMER_GROUP_MEMBER_METADATA = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+_CONSUMER_GROUP_TYPES = range(CONSUMER_GROUP_METADATA, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT + 1)
+#: The types keyed by group and member (the others by group only).
+_MEMBER_TYPES = (CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+CONSUMER_GROUP_VALUE_VERSION = 0
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -46,6 +76,75 @@ class OffsetCommitKey:
 @dataclass(frozen=True, slots=True)
 class GroupMetadataKey:
     group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRecordKey:
+    """The key of a consumer group's record: its type, the group and (for a member's record) the member."""
+
+    record_type: int
+    group: str
+    member_id: str | None = None
+
+
+#: Topic id → partitions, as a consumer group's assignments are written.
+TopicPartitions = Mapping[uuid.UUID, frozenset[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataValue:
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    topic_id: uuid.UUID
+    topic_name: str
+    num_partitions: int
+    #: Partition → its replicas' racks (empty when no broker has a rack).
+    partition_racks: tuple[tuple[int, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupPartitionMetadataValue:
+    topics: tuple[TopicMetadata, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMemberValue:
+    partitions: TopicPartitions
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    #: Kafka's MemberState byte: 0 stable, 1 unrevoked partitions, 2 unreleased partitions.
+    state: int
+    assigned: TopicPartitions
+    revoking: TopicPartitions
+
+
+ConsumerGroupValue = (ConsumerGroupMetadataValue | ConsumerGroupPartitionMetadataValue
+                      | ConsumerGroupMemberMetadataValue | ConsumerGroupTargetAssignmentMetadataValue
+                      | ConsumerGroupTargetAssignmentMemberValue | ConsumerGroupCurrentMemberAssignmentValue)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +207,44 @@ class _Writer:
         self.int32(len(v))
         self.out += v
 
+    # The flexible encoding's compact forms (lengths as an unsigned varint of length + 1).
+    def uvarint(self, v: int) -> None:
+        while v >= 0x80:
+            self.out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        self.out.append(v)
+
+    def compact_string(self, v: str | None) -> None:
+        if v is None:
+            self.uvarint(0)
+            return
+        data = v.encode("utf-8")
+        if len(data) > 0x7FFF:
+            raise ValueError("string longer than 32767 bytes")
+        self.uvarint(len(data) + 1)
+        self.out += data
+
+    def compact_array(self, n: int) -> None:
+        self.uvarint(n + 1)
+
+    def uuid(self, v: uuid.UUID) -> None:
+        self.out += v.bytes
+
+    def no_tagged_fields(self) -> None:
+        self.uvarint(0)
+
+    def topic_partitions(self, assignment: TopicPartitions) -> None:
+        """Kafka's []TopicPartitions: topic id, its partitions (int32s), tagged fields; sorted, as
+        the same assignment must always give the same bytes."""
+        self.compact_array(len(assignment))
+        for topic_id in sorted(assignment):
+            partitions = sorted(assignment[topic_id])
+            self.uuid(topic_id)
+            self.compact_array(len(partitions))
+            for p in partitions:
+                self.int32(p)
+            self.no_tagged_fields()
+
 
 def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
     w = _Writer(OFFSET_COMMIT_KEY_VERSION)
@@ -121,6 +258,66 @@ def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
     w = _Writer(GROUP_METADATA_KEY_VERSION)
     w.string(key.group)
     return bytes(w.out)
+
+
+def encode_consumer_group_key(key: ConsumerGroupRecordKey) -> bytes:
+    w = _Writer(key.record_type)
+    w.string(key.group)
+    if key.record_type in _MEMBER_TYPES:
+        w.string(key.member_id or "")
+    return bytes(w.out)
+
+
+def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
+    """Version 0, flexible: the fields in schema order, then an empty tagged-field section."""
+    w = _Writer(CONSUMER_GROUP_VALUE_VERSION)
+    if isinstance(value, ConsumerGroupMetadataValue):
+        w.int32(value.epoch)
+    elif isinstance(value, ConsumerGroupPartitionMetadataValue):
+        _write_partition_metadata(w, value)
+    elif isinstance(value, ConsumerGroupMemberMetadataValue):
+        _write_member_metadata(w, value)
+    elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
+        w.int32(value.assignment_epoch)
+    elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
+        w.topic_partitions(value.partitions)
+    else:
+        w.int32(value.member_epoch)
+        w.int32(value.previous_member_epoch)
+        w.out.append(value.state & 0xFF)
+        w.topic_partitions(value.assigned)
+        w.topic_partitions(value.revoking)
+    w.no_tagged_fields()
+    return bytes(w.out)
+
+
+def _write_partition_metadata(w: _Writer, value: ConsumerGroupPartitionMetadataValue) -> None:
+    w.compact_array(len(value.topics))
+    for topic in value.topics:
+        w.uuid(topic.topic_id)
+        w.compact_string(topic.topic_name)
+        w.int32(topic.num_partitions)
+        w.compact_array(len(topic.partition_racks))
+        for partition, racks in topic.partition_racks:
+            w.int32(partition)
+            w.compact_array(len(racks))
+            for rack in racks:
+                w.compact_string(rack)
+            w.no_tagged_fields()
+        w.no_tagged_fields()
+
+
+def _write_member_metadata(w: _Writer, value: ConsumerGroupMemberMetadataValue) -> None:
+    w.compact_string(value.instance_id)
+    w.compact_string(value.rack_id)
+    w.compact_string(value.client_id)
+    w.compact_string(value.client_host)
+    w.compact_array(len(value.subscribed_topic_names))
+    for name in value.subscribed_topic_names:
+        w.compact_string(name)
+    w.compact_string(value.subscribed_topic_regex)
+    w.int32(value.rebalance_timeout_ms)
+    w.compact_string(value.server_assignor)
 
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
@@ -166,14 +363,80 @@ def _reader(data: bytes, flexible: bool = False) -> Readable:
     return Readable(data, CorruptRecordError, "__consumer_offsets record", flexible)
 
 
-def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerGroupRecordKey
+
+
+def decode_key(data: bytes) -> RecordKey:
     r = _reader(data)
     version = r.int16()
     if version in (0, 1):
         return OffsetCommitKey(r.string(), r.string(), r.int32())
     if version == 2:
         return GroupMetadataKey(r.string())
+    if version in _CONSUMER_GROUP_TYPES:
+        group = r.string()
+        return ConsumerGroupRecordKey(version, group, r.string() if version in _MEMBER_TYPES else None)
     raise CorruptRecordError(f"unknown __consumer_offsets key version {version}")
+
+
+def decode_consumer_group_value(record_type: int, data: bytes) -> ConsumerGroupValue:
+    """The value of a consumer group's record of ``record_type`` (version 0; a later version's
+    fields are tagged ones, skipped)."""
+    r = _reader(data, flexible=True)
+    version = r.int16()
+    if version != CONSUMER_GROUP_VALUE_VERSION:
+        raise CorruptRecordError(f"unknown consumer group record value version {version} (type {record_type})")
+    value: ConsumerGroupValue
+    if record_type == CONSUMER_GROUP_METADATA:
+        value = ConsumerGroupMetadataValue(r.int32())
+    elif record_type == CONSUMER_GROUP_PARTITION_METADATA:
+        value = ConsumerGroupPartitionMetadataValue(tuple(_read_topic_metadata(r) for _ in range(r.array_length())))
+    elif record_type == CONSUMER_GROUP_MEMBER_METADATA:
+        value = _read_member_metadata(r)
+    elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+        value = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
+    elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+        value = ConsumerGroupTargetAssignmentMemberValue(_read_topic_partitions(r))
+    else:
+        member_epoch, previous = r.int32(), r.int32()
+        state = r.take(1)[0]
+        value = ConsumerGroupCurrentMemberAssignmentValue(member_epoch, previous, state - 256 if state > 127 else state,
+                                                          _read_topic_partitions(r), _read_topic_partitions(r))
+    r.skip_tagged_fields()
+    return value
+
+
+def _read_uuid(r: Readable) -> uuid.UUID:
+    return uuid.UUID(bytes=r.take(16))
+
+
+def _read_topic_metadata(r: Readable) -> TopicMetadata:
+    topic_id, name, num_partitions = _read_uuid(r), r.string(), r.int32()
+    racks = []
+    for _ in range(r.array_length()):
+        partition = r.int32()
+        racks.append((partition, tuple(r.string() for _ in range(r.array_length()))))
+        r.skip_tagged_fields()
+    r.skip_tagged_fields()
+    return TopicMetadata(topic_id, name, num_partitions, tuple(racks))
+
+
+def _read_member_metadata(r: Readable) -> ConsumerGroupMemberMetadataValue:
+    instance_id, rack_id = r.nullable_string(), r.nullable_string()
+    client_id, client_host = r.string(), r.string()
+    names = tuple(r.string() for _ in range(r.array_length()))
+    regex = r.nullable_string()
+    return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host, names, regex, r.int32(),
+                                            r.nullable_string())
+
+
+def _read_topic_partitions(r: Readable) -> dict[uuid.UUID, frozenset[int]]:
+    out: dict[uuid.UUID, frozenset[int]] = {}
+    for _ in range(r.array_length()):
+        topic_id = _read_uuid(r)
+        out[topic_id] = frozenset(r.int32() for _ in range(r.array_length()))
+        r.skip_tagged_fields()
+    return out
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:

@@ -14,6 +14,9 @@ from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoord
 from pytest_pafka.plugin import BrokerFactory
 from tests.broker.acl_helpers import AclBroker, acl_broker_process
 
+# The module's broker is a process of its own (acl_broker_process, not a plugin fixture).
+pytestmark = pytest.mark.process
+
 G, T = ResourceType.GROUP, ResourceType.TOPIC
 
 

@@ -185,9 +185,9 @@ def test_fencing_errors_as_kafka_answers_them() -> None:
     # The previous epoch with a subset of its partitions (the answer that bumped it was lost) is accepted.
     assert h.heartbeat("a", a.epoch - 1, a.owned).error == ErrorCode.NO_ERROR
     assert h.heartbeat("a", a.epoch - 1, {TOPIC: frozenset(range(12))}).error == ErrorCode.FENCED_MEMBER_EPOCH
-    # A group lost with its coordinator's restart (its records are not persisted yet): the member joins again.
+    # A group the coordinator does not have (its records outlive restarts and moves: it was deleted).
     nothing = Harness().heartbeat("a", 1, {})
-    assert (nothing.error, nothing.error_message) == (ErrorCode.UNKNOWN_MEMBER_ID, "Member a is not a member of group g.")
+    assert (nothing.error, nothing.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Consumer group g not found.")
     gone = Harness().heartbeat("a", -1)
     assert (gone.error, gone.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group g not found.")
 

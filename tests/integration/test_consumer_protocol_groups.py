@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -27,12 +27,22 @@ from testing.topics import create_topic
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
+# Every test starts its own broker process (BrokerProcess, not a plugin fixture).
+pytestmark = pytest.mark.process
+
 PARTITIONS = 12
 HEARTBEAT_INTERVAL_MS = 1000
 SWITCH = ("group.coordinator.rebalance.protocols=classic,consumer",
           f"group.consumer.heartbeat.interval.ms={HEARTBEAT_INTERVAL_MS}",
           "group.consumer.min.heartbeat.interval.ms=500",
           "group.consumer.session.timeout.ms=6000", "group.consumer.min.session.timeout.ms=3000")
+
+
+class Bootstrapped(Protocol):
+    """A broker or a cluster: what the members and the producer connect to."""
+
+    @property
+    def bootstrap(self) -> str: ...
 
 
 @dataclass
@@ -67,7 +77,7 @@ class Ledger:
 
 
 class ThreadMember:
-    def __init__(self, broker: BrokerProcess, name: str, group: str, topic: str, ledger: Ledger,
+    def __init__(self, broker: Bootstrapped, name: str, group: str, topic: str, ledger: Ledger,
                  instance_id: str | None = None) -> None:
         self.name, self.ledger = name, ledger
         #: Wall-clock time of its first non-empty assignment (comparable with the broker's log).
@@ -115,7 +125,7 @@ class ThreadMember:
         self.thread.join(30)
 
 
-def produce(broker: BrokerProcess, topic: str, per_partition: int) -> None:
+def produce(broker: Bootstrapped, topic: str, per_partition: int) -> None:
     producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(per_partition * PARTITIONS):
         producer.produce(topic, value=str(i).encode(), partition=i % PARTITIONS)
@@ -142,7 +152,7 @@ def last_join_time(broker: BrokerProcess, group: str) -> float:
 
 
 @contextmanager
-def members(broker: BrokerProcess, names: list[str], group: str, topic: str,
+def members(broker: Bootstrapped, names: list[str], group: str, topic: str,
             ledger: Ledger) -> Iterator[list[ThreadMember]]:
     started: list[ThreadMember] = []
     try:
@@ -289,26 +299,39 @@ def test_members_leave_and_a_static_member_comes_back_to_its_partitions() -> Non
         assert [key for key, n in ledger.consumed.items() if n > 1] == []
 
 
+def group_epochs(log_text: str, group: str) -> list[int]:
+    """Every group epoch the broker's log says the group moved to, in order."""
+    return [int(e) for e in re.findall(r"\[GroupId " + re.escape(group) + r"\] Bumped group epoch to (\d+)\.", log_text)]
+
+
 @pytest.mark.slow
-def test_members_join_again_after_the_broker_restarts() -> None:
-    """The groups are not persisted yet: after a restart their members are told they are unknown and rejoin
-    (Kafka, which reloads the group, would let them go on with their epochs). Until a member's first heartbeat
-    after the restart tells it so, it still owns partitions the restarted broker may already give to a member
-    that rejoined first: the one window where two members own a partition, which persisting the groups closes;
-    so this test does not check for overlaps."""
-    group, topic = "cg-restart", "ct-restart"
+def test_a_group_survives_the_broker_restart_with_its_member_epochs() -> None:
+    """The group's records in __consumer_offsets are loaded again at start-up: its members go on with the
+    epochs and partitions they had (none joins again, the group epoch does not move), no partition is ever
+    owned by two members, and nothing committed before the restart is consumed again."""
+    group, topic, per_partition = "cg-restart", "ct-restart", 10
     with BrokerProcess(*SWITCH) as broker:
         create_topic(broker.bootstrap, topic, PARTITIONS)
+        produce(broker, topic, per_partition)
         ledger = Ledger()
         with members(broker, ["m0", "m1"], group, topic, ledger) as group_members:
-            wait_until(lambda: len(ledger.owners) == PARTITIONS
-                       and all(len(ledger.owned_by(m.name)) == 6 for m in group_members), 30, "an assignment")
+            wait_until(lambda: len(ledger.consumed) == per_partition * PARTITIONS and len(ledger.owners) == PARTITIONS
+                       and all(len(ledger.owned_by(m.name)) == 6 for m in group_members), 30,
+                       "every record and a balanced assignment")
+            owned = {m.name: ledger.owned_by(m.name) for m in group_members}
+            epoch = group_epochs(broker.log_text(), group)[-1]
+            before = len(broker.log_text())
             broker.restart()
-            wait_until(lambda: len(ledger.owners) == PARTITIONS and all(ledger.owned_by(m.name) for m in group_members)
-                       and broker.log_text().count(f"[GroupId {group}] Bumped group epoch to 1.") == 2, 30,
-                       "an assignment after the restart")
-            produce(broker, topic, 5)
-            wait_until(lambda: len(ledger.consumed) == 5 * PARTITIONS, 30, "every record")
+            loaded = f"[GroupId {group}] Loaded consumer group at epoch {epoch} with 2 member(s)."
+            wait_until(lambda: loaded in broker.log_text()[before:], 30, "the group loaded from its records")
+            produce(broker, topic, per_partition)
+            wait_until(lambda: len(ledger.consumed) == 2 * per_partition * PARTITIONS, 60, "every record")
+            time.sleep(2 * HEARTBEAT_INTERVAL_MS / 1000)  # a few heartbeats more on the restarted broker
+            after = broker.log_text()[before:]
+            assert {m.name: ledger.owned_by(m.name) for m in group_members} == owned
+        assert group_epochs(after, group) == [] and "joins the consumer group" not in after, after[-3000:]
+        assert not ledger.overlaps
+        assert [key for key, n in ledger.consumed.items() if n > 1] == []
         assert all(not any("FATAL" in e.upper() for e in m.errors) for m in group_members), [m.errors for m in group_members]
 
 

@@ -88,3 +88,77 @@ def test_null_keys_and_header_keys_print_as_kafka_does(checked_tmp_path) -> None
     log.close()
     lines = _run("--print-data-log", "--files", str(checked_tmp_path / "t-0" / "00000000000000000000.log")).splitlines()
     assert lines[3] == f"| offset: 0 CreateTime: {NOW} keySize: -1 valueSize: 1 sequence: -1 headerKeys: [h1,h2] payload: v"
+
+
+def test_offsets_decoder_prints_consumer_offsets_records_as_kafka(checked_tmp_path) -> None:
+    import uuid
+
+    from coordinator.common.coordinator_log import build_records_batch
+    from coordinator.group.record_formats import (
+        ConsumerGroupCurrentMemberAssignmentValue,
+        ConsumerGroupMemberMetadataValue,
+        ConsumerGroupMetadataValue,
+        ConsumerGroupPartitionMetadataValue,
+        ConsumerGroupRecordKey,
+        ConsumerGroupTargetAssignmentMemberValue,
+        GroupMetadataKey,
+        GroupMetadataValue,
+        MemberMetadataValue,
+        OffsetCommitKey,
+        OffsetCommitValue,
+        TopicMetadata,
+        encode_consumer_group_key,
+        encode_consumer_group_value,
+        encode_group_metadata_key,
+        encode_group_metadata_value,
+        encode_offset_commit_key,
+        encode_offset_commit_value,
+    )
+    from protocol.consumer_protocol import encode_assignment, encode_subscription
+
+    topic_id = uuid.UUID(bytes=bytes(range(16)))
+    member = MemberMetadataValue("m", None, "c", "/h", 300, 100, encode_subscription(["t"]), encode_assignment({"t": [0]}))
+    records = [
+        (encode_offset_commit_key(OffsetCommitKey("g", "t", 0)), encode_offset_commit_value(OffsetCommitValue(5, "", 7))),
+        (encode_group_metadata_key(GroupMetadataKey("g")),
+         encode_group_metadata_value(GroupMetadataValue("consumer", 1, "range", "m", 9, [member]))),
+        (encode_consumer_group_key(ConsumerGroupRecordKey(3, "cg")), encode_consumer_group_value(ConsumerGroupMetadataValue(2))),
+        (encode_consumer_group_key(ConsumerGroupRecordKey(4, "cg")),
+         encode_consumer_group_value(ConsumerGroupPartitionMetadataValue((TopicMetadata(topic_id, "t", 3),)))),
+        (encode_consumer_group_key(ConsumerGroupRecordKey(5, "cg", "m1")), encode_consumer_group_value(
+            ConsumerGroupMemberMetadataValue(None, None, "c", "/h", ("t",), None, 300, None))),
+        (encode_consumer_group_key(ConsumerGroupRecordKey(7, "cg", "m1")),
+         encode_consumer_group_value(ConsumerGroupTargetAssignmentMemberValue({topic_id: frozenset({1, 0})}))),
+        (encode_consumer_group_key(ConsumerGroupRecordKey(8, "cg", "m1")), encode_consumer_group_value(
+            ConsumerGroupCurrentMemberAssignmentValue(2, 1, 0, {topic_id: frozenset({0})}, {}))),
+        (encode_consumer_group_key(ConsumerGroupRecordKey(8, "cg", "m1")), None),
+        (b"\x00\x63\x00\x01x", b""),
+    ]
+    log = Log.open(checked_tmp_path / "__consumer_offsets-0", LogConfig.model_validate({}))
+    log.append_as_leader(bytes(build_records_batch(records, NOW)), leader_epoch=0, now=NOW)
+    log.close()
+    out = _run("--offsets-decoder", "--files", str(checked_tmp_path / "__consumer_offsets-0" / "00000000000000000000.log"))
+    printed = [line.split("headerKeys: [] ", 1)[1] for line in out.splitlines() if line.startswith("| offset")]
+    tid = "AAECAwQFBgcICQoLDA0ODw"
+    assert printed == [
+        ('key: {"type":"1","data":{"group":"g","topic":"t","partition":0}} '
+        'payload: {"version":"3","data":{"offset":5,"leaderEpoch":-1,"metadata":"","commitTimestamp":7}}'),
+        ('key: {"type":"2","data":{"group":"g"}} payload: {"version":"3","data":{"protocolType":"consumer",'
+        '"generation":1,"protocol":"range","leader":"m","currentStateTimestamp":9,"members":[{"memberId":"m",'
+        '"groupInstanceId":null,"clientId":"c","clientHost":"/h","rebalanceTimeout":300,"sessionTimeout":100,'
+        '"subscription":{"topics":["t"],"userData":null},'
+        '"assignment":{"assignedPartitions":[{"topic":"t","partitions":[0]}],"userData":null}}]}}'),
+        'key: {"type":"3","data":{"groupId":"cg"}} payload: {"version":"0","data":{"epoch":2}}',
+        'key: {"type":"4","data":{"groupId":"cg"}} payload: {"version":"0","data":{"topics":[{"topicId":"'
+        + tid + '","topicName":"t","numPartitions":3,"partitionMetadata":[]}]}}',
+        ('key: {"type":"5","data":{"groupId":"cg","memberId":"m1"}} payload: {"version":"0","data":{"instanceId":null,'
+        '"rackId":null,"clientId":"c","clientHost":"/h","subscribedTopicNames":["t"],"subscribedTopicRegex":null,'
+        '"rebalanceTimeoutMs":300,"serverAssignor":null}}'),
+        'key: {"type":"7","data":{"groupId":"cg","memberId":"m1"}} payload: {"version":"0","data":{"topicPartitions":'
+        '[{"topicId":"' + tid + '","partitions":[0,1]}]}}',
+        'key: {"type":"8","data":{"groupId":"cg","memberId":"m1"}} payload: {"version":"0","data":{"memberEpoch":2,'
+        '"previousMemberEpoch":1,"state":0,"assignedPartitions":[{"topicId":"' + tid + '","partitions":[0]}],'
+        '"partitionsPendingRevocation":[]}}',
+        'key: {"type":"8","data":{"groupId":"cg","memberId":"m1"}} payload: <DELETE>',
+        "key: Unknown record type 99 at offset 8, skipping.",
+    ]

@@ -1,0 +1,228 @@
+"""The ``__consumer_offsets`` records of a consumer-protocol group: what a change writes, and the group they rebuild.
+
+Kafka's GroupCoordinatorRecordHelpers for these groups. A heartbeat (or a
+fencing, a leave, a deletion) changes the group in memory; :class:`GroupChange`
+takes a snapshot of what it may touch before, and after it gives the records
+that describe the difference, in the order Kafka writes them:
+
+1. for each member gone: the tombstones of its current assignment, its target
+   and its metadata (a member's metadata goes last, as replay expects);
+2. a member's metadata when it joined or its subscription (or client) changed;
+3. the subscribed topics' metadata when they changed, then the group epoch
+   when it moved;
+4. every changed target of a newly computed target assignment, then the
+   assignment epoch;
+5. a member's current assignment (epochs, state, partitions) when it moved.
+
+:func:`rebuild_group` turns what the loader replayed (``LoadedConsumerGroup``)
+back into the group, so its members go on with the epochs and partitions
+they had.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+
+from coordinator.common.coordinator_log import KeyValues
+from coordinator.group.consumer_group import Assignment, ConsumerGroup, ConsumerGroupMember, MemberState, TopicInfo
+from coordinator.group.group_metadata_loader import LoadedConsumerGroup
+from coordinator.group.group_metadata_manager import GroupMetadataManager
+from coordinator.group.record_formats import (
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    CONSUMER_GROUP_MEMBER_METADATA,
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_PARTITION_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRecordKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    ConsumerGroupValue,
+    TopicMetadata,
+    encode_consumer_group_key,
+    encode_consumer_group_value,
+)
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+#: Kafka's MemberState bytes.
+_STATE_BYTES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
+_STATES = {b: s for s, b in _STATE_BYTES.items()}
+
+
+def _record(record_type: int, group_id: str, value: ConsumerGroupValue | None,
+            member_id: str | None = None) -> tuple[bytes, bytes | None]:
+    key = encode_consumer_group_key(ConsumerGroupRecordKey(record_type, group_id, member_id))
+    return key, None if value is None else encode_consumer_group_value(value)
+
+
+def _normalized(assignment: Assignment | None) -> dict[uuid.UUID, frozenset[int]]:
+    return {} if assignment is None else {t: p for t, p in assignment.items() if p}
+
+
+def _metadata(member: ConsumerGroupMember) -> ConsumerGroupMemberMetadataValue:
+    return ConsumerGroupMemberMetadataValue(
+        member.instance_id, member.rack_id, member.client_id, member.client_host,
+        member.subscribed_topic_names, member.subscribed_topic_regex, member.rebalance_timeout_ms,
+        member.server_assignor)
+
+
+def _current(member: ConsumerGroupMember) -> ConsumerGroupCurrentMemberAssignmentValue:
+    return ConsumerGroupCurrentMemberAssignmentValue(
+        member.member_epoch, member.previous_member_epoch, _STATE_BYTES[member.state],
+        _normalized(member.assigned), _normalized(member.revoking))
+
+
+def member_tombstones(group_id: str, member_id: str) -> KeyValues:
+    """A member leaves: its current assignment, its target, then its metadata."""
+    return [_record(t, group_id, None, member_id) for t in (
+        CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+        CONSUMER_GROUP_MEMBER_METADATA)]
+
+
+def group_tombstones(group: ConsumerGroup) -> KeyValues:
+    """The group is deleted: every member's records, then the group's own, its metadata last."""
+    records: KeyValues = []
+    for member_id in sorted(set(group.members) | set(group.target)):
+        records += member_tombstones(group.group_id, member_id)
+    records += [_record(t, group.group_id, None) for t in (
+        CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, CONSUMER_GROUP_PARTITION_METADATA, CONSUMER_GROUP_METADATA)]
+    return records
+
+
+def _partition_metadata(metadata: dict[str, TopicInfo]) -> ConsumerGroupPartitionMetadataValue:
+    return ConsumerGroupPartitionMetadataValue(tuple(
+        TopicMetadata(info.topic_id, name, info.num_partitions) for name, info in sorted(metadata.items())))
+
+
+class GroupChange:
+    """What a change of ``group`` touching the members ``member_ids`` writes (see the module's docstring)."""
+
+    def __init__(self, group: ConsumerGroup, member_ids: Iterable[str | None]) -> None:
+        ids = [m for m in dict.fromkeys(member_ids) if m is not None]
+        self.group_epoch = group.group_epoch
+        self.assignment_epoch = group.assignment_epoch
+        self.subscription_metadata = group.subscription_metadata
+        self.members = {m: group.members.get(m) for m in ids}
+        self.targets = {m: self._target_of(group.target, m) for m in ids}
+        #: The target before: the assignor replaces it whole, so it still holds the other members' old targets.
+        self.target = group.target
+
+    def records(self, group: ConsumerGroup) -> KeyValues:
+        gid = group.group_id
+        records: KeyValues = []
+        for member_id, before in self.members.items():
+            if before is not None and member_id not in group.members:
+                records += member_tombstones(gid, member_id)
+        # A steady heartbeat leaves its member as it was: nothing of it to compare field by field.
+        changed = {m: after for m, before in self.members.items()
+                   if (after := group.members.get(m)) is not None and after != before}
+        for member_id, after in changed.items():
+            before = self.members[member_id]
+            if before is None or _metadata(before) != _metadata(after):
+                records.append(_record(CONSUMER_GROUP_MEMBER_METADATA, gid, _metadata(after), member_id))
+        if group.subscription_metadata != self.subscription_metadata:
+            records.append(_record(CONSUMER_GROUP_PARTITION_METADATA, gid,
+                                   _partition_metadata(group.subscription_metadata)))
+        if group.group_epoch != self.group_epoch:
+            records.append(_record(CONSUMER_GROUP_METADATA, gid, ConsumerGroupMetadataValue(group.group_epoch)))
+        records += self._target_records(group)
+        for member_id, after in changed.items():
+            before = self.members[member_id]
+            if before is None or _current(before) != _current(after):
+                records.append(_record(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, _current(after), member_id))
+        return records
+
+    @staticmethod
+    def _target_of(target: dict[str, Assignment], member_id: str) -> dict[uuid.UUID, frozenset[int]] | None:
+        """The member's target (None: it has none)."""
+        assignment = target.get(member_id)
+        return None if assignment is None else _normalized(assignment)
+
+    def _target_records(self, group: ConsumerGroup) -> KeyValues:
+        new_assignment = group.assignment_epoch != self.assignment_epoch
+        records: KeyValues = []
+        candidates = list(group.target) if new_assignment else [m for m in self.members if m in group.target]
+        for member_id in candidates:
+            target = _normalized(group.target[member_id])
+            before = self.targets[member_id] if member_id in self.targets else self._target_of(self.target, member_id)
+            if before is None or target != before:
+                records.append(_record(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group.group_id,
+                                       ConsumerGroupTargetAssignmentMemberValue(target), member_id))
+        if new_assignment:
+            records.append(_record(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group.group_id,
+                                   ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch)))
+        return records
+
+
+def rebuild_group(group_id: str, loaded: LoadedConsumerGroup) -> ConsumerGroup:
+    """The group its records describe: epochs, subscribed topics, members with their current
+    assignments, and the target assignment."""
+    group = ConsumerGroup(group_id)
+    group.group_epoch = loaded.group_epoch
+    group.assignment_epoch = loaded.assignment_epoch
+    if loaded.partition_metadata is not None:
+        group.subscription_metadata = {t.topic_name: TopicInfo(t.topic_id, t.num_partitions)
+                                       for t in loaded.partition_metadata.topics}
+    for member_id, metadata in loaded.members.items():
+        current = loaded.current.get(member_id)
+        member = ConsumerGroupMember(
+            member_id, instance_id=metadata.instance_id, rack_id=metadata.rack_id,
+            rebalance_timeout_ms=metadata.rebalance_timeout_ms, client_id=metadata.client_id,
+            client_host=metadata.client_host, subscribed_topic_names=tuple(sorted(set(metadata.subscribed_topic_names))),
+            subscribed_topic_regex=metadata.subscribed_topic_regex or None, server_assignor=metadata.server_assignor)
+        if current is not None:
+            member = dataclasses.replace(
+                member, member_epoch=current.member_epoch, previous_member_epoch=current.previous_member_epoch,
+                state=_STATES.get(current.state, MemberState.STABLE), assigned=dict(current.assigned),
+                revoking=dict(current.revoking))
+        group.update_member(member)
+    group.target = {m: dict(t) for m, t in loaded.targets.items() if m in group.members}
+    return group
+
+
+#: An append's error → what the heartbeat answers (Kafka's GroupCoordinatorService.handleOperationException).
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+class ConsumerGroupLog:
+    """Appends a consumer group's records to its ``__consumer_offsets`` partition through the
+    coordinator log (the replica manager, acks=-1): the callback runs once they are in the ISR."""
+
+    def __init__(self, manager: GroupMetadataManager) -> None:
+        self.manager = manager
+
+    def write(self, group_id: str, records: KeyValues, callback: Callable[[ErrorCode], None] | None = None) -> None:
+        """``callback`` gets NO_ERROR or the error a request waiting for these records answers."""
+        if not records:
+            if callback is not None:
+                callback(ErrorCode.NO_ERROR)
+            return
+
+        def done(error: ErrorCode, _offset: int | None) -> None:
+            if error != ErrorCode.NO_ERROR:
+                log.warning("[GroupCoordinator %d] failed to write %d record(s) of consumer group %s: %s",
+                            self.manager.broker_id, len(records), group_id, error.name)
+            if callback is not None:
+                callback(_APPEND_ERRORS.get(error, error))
+
+        self.manager.coordinator_log.append(self.manager.partition_for(group_id), records,
+                                            self.manager.scheduler.now_ms(), done)
