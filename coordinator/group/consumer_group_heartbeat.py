@@ -4,8 +4,9 @@ Kafka's ``GroupMetadataManager.consumerGroupHeartbeat`` for one event loop.
 One heartbeat:
 
 1. gets or creates the group (epoch 0 creates it; a classic group of the
-   same id with members answers GROUP_ID_NOT_FOUND: online migration is not
-   served, as in Kafka with ``group.consumer.migration.policy=disabled``)
+   same id with members is converted when ``group.consumer.migration.policy``
+   allows it and its members use the ``consumer`` embedded protocol, see
+   ``consumer_group_migration``; otherwise it answers GROUP_ID_NOT_FOUND)
    and the member (a static member replaces the instance that left with
    epoch -2), checking its epoch (FENCED_MEMBER_EPOCH);
 2. bumps the group epoch when the member's subscription or the subscribed
@@ -47,7 +48,7 @@ from coordinator.group.consumer_group_assignors import ASSIGNORS, AssignmentSpec
 from coordinator.group.consumer_group_reconciliation import OwnedPartitions, reconcile
 from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResult
 from coordinator.group.consumer_group_timeouts import ConsumerGroupTimeouts
-from coordinator.group.group_metadata import GroupState
+from coordinator.group.group_metadata import GroupMetadata, GroupState
 from coordinator.group.group_metadata_manager import GroupMetadataManager
 from coordinator.group.group_status import GroupStatus
 from protocol.errors import ErrorCode
@@ -73,6 +74,26 @@ class NoTopics:
         return None
 
 
+class GroupConversions(Protocol):
+    """Online migration as the heartbeat path triggers it (``consumer_group_migration``)."""
+
+    def upgrade(self, classic: GroupMetadata) -> ConsumerGroup | None:
+        """The consumer group a classic group with members became, or None when it cannot be converted."""
+        ...
+
+    def downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+        """True when the group became a classic group, the leaving member left out."""
+        ...
+
+
+class NoConversions:
+    def upgrade(self, classic: GroupMetadata) -> ConsumerGroup | None:
+        return None
+
+    def downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+        return False
+
+
 @dataclass(frozen=True)
 class ConsumerGroupConfig:
     """The broker's ``group.consumer.*`` configs."""
@@ -82,6 +103,8 @@ class ConsumerGroupConfig:
     max_size: int = 2**31 - 1
     #: Short names; the first is the default.
     assignors: tuple[str, ...] = ("uniform", "range")
+    #: ``group.consumer.migration.policy`` (a ``consumer_group_migration.MigrationPolicy`` value).
+    migration_policy: str = "bidirectional"
 
 
 class ConsumerGroupError(Exception):
@@ -166,6 +189,8 @@ class ConsumerGroupHeartbeat:
         self.topics = topics
         self.timeouts = ConsumerGroupTimeouts(scheduler)
         self.groups: dict[str, ConsumerGroup] = {}
+        #: Online migration between the protocols; the coordinator installs its own (none: never converts).
+        self.migration: GroupConversions = NoConversions()
 
     # -- the request ------------------------------------------------------------------
     def heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> asyncio.Future[ConsumerGroupHeartbeatResult]:
@@ -197,18 +222,7 @@ class ConsumerGroupHeartbeat:
             member, replaces = self._dynamic_member(group, member_id, request), None
         else:
             member, replaces = self._static_member(group, member_id, request.instance_id, request)
-        updated = self._updated_member(member, request)
-        if replaces is not None and replaces in group.target:
-            group.target[updated.member_id] = group.target.pop(replaces)  # the new instance inherits its target
-        self._maybe_bump_group_epoch(group, member, updated)
-        if group.group_epoch > group.assignment_epoch:
-            self._update_target_assignment(group, updated, replaces)
-        reconciled = reconcile(updated, group.assignment_epoch, group.target.get(updated.member_id, {}),
-                               request.owned, group.owner_of)
-        self.groups.setdefault(group.group_id, group)
-        group.update_member(reconciled, replaces)
-        if replaces is not None and replaces != reconciled.member_id:
-            self.timeouts.cancel_member(group.group_id, replaces)
+        reconciled = self.update_member(group, member, self._updated_member(member, request), replaces, request.owned)
         self._schedule_timeouts(group, reconciled)
         full = request.member_epoch == 0 or (request.rebalance_timeout_ms != -1
                                              and request.subscribed_topic_names is not None
@@ -219,6 +233,23 @@ class ConsumerGroupHeartbeat:
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
             assignment=reconciled.assigned if full or changed else None)
 
+    def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
+                      replaces: str | None, owned: OwnedPartitions) -> ConsumerGroupMember:
+        """Store ``updated`` (what the member's request changed of ``member``): a new group epoch and target
+        assignment when its subscription changed, then one reconciliation step. The member as stored."""
+        if replaces is not None and replaces in group.target:
+            group.target[updated.member_id] = group.target.pop(replaces)  # the new instance inherits its target
+        self._maybe_bump_group_epoch(group, member, updated)
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target_assignment(group, updated, replaces)
+        reconciled = reconcile(updated, group.assignment_epoch, group.target.get(updated.member_id, {}),
+                               owned, group.owner_of)
+        self.groups.setdefault(group.group_id, group)
+        group.update_member(reconciled, replaces)
+        if replaces is not None and replaces != reconciled.member_id:
+            self.timeouts.cancel_member(group.group_id, replaces)
+        return reconciled
+
     # -- the group and the member ---------------------------------------------------------
     def _group_for(self, group_id: str, create: bool, member_id: str) -> ConsumerGroup:
         """The group (a new one is registered only once its first heartbeat succeeds)."""
@@ -227,7 +258,12 @@ class ConsumerGroupHeartbeat:
             return group
         classic = self.manager.get_group(group_id)
         if classic is not None and not classic.is_(GroupState.DEAD):
-            # An Empty classic group (offsets only) becomes a consumer group; one with members does not.
+            # An Empty classic group (offsets only) becomes a consumer group; one with members only by an
+            # online upgrade, when the migration policy allows it.
+            if create and not classic.is_(GroupState.EMPTY):
+                upgraded = self.migration.upgrade(classic)
+                if upgraded is not None:
+                    return upgraded
             if not (create and classic.is_(GroupState.EMPTY)):
                 raise ConsumerGroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
         elif not create:
@@ -369,9 +405,12 @@ class ConsumerGroupHeartbeat:
                      "within %dms.", group_id, member_id, epoch, timeout_ms)
             self.fence_member(group, member_id)
 
-    def fence_member(self, group: ConsumerGroup, member_id: str) -> None:
-        """Remove the member: its partitions are free, the group epoch moves on, the next heartbeat reassigns."""
+    def fence_member(self, group: ConsumerGroup, member_id: str, downgrade: bool = True) -> None:
+        """Remove the member: its partitions are free, the group epoch moves on, the next heartbeat reassigns.
+        With ``downgrade``, a group left with classic members only may become a classic group instead."""
         self.timeouts.cancel_member(group.group_id, member_id)
+        if downgrade and self.migration.downgrade(group, member_id):
+            return
         if group.remove_member(member_id) is None:
             return
         group.subscription_metadata = self._subscription_metadata(group.subscribed_topic_names())
