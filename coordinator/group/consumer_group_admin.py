@@ -97,7 +97,9 @@ class ConsumerGroupAdmin:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        return ErrorCode.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else None
+        if member_epoch == member.member_epoch:
+            return None
+        return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
 
     def _commit_error(self, group_id: str, member_id: str, member_epoch: int,
                       member_epoch_api: bool = True) -> ErrorCode | None:

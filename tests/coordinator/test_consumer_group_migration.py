@@ -149,6 +149,8 @@ def test_classic_members_commit_with_their_generation() -> None:
     h.coordinator.handle_commit_offsets("g", a.member_id, None, a.generation + 5, offsets, outcomes.append,
                                         member_epoch_api=False)
     assert [o[("t", 0)] for o in outcomes] == [ErrorCode.NO_ERROR, ErrorCode.ILLEGAL_GENERATION]
+    assert h.coordinator.consumer_offset_fetch_error("g", a.member_id, a.generation) is None
+    assert h.coordinator.consumer_offset_fetch_error("g", a.member_id, a.generation + 5) == ErrorCode.ILLEGAL_GENERATION
 
 
 @pytest.mark.parametrize("policy", ["downgrade", "disabled"])
