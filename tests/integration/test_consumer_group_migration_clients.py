@@ -226,39 +226,6 @@ def test_an_eager_range_classic_group_is_upgraded_and_downgraded() -> None:
             producer.close()
 
 
-@pytest.mark.slow
-def test_no_migration_with_the_policy_disabled() -> None:
-    """Kafka's answers: a consumer-protocol member cannot join a classic group with members
-    (GROUP_ID_NOT_FOUND); a classic member may still join a consumer group."""
-    with BrokerProcess(*SWITCH, "group.consumer.migration.policy=disabled") as broker:
-        create_topic(broker.bootstrap, "disabled-t", PARTITIONS)
-        producer = SteadyProducer(broker, "disabled-t", 50)
-        try:
-            with story(broker, "disabled", "disabled-t") as told:
-                told.start("a", CLASSIC)
-                told.wait_balanced("a classic member")
-                modern = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "disabled",
-                                                   **MODERN})
-                modern.subscribe(["disabled-t"])
-                try:
-                    error = _first_error(modern, 15)
-                    assert error is not None and "group id does not exist" in error.str().lower(), error
-                finally:
-                    modern.close()
-                assert "CLASSIC" in group_type(broker, "disabled")
-        finally:
-            producer.close()
-
-
-def _first_error(consumer: Any, timeout_s: float) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        message = consumer.poll(0.2)
-        if message is not None and message.error():
-            return message.error()
-    return None
-
-
 # -- kafka-python and aiokafka: classic only --------------------------------------------------
 class KafkaPythonMember:
     """kafka-python (range and round-robin) consuming and committing after every record, in a thread."""
@@ -365,3 +332,29 @@ def test_aiokafka_gets_kafkas_error_when_no_protocol_is_common_to_the_classic_me
             modern.start("c", MODERN)
             modern.wait_balanced("a consumer group")
             assert asyncio.run(join("aio-modern"))  # a classic member of the consumer group, with partitions
+
+
+# -- an assign-only consumer's commits ---------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_an_assign_only_consumer_commits_to_an_empty_group(protocol: str) -> None:
+    """A consumer that assigns itself partitions commits with generation -1 (with the consumer protocol,
+    librdkafka sends its own member id too): an empty group takes the commit, as Kafka does."""
+    with BrokerProcess(*SWITCH) as broker:
+        create_topic(broker.bootstrap, "assign-only", PARTITIONS)
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "assign-only",
+                                             "group.protocol": protocol, "enable.auto.commit": False})
+        try:
+            consumer.assign([confluent_kafka.TopicPartition("assign-only", 3, 0)])
+            consumer.poll(0.5)
+            committed = consumer.commit(offsets=[confluent_kafka.TopicPartition("assign-only", 3, 17)],
+                                        asynchronous=False)
+            assert [(tp.partition, tp.offset, tp.error) for tp in committed] == [(3, 17, None)]
+        finally:
+            consumer.close()
+        reader = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "assign-only"})
+        try:
+            (tp,) = reader.committed([confluent_kafka.TopicPartition("assign-only", 3)], timeout=10)
+            assert tp.offset == 17
+        finally:
+            reader.close()
