@@ -273,3 +273,38 @@ def test_a_classic_member_that_does_not_rejoin_is_fenced() -> None:
     run([b], [c])
     assert b.owned | c.partitions == set(range(12))
     assert TOPIC in c.owned
+
+
+def test_a_static_classic_member_keeps_its_instance_and_a_new_instance_takes_its_place() -> None:
+    h = Harness()
+    c = Member(h, "c")
+    d = ClassicClient(h)
+    request = replace(d.join_request(require_known_member_id=False), group_instance_id="d-1")
+    joined = h.coordinator.join_group(request).result()
+    assert joined.error == ErrorCode.NO_ERROR
+    d.member_id, d.generation = joined.member_id, joined.generation_id
+    assert h.group.static_member("d-1") is not None and h.group.static_member("d-1").member_id == d.member_id
+    run([], [c])
+    again = h.coordinator.join_group(replace(request, member_id=d.member_id)).result()
+    d.generation = again.generation_id
+    target = h.group.target[d.member_id]
+    # A new instance (no member id) replaces it and inherits its target; the old one is fenced.
+    replacement = h.coordinator.join_group(request).result()
+    assert replacement.error == ErrorCode.NO_ERROR and replacement.member_id != d.member_id
+    assert h.group.target[replacement.member_id] == target and d.member_id not in h.group.members
+    old = h.coordinator.heartbeat(HeartbeatRequest("g", d.generation, d.member_id, "d-1"))
+    assert old.result() == ErrorCode.FENCED_INSTANCE_ID
+
+
+def test_a_classic_member_changing_its_subscription_bumps_the_group_epoch() -> None:
+    h = Harness()
+    c = Member(h, "c")
+    d = ClassicClient(h)
+    d.join()
+    epoch = h.group.group_epoch
+    metadata = subscription_v1(["t", "u"], {})
+    joined = h.coordinator.join_group(join_request("g", member_id=d.member_id, protocols=[(d.protocol, metadata)]))
+    assert joined.result().error == ErrorCode.NO_ERROR
+    assert h.group.group_epoch == epoch + 1
+    assert h.group.members[d.member_id].subscribed_topic_names == ("t", "u")
+    assert c.beat().error == ErrorCode.NO_ERROR
