@@ -38,6 +38,7 @@ from protocol.messages import offset_delete as od
 from protocol.messages import offset_fetch as of
 from protocol.messages import sync_group as sg
 from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
 from testing.sockets import send_request
 from testing.topics import create_topic
 
@@ -180,8 +181,16 @@ def test_offset_commit_with_a_member_id_and_no_generation(broker: BrokerProcess,
         topic.name = TOPIC
     request = oc.OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1,
                                      member_id="rdkafka-assign-only", topics=[topic])
-    response = send_request(broker, 8, version, request)
-    assert [p.error_code for t in response.topics for p in t.partitions] == [0]
+
+    def errors() -> list[int]:
+        send_request(broker, 10, 1, fc.FindCoordinatorRequest(key=group, key_type=0))  # creates __consumer_offsets
+        response = send_request(broker, 8, version, request)
+        return [p.error_code for t in response.topics for p in t.partitions]
+
+    # The first group request of the broker creates __consumer_offsets: its coordinator may not be ready yet.
+    assert wait_until(errors, 30, "the coordinator", until=lambda e: e not in (
+        [ErrorCode.NOT_COORDINATOR], [ErrorCode.COORDINATOR_NOT_AVAILABLE],
+        [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS])) == [0]
     fetched = _fetch(broker, min(version, offset_fetch.MAX_VERSION), group)
     assert fetched == {1: (70 + version, "")}
     _member(broker, 5, group)  # a member joins (JoinGroup v5): the group is no longer empty
