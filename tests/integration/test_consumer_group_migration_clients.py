@@ -135,7 +135,9 @@ class Story:
 
 
 def group_type(broker: BrokerProcess, group: str) -> str:
-    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     listed = admin.list_consumer_groups().result(30)
     return {str(g.group_id): str(getattr(g, "type", "")) for g in listed.valid}.get(group, "")
 
