@@ -27,6 +27,8 @@ from testing.topics import create_topic
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
+pytestmark = pytest.mark.process
+
 PARTITIONS = 12
 HEARTBEAT_INTERVAL_MS = 1000
 SWITCH = ("group.coordinator.rebalance.protocols=classic,consumer",
