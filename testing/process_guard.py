@@ -65,7 +65,6 @@ PROCESS_MODULES = frozenset({
     "tests/controller/test_zk_outage.py",
     "tests/integration/test_bad_input.py",
     "tests/integration/test_connection_limits.py",
-    "tests/integration/test_consumer_protocol_groups.py",
     "tests/integration/test_durability.py",
     "tests/integration/test_groups_compaction.py",
     "tests/integration/test_groups_membership.py",

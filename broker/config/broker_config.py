@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, ConfigDict, Field, field_validator, model_validator
 
@@ -185,6 +185,8 @@ class BrokerConfig(SslConfig):
     group_consumer_max_session_timeout_ms: int = _prop(60000, "group.consumer.max.session.timeout.ms")
     group_consumer_max_size: int = _prop(INT_MAX, "group.consumer.max.size")
     group_consumer_assignors: list[str] = _prop(["uniform", "range"], "group.consumer.assignors")
+    group_consumer_migration_policy: Literal["bidirectional", "upgrade", "downgrade", "disabled"] = _prop(
+        "bidirectional", "group.consumer.migration.policy")
 
     # Producers and transactions.
     producer_id_expiration_ms: int = _prop(86400000, "producer.id.expiration.ms")
@@ -278,6 +280,11 @@ class BrokerConfig(SslConfig):
     def _parse_protocols(cls, value: Any) -> Any:
         value = _split_list(value)
         return [item.lower() for item in value] if isinstance(value, list) else value
+
+    @field_validator("group_consumer_migration_policy", mode="before")
+    @classmethod
+    def _parse_migration_policy(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value  # case-insensitive, as Kafka parses it
 
     @field_validator("group_consumer_assignors", mode="before")
     @classmethod

@@ -5,7 +5,9 @@ the protocol: the ConsumerGroupHeartbeat and ConsumerGroupDescribe handlers
 are routed and advertised only when it lists ``consumer``. Kafka 4's default
 is ``classic,consumer``; here it stays ``classic`` until the whole of the
 protocol is served (group records in ``__consumer_offsets``, regular
-expression subscriptions, online migration, group configs).
+expression subscriptions, group configs). ``group.consumer.migration.policy``
+(``bidirectional``, ``upgrade``, ``downgrade``, ``disabled``; Kafka's default
+``bidirectional``) only matters with the switch on.
 """
 
 from __future__ import annotations

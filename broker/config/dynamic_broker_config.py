@@ -105,6 +105,10 @@ _DOCS: dict[str, str] = {
     "group.consumer.max.size": "The maximum number of consumers that a single consumer group can accommodate.",
     "group.consumer.assignors": "The server side assignors; the first one is the default, used when the consumer "
                                 "does not specify an assignor.",
+    "group.consumer.migration.policy": "The config that enables converting the non-empty classic group using the "
+                                       "consumer embedded protocol to the non-empty consumer group using the "
+                                       "consumer group protocol and vice versa; conversions of empty groups in "
+                                       "both directions are always enabled regardless of this policy.",
     "offsets.topic.num.partitions": "The number of partitions for the offset commit topic.",
     "offsets.topic.replication.factor": "The replication factor for the offsets topic.",
     "offsets.topic.segment.bytes": "The offsets topic segment bytes.",

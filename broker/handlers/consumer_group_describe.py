@@ -35,8 +35,10 @@ API_KEY = 69
 MIN_VERSION = 0
 MAX_VERSION = 1
 REBALANCE_PROTOCOL = "consumer"
-#: ConsumerGroupDescribe v1's MemberType of a member that heartbeats with the consumer protocol.
+#: ConsumerGroupDescribe v1's MemberType of a member that heartbeats with the consumer protocol, and of a
+#: classic member of the group (JoinGroup, SyncGroup, Heartbeat).
 CONSUMER_MEMBER_TYPE = 1
+CLASSIC_MEMBER_TYPE = 0
 
 
 def _assignment(broker: BrokerServices, assignment: Assignment) -> WireAssignment:
@@ -54,7 +56,7 @@ def _member(broker: BrokerServices, member: ConsumerGroupMember, target: Assignm
         member_epoch=member.member_epoch, client_id=member.client_id, client_host=member.client_host,
         subscribed_topic_names=list(member.subscribed_topic_names), subscribed_topic_regex=member.subscribed_topic_regex,
         assignment=_assignment(broker, member.assigned), target_assignment=_assignment(broker, target),
-        member_type=CONSUMER_MEMBER_TYPE)
+        member_type=CONSUMER_MEMBER_TYPE if member.classic is None else CLASSIC_MEMBER_TYPE)
 
 
 def _described(broker: BrokerServices, description: ConsumerGroupDescription, ops: int) -> DescribedGroup:

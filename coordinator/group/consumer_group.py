@@ -64,6 +64,20 @@ class TopicInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) in a consumer group
+    joined with (Kafka's ClassicMemberMetadata): its session timeout and its protocols (name, metadata)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol its JoinGroup and SyncGroup answers name: its first (the most preferred)."""
+        return self.protocols[0][0]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMember:
     member_id: str
     instance_id: str | None = None
@@ -82,6 +96,9 @@ class ConsumerGroupMember:
     assigned: Assignment = field(default_factory=dict)
     #: What it still owns but must give up before it gets anything new.
     revoking: Assignment = field(default_factory=dict)
+    #: Set for a member of the classic protocol (a consumer group converted from a classic one, or joined
+    #: through JoinGroup while the group had consumer-protocol members); None for a consumer-protocol member.
+    classic: ClassicMemberMetadata | None = None
 
     def owned_partitions(self) -> Iterable[tuple[uuid.UUID, int]]:
         for assignment in (self.assigned, self.revoking):

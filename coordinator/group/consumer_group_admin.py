@@ -5,10 +5,10 @@
   its current member epoch (sent as the generation id) are checked,
   STALE_MEMBER_EPOCH for another epoch (ILLEGAL_GENERATION in a transaction); the offsets are stored with the classic offsets of the same
   group id (``GroupOffsets``' store), and read back by OffsetFetch as any;
-- keeping the two protocols apart: a JoinGroup for a consumer group with
-  members answers INCONSISTENT_GROUP_PROTOCOL (Kafka's answer when the
-  group cannot be converted), an empty one is dropped so the classic group
-  can form;
+- a JoinGroup for an empty consumer group drops it so the classic group can
+  form (one with members answers its classic members itself:
+  ``consumer_group_classic_members``); a classic member's commit carries its
+  member epoch as the generation (ILLEGAL_GENERATION for another);
 - DeleteGroups: NON_EMPTY_GROUP for a consumer group with members.
 """
 
@@ -97,7 +97,9 @@ class ConsumerGroupAdmin:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        return ErrorCode.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else None
+        if member_epoch == member.member_epoch:
+            return None
+        return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
 
     def _commit_error(self, group_id: str, member_id: str, member_epoch: int,
                       member_epoch_api: bool = True) -> ErrorCode | None:
@@ -108,6 +110,9 @@ class ConsumerGroupAdmin:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is not None:
+            # A classic member commits with any version, its member epoch being its generation.
+            return ErrorCode.ILLEGAL_GENERATION if member_epoch != member.member_epoch else None
         if not member_epoch_api:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:

@@ -4,8 +4,9 @@ Kafka's ``GroupMetadataManager.consumerGroupHeartbeat`` for one event loop.
 One heartbeat:
 
 1. gets or creates the group (epoch 0 creates it; a classic group of the
-   same id with members answers GROUP_ID_NOT_FOUND: online migration is not
-   served, as in Kafka with ``group.consumer.migration.policy=disabled``)
+   same id with members is converted when ``group.consumer.migration.policy``
+   allows it and its members use the ``consumer`` embedded protocol, see
+   ``consumer_group_migration``; otherwise it answers GROUP_ID_NOT_FOUND)
    and the member (a static member replaces the instance that left with
    epoch -2), checking its epoch (FENCED_MEMBER_EPOCH);
 2. bumps the group epoch when the member's subscription, the subscribed
@@ -57,7 +58,7 @@ from coordinator.group.consumer_group_regex import InvalidRegularExpression, Reg
 from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResult
 from coordinator.group.consumer_group_timeouts import ConsumerGroupTimeouts
 from coordinator.group.group_configs import GroupConfigs
-from coordinator.group.group_metadata import GroupState
+from coordinator.group.group_metadata import GroupMetadata, GroupState
 from coordinator.group.group_metadata_loader import LoadedConsumerGroup
 from coordinator.group.group_metadata_manager import GroupMetadataManager
 from coordinator.group.group_status import GroupStatus
@@ -89,6 +90,26 @@ class NoTopics:
         return ()
 
 
+class GroupConversions(Protocol):
+    """Online migration as the heartbeat path triggers it (``consumer_group_migration``)."""
+
+    def upgrade(self, classic: GroupMetadata) -> ConsumerGroup | None:
+        """The consumer group a classic group with members became, or None when it cannot be converted."""
+        ...
+
+    def downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+        """True when the group became a classic group, the leaving member left out."""
+        ...
+
+
+class NoConversions:
+    def upgrade(self, classic: GroupMetadata) -> ConsumerGroup | None:
+        return None
+
+    def downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+        return False
+
+
 @dataclass(frozen=True)
 class ConsumerGroupConfig:
     """The broker's ``group.consumer.*`` configs."""
@@ -98,6 +119,8 @@ class ConsumerGroupConfig:
     max_size: int = 2**31 - 1
     #: Short names; the first is the default.
     assignors: tuple[str, ...] = ("uniform", "range")
+    #: ``group.consumer.migration.policy`` (a ``consumer_group_migration.MigrationPolicy`` value).
+    migration_policy: str = "bidirectional"
 
 
 class ConsumerGroupError(Exception):
@@ -193,6 +216,8 @@ class ConsumerGroupHeartbeat:
         self.groups: dict[str, ConsumerGroup] = {}
         #: Each group's configs over the broker's timeouts, changed by the config APIs (broker.group_config_store).
         self.group_configs = GroupConfigs(config.session_timeout_ms, config.heartbeat_interval_ms)
+        #: Online migration between the protocols; the coordinator installs its own (none: never converts).
+        self.migration: GroupConversions = NoConversions()
 
     # -- the request ------------------------------------------------------------------
     def heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> asyncio.Future[ConsumerGroupHeartbeatResult]:
@@ -233,17 +258,7 @@ class ConsumerGroupHeartbeat:
         change = GroupChange(group, (replaces, member_id))
         updated = self._updated_member(member, request)
         _check_regex(member, updated)
-        if replaces is not None and replaces in group.target:
-            group.target[updated.member_id] = group.target.pop(replaces)  # the new instance inherits its target
-        self._maybe_bump_group_epoch(group, member, updated)
-        if group.group_epoch > group.assignment_epoch:
-            self._update_target_assignment(group, updated, replaces)
-        reconciled = reconcile(updated, group.assignment_epoch, group.target.get(updated.member_id, {}),
-                               request.owned, group.owner_of)
-        self.groups.setdefault(group.group_id, group)
-        group.update_member(reconciled, replaces)
-        if replaces is not None and replaces != reconciled.member_id:
-            self.timeouts.cancel_member(group.group_id, replaces)
+        reconciled = self.update_member(group, member, updated, replaces, request.owned)
         self._schedule_timeouts(group, reconciled)
         full = request.member_epoch == 0 or (request.rebalance_timeout_ms != -1
                                              and request.subscribed_topic_names is not None
@@ -254,6 +269,23 @@ class ConsumerGroupHeartbeat:
             heartbeat_interval_ms=self.group_configs.consumer_heartbeat_interval_ms(group.group_id),
             assignment=reconciled.assigned if full or changed else None), change.records(group)
 
+    def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
+                      replaces: str | None, owned: OwnedPartitions) -> ConsumerGroupMember:
+        """Store ``updated`` (what the member's request changed of ``member``): a new group epoch and target
+        assignment when its subscription changed, then one reconciliation step. The member as stored."""
+        if replaces is not None and replaces in group.target:
+            group.target[updated.member_id] = group.target.pop(replaces)  # the new instance inherits its target
+        self._maybe_bump_group_epoch(group, member, updated)
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target_assignment(group, updated, replaces)
+        reconciled = reconcile(updated, group.assignment_epoch, group.target.get(updated.member_id, {}),
+                               owned, group.owner_of)
+        self.groups.setdefault(group.group_id, group)
+        group.update_member(reconciled, replaces)
+        if replaces is not None and replaces != reconciled.member_id:
+            self.timeouts.cancel_member(group.group_id, replaces)
+        return reconciled
+
     # -- the group and the member ---------------------------------------------------------
     def _group_for(self, group_id: str, create: bool, member_id: str) -> ConsumerGroup:
         """The group (a new one is registered only once its first heartbeat succeeds)."""
@@ -262,7 +294,12 @@ class ConsumerGroupHeartbeat:
             return group
         classic = self.manager.get_group(group_id)
         if classic is not None and not classic.is_(GroupState.DEAD):
-            # An Empty classic group (offsets only) becomes a consumer group; one with members does not.
+            # An Empty classic group (offsets only) becomes a consumer group; one with members only by an
+            # online upgrade, when the migration policy allows it.
+            if create and not classic.is_(GroupState.EMPTY):
+                upgraded = self.migration.upgrade(classic)
+                if upgraded is not None:
+                    return upgraded
             if not (create and classic.is_(GroupState.EMPTY)):
                 raise ConsumerGroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
         elif not create:
@@ -427,13 +464,17 @@ class ConsumerGroupHeartbeat:
                      "within %dms.", group_id, member_id, epoch, timeout_ms)
             self.fence_member(group, member_id)
 
-    def fence_member(self, group: ConsumerGroup, member_id: str) -> None:
-        """Remove the member: its partitions are free, the group epoch moves on, the next heartbeat reassigns."""
-        self.records.write(group.group_id, self._fence(group, member_id))
+    def fence_member(self, group: ConsumerGroup, member_id: str, downgrade: bool = True) -> None:
+        """Remove the member: its partitions are free, the group epoch moves on, the next heartbeat reassigns.
+        With ``downgrade``, a group left with classic members only may become a classic group instead."""
+        self.records.write(group.group_id, self._fence(group, member_id, downgrade))
 
-    def _fence(self, group: ConsumerGroup, member_id: str) -> KeyValues:
+    def _fence(self, group: ConsumerGroup, member_id: str, downgrade: bool = True) -> KeyValues:
         """``fence_member``, returning the records to write."""
         self.timeouts.cancel_member(group.group_id, member_id)
+        if downgrade and self.migration.downgrade(group, member_id):
+            # The consumer group is gone: its records too, or a reload would bring it back.
+            return group_tombstones(group)
         change = GroupChange(group, (member_id,))
         if group.remove_member(member_id) is None:
             return []

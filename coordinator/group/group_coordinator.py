@@ -33,18 +33,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from coordinator.common.coordinator_log import CoordinatorLog, LogEntry
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from coordinator.common.scheduler import Scheduler, Timer
 from coordinator.group.consumer_group import ConsumerGroup
 from coordinator.group.consumer_group_admin import ConsumerGroupAdmin
+from coordinator.group.consumer_group_classic_members import ClassicMembers
 from coordinator.group.consumer_group_heartbeat import (
     ConsumerGroupConfig,
     ConsumerGroupHeartbeat,
     NoTopics,
     TopicImage,
 )
+from coordinator.group.consumer_group_migration import ConsumerGroupMigration
 from coordinator.group.consumer_group_requests import (
     ConsumerGroupDescription,
     ConsumerGroupHeartbeatRequest,
@@ -77,6 +80,8 @@ from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
+
 
 class GroupCoordinator:
     """The classic group coordinator: its parts, and the API the broker's handlers call."""
@@ -96,6 +101,11 @@ class GroupCoordinator:
         self.consumer_groups = ConsumerGroupHeartbeat(consumer_config or ConsumerGroupConfig(), manager, scheduler,
                                                       self.status, topics or NoTopics())
         self.consumer_admin = ConsumerGroupAdmin(self.consumer_groups, manager, scheduler, self.status)
+        self.migration = ConsumerGroupMigration((consumer_config or ConsumerGroupConfig()).migration_policy,
+                                                self.consumer_groups, manager, self.rebalance, scheduler,
+                                                config.group_max_size)
+        self.consumer_groups.migration = self.migration
+        self.classic_members = ClassicMembers(self.consumer_groups, self.migration)
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._expiry_timer: Timer | None = None
         self._load_tasks: set[asyncio.Task[None]] = set()
@@ -114,22 +124,44 @@ class GroupCoordinator:
         return self.status.active
 
     # -- the classic protocol's membership: every answer is a future the handler awaits ------------
+    # A consumer group with members answers its classic members itself (``classic_members``); an empty one
+    # gives way to the classic group at the next JoinGroup.
     def join_group(self, request: JoinGroupRequest) -> JoinFuture:
+        group = self._mixed_group(request.group_id)
+        if group is not None:
+            return self._answered(self.classic_members.join(group, request))
         if self.status.validate(request.group_id) is None and self.consumer_admin.refuses_classic_join(
                 request.group_id):
-            refused: JoinFuture = self.scheduler.create_future()
-            refused.set_result(JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-            return refused
+            return self._answered(JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
         return self.membership.join_group(request)
 
     def sync_group(self, request: SyncGroupRequest) -> SyncFuture:
+        group = self._mixed_group(request.group_id)
+        if group is not None:
+            return self._answered(self.classic_members.sync(group, request))
         return self.membership.sync_group(request)
 
     def heartbeat(self, request: HeartbeatRequest) -> asyncio.Future[ErrorCode]:
+        group = self._mixed_group(request.group_id)
+        if group is not None:
+            return self._answered(self.classic_members.heartbeat(group, request))
         return self.membership.heartbeat(request)
 
     def leave_group(self, request: LeaveGroupRequest) -> asyncio.Future[LeaveGroupResult]:
+        group = self._mixed_group(request.group_id)
+        if group is not None:
+            return self._answered(self.classic_members.leave(group, request))
         return self.membership.leave_group(request)
+
+    def _mixed_group(self, group_id: str) -> ConsumerGroup | None:
+        if self.status.validate(group_id) is not None:
+            return None
+        return self.classic_members.group(group_id)
+
+    def _answered(self, result: _T) -> asyncio.Future[_T]:
+        future: asyncio.Future[_T] = self.scheduler.create_future()
+        future.set_result(result)
+        return future
 
     # -- the consumer protocol (KIP-848) ------------------------------------------------------
     def consumer_group_heartbeat(self, request: ConsumerGroupHeartbeatRequest

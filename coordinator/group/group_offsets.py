@@ -6,8 +6,9 @@ Kafka's rules, kept as they are:
   membership, generation); during CompletingRebalance it gets
   REBALANCE_IN_PROGRESS, during PreparingRebalance it is accepted (the member
   learns of the rebalance from its next heartbeat);
-- a commit with generation -1 and no member id (a "simple" consumer that only
-  stores offsets) is accepted for an unknown or Empty group only;
+- a commit with a negative generation (a "simple" consumer that only stores
+  offsets, with or without a member id) is accepted for an unknown or Empty
+  group; without a member id it is refused by a group that has members;
 - a commit for an unknown group with a generation is from a member of a
   group that no longer exists: ILLEGAL_GENERATION.
 """
@@ -98,6 +99,10 @@ class GroupOffsets:
                                 generation_id: int, transactional: bool = False) -> ErrorCode | None:
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            # No generation: the admin client, or a consumer that assigns its own partitions (whatever
+            # member id it sends); such commits are taken while the group is empty, as Kafka's do.
+            return None
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
             return GroupMembership.member_generation_error(group, member_id, group_instance_id, generation_id)
         if not transactional and not group.is_(GroupState.EMPTY):

@@ -22,6 +22,7 @@ def test_defaults_are_kafkas_and_the_protocol_is_off() -> None:
     assert (config.group_consumer_heartbeat_interval_ms, config.group_consumer_session_timeout_ms) == (5000, 45000)
     settings = consumer_group_config(config)
     assert settings.assignors == ("uniform", "range")
+    assert settings.migration_policy == "bidirectional"
 
 
 def test_switched_on_with_kafkas_names() -> None:
@@ -30,6 +31,8 @@ def test_switched_on_with_kafkas_names() -> None:
         "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform"})
     assert config.group_coordinator_rebalance_protocols == ["classic", "consumer"]
     assert consumer_group_config(config).assignors == ("range", "uniform")
+    policy = BrokerConfig.model_validate({"group.consumer.migration.policy": "Upgrade"})
+    assert consumer_group_config(policy).migration_policy == "upgrade"  # case-insensitive, as Kafka parses it
 
 
 @pytest.mark.parametrize(("settings", "message"), [
@@ -39,6 +42,7 @@ def test_switched_on_with_kafkas_names() -> None:
     ({"group.consumer.session.timeout.ms": "90000"},
      "group.consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms"),
     ({"group.consumer.assignors": "sticky"}, "unknown assignor"),
+    ({"group.consumer.migration.policy": "sideways"}, "group.consumer.migration.policy"),
 ])
 def test_kafkas_checks(settings: dict[str, str], message: str) -> None:
     with pytest.raises(ValidationError, match=message):

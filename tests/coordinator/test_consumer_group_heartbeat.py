@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -283,16 +284,16 @@ def test_range_gives_contiguous_shares_and_keeps_them() -> None:
     assert a.partitions <= set(range(6)) and b.partitions <= set(range(6, 12))
 
 
-def test_classic_and_consumer_groups_of_one_id_do_not_mix() -> None:
-    h = Harness()
+def test_classic_and_consumer_groups_of_one_id_do_not_mix_without_migration() -> None:
+    h = Harness(migration_policy="disabled")
     h.coordinator.join_group(join_request("g", member_id="", require_known_member_id=False))
     assert h.coordinator.manager.get_group("g").members  # type: ignore[union-attr]
     result = h.join("a")
     assert (result.error, result.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group g is not a consumer group")
 
-    other = Harness()
+    other = Harness(migration_policy="disabled")
     Member(other, "a")
-    refused = other.coordinator.join_group(join_request("g", member_id=""))
+    refused = other.coordinator.join_group(replace(join_request("g", member_id=""), protocol_type="connect"))
     assert refused.result().error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 

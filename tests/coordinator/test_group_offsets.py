@@ -74,6 +74,23 @@ def test_member_commits_are_checked_like_heartbeats() -> None:
     assert fetch(coordinator, partitions=[("t", 0)])[("t", 0)].offset == 1
 
 
+def test_commit_with_a_member_id_and_no_generation_goes_to_an_empty_group() -> None:
+    """An assign-only consumer commits with its own member id and generation -1: an empty (or unknown)
+    group takes it, as Kafka's ClassicGroup.validateOffsetCommit does; a group with members does not."""
+    coordinator = make_coordinator()
+    assert commit(coordinator, {("t", 0): 4}, "rdkafka-assign-only", -1) == {("t", 0): ErrorCode.NO_ERROR}
+    assert commit(coordinator, {("t", 0): 6}, "rdkafka-assign-only", -1, instance_id="i") == {
+        ("t", 0): ErrorCode.NO_ERROR}
+    assert fetch(coordinator, partitions=[("t", 0)])[("t", 0)].offset == 6
+    member_id, _generation = one_member_group(coordinator)
+    assert commit(coordinator, {("t", 0): 8}, "rdkafka-assign-only", -1) == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+    assert commit(coordinator, {("t", 0): 8}, member_id, -1) == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
+    assert fetch(coordinator, partitions=[("t", 0)])[("t", 0)].offset == 6
+    leave(coordinator, "g", [(member_id, None)])
+    assert commit(coordinator, {("t", 0): 9}, member_id, -1) == {("t", 0): ErrorCode.NO_ERROR}
+    assert fetch(coordinator, partitions=[("t", 0)])[("t", 0)].offset == 9
+
+
 def test_commit_during_completing_rebalance_and_preparing_rebalance() -> None:
     coordinator = make_coordinator()
     member_id, generation = one_member_group(coordinator)

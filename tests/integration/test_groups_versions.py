@@ -38,6 +38,7 @@ from protocol.messages import offset_delete as od
 from protocol.messages import offset_fetch as of
 from protocol.messages import sync_group as sg
 from pytest_pafka.broker_process import BrokerProcess
+from pytest_pafka.waiting import wait_until
 from testing.sockets import send_request
 from testing.topics import create_topic
 
@@ -165,6 +166,36 @@ def test_offset_commit_and_fetch(broker: BrokerProcess, version: int) -> None:
     assert response.topics[0].partitions[0].error_code == expected
     fetched = _fetch(broker, min(version, offset_fetch.MAX_VERSION), group)
     assert fetched == {1: (40 + version, f"meta-{version}")}
+
+
+@pytest.mark.parametrize("version", [v for v in versions(offset_commit) if v >= 1])
+def test_offset_commit_with_a_member_id_and_no_generation(broker: BrokerProcess, version: int) -> None:
+    """An assign-only consumer commits with its own member id and generation -1: an empty group takes it,
+    as Kafka does; a group with members refuses a stranger's (UNKNOWN_MEMBER_ID)."""
+    group = f"assign-only-v{version}"
+    topic = oc.OffsetCommitRequestTopic(partitions=[oc.OffsetCommitRequestPartition(
+        partition_index=1, committed_offset=70 + version)])
+    if version >= 10:
+        topic.topic_id = topic_id(broker)
+    else:
+        topic.name = TOPIC
+    request = oc.OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1,
+                                     member_id="rdkafka-assign-only", topics=[topic])
+
+    def errors() -> list[int]:
+        send_request(broker, 10, 1, fc.FindCoordinatorRequest(key=group, key_type=0))  # creates __consumer_offsets
+        response = send_request(broker, 8, version, request)
+        return [p.error_code for t in response.topics for p in t.partitions]
+
+    # The first group request of the broker creates __consumer_offsets: its coordinator may not be ready yet.
+    assert wait_until(errors, 30, "the coordinator", until=lambda e: e not in (
+        [ErrorCode.NOT_COORDINATOR], [ErrorCode.COORDINATOR_NOT_AVAILABLE],
+        [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS])) == [0]
+    fetched = _fetch(broker, min(version, offset_fetch.MAX_VERSION), group)
+    assert fetched == {1: (70 + version, "")}
+    _member(broker, 5, group)  # a member joins (JoinGroup v5): the group is no longer empty
+    response = send_request(broker, 8, version, request)
+    assert [p.error_code for t in response.topics for p in t.partitions] == [ErrorCode.UNKNOWN_MEMBER_ID]
 
 
 def _fetch(broker: BrokerProcess, version: int, group: str) -> dict[int, tuple[int, str]]:
