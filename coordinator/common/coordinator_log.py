@@ -30,6 +30,23 @@ log = logging.getLogger(__name__)
 KeyValues = list[tuple[bytes, bytes | None]]
 #: Called on the event loop with the append's error and the first offset it got.
 AppendCallback = Callable[[ErrorCode, int | None], None]
+#: An append's error -> what a coordinator answers the request that waited for it (Kafka's
+#: GroupCoordinatorService.handleOperationException and TransactionStateManager.appendTransactionToLog):
+#: a retriable error where another replica or a later try may succeed, NOT_COORDINATOR where this
+#: broker lost the partition. A request type may override an entry (a classic group's join answers a
+#: timeout with REBALANCE_IN_PROGRESS).
+APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
 #: Kafka's offsets.load.buffer.size / transaction.state.log.load.buffer.size default.
 LOAD_BUFFER_SIZE = 5 * 1024 * 1024
 

@@ -26,7 +26,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 
-from coordinator.common.coordinator_log import KeyValues
+from coordinator.common.coordinator_log import APPEND_ERRORS, KeyValues
 from coordinator.group.consumer_group import Assignment, ConsumerGroup, ConsumerGroupMember, MemberState, TopicInfo
 from coordinator.group.group_metadata_loader import LoadedConsumerGroup
 from coordinator.group.group_metadata_manager import GroupMetadataManager
@@ -189,18 +189,6 @@ def rebuild_group(group_id: str, loaded: LoadedConsumerGroup) -> ConsumerGroup:
     return group
 
 
-#: An append's error → what the heartbeat answers (Kafka's GroupCoordinatorService.handleOperationException).
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
 
 
 class ConsumerGroupLog:
@@ -222,7 +210,7 @@ class ConsumerGroupLog:
                 log.warning("[GroupCoordinator %d] failed to write %d record(s) of consumer group %s: %s",
                             self.manager.broker_id, len(records), group_id, error.name)
             if callback is not None:
-                callback(_APPEND_ERRORS.get(error, error))
+                callback(APPEND_ERRORS.get(error, error))
 
         self.manager.coordinator_log.append(self.manager.partition_for(group_id), records,
                                             self.manager.scheduler.now_ms(), done)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from coordinator.common.coordinator_log import CoordinatorLog, KeyValues, LogEntry
+from coordinator.common.coordinator_log import APPEND_ERRORS, CoordinatorLog, KeyValues, LogEntry
 from coordinator.common.partitioner import partition_for
 from coordinator.common.scheduler import Scheduler
 from coordinator.group.group_metadata import (
@@ -52,18 +52,8 @@ INVALID_OFFSET = -1
 NO_METADATA = ""
 
 
-# Append errors → what the coordinator tells clients (Kafka's storeGroup/storeOffsets mapping).
-_STORE_GROUP_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
+# Append errors → what a classic group's join and offset commits answer (Kafka's storeGroup/storeOffsets).
+_STORE_GROUP_ERRORS = {**APPEND_ERRORS, ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS}
 _STORE_OFFSETS_ERRORS = {
     **_STORE_GROUP_ERRORS,
     ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REQUEST_TIMED_OUT,

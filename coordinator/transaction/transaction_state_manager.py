@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from coordinator.common.coordinator_log import CoordinatorLog, KeyValues
+from coordinator.common.coordinator_log import APPEND_ERRORS, CoordinatorLog, KeyValues
 from coordinator.common.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 from coordinator.common.partitioner import partition_for
 from coordinator.common.scheduler import Scheduler, Timer
@@ -46,18 +46,6 @@ log = logging.getLogger(__name__)
 
 Records = Iterator[tuple[int, bytes | None, bytes | None]]
 
-# Append errors → what the coordinator tells clients (Kafka's appendTransactionToLog). A timed-out
-# append is COORDINATOR_NOT_AVAILABLE so that the client retries.
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
 #: Record overhead in a v2 batch beyond the key (attributes, varints, no headers): generous.
 _TOMBSTONE_OVERHEAD = 24
 _BATCH_OVERHEAD = 61
@@ -377,7 +365,7 @@ class TransactionStateManager:
 
     def _on_appended(self, transactional_id: str, coordinator_epoch: int, new_metadata: TxnTransitMetadata,
                      append_error: ErrorCode, retry_on_error: Callable[[ErrorCode], bool]) -> ErrorCode:
-        error = _APPEND_ERRORS.get(append_error, append_error)
+        error = APPEND_ERRORS.get(append_error, append_error)
         lookup_error, found = self.get_transaction_state(transactional_id)
         if error == ErrorCode.NO_ERROR:
             if lookup_error != ErrorCode.NO_ERROR:
