@@ -20,11 +20,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from coordinator.group.record_formats import (
+    CONSUMER_GROUP_REGULAR_EXPRESSION,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataValue,
     ConsumerGroupRecordKey,
+    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataValue,
     ConsumerGroupValue,
@@ -39,7 +41,7 @@ from protocol.errors import CorruptRecordError
 from protocol.readable import Readable
 
 #: The key versions (record types) of the records this decoder reads.
-_KNOWN_KEY_TYPES = range(9)
+_KNOWN_KEY_TYPES = (*range(9), CONSUMER_GROUP_REGULAR_EXPRESSION)
 Json = dict[str, Any]
 
 
@@ -91,6 +93,8 @@ def _key_data(key: OffsetCommitKey | GroupMetadataKey | ConsumerGroupRecordKey) 
     data: Json = {"groupId": key.group}
     if key.member_id is not None:
         data["memberId"] = key.member_id
+    if key.regex is not None:
+        data["regularExpression"] = key.regex
     return data
 
 
@@ -202,6 +206,8 @@ def _consumer_group_value(v: ConsumerGroupValue) -> Json:
         return {"assignmentEpoch": v.assignment_epoch}
     if isinstance(v, ConsumerGroupTargetAssignmentMemberValue):
         return {"topicPartitions": _partitions(v.partitions)}
+    if isinstance(v, ConsumerGroupRegularExpressionValue):
+        return {"topics": list(v.topics), "version": v.version, "timestamp": v.timestamp}
     assert isinstance(v, ConsumerGroupCurrentMemberAssignmentValue)
     return {"memberEpoch": v.member_epoch, "previousMemberEpoch": v.previous_member_epoch, "state": v.state,
             "assignedPartitions": _partitions(v.assigned), "partitionsPendingRevocation": _partitions(v.revoking)}

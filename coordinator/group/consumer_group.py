@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from coordinator.group.consumer_group_regex import ResolvedRegularExpression
+
 #: A member's partitions: topic id → partition indexes.
 Assignment = Mapping[uuid.UUID, frozenset[int]]
 
@@ -133,9 +135,9 @@ class ConsumerGroup:
         self._subscribers: dict[str, int] = {}
         #: Regular expression → how many members subscribe with it.
         self._regex_subscribers: dict[str, int] = {}
-        #: Regular expression → the topics it matched when the group epoch last moved (what the
+        #: Regular expression → the topics it matched when the group last refreshed it (what the
         #: target assignment reads); an expression still being resolved has none yet.
-        self.resolved_regexes: dict[str, frozenset[str]] = {}
+        self.resolved_regexes: dict[str, ResolvedRegularExpression] = {}
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -213,7 +215,9 @@ class ConsumerGroup:
         """The member's subscription: its names and what its regular expression resolved to."""
         yield from member.subscribed_topic_names
         if member.subscribed_topic_regex is not None:
-            yield from self.resolved_regexes.get(member.subscribed_topic_regex, ())
+            resolved = self.resolved_regexes.get(member.subscribed_topic_regex)
+            if resolved is not None:
+                yield from resolved.topics
 
     def _count(self, member: ConsumerGroupMember, delta: int) -> None:
         _add(self._subscribers, member.subscribed_topic_names, delta)

@@ -54,7 +54,14 @@ from coordinator.group.consumer_group import (
 from coordinator.group.consumer_group_assignors import ASSIGNORS, AssignmentSpec
 from coordinator.group.consumer_group_reconciliation import OwnedPartitions, reconcile
 from coordinator.group.consumer_group_records import ConsumerGroupLog, GroupChange, group_tombstones, rebuild_group
-from coordinator.group.consumer_group_regex import InvalidRegularExpression, RegexResolver, compile_regex
+from coordinator.group.consumer_group_regex import (
+    DEFAULT_REFRESH_MAX_INTERVAL_MS,
+    InvalidRegularExpression,
+    RegexResolver,
+    TopicAuthorizer,
+    compile_regex,
+    drop_unused,
+)
 from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResult
 from coordinator.group.consumer_group_timeouts import ConsumerGroupTimeouts
 from coordinator.group.group_configs import GroupConfigs
@@ -121,6 +128,8 @@ class ConsumerGroupConfig:
     assignors: tuple[str, ...] = ("uniform", "range")
     #: ``group.consumer.migration.policy`` (a ``consumer_group_migration.MigrationPolicy`` value).
     migration_policy: str = "bidirectional"
+    #: ``group.consumer.regex.batch.refresh.max.interval.ms``: a group's expressions are refreshed at least this often.
+    regex_refresh_max_interval_ms: int = DEFAULT_REFRESH_MAX_INTERVAL_MS
 
 
 class ConsumerGroupError(Exception):
@@ -258,7 +267,7 @@ class ConsumerGroupHeartbeat:
         change = GroupChange(group, (replaces, member_id))
         updated = self._updated_member(member, request)
         _check_regex(member, updated)
-        reconciled = self.update_member(group, member, updated, replaces, request.owned)
+        reconciled = self.update_member(group, member, updated, replaces, request.owned, request.topic_authorizer)
         self._schedule_timeouts(group, reconciled)
         full = request.member_epoch == 0 or (request.rebalance_timeout_ms != -1
                                              and request.subscribed_topic_names is not None
@@ -270,12 +279,14 @@ class ConsumerGroupHeartbeat:
             assignment=reconciled.assigned if full or changed else None), change.records(group)
 
     def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
-                      replaces: str | None, owned: OwnedPartitions) -> ConsumerGroupMember:
+                      replaces: str | None, owned: OwnedPartitions,
+                      authorizer: TopicAuthorizer | None = None) -> ConsumerGroupMember:
         """Store ``updated`` (what the member's request changed of ``member``): a new group epoch and target
-        assignment when its subscription changed, then one reconciliation step. The member as stored."""
+        assignment when its subscription changed, then one reconciliation step. The member as stored.
+        ``authorizer`` gives the topics the member may describe (None: every topic)."""
         if replaces is not None and replaces in group.target:
             group.target[updated.member_id] = group.target.pop(replaces)  # the new instance inherits its target
-        self._maybe_bump_group_epoch(group, member, updated)
+        self._maybe_bump_group_epoch(group, member, updated, authorizer)
         if group.group_epoch > group.assignment_epoch:
             self._update_target_assignment(group, updated, replaces)
         reconciled = reconcile(updated, group.assignment_epoch, group.target.get(updated.member_id, {}),
@@ -367,12 +378,13 @@ class ConsumerGroupHeartbeat:
 
     # -- epochs and the target assignment ------------------------------------------------------
     def _maybe_bump_group_epoch(self, group: ConsumerGroup, member: ConsumerGroupMember,
-                                updated: ConsumerGroupMember) -> None:
+                                updated: ConsumerGroupMember, authorizer: TopicAuthorizer | None) -> None:
         """A new group, a changed subscription, changed subscribed topics or a regular expression that resolves
-        to other topics now: a new group epoch."""
+        to other topics now (as the member may see them): a new group epoch."""
         bump = (group.group_epoch == 0 or updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex)
-        bump |= self._update_resolved_regexes(group, group.subscribed_regexes(updated))
+        bump |= self.regexes.refresh(group.resolved_regexes, group.subscribed_regexes(updated), authorizer,
+                                     self.config.regex_refresh_max_interval_ms)
         metadata = self._subscription_metadata(self._group_topic_names(group, updated))
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
@@ -381,23 +393,10 @@ class ConsumerGroupHeartbeat:
             group.group_epoch += 1
             log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, group.group_epoch)
 
-    def _update_resolved_regexes(self, group: ConsumerGroup, regexes: set[str]) -> bool:
-        """Take the latest resolution of each of the group's expressions; True when one matches other topics."""
-        for regex in [r for r in group.resolved_regexes if r not in regexes]:
-            del group.resolved_regexes[regex]
-        changed = False
-        for regex in regexes:
-            topics = self.regexes.resolved(regex)
-            previous = group.resolved_regexes.get(regex)
-            if topics is not None and topics is not previous:
-                group.resolved_regexes[regex] = topics
-                changed |= topics != (previous or frozenset())
-        return changed
-
     @staticmethod
     def _group_topic_names(group: ConsumerGroup, extra: ConsumerGroupMember | None = None) -> set[str]:
         """The group's subscribed topics: the members' names and what their expressions resolved to."""
-        return group.subscribed_topic_names(extra).union(*group.resolved_regexes.values())
+        return group.subscribed_topic_names(extra).union(*(r.topics for r in group.resolved_regexes.values()))
 
     def _subscription_metadata(self, names: set[str]) -> dict[str, TopicInfo]:
         metadata = {}
@@ -478,7 +477,9 @@ class ConsumerGroupHeartbeat:
         change = GroupChange(group, (member_id,))
         if group.remove_member(member_id) is None:
             return []
-        self._update_resolved_regexes(group, group.subscribed_regexes())
+        # As Kafka: a member leaving only drops the expressions nobody uses any more; the others are
+        # refreshed at a heartbeat, with its member's ACLs.
+        drop_unused(group.resolved_regexes, group.subscribed_regexes())
         group.subscription_metadata = self._subscription_metadata(self._group_topic_names(group))
         group.group_epoch += 1
         log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, group.group_epoch)

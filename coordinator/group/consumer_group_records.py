@@ -7,7 +7,9 @@ that describe the difference, in the order Kafka writes them:
 
 1. for each member gone: the tombstones of its current assignment, its target
    and its metadata (a member's metadata goes last, as replay expects);
-2. a member's metadata when it joined or its subscription (or client) changed;
+2. a member's metadata when it joined or its subscription (or client) changed,
+   then the tombstone of each regular expression no member uses any more and
+   the resolution of each one the group refreshed;
 3. the subscribed topics' metadata when they changed, then the group epoch
    when it moved;
 4. every changed target of a newly computed target assignment, then the
@@ -28,6 +30,7 @@ from collections.abc import Callable, Iterable
 
 from coordinator.common.coordinator_log import APPEND_ERRORS, KeyValues
 from coordinator.group.consumer_group import Assignment, ConsumerGroup, ConsumerGroupMember, MemberState, TopicInfo
+from coordinator.group.consumer_group_regex import ResolvedRegularExpression
 from coordinator.group.group_metadata_loader import LoadedConsumerGroup
 from coordinator.group.group_metadata_manager import GroupMetadataManager
 from coordinator.group.record_formats import (
@@ -35,6 +38,7 @@ from coordinator.group.record_formats import (
     CONSUMER_GROUP_MEMBER_METADATA,
     CONSUMER_GROUP_METADATA,
     CONSUMER_GROUP_PARTITION_METADATA,
+    CONSUMER_GROUP_REGULAR_EXPRESSION,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -42,6 +46,7 @@ from coordinator.group.record_formats import (
     ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataValue,
     ConsumerGroupRecordKey,
+    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataValue,
     ConsumerGroupValue,
@@ -62,6 +67,15 @@ def _record(record_type: int, group_id: str, value: ConsumerGroupValue | None,
             member_id: str | None = None) -> tuple[bytes, bytes | None]:
     key = encode_consumer_group_key(ConsumerGroupRecordKey(record_type, group_id, member_id))
     return key, None if value is None else encode_consumer_group_value(value)
+
+
+def regex_record(group_id: str, regex: str, resolved: ResolvedRegularExpression | None) -> tuple[bytes, bytes | None]:
+    """A ConsumerGroupRegularExpression record (a tombstone when ``resolved`` is None)."""
+    key = encode_consumer_group_key(ConsumerGroupRecordKey(CONSUMER_GROUP_REGULAR_EXPRESSION, group_id, regex=regex))
+    if resolved is None:
+        return key, None
+    return key, encode_consumer_group_value(ConsumerGroupRegularExpressionValue(
+        tuple(sorted(resolved.topics)), resolved.version, resolved.timestamp_ms))
 
 
 def _normalized(assignment: Assignment | None) -> dict[uuid.UUID, frozenset[int]]:
@@ -94,7 +108,9 @@ def group_tombstones(group: ConsumerGroup) -> KeyValues:
     for member_id in sorted(set(group.members) | set(group.target)):
         records += member_tombstones(group.group_id, member_id)
     records += [_record(t, group.group_id, None) for t in (
-        CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, CONSUMER_GROUP_PARTITION_METADATA, CONSUMER_GROUP_METADATA)]
+        CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, CONSUMER_GROUP_PARTITION_METADATA)]
+    records += [regex_record(group.group_id, regex, None) for regex in sorted(group.resolved_regexes)]
+    records.append(_record(CONSUMER_GROUP_METADATA, group.group_id, None))
     return records
 
 
@@ -115,6 +131,7 @@ class GroupChange:
         self.targets = {m: self._target_of(group.target, m) for m in ids}
         #: The target before: the assignor replaces it whole, so it still holds the other members' old targets.
         self.target = group.target
+        self.resolved_regexes = dict(group.resolved_regexes)
 
     def records(self, group: ConsumerGroup) -> KeyValues:
         gid = group.group_id
@@ -129,6 +146,7 @@ class GroupChange:
             before = self.members[member_id]
             if before is None or _metadata(before) != _metadata(after):
                 records.append(_record(CONSUMER_GROUP_MEMBER_METADATA, gid, _metadata(after), member_id))
+        records += self._regex_records(group)
         if group.subscription_metadata != self.subscription_metadata:
             records.append(_record(CONSUMER_GROUP_PARTITION_METADATA, gid,
                                    _partition_metadata(group.subscription_metadata)))
@@ -139,6 +157,16 @@ class GroupChange:
             before = self.members[member_id]
             if before is None or _current(before) != _current(after):
                 records.append(_record(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, _current(after), member_id))
+        return records
+
+    def _regex_records(self, group: ConsumerGroup) -> KeyValues:
+        """Tombstones of the expressions dropped, then each refreshed resolution (a new object)."""
+        after = group.resolved_regexes
+        if not after and not self.resolved_regexes:
+            return []
+        records = [regex_record(group.group_id, regex, None) for regex in self.resolved_regexes if regex not in after]
+        records += [regex_record(group.group_id, regex, resolved) for regex, resolved in after.items()
+                    if self.resolved_regexes.get(regex) is not resolved]
         return records
 
     @staticmethod
@@ -186,6 +214,8 @@ def rebuild_group(group_id: str, loaded: LoadedConsumerGroup) -> ConsumerGroup:
                 revoking=dict(current.revoking))
         group.update_member(member)
     group.target = {m: dict(t) for m, t in loaded.targets.items() if m in group.members}
+    group.resolved_regexes = {regex: ResolvedRegularExpression(frozenset(r.topics), r.version, r.timestamp)
+                              for regex, r in loaded.resolved_regexes.items()}
     return group
 
 

@@ -28,13 +28,23 @@ thousands of topics:
   thread. Until its first resolution completes an expression gives its members
   nothing; each completed resolution that matches other topics moves the group
   to a new epoch at its next heartbeat.
+
+What a group takes of a resolution is its own (:class:`ResolvedRegularExpression`):
+as in Kafka, only the topics the principal of the member whose heartbeat
+refreshes it may DESCRIBE (a ``TopicAuthorizer`` the broker passes down with
+the request; none when no authorizer is configured). A group refreshes an
+expression when the broker-wide resolution changed, and every
+``regex_batch_refresh_max_interval_ms`` anyway, so that ACLs granted or
+removed later are followed. Each refresh is written to ``__consumer_offsets``
+as a ConsumerGroupRegularExpression record and reloaded with the group, so a
+coordinator that takes the group over starts from the topics it had.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -51,6 +61,9 @@ TOPIC_IMAGE_CHECK_INTERVAL_MS = 500
 RESOLUTION_CHUNK = 500
 #: An expression no group asked for in this long is forgotten.
 UNUSED_EXPIRY_MS = 10 * 60_000
+#: A group refreshes its expressions at least this often, to follow ACL changes
+#: (Kafka's ``group.consumer.regex.batch.refresh.max.interval.ms``).
+DEFAULT_REFRESH_MAX_INTERVAL_MS = 10 * 60_000
 
 #: RE2's error texts → RE2/J's descriptions (what Kafka's message quotes).
 _RE2J_DESCRIPTIONS = {
@@ -68,6 +81,22 @@ _RE2J_DESCRIPTIONS = {
     "invalid UTF-8": "invalid UTF-8",
     "invalid named capture group": "invalid named capture",
 }
+
+
+#: The topics, among those given, the member may DESCRIBE (its principal's ACLs).
+TopicAuthorizer = Callable[[frozenset[str]], Collection[str]]
+
+
+@dataclass(frozen=True)
+class ResolvedRegularExpression:
+    """What one expression of a group resolved to (Kafka's ResolvedRegularExpression)."""
+
+    topics: frozenset[str]
+    #: The version of the topic image it was resolved against (``RegexResolver.image_version``).
+    version: int
+    timestamp_ms: int
+    #: The broker-wide resolution ``topics`` were taken from (None when loaded from the records).
+    matched: frozenset[str] | None = field(default=None, compare=False)
 
 
 class Pattern(Protocol):
@@ -127,6 +156,12 @@ class _Resolution:
     used_ms: int = 0
 
 
+def drop_unused(resolved: dict[str, ResolvedRegularExpression], regexes: set[str]) -> None:
+    """Forget the resolutions of the expressions no member subscribes with any more (``regexes``: those used)."""
+    for regex in [r for r in resolved if r not in regexes]:
+        del resolved[regex]
+
+
 class RegexResolver:
     """Every expression the coordinator's groups subscribe to, resolved against the broker's topics.
 
@@ -138,6 +173,7 @@ class RegexResolver:
         self._resolutions: dict[str, _Resolution] = {}
         self._names: frozenset[str] | None = None
         self._checked_ms = 0
+        self._image_version = 0
         self._step: Timer | None = None
 
     def resolved(self, regex: str) -> frozenset[str] | None:
@@ -152,10 +188,41 @@ class RegexResolver:
         resolution.used_ms = now
         return resolution.topics
 
+    @property
+    def image_version(self) -> int:
+        """The version of the topic image the resolutions follow: when (ms) this coordinator first saw it.
+
+        Kafka uses the offset of its metadata image; a broker here has no metadata log, and the time
+        keeps the versions written before a restart below the ones written after it."""
+        return self._image_version
+
+    # -- a group's own resolutions ---------------------------------------------------------
+    def refresh(self, resolved: dict[str, ResolvedRegularExpression], regexes: set[str],
+                authorizer: TopicAuthorizer | None, max_interval_ms: int) -> bool:
+        """Bring a group's ``resolved`` expressions to ``regexes``: drop those no member uses, and take the
+        broker-wide resolution of the others, filtered by ``authorizer``, when it changed since the group
+        took it or when the group's last refresh is older than ``max_interval_ms``. True when one of them
+        matches other topics now (a new group epoch)."""
+        drop_unused(resolved, regexes)
+        now = self._scheduler.now_ms()
+        due = bool(resolved) and now - max(r.timestamp_ms for r in resolved.values()) >= max_interval_ms
+        changed = False
+        for regex in regexes:
+            matched = self.resolved(regex)
+            current = resolved.get(regex)
+            if matched is None or (current is not None and current.matched is matched and not due):
+                continue
+            topics = matched if authorizer is None else frozenset(authorizer(matched))
+            resolved[regex] = ResolvedRegularExpression(topics, self._image_version, now, matched)
+            changed |= topics != (frozenset() if current is None else current.topics)
+        return changed
+
     # -- following the topic image -------------------------------------------------------
     def _snapshot(self) -> frozenset[str]:
         if self._names is None:
             self._names = frozenset(self._topic_names()) - INTERNAL_TOPICS
+            if self._image_version == 0:
+                self._image_version = self._scheduler.now_ms()
         return self._names
 
     def _check_image(self, now: int) -> None:
@@ -170,6 +237,7 @@ class RegexResolver:
         new = self._snapshot()
         if old is None or old == new:
             return
+        self._image_version = max(now, self._image_version + 1)
         created, deleted = list(new - old), old - new
         for regex, resolution in self._resolutions.items():
             resolution.matched -= deleted

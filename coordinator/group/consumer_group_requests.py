@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from coordinator.group.consumer_group import Assignment, ConsumerGroup
+from coordinator.group.consumer_group_regex import TopicAuthorizer
 from protocol.errors import ErrorCode
 
 
@@ -39,6 +40,9 @@ class ConsumerGroupHeartbeatRequest:
     owned: Mapping[uuid.UUID, frozenset[int]] | None = None
     #: v1+: the member chooses its member id, so an empty one is invalid even when joining.
     member_id_required: bool = True
+    #: The topics the member's principal may DESCRIBE, which are all its regular expression may give it
+    #: (None: no authorizer, every topic).
+    topic_authorizer: TopicAuthorizer | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ as the live path, so a reload gives what the coordinator had), ABORT drops them.
 Offsets of a transaction without a marker yet stay pending: the group coordinator
 keeps them so, for the marker that will end them.
 
-The records of consumer-protocol groups (types 3-8) are replayed into a
+The records of consumer-protocol groups (types 3-8 and 16) are replayed into a
 ``LoadedConsumerGroup`` per group, as Kafka's replay methods apply them: any of
 them creates the group, a member's tombstones remove what they key, and the
 tombstone of the group's metadata removes the group.
@@ -28,12 +28,14 @@ from coordinator.group.record_formats import (
     CONSUMER_GROUP_MEMBER_METADATA,
     CONSUMER_GROUP_METADATA,
     CONSUMER_GROUP_PARTITION_METADATA,
+    CONSUMER_GROUP_REGULAR_EXPRESSION,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataValue,
     ConsumerGroupRecordKey,
+    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataValue,
     GroupMetadataKey,
@@ -66,9 +68,14 @@ class LoadedConsumerGroup:
     targets: dict[str, TopicPartitions] = field(default_factory=dict)
     #: Member id → its epochs, state and current assignment.
     current: dict[str, ConsumerGroupCurrentMemberAssignmentValue] = field(default_factory=dict)
+    #: Regular expression → the topics it resolved to, and when.
+    resolved_regexes: dict[str, ConsumerGroupRegularExpressionValue] = field(default_factory=dict)
 
     def apply(self, key: ConsumerGroupRecordKey, value: bytes | None) -> None:
         """One record of the group (a tombstone when ``value`` is None)."""
+        if key.record_type == CONSUMER_GROUP_REGULAR_EXPRESSION:
+            self._apply_regex(key.regex or "", value)
+            return
         member_id = key.member_id or ""
         if value is None:
             self._remove(key.record_type, member_id)
@@ -84,8 +91,16 @@ class LoadedConsumerGroup:
             self.members[member_id] = decoded
         elif isinstance(decoded, ConsumerGroupTargetAssignmentMemberValue):
             self.targets[member_id] = decoded.partitions
-        else:
+        elif isinstance(decoded, ConsumerGroupCurrentMemberAssignmentValue):
             self.current[member_id] = decoded
+
+    def _apply_regex(self, regex: str, value: bytes | None) -> None:
+        if value is None:
+            self.resolved_regexes.pop(regex, None)
+            return
+        decoded = decode_consumer_group_value(CONSUMER_GROUP_REGULAR_EXPRESSION, value)
+        if isinstance(decoded, ConsumerGroupRegularExpressionValue):
+            self.resolved_regexes[regex] = decoded
 
     def _remove(self, record_type: int, member_id: str) -> None:
         if record_type == CONSUMER_GROUP_MEMBER_METADATA:

@@ -29,7 +29,10 @@ its fields are not flexible; every value is version 0 in the flexible encoding
 - 6 ``ConsumerGroupTargetAssignmentMetadata`` (group): the assignment epoch;
 - 7 ``ConsumerGroupTargetAssignmentMember`` (group, member): its target;
 - 8 ``ConsumerGroupCurrentMemberAssignment`` (group, member): member epoch,
-  previous epoch, state, assigned partitions and those pending revocation.
+  previous epoch, state, assigned partitions and those pending revocation;
+- 16 ``ConsumerGroupRegularExpression`` (group, regular expression): the
+  topics the expression resolved to, the version of the topic image it was
+  resolved against and when.
 """
 
 from __future__ import annotations
@@ -55,7 +58,9 @@ CONSUMER_GROUP_MEMBER_METADATA = 5
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
-_CONSUMER_GROUP_TYPES = range(CONSUMER_GROUP_METADATA, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT + 1)
+CONSUMER_GROUP_REGULAR_EXPRESSION = 16
+_CONSUMER_GROUP_TYPES = (*range(CONSUMER_GROUP_METADATA, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT + 1),
+                         CONSUMER_GROUP_REGULAR_EXPRESSION)
 #: The types keyed by group and member (the others by group only).
 _MEMBER_TYPES = (CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
                  CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
@@ -85,6 +90,8 @@ class ConsumerGroupRecordKey:
     record_type: int
     group: str
     member_id: str | None = None
+    #: The regular expression of a ConsumerGroupRegularExpression record.
+    regex: str | None = None
 
 
 #: Topic id → partitions, as a consumer group's assignments are written.
@@ -142,9 +149,19 @@ class ConsumerGroupCurrentMemberAssignmentValue:
     revoking: TopicPartitions
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRegularExpressionValue:
+    topics: tuple[str, ...]
+    #: The version of the topic image the expression was resolved against.
+    version: int
+    #: When it was resolved (ms since the epoch).
+    timestamp: int
+
+
 ConsumerGroupValue = (ConsumerGroupMetadataValue | ConsumerGroupPartitionMetadataValue
                       | ConsumerGroupMemberMetadataValue | ConsumerGroupTargetAssignmentMetadataValue
-                      | ConsumerGroupTargetAssignmentMemberValue | ConsumerGroupCurrentMemberAssignmentValue)
+                      | ConsumerGroupTargetAssignmentMemberValue | ConsumerGroupCurrentMemberAssignmentValue
+                      | ConsumerGroupRegularExpressionValue)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +282,8 @@ def encode_consumer_group_key(key: ConsumerGroupRecordKey) -> bytes:
     w.string(key.group)
     if key.record_type in _MEMBER_TYPES:
         w.string(key.member_id or "")
+    elif key.record_type == CONSUMER_GROUP_REGULAR_EXPRESSION:
+        w.string(key.regex or "")
     return bytes(w.out)
 
 
@@ -281,6 +300,12 @@ def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
         w.int32(value.assignment_epoch)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
         w.topic_partitions(value.partitions)
+    elif isinstance(value, ConsumerGroupRegularExpressionValue):
+        w.compact_array(len(value.topics))
+        for topic in value.topics:
+            w.compact_string(topic)
+        w.int64(value.version)
+        w.int64(value.timestamp)
     else:
         w.int32(value.member_epoch)
         w.int32(value.previous_member_epoch)
@@ -375,6 +400,8 @@ def decode_key(data: bytes) -> RecordKey:
         return GroupMetadataKey(r.string())
     if version in _CONSUMER_GROUP_TYPES:
         group = r.string()
+        if version == CONSUMER_GROUP_REGULAR_EXPRESSION:
+            return ConsumerGroupRecordKey(version, group, regex=r.string())
         return ConsumerGroupRecordKey(version, group, r.string() if version in _MEMBER_TYPES else None)
     raise CorruptRecordError(f"unknown __consumer_offsets key version {version}")
 
@@ -397,6 +424,9 @@ def decode_consumer_group_value(record_type: int, data: bytes) -> ConsumerGroupV
         value = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
     elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
         value = ConsumerGroupTargetAssignmentMemberValue(_read_topic_partitions(r))
+    elif record_type == CONSUMER_GROUP_REGULAR_EXPRESSION:
+        topics = tuple(r.string() for _ in range(r.array_length()))
+        value = ConsumerGroupRegularExpressionValue(topics, r.int64(), r.int64())
     else:
         member_epoch, previous = r.int32(), r.int32()
         state = r.take(1)[0]
