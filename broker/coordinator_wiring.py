@@ -85,7 +85,8 @@ def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
         session_timeout_ms=config.group_consumer_session_timeout_ms,
         max_size=config.group_consumer_max_size,
         assignors=tuple(assignor_names(config.group_consumer_assignors)),
-        migration_policy=config.group_consumer_migration_policy)
+        migration_policy=config.group_consumer_migration_policy,
+        regex_refresh_max_interval_ms=config.group_consumer_regex_batch_refresh_max_interval_ms)
 
 
 def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager,

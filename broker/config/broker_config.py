@@ -187,6 +187,8 @@ class BrokerConfig(SslConfig):
     group_consumer_assignors: list[str] = _prop(["uniform", "range"], "group.consumer.assignors")
     group_consumer_migration_policy: Literal["bidirectional", "upgrade", "downgrade", "disabled"] = _prop(
         "bidirectional", "group.consumer.migration.policy")
+    group_consumer_regex_batch_refresh_max_interval_ms: int = _prop(
+        600000, "group.consumer.regex.batch.refresh.max.interval.ms")
 
     # Producers and transactions.
     producer_id_expiration_ms: int = _prop(86400000, "producer.id.expiration.ms")
@@ -299,7 +301,8 @@ class BrokerConfig(SslConfig):
                       self.group_consumer_max_heartbeat_interval_ms),
             BoundedMs(self.group_consumer_session_timeout_ms, self.group_consumer_min_session_timeout_ms,
                       self.group_consumer_max_session_timeout_ms),
-            self.group_consumer_max_size, self.group_consumer_assignors)
+            self.group_consumer_max_size, self.group_consumer_assignors,
+            self.group_consumer_regex_batch_refresh_max_interval_ms)
         return self
 
     @field_validator("log_dirs", "log_cleanup_policy", "sasl_enabled_mechanisms", mode="before")

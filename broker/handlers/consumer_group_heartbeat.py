@@ -4,7 +4,9 @@ Served only when ``group.coordinator.rebalance.protocols`` lists ``consumer``
 (``REBALANCE_PROTOCOL``; see broker.config.consumer_group_config). v1 lets
 the member choose its member id (an empty one is invalid) and adds
 SubscribedTopicRegex. READ on the group and DESCRIBE on every subscribed
-topic are needed, as in Kafka. A heartbeat that changed the group is answered
+topic are needed, as in Kafka; a regular expression gives the member only
+the topics its principal may DESCRIBE (the coordinator asks through the
+request's ``topic_authorizer``). A heartbeat that changed the group is answered
 once its records are appended to ``__consumer_offsets``; one that changed
 nothing (the steady case) at once, on the socket server's synchronous path.
 """
@@ -13,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Collection
 from typing import TYPE_CHECKING
 
 from broker.handlers.join_group import client_host
 from broker.security.auth_helper import authorize_group, authorized_names
 from coordinator.group.consumer_group import Assignment
+from coordinator.group.consumer_group_regex import TopicAuthorizer
 from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatRequest as CoordinatorRequest
 from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatResult
 from protocol.acl_types import AclOperation, ResourceType
@@ -42,7 +45,20 @@ MAX_VERSION = 1
 REBALANCE_PROTOCOL = "consumer"
 
 
-def coordinator_request(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> CoordinatorRequest:
+def topic_authorizer(ctx: RequestContext, broker: BrokerServices) -> TopicAuthorizer | None:
+    """The topics the client may DESCRIBE, asked only when the coordinator refreshes a regular expression
+    (None without an authorizer: every topic, as Kafka filters only when one is configured)."""
+    if broker.authorizer is None:
+        return None
+
+    def describable(names: frozenset[str]) -> Collection[str]:
+        return authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+
+    return describable
+
+
+def coordinator_request(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest,
+                        authorizer: TopicAuthorizer | None = None) -> CoordinatorRequest:
     owned: dict[uuid.UUID, frozenset[int]] | None = None
     if request.topic_partitions is not None:
         owned = {}
@@ -55,7 +71,8 @@ def coordinator_request(ctx: RequestContext, request: ConsumerGroupHeartbeatRequ
         rack_id=request.rack_id, rebalance_timeout_ms=request.rebalance_timeout_ms,
         subscribed_topic_names=None if names is None else tuple(names),
         subscribed_topic_regex=request.subscribed_topic_regex if ctx.api_version >= 1 else None,
-        server_assignor=request.server_assignor, owned=owned, member_id_required=ctx.api_version >= 1)
+        server_assignor=request.server_assignor, owned=owned, member_id_required=ctx.api_version >= 1,
+        topic_authorizer=authorizer)
 
 
 def build_response(result: ConsumerGroupHeartbeatResult) -> ConsumerGroupHeartbeatResponse:
@@ -80,7 +97,8 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ConsumerGroupHe
     if names and len(authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(set(names)):
         # Kafka: a member may only subscribe to topics it may describe.
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    answer = broker.group_coordinator.consumer_group_heartbeat(coordinator_request(ctx, request))
+    answer = broker.group_coordinator.consumer_group_heartbeat(
+        coordinator_request(ctx, request, topic_authorizer(ctx, broker)))
     if answer.done():  # it changed nothing (most heartbeats): answered on the synchronous path
         return build_response(answer.result())
     return _once_appended(answer)
