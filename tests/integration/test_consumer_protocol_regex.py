@@ -22,6 +22,7 @@ from protocol.messages.find_coordinator import FindCoordinatorRequest
 from pytest_pafka.broker_process import BrokerProcess
 from pytest_pafka.waiting import wait_until
 from testing.topics import create_topic
+from tests.integration.test_consumer_protocol_groups import group_epochs
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 admin_module = pytest.importorskip("confluent_kafka.admin")
@@ -32,10 +33,11 @@ METADATA_REFRESH_MS = 1000
 PARTITIONS = 3
 REGEX = "^orders-.*"
 
-pytestmark = [pytest.mark.slow, pytest.mark.pafka_broker_config(
-    "group.coordinator.rebalance.protocols=classic,consumer",
-    f"group.consumer.heartbeat.interval.ms={HEARTBEAT_INTERVAL_MS}", "group.consumer.min.heartbeat.interval.ms=500",
-    "group.consumer.session.timeout.ms=6000", "group.consumer.min.session.timeout.ms=3000")]
+OVERRIDES = ("group.coordinator.rebalance.protocols=classic,consumer",
+             f"group.consumer.heartbeat.interval.ms={HEARTBEAT_INTERVAL_MS}",
+             "group.consumer.min.heartbeat.interval.ms=500",
+             "group.consumer.session.timeout.ms=6000", "group.consumer.min.session.timeout.ms=3000")
+pytestmark = [pytest.mark.slow, pytest.mark.pafka_broker_config(*OVERRIDES)]
 
 
 class RegexMember:
@@ -143,6 +145,33 @@ def test_a_topic_created_later_is_assigned_within_one_metadata_refresh_and_a_del
     finally:
         for member in members:
             member.close()
+
+
+@pytest.mark.process
+def test_the_resolved_topics_survive_a_broker_restart_without_a_new_epoch() -> None:
+    """The regular expression's resolution is in __consumer_offsets (ConsumerGroupRegularExpression) and loaded
+    with the group: after a restart its members go on with the same group epoch and partitions."""
+    group = "regex-restart"
+    with BrokerProcess(*OVERRIDES) as broker:
+        create_topic(broker.bootstrap, "orders-1", PARTITIONS)
+        create_topic(broker.bootstrap, "orders-2", PARTITIONS)
+        members = [RegexMember(broker, f"r{i}", group) for i in range(2)]
+        try:
+            wait_until(lambda: owned_by_all(members) == every_partition("orders-1", "orders-2"), 30,
+                       "orders-1 and orders-2 assigned", details=lambda: str(owned_by_all(members)))
+            owned = [m.snapshot()[0] for m in members]
+            epoch = group_epochs(broker.log_text(), group)[-1]
+            before = len(broker.log_text())
+            broker.restart()
+            loaded = f"[GroupId {group}] Loaded consumer group at epoch {epoch} with 2 member(s)."
+            wait_until(lambda: loaded in broker.log_text()[before:], 30, "the group loaded from its records")
+            time.sleep(3 * HEARTBEAT_INTERVAL_MS / 1000)  # a few heartbeats on the restarted broker
+            after = broker.log_text()[before:]
+            assert [m.snapshot()[0] for m in members] == owned
+        finally:
+            for member in members:
+                member.close()
+    assert group_epochs(after, group) == [] and "joins the consumer group" not in after, after[-3000:]
 
 
 def test_a_bad_regex_is_answered_invalid_regular_expression(pafka_broker: BrokerProcess) -> None:
