@@ -57,8 +57,8 @@ from coordinator.group.consumer_group_records import ConsumerGroupLog, GroupChan
 from coordinator.group.consumer_group_regex import (
     DEFAULT_REFRESH_MAX_INTERVAL_MS,
     InvalidRegularExpression,
+    RefreshContext,
     RegexResolver,
-    TopicAuthorizer,
     compile_regex,
     drop_unused,
 )
@@ -267,7 +267,8 @@ class ConsumerGroupHeartbeat:
         change = GroupChange(group, (replaces, member_id))
         updated = self._updated_member(member, request)
         _check_regex(member, updated)
-        reconciled = self.update_member(group, member, updated, replaces, request.owned, request.topic_authorizer)
+        reconciled = self.update_member(group, member, updated, replaces, request.owned,
+                                        RefreshContext(request.topic_authorizer))
         self._schedule_timeouts(group, reconciled)
         full = request.member_epoch == 0 or (request.rebalance_timeout_ms != -1
                                              and request.subscribed_topic_names is not None
@@ -280,13 +281,13 @@ class ConsumerGroupHeartbeat:
 
     def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
                       replaces: str | None, owned: OwnedPartitions,
-                      authorizer: TopicAuthorizer | None = None) -> ConsumerGroupMember:
+                      regex_context: RefreshContext | None = None) -> ConsumerGroupMember:
         """Store ``updated`` (what the member's request changed of ``member``): a new group epoch and target
         assignment when its subscription changed, then one reconciliation step. The member as stored.
-        ``authorizer`` gives the topics the member may describe (None: every topic)."""
+        ``regex_context`` (a consumer-protocol heartbeat's) may refresh the group's regular expressions."""
         if replaces is not None and replaces in group.target:
             group.target[updated.member_id] = group.target.pop(replaces)  # the new instance inherits its target
-        self._maybe_bump_group_epoch(group, member, updated, authorizer)
+        self._maybe_bump_group_epoch(group, member, updated, regex_context)
         if group.group_epoch > group.assignment_epoch:
             self._update_target_assignment(group, updated, replaces)
         reconciled = reconcile(updated, group.assignment_epoch, group.target.get(updated.member_id, {}),
@@ -378,12 +379,12 @@ class ConsumerGroupHeartbeat:
 
     # -- epochs and the target assignment ------------------------------------------------------
     def _maybe_bump_group_epoch(self, group: ConsumerGroup, member: ConsumerGroupMember,
-                                updated: ConsumerGroupMember, authorizer: TopicAuthorizer | None) -> None:
+                                updated: ConsumerGroupMember, regex_context: RefreshContext | None) -> None:
         """A new group, a changed subscription, changed subscribed topics or a regular expression that resolves
         to other topics now (as the member may see them): a new group epoch."""
         bump = (group.group_epoch == 0 or updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex)
-        bump |= self.regexes.refresh(group.resolved_regexes, group.subscribed_regexes(updated), authorizer,
+        bump |= self.regexes.refresh(group.resolved_regexes, group.subscribed_regexes(updated), regex_context,
                                      self.config.regex_refresh_max_interval_ms)
         metadata = self._subscription_metadata(self._group_topic_names(group, updated))
         if metadata != group.subscription_metadata:

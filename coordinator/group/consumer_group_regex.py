@@ -88,6 +88,17 @@ TopicAuthorizer = Callable[[frozenset[str]], Collection[str]]
 
 
 @dataclass(frozen=True)
+class RefreshContext:
+    """The consumer-protocol heartbeat that may refresh its group's expressions (Kafka's request context).
+
+    A classic member's request in a consumer group carries none: as in Kafka, only a consumer-protocol
+    heartbeat refreshes them."""
+
+    #: The topics its member may describe (None: no authorizer, every topic).
+    authorizer: TopicAuthorizer | None = None
+
+
+@dataclass(frozen=True)
 class ResolvedRegularExpression:
     """What one expression of a group resolved to (Kafka's ResolvedRegularExpression)."""
 
@@ -198,12 +209,15 @@ class RegexResolver:
 
     # -- a group's own resolutions ---------------------------------------------------------
     def refresh(self, resolved: dict[str, ResolvedRegularExpression], regexes: set[str],
-                authorizer: TopicAuthorizer | None, max_interval_ms: int) -> bool:
+                context: RefreshContext | None, max_interval_ms: int) -> bool:
         """Bring a group's ``resolved`` expressions to ``regexes``: drop those no member uses, and take the
-        broker-wide resolution of the others, filtered by ``authorizer``, when it changed since the group
-        took it or when the group's last refresh is older than ``max_interval_ms``. True when one of them
-        matches other topics now (a new group epoch)."""
+        broker-wide resolution of the others, filtered by ``context``'s authorizer, when it changed since the
+        group took it or when the group's last refresh is older than ``max_interval_ms`` (never without a
+        ``context``). True when one of them matches other topics now (a new group epoch)."""
         drop_unused(resolved, regexes)
+        if context is None:
+            return False
+        authorizer = context.authorizer
         now = self._scheduler.now_ms()
         due = bool(resolved) and now - max(r.timestamp_ms for r in resolved.values()) >= max_interval_ms
         changed = False

@@ -29,6 +29,7 @@ from coordinator.group.record_formats import (
 from protocol.errors import ErrorCode
 from tests.coordinator.fakes import MemoryCoordinatorLog
 from tests.coordinator.test_consumer_group_heartbeat import Harness, settle
+from tests.coordinator.test_consumer_group_migration import ClassicClient
 from tests.coordinator.test_consumer_group_records import NO_TAGS, _reloaded, compact
 from tests.coordinator.test_consumer_group_regex import ORDERS_1, ORDERS_2, ORDERS_NEW, orders_harness, regex_member
 from tools.offsets_decoder import decode_record
@@ -216,3 +217,20 @@ def test_without_an_authorizer_every_matching_topic_is_given() -> None:
     resolved = h.group.resolved_regexes[REGEX]
     assert isinstance(resolved, ResolvedRegularExpression) and resolved.topics == resolved.matched
     assert uuid.UUID(int=0x50) not in a.owned
+
+
+def test_a_classic_members_join_does_not_refresh_the_groups_expressions() -> None:
+    """A classic member's JoinGroup carries no consumer-protocol context to filter with: only a heartbeat of the
+    consumer protocol refreshes the group's expressions, with its member's ACLs."""
+    h = orders_harness()
+    h.topics.topics["t"] = TopicInfo(uuid.UUID(int=0xABC), 2)
+    principal = Principal("orders-1")
+    epoch, owned = _beat(h, "a", 0, {}, principal, subscribed_topic_names=(), subscribed_topic_regex=REGEX,
+                         rebalance_timeout_ms=30000)
+    h.topics.topics["orders-new"] = TopicInfo(ORDERS_NEW, 2)
+    h.clock.advance(TOPIC_IMAGE_CHECK_INTERVAL_MS)
+    assert ClassicClient(h).join() == ErrorCode.NO_ERROR
+    assert h.group.resolved_regexes[REGEX].topics == frozenset({"orders-1"}), "nothing unfiltered taken"
+    epoch, owned = _beat(h, "a", epoch, owned, principal)
+    assert h.group.resolved_regexes[REGEX].topics == frozenset({"orders-1"})
+    assert h.group.resolved_regexes[REGEX].matched == frozenset({"orders-1", "orders-2", "orders-new"})
