@@ -157,8 +157,10 @@ def test_the_resolved_topics_survive_a_broker_restart_without_a_new_epoch() -> N
         create_topic(broker.bootstrap, "orders-2", PARTITIONS)
         members = [RegexMember(broker, f"r{i}", group) for i in range(2)]
         try:
-            wait_until(lambda: owned_by_all(members) == every_partition("orders-1", "orders-2"), 30,
-                       "orders-1 and orders-2 assigned", details=lambda: str(owned_by_all(members)))
+            wait_until(lambda: owned_by_all(members) == every_partition("orders-1", "orders-2")
+                       and all(len(m.snapshot()[0]) == PARTITIONS for m in members), 30,
+                       "orders-1 and orders-2 assigned, balanced", details=lambda: str(owned_by_all(members)))
+            time.sleep(2 * HEARTBEAT_INTERVAL_MS / 1000)  # the members' epochs settled too
             owned = [m.snapshot()[0] for m in members]
             epoch = group_epochs(broker.log_text(), group)[-1]
             before = len(broker.log_text())
