@@ -3,7 +3,9 @@
 ``__consumer_offsets`` has three replicas (``offsets.topic.replication.factor=3``),
 and the group's records are written to it with acks=-1: the broker that
 takes over the partition loads the group from them, so its members go on with
-the epochs and partitions they had, and nothing committed is consumed again.
+the epochs and partitions they had, and nothing committed is consumed again;
+a regular expression's resolved topics move with the group (its
+ConsumerGroupRegularExpression record), so the new coordinator needs no new epoch.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from tests.integration.test_consumer_protocol_groups import (
     produce,
     wait_until,
 )
+from tests.integration.test_consumer_protocol_regex import PARTITIONS as REGEX_PARTITIONS
+from tests.integration.test_consumer_protocol_regex import RegexMember, every_partition, owned_by_all
 
 pytest.importorskip("confluent_kafka")
 
@@ -62,3 +66,32 @@ def test_members_keep_their_epochs_when_the_coordinators_broker_is_killed(
     assert group_epochs(after, group) == [] and "joins the consumer group" not in after, after[-3000:]
     assert not ledger.overlaps
     assert [key for key, n in ledger.consumed.items() if n > 1] == []
+
+
+def test_a_regex_groups_resolved_topics_move_with_its_coordinator(pafka_cluster_factory: ClusterFactory) -> None:
+    cluster = pafka_cluster_factory(*OVERRIDES)
+    group = "cg-regex-failover"
+    for topic in ("orders-a", "orders-b"):
+        create_topic(cluster, topic, REGEX_PARTITIONS, 3)
+    regex_members = [RegexMember(cluster.bootstrap, f"r{i}", group) for i in range(2)]
+    try:
+        wait_until(lambda: owned_by_all(regex_members) == every_partition("orders-a", "orders-b")
+                   and all(len(m.snapshot()[0]) == REGEX_PARTITIONS for m in regex_members), WAIT_S,
+                   "a balanced assignment of both topics")
+        time.sleep(2 * HEARTBEAT_INTERVAL_MS / 1000)  # the members' epochs settled too
+        owned = [m.snapshot()[0] for m in regex_members]
+        old = agreed_coordinator(cluster, group, CoordinatorType.GROUP)
+        epoch = group_epochs(cluster.broker(old).log_text(), group)[-1]
+        marks = {b: len(cluster.broker(b).log_text()) for b in cluster.broker_ids}
+        cluster.kill(old)
+        new = agreed_coordinator(cluster, group, CoordinatorType.GROUP, not_on=old)
+        loaded = f"[GroupId {group}] Loaded consumer group at epoch {epoch} with 2 member(s)."
+        wait_until(lambda: loaded in cluster.broker(new).log_text()[marks[new]:], WAIT_S,
+                   f"broker {new} loading the group from its records")
+        time.sleep(3 * HEARTBEAT_INTERVAL_MS / 1000)  # a few heartbeats to the new coordinator
+        after = cluster.broker(new).log_text()[marks[new]:]
+        assert [m.snapshot()[0] for m in regex_members] == owned
+    finally:
+        for member in regex_members:
+            member.close()
+    assert group_epochs(after, group) == [] and "joins the consumer group" not in after, after[-3000:]

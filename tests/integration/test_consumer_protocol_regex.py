@@ -43,14 +43,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.pafka_broker_config(*OVERRIDES)]
 class RegexMember:
     """A consumer subscribed with ``REGEX``, polling in its own thread."""
 
-    def __init__(self, broker: BrokerProcess, name: str, group: str) -> None:
+    def __init__(self, bootstrap: str, name: str, group: str) -> None:
         self.name = name
         self.lock = threading.Lock()
         self.owned: set[tuple[str, int]] = set()
         self.consumed: list[tuple[str, int, int]] = []
         self.stop = threading.Event()
         self.consumer = confluent_kafka.Consumer({
-            "bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
             "auto.offset.reset": "earliest", "client.id": name,
             "topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS})
         self.consumer.subscribe([REGEX], on_assign=self._on_assign, on_revoke=self._on_revoke,
@@ -116,7 +116,7 @@ def test_a_topic_created_later_is_assigned_within_one_metadata_refresh_and_a_del
     broker, group = pafka_broker, "regex-group"
     create_topic(broker.bootstrap, "orders-1", PARTITIONS)
     create_topic(broker.bootstrap, "payments", PARTITIONS)  # not matched
-    members = [RegexMember(broker, f"m{i}", group) for i in range(2)]
+    members = [RegexMember(broker.bootstrap, f"m{i}", group) for i in range(2)]
     try:
         wait_until(lambda: owned_by_all(members) == every_partition("orders-1"), 30, "orders-1 assigned",
                    details=lambda: str(owned_by_all(members)))
@@ -155,7 +155,7 @@ def test_the_resolved_topics_survive_a_broker_restart_without_a_new_epoch() -> N
     with BrokerProcess(*OVERRIDES) as broker:
         create_topic(broker.bootstrap, "orders-1", PARTITIONS)
         create_topic(broker.bootstrap, "orders-2", PARTITIONS)
-        members = [RegexMember(broker, f"r{i}", group) for i in range(2)]
+        members = [RegexMember(broker.bootstrap, f"r{i}", group) for i in range(2)]
         try:
             wait_until(lambda: owned_by_all(members) == every_partition("orders-1", "orders-2")
                        and all(len(m.snapshot()[0]) == PARTITIONS for m in members), 30,
