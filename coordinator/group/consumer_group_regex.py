@@ -34,7 +34,7 @@ as in Kafka, only the topics the principal of the member whose heartbeat
 refreshes it may DESCRIBE (a ``TopicAuthorizer`` the broker passes down with
 the request; none when no authorizer is configured). A group refreshes an
 expression when the broker-wide resolution changed, and every
-``regex_batch_refresh_max_interval_ms`` anyway, so that ACLs granted or
+``group.consumer.regex.batch.refresh.max.interval.ms`` anyway, so that ACLs granted or
 removed later are followed. Each refresh is written to ``__consumer_offsets``
 as a ConsumerGroupRegularExpression record and reloaded with the group, so a
 coordinator that takes the group over starts from the topics it had.
