@@ -86,7 +86,7 @@ def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
         max_size=config.group_consumer_max_size,
         assignors=tuple(assignor_names(config.group_consumer_assignors)),
         migration_policy=config.group_consumer_migration_policy,
-        regex_refresh_max_interval_ms=config.group_consumer_regex_batch_refresh_max_interval_ms)
+        regex_refresh_max_interval_ms=config.group_consumer_regex_refresh_interval_ms)
 
 
 def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager,

@@ -187,8 +187,8 @@ class BrokerConfig(SslConfig):
     group_consumer_assignors: list[str] = _prop(["uniform", "range"], "group.consumer.assignors")
     group_consumer_migration_policy: Literal["bidirectional", "upgrade", "downgrade", "disabled"] = _prop(
         "bidirectional", "group.consumer.migration.policy")
-    group_consumer_regex_batch_refresh_max_interval_ms: int = _prop(
-        600000, "group.consumer.regex.batch.refresh.max.interval.ms")
+    group_consumer_regex_refresh_interval_ms: int = _prop(
+        600000, "group.consumer.regex.refresh.interval.ms")
 
     # Producers and transactions.
     producer_id_expiration_ms: int = _prop(86400000, "producer.id.expiration.ms")
@@ -302,7 +302,7 @@ class BrokerConfig(SslConfig):
             BoundedMs(self.group_consumer_session_timeout_ms, self.group_consumer_min_session_timeout_ms,
                       self.group_consumer_max_session_timeout_ms),
             self.group_consumer_max_size, self.group_consumer_assignors,
-            self.group_consumer_regex_batch_refresh_max_interval_ms)
+            self.group_consumer_regex_refresh_interval_ms)
         return self
 
     @field_validator("log_dirs", "log_cleanup_policy", "sasl_enabled_mechanisms", mode="before")

@@ -29,8 +29,8 @@ class BoundedMs:
     high: int
 
 
-#: Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS: the regex refresh interval must be longer.
-REGEX_BATCH_REFRESH_MIN_INTERVAL_MS = 10_000
+#: The least ``group.consumer.regex.refresh.interval.ms`` Kafka's config definition accepts.
+REGEX_REFRESH_MIN_INTERVAL_MS = 10_000
 
 
 def check_consumer_group_configs(protocols: Sequence[str], heartbeat: BoundedMs, session: BoundedMs, max_size: int,
@@ -54,9 +54,9 @@ def check_consumer_group_configs(protocols: Sequence[str], heartbeat: BoundedMs,
     if heartbeat.value >= session.value:
         raise ValueError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
     assignor_names(list(assignors))
-    if regex_refresh_max_interval_ms <= REGEX_BATCH_REFRESH_MIN_INTERVAL_MS:
-        raise ValueError("group.consumer.regex.batch.refresh.max.interval.ms must be greater than or equal to "
-                         f"{REGEX_BATCH_REFRESH_MIN_INTERVAL_MS + 1}")
+    if regex_refresh_max_interval_ms < REGEX_REFRESH_MIN_INTERVAL_MS:
+        raise ValueError("group.consumer.regex.refresh.interval.ms must be at least "
+                         f"{REGEX_REFRESH_MIN_INTERVAL_MS}")
 
 
 def _between(name: str, config: BoundedMs, low_name: str, high_name: str) -> None:

@@ -109,7 +109,7 @@ _DOCS: dict[str, str] = {
                                        "consumer embedded protocol to the non-empty consumer group using the "
                                        "consumer group protocol and vice versa; conversions of empty groups in "
                                        "both directions are always enabled regardless of this policy.",
-    "group.consumer.regex.batch.refresh.max.interval.ms": "The maximum time between two refreshes of a consumer "
+    "group.consumer.regex.refresh.interval.ms": "The maximum time between two refreshes of a consumer "
                                                           "group's regular expressions, which follow the topics "
                                                           "the members may describe.",
     "offsets.topic.num.partitions": "The number of partitions for the offset commit topic.",

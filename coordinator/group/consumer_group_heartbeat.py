@@ -128,7 +128,7 @@ class ConsumerGroupConfig:
     assignors: tuple[str, ...] = ("uniform", "range")
     #: ``group.consumer.migration.policy`` (a ``consumer_group_migration.MigrationPolicy`` value).
     migration_policy: str = "bidirectional"
-    #: ``group.consumer.regex.batch.refresh.max.interval.ms``: a group's expressions are refreshed at least this often.
+    #: ``group.consumer.regex.refresh.interval.ms``: a group's expressions are refreshed at least this often.
     regex_refresh_max_interval_ms: int = DEFAULT_REFRESH_MAX_INTERVAL_MS
 
 

@@ -34,7 +34,7 @@ as in Kafka, only the topics the principal of the member whose heartbeat
 refreshes it may DESCRIBE (a ``TopicAuthorizer`` the broker passes down with
 the request; none when no authorizer is configured). A group refreshes an
 expression when the broker-wide resolution changed, and every
-``group.consumer.regex.batch.refresh.max.interval.ms`` anyway, so that ACLs granted or
+``group.consumer.regex.refresh.interval.ms`` anyway, so that ACLs granted or
 removed later are followed. Each refresh is written to ``__consumer_offsets``
 as a ConsumerGroupRegularExpression record and reloaded with the group, so a
 coordinator that takes the group over starts from the topics it had.
@@ -62,7 +62,7 @@ RESOLUTION_CHUNK = 500
 #: An expression no group asked for in this long is forgotten.
 UNUSED_EXPIRY_MS = 10 * 60_000
 #: A group refreshes its expressions at least this often, to follow ACL changes
-#: (Kafka's ``group.consumer.regex.batch.refresh.max.interval.ms``).
+#: (Kafka's ``group.consumer.regex.refresh.interval.ms``).
 DEFAULT_REFRESH_MAX_INTERVAL_MS = 10 * 60_000
 
 #: RE2's error texts → RE2/J's descriptions (what Kafka's message quotes).

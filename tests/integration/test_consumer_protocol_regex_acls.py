@@ -2,7 +2,7 @@
 subscribed to ``^orders-.*`` on a broker with the ACL authorizer is given only the matching topics alice may
 DESCRIBE, as Kafka filters a resolution with the principal of the member whose heartbeat refreshes it; DESCRIBE
 granted later on another matching topic gets it assigned at the group's next refresh
-(``group.consumer.regex.batch.refresh.max.interval.ms``)."""
+(``group.consumer.regex.refresh.interval.ms``)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.process, pytest.mark.slow]
 HEARTBEAT_INTERVAL_MS = 1000
 METADATA_REFRESH_MS = 1000
 #: The smallest refresh interval Kafka accepts.
-REFRESH_INTERVAL_MS = 10_001
+REFRESH_INTERVAL_MS = 10_000
 PARTITIONS = 2
 GROUP = "regex-acls"
 REGEX = "^orders-.*"
@@ -74,7 +74,7 @@ def _broker(factory: BrokerFactory) -> AclBroker:
         factory, "group.coordinator.rebalance.protocols=classic,consumer",
         f"group.consumer.heartbeat.interval.ms={HEARTBEAT_INTERVAL_MS}", "group.consumer.min.heartbeat.interval.ms=500",
         "group.consumer.session.timeout.ms=6000", "group.consumer.min.session.timeout.ms=3000",
-        f"group.consumer.regex.batch.refresh.max.interval.ms={REFRESH_INTERVAL_MS}")
+        f"group.consumer.regex.refresh.interval.ms={REFRESH_INTERVAL_MS}")
     acls = AclBroker(broker, sasl).wait_ready()
     with acls.connect("admin") as admin:
         created = admin.request(CreateTopicsRequest(topics=[
