@@ -53,7 +53,13 @@ from coordinator.group.consumer_group import (
 )
 from coordinator.group.consumer_group_assignors import ASSIGNORS, AssignmentSpec
 from coordinator.group.consumer_group_reconciliation import OwnedPartitions, reconcile
-from coordinator.group.consumer_group_records import ConsumerGroupLog, GroupChange, group_tombstones, rebuild_group
+from coordinator.group.consumer_group_records import (
+    ConsumerGroupLog,
+    GroupChange,
+    classic_group_tombstone,
+    group_tombstones,
+    rebuild_group,
+)
 from coordinator.group.consumer_group_regex import InvalidRegularExpression, RegexResolver, compile_regex
 from coordinator.group.consumer_group_requests import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResult
 from coordinator.group.consumer_group_timeouts import ConsumerGroupTimeouts
@@ -93,20 +99,22 @@ class NoTopics:
 class GroupConversions(Protocol):
     """Online migration as the heartbeat path triggers it (``consumer_group_migration``)."""
 
-    def upgrade(self, classic: GroupMetadata) -> ConsumerGroup | None:
-        """The consumer group a classic group with members became, or None when it cannot be converted."""
+    def upgrade(self, classic: GroupMetadata, records: KeyValues) -> ConsumerGroup | None:
+        """The consumer group a classic group with members became (the records of the conversion added to
+        ``records``), or None when it cannot be converted."""
         ...
 
-    def downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
-        """True when the group became a classic group, the leaving member left out."""
+    def downgrade(self, group: ConsumerGroup, leaving_member_id: str, records: KeyValues) -> bool:
+        """True when the group became a classic group, the leaving member left out (the records of the
+        conversion added to ``records``)."""
         ...
 
 
 class NoConversions:
-    def upgrade(self, classic: GroupMetadata) -> ConsumerGroup | None:
+    def upgrade(self, classic: GroupMetadata, records: KeyValues) -> ConsumerGroup | None:
         return None
 
-    def downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+    def downgrade(self, group: ConsumerGroup, leaving_member_id: str, records: KeyValues) -> bool:
         return False
 
 
@@ -245,7 +253,8 @@ class ConsumerGroupHeartbeat:
             return ConsumerGroupHeartbeatResult(e.error, e.message), []
 
     def _heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> tuple[ConsumerGroupHeartbeatResult, KeyValues]:
-        group = self._group_for(request.group_id, request.member_epoch == 0, request.member_id)
+        records: KeyValues = []  # a conversion's records come before the heartbeat's
+        group = self._group_for(request.group_id, request.member_epoch == 0, records)
         if len(group.members) >= self.config.max_size and (
                 not request.member_id or request.member_id not in group.members):
             raise ConsumerGroupError(ErrorCode.GROUP_MAX_SIZE_REACHED, (
@@ -267,7 +276,7 @@ class ConsumerGroupHeartbeat:
         return ConsumerGroupHeartbeatResult(
             member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=self.group_configs.consumer_heartbeat_interval_ms(group.group_id),
-            assignment=reconciled.assigned if full or changed else None), change.records(group)
+            assignment=reconciled.assigned if full or changed else None), records + change.records(group)
 
     def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
                       replaces: str | None, owned: OwnedPartitions) -> ConsumerGroupMember:
@@ -287,8 +296,9 @@ class ConsumerGroupHeartbeat:
         return reconciled
 
     # -- the group and the member ---------------------------------------------------------
-    def _group_for(self, group_id: str, create: bool, member_id: str) -> ConsumerGroup:
-        """The group (a new one is registered only once its first heartbeat succeeds)."""
+    def _group_for(self, group_id: str, create: bool, records: KeyValues) -> ConsumerGroup:
+        """The group (a new one is registered only once its first heartbeat succeeds); the classic group it
+        replaces writes its tombstone to ``records``."""
         group = self.groups.get(group_id)
         if group is not None:
             return group
@@ -297,11 +307,12 @@ class ConsumerGroupHeartbeat:
             # An Empty classic group (offsets only) becomes a consumer group; one with members only by an
             # online upgrade, when the migration policy allows it.
             if create and not classic.is_(GroupState.EMPTY):
-                upgraded = self.migration.upgrade(classic)
+                upgraded = self.migration.upgrade(classic, records)
                 if upgraded is not None:
                     return upgraded
             if not (create and classic.is_(GroupState.EMPTY)):
                 raise ConsumerGroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
+            records.append(classic_group_tombstone(group_id))
         elif not create:
             # As Kafka: the group's records outlive a restart or a move of the coordinator, so a group
             # missing here was deleted.
@@ -472,9 +483,9 @@ class ConsumerGroupHeartbeat:
     def _fence(self, group: ConsumerGroup, member_id: str, downgrade: bool = True) -> KeyValues:
         """``fence_member``, returning the records to write."""
         self.timeouts.cancel_member(group.group_id, member_id)
-        if downgrade and self.migration.downgrade(group, member_id):
-            # The consumer group is gone: its records too, or a reload would bring it back.
-            return group_tombstones(group)
+        records: KeyValues = []
+        if downgrade and self.migration.downgrade(group, member_id, records):
+            return records
         change = GroupChange(group, (member_id,))
         if group.remove_member(member_id) is None:
             return []
