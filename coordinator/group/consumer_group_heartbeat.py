@@ -478,9 +478,9 @@ class ConsumerGroupHeartbeat:
     def fence_member(self, group: ConsumerGroup, member_id: str, downgrade: bool = True) -> None:
         """Remove the member: its partitions are free, the group epoch moves on, the next heartbeat reassigns.
         With ``downgrade``, a group left with classic members only may become a classic group instead."""
-        self.records.write(group.group_id, self._fence(group, member_id, downgrade))
+        self.records.write(group.group_id, self.fence_records(group, member_id, downgrade))
 
-    def _fence(self, group: ConsumerGroup, member_id: str, downgrade: bool = True) -> KeyValues:
+    def fence_records(self, group: ConsumerGroup, member_id: str, downgrade: bool = True) -> KeyValues:
         """``fence_member``, returning the records to write."""
         self.timeouts.cancel_member(group.group_id, member_id)
         records: KeyValues = []
@@ -510,7 +510,7 @@ class ConsumerGroupHeartbeat:
                 raise ConsumerGroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                                          f"Member {request.member_id} is not a member of group {group.group_id}.")
             log.info("[GroupId %s] Member %s left the consumer group.", group.group_id, member.member_id)
-            records = self._fence(group, member.member_id)
+            records = self.fence_records(group, member.member_id)
         else:
             records = self._static_leave(group, request, request.instance_id)
         return ConsumerGroupHeartbeatResult(member_id=request.member_id, member_epoch=request.member_epoch), records
@@ -534,7 +534,7 @@ class ConsumerGroupHeartbeat:
             return change.records(group)
         log.info("[GroupId %s] Static member %s with instance id %s left the consumer group.",
                  group.group_id, member.member_id, instance_id)
-        return self._fence(group, member.member_id)
+        return self.fence_records(group, member.member_id)
 
     # -- the coordinator's other duties towards these groups ----------------------------------
     def delete_group(self, group_id: str) -> None:
