@@ -14,9 +14,14 @@ that describe the difference, in the order Kafka writes them:
    assignment epoch;
 5. a member's current assignment (epochs, state, partitions) when it moved.
 
+A conversion between the protocols writes whole groups: :func:`group_records`
+(an upgraded group, after :func:`classic_group_tombstone`) and
+:func:`group_tombstones` (a downgraded or deleted group). A member of the
+classic protocol's metadata record carries its session timeout and protocols.
+
 :func:`rebuild_group` turns what the loader replayed (``LoadedConsumerGroup``)
 back into the group, so its members go on with the epochs and partitions
-they had.
+they had (and a classic member with its protocols and session timeout).
 """
 
 from __future__ import annotations
