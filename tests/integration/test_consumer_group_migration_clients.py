@@ -266,8 +266,26 @@ def test_a_mixed_group_survives_the_broker_restart(pafka_broker_factory: Any) ->
             assert "CONSUMER" in group_type(broker, group)
             producer.close()
             check_exactly_once(broker, told, producer, group)
+        check_conversion_records(broker, group)
     finally:
         producer.close()
+
+
+def check_conversion_records(broker: BrokerProcess, group: str) -> None:
+    """``dump-log --offsets-decoder`` shows the upgrade: the classic group's tombstone and the classic
+    members' metadata with their session timeouts and protocols."""
+    from click.testing import CliRunner
+
+    from tools.cli import main
+
+    segments = sorted(str(p) for p in broker.data_dir.glob("__consumer_offsets-*/*.log"))
+    result = CliRunner().invoke(main, ["dump-log", "--offsets-decoder", "--files", ",".join(segments)])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if f'"{group}"' in line]
+    assert any(f'{{"type":"2","data":{{"group":"{group}"}}}} payload: <DELETE>' in line for line in lines)
+    classic = [line for line in lines if '"type":"5"' in line and '"classicMemberMetadata"' in line]
+    assert classic and all('"sessionTimeoutMs":6000,"supportedProtocols":[{"name":"cooperative-sticky"' in line
+                           for line in classic), lines
 
 
 # -- kafka-python and aiokafka: classic only --------------------------------------------------
