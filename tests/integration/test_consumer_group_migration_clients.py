@@ -28,6 +28,7 @@ from tests.integration.test_consumer_protocol_groups import (
     Ledger,
     SteadyProducer,
     group_epochs,
+    poll_and_commit,
     wait_until,
 )
 
@@ -80,22 +81,8 @@ class Member:
         self.ledger.revoked(self.name, [tp.partition for tp in partitions])
 
     def _run(self) -> None:
-        while not self.stop.is_set():
-            message = self.consumer.poll(0.1)
-            if message is None:
-                continue
-            if message.error():
-                self.errors.append(str(message.error()))
-                continue
-            self.ledger.record(message.partition(), message.offset())
-            try:
-                self.consumer.commit(message=message, asynchronous=False)
-            except confluent_kafka.KafkaException as e:
-                # Not committed: the next owner consumes it again, as it should.
-                self.errors.append(f"commit: {e}")
-                continue
-            self.commits.add(message.partition(), message.offset())
-        self.consumer.close()
+        poll_and_commit(self.consumer, self.stop, self.ledger, self.errors,
+                        committed=lambda message: self.commits.add(message.partition(), message.offset()))
 
     def close(self) -> None:
         self.stop.set()
