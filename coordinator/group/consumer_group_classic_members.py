@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 
 from coordinator.common.coordinator_log import KeyValues
@@ -100,15 +101,8 @@ class ClassicMembers:
         if group is None or member is None:
             return  # fenced meanwhile
         self.migration.schedule_classic_session(group, member)
-
-        def expire() -> None:
-            current = self.heartbeats.groups.get(group_id)
-            if current is not None and member_id in current.members:
-                log.info("[GroupId %s] Member %s fenced from the group because the member failed to sync within "
-                         "timeout.", group_id, member_id)
-                self.heartbeats.fence_member(current, member_id)
-
-        self.heartbeats.timeouts.schedule_sync(group_id, member_id, request.rebalance_timeout_ms, expire)
+        self.heartbeats.timeouts.schedule_sync(group_id, member_id, request.rebalance_timeout_ms, self._fencing(
+            group_id, member_id, "the member failed to sync within timeout"))
 
     def _join(self, group: ConsumerGroup, request: JoinGroupRequest,
               member_id: str) -> tuple[JoinGroupResult, KeyValues]:
@@ -188,15 +182,18 @@ class ClassicMembers:
     def _expect_rejoin(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         """A member told to rejoin that does not within its rebalance timeout is fenced."""
         group_id, member_id = group.group_id, member.member_id
+        self.heartbeats.timeouts.schedule_rebalance(group_id, member_id, member.rebalance_timeout_ms, self._fencing(
+            group_id, member_id, "the classic member failed to join within the rebalance timeout"))
 
+    def _fencing(self, group_id: str, member_id: str, reason: str) -> Callable[[], None]:
+        """A timer's action: fence the member, if the group still has it."""
         def expire() -> None:
             current = self.heartbeats.groups.get(group_id)
             if current is not None and member_id in current.members:
-                log.info("[GroupId %s] Member %s fenced from the group because the classic member failed to join "
-                         "within the rebalance timeout.", group_id, member_id)
+                log.info("[GroupId %s] Member %s fenced from the group because %s.", group_id, member_id, reason)
                 self.heartbeats.fence_member(current, member_id)
 
-        self.heartbeats.timeouts.schedule_rebalance(group_id, member_id, member.rebalance_timeout_ms, expire)
+        return expire
 
     def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
                         generation_id: int) -> ConsumerGroupMember:
