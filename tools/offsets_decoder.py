@@ -198,10 +198,7 @@ def _consumer_group_value(v: ConsumerGroupValue) -> Json:
                             "partitionMetadata": [{"partition": p, "racks": list(racks)}
                                                   for p, racks in t.partition_racks]} for t in v.topics]}
     if isinstance(v, ConsumerGroupMemberMetadataValue):
-        return {"instanceId": v.instance_id, "rackId": v.rack_id, "clientId": v.client_id,
-                "clientHost": v.client_host, "subscribedTopicNames": list(v.subscribed_topic_names),
-                "subscribedTopicRegex": v.subscribed_topic_regex, "rebalanceTimeoutMs": v.rebalance_timeout_ms,
-                "serverAssignor": v.server_assignor}
+        return _member_metadata(v)
     if isinstance(v, ConsumerGroupTargetAssignmentMetadataValue):
         return {"assignmentEpoch": v.assignment_epoch}
     if isinstance(v, ConsumerGroupTargetAssignmentMemberValue):
@@ -211,3 +208,18 @@ def _consumer_group_value(v: ConsumerGroupValue) -> Json:
     assert isinstance(v, ConsumerGroupCurrentMemberAssignmentValue)
     return {"memberEpoch": v.member_epoch, "previousMemberEpoch": v.previous_member_epoch, "state": v.state,
             "assignedPartitions": _partitions(v.assigned), "partitionsPendingRevocation": _partitions(v.revoking)}
+
+
+def _member_metadata(v: ConsumerGroupMemberMetadataValue) -> Json:
+    data: Json = {"instanceId": v.instance_id, "rackId": v.rack_id, "clientId": v.client_id,
+                  "clientHost": v.client_host, "subscribedTopicNames": list(v.subscribed_topic_names),
+                  "subscribedTopicRegex": v.subscribed_topic_regex, "rebalanceTimeoutMs": v.rebalance_timeout_ms,
+                  "serverAssignor": v.server_assignor}
+    classic = v.classic_member_metadata
+    # A tagged field whose default is null: Kafka's JSON leaves it out when it is null.
+    if classic is not None:
+        data["classicMemberMetadata"] = {
+            "sessionTimeoutMs": classic.session_timeout_ms,
+            "supportedProtocols": [{"name": name, "metadata": _binary(metadata)}
+                                   for name, metadata in classic.supported_protocols]}
+    return data

@@ -20,10 +20,13 @@ reach this: JoinGroup drops the empty consumer group and the classic group forms
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 
+from coordinator.common.coordinator_log import KeyValues
 from coordinator.group.consumer_group import (
     ClassicMemberMetadata,
     ConsumerGroup,
@@ -37,7 +40,8 @@ from coordinator.group.consumer_group_migration import (
     subscription_version,
     to_topic_ids,
 )
-from coordinator.group.group_metadata import JoinGroupResult, SyncGroupResult
+from coordinator.group.consumer_group_records import GroupChange
+from coordinator.group.group_metadata import JoinFuture, JoinGroupResult, SyncGroupResult
 from coordinator.group.group_requests import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -65,14 +69,44 @@ class ClassicMembers:
         return group if group is not None and group.members else None
 
     # -- JoinGroup -----------------------------------------------------------------------
-    def join(self, group: ConsumerGroup, request: JoinGroupRequest) -> JoinGroupResult:
+    def join(self, group: ConsumerGroup, request: JoinGroupRequest) -> JoinFuture:
+        """Answered once the records of what it changed are appended; then the member's session and its
+        sync timeout start (it must send SyncGroup within its rebalance timeout or be fenced)."""
+        future: JoinFuture = self.heartbeats.scheduler.create_future()
         member_id = request.member_id or f"{request.client_id}-{uuid.uuid4()}"
         try:
-            return self._join(group, request, member_id)
+            result, records = self._join(group, request, member_id)
         except ConsumerGroupError as e:
-            return JoinGroupResult(e.error, request.member_id)
+            future.set_result(JoinGroupResult(e.error, request.member_id))
+            return future
+        group_id = group.group_id
 
-    def _join(self, group: ConsumerGroup, request: JoinGroupRequest, member_id: str) -> JoinGroupResult:
+        def appended(error: ErrorCode) -> None:
+            if future.done():
+                return
+            if error != ErrorCode.NO_ERROR:
+                future.set_result(JoinGroupResult(error, request.member_id))
+                return
+            if result.error == ErrorCode.NO_ERROR:
+                self._joined(group_id, result.member_id, request)
+            future.set_result(result)
+
+        self.heartbeats.records.write(group_id, records, appended)
+        return future
+
+    def _joined(self, group_id: str, member_id: str, request: JoinGroupRequest) -> None:
+        self.heartbeats.timeouts.cancel_rebalance(group_id, member_id)
+        group = self.heartbeats.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None:
+            return  # fenced meanwhile
+        self.migration.schedule_classic_session(group, member)
+        self.heartbeats.timeouts.schedule_sync(group_id, member_id, request.rebalance_timeout_ms, self._fencing(
+            group_id, member_id, "the member failed to sync within timeout"))
+
+    def _join(self, group: ConsumerGroup, request: JoinGroupRequest,
+              member_id: str) -> tuple[JoinGroupResult, KeyValues]:
+        """The answer and the records to write first."""
         if member_id not in group.members and len(group.members) >= self.heartbeats.config.max_size:
             raise ConsumerGroupError(ErrorCode.GROUP_MAX_SIZE_REACHED)
         if not _supports_protocols(group, request):
@@ -80,8 +114,9 @@ class ClassicMembers:
         if request.is_unknown_member and request.require_known_member_id:
             log.info("[GroupId %s] Dynamic member with unknown member id joins the consumer group. Created a new "
                      "member id %s and requesting the member to rejoin with this id.", group.group_id, member_id)
-            return JoinGroupResult(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+            return JoinGroupResult(ErrorCode.MEMBER_ID_REQUIRED, member_id), []
         member, replaces = self._member(group, request, member_id)
+        change = GroupChange(group, (replaces, member_id))
         try:
             subscription = decode_subscription(request.protocols[0][1])
         except ConsumerProtocolError as e:
@@ -96,10 +131,8 @@ class ClassicMembers:
             client_id=request.client_id, client_host=request.client_host, classic=classic)
         owned = to_topic_ids(subscription.owned, self.migration.topic_ids({t for t, _ in subscription.owned}))
         reconciled = self.heartbeats.update_member(group, member, updated, replaces, owned)
-        self.heartbeats.timeouts.cancel_rebalance(group.group_id, reconciled.member_id)
-        self.migration.schedule_classic_session(group, reconciled)
         return JoinGroupResult(ErrorCode.NO_ERROR, reconciled.member_id, reconciled.member_epoch,
-                               CONSUMER_PROTOCOL_TYPE, classic.protocol_name)
+                               CONSUMER_PROTOCOL_TYPE, classic.protocol_name), change.records(group)
 
     def _member(self, group: ConsumerGroup, request: JoinGroupRequest,
                 member_id: str) -> tuple[ConsumerGroupMember, str | None]:
@@ -129,6 +162,7 @@ class ClassicMembers:
         if group.group_epoch > member.member_epoch and member.state != MemberState.UNREVOKED_PARTITIONS:
             self._expect_rejoin(group, member)
             return SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        self.heartbeats.timeouts.cancel_sync(group.group_id, member.member_id)
         self.migration.schedule_classic_session(group, member)
         assignment = self.migration.encode_assignment(member.assigned, subscription_version(member.classic))
         return SyncGroupResult(ErrorCode.NO_ERROR, CONSUMER_PROTOCOL_TYPE, member.classic.protocol_name, assignment)
@@ -148,15 +182,18 @@ class ClassicMembers:
     def _expect_rejoin(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         """A member told to rejoin that does not within its rebalance timeout is fenced."""
         group_id, member_id = group.group_id, member.member_id
+        self.heartbeats.timeouts.schedule_rebalance(group_id, member_id, member.rebalance_timeout_ms, self._fencing(
+            group_id, member_id, "the classic member failed to join within the rebalance timeout"))
 
+    def _fencing(self, group_id: str, member_id: str, reason: str) -> Callable[[], None]:
+        """A timer's action: fence the member, if the group still has it."""
         def expire() -> None:
             current = self.heartbeats.groups.get(group_id)
             if current is not None and member_id in current.members:
-                log.info("[GroupId %s] Member %s fenced from the group because the classic member failed to join "
-                         "within the rebalance timeout.", group_id, member_id)
+                log.info("[GroupId %s] Member %s fenced from the group because %s.", group_id, member_id, reason)
                 self.heartbeats.fence_member(current, member_id)
 
-        self.heartbeats.timeouts.schedule_rebalance(group_id, member_id, member.rebalance_timeout_ms, expire)
+        return expire
 
     def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
                         generation_id: int) -> ConsumerGroupMember:
@@ -168,10 +205,21 @@ class ClassicMembers:
         return member
 
     # -- LeaveGroup ----------------------------------------------------------------------
-    def leave(self, group: ConsumerGroup, request: LeaveGroupRequest) -> LeaveGroupResult:
-        return LeaveGroupResult(ErrorCode.NO_ERROR, [self._leave_one(group, m) for m in request.members])
+    def leave(self, group: ConsumerGroup, request: LeaveGroupRequest) -> asyncio.Future[LeaveGroupResult]:
+        """Answered once the records of the members' removal are appended."""
+        future: asyncio.Future[LeaveGroupResult] = self.heartbeats.scheduler.create_future()
+        records: KeyValues = []
+        result = LeaveGroupResult(ErrorCode.NO_ERROR, [self._leave_one(group, m, records) for m in request.members])
 
-    def _leave_one(self, group: ConsumerGroup, leaving: LeavingMember) -> ErrorCode:
+        def appended(error: ErrorCode) -> None:
+            if not future.done():
+                future.set_result(result if error == ErrorCode.NO_ERROR
+                                  else LeaveGroupResult(error, [error] * len(request.members)))
+
+        self.heartbeats.records.write(group.group_id, records, appended)
+        return future
+
+    def _leave_one(self, group: ConsumerGroup, leaving: LeavingMember, records: KeyValues) -> ErrorCode:
         try:
             if leaving.group_instance_id is None:
                 member = _validated_member(group, leaving.member_id, None)
@@ -188,7 +236,7 @@ class ClassicMembers:
             return e.error
         log.info("[Group %s] Member %s has left group through explicit `LeaveGroup` request.", group.group_id,
                  member.member_id)
-        self.heartbeats.fence_member(group, member.member_id, downgrade=False)
+        records += self.heartbeats.fence_records(group, member.member_id, downgrade=False)
         return ErrorCode.NO_ERROR
 
 

@@ -53,7 +53,13 @@ from coordinator.group.consumer_group import (
 )
 from coordinator.group.consumer_group_assignors import ASSIGNORS, AssignmentSpec
 from coordinator.group.consumer_group_reconciliation import OwnedPartitions, reconcile
-from coordinator.group.consumer_group_records import ConsumerGroupLog, GroupChange, group_tombstones, rebuild_group
+from coordinator.group.consumer_group_records import (
+    ConsumerGroupLog,
+    GroupChange,
+    classic_group_tombstone,
+    group_tombstones,
+    rebuild_group,
+)
 from coordinator.group.consumer_group_regex import (
     DEFAULT_REFRESH_MAX_INTERVAL_MS,
     InvalidRegularExpression,
@@ -100,20 +106,22 @@ class NoTopics:
 class GroupConversions(Protocol):
     """Online migration as the heartbeat path triggers it (``consumer_group_migration``)."""
 
-    def upgrade(self, classic: GroupMetadata) -> ConsumerGroup | None:
-        """The consumer group a classic group with members became, or None when it cannot be converted."""
+    def upgrade(self, classic: GroupMetadata, records: KeyValues) -> ConsumerGroup | None:
+        """The consumer group a classic group with members became (the records of the conversion added to
+        ``records``), or None when it cannot be converted."""
         ...
 
-    def downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
-        """True when the group became a classic group, the leaving member left out."""
+    def downgrade(self, group: ConsumerGroup, leaving_member_id: str, records: KeyValues) -> bool:
+        """True when the group became a classic group, the leaving member left out (the records of the
+        conversion added to ``records``)."""
         ...
 
 
 class NoConversions:
-    def upgrade(self, classic: GroupMetadata) -> ConsumerGroup | None:
+    def upgrade(self, classic: GroupMetadata, records: KeyValues) -> ConsumerGroup | None:
         return None
 
-    def downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+    def downgrade(self, group: ConsumerGroup, leaving_member_id: str, records: KeyValues) -> bool:
         return False
 
 
@@ -254,7 +262,8 @@ class ConsumerGroupHeartbeat:
             return ConsumerGroupHeartbeatResult(e.error, e.message), []
 
     def _heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> tuple[ConsumerGroupHeartbeatResult, KeyValues]:
-        group = self._group_for(request.group_id, request.member_epoch == 0, request.member_id)
+        records: KeyValues = []  # a conversion's records come before the heartbeat's
+        group = self._group_for(request.group_id, request.member_epoch == 0, records)
         if len(group.members) >= self.config.max_size and (
                 not request.member_id or request.member_id not in group.members):
             raise ConsumerGroupError(ErrorCode.GROUP_MAX_SIZE_REACHED, (
@@ -277,7 +286,7 @@ class ConsumerGroupHeartbeat:
         return ConsumerGroupHeartbeatResult(
             member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=self.group_configs.consumer_heartbeat_interval_ms(group.group_id),
-            assignment=reconciled.assigned if full or changed else None), change.records(group)
+            assignment=reconciled.assigned if full or changed else None), records + change.records(group)
 
     def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
                       replaces: str | None, owned: OwnedPartitions,
@@ -299,8 +308,9 @@ class ConsumerGroupHeartbeat:
         return reconciled
 
     # -- the group and the member ---------------------------------------------------------
-    def _group_for(self, group_id: str, create: bool, member_id: str) -> ConsumerGroup:
-        """The group (a new one is registered only once its first heartbeat succeeds)."""
+    def _group_for(self, group_id: str, create: bool, records: KeyValues) -> ConsumerGroup:
+        """The group (a new one is registered only once its first heartbeat succeeds); the classic group it
+        replaces writes its tombstone to ``records``."""
         group = self.groups.get(group_id)
         if group is not None:
             return group
@@ -309,11 +319,12 @@ class ConsumerGroupHeartbeat:
             # An Empty classic group (offsets only) becomes a consumer group; one with members only by an
             # online upgrade, when the migration policy allows it.
             if create and not classic.is_(GroupState.EMPTY):
-                upgraded = self.migration.upgrade(classic)
+                upgraded = self.migration.upgrade(classic, records)
                 if upgraded is not None:
                     return upgraded
             if not (create and classic.is_(GroupState.EMPTY)):
                 raise ConsumerGroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
+            records.append(classic_group_tombstone(group_id))
         elif not create:
             # As Kafka: the group's records outlive a restart or a move of the coordinator, so a group
             # missing here was deleted.
@@ -467,14 +478,14 @@ class ConsumerGroupHeartbeat:
     def fence_member(self, group: ConsumerGroup, member_id: str, downgrade: bool = True) -> None:
         """Remove the member: its partitions are free, the group epoch moves on, the next heartbeat reassigns.
         With ``downgrade``, a group left with classic members only may become a classic group instead."""
-        self.records.write(group.group_id, self._fence(group, member_id, downgrade))
+        self.records.write(group.group_id, self.fence_records(group, member_id, downgrade))
 
-    def _fence(self, group: ConsumerGroup, member_id: str, downgrade: bool = True) -> KeyValues:
+    def fence_records(self, group: ConsumerGroup, member_id: str, downgrade: bool = True) -> KeyValues:
         """``fence_member``, returning the records to write."""
         self.timeouts.cancel_member(group.group_id, member_id)
-        if downgrade and self.migration.downgrade(group, member_id):
-            # The consumer group is gone: its records too, or a reload would bring it back.
-            return group_tombstones(group)
+        records: KeyValues = []
+        if downgrade and self.migration.downgrade(group, member_id, records):
+            return records
         change = GroupChange(group, (member_id,))
         if group.remove_member(member_id) is None:
             return []
@@ -501,7 +512,7 @@ class ConsumerGroupHeartbeat:
                 raise ConsumerGroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                                          f"Member {request.member_id} is not a member of group {group.group_id}.")
             log.info("[GroupId %s] Member %s left the consumer group.", group.group_id, member.member_id)
-            records = self._fence(group, member.member_id)
+            records = self.fence_records(group, member.member_id)
         else:
             records = self._static_leave(group, request, request.instance_id)
         return ConsumerGroupHeartbeatResult(member_id=request.member_id, member_epoch=request.member_epoch), records
@@ -525,7 +536,7 @@ class ConsumerGroupHeartbeat:
             return change.records(group)
         log.info("[GroupId %s] Static member %s with instance id %s left the consumer group.",
                  group.group_id, member.member_id, instance_id)
-        return self._fence(group, member.member_id)
+        return self.fence_records(group, member.member_id)
 
     # -- the coordinator's other duties towards these groups ----------------------------------
     def delete_group(self, group_id: str) -> None:

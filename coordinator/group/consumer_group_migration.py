@@ -13,8 +13,15 @@ convertToClassicGroup, ``group.consumer.migration.policy``).
   current assignments, and a rebalance starts so they rejoin through the classic path.
 
 An empty group converts either way whatever the policy (the heartbeat path and JoinGroup drop the empty
-group of the other protocol). The conversions happen in memory; the committed offsets stay in the
-classic ``GroupMetadata`` of the same id, which both protocols share.
+group of the other protocol). The committed offsets stay in the classic ``GroupMetadata`` of the same id,
+which both protocols share.
+
+Each conversion writes what Kafka writes, in one append with the request's own records, so a coordinator
+loading the partition afterwards finds the group as it was converted: an upgrade writes the classic
+group's ``GroupMetadata`` tombstone then the whole consumer group (each member's metadata, with its
+classic protocols and session timeout, the group epoch, the targets, the assignment epoch, each member's
+current assignment); a downgrade writes the consumer group's tombstones then the classic group's
+``GroupMetadata`` record, each member with its target assignment.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from coordinator.common.coordinator_log import KeyValues
 from coordinator.common.scheduler import Scheduler
 from coordinator.group.consumer_group import (
     Assignment,
@@ -34,6 +42,7 @@ from coordinator.group.consumer_group import (
     MemberState,
 )
 from coordinator.group.consumer_group_heartbeat import ConsumerGroupHeartbeat
+from coordinator.group.consumer_group_records import classic_group_tombstone, group_records, group_tombstones
 from coordinator.group.group_metadata import (
     GroupMetadata,
     GroupState,
@@ -43,6 +52,7 @@ from coordinator.group.group_metadata import (
 )
 from coordinator.group.group_metadata_manager import GroupMetadataManager
 from coordinator.group.group_rebalance import GroupRebalance
+from coordinator.group.record_formats import GroupMetadataKey, encode_group_metadata_key, encode_group_metadata_value
 from protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     ConsumerProtocolError,
@@ -142,7 +152,7 @@ class ConsumerGroupMigration:
         return encode_assignment(dict(sorted(partitions.items())), max(version, 0))
 
     # -- upgrade -------------------------------------------------------------------------
-    def upgrade(self, classic: GroupMetadata) -> ConsumerGroup | None:
+    def upgrade(self, classic: GroupMetadata, records: KeyValues) -> ConsumerGroup | None:
         if not self.policy.upgrade_enabled:
             log.info("Cannot upgrade classic group %s to consumer group because the online upgrade is disabled.",
                      classic.group_id)
@@ -168,6 +178,8 @@ class ConsumerGroupMigration:
             group.update_member(member)
         self._empty_classic_group(classic)
         self.heartbeats.groups[group.group_id] = group
+        records.append(classic_group_tombstone(group.group_id))
+        records += group_records(group)
         for member in members:
             self.schedule_classic_session(group, member)
         log.info("[GroupId %s] Converted the classic group to a consumer group at epoch %d.", group.group_id,
@@ -217,7 +229,7 @@ class ConsumerGroupMigration:
             self.heartbeats.fence_member(group, member_id)
 
     # -- downgrade -----------------------------------------------------------------------
-    def downgrade(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+    def downgrade(self, group: ConsumerGroup, leaving_member_id: str, records: KeyValues) -> bool:
         leaving = group.members.get(leaving_member_id)
         others = [m for m in group.members.values() if m.member_id != leaving_member_id]
         if leaving is None or leaving.classic is not None or not others or any(m.classic is None for m in others):
@@ -232,7 +244,10 @@ class ConsumerGroupMigration:
             return False
         self.heartbeats.timeouts.cancel_group(group.group_id)
         del self.heartbeats.groups[group.group_id]
+        # The consumer group's tombstones (the leaving member's too), then the classic group that replaces it.
+        records += group_tombstones(group)
         classic = self._classic_group(group, others)
+        records.append(self._classic_group_record(classic))
         for member in classic.members.values():
             self.rebalance.schedule_heartbeat(classic, member.member_id, member.session_timeout_ms)
         log.info("[GroupId %s] Converted the consumer group to a classic group at generation %d.", group.group_id,
@@ -251,7 +266,9 @@ class ConsumerGroupMigration:
             metadata = MemberMetadata(member.member_id, member.instance_id, member.client_id, member.client_host,
                                       member.rebalance_timeout_ms, member.classic.session_timeout_ms,
                                       CONSUMER_PROTOCOL_TYPE, list(member.classic.protocols))
-            metadata.assignment = self.encode_assignment(member.assigned, _version(member.classic))
+            # Its target assignment, as Kafka's ClassicGroup.fromConsumerGroup.
+            metadata.assignment = self.encode_assignment(group.target.get(member.member_id, {}),
+                                                         _version(member.classic))
             classic.add(metadata, None)
         classic.protocol_type = CONSUMER_PROTOCOL_TYPE
         classic.generation_id = group.group_epoch
@@ -259,6 +276,12 @@ class ConsumerGroupMigration:
         classic.state = GroupState.STABLE
         classic.current_state_timestamp = self.scheduler.now_ms()
         return classic
+
+    def _classic_group_record(self, classic: GroupMetadata) -> tuple[bytes, bytes | None]:
+        """The classic group's GroupMetadata record, with its members' assignments."""
+        assignments = {member_id: m.assignment for member_id, m in classic.members.items()}
+        return (encode_group_metadata_key(GroupMetadataKey(classic.group_id)),
+                encode_group_metadata_value(self.manager.group_metadata_value(classic, assignments)))
 
 
 def _version(classic: ClassicMemberMetadata) -> int:

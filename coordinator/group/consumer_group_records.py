@@ -16,9 +16,14 @@ that describe the difference, in the order Kafka writes them:
    assignment epoch;
 5. a member's current assignment (epochs, state, partitions) when it moved.
 
+A conversion between the protocols writes whole groups: :func:`group_records`
+(an upgraded group, after :func:`classic_group_tombstone`) and
+:func:`group_tombstones` (a downgraded or deleted group). A member of the
+classic protocol's metadata record carries its session timeout and protocols.
+
 :func:`rebuild_group` turns what the loader replayed (``LoadedConsumerGroup``)
 back into the group, so its members go on with the epochs and partitions
-they had.
+they had (and a classic member with its protocols and session timeout).
 """
 
 from __future__ import annotations
@@ -29,7 +34,14 @@ import uuid
 from collections.abc import Callable, Iterable
 
 from coordinator.common.coordinator_log import APPEND_ERRORS, KeyValues
-from coordinator.group.consumer_group import Assignment, ConsumerGroup, ConsumerGroupMember, MemberState, TopicInfo
+from coordinator.group.consumer_group import (
+    Assignment,
+    ClassicMemberMetadata,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+    TopicInfo,
+)
 from coordinator.group.consumer_group_regex import ResolvedRegularExpression
 from coordinator.group.group_metadata_loader import LoadedConsumerGroup
 from coordinator.group.group_metadata_manager import GroupMetadataManager
@@ -41,6 +53,7 @@ from coordinator.group.record_formats import (
     CONSUMER_GROUP_REGULAR_EXPRESSION,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    ClassicMemberMetadataValue,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataValue,
@@ -50,9 +63,11 @@ from coordinator.group.record_formats import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataValue,
     ConsumerGroupValue,
+    GroupMetadataKey,
     TopicMetadata,
     encode_consumer_group_key,
     encode_consumer_group_value,
+    encode_group_metadata_key,
 )
 from protocol.errors import ErrorCode
 
@@ -83,10 +98,12 @@ def _normalized(assignment: Assignment | None) -> dict[uuid.UUID, frozenset[int]
 
 
 def _metadata(member: ConsumerGroupMember) -> ConsumerGroupMemberMetadataValue:
+    classic = None if member.classic is None else ClassicMemberMetadataValue(member.classic.session_timeout_ms,
+                                                                              member.classic.protocols)
     return ConsumerGroupMemberMetadataValue(
         member.instance_id, member.rack_id, member.client_id, member.client_host,
         member.subscribed_topic_names, member.subscribed_topic_regex, member.rebalance_timeout_ms,
-        member.server_assignor)
+        member.server_assignor, classic)
 
 
 def _current(member: ConsumerGroupMember) -> ConsumerGroupCurrentMemberAssignmentValue:
@@ -103,15 +120,39 @@ def member_tombstones(group_id: str, member_id: str) -> KeyValues:
 
 
 def group_tombstones(group: ConsumerGroup) -> KeyValues:
-    """The group is deleted: every member's records, then the group's own, its metadata last."""
-    records: KeyValues = []
-    for member_id in sorted(set(group.members) | set(group.target)):
-        records += member_tombstones(group.group_id, member_id)
-    records += [_record(t, group.group_id, None) for t in (
-        CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, CONSUMER_GROUP_PARTITION_METADATA)]
-    records += [regex_record(group.group_id, regex, None) for regex in sorted(group.resolved_regexes)]
-    records.append(_record(CONSUMER_GROUP_METADATA, group.group_id, None))
+    """The group is deleted (or becomes a classic group), in Kafka's order: every member's current assignment,
+    every member's target, the assignment epoch, every member's metadata, the resolved regular expressions, the subscribed topics' metadata,
+    and the group's epoch last (its tombstone removes the group on replay)."""
+    gid = group.group_id
+    member_ids = list(group.members) + [m for m in group.target if m not in group.members]
+    records = [_record(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, None, m) for m in member_ids]
+    records += [_record(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, None, m) for m in member_ids]
+    records.append(_record(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid, None))
+    records += [_record(CONSUMER_GROUP_MEMBER_METADATA, gid, None, m) for m in member_ids]
+    records += [regex_record(gid, regex, None) for regex in sorted(group.resolved_regexes)]
+    records += [_record(t, gid, None) for t in (CONSUMER_GROUP_PARTITION_METADATA, CONSUMER_GROUP_METADATA)]
     return records
+
+
+def group_records(group: ConsumerGroup) -> KeyValues:
+    """A group converted from a classic group, whole, in Kafka's order (its createConsumerGroupRecords): every
+    member's metadata, the group epoch, every member's target, the assignment epoch (the group epoch), every
+    member's current assignment."""
+    gid = group.group_id
+    records = [_record(CONSUMER_GROUP_MEMBER_METADATA, gid, _metadata(m), m.member_id) for m in group.members.values()]
+    records.append(_record(CONSUMER_GROUP_METADATA, gid, ConsumerGroupMetadataValue(group.group_epoch)))
+    records += [_record(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, ConsumerGroupTargetAssignmentMemberValue(
+        _normalized(group.target.get(m))), m) for m in group.members]
+    records.append(_record(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid,
+                           ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch)))
+    records += [_record(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, _current(m), m.member_id)
+                for m in group.members.values()]
+    return records
+
+
+def classic_group_tombstone(group_id: str) -> tuple[bytes, bytes | None]:
+    """The classic group's GroupMetadata tombstone: the group is no longer classic (its offsets stay)."""
+    return encode_group_metadata_key(GroupMetadataKey(group_id)), None
 
 
 def _partition_metadata(metadata: dict[str, TopicInfo]) -> ConsumerGroupPartitionMetadataValue:
@@ -206,7 +247,8 @@ def rebuild_group(group_id: str, loaded: LoadedConsumerGroup) -> ConsumerGroup:
             member_id, instance_id=metadata.instance_id, rack_id=metadata.rack_id,
             rebalance_timeout_ms=metadata.rebalance_timeout_ms, client_id=metadata.client_id,
             client_host=metadata.client_host, subscribed_topic_names=tuple(sorted(set(metadata.subscribed_topic_names))),
-            subscribed_topic_regex=metadata.subscribed_topic_regex or None, server_assignor=metadata.server_assignor)
+            subscribed_topic_regex=metadata.subscribed_topic_regex or None, server_assignor=metadata.server_assignor,
+            classic=_classic(metadata.classic_member_metadata))
         if current is not None:
             member = dataclasses.replace(
                 member, member_epoch=current.member_epoch, previous_member_epoch=current.previous_member_epoch,
@@ -219,6 +261,9 @@ def rebuild_group(group_id: str, loaded: LoadedConsumerGroup) -> ConsumerGroup:
     return group
 
 
+
+def _classic(value: ClassicMemberMetadataValue | None) -> ClassicMemberMetadata | None:
+    return None if value is None else ClassicMemberMetadata(value.session_timeout_ms, value.supported_protocols)
 
 
 class ConsumerGroupLog:

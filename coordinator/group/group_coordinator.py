@@ -129,7 +129,7 @@ class GroupCoordinator:
     def join_group(self, request: JoinGroupRequest) -> JoinFuture:
         group = self._mixed_group(request.group_id)
         if group is not None:
-            return self._answered(self.classic_members.join(group, request))
+            return self.classic_members.join(group, request)
         if self.status.validate(request.group_id) is None and self.consumer_admin.refuses_classic_join(
                 request.group_id):
             return self._answered(JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
@@ -150,7 +150,7 @@ class GroupCoordinator:
     def leave_group(self, request: LeaveGroupRequest) -> asyncio.Future[LeaveGroupResult]:
         group = self._mixed_group(request.group_id)
         if group is not None:
-            return self._answered(self.classic_members.leave(group, request))
+            return self.classic_members.leave(group, request)
         return self.membership.leave_group(request)
 
     def _mixed_group(self, group_id: str) -> ConsumerGroup | None:

@@ -25,7 +25,9 @@ its fields are not flexible; every value is version 0 in the flexible encoding
 - 4 ``ConsumerGroupPartitionMetadata`` (group): the subscribed topics' ids,
   names and partition counts (with per-partition racks, left empty here);
 - 5 ``ConsumerGroupMemberMetadata`` (group, member): instance id, rack,
-  client, subscription, rebalance timeout, server assignor;
+  client, subscription, rebalance timeout, server assignor, and for a member
+  of the classic protocol its ``ClassicMemberMetadata`` (session timeout and
+  supported protocols) as the tagged field 0, a nullable struct;
 - 6 ``ConsumerGroupTargetAssignmentMetadata`` (group): the assignment epoch;
 - 7 ``ConsumerGroupTargetAssignmentMember`` (group, member): its target;
 - 8 ``ConsumerGroupCurrentMemberAssignment`` (group, member): member epoch,
@@ -118,6 +120,14 @@ class ConsumerGroupPartitionMetadataValue:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadataValue:
+    """A classic-protocol member's JoinGroup: its session timeout and its protocols (name, metadata)."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -127,6 +137,8 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    #: Tagged field 0; None for a member of the consumer protocol.
+    classic_member_metadata: ClassicMemberMetadataValue | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,8 +210,9 @@ class GroupMetadataValue:
 # ----------------------------------------------------------------- writing
 
 class _Writer:
-    def __init__(self, version: int) -> None:
-        self.out = bytearray(_I16.pack(version))
+    def __init__(self, version: int | None) -> None:
+        """``version``: the leading int16 (None: a nested struct, without one)."""
+        self.out = bytearray() if version is None else bytearray(_I16.pack(version))
 
     def int16(self, v: int) -> None:
         self.out += _I16.pack(v)
@@ -243,6 +256,10 @@ class _Writer:
 
     def compact_array(self, n: int) -> None:
         self.uvarint(n + 1)
+
+    def compact_bytes(self, v: bytes) -> None:
+        self.uvarint(len(v) + 1)
+        self.out += v
 
     def uuid(self, v: uuid.UUID) -> None:
         self.out += v.bytes
@@ -295,7 +312,8 @@ def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
     elif isinstance(value, ConsumerGroupPartitionMetadataValue):
         _write_partition_metadata(w, value)
     elif isinstance(value, ConsumerGroupMemberMetadataValue):
-        _write_member_metadata(w, value)
+        _write_member_metadata(w, value)  # with its own tagged fields
+        return bytes(w.out)
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         w.int32(value.assignment_epoch)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
@@ -343,6 +361,25 @@ def _write_member_metadata(w: _Writer, value: ConsumerGroupMemberMetadataValue) 
     w.compact_string(value.subscribed_topic_regex)
     w.int32(value.rebalance_timeout_ms)
     w.compact_string(value.server_assignor)
+    classic = value.classic_member_metadata
+    if classic is None:
+        w.no_tagged_fields()
+        return
+    struct_ = _Writer(None)
+    struct_.int32(classic.session_timeout_ms)
+    struct_.compact_array(len(classic.supported_protocols))
+    for name, metadata in classic.supported_protocols:
+        struct_.compact_string(name)
+        struct_.compact_bytes(metadata)
+        struct_.no_tagged_fields()
+    struct_.no_tagged_fields()
+    # One tagged field: tag 0, its size, then the nullable struct's presence marker (as an unsigned varint in a
+    # tagged field) and the struct; the size counts the marker.
+    w.uvarint(1)
+    w.uvarint(0)
+    w.uvarint(len(struct_.out) + 1)
+    w.uvarint(1)
+    w.out += struct_.out
 
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
@@ -419,7 +456,7 @@ def decode_consumer_group_value(record_type: int, data: bytes) -> ConsumerGroupV
     elif record_type == CONSUMER_GROUP_PARTITION_METADATA:
         value = ConsumerGroupPartitionMetadataValue(tuple(_read_topic_metadata(r) for _ in range(r.array_length())))
     elif record_type == CONSUMER_GROUP_MEMBER_METADATA:
-        value = _read_member_metadata(r)
+        return _read_member_metadata(r)  # with its own tagged fields
     elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
         value = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
     elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
@@ -456,8 +493,31 @@ def _read_member_metadata(r: Readable) -> ConsumerGroupMemberMetadataValue:
     client_id, client_host = r.string(), r.string()
     names = tuple(r.string() for _ in range(r.array_length()))
     regex = r.nullable_string()
-    return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host, names, regex, r.int32(),
-                                            r.nullable_string())
+    rebalance_timeout_ms, server_assignor = r.int32(), r.nullable_string()
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        if tag != 0:
+            r.take(size)
+            continue
+        end = r.pos + size
+        if r.uvarint() > 0:  # the nullable struct's presence marker
+            classic = _read_classic_member_metadata(r)
+        if r.pos != end:
+            raise CorruptRecordError("ClassicMemberMetadata: its size does not match its fields")
+    return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host, names, regex,
+                                            rebalance_timeout_ms, server_assignor, classic)
+
+
+def _read_classic_member_metadata(r: Readable) -> ClassicMemberMetadataValue:
+    session_timeout_ms = r.int32()
+    protocols = []
+    for _ in range(r.array_length()):
+        name, metadata = r.string(), r.bytes_()
+        r.skip_tagged_fields()
+        protocols.append((name, metadata))
+    r.skip_tagged_fields()
+    return ClassicMemberMetadataValue(session_timeout_ms, tuple(protocols))
 
 
 def _read_topic_partitions(r: Readable) -> dict[uuid.UUID, frozenset[int]]:

@@ -20,6 +20,7 @@ from coordinator.group.group_metadata import OffsetAndMetadata
 from coordinator.group.group_metadata_loader import replay
 from coordinator.group.group_metadata_manager import GroupMetadataManager
 from coordinator.group.record_formats import (
+    ClassicMemberMetadataValue,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataValue,
@@ -89,6 +90,15 @@ VALUES: list[tuple[int, ConsumerGroupValue, bytes]] = [
     (5, ConsumerGroupMemberMetadataValue("inst", None, "client", "/10.0.0.1", ("a", "b"), None, 30000, "uniform"),
      b"\x00\x00" + compact("inst") + compact(None) + compact("client") + compact("/10.0.0.1")
      + b"\x03" + compact("a") + compact("b") + compact(None) + i32(30000) + compact("uniform") + NO_TAGS),
+    # A classic member: ClassicMemberMetadata is tagged field 0, a nullable struct (its presence marker 1 is
+    # counted in its size): session timeout, then each protocol's name and metadata (compact bytes).
+    (5, ConsumerGroupMemberMetadataValue(None, None, "c", "/h", ("a",), None, 300, None, ClassicMemberMetadataValue(
+        45000, (("range", b"\x00\x03"), ("roundrobin", b"")))),
+     b"\x00\x00" + compact(None) + compact(None) + compact("c") + compact("/h") + b"\x02" + compact("a")
+     + compact(None) + i32(300) + compact(None)
+     + b"\x01" + b"\x00" + bytes([1 + 4 + 1 + 6 + 3 + 1 + 11 + 1 + 1 + 1]) + b"\x01"
+     + i32(45000) + b"\x03" + compact("range") + b"\x03\x00\x03" + NO_TAGS + compact("roundrobin") + b"\x01"
+     + NO_TAGS + NO_TAGS),
     (6, ConsumerGroupTargetAssignmentMetadataValue(4), b"\x00\x00" + i32(4) + NO_TAGS),
     (7, ConsumerGroupTargetAssignmentMemberValue({T1: frozenset({2, 0, 1})}),
      b"\x00\x00" + _topic_partitions((T1, [0, 1, 2])) + NO_TAGS),

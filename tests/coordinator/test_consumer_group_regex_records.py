@@ -120,8 +120,10 @@ def test_a_deleted_group_tombstones_the_expressions_it_still_has() -> None:
     written = len(_records(h))
     h.coordinator.consumer_groups.delete_group("g")
     tail = _records(h)[written:]
-    assert [(k.record_type, k.regex) for k, _ in tail[-2:]] == [
-        (CONSUMER_GROUP_REGULAR_EXPRESSION, REGEX), (CONSUMER_GROUP_METADATA, None)]
+    # Kafka's order: the expressions' tombstones, then the subscribed topics' metadata and the group epoch
+    assert [(k.record_type, k.regex) for k, _ in tail[-3:]] == [
+        (CONSUMER_GROUP_REGULAR_EXPRESSION, REGEX), (CONSUMER_GROUP_PARTITION_METADATA, None),
+        (CONSUMER_GROUP_METADATA, None)]
     assert all(v is None for _, v in tail)
 
 

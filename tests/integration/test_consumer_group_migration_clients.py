@@ -22,7 +22,15 @@ import pytest
 
 from pytest_pafka.broker_process import BrokerProcess
 from testing.topics import create_topic
-from tests.integration.test_consumer_protocol_groups import PARTITIONS, SWITCH, Ledger, SteadyProducer, wait_until
+from tests.integration.test_consumer_protocol_groups import (
+    PARTITIONS,
+    SWITCH,
+    Ledger,
+    SteadyProducer,
+    group_epochs,
+    poll_and_commit,
+    wait_until,
+)
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -73,22 +81,8 @@ class Member:
         self.ledger.revoked(self.name, [tp.partition for tp in partitions])
 
     def _run(self) -> None:
-        while not self.stop.is_set():
-            message = self.consumer.poll(0.1)
-            if message is None:
-                continue
-            if message.error():
-                self.errors.append(str(message.error()))
-                continue
-            self.ledger.record(message.partition(), message.offset())
-            try:
-                self.consumer.commit(message=message, asynchronous=False)
-            except confluent_kafka.KafkaException as e:
-                # Not committed: the next owner consumes it again, as it should.
-                self.errors.append(f"commit: {e}")
-                continue
-            self.commits.add(message.partition(), message.offset())
-        self.consumer.close()
+        poll_and_commit(self.consumer, self.stop, self.ledger, self.errors,
+                        committed=lambda message: self.commits.add(message.partition(), message.offset()))
 
     def close(self) -> None:
         self.stop.set()
@@ -226,6 +220,59 @@ def test_an_eager_range_classic_group_is_upgraded_and_downgraded() -> None:
                 check_exactly_once(broker, told, producer, group)
         finally:
             producer.close()
+
+
+@pytest.mark.slow
+def test_a_mixed_group_survives_the_broker_restart(pafka_broker_factory: Any) -> None:
+    """Two classic members upgraded by a consumer-protocol one, then the broker restarts: the group is loaded
+    from its records (the classic members with their protocols and sessions) at the same epoch with the same
+    members, nobody's partitions move, and consumption goes on with nothing consumed again past a commit."""
+    group, topic = "mixed-restart", "mixed-restart-t"
+    broker = pafka_broker_factory(*SWITCH)
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    producer = SteadyProducer(broker, topic, 200)
+    try:
+        with story(broker, group, topic) as told:
+            told.start("a", CLASSIC)
+            told.start("b", CLASSIC)
+            told.wait_balanced("two classic members")
+            told.start("c", MODERN)  # the upgrade
+            told.wait_balanced("two classic members and a consumer-protocol one")
+            told.wait_consumed(producer, "the restart")
+            owned = {name: member.owned for name, member in told.members.items()}
+            epoch = group_epochs(broker.log_text(), group)[-1]
+            before = len(broker.log_text())
+            broker.restart()
+            loaded = f"[GroupId {group}] Loaded consumer group at epoch {epoch} with 3 member(s)."
+            wait_until(lambda: loaded in broker.log_text()[before:], 30, "the group loaded from its records")
+            told.wait_consumed(producer, "the end")
+            time.sleep(2)  # a few heartbeats more of every member on the restarted broker
+            after = broker.log_text()[before:]
+            assert {name: member.owned for name, member in told.members.items()} == owned
+            assert group_epochs(after, group) == [], after[-3000:]
+            assert "CONSUMER" in group_type(broker, group)
+            producer.close()
+            check_exactly_once(broker, told, producer, group)
+        check_conversion_records(broker, group)
+    finally:
+        producer.close()
+
+
+def check_conversion_records(broker: BrokerProcess, group: str) -> None:
+    """``dump-log --offsets-decoder`` shows the upgrade: the classic group's tombstone and the classic
+    members' metadata with their session timeouts and protocols."""
+    from click.testing import CliRunner
+
+    from tools.cli import main
+
+    segments = sorted(str(p) for p in broker.data_dir.glob("__consumer_offsets-*/*.log"))
+    result = CliRunner().invoke(main, ["dump-log", "--offsets-decoder", "--files", ",".join(segments)])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if f'"{group}"' in line]
+    assert any(f'{{"type":"2","data":{{"group":"{group}"}}}} payload: <DELETE>' in line for line in lines)
+    classic = [line for line in lines if '"type":"5"' in line and '"classicMemberMetadata"' in line]
+    assert classic and all('"sessionTimeoutMs":6000,"supportedProtocols":[{"name":"cooperative-sticky"' in line
+                           for line in classic), lines
 
 
 # -- kafka-python and aiokafka: classic only --------------------------------------------------

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -76,6 +76,32 @@ class Ledger:
             return {p for p, m in self.owners.items() if m == member}
 
 
+def poll_and_commit(consumer: Any, stop: threading.Event, ledger: Ledger, errors: list[str],
+                    consumed: Callable[[Any], None] | None = None,
+                    committed: Callable[[Any], None] | None = None) -> None:
+    """A confluent-kafka member thread's loop until ``stop``: poll, put each record in the ledger, commit it
+    synchronously (a failed commit is an error, and the record is left for the next owner); then close.
+    ``consumed`` sees each record once it is in the ledger, ``committed`` each record whose commit succeeded."""
+    while not stop.is_set():
+        message = consumer.poll(0.1)
+        if message is None:
+            continue
+        if message.error():
+            errors.append(str(message.error()))
+            continue
+        ledger.record(message.partition(), message.offset())
+        if consumed is not None:
+            consumed(message)
+        try:
+            consumer.commit(message=message, asynchronous=False)
+        except confluent_kafka.KafkaException as e:
+            errors.append(f"commit: {e}")
+            continue
+        if committed is not None:
+            committed(message)
+    consumer.close()
+
+
 class ThreadMember:
     def __init__(self, broker: Bootstrapped, name: str, group: str, topic: str, ledger: Ledger,
                  instance_id: str | None = None) -> None:
@@ -105,20 +131,8 @@ class ThreadMember:
         self.ledger.revoked(self.name, [tp.partition for tp in partitions])
 
     def _run(self) -> None:
-        while not self.stop.is_set():
-            message = self.consumer.poll(0.1)
-            if message is None:
-                continue
-            if message.error():
-                self.errors.append(str(message.error()))
-                continue
-            self.ledger.record(message.partition(), message.offset())
-            self.consumed_at.append(time.monotonic())
-            try:
-                self.consumer.commit(message=message, asynchronous=False)
-            except confluent_kafka.KafkaException as e:
-                self.errors.append(f"commit: {e}")
-        self.consumer.close()
+        poll_and_commit(self.consumer, self.stop, self.ledger, self.errors,
+                        consumed=lambda _message: self.consumed_at.append(time.monotonic()))
 
     def close(self) -> None:
         self.stop.set()

@@ -95,6 +95,7 @@ def test_offsets_decoder_prints_consumer_offsets_records_as_kafka(checked_tmp_pa
 
     from coordinator.common.coordinator_log import build_records_batch
     from coordinator.group.record_formats import (
+        ClassicMemberMetadataValue,
         ConsumerGroupCurrentMemberAssignmentValue,
         ConsumerGroupMemberMetadataValue,
         ConsumerGroupMetadataValue,
@@ -127,6 +128,9 @@ def test_offsets_decoder_prints_consumer_offsets_records_as_kafka(checked_tmp_pa
          encode_consumer_group_value(ConsumerGroupPartitionMetadataValue((TopicMetadata(topic_id, "t", 3),)))),
         (encode_consumer_group_key(ConsumerGroupRecordKey(5, "cg", "m1")), encode_consumer_group_value(
             ConsumerGroupMemberMetadataValue(None, None, "c", "/h", ("t",), None, 300, None))),
+        (encode_consumer_group_key(ConsumerGroupRecordKey(5, "cg", "m2")), encode_consumer_group_value(
+            ConsumerGroupMemberMetadataValue(None, None, "c", "/h", ("t",), None, 300, None,
+                                             ClassicMemberMetadataValue(10000, (("range", b"\x00\x01"),))))),
         (encode_consumer_group_key(ConsumerGroupRecordKey(7, "cg", "m1")),
          encode_consumer_group_value(ConsumerGroupTargetAssignmentMemberValue({topic_id: frozenset({1, 0})}))),
         (encode_consumer_group_key(ConsumerGroupRecordKey(8, "cg", "m1")), encode_consumer_group_value(
@@ -154,11 +158,15 @@ def test_offsets_decoder_prints_consumer_offsets_records_as_kafka(checked_tmp_pa
         ('key: {"type":"5","data":{"groupId":"cg","memberId":"m1"}} payload: {"version":"0","data":{"instanceId":null,'
         '"rackId":null,"clientId":"c","clientHost":"/h","subscribedTopicNames":["t"],"subscribedTopicRegex":null,'
         '"rebalanceTimeoutMs":300,"serverAssignor":null}}'),
+        ('key: {"type":"5","data":{"groupId":"cg","memberId":"m2"}} payload: {"version":"0","data":{"instanceId":null,'
+        '"rackId":null,"clientId":"c","clientHost":"/h","subscribedTopicNames":["t"],"subscribedTopicRegex":null,'
+        '"rebalanceTimeoutMs":300,"serverAssignor":null,"classicMemberMetadata":{"sessionTimeoutMs":10000,'
+        '"supportedProtocols":[{"name":"range","metadata":"AAE="}]}}}'),
         'key: {"type":"7","data":{"groupId":"cg","memberId":"m1"}} payload: {"version":"0","data":{"topicPartitions":'
         '[{"topicId":"' + tid + '","partitions":[0,1]}]}}',
         'key: {"type":"8","data":{"groupId":"cg","memberId":"m1"}} payload: {"version":"0","data":{"memberEpoch":2,'
         '"previousMemberEpoch":1,"state":0,"assignedPartitions":[{"topicId":"' + tid + '","partitions":[0]}],'
         '"partitionsPendingRevocation":[]}}',
         'key: {"type":"8","data":{"groupId":"cg","memberId":"m1"}} payload: <DELETE>',
-        "key: Unknown record type 99 at offset 8, skipping.",
+        "key: Unknown record type 99 at offset 9, skipping.",
     ]
