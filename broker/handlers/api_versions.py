@@ -2,7 +2,8 @@
 
 A client newer than the broker may send a version we do not know; the socket
 server then answers with a v0 response carrying UNSUPPORTED_VERSION and our
-ranges (KIP-511), and the client retries with a version we do know.
+ranges (KIP-511), and the client retries with a version we do know. From v3
+the answer also carries the broker's feature flags (broker.features).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from broker import handlers  # the package object: its MODULES exist once discovery ends
+from broker.features import report_features
 from protocol.errors import ErrorCode
 from protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
 
@@ -68,5 +70,7 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ApiVersionsRequ
         _valid_client_software(request.client_software_name) and _valid_client_software(request.client_software_version)
     ):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
-    return build_response(cluster=broker.membership.is_cluster,
-                          rebalance_protocols=broker.config.group_coordinator_rebalance_protocols)
+    protocols = broker.config.group_coordinator_rebalance_protocols
+    response = build_response(cluster=broker.membership.is_cluster, rebalance_protocols=protocols)
+    report_features(response, ctx.api_version, protocols)
+    return response
