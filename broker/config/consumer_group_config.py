@@ -19,6 +19,9 @@ from coordinator.group.consumer_group_assignors import assignor_names
 
 REBALANCE_PROTOCOLS = ("classic", "consumer")
 
+#: ``group.coordinator.rebalance.protocols``' default here; what a broker serves and advertises follows it.
+DEFAULT_REBALANCE_PROTOCOLS: tuple[str, ...] = ("classic",)
+
 
 @dataclass(frozen=True, slots=True)
 class BoundedMs:
