@@ -1,12 +1,14 @@
 """ApiVersions' feature flags (KIP-584) as Kafka 4 reports them, and DescribeFeatures read from them.
 
 Kafka's Admin.describeFeatures is an ApiVersions request; pafka's AdminClient
-and kafka-python's KafkaAdminClient.describe_features read the same fields.
+(and ``pafka features describe``) and kafka-python's
+KafkaAdminClient.describe_features read the same fields.
 """
 
 from __future__ import annotations
 
 import pytest
+from click.testing import CliRunner
 from kafka.admin import KafkaAdminClient
 
 from broker.features import finalized_features, report_features
@@ -19,6 +21,8 @@ from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsRespon
 from pytest_pafka import BrokerProcess
 from pytest_pafka.plugin import BrokerFactory
 from testing.sockets import send_request
+from tools.cli import main
+from tools.features_command import describe_lines
 
 CLASSIC = ("classic",)
 BOTH = ("classic", "consumer")
@@ -99,3 +103,18 @@ def test_the_broker_answers_each_version_as_kafka(brokers: dict[str, BrokerProce
     assert response.supported_features == ([GROUP_VERSION_0_1] if api_version >= 4 else [])
     assert {68, 69} <= {k.api_key for k in response.api_keys}
     assert 57 not in {k.api_key for k in response.api_keys}  # UpdateFeatures: levels follow the configuration
+
+
+@pytest.mark.process
+def test_pafka_features_describe_prints_kafka_features_lines(brokers: dict[str, BrokerProcess]) -> None:
+    for setting, level, epoch in (("consumer", 1, 1), ("classic", 0, 0)):
+        result = CliRunner().invoke(main, ["features", "--bootstrap-server", brokers[setting].bootstrap, "describe"])
+        assert (result.exit_code, result.output) == (0, (
+            f"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+            f"FinalizedVersionLevel: {level}\tEpoch: {epoch}\n")), result.output
+
+
+def test_an_unknown_epoch_prints_as_a_dash() -> None:
+    unknown = FeatureMetadata({}, None, {"group.version": (0, 1)})
+    assert describe_lines(unknown) == [
+        "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: -"]
