@@ -17,6 +17,7 @@ from typing import Any
 
 from broker import handlers
 from broker.broker_services import BrokerServices
+from broker.config.consumer_group_config import DEFAULT_REBALANCE_PROTOCOLS
 from broker.handlers import api_versions
 from broker.request_context import RequestContext
 from protocol.errors import ErrorCode
@@ -49,5 +50,5 @@ class KafkaApis:
 
     @staticmethod
     def unsupported_api_versions_response(cluster: bool = False,
-                                          rebalance_protocols: Sequence[str] = api_versions.CLASSIC_ONLY) -> Any:
+                                          rebalance_protocols: Sequence[str] = DEFAULT_REBALANCE_PROTOCOLS) -> Any:
         return api_versions.build_response(ErrorCode.UNSUPPORTED_VERSION, cluster, rebalance_protocols)

@@ -15,10 +15,13 @@ from uuid import UUID
 from client.client import KafkaClient
 from client.connection import BrokerConnection
 from client.errors import KafkaApiError, api_error, check_error
+from client.features import FeatureMetadata, feature_metadata
+from client.node_api_versions import api_versions_request
 from client.scram import ScramMechanism, secure_random_bytes
 from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigSource
 from protocol.messages import alter_partition_reassignments as _apr
 from protocol.messages import alter_user_scram_credentials as _aus
+from protocol.messages import api_versions as _av
 from protocol.messages import create_partitions as _cp
 from protocol.messages import create_topics as _ct
 from protocol.messages import delete_topics as _dt
@@ -289,6 +292,15 @@ class AdminClient:
         assert isinstance(response, _aus.AlterUserScramCredentialsResponse)
         for result in response.results:
             check_error(result.error_code, api_name="AlterUserScramCredentials", message=result.error_message)
+
+    # ------------------------------------------------------------ features
+
+    def describe_features(self) -> FeatureMetadata:
+        """The supported and finalized feature flags, asked of any broker as Kafka's admin client asks them."""
+        response = self.client.bootstrap_connection().request(api_versions_request())
+        assert isinstance(response, _av.ApiVersionsResponse)
+        check_error(response.error_code, api_name="ApiVersions")
+        return feature_metadata(response)
 
     def _config_connection(self, resource_type: ConfigResourceType, resource_name: str) -> BrokerConnection:
         # A broker's own configs must be asked of that broker.

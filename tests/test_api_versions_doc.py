@@ -32,6 +32,7 @@ _TXN = "tests/integration/test_transactions_versions.py"
 _TXN_CLIENT = "tests/integration/test_transactions.py"
 _TXN_ADMIN = "tests/integration/test_transactions_admin_versions.py"
 _ACLS = "tests/broker/test_acl_apis.py::test_create_describe_delete_at_every_version"
+_CONSUMER = "tests/integration/test_consumer_group_versions.py"
 
 #: API key -> the tests that send every version pafka serves of it (each is
 #: parametrized over the handler's MIN_VERSION..MAX_VERSION, or over a wider
@@ -90,6 +91,9 @@ TESTS: dict[int, list[str]] = {
     61: ["tests/integration/test_idempotent_producer.py::test_describe_producers_shows_the_last_sequences"],
     65: [f"{_TXN_ADMIN}::test_describe_transactions"],
     66: [f"{_TXN_ADMIN}::test_list_transactions_filters"],
+    68: [f"{_CONSUMER}::test_heartbeat_joins_at_every_version", f"{_CONSUMER}::test_v1_subscribes_with_a_regular_expression",
+         "tests/integration/test_consumer_protocol_default.py"],
+    69: [f"{_CONSUMER}::test_describe_at_every_version", "tests/integration/test_consumer_protocol_default.py"],
     75: [f"{_ADMIN}::test_describe_topic_partitions_version"],
 }
 

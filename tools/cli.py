@@ -12,6 +12,7 @@ from tools.console_producer import console_producer_command
 from tools.consumer_groups_command import consumer_groups_command
 from tools.dev_cluster import dev_cluster_command
 from tools.dump_log import dump_log_command
+from tools.features_command import features_command
 from tools.reassign_partitions_command import reassign_partitions_command
 from tools.topics_command import topics_command
 from tools.transactions_command import transactions_command
@@ -40,6 +41,7 @@ COMMANDS: tuple[click.Command, ...] = (
     acls_command,
     # operations and development
     reassign_partitions_command,
+    features_command,
     dump_log_command,
     dev_cluster_command,
 )

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, ConfigDict, Field, field_validator, model_validator
 
-from broker.config.consumer_group_config import BoundedMs, check_consumer_group_configs
+from broker.config.consumer_group_config import DEFAULT_REBALANCE_PROTOCOLS, BoundedMs, check_consumer_group_configs
 from broker.config.sasl_config import is_listener_sasl_property
 from broker.config.ssl_config import SSL_FIELDS, SslConfig, listener_ssl_config
 
@@ -176,7 +176,8 @@ class BrokerConfig(SslConfig):
     offsets_commit_timeout_ms: int = _prop(5000, "offsets.commit.timeout.ms")
     offset_metadata_max_bytes: int = _prop(4096, "offset.metadata.max.bytes")
     # The consumer rebalance protocol (KIP-848); see broker.config.consumer_group_config for the switch.
-    group_coordinator_rebalance_protocols: list[str] = _prop(["classic"], "group.coordinator.rebalance.protocols")
+    group_coordinator_rebalance_protocols: list[str] = _prop(list(DEFAULT_REBALANCE_PROTOCOLS),
+                                                             "group.coordinator.rebalance.protocols")
     group_consumer_heartbeat_interval_ms: int = _prop(5000, "group.consumer.heartbeat.interval.ms")
     group_consumer_min_heartbeat_interval_ms: int = _prop(5000, "group.consumer.min.heartbeat.interval.ms")
     group_consumer_max_heartbeat_interval_ms: int = _prop(15000, "group.consumer.max.heartbeat.interval.ms")

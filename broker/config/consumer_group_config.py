@@ -2,12 +2,11 @@
 
 ``group.coordinator.rebalance.protocols`` is also this broker's switch for
 the protocol: the ConsumerGroupHeartbeat and ConsumerGroupDescribe handlers
-are routed and advertised only when it lists ``consumer``. Kafka 4's default
-is ``classic,consumer``; here it stays ``classic`` until the whole of the
-protocol is served (group records in ``__consumer_offsets``, regular
-expression subscriptions, group configs). ``group.consumer.migration.policy``
+are routed and advertised, and the ``group.version`` feature finalized at 1,
+only when it lists ``consumer``. The default is Kafka 4's, ``classic,consumer``;
+``classic`` alone turns the protocol off. ``group.consumer.migration.policy``
 (``bidirectional``, ``upgrade``, ``downgrade``, ``disabled``; Kafka's default
-``bidirectional``) only matters with the switch on.
+``bidirectional``) only matters while ``consumer`` is listed.
 """
 
 from __future__ import annotations
@@ -18,6 +17,9 @@ from dataclasses import dataclass
 from coordinator.group.consumer_group_assignors import assignor_names
 
 REBALANCE_PROTOCOLS = ("classic", "consumer")
+
+#: ``group.coordinator.rebalance.protocols``' default here; what a broker serves and advertises follows it.
+DEFAULT_REBALANCE_PROTOCOLS: tuple[str, ...] = ("classic", "consumer")
 
 
 @dataclass(frozen=True, slots=True)

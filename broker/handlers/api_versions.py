@@ -2,7 +2,8 @@
 
 A client newer than the broker may send a version we do not know; the socket
 server then answers with a v0 response carrying UNSUPPORTED_VERSION and our
-ranges (KIP-511), and the client retries with a version we do know.
+ranges (KIP-511), and the client retries with a version we do know. From v3
+the answer also carries the broker's feature flags (broker.features).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from broker import handlers  # the package object: its MODULES exist once discovery ends
+from broker.config.consumer_group_config import DEFAULT_REBALANCE_PROTOCOLS
+from broker.features import report_features
 from protocol.errors import ErrorCode
 from protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
 
@@ -24,11 +27,7 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-#: ``group.coordinator.rebalance.protocols``' default here (see broker.config.consumer_group_config).
-CLASSIC_ONLY: Sequence[str] = ("classic",)
-
-
-def served_by(module: ModuleType, cluster: bool, rebalance_protocols: Sequence[str] = CLASSIC_ONLY) -> bool:
+def served_by(module: ModuleType, cluster: bool, rebalance_protocols: Sequence[str] = DEFAULT_REBALANCE_PROTOCOLS) -> bool:
     """The inter-broker APIs (``CLUSTER_ONLY``) are served only by a broker in a cluster; the APIs of a
     rebalance protocol (``REBALANCE_PROTOCOL``) only when ``group.coordinator.rebalance.protocols`` lists it."""
     protocol = getattr(module, "REBALANCE_PROTOCOL", None)
@@ -38,7 +37,7 @@ def served_by(module: ModuleType, cluster: bool, rebalance_protocols: Sequence[s
 
 
 def advertised_versions(cluster: bool = False,
-                        rebalance_protocols: Sequence[str] = CLASSIC_ONLY) -> list[tuple[int, int, int]]:
+                        rebalance_protocols: Sequence[str] = DEFAULT_REBALANCE_PROTOCOLS) -> list[tuple[int, int, int]]:
     """(api key, min, max) of every handler module this broker serves, in key order: a version is
     advertised exactly when a handler serves it. A lone broker (``cluster`` False) leaves out the
     controller-to-broker and broker-to-controller APIs."""
@@ -49,7 +48,7 @@ def advertised_versions(cluster: bool = False,
 
 
 def build_response(error_code: int = ErrorCode.NO_ERROR, cluster: bool = False,
-                   rebalance_protocols: Sequence[str] = CLASSIC_ONLY) -> ApiVersionsResponse:
+                   rebalance_protocols: Sequence[str] = DEFAULT_REBALANCE_PROTOCOLS) -> ApiVersionsResponse:
     return ApiVersionsResponse(
         error_code=error_code,
         api_keys=[ApiVersion(api_key=k, min_version=lo, max_version=hi)
@@ -68,5 +67,7 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ApiVersionsRequ
         _valid_client_software(request.client_software_name) and _valid_client_software(request.client_software_version)
     ):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
-    return build_response(cluster=broker.membership.is_cluster,
-                          rebalance_protocols=broker.config.group_coordinator_rebalance_protocols)
+    protocols = broker.config.group_coordinator_rebalance_protocols
+    response = build_response(cluster=broker.membership.is_cluster, rebalance_protocols=protocols)
+    report_features(response, ctx.api_version, protocols)
+    return response

@@ -11,21 +11,23 @@ from broker.handlers.api_versions import advertised_versions
 
 
 def test_keys_68_and_69_are_advertised_only_when_the_consumer_protocol_is_on() -> None:
-    assert not {68, 69} & {key for key, _, _ in advertised_versions()}
-    on = {key: (low, high) for key, low, high in advertised_versions(rebalance_protocols=("classic", "consumer"))}
+    assert not {68, 69} & {key for key, _, _ in advertised_versions(rebalance_protocols=("classic",))}
+    on = {key: (low, high) for key, low, high in advertised_versions()}
     assert on[68] == (0, 1) and on[69] == (0, 1)
 
 
-def test_defaults_are_kafkas_and_the_protocol_is_off() -> None:
+def test_defaults_are_kafkas_and_the_protocol_is_on() -> None:
     config = BrokerConfig()
-    assert config.group_coordinator_rebalance_protocols == ["classic"]
+    assert config.group_coordinator_rebalance_protocols == ["classic", "consumer"]
     assert (config.group_consumer_heartbeat_interval_ms, config.group_consumer_session_timeout_ms) == (5000, 45000)
     settings = consumer_group_config(config)
     assert settings.assignors == ("uniform", "range")
     assert settings.migration_policy == "bidirectional"
 
 
-def test_switched_on_with_kafkas_names() -> None:
+def test_switched_off_and_configured_with_kafkas_names() -> None:
+    off = BrokerConfig.model_validate({"group.coordinator.rebalance.protocols": "CLASSIC"})
+    assert off.group_coordinator_rebalance_protocols == ["classic"]
     config = BrokerConfig.model_validate({
         "group.coordinator.rebalance.protocols": "classic,consumer",
         "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform"})

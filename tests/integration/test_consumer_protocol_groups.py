@@ -1,7 +1,8 @@
 """confluent-kafka with ``group.protocol=consumer`` (KIP-848) against a real broker process.
 
-The broker serves the consumer protocol only when switched on
-(``group.coordinator.rebalance.protocols=classic,consumer``). Members run in
+The broker serves the consumer protocol by default; ``SWITCH`` names it anyway
+(``group.coordinator.rebalance.protocols=classic,consumer``) with short heartbeat
+intervals and session timeouts. Members run in
 threads of this process, each polling its own consumer; their own rebalance
 callbacks record what they own, and a shared ledger checks that no partition
 is ever owned by two members at once. Members commit synchronously after
