@@ -7,7 +7,9 @@ is ``classic,consumer``; here it stays ``classic`` until the whole of the
 protocol is served (group records in ``__consumer_offsets``, regular
 expression subscriptions, group configs). ``group.consumer.migration.policy``
 (``bidirectional``, ``upgrade``, ``downgrade``, ``disabled``; Kafka's default
-``bidirectional``) only matters with the switch on.
+``bidirectional``) only matters with the switch on. ``share`` (KIP-932's
+share groups) is accepted as Kafka 4.0 accepted it: it turns on the share
+group APIs (see broker.config.share_group_config), off by default.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 from coordinator.group.consumer_group_assignors import assignor_names
 
-REBALANCE_PROTOCOLS = ("classic", "consumer")
+REBALANCE_PROTOCOLS = ("classic", "consumer", "share")
 
 
 @dataclass(frozen=True, slots=True)
