@@ -76,6 +76,15 @@ from coordinator.group.group_requests import (
     SyncGroupRequest,
 )
 from coordinator.group.group_status import GroupStatus
+from coordinator.group.share_group import ShareGroup
+from coordinator.group.share_group_admin import ShareGroupAdmin
+from coordinator.group.share_group_heartbeat import ShareGroupHeartbeat
+from coordinator.group.share_group_requests import (
+    ShareGroupConfig,
+    ShareGroupDescription,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResult,
+)
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -88,7 +97,8 @@ class GroupCoordinator:
 
     def __init__(self, broker_id: int, config: GroupConfig, manager: GroupMetadataManager, scheduler: Scheduler,
                  offsets_retention_check_interval_ms: int = 600_000,
-                 consumer_config: ConsumerGroupConfig | None = None, topics: TopicImage | None = None) -> None:
+                 consumer_config: ConsumerGroupConfig | None = None, topics: TopicImage | None = None,
+                 share_config: ShareGroupConfig | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.manager = manager
@@ -106,6 +116,10 @@ class GroupCoordinator:
                                                 config.group_max_size)
         self.consumer_groups.migration = self.migration
         self.classic_members = ClassicMembers(self.consumer_groups, self.migration)
+        self.share_groups = ShareGroupHeartbeat(share_config or ShareGroupConfig(), manager, scheduler, self.status,
+                                                topics or NoTopics(), self.consumer_groups.group_configs,
+                                                self._not_share_group)
+        self.share_admin = ShareGroupAdmin(self.share_groups, self.status, self._not_share_group)
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._expiry_timer: Timer | None = None
         self._load_tasks: set[asyncio.Task[None]] = set()
@@ -114,6 +128,7 @@ class GroupCoordinator:
         self._loads: dict[int, object] = {}
         manager.request_load = self._load_in_background
         manager.consumer_groups_loaded = self.consumer_groups.load_groups
+        manager.share_groups_loaded = self.share_groups.load_groups
 
     @property
     def coordinator_log(self) -> CoordinatorLog:
@@ -175,6 +190,21 @@ class GroupCoordinator:
         """ListGroups' consumer groups; their ids are left out of ``handle_list_groups``' classic ones."""
         return self.consumer_admin.list_groups(states)
 
+    # -- share groups (KIP-932) ----------------------------------------------------------------
+    def share_group_heartbeat(self, request: ShareGroupHeartbeatRequest) -> asyncio.Future[ShareGroupHeartbeatResult]:
+        return self.share_groups.heartbeat(request)
+
+    def share_group_describe(self, group_ids: list[str]) -> list[ShareGroupDescription]:
+        return self.share_admin.describe(group_ids)
+
+    def list_share_groups(self, states: set[str]) -> list[ShareGroup]:
+        return self.share_admin.list_groups(states)
+
+    def _not_share_group(self, group_id: str) -> bool:
+        """A group of another type (consumer, or classic other than Dead) has this id."""
+        classic = self.manager.get_group(group_id)
+        return group_id in self.consumer_groups.groups or (classic is not None and not classic.is_(GroupState.DEAD))
+
     # -- offsets and administration --------------------------------------------------------
     def handle_commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                               generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
@@ -219,8 +249,8 @@ class GroupCoordinator:
     def handle_describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary | None]:
         """DescribeGroups describes classic groups: a consumer-protocol group is no classic group, so it is
         answered as one that does not exist (Dead), as Kafka's describeGroups does."""
-        if self.status.validate(group_id, allow_empty_id=True) is None and self.consumer_admin.is_consumer_group(
-                group_id):
+        if self.status.validate(group_id, allow_empty_id=True) is None and (
+                self.consumer_admin.is_consumer_group(group_id) or self.share_admin.is_share_group(group_id)):
             return ErrorCode.NO_ERROR, None
         return self.admin.handle_describe_group(group_id)
 
@@ -229,7 +259,7 @@ class GroupCoordinator:
         return error, [g for g in groups if not self.consumer_admin.is_consumer_group(g.group_id)]
 
     def handle_delete_groups(self, group_ids: list[str], callback: Callable[[dict[str, ErrorCode]], None]) -> None:
-        answered = self.consumer_admin.delete_groups(group_ids)
+        answered = {**self.consumer_admin.delete_groups(group_ids), **self.share_admin.delete_groups(group_ids)}
         self.admin.handle_delete_groups([g for g in group_ids if g not in answered],
                                         lambda errors: callback({**errors, **answered}))
 
@@ -338,6 +368,7 @@ class GroupCoordinator:
         A load in progress is abandoned: what it read is dropped when it finishes."""
         self._loads.pop(partition, None)
         self.consumer_groups.unload_partition(partition)
+        self.share_groups.unload_partition(partition)
         removed = self.manager.remove_groups_for_partition(partition)
         for group in removed:
             self.on_group_unloaded(group)
@@ -360,6 +391,7 @@ class GroupCoordinator:
         self.status.active = False
         self.rebalance.shutdown()
         self.consumer_groups.shutdown()
+        self.share_groups.shutdown()
 
     async def shutdown(self) -> None:
         self.shutdown_timers()
