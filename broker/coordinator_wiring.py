@@ -27,6 +27,7 @@ from coordinator.group.consumer_group_heartbeat import ConsumerGroupConfig
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig
 from coordinator.group.group_metadata_manager import GroupMetadataManager
+from coordinator.group.share_group_requests import ShareGroupConfig
 from coordinator.transaction.transaction_coordinator import (
     ProducerIdGenerator,
     TransactionCoordinator,
@@ -88,6 +89,14 @@ def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
         migration_policy=config.group_consumer_migration_policy)
 
 
+def share_group_config(config: BrokerConfig) -> ShareGroupConfig:
+    return ShareGroupConfig(
+        heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+        session_timeout_ms=config.group_share_session_timeout_ms,
+        max_size=config.group_share_max_size,
+        assignor=config.group_share_assignors[0])
+
+
 def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager,
                             topics: TopicRegistry | None = None,
                             broker_racks: Callable[[], dict[int, str]] | None = None) -> GroupCoordinator:
@@ -108,7 +117,8 @@ def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manage
         group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms)
     return GroupCoordinator(broker_id, group_config, manager, scheduler, config.offsets_retention_check_interval_ms,
                             consumer_group_config(config),
-                            None if topics is None else RegistryTopicImage(topics, broker_racks))
+                            None if topics is None else RegistryTopicImage(topics, broker_racks),
+                            share_group_config(config))
 
 
 def follow_leadership(coordinator: GroupCoordinator, replica_manager: ReplicaManager) -> None:
