@@ -5,7 +5,9 @@ members join a share group and get every partition of the subscribed topic (one
 partition shared by every member), the group is described and listed (ListGroups
 type ``share``), DescribeGroups answers it as no classic group, the group and its
 members' epochs and assignments come back after a restart (their records in
-``__consumer_offsets``), and an empty group is deleted.
+``__consumer_offsets``), and an empty group is deleted. confluent-kafka's share
+consumer (librdkafka's preview) joins through the same heartbeat, gets its
+partitions, and leaves when closed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from pytest_pafka.broker_process import BrokerProcess
 from pytest_pafka.waiting import wait_until
 from testing.sockets import send_request
 from testing.topics import create_topic
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
 
 pytestmark = pytest.mark.pafka_broker_config("group.coordinator.rebalance.protocols=classic,share")
 
@@ -95,3 +99,35 @@ def test_share_group_joins_is_described_listed_reloaded_and_deleted(pafka_broker
     assert _describe(pafka_broker).group_state == "Empty"
     assert send_request(pafka_broker, 42, 2, dg.DeleteGroupsRequest(groups_names=["sg"])).results[0].error_code == 0
     assert _describe(pafka_broker).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_confluent_share_consumers_join_get_the_shared_partition_and_leave(pafka_broker: BrokerProcess) -> None:
+    if not hasattr(confluent_kafka, "ShareConsumer"):
+        pytest.skip("this confluent-kafka has no share consumer")
+    create_topic(pafka_broker.bootstrap, "queue", 1)
+    consumers = [confluent_kafka.ShareConsumer({"bootstrap.servers": pafka_broker.bootstrap, "group.id": "q",
+                                                "client.id": f"share-{i}"}) for i in range(2)]
+    try:
+        for consumer in consumers:
+            consumer.subscribe(["queue"])
+
+        def stable() -> Any:
+            for consumer in consumers:
+                consumer.poll(0.2)
+            return _describe(pafka_broker, "q")
+
+        # Both members have the one partition, at the group's assignment epoch.
+        described = wait_until(stable, 60, "both share consumers in the group with the partition", until=lambda d: (
+            d.error_code == 0 and len(d.members) == 2
+            and all(m.member_epoch == d.assignment_epoch for m in d.members)
+            and all([tp.partitions for tp in m.assignment.topic_partitions] == [[0]] for m in d.members)))
+        assert sorted(m.client_id for m in described.members) == ["share-0", "share-1"]
+        assert all(m.subscribed_topic_names == ["queue"] for m in described.members)
+        listed = send_request(pafka_broker, 16, 5, lg.ListGroupsRequest(types_filter=["share"])).groups
+        assert [(g.group_id, g.group_state) for g in listed] == [("q", "Stable")]
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    # close() leaves the group (member epoch -1).
+    wait_until(lambda: _describe(pafka_broker, "q"), 15, "the group empty once both closed",
+               until=lambda d: d.group_state == "Empty")
