@@ -145,8 +145,9 @@ class GroupCoordinator:
         group = self._mixed_group(request.group_id)
         if group is not None:
             return self._answered(self.classic_members.join(group, request))
-        if self.status.validate(request.group_id) is None and self.consumer_admin.refuses_classic_join(
-                request.group_id):
+        if self.status.validate(request.group_id) is None and (
+                self.share_admin.is_share_group(request.group_id)
+                or self.consumer_admin.refuses_classic_join(request.group_id)):
             return self._answered(JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
         return self.membership.join_group(request)
 
@@ -181,6 +182,10 @@ class GroupCoordinator:
     # -- the consumer protocol (KIP-848) ------------------------------------------------------
     def consumer_group_heartbeat(self, request: ConsumerGroupHeartbeatRequest
                                  ) -> asyncio.Future[ConsumerGroupHeartbeatResult]:
+        if self.status.validate(request.group_id, allow_empty_id=True) is None and self.share_admin.is_share_group(
+                request.group_id):
+            return self._answered(ConsumerGroupHeartbeatResult(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group."))
         return self.consumer_groups.heartbeat(request)
 
     def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:

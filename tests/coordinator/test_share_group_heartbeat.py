@@ -27,7 +27,7 @@ from coordinator.group.share_group_requests import (
     ShareGroupHeartbeatResult,
 )
 from protocol.errors import ErrorCode
-from tests.coordinator.fakes import MemoryCoordinatorLog
+from tests.coordinator.fakes import MemoryCoordinatorLog, join_request
 
 TOPIC = uuid.UUID(int=0xABC)
 OTHER = uuid.UUID(int=0xDEF)
@@ -173,6 +173,14 @@ def test_group_of_another_type_is_not_a_share_group() -> None:
         rebalance_timeout_ms=1000, subscribed_topic_names=("t",), owned={}))
     answer = h.heartbeat("a", 0, ("t",), group_id="cg")
     assert (answer.error, answer.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group cg is not a share group.")
+    # And the other way round: the share group is neither a consumer group nor a classic one.
+    h.join("a")
+    consumer = h.coordinator.consumer_group_heartbeat(ConsumerGroupHeartbeatRequest(
+        group_id="g", member_id="m", member_epoch=0, client_id="c", client_host="/h",
+        rebalance_timeout_ms=1000, subscribed_topic_names=("t",), owned={})).result()
+    assert (consumer.error, consumer.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group g is not a consumer group.")
+    joined = h.coordinator.join_group(join_request("g")).result()
+    assert joined.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
 def test_describe_list_delete() -> None:
