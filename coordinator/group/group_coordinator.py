@@ -264,9 +264,14 @@ class GroupCoordinator:
         return error, [g for g in groups if not self.consumer_admin.is_consumer_group(g.group_id)]
 
     def handle_delete_groups(self, group_ids: list[str], callback: Callable[[dict[str, ErrorCode]], None]) -> None:
-        answered = {**self.consumer_admin.delete_groups(group_ids), **self.share_admin.delete_groups(group_ids)}
-        self.admin.handle_delete_groups([g for g in group_ids if g not in answered],
-                                        lambda errors: callback({**errors, **answered}))
+        consumer = self.consumer_admin.delete_groups(group_ids)
+
+        def then_classic(share: dict[str, ErrorCode]) -> None:
+            answered = {**consumer, **share}
+            self.admin.handle_delete_groups([g for g in group_ids if g not in answered],
+                                            lambda errors: callback({**errors, **answered}))
+
+        self.share_admin.delete_groups(group_ids, then_classic)
 
     # -- loading ---------------------------------------------------------------------
     def local_partitions(self) -> list[int]:

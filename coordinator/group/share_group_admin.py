@@ -50,16 +50,36 @@ class ShareGroupAdmin:
         return [g for g in self.heartbeats.groups.values()
                 if not wanted or str(g.state).lower() in wanted]
 
-    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
-        """The answers for the share groups among ``group_ids``."""
+    def delete_groups(self, group_ids: list[str], done: Callable[[dict[str, ErrorCode]], None]) -> None:
+        """``done`` gets the answers for the share groups among ``group_ids`` (at once unless some empty group
+        has share-partition state to delete first, as Kafka deletes it through the persister before the group)."""
         answers: dict[str, ErrorCode] = {}
+        with_state: list[ShareGroup] = []
         for group_id in group_ids:
             group = self.heartbeats.groups.get(group_id)
             if group is None or self.status.validate(group_id) is not None:
                 continue
             if group.members:
                 answers[group_id] = ErrorCode.NON_EMPTY_GROUP
-                continue
-            self.heartbeats.delete_group(group_id)
-            answers[group_id] = ErrorCode.NO_ERROR
-        return answers
+            elif self.heartbeats.persister is not None and (group.initialized or group.initializing):
+                with_state.append(group)
+            else:
+                self.heartbeats.delete_group(group_id)
+                answers[group_id] = ErrorCode.NO_ERROR
+        if not with_state:
+            done(answers)
+            return
+        self.heartbeats.spawn(self._delete_with_state(with_state, answers, done))
+
+    async def _delete_with_state(self, groups: list[ShareGroup], answers: dict[str, ErrorCode],
+                                 done: Callable[[dict[str, ErrorCode]], None]) -> None:
+        for group in groups:
+            error = await self.heartbeats.delete_state(group)
+            if self.heartbeats.groups.get(group.group_id) is not group:
+                error = ErrorCode.NOT_COORDINATOR  # unloaded (or deleted) meanwhile
+            elif group.members:
+                error = ErrorCode.NON_EMPTY_GROUP  # a member joined meanwhile
+            elif error == ErrorCode.NO_ERROR:
+                self.heartbeats.delete_group(group.group_id)
+            answers[group.group_id] = error
+        done(answers)

@@ -13,7 +13,7 @@ Kafka's ``GroupMetadataManager.shareGroupHeartbeat`` for one event loop. One hea
 3. gives the member its target at once (a share partition may have several
    members, so nothing is revoked first);
 4. starts initializing the state of subscribed share partitions that have none
-   yet (``ShareStateInitializer``, Kafka's InitializeShareGroupState through the
+   yet (``ShareStatePersister``, Kafka's InitializeShareGroupState through the
    Persister); once done they are assignable and a new target assignment is
    computed;
 5. re-arms the member's session (``share.session.timeout.ms`` of the group,
@@ -31,8 +31,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import replace
+from typing import Any
 
 from coordinator.common.coordinator_log import KeyValues
 from coordinator.common.scheduler import Scheduler
@@ -57,7 +58,7 @@ from coordinator.group.share_group_requests import (
     ShareGroupConfig,
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResult,
-    ShareStateInitializer,
+    ShareStatePersister,
 )
 from protocol.errors import ErrorCode
 
@@ -106,8 +107,8 @@ def _check_member_epoch(member: ShareGroupMember, received: int) -> None:
 class ShareGroupHeartbeat:
     """The share groups of this coordinator and the heartbeats that drive them.
 
-    ``other_group``: whether a group of another type (classic, consumer) has the id. ``initializer``: where
-    share partitions' state is initialized; None (no share coordinator wired) takes a partition as
+    ``other_group``: whether a group of another type (classic, consumer) has the id. ``persister``: where
+    share partitions' state is initialized and deleted; None (no share coordinator wired) takes a partition as
     initialized as soon as the group subscribes to it."""
 
     def __init__(self, config: ShareGroupConfig, manager: GroupMetadataManager, scheduler: Scheduler,
@@ -123,7 +124,7 @@ class ShareGroupHeartbeat:
         self.timeouts = ConsumerGroupTimeouts(scheduler)
         self.records = ConsumerGroupLog(manager)
         self.groups: dict[str, ShareGroup] = {}
-        self.initializer: ShareStateInitializer | None = None
+        self.persister: ShareStatePersister | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- the request ------------------------------------------------------------------
@@ -265,11 +266,11 @@ class ShareGroupHeartbeat:
 
     def _start_initializing(self, group: ShareGroup) -> None:
         """Kafka's maybeCreateInitializeShareGroupStateRequest: the subscribed share partitions without state
-        get it; with no initializer they count as initialized at once (and the group epoch moves on)."""
+        get it; with no persister they count as initialized at once (and the group epoch moves on)."""
         missing = self._uninitialized(group)
         if not missing:
             return
-        if self.initializer is None:
+        if self.persister is None:
             for topic_id, (name, partitions) in missing.items():
                 add_partitions(group.initialized, topic_id, name, partitions)
             if group.group_epoch <= group.assignment_epoch:
@@ -277,19 +278,22 @@ class ShareGroupHeartbeat:
             return
         for topic_id, (name, partitions) in missing.items():
             add_partitions(group.initializing, topic_id, name, partitions)
-        task = asyncio.get_running_loop().create_task(
-            self._initialize(self.initializer, group, group.group_epoch, missing))
+        self.spawn(self._initialize(self.persister, group, group.group_epoch, missing))
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` on the event loop as a task this component owns (cancelled at shutdown)."""
+        task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _initialize(self, initializer: ShareStateInitializer, group: ShareGroup, state_epoch: int,
+    async def _initialize(self, persister: ShareStatePersister, group: ShareGroup, state_epoch: int,
                           partitions: dict[uuid.UUID, tuple[str, frozenset[int]]]) -> None:
         group_id = group.group_id
         done: dict[uuid.UUID, set[int]] = {}
         for topic_id, (_, parts) in partitions.items():
             for partition in sorted(parts):
                 try:
-                    await initializer.initialize_state(group_id, topic_id, partition, state_epoch,
+                    await persister.initialize_state(group_id, topic_id, partition, state_epoch,
                                                        UNINITIALIZED_START_OFFSET)
                 except asyncio.CancelledError:
                     raise
@@ -316,6 +320,26 @@ class ShareGroupHeartbeat:
             self._bump(group)
             self._update_target_assignment(group)
         self.records.write(group_id, change.records(group))
+
+    async def delete_state(self, group: ShareGroup) -> ErrorCode:
+        """Kafka's deleteShareGroups: the durable state of every share partition the group initialized (or
+        began to); the first failure's error, which the group's deletion answers."""
+        persister = self.persister
+        if persister is None:
+            return ErrorCode.NO_ERROR
+        partitions = [(topic_id, p) for info in (group.initialized, group.initializing)
+                      for topic_id, (_, parts) in info.items() for p in sorted(parts)]
+        for topic_id, partition in dict.fromkeys(partitions):
+            try:
+                await persister.delete_state(group.group_id, topic_id, partition)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the persister's error, with Kafka's code
+                log.warning("[GroupId %s] Failed to delete the share state of %s-%d: %s", group.group_id, topic_id,
+                            partition, exc)
+                code = getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
+                return ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR
+        return ErrorCode.NO_ERROR
 
     # -- timers, fencing and leaving -------------------------------------------------------
     def heartbeat_interval_ms(self, group_id: str) -> int:

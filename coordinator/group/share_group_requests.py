@@ -61,9 +61,13 @@ class ShareGroupConfig:
     assignor: str = "simple"
 
 
-class ShareStateInitializer(Protocol):
-    """Where a share partition's state is initialized when the group first gets it (Kafka's
-    InitializeShareGroupState through the Persister); raises on failure."""
+class ShareStatePersister(Protocol):
+    """The share partitions' durable state as the group coordinator uses it: the two calls of Kafka's
+    Persister (coordinator/share/persister.py) it makes, InitializeShareGroupState when a share partition is
+    first subscribed to and DeleteShareGroupState when the group is deleted. Both raise on failure (the
+    persister's error carries Kafka's code in ``error_code``)."""
 
     async def initialize_state(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
                                start_offset: int) -> None: ...
+
+    async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None: ...

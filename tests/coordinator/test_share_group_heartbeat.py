@@ -230,29 +230,48 @@ def test_records_are_written_and_reloaded() -> None:
     assert not reloaded.coordinator.share_groups.groups["g"].members
 
 
-class FakeInitializer:
+class PersisterError(Exception):
+    def __init__(self, error_code: int) -> None:
+        super().__init__("failed")
+        self.error_code = error_code
+
+
+class FakePersister:
+    """An in-memory stand-in for the Persister's two calls the group coordinator makes."""
+
     def __init__(self) -> None:
         self.calls: list[tuple[str, uuid.UUID, int, int, int]] = []
+        self.deleted: list[tuple[str, uuid.UUID, int]] = []
         self.release = asyncio.Event()
+        self.fail_delete_with: int | None = None
 
     async def initialize_state(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
                                start_offset: int) -> None:
         await self.release.wait()
         self.calls.append((group_id, topic_id, partition, state_epoch, start_offset))
 
+    async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        if self.fail_delete_with is not None:
+            raise PersisterError(self.fail_delete_with)
+        self.deleted.append((group_id, topic_id, partition))
+
+
+async def _settle() -> None:
+    for _ in range(10):
+        await asyncio.sleep(0)
+
 
 def test_partitions_are_assigned_once_their_share_state_is_initialized() -> None:
     async def run() -> None:
         h = Harness()
-        initializer = FakeInitializer()
-        h.coordinator.share_groups.initializer = initializer
+        persister = FakePersister()
+        h.coordinator.share_groups.persister = persister
         a = h.join("a")
         assert a.assignment == {}  # nothing initialized yet
         assert h.coordinator.share_groups.groups["g"].is_initializing(TOPIC, 0)
-        initializer.release.set()
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert initializer.calls == [("g", TOPIC, 0, 1, -1)]
+        persister.release.set()
+        await _settle()
+        assert persister.calls == [("g", TOPIC, 0, 1, -1)]
         group = h.coordinator.share_groups.groups["g"]
         assert group.is_initialized(TOPIC, 0) and not group.initializing
         moved = h.heartbeat("a", a.member_epoch)
@@ -260,3 +279,40 @@ def test_partitions_are_assigned_once_their_share_state_is_initialized() -> None
         h.coordinator.shutdown_timers()
 
     asyncio.run(run())
+
+
+def test_deleting_a_group_deletes_its_share_state_first() -> None:
+    async def run() -> None:
+        h = Harness()
+        persister = FakePersister()
+        persister.release.set()
+        h.coordinator.share_groups.persister = persister
+        a = h.join("a", ("u",))
+        await _settle()
+        h.heartbeat("a", a.member_epoch)
+        h.heartbeat("a", -1)
+        persister.fail_delete_with = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        answers: asyncio.Future[dict[str, ErrorCode]] = asyncio.get_running_loop().create_future()
+        h.coordinator.handle_delete_groups(["g"], answers.set_result)
+        assert await answers == {"g": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+        assert "g" in h.coordinator.share_groups.groups
+        persister.fail_delete_with = None
+        answers = asyncio.get_running_loop().create_future()
+        h.coordinator.handle_delete_groups(["g"], answers.set_result)
+        assert await answers == {"g": ErrorCode.NO_ERROR}
+        assert sorted(p for _, _, p in persister.deleted) == list(range(6))
+        assert "g" not in h.coordinator.share_groups.groups
+        h.coordinator.shutdown_timers()
+
+    asyncio.run(run())
+
+
+def test_group_configs_set_the_session_and_heartbeat_interval() -> None:
+    h = Harness()
+    h.coordinator.share_groups.group_configs.replace("g", {"share.session.timeout.ms": "50000",
+                                                           "share.heartbeat.interval.ms": "7000"})
+    assert h.join("a").heartbeat_interval_ms == 7000
+    h.clock.advance(49_999)
+    assert "a" in h.coordinator.share_groups.groups["g"].members
+    h.clock.advance(1)
+    assert not h.coordinator.share_groups.groups["g"].members
