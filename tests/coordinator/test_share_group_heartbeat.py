@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 
 from coordinator.common.scheduler import ManualScheduler
@@ -316,3 +317,19 @@ def test_group_configs_set_the_session_and_heartbeat_interval() -> None:
     assert "a" in h.coordinator.share_groups.groups["g"].members
     h.clock.advance(1)
     assert not h.coordinator.share_groups.groups["g"].members
+
+
+def test_dump_log_decodes_the_share_group_records() -> None:
+    from tools.offsets_decoder import decode_record
+    h = Harness()
+    h.join("a", ("u",))
+    h.heartbeat("a", -1)
+    printed = [decode_record(offset, key, value) for entries in h.log.records.values()
+               for offset, key, value in entries]
+    assert not [k for k, _ in printed if k.startswith(("Unknown", "Error"))]
+    keys = [json.loads(k) for k, _ in printed]
+    assert {k["type"] for k in keys} == {"9", "10", "11", "12", "13", "14", "15"}
+    member = next(json.loads(v) for k, v in printed if v and json.loads(k)["type"] == "10")
+    assert member == {"version": "0", "data": {"rackId": None, "clientId": "c", "clientHost": "/127.0.0.1",
+                                               "subscribedTopicNames": ["u"]}}
+    assert ("<DELETE>" in [v for _, v in printed])
