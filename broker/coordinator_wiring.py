@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, LocalAddPartitionsToTxnManager
 from broker.cluster.coordinator_cluster import CoordinatorCluster
 from broker.config.broker_config import BrokerConfig
+from broker.config.share_group_config import share_assignor_names
 from broker.metadata_view import TopicRegistry
 from coordinator.common.coordinator_log import ReplicaCoordinatorLog
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
@@ -94,7 +95,7 @@ def share_group_config(config: BrokerConfig) -> ShareGroupConfig:
         heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
         session_timeout_ms=config.group_share_session_timeout_ms,
         max_size=config.group_share_max_size,
-        assignor=config.group_share_assignors[0])
+        assignor=share_assignor_names(config.group_share_assignors)[0])
 
 
 def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager,

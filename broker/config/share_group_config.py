@@ -16,6 +16,8 @@ from typing import Protocol
 
 #: The share group assignors this broker has (Kafka's SimpleAssignor).
 SHARE_ASSIGNORS = ("simple",)
+#: Kafka's default value of ``group.share.assignors`` names the assignor by its class.
+_CLASS_NAMES = {"org.apache.kafka.coordinator.group.assignor.SimpleAssignor": "simple"}
 #: Kafka's bounds of ``group.share.max.size``.
 SHARE_MAX_SIZE_BOUNDS = (1, 1000)
 
@@ -84,7 +86,15 @@ def check_share_group_configs(config: ShareGroupSettings) -> None:
     if not low <= config.group_share_max_size <= high:
         raise ValueError(f"Invalid value {config.group_share_max_size} for configuration group.share.max.size: "
                          f"Value must be between {low} and {high}")
-    unknown = [a for a in config.group_share_assignors if a not in SHARE_ASSIGNORS]
-    if unknown or not config.group_share_assignors:
+    share_assignor_names(config.group_share_assignors)
+
+
+def share_assignor_names(configured: Sequence[str]) -> list[str]:
+    """The short names of ``group.share.assignors`` (a class name as Kafka's default spells it, or the short
+    name); ValueError for one this broker lacks."""
+    names = list(dict.fromkeys(_CLASS_NAMES.get(a.strip(), a.strip()) for a in configured))
+    unknown = [a for a in names if a not in SHARE_ASSIGNORS]
+    if unknown or not names:
         raise ValueError(f"group.share.assignors: unknown assignor(s) {', '.join(unknown)}; "
                          f"valid: {', '.join(SHARE_ASSIGNORS)}")
+    return names

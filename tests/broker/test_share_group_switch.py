@@ -42,6 +42,9 @@ def test_defaults_are_kafkas() -> None:
 def test_switched_on() -> None:
     config = BrokerConfig.model_validate({"group.coordinator.rebalance.protocols": "classic,consumer,share"})
     assert config.group_coordinator_rebalance_protocols == ["classic", "consumer", "share"]
+    by_class = BrokerConfig.model_validate(
+        {"group.share.assignors": "org.apache.kafka.coordinator.group.assignor.SimpleAssignor"})
+    assert share_group_config(by_class).assignor == "simple"
 
 
 @pytest.mark.parametrize(("settings", "message"), [
