@@ -15,7 +15,11 @@ It owns its parts, each a class with explicit dependencies:
 - ``ConsumerGroupHeartbeat`` (the groups of the consumer protocol, KIP-848, and
   their timers) and ``ConsumerGroupAdmin`` (ConsumerGroupDescribe, their
   members' offset commits, and keeping a classic group and a consumer group
-  of one id apart).
+  of one id apart);
+- ``ShareGroupHeartbeat`` (share groups, KIP-932: their members, the simple
+  assignment, sessions, and the share partitions' state through a persister)
+  and ``ShareGroupAdmin`` (ShareGroupDescribe, ListGroups, DeleteGroups); a
+  share group's id is refused by the other protocols and the other way round.
 
 Itself it runs the lifecycle: loading the groups of the ``__consumer_offsets``
 partitions this broker leads (requests for them get
@@ -252,8 +256,8 @@ class GroupCoordinator:
         self.offsets.handle_deleted_topics(topics, callback)
 
     def handle_describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary | None]:
-        """DescribeGroups describes classic groups: a consumer-protocol group is no classic group, so it is
-        answered as one that does not exist (Dead), as Kafka's describeGroups does."""
+        """DescribeGroups describes classic groups: a consumer-protocol or share group is no classic group, so
+        it is answered as one that does not exist (Dead), as Kafka's describeGroups does."""
         if self.status.validate(group_id, allow_empty_id=True) is None and (
                 self.consumer_admin.is_consumer_group(group_id) or self.share_admin.is_share_group(group_id)):
             return ErrorCode.NO_ERROR, None
