@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, LocalAddPartitionsToTxnManager
 from broker.cluster.coordinator_cluster import CoordinatorCluster
 from broker.config.broker_config import BrokerConfig
+from broker.config.share_group_config import share_assignor_names
 from broker.metadata_view import TopicRegistry
 from coordinator.common.coordinator_log import ReplicaCoordinatorLog
 from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
@@ -27,6 +28,7 @@ from coordinator.group.consumer_group_heartbeat import ConsumerGroupConfig
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig
 from coordinator.group.group_metadata_manager import GroupMetadataManager
+from coordinator.group.share_group_requests import ShareGroupConfig
 from coordinator.transaction.transaction_coordinator import (
     ProducerIdGenerator,
     TransactionCoordinator,
@@ -89,6 +91,14 @@ def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
         regex_refresh_max_interval_ms=config.group_consumer_regex_refresh_interval_ms)
 
 
+def share_group_config(config: BrokerConfig) -> ShareGroupConfig:
+    return ShareGroupConfig(
+        heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+        session_timeout_ms=config.group_share_session_timeout_ms,
+        max_size=config.group_share_max_size,
+        assignor=share_assignor_names(config.group_share_assignors)[0])
+
+
 def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager,
                             topics: TopicRegistry | None = None,
                             broker_racks: Callable[[], dict[int, str]] | None = None) -> GroupCoordinator:
@@ -109,7 +119,8 @@ def build_group_coordinator(config: BrokerConfig, broker_id: int, replica_manage
         group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms)
     return GroupCoordinator(broker_id, group_config, manager, scheduler, config.offsets_retention_check_interval_ms,
                             consumer_group_config(config),
-                            None if topics is None else RegistryTopicImage(topics, broker_racks))
+                            None if topics is None else RegistryTopicImage(topics, broker_racks),
+                            share_group_config(config))
 
 
 def follow_leadership(coordinator: GroupCoordinator, replica_manager: ReplicaManager) -> None:

@@ -37,8 +37,10 @@ from coordinator.group.record_formats import (
     decode_key,
     decode_offset_commit_value,
 )
+from coordinator.group.share_group_record_formats import SHARE_GROUP_TYPES
 from protocol.errors import CorruptRecordError
 from protocol.readable import Readable
+from tools.share_group_records_decoder import decode_share_group_record
 
 #: The key versions (record types) of the records this decoder reads.
 _KNOWN_KEY_TYPES = (*range(9), CONSUMER_GROUP_REGULAR_EXPRESSION)
@@ -71,6 +73,8 @@ def decode_record(offset: int, key: bytes | None, value: bytes | None) -> tuple[
                          "(message had a missing key)")
     try:
         record_type = struct.unpack_from(">h", key)[0] if len(key) >= 2 else -1
+        if record_type in SHARE_GROUP_TYPES:
+            return decode_share_group_record(key, value)
         if record_type not in _KNOWN_KEY_TYPES:
             raise _UnknownRecordType(record_type)
         decoded = decode_key(key)

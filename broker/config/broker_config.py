@@ -25,6 +25,7 @@ from pydantic import AliasChoices, ConfigDict, Field, field_validator, model_val
 
 from broker.config.consumer_group_config import DEFAULT_REBALANCE_PROTOCOLS, BoundedMs, check_consumer_group_configs
 from broker.config.sasl_config import is_listener_sasl_property
+from broker.config.share_group_config import check_share_group_configs
 from broker.config.ssl_config import SSL_FIELDS, SslConfig, listener_ssl_config
 
 log = logging.getLogger(__name__)
@@ -190,6 +191,25 @@ class BrokerConfig(SslConfig):
         "bidirectional", "group.consumer.migration.policy")
     group_consumer_regex_refresh_interval_ms: int = _prop(
         600000, "group.consumer.regex.refresh.interval.ms")
+    # Share groups (KIP-932), served when group.coordinator.rebalance.protocols lists share; Kafka 4.2's defaults.
+    group_share_heartbeat_interval_ms: int = _prop(5000, "group.share.heartbeat.interval.ms")
+    group_share_min_heartbeat_interval_ms: int = _prop(5000, "group.share.min.heartbeat.interval.ms")
+    group_share_max_heartbeat_interval_ms: int = _prop(15000, "group.share.max.heartbeat.interval.ms")
+    group_share_session_timeout_ms: int = _prop(45000, "group.share.session.timeout.ms")
+    group_share_min_session_timeout_ms: int = _prop(45000, "group.share.min.session.timeout.ms")
+    group_share_max_session_timeout_ms: int = _prop(60000, "group.share.max.session.timeout.ms")
+    group_share_max_size: int = _prop(200, "group.share.max.size")
+    group_share_assignors: list[str] = _prop(["simple"], "group.share.assignors")
+    group_share_record_lock_duration_ms: int = _prop(30000, "group.share.record.lock.duration.ms")
+    group_share_min_record_lock_duration_ms: int = _prop(15000, "group.share.min.record.lock.duration.ms")
+    group_share_max_record_lock_duration_ms: int = _prop(3600000, "group.share.max.record.lock.duration.ms")
+    group_share_delivery_count_limit: int = _prop(5, "group.share.delivery.count.limit")
+    group_share_min_delivery_count_limit: int = _prop(2, "group.share.min.delivery.count.limit")
+    group_share_max_delivery_count_limit: int = _prop(10, "group.share.max.delivery.count.limit")
+    group_share_partition_max_record_locks: int = _prop(2000, "group.share.partition.max.record.locks")
+    group_share_min_partition_max_record_locks: int = _prop(100, "group.share.min.partition.max.record.locks")
+    group_share_max_partition_max_record_locks: int = _prop(10000, "group.share.max.partition.max.record.locks")
+    group_share_max_share_sessions: int = _prop(2000, "group.share.max.share.sessions")
 
     # Producers and transactions.
     producer_id_expiration_ms: int = _prop(86400000, "producer.id.expiration.ms")
@@ -289,7 +309,7 @@ class BrokerConfig(SslConfig):
     def _parse_migration_policy(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value  # case-insensitive, as Kafka parses it
 
-    @field_validator("group_consumer_assignors", mode="before")
+    @field_validator("group_consumer_assignors", "group_share_assignors", mode="before")
     @classmethod
     def _parse_assignors(cls, value: Any) -> Any:
         return _split_list(value)
@@ -304,6 +324,7 @@ class BrokerConfig(SslConfig):
                       self.group_consumer_max_session_timeout_ms),
             self.group_consumer_max_size, self.group_consumer_assignors,
             self.group_consumer_regex_refresh_interval_ms)
+        check_share_group_configs(self)
         return self
 
     @field_validator("log_dirs", "log_cleanup_policy", "sasl_enabled_mechanisms", mode="before")

@@ -6,7 +6,9 @@ are routed and advertised, and the ``group.version`` feature finalized at 1,
 only when it lists ``consumer``. The default is Kafka 4's, ``classic,consumer``;
 ``classic`` alone turns the protocol off. ``group.consumer.migration.policy``
 (``bidirectional``, ``upgrade``, ``downgrade``, ``disabled``; Kafka's default
-``bidirectional``) only matters while ``consumer`` is listed.
+``bidirectional``) only matters while ``consumer`` is listed. ``share`` (KIP-932's
+share groups) is accepted as Kafka 4.0 accepted it: it turns on the share
+group APIs (see broker.config.share_group_config), off by default.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 
 from coordinator.group.consumer_group_assignors import assignor_names
 
-REBALANCE_PROTOCOLS = ("classic", "consumer")
+REBALANCE_PROTOCOLS = ("classic", "consumer", "share")
 
 #: ``group.coordinator.rebalance.protocols``' default here; what a broker serves and advertises follows it.
 DEFAULT_REBALANCE_PROTOCOLS: tuple[str, ...] = ("classic", "consumer")

@@ -94,7 +94,7 @@ _DOCS: dict[str, str] = {
     "group.min.session.timeout.ms": "The minimum allowed session timeout for registered consumers.",
     "group.max.session.timeout.ms": "The maximum allowed session timeout for registered consumers.",
     "group.max.size": "The maximum number of consumers that a single consumer group can accommodate.",
-    "group.coordinator.rebalance.protocols": "The list of enabled rebalance protocols (classic, consumer).",
+    "group.coordinator.rebalance.protocols": "The list of enabled rebalance protocols (classic, consumer, share).",
     "group.consumer.heartbeat.interval.ms": "The heartbeat interval given to the members of a consumer group.",
     "group.consumer.min.heartbeat.interval.ms": "The minimum heartbeat interval for registered consumers.",
     "group.consumer.max.heartbeat.interval.ms": "The maximum heartbeat interval for registered consumers.",
@@ -112,6 +112,28 @@ _DOCS: dict[str, str] = {
     "group.consumer.regex.refresh.interval.ms": "The maximum time between two refreshes of a consumer "
                                                           "group's regular expressions, which follow the topics "
                                                           "the members may describe.",
+    "group.share.heartbeat.interval.ms": "The heartbeat interval given to the members of a share group.",
+    "group.share.min.heartbeat.interval.ms": "The minimum heartbeat interval for share group members.",
+    "group.share.max.heartbeat.interval.ms": "The maximum heartbeat interval for share group members.",
+    "group.share.session.timeout.ms": "The timeout to detect client failures when using the share group protocol.",
+    "group.share.min.session.timeout.ms": "The minimum allowed session timeout for share group members.",
+    "group.share.max.session.timeout.ms": "The maximum allowed session timeout for share group members.",
+    "group.share.max.size": "The maximum number of members that a single share group can accommodate.",
+    "group.share.assignors": "The server-side assignors as a list of either names for built-in assignors or full "
+                             "class names for custom assignors.",
+    "group.share.record.lock.duration.ms": "The record acquisition lock duration in milliseconds for share groups.",
+    "group.share.min.record.lock.duration.ms": "The record acquisition lock minimum duration in milliseconds for "
+                                               "share groups.",
+    "group.share.max.record.lock.duration.ms": "The record acquisition lock maximum duration in milliseconds for "
+                                               "share groups.",
+    "group.share.delivery.count.limit": "The maximum number of delivery attempts for a record delivered to a share "
+                                        "group.",
+    "group.share.min.delivery.count.limit": "The minimum value of the delivery count limit of a share group.",
+    "group.share.max.delivery.count.limit": "The maximum value of the delivery count limit of a share group.",
+    "group.share.partition.max.record.locks": "Share-group record lock limit per share-partition.",
+    "group.share.min.partition.max.record.locks": "The minimum value of the record lock limit per share-partition.",
+    "group.share.max.partition.max.record.locks": "The maximum value of the record lock limit per share-partition.",
+    "group.share.max.share.sessions": "The maximum number of share sessions per broker.",
     "offsets.topic.num.partitions": "The number of partitions for the offset commit topic.",
     "offsets.topic.replication.factor": "The replication factor for the offsets topic.",
     "offsets.topic.segment.bytes": "The offsets topic segment bytes.",

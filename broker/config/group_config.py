@@ -2,7 +2,8 @@
 
 A group's configs override the broker's for that group: ``consumer.session.timeout.ms`` and
 ``consumer.heartbeat.interval.ms`` are read by the consumer protocol's heartbeat; the ``share.*``
-configs are stored and described, for the share groups this broker does not serve yet.
+configs by the share groups (``share.session.timeout.ms`` and ``share.heartbeat.interval.ms`` by their
+heartbeat), their defaults and bounds the broker's ``group.share.*`` configs.
 
 A new set of configs is checked as Kafka checks it: every name must be a group config
 (``Unknown group config name: x``), every value must parse and pass its validator, and the
@@ -26,14 +27,6 @@ from protocol.config_types import ConfigSource, ConfigType
 
 #: Kafka 4's ISO-8601 duration of ``by_duration:<duration>`` (PnDTnHnMn.nS, never negative).
 _DURATION = re.compile(r"P(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?", re.IGNORECASE)
-
-#: Kafka's share-group broker configs, which this broker does not have: their defaults and bounds.
-SHARE_SESSION_TIMEOUT_MS = (45_000, 45_000, 60_000)
-SHARE_HEARTBEAT_INTERVAL_MS = (5_000, 5_000, 15_000)
-SHARE_RECORD_LOCK_DURATION_MS = (30_000, 15_000, 3_600_000)
-SHARE_DELIVERY_COUNT_LIMIT = (5, 2, 10)
-SHARE_PARTITION_MAX_RECORD_LOCKS = (2_000, 100, 10_000)
-
 
 class GroupConfigError(ValueError):
     """Kafka's InvalidConfigurationException / ConfigException for a group config: INVALID_CONFIG."""
@@ -68,8 +61,14 @@ def _fixed(value: Any) -> Callable[[BrokerConfig], Any]:
     return lambda config: value
 
 
-def _share_bounds(limits: tuple[int, int, int], name: str) -> Callable[[BrokerConfig], tuple[int, int, str, str]]:
-    return lambda config: (limits[1], limits[2], f"group.share.min.{name}", f"group.share.max.{name}")
+def _share_default(attr: str) -> Callable[[BrokerConfig], Any]:
+    return lambda config: getattr(config, f"group_share_{attr}")
+
+
+def _share_bounds(name: str) -> Callable[[BrokerConfig], tuple[int, int, str, str]]:
+    attr = name.replace(".", "_")
+    return lambda config: (getattr(config, f"group_share_min_{attr}"), getattr(config, f"group_share_max_{attr}"),
+                           f"group.share.min.{name}", f"group.share.max.{name}")
 
 
 def _int_key(name: str, minimum: int, doc: str) -> ConfigKey:
@@ -89,23 +88,19 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.key.name: d for d in (
                               "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms")),
     GroupConfigDef(_int_key("share.session.timeout.ms", 1, "The timeout to detect client failures when using the "
                                                            "share group protocol."),
-                   _fixed(SHARE_SESSION_TIMEOUT_MS[0]), _share_bounds(SHARE_SESSION_TIMEOUT_MS, "session.timeout.ms")),
+                   _share_default("session_timeout_ms"), _share_bounds("session.timeout.ms")),
     GroupConfigDef(_int_key("share.heartbeat.interval.ms", 1, "The heartbeat interval given to the members of a "
                                                               "share group."),
-                   _fixed(SHARE_HEARTBEAT_INTERVAL_MS[0]),
-                   _share_bounds(SHARE_HEARTBEAT_INTERVAL_MS, "heartbeat.interval.ms")),
+                   _share_default("heartbeat_interval_ms"), _share_bounds("heartbeat.interval.ms")),
     GroupConfigDef(_int_key("share.record.lock.duration.ms", 1000, "The record acquisition lock duration in "
                                                                    "milliseconds for share groups."),
-                   _fixed(SHARE_RECORD_LOCK_DURATION_MS[0]),
-                   _share_bounds(SHARE_RECORD_LOCK_DURATION_MS, "record.lock.duration.ms")),
+                   _share_default("record_lock_duration_ms"), _share_bounds("record.lock.duration.ms")),
     GroupConfigDef(_int_key("share.delivery.count.limit", 2, "The maximum number of delivery attempts for a record "
                                                              "delivered to a share group."),
-                   _fixed(SHARE_DELIVERY_COUNT_LIMIT[0]),
-                   _share_bounds(SHARE_DELIVERY_COUNT_LIMIT, "delivery.count.limit")),
+                   _share_default("delivery_count_limit"), _share_bounds("delivery.count.limit")),
     GroupConfigDef(_int_key("share.partition.max.record.locks", 100, "Share-group record lock limit per "
                                                                      "share-partition."),
-                   _fixed(SHARE_PARTITION_MAX_RECORD_LOCKS[0]),
-                   _share_bounds(SHARE_PARTITION_MAX_RECORD_LOCKS, "partition.max.record.locks")),
+                   _share_default("partition_max_record_locks"), _share_bounds("partition.max.record.locks")),
     GroupConfigDef(ConfigKey("share.auto.offset.reset", ConfigType.STRING, "The strategy to initialize the "
                              "share-partition start offset.", _auto_offset_reset), _fixed("latest")),
     GroupConfigDef(ConfigKey("share.isolation.level", ConfigType.STRING, "Controls how to read records written "

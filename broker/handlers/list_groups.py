@@ -19,6 +19,8 @@ MAX_VERSION = 5
 #: KIP-848's group types.
 CLASSIC_GROUP_TYPE = "classic"
 CONSUMER_GROUP_TYPE = "consumer"
+#: KIP-932's share groups: Kafka lists them with type and protocol type ``share``.
+SHARE_GROUP_TYPE = "share"
 #: What Kafka lists as the protocol type of a consumer-protocol group.
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -35,6 +37,10 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ListGroupsReque
         listed += [ListedGroup(group_id=g.group_id, protocol_type=CONSUMER_PROTOCOL_TYPE, group_state=str(g.state),
                                group_type=CONSUMER_GROUP_TYPE)
                    for g in broker.group_coordinator.list_consumer_groups(states)]
+    if not types or SHARE_GROUP_TYPE in types:
+        listed += [ListedGroup(group_id=g.group_id, protocol_type=SHARE_GROUP_TYPE, group_state=str(g.state),
+                               group_type=SHARE_GROUP_TYPE)
+                   for g in broker.group_coordinator.list_share_groups(states)]
     if not authorize_cluster(ctx, broker, AclOperation.DESCRIBE):
         described = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.GROUP,
                                      (g.group_id for g in listed))

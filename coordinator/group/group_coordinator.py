@@ -15,7 +15,11 @@ It owns its parts, each a class with explicit dependencies:
 - ``ConsumerGroupHeartbeat`` (the groups of the consumer protocol, KIP-848, and
   their timers) and ``ConsumerGroupAdmin`` (ConsumerGroupDescribe, their
   members' offset commits, and keeping a classic group and a consumer group
-  of one id apart).
+  of one id apart);
+- ``ShareGroupHeartbeat`` (share groups, KIP-932: their members, the simple
+  assignment, sessions, and the share partitions' state through a persister)
+  and ``ShareGroupAdmin`` (ShareGroupDescribe, ListGroups, DeleteGroups); a
+  share group's id is refused by the other protocols and the other way round.
 
 Itself it runs the lifecycle: loading the groups of the ``__consumer_offsets``
 partitions this broker leads (requests for them get
@@ -76,6 +80,15 @@ from coordinator.group.group_requests import (
     SyncGroupRequest,
 )
 from coordinator.group.group_status import GroupStatus
+from coordinator.group.share_group import ShareGroup
+from coordinator.group.share_group_admin import ShareGroupAdmin
+from coordinator.group.share_group_heartbeat import ShareGroupHeartbeat
+from coordinator.group.share_group_requests import (
+    ShareGroupConfig,
+    ShareGroupDescription,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResult,
+)
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -88,7 +101,8 @@ class GroupCoordinator:
 
     def __init__(self, broker_id: int, config: GroupConfig, manager: GroupMetadataManager, scheduler: Scheduler,
                  offsets_retention_check_interval_ms: int = 600_000,
-                 consumer_config: ConsumerGroupConfig | None = None, topics: TopicImage | None = None) -> None:
+                 consumer_config: ConsumerGroupConfig | None = None, topics: TopicImage | None = None,
+                 share_config: ShareGroupConfig | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.manager = manager
@@ -106,6 +120,10 @@ class GroupCoordinator:
                                                 config.group_max_size)
         self.consumer_groups.migration = self.migration
         self.classic_members = ClassicMembers(self.consumer_groups, self.migration)
+        self.share_groups = ShareGroupHeartbeat(share_config or ShareGroupConfig(), manager, scheduler, self.status,
+                                                topics or NoTopics(), self.consumer_groups.group_configs,
+                                                self._not_share_group)
+        self.share_admin = ShareGroupAdmin(self.share_groups, self.status, self._not_share_group)
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._expiry_timer: Timer | None = None
         self._load_tasks: set[asyncio.Task[None]] = set()
@@ -114,6 +132,7 @@ class GroupCoordinator:
         self._loads: dict[int, object] = {}
         manager.request_load = self._load_in_background
         manager.consumer_groups_loaded = self.consumer_groups.load_groups
+        manager.share_groups_loaded = self.share_groups.load_groups
 
     @property
     def coordinator_log(self) -> CoordinatorLog:
@@ -130,8 +149,9 @@ class GroupCoordinator:
         group = self._mixed_group(request.group_id)
         if group is not None:
             return self.classic_members.join(group, request)
-        if self.status.validate(request.group_id) is None and self.consumer_admin.refuses_classic_join(
-                request.group_id):
+        if self.status.validate(request.group_id) is None and (
+                self.share_admin.is_share_group(request.group_id)
+                or self.consumer_admin.refuses_classic_join(request.group_id)):
             return self._answered(JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
         return self.membership.join_group(request)
 
@@ -166,6 +186,10 @@ class GroupCoordinator:
     # -- the consumer protocol (KIP-848) ------------------------------------------------------
     def consumer_group_heartbeat(self, request: ConsumerGroupHeartbeatRequest
                                  ) -> asyncio.Future[ConsumerGroupHeartbeatResult]:
+        if self.status.validate(request.group_id, allow_empty_id=True) is None and self.share_admin.is_share_group(
+                request.group_id):
+            return self._answered(ConsumerGroupHeartbeatResult(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group."))
         return self.consumer_groups.heartbeat(request)
 
     def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
@@ -174,6 +198,21 @@ class GroupCoordinator:
     def list_consumer_groups(self, states: set[str]) -> list[ConsumerGroup]:
         """ListGroups' consumer groups; their ids are left out of ``handle_list_groups``' classic ones."""
         return self.consumer_admin.list_groups(states)
+
+    # -- share groups (KIP-932) ----------------------------------------------------------------
+    def share_group_heartbeat(self, request: ShareGroupHeartbeatRequest) -> asyncio.Future[ShareGroupHeartbeatResult]:
+        return self.share_groups.heartbeat(request)
+
+    def share_group_describe(self, group_ids: list[str]) -> list[ShareGroupDescription]:
+        return self.share_admin.describe(group_ids)
+
+    def list_share_groups(self, states: set[str]) -> list[ShareGroup]:
+        return self.share_admin.list_groups(states)
+
+    def _not_share_group(self, group_id: str) -> bool:
+        """A group of another type (consumer, or classic other than Dead) has this id."""
+        classic = self.manager.get_group(group_id)
+        return group_id in self.consumer_groups.groups or (classic is not None and not classic.is_(GroupState.DEAD))
 
     # -- offsets and administration --------------------------------------------------------
     def handle_commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
@@ -217,10 +256,10 @@ class GroupCoordinator:
         self.offsets.handle_deleted_topics(topics, callback)
 
     def handle_describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary | None]:
-        """DescribeGroups describes classic groups: a consumer-protocol group is no classic group, so it is
-        answered as one that does not exist (Dead), as Kafka's describeGroups does."""
-        if self.status.validate(group_id, allow_empty_id=True) is None and self.consumer_admin.is_consumer_group(
-                group_id):
+        """DescribeGroups describes classic groups: a consumer-protocol or share group is no classic group, so
+        it is answered as one that does not exist (Dead), as Kafka's describeGroups does."""
+        if self.status.validate(group_id, allow_empty_id=True) is None and (
+                self.consumer_admin.is_consumer_group(group_id) or self.share_admin.is_share_group(group_id)):
             return ErrorCode.NO_ERROR, None
         return self.admin.handle_describe_group(group_id)
 
@@ -229,9 +268,14 @@ class GroupCoordinator:
         return error, [g for g in groups if not self.consumer_admin.is_consumer_group(g.group_id)]
 
     def handle_delete_groups(self, group_ids: list[str], callback: Callable[[dict[str, ErrorCode]], None]) -> None:
-        answered = self.consumer_admin.delete_groups(group_ids)
-        self.admin.handle_delete_groups([g for g in group_ids if g not in answered],
-                                        lambda errors: callback({**errors, **answered}))
+        consumer = self.consumer_admin.delete_groups(group_ids)
+
+        def then_classic(share: dict[str, ErrorCode]) -> None:
+            answered = {**consumer, **share}
+            self.admin.handle_delete_groups([g for g in group_ids if g not in answered],
+                                            lambda errors: callback({**errors, **answered}))
+
+        self.share_admin.delete_groups(group_ids, then_classic)
 
     # -- loading ---------------------------------------------------------------------
     def local_partitions(self) -> list[int]:
@@ -338,6 +382,7 @@ class GroupCoordinator:
         A load in progress is abandoned: what it read is dropped when it finishes."""
         self._loads.pop(partition, None)
         self.consumer_groups.unload_partition(partition)
+        self.share_groups.unload_partition(partition)
         removed = self.manager.remove_groups_for_partition(partition)
         for group in removed:
             self.on_group_unloaded(group)
@@ -360,6 +405,7 @@ class GroupCoordinator:
         self.status.active = False
         self.rebalance.shutdown()
         self.consumer_groups.shutdown()
+        self.share_groups.shutdown()
 
     async def shutdown(self) -> None:
         self.shutdown_timers()

@@ -12,7 +12,8 @@ keeps them so, for the marker that will end them.
 The records of consumer-protocol groups (types 3-8 and 16) are replayed into a
 ``LoadedConsumerGroup`` per group, as Kafka's replay methods apply them: any of
 them creates the group, a member's tombstones remove what they key, and the
-tombstone of the group's metadata removes the group.
+tombstone of the group's metadata removes the group. Those of share groups
+(types 9-15) likewise into a ``LoadedShareGroup`` per group.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ from coordinator.group.record_formats import (
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
+)
+from coordinator.group.share_group_record_formats import (
+    SHARE_GROUP_METADATA,
+    LoadedShareGroup,
+    ShareGroupRecordKey,
+    decode_share_group_key,
 )
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import NO_PRODUCER_ID
@@ -125,6 +132,8 @@ class LoadedPartition:
     metadata: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
     #: Consumer-protocol group → what its records leave of it.
     consumer_groups: dict[str, LoadedConsumerGroup] = field(default_factory=dict)
+    #: Share group → what its records leave of it.
+    share_groups: dict[str, LoadedShareGroup] = field(default_factory=dict)
 
     def group_ids(self) -> set[str]:
         ids = set(self.offsets) | set(self.metadata)
@@ -144,6 +153,10 @@ def replay(entries: Iterable[LogEntry], partition: int, broker_id: int) -> Loade
             _end_transaction(loaded, entry)
             continue
         try:
+            share_key = decode_share_group_key(entry.key or b"")
+            if share_key is not None:
+                _share_group_record(loaded, share_key, entry.value)
+                continue
             key = decode_key(entry.key or b"")
             if isinstance(key, OffsetCommitKey):
                 _offset_record(loaded, key, entry.offset, entry.value, entry.transactional_producer_id)
@@ -162,6 +175,13 @@ def _consumer_group_record(loaded: LoadedPartition, key: ConsumerGroupRecordKey,
         loaded.consumer_groups.pop(key.group, None)  # the group is deleted
         return
     loaded.consumer_groups.setdefault(key.group, LoadedConsumerGroup()).apply(key, value)
+
+
+def _share_group_record(loaded: LoadedPartition, key: ShareGroupRecordKey, value: bytes | None) -> None:
+    if key.record_type == SHARE_GROUP_METADATA and value is None:
+        loaded.share_groups.pop(key.group, None)  # the group is deleted
+        return
+    loaded.share_groups.setdefault(key.group, LoadedShareGroup()).apply(key, value)
 
 
 def _offset_record(loaded: LoadedPartition, key: OffsetCommitKey, offset: int, value: bytes | None,

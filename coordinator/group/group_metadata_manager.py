@@ -43,6 +43,7 @@ from coordinator.group.record_formats import (
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
+from coordinator.group.share_group_record_formats import LoadedShareGroup
 from protocol.errors import ErrorCode
 from protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
@@ -83,6 +84,8 @@ class GroupMetadataManager:
         self.request_load: Callable[[list[int]], None] | None = None
         #: Given the consumer-protocol groups each load replayed (set by the coordinator).
         self.consumer_groups_loaded: Callable[[dict[str, LoadedConsumerGroup]], None] | None = None
+        #: Likewise for the share groups' records.
+        self.share_groups_loaded: Callable[[dict[str, LoadedShareGroup]], None] | None = None
 
     # -- ownership ---------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -367,6 +370,8 @@ class GroupMetadataManager:
             loaded.append(group)
         if self.consumer_groups_loaded is not None and loaded_partition.consumer_groups:
             self.consumer_groups_loaded(loaded_partition.consumer_groups)
+        if self.share_groups_loaded is not None and loaded_partition.share_groups:
+            self.share_groups_loaded(loaded_partition.share_groups)
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
         # No transactional commit is accepted while loading, so a marker written meanwhile can
