@@ -78,4 +78,9 @@ API_INDEX: dict[int, tuple[str, str]] = {
     75: ('describe_topic_partitions', 'DescribeTopicPartitions'),
     80: ('add_raft_voter', 'AddRaftVoter'),
     81: ('remove_raft_voter', 'RemoveRaftVoter'),
+    83: ('initialize_share_group_state', 'InitializeShareGroupState'),
+    84: ('read_share_group_state', 'ReadShareGroupState'),
+    85: ('write_share_group_state', 'WriteShareGroupState'),
+    86: ('delete_share_group_state', 'DeleteShareGroupState'),
+    87: ('read_share_group_state_summary', 'ReadShareGroupStateSummary'),
 }
