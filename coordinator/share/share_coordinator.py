@@ -1,0 +1,201 @@
+"""The share coordinator: the durable state of share partitions in ``__share_group_state``.
+
+Kafka's ShareCoordinatorService over its shards. The state of the share
+partition (group, topic id, partition) lives in partition
+``abs(javaHashCode("groupId:topicId:partition")) % share.coordinator.state.topic.num.partitions``
+of ``__share_group_state``, and the leader of that partition serves it. This
+broker keeps a :class:`ShareCoordinatorShard` per partition it leads, loaded
+from the log when leadership arrives (start-up included) and dropped when it
+leaves; meanwhile requests are answered COORDINATOR_LOAD_IN_PROGRESS, and on
+a partition led elsewhere NOT_COORDINATOR.
+
+A change is planned on the shard, appended through the :class:`CoordinatorLog`
+(``acks=-1``: in the ISR before it completes), and replayed into the shard
+only then; so every answered write is in the log and a reload gives the same
+state. Changes of one partition run one at a time, each planned on the state
+its predecessor left.
+
+The coordinator is itself a :class:`~coordinator.share.persister.Persister`
+for the keys it coordinates: the broker's persister calls it directly for
+those, and sends the persister APIs to the coordinator's broker for the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from coordinator.common.coordinator_log import APPEND_ERRORS, CoordinatorLog, KeyValues
+from coordinator.common.partitioner import partition_for
+from coordinator.common.scheduler import Scheduler
+from coordinator.share.persister import PersisterError, ShareGroupPartitionState
+from coordinator.share.share_coordinator_records import SharePartitionKey
+from coordinator.share.share_coordinator_shard import ShareCoordinatorShard, ShareError
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareCoordinatorConfig:
+    """The share coordinator's configs (Kafka's ShareCoordinatorConfig defaults)."""
+
+    #: share.coordinator.snapshot.update.records.per.snapshot
+    snapshot_update_records: int = 500
+
+
+class ShareCoordinator:
+    def __init__(self, broker_id: int, coordinator_log: CoordinatorLog, scheduler: Scheduler,
+                 config: ShareCoordinatorConfig) -> None:
+        self.broker_id = broker_id
+        self.coordinator_log = coordinator_log
+        self.scheduler = scheduler
+        self.config = config
+        #: The loaded partitions led here.
+        self.shards: dict[int, ShareCoordinatorShard] = {}
+        #: Partition being loaded -> the token of its latest load (a resigned one's read is dropped).
+        self.loading: dict[int, object] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+        self._load_tasks: set[asyncio.Task[None]] = set()
+
+    def partition_for(self, key: SharePartitionKey) -> int:
+        return partition_for(key.coordinator_key(), self.coordinator_log.num_partitions)
+
+    # -- leadership and loading ---------------------------------------------------------
+    def startup(self, partitions: Iterable[int]) -> None:
+        """Load the partitions led here now."""
+        for partition in partitions:
+            self.on_election(partition)
+
+    def on_election(self, partition: int) -> None:
+        """Leadership arrived: an empty partition is served at once, another once loaded."""
+        if partition in self.shards or partition in self.loading:
+            return
+        if self.coordinator_log.log_end_offset(partition) == 0:
+            self.shards[partition] = self._new_shard()
+            return
+        token = self.loading[partition] = object()
+        task = asyncio.get_running_loop().create_task(self._load(partition, token), name="share-state-load")
+        self._load_tasks.add(task)
+        task.add_done_callback(self._load_done)
+
+    def on_resignation(self, partition: int) -> None:
+        self.shards.pop(partition, None)
+        self.loading.pop(partition, None)
+
+    def load_partition(self, partition: int) -> None:
+        """Synchronous load (tests): replay the partition from its start."""
+        self.shards[partition] = self._replayed(self.coordinator_log.read_records(partition))
+
+    async def _load(self, partition: int, token: object) -> None:
+        records = await asyncio.to_thread(lambda: list(self.coordinator_log.read_records(partition)))
+        if self.loading.get(partition) is not token:
+            log.info("[ShareCoordinator %d]: dropping a stale load of partition %d", self.broker_id, partition)
+            return
+        shard = self._replayed(records)
+        del self.loading[partition]
+        self.shards[partition] = shard
+        log.info("[ShareCoordinator %d]: loaded %d share partition state(s) from partition %d",
+                 self.broker_id, len(shard.states), partition)
+
+    def _load_done(self, task: asyncio.Task[None]) -> None:
+        self._load_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("[ShareCoordinator %d]: loading failed", self.broker_id, exc_info=task.exception())
+
+    def _new_shard(self) -> ShareCoordinatorShard:
+        return ShareCoordinatorShard(self.config.snapshot_update_records)
+
+    def _replayed(self, records: Iterable[tuple[int, bytes | None, bytes | None]]) -> ShareCoordinatorShard:
+        shard = self._new_shard()
+        for _, key, value in records:
+            if key is not None:
+                shard.replay(key, value)
+        return shard
+
+    async def shutdown(self) -> None:
+        for task in list(self._load_tasks):
+            task.cancel()
+        await asyncio.gather(*self._load_tasks, return_exceptions=True)
+        self.shards.clear()
+        self.loading.clear()
+
+    # -- the persister operations -------------------------------------------------------
+    def _shard(self, key: SharePartitionKey) -> tuple[int, ShareCoordinatorShard]:
+        partition = self.partition_for(key)
+        if partition in self.loading:
+            raise PersisterError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                 "The coordinator is loading and hence can't process requests.")
+        shard = self.shards.get(partition)
+        if shard is None or not self.coordinator_log.is_local_leader(partition):
+            raise PersisterError(ErrorCode.NOT_COORDINATOR, "This is not the correct coordinator.")
+        return partition, shard
+
+    async def _change(self, key: SharePartitionKey, plan: KeyValues | ShareError) -> None:
+        """Append the planned records, then replay them; a refusal raises."""
+        if isinstance(plan, ShareError):
+            raise PersisterError(plan.error_code, plan.message)
+        if not plan:
+            return
+        partition, shard = self._shard(key)
+        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+
+        def appended(error: ErrorCode, _first: int | None) -> None:
+            if not future.done():
+                future.set_result(error)
+
+        self.coordinator_log.append(partition, plan, self.scheduler.now_ms(), appended)
+        error = await future
+        if error != ErrorCode.NO_ERROR:
+            code = APPEND_ERRORS.get(error, error)
+            raise PersisterError(code, f"Writing the share partition state failed: {code.name}.")
+        for record_key, value in plan:
+            shard.replay(record_key, value)
+
+    def _lock(self, partition: int) -> asyncio.Lock:
+        lock = self._locks.get(partition)
+        if lock is None:
+            lock = self._locks[partition] = asyncio.Lock()
+        return lock
+
+    async def initialize_state(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
+                               start_offset: int) -> None:
+        key = SharePartitionKey(group_id, topic_id, partition)
+        async with self._lock(self._shard(key)[0]):
+            _, shard = self._shard(key)
+            await self._change(key, shard.plan_initialize(key, state_epoch, start_offset, self.scheduler.now_ms()))
+
+    async def read_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                         leader_epoch: int) -> ShareGroupPartitionState | None:
+        key = SharePartitionKey(group_id, topic_id, partition)
+        async with self._lock(self._shard(key)[0]):
+            _, shard = self._shard(key)
+            await self._change(key, shard.plan_leader_epoch(key, leader_epoch))
+            stored = shard.get(key)
+            return None if stored is None else stored.partition_state()
+
+    async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                          state: ShareGroupPartitionState) -> None:
+        key = SharePartitionKey(group_id, topic_id, partition)
+        async with self._lock(self._shard(key)[0]):
+            _, shard = self._shard(key)
+            await self._change(key, shard.plan_write(key, state, self.scheduler.now_ms()))
+
+    async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        key = SharePartitionKey(group_id, topic_id, partition)
+        async with self._lock(self._shard(key)[0]):
+            _, shard = self._shard(key)
+            await self._change(key, shard.plan_delete(key))
+
+    async def read_state_summary(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                                 leader_epoch: int) -> tuple[int, int, int] | None:
+        key = SharePartitionKey(group_id, topic_id, partition)
+        _, shard = self._shard(key)
+        refused = shard.check_leader_epoch(key, leader_epoch)
+        if refused is not None:
+            raise PersisterError(refused.error_code, refused.message)
+        stored = shard.get(key)
+        return None if stored is None else (stored.state_epoch, stored.start_offset, stored.leader_epoch)

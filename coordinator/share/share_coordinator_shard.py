@@ -1,0 +1,184 @@
+"""One ``__share_group_state`` partition's share-partition states (Kafka's ShareCoordinatorShard), sans-IO.
+
+Each request is checked against the state in memory and turned into the
+records that describe the change (``plan_*``); the coordinator appends them,
+and only once they are in the log does it ``replay`` them here, so memory only
+ever holds what the log holds and a load (replaying the partition from its
+start) rebuilds exactly the same state.
+
+Writes are fenced as Kafka fences them: a state epoch older than the stored
+one is FENCED_STATE_EPOCH (the share partition was re-initialized since its
+writer read it), a leader epoch older than the stored one FENCED_LEADER_EPOCH
+(another broker leads the topic partition now). A write becomes a ShareUpdate,
+except that the first state of a key, a new state epoch, and every
+``snapshot_update_records`` updates become a ShareSnapshot of the whole state,
+which bounds how much a load replays per key.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+from coordinator.common.coordinator_log import KeyValues
+from coordinator.share.persister import PersisterStateBatch, ShareGroupPartitionState
+from coordinator.share.share_coordinator_records import (
+    SHARE_SNAPSHOT,
+    SHARE_UPDATE,
+    SharePartitionKey,
+    ShareSnapshotValue,
+    ShareUpdateValue,
+    decode_key,
+    decode_value,
+    share_record,
+)
+from coordinator.share.share_state_batches import combine_state_batches
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+#: Kafka's marks of "not known": a start offset not set, a leader epoch not given.
+UNINITIALIZED_START_OFFSET = -1
+NO_LEADER_EPOCH = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupOffset:
+    """The stored state of one share partition (Kafka's ShareGroupOffset)."""
+
+    snapshot_epoch: int
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    create_timestamp: int
+    write_timestamp: int
+    state_batches: tuple[PersisterStateBatch, ...]
+
+    def partition_state(self) -> ShareGroupPartitionState:
+        return ShareGroupPartitionState(self.state_epoch, self.start_offset, self.leader_epoch, self.state_batches)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareError:
+    """A refused request: Kafka's code and message."""
+
+    error_code: ErrorCode
+    message: str
+
+
+class ShareCoordinatorShard:
+    def __init__(self, snapshot_update_records: int) -> None:
+        #: Kafka's share.coordinator.snapshot.update.records.per.snapshot.
+        self.snapshot_update_records = snapshot_update_records
+        self.states: dict[SharePartitionKey, ShareGroupOffset] = {}
+        #: Updates replayed on each key since its latest snapshot.
+        self.update_counts: dict[SharePartitionKey, int] = {}
+
+    # -- reading ------------------------------------------------------------------------
+    def get(self, key: SharePartitionKey) -> ShareGroupOffset | None:
+        return self.states.get(key)
+
+    def check_leader_epoch(self, key: SharePartitionKey, leader_epoch: int) -> ShareError | None:
+        stored = self.states.get(key)
+        if stored is not None and leader_epoch != NO_LEADER_EPOCH and leader_epoch < stored.leader_epoch:
+            return ShareError(ErrorCode.FENCED_LEADER_EPOCH,
+                              f"Leader epoch {leader_epoch} is older than the share partition's "
+                              f"{stored.leader_epoch}.")
+        return None
+
+    def plan_leader_epoch(self, key: SharePartitionKey, leader_epoch: int) -> KeyValues | ShareError:
+        """A read with a newer leader epoch records it (Kafka's readStateAndMaybeUpdateLeaderEpoch): an
+        update with no batches, so a write of the previous leader is fenced from now on."""
+        refused = self.check_leader_epoch(key, leader_epoch)
+        if refused is not None:
+            return refused
+        stored = self.states.get(key)
+        if stored is None or leader_epoch == NO_LEADER_EPOCH or leader_epoch == stored.leader_epoch:
+            return []
+        return [share_record(SHARE_UPDATE, key, ShareUpdateValue(stored.snapshot_epoch, leader_epoch,
+                                                                 UNINITIALIZED_START_OFFSET, ()))]
+
+    # -- changes ------------------------------------------------------------------------
+    def plan_write(self, key: SharePartitionKey, state: ShareGroupPartitionState, now_ms: int) -> KeyValues | ShareError:
+        stored = self.states.get(key)
+        if stored is not None:
+            if state.state_epoch < stored.state_epoch:
+                return ShareError(ErrorCode.FENCED_STATE_EPOCH,
+                                  f"State epoch {state.state_epoch} is older than the share partition's "
+                                  f"{stored.state_epoch}.")
+            refused = self.check_leader_epoch(key, state.leader_epoch)
+            if refused is not None:
+                return refused
+        if stored is None or state.state_epoch > stored.state_epoch:
+            return [share_record(SHARE_SNAPSHOT, key, self._first_snapshot(stored, state, now_ms))]
+        if self.update_counts.get(key, 0) >= self.snapshot_update_records:
+            return [share_record(SHARE_SNAPSHOT, key, self._next_snapshot(stored, state, now_ms))]
+        return [share_record(SHARE_UPDATE, key, ShareUpdateValue(
+            stored.snapshot_epoch, state.leader_epoch, state.start_offset, state.state_batches))]
+
+    def plan_initialize(self, key: SharePartitionKey, state_epoch: int, start_offset: int,
+                        now_ms: int) -> KeyValues | ShareError:
+        """A snapshot at the new state epoch with no batches; a state already at that epoch stays as it
+        is (no record), an older epoch than stored is FENCED_STATE_EPOCH."""
+        stored = self.states.get(key)
+        if stored is not None and state_epoch < stored.state_epoch:
+            return ShareError(ErrorCode.FENCED_STATE_EPOCH,
+                              f"State epoch {state_epoch} is older than the share partition's {stored.state_epoch}.")
+        if stored is not None and state_epoch == stored.state_epoch:
+            return []
+        snapshot_epoch = 0 if stored is None else (stored.snapshot_epoch + 1) & 0xFFFF
+        return [share_record(SHARE_SNAPSHOT, key, ShareSnapshotValue(
+            snapshot_epoch, state_epoch, NO_LEADER_EPOCH, start_offset, now_ms, now_ms, ()))]
+
+    def plan_delete(self, key: SharePartitionKey) -> KeyValues:
+        """Tombstones of both the snapshot and the update key; nothing for a key without state."""
+        if key not in self.states:
+            return []
+        return [share_record(SHARE_SNAPSHOT, key, None), share_record(SHARE_UPDATE, key, None)]
+
+    def _first_snapshot(self, stored: ShareGroupOffset | None, state: ShareGroupPartitionState,
+                        now_ms: int) -> ShareSnapshotValue:
+        snapshot_epoch = 0 if stored is None else (stored.snapshot_epoch + 1) & 0xFFFF
+        batches = combine_state_batches((), state.state_batches, state.start_offset)
+        return ShareSnapshotValue(snapshot_epoch, state.state_epoch, state.leader_epoch, state.start_offset,
+                                  now_ms, now_ms, batches)
+
+    def _next_snapshot(self, stored: ShareGroupOffset, state: ShareGroupPartitionState,
+                       now_ms: int) -> ShareSnapshotValue:
+        merged = _updated(stored, ShareUpdateValue(stored.snapshot_epoch, state.leader_epoch, state.start_offset,
+                                                   state.state_batches))
+        return ShareSnapshotValue((stored.snapshot_epoch + 1) & 0xFFFF, merged.state_epoch, merged.leader_epoch,
+                                  merged.start_offset, stored.create_timestamp, now_ms, merged.state_batches)
+
+    # -- replay -------------------------------------------------------------------------
+    def replay(self, key_bytes: bytes, value_bytes: bytes | None) -> None:
+        """Apply one record of the partition (appended, or read back by a load)."""
+        record = decode_key(key_bytes)
+        key = record.key
+        if value_bytes is None:
+            # Either tombstone removes the whole state: a delete writes both.
+            self.states.pop(key, None)
+            self.update_counts.pop(key, None)
+            return
+        value = decode_value(record.record_type, value_bytes)
+        if isinstance(value, ShareSnapshotValue):
+            self.states[key] = ShareGroupOffset(value.snapshot_epoch, value.state_epoch, value.leader_epoch,
+                                                value.start_offset, value.create_timestamp, value.write_timestamp,
+                                                combine_state_batches((), value.state_batches, value.start_offset))
+            self.update_counts[key] = 0
+            return
+        stored = self.states.get(key)
+        if stored is None:
+            log.warning("ShareUpdate for %s without a snapshot: ignored", key)
+            return
+        self.states[key] = _updated(stored, value)
+        self.update_counts[key] = self.update_counts.get(key, 0) + 1
+
+
+def _updated(stored: ShareGroupOffset, update: ShareUpdateValue) -> ShareGroupOffset:
+    """The stored state with an update applied: a new start offset and leader epoch where given, the
+    update's batches over the stored ones."""
+    start = stored.start_offset if update.start_offset == UNINITIALIZED_START_OFFSET else update.start_offset
+    leader = stored.leader_epoch if update.leader_epoch == NO_LEADER_EPOCH else update.leader_epoch
+    return replace(stored, leader_epoch=leader, start_offset=start,
+                   state_batches=combine_state_batches(stored.state_batches, update.state_batches, start))
