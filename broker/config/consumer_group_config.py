@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from coordinator.group.consumer_group_assignors import assignor_names
 
-REBALANCE_PROTOCOLS = ("classic", "consumer")
+REBALANCE_PROTOCOLS = ("classic", "consumer", "share")
 
 
 @dataclass(frozen=True, slots=True)
