@@ -199,3 +199,15 @@ class ShareCoordinator:
             raise PersisterError(refused.error_code, refused.message)
         stored = shard.get(key)
         return None if stored is None else (stored.state_epoch, stored.start_offset, stored.leader_epoch)
+
+
+def share_group_state_topic_configs(min_isr: int, segment_bytes: int) -> dict[str, str]:
+    """The configs ``__share_group_state`` is created with (Kafka's shareGroupStateTopicConfigs): deleted,
+    never compacted, and kept without a time limit, as the coordinator itself decides what is obsolete."""
+    return {
+        "cleanup.policy": "delete",
+        "retention.ms": "-1",
+        "compression.type": "producer",
+        "min.insync.replicas": str(min_isr),
+        "segment.bytes": str(segment_bytes),
+    }
