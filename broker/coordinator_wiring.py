@@ -17,9 +17,16 @@ from collections.abc import Callable, Iterable
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, LocalAddPartitionsToTxnManager
 from broker.cluster.coordinator_cluster import CoordinatorCluster
 from broker.config.broker_config import BrokerConfig
+from broker.membership import CoordinatorPlacement
 from broker.metadata_view import TopicRegistry
+from broker.share_persister import BrokerSharePersister
+from broker.topic_admin import TopicAdmin
 from coordinator.common.coordinator_log import ReplicaCoordinatorLog
-from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+from coordinator.common.internal_topics import (
+    GROUP_METADATA_TOPIC_NAME,
+    SHARE_GROUP_STATE_TOPIC_NAME,
+    TRANSACTION_STATE_TOPIC_NAME,
+)
 from coordinator.common.scheduler import AsyncioScheduler
 from coordinator.group.consumer_group import TopicInfo
 from coordinator.group.consumer_group_assignors import assignor_names
@@ -27,6 +34,7 @@ from coordinator.group.consumer_group_heartbeat import ConsumerGroupConfig
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig
 from coordinator.group.group_metadata_manager import GroupMetadataManager
+from coordinator.share.share_coordinator import ShareCoordinator, ShareCoordinatorConfig
 from coordinator.transaction.transaction_coordinator import (
     ProducerIdGenerator,
     TransactionCoordinator,
@@ -223,3 +231,40 @@ def build_transaction_verifier(broker_id: int, replica_manager: ReplicaManager, 
         return local
     return AddPartitionsToTxnManager(local, cluster.partition_leader, cluster.inter_broker_listener,
                                      cluster.inter_broker_ssl_context, cluster.inter_broker_sasl)
+
+
+def build_share_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager) -> ShareCoordinator:
+    """The share coordinator over this broker's replicas of __share_group_state; its writes wait for the
+    ISR up to share.coordinator.write.timeout.ms."""
+    partitions = ReplicaCoordinatorLog(SHARE_GROUP_STATE_TOPIC_NAME, config.share_coordinator_state_topic_num_partitions,
+                                       replica_manager, config.share_coordinator_write_timeout_ms)
+    return ShareCoordinator(broker_id, partitions, AsyncioScheduler(), ShareCoordinatorConfig(
+        snapshot_update_records=config.share_coordinator_snapshot_update_records_per_snapshot))
+
+
+def start_share_coordinator(coordinator: ShareCoordinator, replica_manager: ReplicaManager) -> None:
+    """Load the __share_group_state partitions led here now, then follow leadership as the group
+    coordinator does (each call hops from the append thread to the event loop)."""
+    coordinator.startup(p.partition_index for p in replica_manager.partitions_of(SHARE_GROUP_STATE_TOPIC_NAME)
+                        if p.is_leader)
+    loop = asyncio.get_running_loop()
+
+    def elected(partition: int) -> None:
+        loop.call_soon_threadsafe(coordinator.on_election, partition)
+
+    def resigned(partition: int) -> None:
+        loop.call_soon_threadsafe(coordinator.on_resignation, partition)
+
+    replica_manager.add_leadership_listener(SHARE_GROUP_STATE_TOPIC_NAME, elected, resigned)
+
+
+def build_share_persister(config: BrokerConfig, broker_id: int, coordinator: ShareCoordinator,
+                          placement: CoordinatorPlacement, topic_admin: TopicAdmin,
+                          cluster: CoordinatorCluster | None = None) -> BrokerSharePersister:
+    """The persister the share partitions use: this broker's share coordinator for the state it
+    coordinates, the coordinator's broker (on the inter-broker listener) for the rest."""
+    return BrokerSharePersister(
+        broker_id, coordinator, placement, lambda: topic_admin.ensure_internal_topic(SHARE_GROUP_STATE_TOPIC_NAME),
+        config.inter_broker_listener if cluster is None else cluster.inter_broker_listener,
+        ssl_context=None if cluster is None else cluster.inter_broker_ssl_context,
+        sasl=None if cluster is None else cluster.inter_broker_sasl)
