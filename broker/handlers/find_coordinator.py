@@ -34,9 +34,10 @@ if TYPE_CHECKING:
 
 API_KEY = 10
 MIN_VERSION = 0
-MAX_VERSION = 5  # v6 only adds share-group keys (KIP-932)
-#: The first version that knows key type SHARE.
+MAX_VERSION = 5
+#: v6 only adds key type SHARE (KIP-932): served behind the share switch.
 SHARE_MIN_VERSION = 6
+MAX_VERSION_WITH = ("share", SHARE_MIN_VERSION)
 
 
 def valid_share_key(key: str) -> bool:
