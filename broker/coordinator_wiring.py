@@ -53,6 +53,7 @@ from coordinator.transaction.transaction_state_manager import (
     TransactionStateManager,
     TransactionStateManagerConfig,
 )
+from protocol.errors import ErrorCode
 from replication.replica_manager import ReplicaManager
 
 #: How long a write to __transaction_state may wait for the ISR (Kafka's request.timeout.ms default).
@@ -235,11 +236,19 @@ def build_transaction_verifier(broker_id: int, replica_manager: ReplicaManager, 
 
 def build_share_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager) -> ShareCoordinator:
     """The share coordinator over this broker's replicas of __share_group_state; its writes wait for the
-    ISR up to share.coordinator.write.timeout.ms."""
+    ISR up to share.coordinator.write.timeout.ms, and it deletes obsolete records (DeleteRecords on its
+    partitions) every share.coordinator.state.topic.prune.interval.ms."""
     partitions = ReplicaCoordinatorLog(SHARE_GROUP_STATE_TOPIC_NAME, config.share_coordinator_state_topic_num_partitions,
                                        replica_manager, config.share_coordinator_write_timeout_ms)
+
+    async def delete_records(partition: int, before_offset: int) -> ErrorCode:
+        [(error, _low_watermark)] = await replica_manager.delete_records(
+            [((SHARE_GROUP_STATE_TOPIC_NAME, partition), before_offset)])
+        return ErrorCode(error)
+
     return ShareCoordinator(broker_id, partitions, AsyncioScheduler(), ShareCoordinatorConfig(
-        snapshot_update_records=config.share_coordinator_snapshot_update_records_per_snapshot))
+        snapshot_update_records=config.share_coordinator_snapshot_update_records_per_snapshot,
+        prune_interval_ms=config.share_coordinator_state_topic_prune_interval_ms), delete_records)
 
 
 def start_share_coordinator(coordinator: ShareCoordinator, replica_manager: ReplicaManager) -> None:

@@ -213,6 +213,7 @@ class BrokerConfig(SslConfig):
     share_coordinator_snapshot_update_records_per_snapshot: int = _prop(
         500, "share.coordinator.snapshot.update.records.per.snapshot")
     share_coordinator_write_timeout_ms: int = _prop(5000, "share.coordinator.write.timeout.ms")
+    share_coordinator_state_topic_prune_interval_ms: int = _prop(300000, "share.coordinator.state.topic.prune.interval.ms")
 
     # Replication.
     replica_lag_time_max_ms: int = _prop(30000, "replica.lag.time.max.ms")

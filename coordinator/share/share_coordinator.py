@@ -15,6 +15,11 @@ only then; so every answered write is in the log and a reload gives the same
 state. Changes of one partition run one at a time, each planned on the state
 its predecessor left.
 
+Records before a partition's redundant offset (each key's latest snapshot
+on; everything replayed when no key is left) are obsolete: every
+``prune_interval_ms`` they are deleted (DeleteRecords), so the topic, which
+is never compacted and has no retention time, stays bounded.
+
 The coordinator is itself a :class:`~coordinator.share.persister.Persister`
 for the keys it coordinates: the broker's persister calls it directly for
 those, and sends the persister APIs to the coordinator's broker for the rest.
@@ -25,12 +30,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from coordinator.common.coordinator_log import APPEND_ERRORS, CoordinatorLog, KeyValues
 from coordinator.common.partitioner import partition_for
-from coordinator.common.scheduler import Scheduler
+from coordinator.common.scheduler import Scheduler, Timer
 from coordinator.share.persister import PersisterError, ShareGroupPartitionState
 from coordinator.share.share_coordinator_records import SharePartitionKey
 from coordinator.share.share_coordinator_shard import ShareCoordinatorShard, ShareError
@@ -45,11 +50,18 @@ class ShareCoordinatorConfig:
 
     #: share.coordinator.snapshot.update.records.per.snapshot
     snapshot_update_records: int = 500
+    #: share.coordinator.state.topic.prune.interval.ms
+    prune_interval_ms: int = 300_000
+
+
+#: Deletes the records of a partition of ``__share_group_state`` before an offset (DeleteRecords on
+#: the leader); answers the error.
+RecordDeleter = Callable[[int, int], Awaitable[ErrorCode]]
 
 
 class ShareCoordinator:
     def __init__(self, broker_id: int, coordinator_log: CoordinatorLog, scheduler: Scheduler,
-                 config: ShareCoordinatorConfig) -> None:
+                 config: ShareCoordinatorConfig, delete_records: RecordDeleter | None = None) -> None:
         self.broker_id = broker_id
         self.coordinator_log = coordinator_log
         self.scheduler = scheduler
@@ -60,15 +72,22 @@ class ShareCoordinator:
         self.loading: dict[int, object] = {}
         self._locks: dict[int, asyncio.Lock] = {}
         self._load_tasks: set[asyncio.Task[None]] = set()
+        #: Prunes obsolete records (None: never); the offset each partition was pruned to.
+        self.delete_records = delete_records
+        self.pruned: dict[int, int] = {}
+        self._prune_timer: Timer | None = None
+        self._prune_tasks: set[asyncio.Task[None]] = set()
 
     def partition_for(self, key: SharePartitionKey) -> int:
         return partition_for(key.coordinator_key(), self.coordinator_log.num_partitions)
 
     # -- leadership and loading ---------------------------------------------------------
     def startup(self, partitions: Iterable[int]) -> None:
-        """Load the partitions led here now."""
+        """Load the partitions led here now; prune every ``prune_interval_ms`` from then on."""
         for partition in partitions:
             self.on_election(partition)
+        if self.delete_records is not None:
+            self._prune_timer = self.scheduler.schedule(self.config.prune_interval_ms, self.prune)
 
     def on_election(self, partition: int) -> None:
         """Leadership arrived: an empty partition is served at once, another once loaded."""
@@ -85,6 +104,33 @@ class ShareCoordinator:
     def on_resignation(self, partition: int) -> None:
         self.shards.pop(partition, None)
         self.loading.pop(partition, None)
+        self.pruned.pop(partition, None)
+
+    # -- pruning ------------------------------------------------------------------------
+    def prune(self) -> None:
+        """Delete, in each loaded partition, the records before its redundant offset (Kafka's
+        ShareCoordinatorService prune job); then wait for the next interval."""
+        deleter = self.delete_records
+        if deleter is None:
+            return
+        for partition, shard in self.shards.items():
+            offset = shard.redundant_offset()
+            if offset > self.pruned.get(partition, 0):
+                task = asyncio.get_running_loop().create_task(self._prune(deleter, partition, offset),
+                                                              name="share-state-prune")
+                self._prune_tasks.add(task)
+                task.add_done_callback(self._prune_tasks.discard)
+        self._prune_timer = self.scheduler.schedule(self.config.prune_interval_ms, self.prune)
+
+    async def _prune(self, deleter: RecordDeleter, partition: int, offset: int) -> None:
+        error = await deleter(partition, offset)
+        if error == ErrorCode.NO_ERROR:
+            self.pruned[partition] = offset
+            log.debug("[ShareCoordinator %d]: pruned partition %d before offset %d", self.broker_id, partition, offset)
+        else:
+            # Retried at the next interval (a new leader's high watermark may not have caught up yet).
+            log.info("[ShareCoordinator %d]: pruning partition %d before offset %d failed: %s", self.broker_id,
+                     partition, offset, error.name)
 
     def load_partition(self, partition: int) -> None:
         """Synchronous load (tests): replay the partition from its start."""
@@ -111,15 +157,18 @@ class ShareCoordinator:
 
     def _replayed(self, records: Iterable[tuple[int, bytes | None, bytes | None]]) -> ShareCoordinatorShard:
         shard = self._new_shard()
-        for _, key, value in records:
+        for offset, key, value in records:
             if key is not None:
-                shard.replay(key, value)
+                shard.replay(key, value, offset)
         return shard
 
     async def shutdown(self) -> None:
-        for task in list(self._load_tasks):
+        if self._prune_timer is not None:
+            self._prune_timer.cancel()
+        tasks = [*self._load_tasks, *self._prune_tasks]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._load_tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self.shards.clear()
         self.loading.clear()
 
@@ -141,19 +190,19 @@ class ShareCoordinator:
         if not plan:
             return
         partition, shard = self._shard(key)
-        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[tuple[ErrorCode, int | None]] = asyncio.get_running_loop().create_future()
 
-        def appended(error: ErrorCode, _first: int | None) -> None:
+        def appended(error: ErrorCode, first: int | None) -> None:
             if not future.done():
-                future.set_result(error)
+                future.set_result((error, first))
 
         self.coordinator_log.append(partition, plan, self.scheduler.now_ms(), appended)
-        error = await future
-        if error != ErrorCode.NO_ERROR:
-            code = APPEND_ERRORS.get(error, error)
+        error, first = await future
+        if error != ErrorCode.NO_ERROR or first is None:
+            code = APPEND_ERRORS.get(error, error) if error != ErrorCode.NO_ERROR else ErrorCode.UNKNOWN_SERVER_ERROR
             raise PersisterError(code, f"Writing the share partition state failed: {code.name}.")
-        for record_key, value in plan:
-            shard.replay(record_key, value)
+        for i, (record_key, value) in enumerate(plan):
+            shard.replay(record_key, value, first + i)
 
     def _lock(self, partition: int) -> asyncio.Lock:
         lock = self._locks.get(partition)

@@ -73,6 +73,15 @@ class ShareCoordinatorShard:
         self.states: dict[SharePartitionKey, ShareGroupOffset] = {}
         #: Updates replayed on each key since its latest snapshot.
         self.update_counts: dict[SharePartitionKey, int] = {}
+        #: The log offset of each key's latest snapshot: nothing of the key before it is needed.
+        self.snapshot_offsets: dict[SharePartitionKey, int] = {}
+        #: One past the offset of the last record replayed.
+        self.next_offset = 0
+
+    def redundant_offset(self) -> int:
+        """Every record before this offset is obsolete (Kafka's lastRedundantOffset): each key's state
+        is rebuilt from its latest snapshot on; with no key left, nothing replayed so far is needed."""
+        return min(self.snapshot_offsets.values(), default=self.next_offset)
 
     # -- reading ------------------------------------------------------------------------
     def get(self, key: SharePartitionKey) -> ShareGroupOffset | None:
@@ -151,14 +160,16 @@ class ShareCoordinatorShard:
                                   merged.start_offset, stored.create_timestamp, now_ms, merged.state_batches)
 
     # -- replay -------------------------------------------------------------------------
-    def replay(self, key_bytes: bytes, value_bytes: bytes | None) -> None:
-        """Apply one record of the partition (appended, or read back by a load)."""
+    def replay(self, key_bytes: bytes, value_bytes: bytes | None, offset: int) -> None:
+        """Apply one record of the partition (appended, or read back by a load) at its log offset."""
+        self.next_offset = max(self.next_offset, offset + 1)
         record = decode_key(key_bytes)
         key = record.key
         if value_bytes is None:
             # Either tombstone removes the whole state: a delete writes both.
             self.states.pop(key, None)
             self.update_counts.pop(key, None)
+            self.snapshot_offsets.pop(key, None)
             return
         value = decode_value(record.record_type, value_bytes)
         if isinstance(value, ShareSnapshotValue):
@@ -166,6 +177,7 @@ class ShareCoordinatorShard:
                                                 value.start_offset, value.create_timestamp, value.write_timestamp,
                                                 combine_state_batches((), value.state_batches, value.start_offset))
             self.update_counts[key] = 0
+            self.snapshot_offsets[key] = offset
             return
         stored = self.states.get(key)
         if stored is None:

@@ -176,3 +176,38 @@ def test_combining_batches_merges_neighbours_with_the_same_state() -> None:
     combined = combine_state_batches([batch(0, 4, ACKED), batch(5, 9, AVAILABLE, 2)],
                                      [batch(5, 9, ACKED), batch(20, 19, ACKED)], 2)
     assert combined == (batch(2, 9, ACKED),)
+
+
+def test_records_before_every_keys_latest_snapshot_are_pruned_and_a_reload_of_the_rest_is_the_same() -> None:
+    async def scenario() -> None:
+        log = MemoryCoordinatorLog(num_partitions=1)
+        clock = ManualScheduler()
+        deleted: list[tuple[int, int]] = []
+
+        async def delete_records(partition: int, before: int) -> ErrorCode:
+            deleted.append((partition, before))
+            return ErrorCode.NO_ERROR
+
+        config = ShareCoordinatorConfig(snapshot_update_records=2, prune_interval_ms=1_000)
+        coordinator = ShareCoordinator(0, log, clock, config, delete_records)
+        coordinator.startup([0])
+        await coordinator.initialize_state("a", TOPIC, 0, 1, 0)  # snapshot at 0
+        for i in range(4):  # updates at 1 and 2, a snapshot at 3, an update at 4
+            await coordinator.write_state("a", TOPIC, 0, ShareGroupPartitionState(1, i, 0, (batch(i, i + 1, ACKED),)))
+        await coordinator.initialize_state("b", TOPIC, 0, 1, 50)  # snapshot at 5
+        clock.advance(1_000)
+        await wait_until_async(lambda: deleted, 5, "a prune")
+        assert deleted == [(0, 3)]
+        kept = MemoryCoordinatorLog(num_partitions=1)
+        kept.records[0] = [r for r in log.records[0] if r[0] >= 3]
+        reloaded, _ = make(kept)
+        for group in ("a", "b"):
+            assert (await reloaded.read_state(group, TOPIC, 0, -1)) == (await coordinator.read_state(group, TOPIC, 0, -1))
+        await coordinator.delete_state("a", TOPIC, 0)
+        await coordinator.delete_state("b", TOPIC, 0)
+        clock.advance(1_000)
+        await wait_until_async(lambda: len(deleted) == 2, 5, "a second prune")
+        assert deleted[1] == (0, len(log.records[0]))  # no state left: everything goes
+        await coordinator.shutdown()
+        assert clock.pending == 0
+    run(scenario)

@@ -10,12 +10,14 @@ import signal
 import uuid
 from typing import Any
 
-from coordinator.share.share_coordinator_records import kafka_uuid_string
+from coordinator.common.partitioner import partition_for
+from coordinator.share.share_coordinator_records import SharePartitionKey, kafka_uuid_string
 from protocol.errors import ErrorCode
 from protocol.messages import api_versions as av
 from protocol.messages import delete_share_group_state as delete_
 from protocol.messages import find_coordinator as fc
 from protocol.messages import initialize_share_group_state as init_
+from protocol.messages import list_offsets as lo
 from protocol.messages import read_share_group_state as read_
 from protocol.messages import read_share_group_state_summary as summary_
 from protocol.messages import write_share_group_state as write_
@@ -25,7 +27,8 @@ from pytest_pafka.waiting import wait_until
 from testing.sockets import send_request
 
 SHARE_ON = ("group.coordinator.rebalance.protocols=classic,share", "share.coordinator.state.topic.num.partitions=3",
-            "share.coordinator.snapshot.update.records.per.snapshot=2")
+            "share.coordinator.snapshot.update.records.per.snapshot=2",
+            "share.coordinator.state.topic.prune.interval.ms=200")
 PERSISTER_APIS = {83, 84, 85, 86, 87}
 TOPIC = uuid.UUID("6a3b6d1e-0f4b-4c55-9a51-0d4f3b2c1a00")
 AVAILABLE, ACKED, ARCHIVED = 0, 2, 4
@@ -80,6 +83,15 @@ def find_share_coordinator(broker: BrokerProcess, key: str) -> Any:
     return send_request(broker, 10, 6, fc.FindCoordinatorRequest(key_type=2, coordinator_keys=[key]))
 
 
+def log_start_offset(broker: BrokerProcess, partition: int) -> int:
+    response = send_request(broker, 2, 1, lo.ListOffsetsRequest(replica_id=-1, topics=[lo.ListOffsetsTopic(
+        name="__share_group_state", partitions=[lo.ListOffsetsPartition(partition_index=partition, timestamp=-2)])]))
+    [topic] = response.topics
+    [result] = topic.partitions
+    assert result.error_code == ErrorCode.NO_ERROR
+    return int(result.offset)
+
+
 def advertised(broker: BrokerProcess) -> dict[int, int]:
     response = send_request(broker, 18, 3, av.ApiVersionsRequest(client_software_name="pafka-tests",
                                                                  client_software_version="1"))
@@ -114,6 +126,9 @@ def test_state_written_through_the_apis_survives_restarts(pafka_broker_factory: 
     assert fenced.error_code == ErrorCode.FENCED_STATE_EPOCH
     expected = (1, 5, [(5, 7, ACKED, 1), (8, 12, AVAILABLE, 2), (13, 13, ARCHIVED, 5)])
     assert state_of(read(broker, "g", 0, 3)) == expected
+    # Records before the key's latest snapshot are deleted; what remains holds the same state.
+    state_partition = partition_for(SharePartitionKey("g", TOPIC, 0).coordinator_key(), 3)
+    wait_until(lambda: log_start_offset(broker, state_partition) > 0, 30, "__share_group_state pruned")
 
     broker.restart(signal.SIGKILL)  # answered writes are in the log, whatever the shutdown
     after = wait_until(lambda: read(broker, "g", 0, 3), 30, "the state loaded again",
