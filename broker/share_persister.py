@@ -20,6 +20,7 @@ loads; every other error, and the last retriable one, raises
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import ssl
 import uuid
@@ -32,6 +33,7 @@ from broker.share_state_wire import (
     delete_request,
     initialize_outcome,
     initialize_request,
+    is_uninitialized,
     read_outcome,
     read_request,
     summary_outcome,
@@ -138,10 +140,15 @@ class BrokerSharePersister:
 
     async def read_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
                          leader_epoch: int) -> ShareGroupPartitionState | None:
-        return await self._call(SharePartitionKey(group_id, topic_id, partition),
-                                lambda c: c.read_state(group_id, topic_id, partition, leader_epoch),
-                                read_request(group_id, topic_id, partition, leader_epoch),
-                                lambda response: read_outcome(response, leader_epoch))
+        """As ReadShareGroupState answers, whether the coordinator is here or elsewhere: the state's
+        leader epoch is the reader's, and a state at epoch 0 with start offset -1 and no batches is none."""
+        state = await self._call(SharePartitionKey(group_id, topic_id, partition),
+                                 lambda c: c.read_state(group_id, topic_id, partition, leader_epoch),
+                                 read_request(group_id, topic_id, partition, leader_epoch),
+                                 lambda response: read_outcome(response, leader_epoch))
+        if state is None or is_uninitialized(state.state_epoch, state.start_offset, state.state_batches):
+            return None
+        return dataclasses.replace(state, leader_epoch=leader_epoch)
 
     async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
                           state: ShareGroupPartitionState) -> None:
@@ -156,9 +163,12 @@ class BrokerSharePersister:
 
     async def read_state_summary(self, group_id: str, topic_id: uuid.UUID, partition: int,
                                  leader_epoch: int) -> tuple[int, int, int] | None:
-        return await self._call(SharePartitionKey(group_id, topic_id, partition),
-                                lambda c: c.read_state_summary(group_id, topic_id, partition, leader_epoch),
-                                summary_request(group_id, topic_id, partition, leader_epoch), summary_outcome)
+        summary = await self._call(SharePartitionKey(group_id, topic_id, partition),
+                                   lambda c: c.read_state_summary(group_id, topic_id, partition, leader_epoch),
+                                   summary_request(group_id, topic_id, partition, leader_epoch), summary_outcome)
+        if summary is None or is_uninitialized(summary[0], summary[1], ()):
+            return None
+        return summary
 
     async def _call(self, key: SharePartitionKey, local: Callable[[ShareCoordinator], Awaitable[T]],
                     request: Message, outcome: Callable[[Any], T]) -> T:

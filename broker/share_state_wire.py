@@ -10,7 +10,7 @@ or a :class:`~coordinator.share.persister.PersisterError` (``*_request`` and
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from broker.security.auth_helper import authorize_cluster
@@ -106,11 +106,15 @@ def read_result(partition: int, outcome: Outcome[ShareGroupPartitionState]
                        for b in state.state_batches])
 
 
+def is_uninitialized(state_epoch: int, start_offset: int, batches: Sequence[object]) -> bool:
+    """What a partition without state reads as: no answer tells it from a state so initialized."""
+    return state_epoch == NO_STATE_EPOCH and start_offset == UNINITIALIZED_START_OFFSET and not batches
+
+
 def read_outcome(response: read_.ReadShareGroupStateResponse, leader_epoch: int) -> ShareGroupPartitionState | None:
     result = _only(_only(response.results, "ReadShareGroupState").partitions, "ReadShareGroupState")
     _raise_if_error(result.error_code, result.error_message)
-    if result.start_offset == UNINITIALIZED_START_OFFSET and result.state_epoch == NO_STATE_EPOCH \
-            and not result.state_batches:
+    if is_uninitialized(result.state_epoch, result.start_offset, result.state_batches):
         return None
     # The answer carries no leader epoch: after the read it is the reader's own (the coordinator
     # recorded it, or fenced an older one); -1 where the reader gave none.
@@ -171,6 +175,6 @@ def summary_result(partition: int, outcome: Outcome[tuple[int, int, int]]
 def summary_outcome(response: summary_.ReadShareGroupStateSummaryResponse) -> tuple[int, int, int] | None:
     result = _only(_only(response.results, "ReadShareGroupStateSummary").partitions, "ReadShareGroupStateSummary")
     _raise_if_error(result.error_code, result.error_message)
-    if result.start_offset == UNINITIALIZED_START_OFFSET and result.state_epoch == NO_STATE_EPOCH:
+    if is_uninitialized(result.state_epoch, result.start_offset, ()):
         return None
     return result.state_epoch, result.start_offset, result.leader_epoch

@@ -82,3 +82,15 @@ def test_retriable_errors_raise_after_the_deadline_and_others_at_once() -> None:
         assert fenced.value.error_code == ErrorCode.FENCED_STATE_EPOCH
         assert placement.calls == 2
     asyncio.run(scenario())
+
+
+def test_a_local_read_answers_what_a_remote_one_would() -> None:
+    async def scenario() -> None:
+        persister, _ = make(FlakyPlacement())
+        await persister.initialize_state("g", TOPIC, 1, 0, -1)  # no answer tells this from no state
+        assert await persister.read_state("g", TOPIC, 1, -1) is None
+        assert await persister.read_state_summary("g", TOPIC, 1, -1) is None
+        await persister.write_state("g", TOPIC, 1, ShareGroupPartitionState(1, 0, 5, ()))
+        state = await persister.read_state("g", TOPIC, 1, -1)  # ReadShareGroupState carries no leader epoch
+        assert state == ShareGroupPartitionState(1, 0, -1, ())
+    asyncio.run(scenario())
