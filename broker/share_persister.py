@@ -141,14 +141,12 @@ class BrokerSharePersister:
     async def read_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
                          leader_epoch: int) -> ShareGroupPartitionState | None:
         """As ReadShareGroupState answers, whether the coordinator is here or elsewhere: the state's
-        leader epoch is the reader's, and a state at epoch 0 with start offset -1 and no batches is none."""
+        leader epoch is the reader's (the answer carries none)."""
         state = await self._call(SharePartitionKey(group_id, topic_id, partition),
                                  lambda c: c.read_state(group_id, topic_id, partition, leader_epoch),
                                  read_request(group_id, topic_id, partition, leader_epoch),
                                  lambda response: read_outcome(response, leader_epoch))
-        if state is None or is_uninitialized(state.state_epoch, state.start_offset, state.state_batches):
-            return None
-        return dataclasses.replace(state, leader_epoch=leader_epoch)
+        return None if state is None else dataclasses.replace(state, leader_epoch=leader_epoch)
 
     async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
                           state: ShareGroupPartitionState) -> None:
@@ -166,7 +164,7 @@ class BrokerSharePersister:
         summary = await self._call(SharePartitionKey(group_id, topic_id, partition),
                                    lambda c: c.read_state_summary(group_id, topic_id, partition, leader_epoch),
                                    summary_request(group_id, topic_id, partition, leader_epoch), summary_outcome)
-        if summary is None or is_uninitialized(summary[0], summary[1], ()):
+        if summary is None or is_uninitialized(summary[0], summary[1]):
             return None
         return summary
 

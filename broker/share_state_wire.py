@@ -10,11 +10,12 @@ or a :class:`~coordinator.share.persister.PersisterError` (``*_request`` and
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from broker.security.auth_helper import authorize_cluster
 from coordinator.share.persister import PersisterError, PersisterStateBatch, ShareGroupPartitionState
+from coordinator.share.share_coordinator_shard import READ_UNINITIALIZED_MESSAGE
 from protocol.acl_types import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages import delete_share_group_state as delete_
@@ -32,9 +33,9 @@ T = TypeVar("T")
 #: A partition's answer: its error code and message, and the result when there is no error.
 Outcome = tuple[ErrorCode, str | None, T | None]
 
-#: What a read answers for a share partition without state (Kafka's uninitialized start offset).
+#: What a summary answers for a share partition without state (Kafka's uninitialized start offset).
 UNINITIALIZED_START_OFFSET = -1
-#: The state epoch a share partition without state reads as.
+#: The state epoch a share partition without state is summarized with.
 NO_STATE_EPOCH = 0
 
 
@@ -93,11 +94,13 @@ def read_request(group_id: str, topic_id: uuid.UUID, partition: int,
 
 def read_result(partition: int, outcome: Outcome[ShareGroupPartitionState]
                 ) -> read_.PartitionResult:
+    """A share partition never initialized is INVALID_REQUEST, as in Kafka; an error leaves the other
+    fields at their defaults."""
     error, message, state = outcome
+    if error == ErrorCode.NO_ERROR and state is None:
+        error, message = ErrorCode.INVALID_REQUEST, READ_UNINITIALIZED_MESSAGE
     if state is None:
-        return read_.PartitionResult(partition=partition, error_code=error, error_message=message,
-                                     state_epoch=NO_STATE_EPOCH, start_offset=UNINITIALIZED_START_OFFSET,
-                                     state_batches=[])
+        return read_.PartitionResult(partition=partition, error_code=error, error_message=message, state_batches=[])
     return read_.PartitionResult(
         partition=partition, error_code=error, error_message=message, state_epoch=state.state_epoch,
         start_offset=state.start_offset,
@@ -106,16 +109,19 @@ def read_result(partition: int, outcome: Outcome[ShareGroupPartitionState]
                        for b in state.state_batches])
 
 
-def is_uninitialized(state_epoch: int, start_offset: int, batches: Sequence[object]) -> bool:
-    """What a partition without state reads as: no answer tells it from a state so initialized."""
-    return state_epoch == NO_STATE_EPOCH and start_offset == UNINITIALIZED_START_OFFSET and not batches
+def is_uninitialized(state_epoch: int, start_offset: int) -> bool:
+    """What a summary of a share partition without state answers: none tells it from a state so
+    initialized."""
+    return state_epoch == NO_STATE_EPOCH and start_offset == UNINITIALIZED_START_OFFSET
 
 
 def read_outcome(response: read_.ReadShareGroupStateResponse, leader_epoch: int) -> ShareGroupPartitionState | None:
+    """None for a share partition never initialized (INVALID_REQUEST: the persister's requests are
+    otherwise well formed)."""
     result = _only(_only(response.results, "ReadShareGroupState").partitions, "ReadShareGroupState")
-    _raise_if_error(result.error_code, result.error_message)
-    if is_uninitialized(result.state_epoch, result.start_offset, result.state_batches):
+    if result.error_code == ErrorCode.INVALID_REQUEST:
         return None
+    _raise_if_error(result.error_code, result.error_message)
     # The answer carries no leader epoch: after the read it is the reader's own (the coordinator
     # recorded it, or fenced an older one); -1 where the reader gave none.
     return ShareGroupPartitionState(result.state_epoch, result.start_offset, leader_epoch, tuple(
@@ -175,6 +181,6 @@ def summary_result(partition: int, outcome: Outcome[tuple[int, int, int]]
 def summary_outcome(response: summary_.ReadShareGroupStateSummaryResponse) -> tuple[int, int, int] | None:
     result = _only(_only(response.results, "ReadShareGroupStateSummary").partitions, "ReadShareGroupStateSummary")
     _raise_if_error(result.error_code, result.error_message)
-    if is_uninitialized(result.state_epoch, result.start_offset, ()):
+    if is_uninitialized(result.state_epoch, result.start_offset):
         return None
     return result.state_epoch, result.start_offset, result.leader_epoch

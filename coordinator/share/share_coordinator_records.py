@@ -5,10 +5,12 @@ every coordinator record is: the key starts with its record type as an int16
 (ShareSnapshot 0, ShareUpdate 1), then the key's fields in the non-flexible
 encoding (group id string, topic id uuid, partition int32); the value starts
 with its version as an int16 (0 for both), then the value's fields in the
-flexible encoding (compact arrays, tagged fields).
+flexible encoding (compact arrays, tagged fields). The snapshot epoch is an
+int32, as Kafka 4.1 made it.
 
-* ShareSnapshot: the whole state of one share partition (state epoch, leader
-  epoch, start offset, creation and write times, every state batch).
+* ShareSnapshot: the whole state of one share partition (snapshot epoch,
+  state epoch, leader epoch, start offset, creation and write times, every
+  state batch).
 * ShareUpdate: a delta on the latest snapshot (leader epoch, start offset or
   -1 when unchanged, the batches written).
 
@@ -33,7 +35,6 @@ SHARE_UPDATE = 1
 SHARE_VALUE_VERSION = 0
 
 _I8 = struct.Struct(">b")
-_U16 = struct.Struct(">H")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -114,7 +115,7 @@ def _write_batches(out: bytearray, batches: tuple[PersisterStateBatch, ...]) -> 
 
 def encode_value(value: ShareValue) -> bytes:
     out = bytearray(_I16.pack(SHARE_VALUE_VERSION))
-    out += _U16.pack(value.snapshot_epoch)
+    out += _I32.pack(value.snapshot_epoch)
     if isinstance(value, ShareSnapshotValue):
         out += _I32.pack(value.state_epoch) + _I32.pack(value.leader_epoch) + _I64.pack(value.start_offset)
         out += _I64.pack(value.create_timestamp) + _I64.pack(value.write_timestamp)
@@ -157,7 +158,7 @@ def decode_value(record_type: int, data: bytes) -> ShareValue:
     version = r.int16()
     if version != SHARE_VALUE_VERSION:
         raise CorruptRecordError(f"unknown __share_group_state value version {version} (type {record_type})")
-    snapshot_epoch = _U16.unpack(r.take(2))[0]
+    snapshot_epoch = r.int32()
     value: ShareValue
     if record_type == SHARE_SNAPSHOT:
         state_epoch, leader_epoch, start_offset = r.int32(), r.int32(), r.int64()

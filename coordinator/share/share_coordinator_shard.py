@@ -9,10 +9,12 @@ start) rebuilds exactly the same state.
 Writes are fenced as Kafka fences them: a state epoch older than the stored
 one is FENCED_STATE_EPOCH (the share partition was re-initialized since its
 writer read it), a leader epoch older than the stored one FENCED_LEADER_EPOCH
-(another broker leads the topic partition now). A write becomes a ShareUpdate,
-except that the first state of a key, a new state epoch, and every
-``snapshot_update_records`` updates become a ShareSnapshot of the whole state,
-which bounds how much a load replays per key.
+(another broker leads the topic partition now), and a write to a share
+partition never initialized INVALID_REQUEST. Only an initialize sets the state
+epoch and only a read records a newer leader epoch; a write changes the start
+offset and the batches. It becomes a ShareUpdate, except that every
+``snapshot_update_records`` updates a ShareSnapshot of the whole state is
+written instead, which bounds how much a load replays per key.
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ log = logging.getLogger(__name__)
 #: Kafka's marks of "not known": a start offset not set, a leader epoch not given.
 UNINITIALIZED_START_OFFSET = -1
 NO_LEADER_EPOCH = -1
+
+#: Kafka's messages for refused requests (Errors' defaults and ShareCoordinatorShard's own).
+FENCED_STATE_EPOCH_MESSAGE = "The coordinator rejected the request because the state epoch did not match."
+FENCED_LEADER_EPOCH_MESSAGE = "The leader epoch in the request is older than the epoch on the broker."
+WRITE_UNINITIALIZED_MESSAGE = "Write operation on uninitialized share partition not allowed."
+READ_UNINITIALIZED_MESSAGE = "Read operation on uninitialized share partition not allowed."
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +98,7 @@ class ShareCoordinatorShard:
     def check_leader_epoch(self, key: SharePartitionKey, leader_epoch: int) -> ShareError | None:
         stored = self.states.get(key)
         if stored is not None and leader_epoch != NO_LEADER_EPOCH and leader_epoch < stored.leader_epoch:
-            return ShareError(ErrorCode.FENCED_LEADER_EPOCH,
-                              f"Leader epoch {leader_epoch} is older than the share partition's "
-                              f"{stored.leader_epoch}.")
+            return ShareError(ErrorCode.FENCED_LEADER_EPOCH, FENCED_LEADER_EPOCH_MESSAGE)
         return None
 
     def plan_leader_epoch(self, key: SharePartitionKey, leader_epoch: int) -> KeyValues | ShareError:
@@ -107,23 +113,26 @@ class ShareCoordinatorShard:
         return [share_record(SHARE_UPDATE, key, ShareUpdateValue(stored.snapshot_epoch, leader_epoch,
                                                                  UNINITIALIZED_START_OFFSET, ()))]
 
+    def uninitialized_read(self) -> ShareError:
+        return ShareError(ErrorCode.INVALID_REQUEST, READ_UNINITIALIZED_MESSAGE)
+
     # -- changes ------------------------------------------------------------------------
     def plan_write(self, key: SharePartitionKey, state: ShareGroupPartitionState, now_ms: int) -> KeyValues | ShareError:
         stored = self.states.get(key)
-        if stored is not None:
-            if state.state_epoch < stored.state_epoch:
-                return ShareError(ErrorCode.FENCED_STATE_EPOCH,
-                                  f"State epoch {state.state_epoch} is older than the share partition's "
-                                  f"{stored.state_epoch}.")
-            refused = self.check_leader_epoch(key, state.leader_epoch)
-            if refused is not None:
-                return refused
-        if stored is None or state.state_epoch > stored.state_epoch:
-            return [share_record(SHARE_SNAPSHOT, key, self._first_snapshot(stored, state, now_ms))]
+        if stored is None:
+            return ShareError(ErrorCode.INVALID_REQUEST, WRITE_UNINITIALIZED_MESSAGE)
+        if state.state_epoch < stored.state_epoch:
+            return ShareError(ErrorCode.FENCED_STATE_EPOCH, FENCED_STATE_EPOCH_MESSAGE)
+        refused = self.check_leader_epoch(key, state.leader_epoch)
+        if refused is not None:
+            return refused
+        update = ShareUpdateValue(stored.snapshot_epoch, stored.leader_epoch, state.start_offset, state.state_batches)
         if self.update_counts.get(key, 0) >= self.snapshot_update_records:
-            return [share_record(SHARE_SNAPSHOT, key, self._next_snapshot(stored, state, now_ms))]
-        return [share_record(SHARE_UPDATE, key, ShareUpdateValue(
-            stored.snapshot_epoch, state.leader_epoch, state.start_offset, state.state_batches))]
+            merged = _updated(stored, update)
+            return [share_record(SHARE_SNAPSHOT, key, ShareSnapshotValue(
+                stored.snapshot_epoch + 1, merged.state_epoch, merged.leader_epoch, merged.start_offset,
+                stored.create_timestamp, now_ms, merged.state_batches))]
+        return [share_record(SHARE_UPDATE, key, update)]
 
     def plan_initialize(self, key: SharePartitionKey, state_epoch: int, start_offset: int,
                         now_ms: int) -> KeyValues | ShareError:
@@ -131,11 +140,10 @@ class ShareCoordinatorShard:
         is (no record), an older epoch than stored is FENCED_STATE_EPOCH."""
         stored = self.states.get(key)
         if stored is not None and state_epoch < stored.state_epoch:
-            return ShareError(ErrorCode.FENCED_STATE_EPOCH,
-                              f"State epoch {state_epoch} is older than the share partition's {stored.state_epoch}.")
+            return ShareError(ErrorCode.FENCED_STATE_EPOCH, FENCED_STATE_EPOCH_MESSAGE)
         if stored is not None and state_epoch == stored.state_epoch:
             return []
-        snapshot_epoch = 0 if stored is None else (stored.snapshot_epoch + 1) & 0xFFFF
+        snapshot_epoch = 0 if stored is None else stored.snapshot_epoch + 1
         return [share_record(SHARE_SNAPSHOT, key, ShareSnapshotValue(
             snapshot_epoch, state_epoch, NO_LEADER_EPOCH, start_offset, now_ms, now_ms, ()))]
 
@@ -144,20 +152,6 @@ class ShareCoordinatorShard:
         if key not in self.states:
             return []
         return [share_record(SHARE_SNAPSHOT, key, None), share_record(SHARE_UPDATE, key, None)]
-
-    def _first_snapshot(self, stored: ShareGroupOffset | None, state: ShareGroupPartitionState,
-                        now_ms: int) -> ShareSnapshotValue:
-        snapshot_epoch = 0 if stored is None else (stored.snapshot_epoch + 1) & 0xFFFF
-        batches = combine_state_batches((), state.state_batches, state.start_offset)
-        return ShareSnapshotValue(snapshot_epoch, state.state_epoch, state.leader_epoch, state.start_offset,
-                                  now_ms, now_ms, batches)
-
-    def _next_snapshot(self, stored: ShareGroupOffset, state: ShareGroupPartitionState,
-                       now_ms: int) -> ShareSnapshotValue:
-        merged = _updated(stored, ShareUpdateValue(stored.snapshot_epoch, state.leader_epoch, state.start_offset,
-                                                   state.state_batches))
-        return ShareSnapshotValue((stored.snapshot_epoch + 1) & 0xFFFF, merged.state_epoch, merged.leader_epoch,
-                                  merged.start_offset, stored.create_timestamp, now_ms, merged.state_batches)
 
     # -- replay -------------------------------------------------------------------------
     def replay(self, key_bytes: bytes, value_bytes: bytes | None, offset: int) -> None:

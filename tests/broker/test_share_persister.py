@@ -87,10 +87,11 @@ def test_retriable_errors_raise_after_the_deadline_and_others_at_once() -> None:
 def test_a_local_read_answers_what_a_remote_one_would() -> None:
     async def scenario() -> None:
         persister, _ = make(FlakyPlacement())
-        await persister.initialize_state("g", TOPIC, 1, 0, -1)  # no answer tells this from no state
-        assert await persister.read_state("g", TOPIC, 1, -1) is None
-        assert await persister.read_state_summary("g", TOPIC, 1, -1) is None
-        await persister.write_state("g", TOPIC, 1, ShareGroupPartitionState(1, 0, 5, ()))
-        state = await persister.read_state("g", TOPIC, 1, -1)  # ReadShareGroupState carries no leader epoch
-        assert state == ShareGroupPartitionState(1, 0, -1, ())
+        assert await persister.read_state("g", TOPIC, 1, -1) is None  # never initialized
+        await persister.initialize_state("g", TOPIC, 1, 0, -1)
+        assert await persister.read_state_summary("g", TOPIC, 1, -1) is None  # no summary tells this from no state
+        await persister.write_state("g", TOPIC, 1, ShareGroupPartitionState(0, 5, 5, ()))
+        assert await persister.read_state("g", TOPIC, 1, 6) == ShareGroupPartitionState(0, 5, 6, ())
+        # ReadShareGroupState's answer carries no leader epoch: the reader's own comes back.
+        assert await persister.read_state("g", TOPIC, 1, -1) == ShareGroupPartitionState(0, 5, -1, ())
     asyncio.run(scenario())

@@ -88,7 +88,10 @@ def test_initialize_at_the_same_epoch_keeps_the_state_and_a_newer_epoch_resets_i
         await coordinator.initialize_state("g", TOPIC, 0, 1, 0)
         await coordinator.write_state("g", TOPIC, 0, ShareGroupPartitionState(1, 4, 3, (batch(4, 6, ACKED),)))
         await coordinator.initialize_state("g", TOPIC, 0, 1, 100)
-        assert await coordinator.read_state("g", TOPIC, 0, -1) == ShareGroupPartitionState(1, 4, 3, (batch(4, 6, ACKED),))
+        # A write sets neither epoch: only an initialize sets the state epoch, only a read the leader epoch.
+        assert await coordinator.read_state("g", TOPIC, 0, -1) == ShareGroupPartitionState(1, 4, -1, (batch(4, 6, ACKED),))
+        await coordinator.write_state("g", TOPIC, 0, ShareGroupPartitionState(5, 4, 3, ()))
+        assert await coordinator.read_state_summary("g", TOPIC, 0, -1) == (1, 4, -1)
         await coordinator.initialize_state("g", TOPIC, 0, 2, 100)
         assert await coordinator.read_state("g", TOPIC, 0, -1) == ShareGroupPartitionState(2, 100, -1, ())
     run(scenario)
@@ -97,6 +100,7 @@ def test_initialize_at_the_same_epoch_keeps_the_state_and_a_newer_epoch_resets_i
 def test_a_newer_leader_epoch_read_fences_the_previous_leaders_writes() -> None:
     async def scenario() -> None:
         coordinator, _ = make()
+        await coordinator.initialize_state("g", TOPIC, 0, 1, 0)
         await coordinator.write_state("g", TOPIC, 0, ShareGroupPartitionState(1, 0, 3, (batch(0, 1, ACKED),)))
         state = await coordinator.read_state("g", TOPIC, 0, 4)
         assert state is not None and state.leader_epoch == 4
@@ -121,7 +125,7 @@ def test_a_snapshot_every_n_updates_and_a_reload_gives_the_same_state() -> None:
         before = await coordinator.read_state("g", TOPIC, 1, -1)
         reloaded, _ = make(log)
         assert await reloaded.read_state("g", TOPIC, 1, -1) == before
-        assert before == ShareGroupPartitionState(1, 7, 7, (batch(7, 7, ACKED), batch(8, 10, AVAILABLE, 8)))
+        assert before == ShareGroupPartitionState(1, 7, -1, (batch(7, 7, ACKED), batch(8, 10, AVAILABLE, 8)))
     run(scenario)
 
 
@@ -136,6 +140,18 @@ def test_delete_writes_tombstones_and_a_reload_has_no_state() -> None:
         reloaded, _ = make(log)
         assert await reloaded.read_state("g", TOPIC, 2, -1) is None
         assert await reloaded.read_state_summary("h", TOPIC, 2, -1) == (1, 9, -1)
+    run(scenario)
+
+
+def test_a_share_partition_never_initialized_is_neither_read_nor_written() -> None:
+    async def scenario() -> None:
+        coordinator, log = make()
+        assert await coordinator.read_state("g", TOPIC, 0, 3) is None
+        with pytest.raises(PersisterError) as refused:
+            await coordinator.write_state("g", TOPIC, 0, ShareGroupPartitionState(1, 0, 3, (batch(0, 1, ACKED),)))
+        assert refused.value.error_code == ErrorCode.INVALID_REQUEST
+        assert refused.value.message == "Write operation on uninitialized share partition not allowed."
+        assert not any(log.records.values())
     run(scenario)
 
 

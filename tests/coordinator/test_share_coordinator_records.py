@@ -44,14 +44,14 @@ def _batches_bytes() -> bytes:
 
 def test_snapshot_value_bytes_follow_the_schema() -> None:
     value = ShareSnapshotValue(3, 2, 9, 100, 1_000, 2_000, BATCHES)
-    expected = (b"\x00\x00" + struct.pack(">Hiiqqq", 3, 2, 9, 100, 1_000, 2_000) + _batches_bytes() + b"\x00")
+    expected = (b"\x00\x00" + struct.pack(">iiiqqq", 3, 2, 9, 100, 1_000, 2_000) + _batches_bytes() + b"\x00")
     assert encode_value(value) == expected
     assert decode_value(SHARE_SNAPSHOT, expected) == value
 
 
 def test_update_value_bytes_follow_the_schema() -> None:
-    value = ShareUpdateValue(65535, -1, -1, BATCHES)
-    expected = b"\x00\x00" + struct.pack(">Hiq", 65535, -1, -1) + _batches_bytes() + b"\x00"
+    value = ShareUpdateValue(70_000, -1, -1, BATCHES)  # the snapshot epoch is an int32 (Kafka 4.1)
+    expected = b"\x00\x00" + struct.pack(">iiq", 70_000, -1, -1) + _batches_bytes() + b"\x00"
     assert encode_value(value) == expected
     assert decode_value(SHARE_UPDATE, expected) == value
 
