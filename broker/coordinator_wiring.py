@@ -248,7 +248,8 @@ def build_share_coordinator(config: BrokerConfig, broker_id: int, replica_manage
 
     return ShareCoordinator(broker_id, partitions, AsyncioScheduler(), ShareCoordinatorConfig(
         snapshot_update_records=config.share_coordinator_snapshot_update_records_per_snapshot,
-        prune_interval_ms=config.share_coordinator_state_topic_prune_interval_ms), delete_records)
+        prune_interval_ms=config.share_coordinator_state_topic_prune_interval_ms,
+        cold_snapshot_interval_ms=config.share_coordinator_cold_partition_snapshot_interval_ms), delete_records)
 
 
 def start_share_coordinator(coordinator: ShareCoordinator, replica_manager: ReplicaManager) -> None:

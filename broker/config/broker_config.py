@@ -214,6 +214,8 @@ class BrokerConfig(SslConfig):
         500, "share.coordinator.snapshot.update.records.per.snapshot")
     share_coordinator_write_timeout_ms: int = _prop(5000, "share.coordinator.write.timeout.ms")
     share_coordinator_state_topic_prune_interval_ms: int = _prop(300000, "share.coordinator.state.topic.prune.interval.ms")
+    share_coordinator_cold_partition_snapshot_interval_ms: int = _prop(
+        300000, "share.coordinator.cold.partition.snapshot.interval.ms")
 
     # Replication.
     replica_lag_time_max_ms: int = _prop(30000, "replica.lag.time.max.ms")

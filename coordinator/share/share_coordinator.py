@@ -15,10 +15,13 @@ only then; so every answered write is in the log and a reload gives the same
 state. Changes of one partition run one at a time, each planned on the state
 its predecessor left.
 
-Records before a partition's redundant offset (each key's latest snapshot
-on; everything replayed when no key is left) are obsolete: every
+Records before a partition's redundant offset (each key's latest snapshot on;
+everything replayed when no key is left) are obsolete: every
 ``prune_interval_ms`` they are deleted (DeleteRecords), so the topic, which
-is never compacted and has no retention time, stays bounded.
+is never compacted and has no retention time, stays bounded. So that an idle
+key does not hold that offset back, a key whose latest snapshot is
+``cold_snapshot_interval_ms`` old is written again as a snapshot (Kafka's
+cold partition snapshots).
 
 The coordinator is itself a :class:`~coordinator.share.persister.Persister`
 for the keys it coordinates: the broker's persister calls it directly for
@@ -30,8 +33,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from coordinator.common.coordinator_log import APPEND_ERRORS, CoordinatorLog, KeyValues
 from coordinator.common.partitioner import partition_for
@@ -52,6 +56,8 @@ class ShareCoordinatorConfig:
     snapshot_update_records: int = 500
     #: share.coordinator.state.topic.prune.interval.ms
     prune_interval_ms: int = 300_000
+    #: share.coordinator.cold.partition.snapshot.interval.ms
+    cold_snapshot_interval_ms: int = 300_000
 
 
 #: Deletes the records of a partition of ``__share_group_state`` before an offset (DeleteRecords on
@@ -76,7 +82,9 @@ class ShareCoordinator:
         self.delete_records = delete_records
         self.pruned: dict[int, int] = {}
         self._prune_timer: Timer | None = None
-        self._prune_tasks: set[asyncio.Task[None]] = set()
+        self._cold_timer: Timer | None = None
+        #: The prunes and cold snapshots running.
+        self._jobs: set[asyncio.Task[None]] = set()
 
     def partition_for(self, key: SharePartitionKey) -> int:
         return partition_for(key.coordinator_key(), self.coordinator_log.num_partitions)
@@ -88,6 +96,7 @@ class ShareCoordinator:
             self.on_election(partition)
         if self.delete_records is not None:
             self._prune_timer = self.scheduler.schedule(self.config.prune_interval_ms, self.prune)
+        self._cold_timer = self.scheduler.schedule(self.config.cold_snapshot_interval_ms, self.snapshot_cold)
 
     def on_election(self, partition: int) -> None:
         """Leadership arrived: an empty partition is served at once, another once loaded."""
@@ -116,11 +125,31 @@ class ShareCoordinator:
         for partition, shard in self.shards.items():
             offset = shard.redundant_offset()
             if offset > self.pruned.get(partition, 0):
-                task = asyncio.get_running_loop().create_task(self._prune(deleter, partition, offset),
-                                                              name="share-state-prune")
-                self._prune_tasks.add(task)
-                task.add_done_callback(self._prune_tasks.discard)
+                self._start_job(self._prune(deleter, partition, offset), "share-state-prune")
         self._prune_timer = self.scheduler.schedule(self.config.prune_interval_ms, self.prune)
+
+    def snapshot_cold(self) -> None:
+        """Write the cold partition snapshots of every loaded partition; then wait for the next interval."""
+        for partition in list(self.shards):
+            self._start_job(self._snapshot_cold(partition), "share-state-cold-snapshots")
+        self._cold_timer = self.scheduler.schedule(self.config.cold_snapshot_interval_ms, self.snapshot_cold)
+
+    async def _snapshot_cold(self, partition: int) -> None:
+        async with self._lock(partition):
+            shard = self.shards.get(partition)
+            if shard is None:
+                return
+            plan = shard.plan_cold_snapshots(self.scheduler.now_ms(), self.config.cold_snapshot_interval_ms)
+            try:
+                await self._append(partition, shard, plan)
+            except PersisterError as exc:
+                log.info("[ShareCoordinator %d]: cold snapshots of partition %d failed: %s", self.broker_id,
+                         partition, exc.message)
+
+    def _start_job(self, job: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(job, name=name)
+        self._jobs.add(task)
+        task.add_done_callback(self._jobs.discard)
 
     async def _prune(self, deleter: RecordDeleter, partition: int, offset: int) -> None:
         error = await deleter(partition, offset)
@@ -163,9 +192,10 @@ class ShareCoordinator:
         return shard
 
     async def shutdown(self) -> None:
-        if self._prune_timer is not None:
-            self._prune_timer.cancel()
-        tasks = [*self._load_tasks, *self._prune_tasks]
+        for timer in (self._prune_timer, self._cold_timer):
+            if timer is not None:
+                timer.cancel()
+        tasks = [*self._load_tasks, *self._jobs]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -187,9 +217,13 @@ class ShareCoordinator:
         """Append the planned records, then replay them; a refusal raises."""
         if isinstance(plan, ShareError):
             raise PersisterError(plan.error_code, plan.message)
+        partition, shard = self._shard(key)
+        await self._append(partition, shard, plan)
+
+    async def _append(self, partition: int, shard: ShareCoordinatorShard, plan: KeyValues) -> None:
+        """Append the records to the partition, then replay them into its shard."""
         if not plan:
             return
-        partition, shard = self._shard(key)
         future: asyncio.Future[tuple[ErrorCode, int | None]] = asyncio.get_running_loop().create_future()
 
         def appended(error: ErrorCode, first: int | None) -> None:

@@ -147,6 +147,19 @@ class ShareCoordinatorShard:
         return [share_record(SHARE_SNAPSHOT, key, ShareSnapshotValue(
             snapshot_epoch, state_epoch, NO_LEADER_EPOCH, start_offset, now_ms, now_ms, ()))]
 
+    def plan_cold_snapshots(self, now_ms: int, interval_ms: int) -> KeyValues:
+        """A fresh snapshot of each key whose latest one was written ``interval_ms`` ago or more and is no
+        longer the partition's last record (Kafka's cold partition snapshots): the key's older records
+        then stop holding back the prune."""
+        records: KeyValues = []
+        for key, stored in self.states.items():
+            is_last = self.update_counts.get(key, 0) == 0 and self.snapshot_offsets.get(key) == self.next_offset - 1
+            if now_ms - stored.write_timestamp >= interval_ms and not is_last:
+                records.append(share_record(SHARE_SNAPSHOT, key, ShareSnapshotValue(
+                    stored.snapshot_epoch + 1, stored.state_epoch, stored.leader_epoch, stored.start_offset,
+                    stored.create_timestamp, now_ms, stored.state_batches)))
+        return records
+
     def plan_delete(self, key: SharePartitionKey) -> KeyValues:
         """Tombstones of both the snapshot and the update key; nothing for a key without state."""
         if key not in self.states:

@@ -227,3 +227,36 @@ def test_records_before_every_keys_latest_snapshot_are_pruned_and_a_reload_of_th
         await coordinator.shutdown()
         assert clock.pending == 0
     run(scenario)
+
+
+def test_cold_keys_are_snapshotted_again_so_the_prune_moves_past_their_old_records() -> None:
+    async def scenario() -> None:
+        log = MemoryCoordinatorLog(num_partitions=1)
+        clock = ManualScheduler()
+        deleted: list[int] = []
+
+        async def delete_records(partition: int, before: int) -> ErrorCode:
+            deleted.append(before)
+            return ErrorCode.NO_ERROR
+
+        config = ShareCoordinatorConfig(snapshot_update_records=100, prune_interval_ms=2_000,
+                                        cold_snapshot_interval_ms=1_000)
+        coordinator = ShareCoordinator(0, log, clock, config, delete_records)
+        coordinator.startup([0])
+        await coordinator.initialize_state("idle", TOPIC, 0, 1, 0)  # snapshot at 0
+        await coordinator.initialize_state("busy", TOPIC, 0, 1, 0)  # snapshot at 1
+        for i in range(3):  # updates at 2, 3, 4
+            await coordinator.write_state("busy", TOPIC, 0, ShareGroupPartitionState(1, i, 0, (batch(i, i, ACKED),)))
+        before = {g: await coordinator.read_state(g, TOPIC, 0, -1) for g in ("idle", "busy")}
+        clock.advance(1_000)
+        await wait_until_async(lambda: len(log.records[0]) == 7, 5, "two cold snapshots")
+        assert [decode_key(k).record_type for _, k, _ in log.records[0][5:]] == [SHARE_SNAPSHOT, SHARE_SNAPSHOT]
+        clock.advance(1_000)
+        await wait_until_async(lambda: deleted, 5, "a prune")
+        assert deleted == [5]
+        kept = MemoryCoordinatorLog(num_partitions=1)
+        kept.records[0] = [r for r in log.records[0] if r[0] >= 5]
+        reloaded, _ = make(kept)
+        assert {g: await reloaded.read_state(g, TOPIC, 0, -1) for g in ("idle", "busy")} == before
+        await coordinator.shutdown()
+    run(scenario)
