@@ -91,8 +91,11 @@ def state(acked_to: int) -> ShareGroupPartitionState:
 def test_state_survives_a_sigkill_of_the_coordinators_broker(pafka_cluster_factory: ClusterFactory) -> None:
     cluster = pafka_cluster_factory(*OVERRIDES)
     create_state_topic(cluster)
-    assert cluster.topic_assignment(STATE_TOPIC) and all(
-        len(r) == 3 for r in cluster.topic_assignment(STATE_TOPIC).values())
+    assignment = cluster.topic_assignment(STATE_TOPIC)
+    assert len(assignment) == PARTITIONS and all(sorted(r) == cluster.broker_ids for r in assignment.values())
+    configs = cluster.read_json(f"/config/topics/{STATE_TOPIC}")["config"]
+    assert {k: configs[k] for k in ("cleanup.policy", "retention.ms", "min.insync.replicas")} == {
+        "cleanup.policy": "delete", "retention.ms": "-1", "min.insync.replicas": "2"}
 
     async def scenario() -> None:
         client, coordinator = persister(cluster)
