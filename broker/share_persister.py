@@ -130,6 +130,8 @@ class BrokerSharePersister:
         self.listener_name = listener_name
         self.timeout_s = timeout_s
         self.connections = BrokerConnections(broker_id, ssl_context, sasl)
+        #: The topic was usable at the last call: not asked again until no coordinator is named.
+        self._topic_ready = False
 
     async def initialize_state(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
                                start_offset: int) -> None:
@@ -185,11 +187,14 @@ class BrokerSharePersister:
 
     async def _once(self, key: SharePartitionKey, local: Callable[[ShareCoordinator], Awaitable[T]],
                     request: Message, outcome: Callable[[Any], T]) -> T:
-        if await self.ensure_topic() != ErrorCode.NO_ERROR:
-            raise PersisterError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
+        if not self._topic_ready:
+            if await self.ensure_topic() != ErrorCode.NO_ERROR:
+                raise PersisterError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
+            self._topic_ready = True
         partition = self.coordinator.partition_for(key)
         node = self.placement.coordinator_node(SHARE_GROUP_STATE_TOPIC_NAME, partition, self.listener_name)
         if node is None:
+            self._topic_ready = False  # created again if it was deleted meanwhile
             raise PersisterError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
         if node.node_id == self.broker_id:
             return await local(self.coordinator)
