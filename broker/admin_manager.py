@@ -17,7 +17,12 @@ from broker.config.config_def import ConfigValueError
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
 from broker.config.topic_config import known_topic_configs, validate_topic_overrides
 from broker.metadata_store import MetadataStore, TopicMetadata
-from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+from coordinator.common.internal_topics import (
+    GROUP_METADATA_TOPIC_NAME,
+    SHARE_GROUP_STATE_TOPIC_NAME,
+    TRANSACTION_STATE_TOPIC_NAME,
+)
+from coordinator.share.share_coordinator import share_group_state_topic_configs
 from coordinator.transaction.transaction_state_manager import transaction_topic_configs
 from protocol.errors import ErrorCode
 from replication.replica_manager import ReplicaManager
@@ -203,6 +208,11 @@ class AdminManager:
             # min.isr above the replicas there are would refuse every acks=-1 write of the coordinator.
             configs = transaction_topic_configs(min(config.transaction_state_log_min_isr, rf),
                                                 config.transaction_state_log_segment_bytes)
+        if name == SHARE_GROUP_STATE_TOPIC_NAME:
+            partitions = config.share_coordinator_state_topic_num_partitions
+            rf = min(config.share_coordinator_state_topic_replication_factor, len(self.live_brokers))
+            configs = share_group_state_topic_configs(min(config.share_coordinator_state_topic_min_isr, rf),
+                                                      config.share_coordinator_state_topic_segment_bytes)
         return self.create_topic(self.plan_topic(name, partitions, rf, configs))
 
     def delete_topic(self, name: str) -> TopicMetadata:

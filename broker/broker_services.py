@@ -24,6 +24,7 @@ from broker.security.acl_authorizer import AclAuthorizer
 from broker.security.scram_credentials_manager import ScramCredentialsManager
 from broker.topic_admin import TopicAdmin
 from coordinator.group.group_coordinator import GroupCoordinator
+from coordinator.share.share_coordinator import ShareCoordinator
 from coordinator.transaction.transaction_coordinator import ProducerIdGenerator, TransactionCoordinator
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
@@ -68,6 +69,9 @@ class BrokerServices:
     client_quota_admin: ClientQuotaAdmin | None = None
     #: Groups' configs (resource type GROUP). None in harnesses that test handlers alone.
     group_config_admin: GroupConfigAdmin | None = None
+    #: The share coordinator (share partitions' state in __share_group_state). None in harnesses that test
+    #: handlers alone.
+    share_coordinator: ShareCoordinator | None = None
 
     @property
     def config(self) -> BrokerConfig:

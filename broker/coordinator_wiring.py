@@ -18,9 +18,16 @@ from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, Loca
 from broker.cluster.coordinator_cluster import CoordinatorCluster
 from broker.config.broker_config import BrokerConfig
 from broker.config.share_group_config import share_assignor_names
+from broker.membership import CoordinatorPlacement
 from broker.metadata_view import TopicRegistry
+from broker.share_persister import BrokerSharePersister
+from broker.topic_admin import TopicAdmin
 from coordinator.common.coordinator_log import ReplicaCoordinatorLog
-from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+from coordinator.common.internal_topics import (
+    GROUP_METADATA_TOPIC_NAME,
+    SHARE_GROUP_STATE_TOPIC_NAME,
+    TRANSACTION_STATE_TOPIC_NAME,
+)
 from coordinator.common.scheduler import AsyncioScheduler
 from coordinator.group.consumer_group import TopicInfo
 from coordinator.group.consumer_group_assignors import assignor_names
@@ -29,6 +36,7 @@ from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig
 from coordinator.group.group_metadata_manager import GroupMetadataManager
 from coordinator.group.share_group_requests import ShareGroupConfig
+from coordinator.share.share_coordinator import ShareCoordinator, ShareCoordinatorConfig
 from coordinator.transaction.transaction_coordinator import (
     ProducerIdGenerator,
     TransactionCoordinator,
@@ -47,6 +55,7 @@ from coordinator.transaction.transaction_state_manager import (
     TransactionStateManager,
     TransactionStateManagerConfig,
 )
+from protocol.errors import ErrorCode
 from replication.replica_manager import ReplicaManager
 
 #: How long a write to __transaction_state may wait for the ISR (Kafka's request.timeout.ms default).
@@ -235,3 +244,49 @@ def build_transaction_verifier(broker_id: int, replica_manager: ReplicaManager, 
         return local
     return AddPartitionsToTxnManager(local, cluster.partition_leader, cluster.inter_broker_listener,
                                      cluster.inter_broker_ssl_context, cluster.inter_broker_sasl)
+
+
+def build_share_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager) -> ShareCoordinator:
+    """The share coordinator over this broker's replicas of __share_group_state; its writes wait for the
+    ISR up to share.coordinator.write.timeout.ms, and it deletes obsolete records (DeleteRecords on its
+    partitions) every share.coordinator.state.topic.prune.interval.ms."""
+    partitions = ReplicaCoordinatorLog(SHARE_GROUP_STATE_TOPIC_NAME, config.share_coordinator_state_topic_num_partitions,
+                                       replica_manager, config.share_coordinator_write_timeout_ms)
+
+    async def delete_records(partition: int, before_offset: int) -> ErrorCode:
+        [(error, _low_watermark)] = await replica_manager.delete_records(
+            [((SHARE_GROUP_STATE_TOPIC_NAME, partition), before_offset)])
+        return ErrorCode(error)
+
+    return ShareCoordinator(broker_id, partitions, AsyncioScheduler(), ShareCoordinatorConfig(
+        snapshot_update_records=config.share_coordinator_snapshot_update_records_per_snapshot,
+        prune_interval_ms=config.share_coordinator_state_topic_prune_interval_ms,
+        cold_snapshot_interval_ms=config.share_coordinator_cold_partition_snapshot_interval_ms), delete_records)
+
+
+def start_share_coordinator(coordinator: ShareCoordinator, replica_manager: ReplicaManager) -> None:
+    """Load the __share_group_state partitions led here now, then follow leadership as the group
+    coordinator does (each call hops from the append thread to the event loop)."""
+    coordinator.startup(p.partition_index for p in replica_manager.partitions_of(SHARE_GROUP_STATE_TOPIC_NAME)
+                        if p.is_leader)
+    loop = asyncio.get_running_loop()
+
+    def elected(partition: int) -> None:
+        loop.call_soon_threadsafe(coordinator.on_election, partition)
+
+    def resigned(partition: int) -> None:
+        loop.call_soon_threadsafe(coordinator.on_resignation, partition)
+
+    replica_manager.add_leadership_listener(SHARE_GROUP_STATE_TOPIC_NAME, elected, resigned)
+
+
+def build_share_persister(config: BrokerConfig, broker_id: int, coordinator: ShareCoordinator,
+                          placement: CoordinatorPlacement, topic_admin: TopicAdmin,
+                          cluster: CoordinatorCluster | None = None) -> BrokerSharePersister:
+    """The persister the share partitions use: this broker's share coordinator for the state it
+    coordinates, the coordinator's broker (on the inter-broker listener) for the rest."""
+    return BrokerSharePersister(
+        broker_id, coordinator, placement, lambda: topic_admin.ensure_internal_topic(SHARE_GROUP_STATE_TOPIC_NAME),
+        config.inter_broker_listener if cluster is None else cluster.inter_broker_listener,
+        ssl_context=None if cluster is None else cluster.inter_broker_ssl_context,
+        sasl=None if cluster is None else cluster.inter_broker_sasl)

@@ -36,12 +36,13 @@ class KafkaApis:
         protocols = services.config.group_coordinator_rebalance_protocols
         self.handlers: dict[int, ModuleType] = {module.API_KEY: module for module in handlers.MODULES
                                                 if api_versions.served_by(module, cluster, protocols)}
+        self.max_versions = {key: api_versions.max_version(module, protocols) for key, module in self.handlers.items()}
 
     def dispatch(self, ctx: RequestContext) -> Any:
         request = ctx.request
         module = self.handlers.get(request.api_key)
         version = request.api_version
-        if module is None or not module.MIN_VERSION <= version <= module.MAX_VERSION:
+        if module is None or not module.MIN_VERSION <= version <= self.max_versions[request.api_key]:
             raise UnsupportedRequest(f"{request.api.name} v{version} is not served by this broker")
         quotas = self.services.quotas
         if quotas is None or not quotas.enabled:

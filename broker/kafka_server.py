@@ -27,10 +27,13 @@ from broker.config.broker_config import BrokerConfig
 from broker.config.dynamic_broker_config import DynamicBrokerConfig
 from broker.coordinator_wiring import (
     build_group_coordinator,
+    build_share_coordinator,
+    build_share_persister,
     build_transaction_coordinator,
     build_transaction_state_manager,
     build_transaction_verifier,
     follow_leadership,
+    start_share_coordinator,
     start_transaction_coordinator,
 )
 from broker.fetch_session import FetchSessionCache
@@ -47,7 +50,7 @@ from broker.security.acl_authorizer import AclAuthorizer, parse_super_users
 from broker.security.channel_builders import listener_security
 from broker.security.credential_cache import CredentialCache
 from broker.security.scram_credentials_manager import ScramCredentialsManager
-from coordinator.common.internal_topics import TRANSACTION_STATE_TOPIC_NAME
+from coordinator.common.internal_topics import SHARE_GROUP_STATE_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
 from replication.replication_quota_manager import (
@@ -94,6 +97,11 @@ class KafkaServer:
             self.replica_manager, self.group_coordinator, self.dynamic_config, self.append_thread,
             self.socket_server, self.log_manager, self.log_cleaner, self._topics_deleted))
         self.services = self._build_services(config)
+        self.share_persister = build_share_persister(config, self.broker_id, self.share_coordinator,
+                                                     self.services.coordinator_placement, self.membership.topic_admin,
+                                                     self.membership.coordinator_cluster())
+        # Share partitions' state is initialized (and deleted) by the group coordinator through it.
+        self.group_coordinator.share_groups.persister = self.share_persister
         # The socket server is one of the services and KafkaApis needs them all: routed once both exist.
         self.socket_server.dispatch = KafkaApis(self.services).dispatch
         self._tasks: list[asyncio.Task[None]] = []
@@ -152,6 +160,7 @@ class KafkaServer:
             self.broker_id, self.replica_manager, self.transaction_coordinator, coordinator_cluster)
         self.replica_manager.set_transaction_verifier(
             self.transaction_verifier, lambda: self.config.transaction_partition_verification_enable)
+        self.share_coordinator = build_share_coordinator(self.config, self.broker_id, self.replica_manager)
 
     def _build_security_and_quotas(self, config: BrokerConfig) -> None:
         """SCRAM credentials, ACLs, client quotas and connection limits, kept where the mode keeps them."""
@@ -180,7 +189,7 @@ class KafkaServer:
             scram_credentials=self.scram_credentials, cluster_view=membership.cluster_view,
             membership=membership, coordinator_placement=membership.coordinator_placement(self._coordinates),
             authorizer=self.authorizer, quotas=self.quotas, client_quota_admin=self.client_quota_admin,
-            group_config_admin=self.group_config_admin)
+            group_config_admin=self.group_config_admin, share_coordinator=self.share_coordinator)
 
     def _broker_racks(self) -> dict[int, str]:
         """The live brokers' ``broker.rack`` (those with one), for rack-aware consumer-group assignment;
@@ -196,6 +205,8 @@ class KafkaServer:
         """This broker's coordinator has the partition of its internal topic (loaded here)."""
         if topic == TRANSACTION_STATE_TOPIC_NAME:
             return self.transaction_coordinator.txn_manager.coordinator_log.is_local_leader(partition)
+        if topic == SHARE_GROUP_STATE_TOPIC_NAME:
+            return self.share_coordinator.coordinator_log.is_local_leader(partition)
         return self.group_coordinator.coordinator_log.is_local_leader(partition)
 
     def _topics_deleted(self, topics: set[str]) -> None:
@@ -233,6 +244,7 @@ class KafkaServer:
         self.group_coordinator.startup()  # loads groups from the __consumer_offsets partitions led here
         follow_leadership(self.group_coordinator, self.replica_manager)  # partitions created or deleted later
         start_transaction_coordinator(self.transaction_coordinator, self.replica_manager)  # likewise
+        start_share_coordinator(self.share_coordinator, self.replica_manager)  # likewise
         await self.membership.load_user_and_quota_configs(self.scram_credentials, self.credentials,
                                                           self.client_quota_admin, self.client_quota_configs)
         await self.group_config_admin.store.load(self.group_configs)
@@ -256,6 +268,8 @@ class KafkaServer:
         # Cancels its timers and marker writes, then the state manager's loads and expiry timer.
         await self.transaction_coordinator.shutdown()
         await self.transaction_verifier.shutdown()  # its connections to other brokers' coordinators
+        await self.share_persister.shutdown()  # likewise
+        await self.share_coordinator.shutdown()  # cancels its loads
         # Parked long polls (and acks=all produces) are answered now with what they
         # have, so draining waits only for real work, not for fetch.wait.max.ms.
         self.replica_manager.shutdown()

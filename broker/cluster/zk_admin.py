@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING
 
 from broker.admin_manager import AdminError, TopicCreation, check_partition_increase, plan_topic_creation
 from controller.admin_zk_client import AdminZkClient
-from coordinator.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+from coordinator.common.internal_topics import (
+    GROUP_METADATA_TOPIC_NAME,
+    SHARE_GROUP_STATE_TOPIC_NAME,
+    TRANSACTION_STATE_TOPIC_NAME,
+)
+from coordinator.share.share_coordinator import share_group_state_topic_configs
 from coordinator.transaction.transaction_state_manager import transaction_topic_configs
 from protocol.errors import ErrorCode
 
@@ -134,6 +139,12 @@ class ZkTopicAdmin:
             # min.isr above the replicas there are would refuse every acks=-1 write of the coordinator.
             configs = transaction_topic_configs(min(config.transaction_state_log_min_isr, rf),
                                                 config.transaction_state_log_segment_bytes)
+        elif name == SHARE_GROUP_STATE_TOPIC_NAME:
+            partitions, rf = config.share_coordinator_state_topic_num_partitions, self._internal_rf(
+                name, config.share_coordinator_state_topic_replication_factor,
+                "share.coordinator.state.topic.replication.factor", live)
+            configs = share_group_state_topic_configs(min(config.share_coordinator_state_topic_min_isr, rf),
+                                                      config.share_coordinator_state_topic_segment_bytes)
         try:
             plan = self.plan_topic(name, partitions, rf, dict(configs), None)
         except AdminError as exc:

@@ -228,6 +228,18 @@ class BrokerConfig(SslConfig):
     #: belongs to an ongoing transaction before appending it.
     transaction_partition_verification_enable: bool = _prop(True, "transaction.partition.verification.enable")
 
+    # The share coordinator (KIP-932): share partitions' state in __share_group_state.
+    share_coordinator_state_topic_num_partitions: int = _prop(50, "share.coordinator.state.topic.num.partitions")
+    share_coordinator_state_topic_replication_factor: int = _prop(3, "share.coordinator.state.topic.replication.factor")
+    share_coordinator_state_topic_min_isr: int = _prop(2, "share.coordinator.state.topic.min.isr")
+    share_coordinator_state_topic_segment_bytes: int = _prop(104857600, "share.coordinator.state.topic.segment.bytes")
+    share_coordinator_snapshot_update_records_per_snapshot: int = _prop(
+        500, "share.coordinator.snapshot.update.records.per.snapshot")
+    share_coordinator_write_timeout_ms: int = _prop(5000, "share.coordinator.write.timeout.ms")
+    share_coordinator_state_topic_prune_interval_ms: int = _prop(300000, "share.coordinator.state.topic.prune.interval.ms")
+    share_coordinator_cold_partition_snapshot_interval_ms: int = _prop(
+        300000, "share.coordinator.cold.partition.snapshot.interval.ms")
+
     # Replication.
     replica_lag_time_max_ms: int = _prop(30000, "replica.lag.time.max.ms")
     replica_fetch_max_bytes: int = _prop(1048576, "replica.fetch.max.bytes")

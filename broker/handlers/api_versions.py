@@ -36,13 +36,23 @@ def served_by(module: ModuleType, cluster: bool, rebalance_protocols: Sequence[s
     return cluster or not getattr(module, "CLUSTER_ONLY", False)
 
 
+def max_version(module: ModuleType, rebalance_protocols: Sequence[str] = DEFAULT_REBALANCE_PROTOCOLS) -> int:
+    """The highest version served: ``MAX_VERSION``, or ``MAX_VERSION_WITH``'s version while its rebalance
+    protocol is switched on (a version that only adds that protocol's keys)."""
+    switched: tuple[str, int] | None = getattr(module, "MAX_VERSION_WITH", None)
+    if switched is not None and switched[0] in rebalance_protocols:
+        return switched[1]
+    version: int = module.MAX_VERSION
+    return version
+
+
 def advertised_versions(cluster: bool = False,
                         rebalance_protocols: Sequence[str] = DEFAULT_REBALANCE_PROTOCOLS) -> list[tuple[int, int, int]]:
     """(api key, min, max) of every handler module this broker serves, in key order: a version is
     advertised exactly when a handler serves it. A lone broker (``cluster`` False) leaves out the
     controller-to-broker and broker-to-controller APIs."""
     return sorted(
-        (module.API_KEY, module.MIN_VERSION, module.MAX_VERSION)
+        (module.API_KEY, module.MIN_VERSION, max_version(module, rebalance_protocols))
         for module in handlers.MODULES if served_by(module, cluster, rebalance_protocols)
     )
 

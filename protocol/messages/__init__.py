@@ -80,4 +80,9 @@ API_INDEX: dict[int, tuple[str, str]] = {
     77: ('share_group_describe', 'ShareGroupDescribe'),
     80: ('add_raft_voter', 'AddRaftVoter'),
     81: ('remove_raft_voter', 'RemoveRaftVoter'),
+    83: ('initialize_share_group_state', 'InitializeShareGroupState'),
+    84: ('read_share_group_state', 'ReadShareGroupState'),
+    85: ('write_share_group_state', 'WriteShareGroupState'),
+    86: ('delete_share_group_state', 'DeleteShareGroupState'),
+    87: ('read_share_group_state_summary', 'ReadShareGroupStateSummary'),
 }

@@ -12,6 +12,7 @@ from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoord
 from protocol.messages.share_group_describe import ShareGroupDescribeRequest, ShareGroupDescribeResponse
 from protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 from pytest_pafka.plugin import BrokerFactory
+from testing.share_groups import assigned_partitions, until_assigned
 from tests.broker.acl_helpers import AclBroker, acl_broker_process
 
 # The module's broker is a process of its own (acl_broker_process, not a plugin fixture).
@@ -34,12 +35,21 @@ def acls(pafka_module_broker_factory: BrokerFactory) -> AclBroker:
     return setup
 
 
-def _join(acls: AclBroker, user: str, group: str, topics: list[str]) -> ShareGroupHeartbeatResponse:
+def _join(acls: AclBroker, user: str, group: str, topics: list[str] | None, epoch: int = 0
+          ) -> ShareGroupHeartbeatResponse:
     with acls.connect(user) as client:
         response = client.request(ShareGroupHeartbeatRequest(
-            group_id=group, member_id=f"{user}-member", member_epoch=0, subscribed_topic_names=topics), version=1)
+            group_id=group, member_id=f"{user}-member", member_epoch=epoch, subscribed_topic_names=topics), version=1)
     assert isinstance(response, ShareGroupHeartbeatResponse)
     return response
+
+
+def _until_assigned(acls: AclBroker, user: str, group: str, joined: ShareGroupHeartbeatResponse,
+                    partitions: list[list[int]]) -> ShareGroupHeartbeatResponse:
+    answer: ShareGroupHeartbeatResponse = until_assigned(
+        lambda epoch: _join(acls, user, group, None, epoch), joined,
+        lambda r: assigned_partitions(r) == partitions, f"{user} assigned {partitions}")
+    return answer
 
 
 def test_heartbeat_needs_read_on_the_group_and_describe_on_its_topics(acls: AclBroker) -> None:
@@ -50,13 +60,15 @@ def test_heartbeat_needs_read_on_the_group_and_describe_on_its_topics(acls: AclB
     joined = _join(acls, "alice", "sg", ["seen"])
     assert (joined.error_code, joined.member_id, joined.member_epoch, joined.heartbeat_interval_ms) == (
         ErrorCode.NO_ERROR, "alice-member", 1, 5000)
-    assert joined.assignment is not None and [tp.partitions for tp in joined.assignment.topic_partitions] == [[0, 1]]
+    _until_assigned(acls, "alice", "sg", joined, [[0, 1]])
 
 
 def test_describe_needs_describe_on_the_group(acls: AclBroker) -> None:
     acls.allow("User:carol", AclOperation.READ, G, "described")
     acls.allow("User:carol", AclOperation.DESCRIBE, T, "seen")
-    assert _join(acls, "carol", "described", ["seen"]).error_code == ErrorCode.NO_ERROR
+    joined = _join(acls, "carol", "described", ["seen"])
+    assert joined.error_code == ErrorCode.NO_ERROR
+    assigned = _until_assigned(acls, "carol", "described", joined, [[0, 1]])
     with acls.connect("carol") as client:
         response = client.request(ShareGroupDescribeRequest(group_ids=["described", "absent"]), version=1)
     assert isinstance(response, ShareGroupDescribeResponse)
@@ -64,6 +76,6 @@ def test_describe_needs_describe_on_the_group(acls: AclBroker) -> None:
     assert described["described"].error_code == ErrorCode.NO_ERROR  # READ implies DESCRIBE
     assert described["described"].group_state == "Stable"
     member = described["described"].members[0]
-    assert (member.member_id, member.member_epoch) == ("carol-member", 1)
+    assert (member.member_id, member.member_epoch) == ("carol-member", assigned.member_epoch)
     assert [(tp.topic_name, tp.partitions) for tp in member.assignment.topic_partitions] == [("seen", [0, 1])]
     assert described["absent"].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED

@@ -44,8 +44,22 @@ def test_members_keep_their_epochs_when_the_coordinators_broker_is_killed(
     first = wait_until(lambda: _heartbeat(cluster.broker(old), "m0", 0, ["st-failover"]), WAIT_S,
                        "the coordinator loaded", until=lambda r: r.error_code == ErrorCode.NO_ERROR)
     second = _heartbeat(cluster.broker(old), "m1", 0, ["st-failover"])
-    first = _heartbeat(cluster.broker(old), "m0", first.member_epoch)
     assert first.error_code == second.error_code == ErrorCode.NO_ERROR
+    # The members share the three partitions once their share state is initialized; heartbeats go on until
+    # both are at the group's assignment epoch with every partition assigned.
+    answers = {"m0": first, "m1": second}
+
+    def settled() -> Any:
+        for member, answer in answers.items():
+            beat = _heartbeat(cluster.broker(old), member, answer.member_epoch)
+            assert beat.error_code == ErrorCode.NO_ERROR
+            answers[member] = beat
+        return send_request(cluster.broker(old), 77, 1, sgd.ShareGroupDescribeRequest(group_ids=[group])).groups[0]
+
+    wait_until(settled, WAIT_S, "both members assigned at the group's assignment epoch", until=lambda d: (
+        all(m.member_epoch == d.assignment_epoch for m in d.members)
+        and {p for m in d.members for tp in m.assignment.topic_partitions for p in tp.partitions} == {0, 1, 2}))
+    first, second = answers["m0"], answers["m1"]
     epochs = {"m0": first.member_epoch, "m1": second.member_epoch}
     assert epochs["m0"] == epochs["m1"]
     before = send_request(cluster.broker(old), 77, 1, sgd.ShareGroupDescribeRequest(group_ids=[group])).groups[0]

@@ -27,6 +27,7 @@ from protocol.messages import share_group_describe as sgd
 from protocol.messages import share_group_heartbeat as sgh
 from pytest_pafka.broker_process import BrokerProcess
 from pytest_pafka.waiting import wait_until
+from testing.share_groups import until_assigned
 from testing.sockets import send_request
 from testing.topics import create_topic
 
@@ -50,6 +51,12 @@ def _assigned(response: Any) -> dict[uuid.UUID, list[int]]:
     return {tp.topic_id: tp.partitions for tp in response.assignment.topic_partitions}
 
 
+def _until_assigned(broker: BrokerProcess, member_id: str, joined: Any, sizes: list[int]) -> Any:
+    return until_assigned(lambda epoch: _heartbeat(broker, member_id, epoch), joined,
+                          lambda r: sorted(len(p) for p in _assigned(r).values()) == sizes,
+                          f"{member_id} assigned partitions {sizes}")
+
+
 def test_share_group_joins_is_described_listed_reloaded_and_deleted(pafka_broker: BrokerProcess) -> None:
     keys = {k.api_key: (k.min_version, k.max_version)
             for k in send_request(pafka_broker, 18, 3, av.ApiVersionsRequest(
@@ -62,9 +69,12 @@ def test_share_group_joins_is_described_listed_reloaded_and_deleted(pafka_broker
     a = wait_until(lambda: _heartbeat(pafka_broker, "member-a", 0, ["one", "six"]), 30, "a loaded coordinator",
                    until=lambda r: r.error_code == ErrorCode.NO_ERROR)
     assert (a.member_id, a.member_epoch) == ("member-a", 1)
-    assert sorted(len(p) for p in _assigned(a).values()) == [1, 6]
+    # A partition is assigned once its share state is initialized through the share coordinator.
+    a = _until_assigned(pafka_broker, "member-a", a, [1, 6])
     b = _heartbeat(pafka_broker, "member-b", 0, ["one"])
-    assert b.error_code == ErrorCode.NO_ERROR and list(_assigned(b).values()) == [[0]]
+    assert b.error_code == ErrorCode.NO_ERROR
+    b = _until_assigned(pafka_broker, "member-b", b, [1])
+    assert list(_assigned(b).values()) == [[0]]
     a = _heartbeat(pafka_broker, "member-a", a.member_epoch)
     assert a.error_code == ErrorCode.NO_ERROR and a.member_epoch == b.member_epoch
     unknown = _heartbeat(pafka_broker, "member-z", 3)
