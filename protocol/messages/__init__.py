@@ -76,6 +76,8 @@ API_INDEX: dict[int, tuple[str, str]] = {
     72: ('push_telemetry', 'PushTelemetry'),
     74: ('list_config_resources', 'ListConfigResources'),
     75: ('describe_topic_partitions', 'DescribeTopicPartitions'),
+    78: ('share_fetch', 'ShareFetch'),
+    79: ('share_acknowledge', 'ShareAcknowledge'),
     80: ('add_raft_voter', 'AddRaftVoter'),
     81: ('remove_raft_voter', 'RemoveRaftVoter'),
 }
