@@ -1,0 +1,441 @@
+"""One share partition (KIP-932): which records of a topic partition a share group has delivered, to whom, and how.
+
+A share partition lives on the leader of its topic partition. Records between
+the share-partition start offset and end offset are *in flight*: each is
+AVAILABLE (may be handed out), ACQUIRED (locked by one member until it
+acknowledges or the lock times out), ACKNOWLEDGED or ARCHIVED (done). Every
+offset below the start offset is done; the start offset moves up over the
+done records at its head, which is what lets the group read on.
+
+This class does no I/O: the caller reads the log (through the replica
+manager) from :meth:`SharePartition.next_fetch_offset`, hands the batches it
+read to :meth:`acquire`, and persists the state :meth:`persistent_state`
+returns after an acknowledgement before it answers (:meth:`acknowledge` gives
+a :class:`PendingAcknowledgement` the caller commits or rolls back). Lock
+timeouts run on a ``Scheduler``, so tests drive them with a fake clock.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from coordinator.common.scheduler import Scheduler, Timer
+from coordinator.share.persister import PersisterStateBatch, RecordState, ShareGroupPartitionState
+from protocol.errors import ErrorCode
+
+
+class AcknowledgeType(enum.IntEnum):
+    """The acknowledgement types of ShareFetch/ShareAcknowledge, with Kafka's numbers."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionConfig:
+    """The group's share configs that shape a share partition (Kafka's names in the comments)."""
+
+    record_lock_duration_ms: int = 30_000  # share.record.lock.duration.ms
+    delivery_count_limit: int = 5  # share.delivery.count.limit
+    max_record_locks: int = 2000  # share.partition.max.record.locks
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedBatch:
+    """What acquisition needs of one record batch read from the log."""
+
+    base_offset: int
+    last_offset: int
+    producer_id: int = -1
+    is_transactional: bool = False
+    is_control: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    """An aborted transaction overlapping the read (the transaction index's entry, as Fetch sends it)."""
+
+    producer_id: int
+    first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class AcquiredRecords:
+    """A run of offsets acquired by one member in one acquisition, all with one delivery count."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class AcknowledgementBatch:
+    """One acknowledged range: one type for the whole range, or one per offset."""
+
+    first_offset: int
+    last_offset: int
+    acknowledge_types: tuple[int, ...]
+
+
+class ShareAcknowledgeError(Exception):
+    """An acknowledgement the partition refuses whole (nothing of it is applied)."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+class _AcquisitionLock:
+    """The lock of one acquisition: its timer and how many of its records are still held."""
+
+    __slots__ = ("expired", "held", "member_id", "timer")
+
+    def __init__(self, member_id: str) -> None:
+        self.member_id = member_id
+        self.held = 0
+        self.expired = False
+        self.timer: Timer | None = None
+
+
+@dataclass(slots=True)
+class InFlightRecord:
+    state: RecordState
+    delivery_count: int
+    lock: _AcquisitionLock | None = None
+
+    @property
+    def member_id(self) -> str | None:
+        return None if self.lock is None else self.lock.member_id
+
+
+@dataclass(slots=True)
+class PendingAcknowledgement:
+    """An acknowledgement applied in memory but not yet persisted: what to restore if the write fails."""
+
+    member_id: str
+    previous: list[tuple[int, InFlightRecord]] = field(default_factory=list)
+
+
+_DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
+def aborted_batch_flags(batches: Sequence[FetchedBatch], aborted: Iterable[AbortedTransaction]) -> list[bool]:
+    """For each batch, whether a read_committed reader skips it: control batches, and the
+    transactional batches of a producer from its aborted transaction's first offset up to its marker
+    (the walk Kafka's consumer makes over the aborted-transaction list Fetch returns)."""
+    pending = sorted(aborted, key=lambda txn: txn.first_offset)
+    next_txn = 0
+    aborting: set[int] = set()
+    flags: list[bool] = []
+    for batch in batches:
+        while next_txn < len(pending) and pending[next_txn].first_offset <= batch.last_offset:
+            aborting.add(pending[next_txn].producer_id)
+            next_txn += 1
+        if batch.is_control:
+            # The producer's next marker after an aborted transaction's start is that abort's marker.
+            aborting.discard(batch.producer_id)
+            flags.append(True)
+        else:
+            flags.append(batch.is_transactional and batch.producer_id in aborting)
+    return flags
+
+
+class SharePartition:
+    """The in-flight records of one (share group, topic partition) on the partition's leader."""
+
+    def __init__(self, group_id: str, topic_id: uuid.UUID, partition: int, scheduler: Scheduler,
+                 config: SharePartitionConfig, state: ShareGroupPartitionState) -> None:
+        self.group_id = group_id
+        self.topic_id = topic_id
+        self.partition = partition
+        self._scheduler = scheduler
+        self.config = config
+        self.state_epoch = state.state_epoch
+        self.leader_epoch = state.leader_epoch
+        self.start_offset = state.start_offset
+        self.end_offset = state.start_offset
+        self._records: dict[int, InFlightRecord] = {}
+        self._pending: set[int] = set()
+        self._load(state.state_batches)
+
+    def _load(self, batches: Sequence[PersisterStateBatch]) -> None:
+        """Rebuild the in-flight records from persisted batches. A lock does not survive its leader:
+        ACQUIRED comes back AVAILABLE with its delivery count; offsets between batches are AVAILABLE, never
+        delivered."""
+        for batch in sorted(batches, key=lambda b: b.first_offset):
+            if batch.last_offset < self.start_offset:
+                continue
+            for offset in range(self.end_offset, batch.first_offset):
+                self._records[offset] = InFlightRecord(RecordState.AVAILABLE, 0)
+            state = RecordState(batch.delivery_state)
+            if state == RecordState.ACQUIRED:
+                state = RecordState.AVAILABLE
+            for offset in range(max(batch.first_offset, self.start_offset), batch.last_offset + 1):
+                self._records[offset] = InFlightRecord(state, batch.delivery_count)
+            self.end_offset = max(self.end_offset, batch.last_offset + 1)
+        self._advance_start()
+
+    # -- reading ----------------------------------------------------------------------------------------
+    def next_fetch_offset(self) -> int:
+        """Where the next read of the log starts: the first AVAILABLE in-flight offset, else the end offset."""
+        for offset in range(self.start_offset, self.end_offset):
+            record = self._records.get(offset)
+            if record is not None and record.state == RecordState.AVAILABLE:
+                return offset
+        return self.end_offset
+
+    def record_state(self, offset: int) -> tuple[RecordState, int, str | None] | None:
+        """(state, delivery count, holder) of an in-flight offset, None when it is not in flight."""
+        record = self._records.get(offset)
+        return None if record is None else (record.state, record.delivery_count, record.member_id)
+
+    @property
+    def in_flight_count(self) -> int:
+        return len(self._records)
+
+    def can_acquire(self) -> bool:
+        """Whether a fetch could find anything to acquire (an AVAILABLE record, or room for new ones)."""
+        return self.next_fetch_offset() < self.end_offset or len(self._records) < self.config.max_record_locks
+
+    # -- acquisition ------------------------------------------------------------------------------------
+    def acquire(self, member_id: str, batches: Sequence[FetchedBatch], max_records: int,
+                aborted: Sequence[AbortedTransaction] | None = None) -> list[AcquiredRecords]:
+        """Acquire for ``member_id`` what of ``batches`` (read from the log at :meth:`next_fetch_offset`) is
+        AVAILABLE or new, whole batches at a time until ``max_records`` are acquired or the partition holds
+        ``max_record_locks`` in-flight records. ``aborted`` is given for read_committed reads: aborted data
+        and control batches are archived, never delivered. Offsets the read skipped (absent from the log)
+        are archived."""
+        skip = aborted_batch_flags(batches, aborted) if aborted is not None else [False] * len(batches)
+        lock = _AcquisitionLock(member_id)
+        acquired: list[AcquiredRecords] = []
+        count = 0
+        cursor = self.next_fetch_offset()
+        for batch, skipped in zip(batches, skip, strict=True):
+            if batch.last_offset < cursor:
+                continue
+            if count >= max_records or (batch.last_offset >= self.end_offset and not self._has_room()):
+                break
+            self._archive_absent(cursor, batch.base_offset)
+            first = max(batch.base_offset, cursor)
+            cursor = batch.last_offset + 1
+            if skipped:
+                self._archive_range(first, batch.last_offset)
+                continue
+            count += self._acquire_range(first, batch.last_offset, lock, acquired)
+        if lock.held:
+            lock.timer = self._scheduler.schedule(self.config.record_lock_duration_ms,
+                                                  lambda: self._lock_expired(lock))
+        self._advance_start()
+        return acquired
+
+    def _has_room(self) -> bool:
+        return len(self._records) < self.config.max_record_locks
+
+    def _acquire_range(self, first: int, last: int, lock: _AcquisitionLock, out: list[AcquiredRecords]) -> int:
+        count = 0
+        for offset in range(first, last + 1):
+            record = self._records.get(offset)
+            if record is None:
+                if offset < self.end_offset:
+                    continue  # below the end but not in flight: done before
+                record = self._records[offset] = InFlightRecord(RecordState.AVAILABLE, 0)
+                self.end_offset = offset + 1
+            if record.state != RecordState.AVAILABLE:
+                continue
+            record.state = RecordState.ACQUIRED
+            record.delivery_count += 1
+            record.lock = lock
+            lock.held += 1
+            count += 1
+            last_run = out[-1] if out else None
+            if (last_run is not None and last_run.last_offset == offset - 1
+                    and last_run.delivery_count == record.delivery_count):
+                out[-1] = AcquiredRecords(last_run.first_offset, offset, record.delivery_count)
+            else:
+                out.append(AcquiredRecords(offset, offset, record.delivery_count))
+        return count
+
+    def _archive_absent(self, first: int, end: int) -> None:
+        """Offsets in [first, end) the log does not hold (compacted, or the read skipped them): archive
+        the AVAILABLE in-flight ones so they do not hold the start offset back."""
+        for offset in range(first, min(end, self.end_offset)):
+            record = self._records.get(offset)
+            if record is not None and record.state == RecordState.AVAILABLE:
+                record.state = RecordState.ARCHIVED
+
+    def _archive_range(self, first: int, last: int) -> None:
+        for offset in range(first, last + 1):
+            record = self._records.get(offset)
+            if record is None:
+                if offset < self.end_offset:
+                    continue
+                self._records[offset] = InFlightRecord(RecordState.ARCHIVED, 0)
+                self.end_offset = offset + 1
+            elif record.state == RecordState.AVAILABLE:
+                record.state = RecordState.ARCHIVED
+
+    # -- lock expiry and release ------------------------------------------------------------------------
+    def _lock_expired(self, lock: _AcquisitionLock) -> None:
+        """The lock's time is up: its records still ACQUIRED become AVAILABLE again (delivered once more,
+        with delivery count + 1) or, at the delivery count limit, ARCHIVED."""
+        lock.expired = True
+        lock.timer = None
+        for record in self._records.values():
+            if record.lock is lock and record.state == RecordState.ACQUIRED:
+                self._make_available(record)
+        lock.held = 0
+        self._advance_start()
+
+    def _make_available(self, record: InFlightRecord) -> None:
+        record.lock = None
+        limit_reached = record.delivery_count >= self.config.delivery_count_limit
+        record.state = RecordState.ARCHIVED if limit_reached else RecordState.AVAILABLE
+
+    def release_member(self, member_id: str) -> int:
+        """Release every record ``member_id`` holds (its share session closed or it left the group), as a
+        RELEASE acknowledgement would. Returns how many were released."""
+        released = 0
+        for record in self._records.values():
+            if record.state == RecordState.ACQUIRED and record.member_id == member_id:
+                self._unhold(record)
+                self._make_available(record)
+                released += 1
+        self._advance_start()
+        return released
+
+    def _unhold(self, record: InFlightRecord) -> None:
+        lock = record.lock
+        if lock is not None:
+            lock.held -= 1
+            if lock.held <= 0 and lock.timer is not None:
+                lock.timer.cancel()
+                lock.timer = None
+
+    # -- acknowledgement --------------------------------------------------------------------------------
+    def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch]) -> PendingAcknowledgement:
+        """Apply ``member_id``'s acknowledgements in memory, all or nothing: every offset must be ACQUIRED
+        by that member (a GAP may also name an offset already done or absent from the log), else INVALID_RECORD_STATE and
+        nothing changes. The caller persists :meth:`persistent_state` and then calls :meth:`commit`, or
+        :meth:`rollback` when the write failed."""
+        changes = [change for batch in batches for change in self._validate(member_id, batch)]
+        if len({offset for offset, _ in changes}) != len(changes):
+            raise ShareAcknowledgeError(ErrorCode.INVALID_REQUEST, "acknowledgement batches overlap")
+        pending = PendingAcknowledgement(member_id)
+        for offset, kind in changes:
+            record = self._records[offset]
+            if record.state == RecordState.ARCHIVED:
+                continue  # a GAP over an offset already done
+            pending.previous.append((offset, InFlightRecord(record.state, record.delivery_count, record.lock)))
+            self._pending.add(offset)
+            if record.lock is not None:
+                record.lock.held -= 1
+            self._apply(record, kind)
+        return pending
+
+    def _validate(self, member_id: str, batch: AcknowledgementBatch) -> list[tuple[int, AcknowledgeType]]:
+        width = batch.last_offset - batch.first_offset + 1
+        types = batch.acknowledge_types
+        if width <= 0 or len(types) not in (1, width):
+            raise ShareAcknowledgeError(ErrorCode.INVALID_REQUEST, "acknowledge types do not match the range")
+        try:
+            kinds = [AcknowledgeType(t) for t in types]
+        except ValueError:
+            raise ShareAcknowledgeError(ErrorCode.INVALID_REQUEST, f"unknown acknowledge type in {list(types)}"
+                                        ) from None
+        out: list[tuple[int, AcknowledgeType]] = []
+        for index, offset in enumerate(range(batch.first_offset, batch.last_offset + 1)):
+            kind = kinds[0] if len(kinds) == 1 else kinds[index]
+            record = self._records.get(offset)
+            held = (record is not None and record.state == RecordState.ACQUIRED and record.member_id == member_id
+                    and offset not in self._pending)
+            gap_done = kind == AcknowledgeType.GAP and (
+                (record is None and offset < self.end_offset)
+                or (record is not None and record.state == RecordState.ARCHIVED and offset not in self._pending))
+            if not (held or gap_done):
+                raise ShareAcknowledgeError(ErrorCode.INVALID_RECORD_STATE,
+                                            f"offset {offset} is not acquired by member {member_id}")
+            if record is not None:
+                out.append((offset, kind))
+        return out
+
+    def _apply(self, record: InFlightRecord, kind: AcknowledgeType) -> None:
+        if kind == AcknowledgeType.ACCEPT:
+            record.state = RecordState.ACKNOWLEDGED
+            record.lock = None
+        elif kind == AcknowledgeType.RELEASE:
+            self._make_available(record)
+        else:  # REJECT, GAP
+            record.state = RecordState.ARCHIVED
+            record.lock = None
+
+    def commit(self, pending: PendingAcknowledgement) -> None:
+        """The acknowledgement is durable: finish it (timers of emptied locks cancelled, start offset moved)."""
+        for offset, previous in pending.previous:
+            self._pending.discard(offset)
+            lock = previous.lock
+            if lock is not None and lock.held <= 0 and lock.timer is not None:
+                lock.timer.cancel()
+                lock.timer = None
+        self._advance_start()
+
+    def rollback(self, pending: PendingAcknowledgement) -> None:
+        """The write failed: the records go back to their holder, or, when the lock expired meanwhile,
+        to AVAILABLE (or ARCHIVED at the limit) as the expiry would have left them."""
+        for offset, previous in pending.previous:
+            self._pending.discard(offset)
+            record = self._records[offset]
+            record.state = previous.state
+            record.delivery_count = previous.delivery_count
+            record.lock = previous.lock
+            lock = previous.lock
+            if lock is None:
+                continue
+            if lock.expired:
+                self._make_available(record)
+            else:
+                lock.held += 1
+        self._advance_start()
+
+    # -- start offset and durable state -----------------------------------------------------------------
+    def _advance_start(self) -> None:
+        offset = self.start_offset
+        while offset < self.end_offset:
+            record = self._records.get(offset)
+            if record is not None and (record.state not in _DONE or offset in self._pending):
+                break
+            self._records.pop(offset, None)
+            offset += 1
+        self.start_offset = offset
+
+    def persistent_state(self) -> ShareGroupPartitionState:
+        """What to write: the start offset and runs of in-flight records with their state and delivery
+        count; ACQUIRED is written AVAILABLE (a lock dies with its leader), and the tail that was never
+        delivered is left out (it is read again from the log)."""
+        runs: list[PersisterStateBatch] = []
+        for offset in range(self.start_offset, self.end_offset):
+            record = self._records.get(offset)
+            if record is None:
+                continue
+            state = RecordState.AVAILABLE if record.state == RecordState.ACQUIRED else record.state
+            last = runs[-1] if runs else None
+            if (last is not None and last.last_offset == offset - 1 and last.delivery_state == state
+                    and last.delivery_count == record.delivery_count):
+                runs[-1] = PersisterStateBatch(last.first_offset, offset, state, record.delivery_count)
+            else:
+                runs.append(PersisterStateBatch(offset, offset, state, record.delivery_count))
+        while runs and runs[-1].delivery_state == RecordState.AVAILABLE and runs[-1].delivery_count == 0:
+            runs.pop()
+        return ShareGroupPartitionState(self.state_epoch, self.start_offset, self.leader_epoch, tuple(runs))
+
+    def close(self) -> None:
+        """The partition leaves this broker: cancel every lock timer (the records' state is in the persister)."""
+        for record in self._records.values():
+            if record.lock is not None and record.lock.timer is not None:
+                record.lock.timer.cancel()
+                record.lock.timer = None
