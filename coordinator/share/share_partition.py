@@ -205,17 +205,18 @@ class SharePartition:
 
     # -- acquisition ------------------------------------------------------------------------------------
     def acquire(self, member_id: str, batches: Sequence[FetchedBatch], max_records: int,
-                aborted: Sequence[AbortedTransaction] | None = None) -> list[AcquiredRecords]:
+                aborted: Sequence[AbortedTransaction] | None = None, fetch_offset: int | None = None,
+                ) -> list[AcquiredRecords]:
         """Acquire for ``member_id`` what of ``batches`` (read from the log at :meth:`next_fetch_offset`) is
         AVAILABLE or new, whole batches at a time until ``max_records`` are acquired or the partition holds
         ``max_record_locks`` in-flight records. ``aborted`` is given for read_committed reads: aborted data
         and control batches are archived, never delivered. Offsets the read skipped (absent from the log)
-        are archived."""
+        are archived. ``fetch_offset`` is where the read started, when the state may have moved since."""
         skip = aborted_batch_flags(batches, aborted) if aborted is not None else [False] * len(batches)
         lock = _AcquisitionLock(member_id)
         acquired: list[AcquiredRecords] = []
         count = 0
-        cursor = self.next_fetch_offset()
+        cursor = self.next_fetch_offset() if fetch_offset is None else max(fetch_offset, self.start_offset)
         for batch, skipped in zip(batches, skip, strict=True):
             if batch.last_offset < cursor:
                 continue
@@ -279,6 +280,18 @@ class SharePartition:
                 self.end_offset = offset + 1
             elif record.state == RecordState.AVAILABLE:
                 record.state = RecordState.ARCHIVED
+
+    def move_start_to(self, offset: int) -> None:
+        """The log no longer holds the offsets below ``offset`` (retention, DeleteRecords): they are done."""
+        if offset <= self.start_offset:
+            return
+        for stale in [o for o in self._records if o < offset and o not in self._pending]:
+            record = self._records.pop(stale)
+            if record.state == RecordState.ACQUIRED:
+                self._unhold(record)
+        self.start_offset = offset
+        self.end_offset = max(self.end_offset, offset)
+        self._advance_start()
 
     # -- lock expiry and release ------------------------------------------------------------------------
     def _lock_expired(self, lock: _AcquisitionLock) -> None:
@@ -414,11 +427,12 @@ class SharePartition:
         self.start_offset = offset
 
     def persistent_state(self) -> ShareGroupPartitionState:
-        """What to write: the start offset and runs of in-flight records with their state and delivery
-        count; ACQUIRED is written AVAILABLE (a lock dies with its leader), and the tail that was never
-        delivered is left out (it is read again from the log)."""
+        """What to write: the start offset (past the pending acknowledgement's done records) and runs of
+        in-flight records with their state and delivery count. ACQUIRED is written AVAILABLE (a lock dies
+        with its leader); the tail that was never delivered is left out (it is read again from the log)."""
         runs: list[PersisterStateBatch] = []
-        for offset in range(self.start_offset, self.end_offset):
+        start = self._durable_start()
+        for offset in range(start, self.end_offset):
             record = self._records.get(offset)
             if record is None:
                 continue
@@ -431,7 +445,17 @@ class SharePartition:
                 runs.append(PersisterStateBatch(offset, offset, state, record.delivery_count))
         while runs and runs[-1].delivery_state == RecordState.AVAILABLE and runs[-1].delivery_count == 0:
             runs.pop()
-        return ShareGroupPartitionState(self.state_epoch, self.start_offset, self.leader_epoch, tuple(runs))
+        return ShareGroupPartitionState(self.state_epoch, start, self.leader_epoch, tuple(runs))
+
+    def _durable_start(self) -> int:
+        """The start offset once the pending acknowledgement is durable: it is written with the write."""
+        offset = self.start_offset
+        while offset < self.end_offset:
+            record = self._records.get(offset)
+            if record is not None and record.state not in _DONE:
+                break
+            offset += 1
+        return offset
 
     def close(self) -> None:
         """The partition leaves this broker: cancel every lock timer (the records' state is in the persister)."""

@@ -201,7 +201,8 @@ def test_rollback_returns_records_to_their_holder_or_releases_them_after_expiry(
     sp, clock = make()
     sp.acquire("m1", log((0, 4)), max_records=100)
     pending = sp.acknowledge("m1", [ack(0, 4, ACCEPT)])
-    assert sp.persistent_state().state_batches == (PersisterStateBatch(0, 4, RecordState.ACKNOWLEDGED, 1),)
+    written = sp.persistent_state()
+    assert (written.start_offset, written.state_batches) == (5, ())  # what the write makes durable
     assert sp.start_offset == 0  # not moved before the write is durable
     sp.rollback(pending)
     assert states(sp, 0, 4) == [(RecordState.ACQUIRED, 1, "m1")] * 5
@@ -227,18 +228,18 @@ def test_persistent_state_writes_acquired_as_available_and_drops_the_undelivered
     sp.acquire("m1", log((100, 104)), max_records=100)
     sp.acquire("m2", log((105, 109)), max_records=100)
     settle(sp, "m2", ack(105, 106, ACCEPT))
-    pending = sp.acknowledge("m1", [ack(100, 100, ACCEPT), ack(101, 101, REJECT)])
+    pending = sp.acknowledge("m1", [ack(100, 100, ACCEPT), ack(102, 102, REJECT)])
     state = sp.persistent_state()
-    assert state.start_offset == 100
+    assert state.start_offset == 101  # past the pending acknowledgement's done head
     assert state.state_batches == (
-        PersisterStateBatch(100, 100, RecordState.ACKNOWLEDGED, 1),
-        PersisterStateBatch(101, 101, RecordState.ARCHIVED, 1),
-        PersisterStateBatch(102, 104, RecordState.AVAILABLE, 1),
+        PersisterStateBatch(101, 101, RecordState.AVAILABLE, 1),
+        PersisterStateBatch(102, 102, RecordState.ARCHIVED, 1),
+        PersisterStateBatch(103, 104, RecordState.AVAILABLE, 1),
         PersisterStateBatch(105, 106, RecordState.ACKNOWLEDGED, 1),
         PersisterStateBatch(107, 109, RecordState.AVAILABLE, 1),
     )
     sp.commit(pending)
-    assert sp.start_offset == 102
+    assert sp.start_offset == 101
 
 
 def test_loading_persisted_state_never_redelivers_acknowledged_records() -> None:
