@@ -1,0 +1,311 @@
+"""The share partitions this broker leads, and the two things share consumers do with them: fetch and acknowledge.
+
+Kafka's SharePartitionManager. One :class:`SharePartition` per (share group,
+topic partition) this broker leads, made on first use from the state the
+``Persister`` holds (or, when it holds none, at the start ``share.auto.offset.reset``
+picks). Records are read only through the replica manager's fetch (the same
+read, long poll and read_committed bound as Fetch), then acquired for the
+member. An acknowledgement is applied, written through ``Persister.write_state``
+and only then answered; a failed write rolls it back, so nothing answered is
+lost and nothing is ACKNOWLEDGED that no consumer acknowledged. Writes to one
+share partition go one at a time, so each carries exactly the acknowledgements
+answered after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from coordinator.common.scheduler import Scheduler
+from coordinator.share.persister import Persister, PersisterError, ShareGroupPartitionState
+from coordinator.share.share_partition import (
+    AbortedTransaction,
+    AcknowledgementBatch,
+    AcquiredRecords,
+    FetchedBatch,
+    ShareAcknowledgeError,
+    SharePartition,
+    SharePartitionConfig,
+)
+from protocol.errors import ErrorCode
+from protocol.record_batch import iter_batch_headers
+from replication.fetch_params import FetchParams
+from replication.partition import LogReadResult
+
+log = logging.getLogger(__name__)
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+#: The replica id of a consumer's read (not a follower's).
+CONSUMER_REPLICA_ID = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupSettings:
+    """The group configs a share partition follows (Kafka's defaults)."""
+
+    partition: SharePartitionConfig = field(default_factory=SharePartitionConfig)
+    auto_offset_reset: str = "latest"  # share.auto.offset.reset
+    isolation_level: int = READ_UNCOMMITTED  # share.isolation.level
+
+
+class LeaderView(Protocol):
+    """What the manager reads of a hosted partition."""
+
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def leader_id(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def last_stable_offset(self) -> int: ...
+
+
+class ShareReplicaReader(Protocol):
+    """The replica manager, as the share partitions read it."""
+
+    def get_partition(self, topic: str, partition_index: int) -> LeaderView | None: ...
+
+    def fetch_messages(self, params: FetchParams, partitions: Sequence[ShareRead]
+                       ) -> list[LogReadResult] | Awaitable[list[LogReadResult]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ShareTarget:
+    """A topic partition a share request names, with the topic's name resolved by the caller."""
+
+    topic_id: uuid.UUID
+    topic: str
+    partition: int
+
+
+@dataclass(slots=True)
+class ShareFetchResult:
+    """One partition of a ShareFetch answer."""
+
+    error_code: int = ErrorCode.NO_ERROR
+    error_message: str | None = None
+    records: bytes = b""
+    acquired: list[AcquiredRecords] = field(default_factory=list)
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ShareRead:
+    """One partition of the replica manager read (its FetchPartition)."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+
+
+class SharePartitionError(Exception):
+    def __init__(self, error_code: int, message: str | None = None) -> None:
+        super().__init__(message or str(error_code))
+        self.error_code = error_code
+        self.message = message
+
+
+_Key = tuple[str, uuid.UUID, int]
+#: Persister errors after which the cached share partition is stale and is read again on next use.
+_RELOAD_ON = (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH)
+
+
+class SharePartitionManager:
+    def __init__(self, replica_manager: ShareReplicaReader, persister: Persister, scheduler: Scheduler,
+                 settings: Callable[[str], ShareGroupSettings] = lambda group_id: ShareGroupSettings()) -> None:
+        self._replicas = replica_manager
+        self._persister = persister
+        self._scheduler = scheduler
+        self._settings = settings
+        self._partitions: dict[_Key, SharePartition] = {}
+        self._loading: dict[_Key, asyncio.Future[SharePartition]] = {}
+        self._write_locks: dict[_Key, asyncio.Lock] = {}
+
+    # -- share partitions ---------------------------------------------------------------------------------
+    def cached(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
+        return self._partitions.get((group_id, topic_id, partition))
+
+    def _leader(self, target: ShareTarget) -> LeaderView:
+        view = self._replicas.get_partition(target.topic, target.partition)
+        if view is None:
+            raise SharePartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not view.is_leader:
+            raise SharePartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return view
+
+    async def share_partition(self, group_id: str, target: ShareTarget) -> SharePartition:
+        """The share partition, read from the persister on first use here or after a leader change."""
+        view = self._leader(target)
+        key = (group_id, target.topic_id, target.partition)
+        current = self._partitions.get(key)
+        if current is not None and current.leader_epoch == view.leader_epoch:
+            return current
+        if current is not None:
+            self._evict(key)
+        loading = self._loading.get(key)
+        if loading is None:
+            loading = asyncio.get_running_loop().create_future()
+            self._loading[key] = loading
+            try:
+                loading.set_result(await self._load(group_id, target, view))
+            except BaseException as exc:
+                loading.set_exception(exc)
+                loading.exception()  # read: a failed load is reported to each waiter, not logged as lost
+            finally:
+                del self._loading[key]
+        sp = await asyncio.shield(loading)
+        self._partitions.setdefault(key, sp)
+        return self._partitions[key]
+
+    async def _load(self, group_id: str, target: ShareTarget, view: LeaderView) -> SharePartition:
+        settings = self._settings(group_id)
+        epoch = view.leader_epoch
+        try:
+            state = await self._persister.read_state(group_id, target.topic_id, target.partition, epoch)
+        except PersisterError as exc:
+            raise SharePartitionError(exc.error_code, exc.message) from exc
+        if state is None:
+            state = ShareGroupPartitionState(0, self._reset_offset(settings, view), epoch, ())
+        sp = SharePartition(group_id, target.topic_id, target.partition, self._scheduler, settings.partition, state)
+        sp.leader_epoch = epoch
+        if sp.start_offset < view.log_start_offset:
+            sp.move_start_to(view.log_start_offset)
+        return sp
+
+    @staticmethod
+    def _reset_offset(settings: ShareGroupSettings, view: LeaderView) -> int:
+        if settings.auto_offset_reset == "earliest":
+            return view.log_start_offset
+        if settings.isolation_level == READ_COMMITTED:
+            return view.last_stable_offset
+        return view.high_watermark
+
+    def _evict(self, key: _Key) -> None:
+        sp = self._partitions.pop(key, None)
+        if sp is not None:
+            sp.close()
+
+    def close(self) -> None:
+        """The broker stops: every lock timer goes (the durable state is the persister's)."""
+        for key in list(self._partitions):
+            self._evict(key)
+
+    # -- fetch ---------------------------------------------------------------------------------------------
+    async def fetch(self, group_id: str, member_id: str, targets: Sequence[ShareTarget], *, max_wait_ms: int,
+                    min_bytes: int, max_bytes: int, max_records: int) -> dict[ShareTarget, ShareFetchResult]:
+        """Read what the member may acquire of each partition and acquire it (whole batches, up to
+        ``max_records`` across the partitions). A partition that cannot be read answers its error."""
+        results: dict[ShareTarget, ShareFetchResult] = {}
+        readable: list[tuple[ShareTarget, SharePartition]] = []
+        for target in targets:
+            try:
+                sp = await self.share_partition(group_id, target)
+            except SharePartitionError as exc:
+                results[target] = ShareFetchResult(exc.error_code, exc.message)
+                continue
+            view = self._leader(target)
+            results[target] = ShareFetchResult(leader_id=view.leader_id, leader_epoch=view.leader_epoch)
+            if sp.can_acquire():
+                readable.append((target, sp))
+        if not readable:
+            return results
+        isolation = self._settings(group_id).isolation_level
+        reads = [ShareRead(t.topic, t.partition, sp.next_fetch_offset(), max_bytes) for t, sp in readable]
+        params = FetchParams(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                             max_bytes=max_bytes, isolation_level=isolation)
+        answered = self._replicas.fetch_messages(params, reads)
+        read_results = answered if isinstance(answered, list) else await answered
+        budget = max_records
+        for (target, sp), read, result in zip(readable, reads, read_results, strict=True):
+            # No await from here on: what was read is acquired against the state it was read for.
+            out = results[target]
+            self._acquire_read(sp, member_id, read, result, budget, isolation == READ_COMMITTED, out)
+            budget -= sum(r.last_offset - r.first_offset + 1 for r in out.acquired)
+        return results
+
+    def _acquire_read(self, sp: SharePartition, member_id: str, read: ShareRead, result: LogReadResult,
+                      budget: int, read_committed: bool, out: ShareFetchResult) -> None:
+        if result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and result.log_start_offset > read.fetch_offset:
+            sp.move_start_to(result.log_start_offset)  # retention removed the head: the group reads on
+            return
+        if result.error_code != ErrorCode.NO_ERROR or result.info is None:
+            out.error_code = result.error_code
+            return
+        if budget <= 0 or result.info.records is None:
+            return
+        data = result.info.records.read_bytes()
+        batches: list[FetchedBatch] = []
+        ends: list[int] = []
+        for pos, header in iter_batch_headers(data):
+            batches.append(FetchedBatch(header.base_offset, header.last_offset, header.producer_id,
+                                        header.is_transactional, header.is_control))
+            ends.append(pos + header.size_in_bytes)
+        aborted = None
+        if read_committed:
+            aborted = [AbortedTransaction(a.producer_id, a.first_offset)
+                       for a in result.info.aborted_transactions or ()]
+        out.acquired = sp.acquire(member_id, batches, budget, aborted, fetch_offset=read.fetch_offset)
+        if out.acquired:
+            last = out.acquired[-1].last_offset
+            # Send the batches up to the last one acquired from: the member keeps only acquired records.
+            upto = next((end for batch, end in zip(batches, ends, strict=True) if batch.last_offset >= last),
+                        len(data))
+            out.records = data[:upto]
+
+    # -- acknowledge and release ------------------------------------------------------------------------------
+    async def acknowledge(self, group_id: str, member_id: str,
+                          acks: Sequence[tuple[ShareTarget, Sequence[AcknowledgementBatch]]]
+                          ) -> dict[ShareTarget, tuple[int, str | None]]:
+        """Apply and persist each partition's acknowledgements; (error code, message) per partition,
+        answered only once its write is durable (or failed and was rolled back)."""
+        outcomes = await asyncio.gather(*(self._acknowledge_one(group_id, member_id, t, b) for t, b in acks))
+        return {target: outcome for (target, _), outcome in zip(acks, outcomes, strict=True)}
+
+    async def _acknowledge_one(self, group_id: str, member_id: str, target: ShareTarget,
+                               batches: Sequence[AcknowledgementBatch]) -> tuple[int, str | None]:
+        key = (group_id, target.topic_id, target.partition)
+        try:
+            sp = await self.share_partition(group_id, target)
+        except SharePartitionError as exc:
+            return exc.error_code, exc.message
+        async with self._write_locks.setdefault(key, asyncio.Lock()):
+            if self._partitions.get(key) is not sp:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER, None  # replaced while this waited its turn
+            try:
+                pending = sp.acknowledge(member_id, batches)
+            except ShareAcknowledgeError as exc:
+                return exc.error_code, exc.message
+            try:
+                await self._persister.write_state(group_id, target.topic_id, target.partition, sp.persistent_state())
+            except PersisterError as exc:
+                sp.rollback(pending)
+                if exc.error_code in _RELOAD_ON:
+                    self._evict(key)
+                return exc.error_code, exc.message
+            sp.commit(pending)
+        return ErrorCode.NO_ERROR, None
+
+    def release(self, group_id: str, member_id: str, partitions: Sequence[tuple[uuid.UUID, int]]) -> int:
+        """The member gives up what it holds in ``partitions`` (session closed, partitions forgotten):
+        those records are AVAILABLE again at once instead of when their locks time out."""
+        released = 0
+        for topic_id, partition in partitions:
+            sp = self._partitions.get((group_id, topic_id, partition))
+            if sp is not None:
+                released += sp.release_member(member_id)
+        return released
