@@ -50,6 +50,11 @@ class ShareServices:
     settings: Callable[[str], ShareGroupSettings]
     sessions: ShareSessionCache = field(default_factory=ShareSessionCache)
 
+    def member_left(self, group_id: str, member_id: str) -> int:
+        """The group coordinator removed the member (it left or its session timed out): its share session
+        goes, and what it holds here is AVAILABLE again at once. Returns how many records it gave back."""
+        return self.manager.release(group_id, member_id, self.sessions.remove_member(group_id, member_id))
+
     def close(self) -> None:
         self.manager.close()
 

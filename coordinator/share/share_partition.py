@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from coordinator.common.scheduler import Scheduler, Timer
@@ -162,6 +162,9 @@ class SharePartition:
         self.end_offset = state.start_offset
         self._records: dict[int, InFlightRecord] = {}
         self._pending: set[int] = set()
+        #: Told when records may have become acquirable (AVAILABLE again, or room below the lock limit),
+        #: so a fetch waiting for this partition can try again.
+        self.listener: Callable[[], None] | None = None
         self._load(state.state_batches)
 
     def _load(self, batches: Sequence[PersisterStateBatch]) -> None:
@@ -304,6 +307,7 @@ class SharePartition:
                 self._make_available(record)
         lock.held = 0
         self._advance_start()
+        self._notify()
 
     def _make_available(self, record: InFlightRecord) -> None:
         record.lock = None
@@ -320,7 +324,13 @@ class SharePartition:
                 self._make_available(record)
                 released += 1
         self._advance_start()
+        if released:
+            self._notify()
         return released
+
+    def _notify(self) -> None:
+        if self.listener is not None:
+            self.listener()
 
     def _unhold(self, record: InFlightRecord) -> None:
         lock = record.lock
@@ -396,6 +406,7 @@ class SharePartition:
                 lock.timer.cancel()
                 lock.timer = None
         self._advance_start()
+        self._notify()
 
     def rollback(self, pending: PendingAcknowledgement) -> None:
         """The write failed: the records go back to their holder, or, when the lock expired meanwhile,
@@ -414,6 +425,7 @@ class SharePartition:
             else:
                 lock.held += 1
         self._advance_start()
+        self._notify()
 
     # -- start offset and durable state -----------------------------------------------------------------
     def _advance_start(self) -> None:

@@ -135,6 +135,8 @@ class SharePartitionManager:
         self._partitions: dict[_Key, SharePartition] = {}
         self._loading: dict[_Key, asyncio.Future[SharePartition]] = {}
         self._write_locks: dict[_Key, asyncio.Lock] = {}
+        #: Fetches waiting for a share partition to have something to acquire.
+        self._waiters: dict[_Key, set[asyncio.Event]] = {}
 
     # -- share partitions ---------------------------------------------------------------------------------
     def cached(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
@@ -183,6 +185,8 @@ class SharePartitionManager:
             state = ShareGroupPartitionState(0, self._reset_offset(settings, view), epoch, ())
         sp = SharePartition(group_id, target.topic_id, target.partition, self._scheduler, settings.partition, state)
         sp.leader_epoch = epoch
+        key = (group_id, target.topic_id, target.partition)
+        sp.listener = lambda: self._wake(key)
         if sp.start_offset < view.log_start_offset:
             sp.move_start_to(view.log_start_offset)
         return sp
@@ -209,7 +213,37 @@ class SharePartitionManager:
     async def fetch(self, group_id: str, member_id: str, targets: Sequence[ShareTarget], *, max_wait_ms: int,
                     min_bytes: int, max_bytes: int, max_records: int) -> dict[ShareTarget, ShareFetchResult]:
         """Read what the member may acquire of each partition and acquire it (whole batches, up to
-        ``max_records`` across the partitions). A partition that cannot be read answers its error."""
+        ``max_records`` across the partitions). A partition that cannot be read answers its error. When
+        no partition has anything to acquire (every one at its record lock limit), wait up to
+        ``max_wait_ms`` for one to free records."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(max_wait_ms, 0) / 1000
+        while True:
+            results, readable = await self._readable(group_id, targets)
+            remaining = deadline - loop.time()
+            waiting_for_room = any(r.error_code == ErrorCode.NO_ERROR for r in results.values())
+            if readable or remaining <= 0 or not waiting_for_room:
+                break
+            await self._wait_for_change(group_id, targets, remaining)
+        if not readable:
+            return results
+        isolation = self._settings(group_id).isolation_level
+        reads = [ShareRead(t.topic, t.partition, sp.next_fetch_offset(), max_bytes) for t, sp in readable]
+        params = FetchParams(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max(int(remaining * 1000), 0),
+                             min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=isolation)
+        answered = self._replicas.fetch_messages(params, reads)
+        read_results = answered if isinstance(answered, list) else await answered
+        budget = max_records
+        for (target, sp), read, result in zip(readable, reads, read_results, strict=True):
+            # No await from here on: what was read is acquired against the state it was read for.
+            out = results[target]
+            self._acquire_read(sp, member_id, read, result, budget, isolation == READ_COMMITTED, out)
+            budget -= sum(r.last_offset - r.first_offset + 1 for r in out.acquired)
+        return results
+
+    async def _readable(self, group_id: str, targets: Sequence[ShareTarget]
+                        ) -> tuple[dict[ShareTarget, ShareFetchResult], list[tuple[ShareTarget, SharePartition]]]:
+        """Each target's result so far (its error, or its leader), and the partitions worth reading."""
         results: dict[ShareTarget, ShareFetchResult] = {}
         readable: list[tuple[ShareTarget, SharePartition]] = []
         for target in targets:
@@ -222,21 +256,28 @@ class SharePartitionManager:
             results[target] = ShareFetchResult(leader_id=view.leader_id, leader_epoch=view.leader_epoch)
             if sp.can_acquire():
                 readable.append((target, sp))
-        if not readable:
-            return results
-        isolation = self._settings(group_id).isolation_level
-        reads = [ShareRead(t.topic, t.partition, sp.next_fetch_offset(), max_bytes) for t, sp in readable]
-        params = FetchParams(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
-                             max_bytes=max_bytes, isolation_level=isolation)
-        answered = self._replicas.fetch_messages(params, reads)
-        read_results = answered if isinstance(answered, list) else await answered
-        budget = max_records
-        for (target, sp), read, result in zip(readable, reads, read_results, strict=True):
-            # No await from here on: what was read is acquired against the state it was read for.
-            out = results[target]
-            self._acquire_read(sp, member_id, read, result, budget, isolation == READ_COMMITTED, out)
-            budget -= sum(r.last_offset - r.first_offset + 1 for r in out.acquired)
-        return results
+        return results, readable
+
+    async def _wait_for_change(self, group_id: str, targets: Sequence[ShareTarget], timeout_s: float) -> None:
+        woken = asyncio.Event()
+        keys = [(group_id, t.topic_id, t.partition) for t in targets]
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(woken)
+        try:
+            await asyncio.wait_for(woken.wait(), timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            for key in keys:
+                waiting = self._waiters.get(key)
+                if waiting is not None:
+                    waiting.discard(woken)
+                    if not waiting:
+                        del self._waiters[key]
+
+    def _wake(self, key: _Key) -> None:
+        for woken in self._waiters.pop(key, ()):
+            woken.set()
 
     def _acquire_read(self, sp: SharePartition, member_id: str, read: ShareRead, result: LogReadResult,
                       budget: int, read_committed: bool, out: ShareFetchResult) -> None:

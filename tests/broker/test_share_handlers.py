@@ -159,3 +159,14 @@ def test_off_unless_share_groups_are_enabled() -> None:
         assert (await h.call(share_fetch, fetch_request(0))).error_code == ErrorCode.UNSUPPORTED_VERSION
         assert (await h.call(share_acknowledge, ack_request(1, []))).error_code == ErrorCode.UNSUPPORTED_VERSION
     asyncio.run(scenario())
+
+
+def test_a_member_leaving_gives_back_its_records() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        h.replicas.append("t", 0, 3)
+        await h.call(share_fetch, fetch_request(0))
+        assert h.broker.share.member_left("g", "m1") == 3
+        assert h.broker.share.sessions.get("g", "m1") is None
+        assert acquired(only_partition(await h.call(share_fetch, fetch_request(0, member="m2")))) == [(0, 2, 2)]
+    asyncio.run(scenario())

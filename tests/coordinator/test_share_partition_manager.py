@@ -251,3 +251,22 @@ def test_max_records_is_shared_across_partitions() -> None:
         got = await fetch(manager, "m1", P0, P1, max_records=4)
         assert got == {P0: [AcquiredRecords(0, 3, 1)], P1: []}
     asyncio.run(scenario())
+
+
+def test_a_fetch_at_the_record_lock_limit_waits_for_records_to_be_freed() -> None:
+    async def scenario() -> None:
+        manager, _, replicas, _ = make(settings=earliest(max_record_locks=3))
+        replicas.append("t", 0, 3)
+        replicas.append("t", 0, 3)
+        await fetch(manager, "m1")  # 0-2: the partition is at its limit
+        waiting = asyncio.ensure_future(manager.fetch("g", "m2", [P0], max_wait_ms=5_000, min_bytes=1,
+                                                      max_bytes=1 << 20, max_records=10))
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        assert await ack(manager, "m1", 0, 2, ACCEPT) == ErrorCode.NO_ERROR
+        got = await asyncio.wait_for(waiting, 1)
+        assert got[P0].acquired == [AcquiredRecords(3, 5, 1)]
+        timed_out = await manager.fetch("g", "m3", [P0], max_wait_ms=20, min_bytes=1, max_bytes=1 << 20,
+                                        max_records=10)
+        assert timed_out[P0].acquired == [] and timed_out[P0].error_code == ErrorCode.NO_ERROR
+    asyncio.run(scenario())
