@@ -2,10 +2,11 @@
 
 Kafka's SharePartitionManager. One :class:`SharePartition` per (share group,
 topic partition) this broker leads, made on first use from the state the
-``Persister`` holds (or, when it holds none, at the start ``share.auto.offset.reset``
-picks). Records are read only through the replica manager's fetch (the same
-read, long poll and read_committed bound as Fetch), then acquired for the
-member. An acknowledgement is applied, written through ``Persister.write_state``
+``Persister`` holds; when it holds none, or no start offset (the group
+coordinator initializes a share partition's state without one), the start is
+the one ``share.auto.offset.reset`` picks. Records are read only through the
+replica manager's fetch (the same read, long poll and read_committed bound as
+Fetch), then acquired for the member. An acknowledgement is applied, written through ``Persister.write_state``
 and only then answered; a failed write rolls it back, so nothing answered is
 lost and nothing is ACKNOWLEDGED that no consumer acknowledged. Writes to one
 share partition go one at a time, so each carries exactly the acknowledgements
@@ -183,6 +184,10 @@ class SharePartitionManager:
             raise SharePartitionError(exc.error_code, exc.message) from exc
         if state is None:
             state = ShareGroupPartitionState(0, self._reset_offset(settings, view), epoch, ())
+        elif state.start_offset < 0:
+            # Initialized by the group coordinator without a start offset (-1): share.auto.offset.reset
+            # picks it, at the state epoch the initialization set.
+            state = ShareGroupPartitionState(state.state_epoch, self._reset_offset(settings, view), epoch, ())
         sp = SharePartition(group_id, target.topic_id, target.partition, self._scheduler, settings.partition, state)
         sp.leader_epoch = epoch
         key = (group_id, target.topic_id, target.partition)

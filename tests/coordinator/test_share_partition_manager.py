@@ -270,3 +270,29 @@ def test_a_fetch_at_the_record_lock_limit_waits_for_records_to_be_freed() -> Non
                                         max_records=10)
         assert timed_out[P0].acquired == [] and timed_out[P0].error_code == ErrorCode.NO_ERROR
     asyncio.run(scenario())
+
+
+def test_state_initialized_without_a_start_offset_starts_where_auto_offset_reset_says() -> None:
+    async def scenario() -> None:
+        persister = MemoryPersister()
+        await persister.initialize_state("g", TOPIC_ID, 0, 3, -1)
+        manager, _, replicas, _ = make(persister)
+        replicas.append("t", 0, 2)
+        assert (await fetch(manager, "m1"))[P0] == [AcquiredRecords(0, 1, 1)]
+        assert await ack(manager, "m1", 0, 1, ACCEPT) == ErrorCode.NO_ERROR
+        state = persister.states[("g", TOPIC_ID, 0)]
+        assert (state.state_epoch, state.start_offset) == (3, 2)  # written at the initialized state epoch
+    asyncio.run(scenario())
+
+
+def test_a_fenced_write_drops_the_share_partition_so_it_is_read_again() -> None:
+    async def scenario() -> None:
+        persister = MemoryPersister()
+        manager, _, replicas, _ = make(persister)
+        replicas.append("t", 0, 2)
+        await fetch(manager, "m1")
+        await persister.initialize_state("g", TOPIC_ID, 0, 5, 1)  # the group's state was reset meanwhile
+        assert await ack(manager, "m1", 0, 1, ACCEPT) == ErrorCode.FENCED_STATE_EPOCH
+        assert manager.cached("g", TOPIC_ID, 0) is None
+        assert (await fetch(manager, "m2"))[P0] == [AcquiredRecords(1, 1, 1)]
+    asyncio.run(scenario())
