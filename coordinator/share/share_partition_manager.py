@@ -166,7 +166,10 @@ class SharePartitionManager:
             self._loading[key] = loading
             try:
                 loading.set_result(await self._load(group_id, target, view))
-            except BaseException as exc:
+            except asyncio.CancelledError:
+                loading.cancel()
+                raise
+            except Exception as exc:
                 loading.set_exception(exc)
                 loading.exception()  # read: a failed load is reported to each waiter, not logged as lost
             finally:

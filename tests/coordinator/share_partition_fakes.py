@@ -24,14 +24,17 @@ _Key = tuple[str, uuid.UUID, int]
 
 
 class MemoryPersister:
-    """Keeps each share partition's state in a dict; ``fail_with`` makes the next writes fail, ``hold``
-    parks writes until ``release``; ``writes`` counts what was made durable."""
+    """Keeps each share partition's state in a dict; ``fail_with`` makes writes fail and
+    ``read_fails_with`` reads, ``hold`` parks writes until it is set; ``writes`` counts what was made
+    durable, ``reads`` the reads."""
 
     def __init__(self) -> None:
         self.states: dict[_Key, ShareGroupPartitionState] = {}
         self.fail_with: ErrorCode | None = None
         self.hold: asyncio.Event | None = None
         self.writes = 0
+        self.reads = 0
+        self.read_fails_with: ErrorCode | None = None
 
     async def initialize_state(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
                                start_offset: int) -> None:
@@ -39,6 +42,10 @@ class MemoryPersister:
 
     async def read_state(self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int
                          ) -> ShareGroupPartitionState | None:
+        self.reads += 1
+        await asyncio.sleep(0)  # a turn of the loop, as a call to a coordinator takes
+        if self.read_fails_with is not None:
+            raise PersisterError(self.read_fails_with, "read refused by the test")
         return self.states.get((group_id, topic_id, partition))
 
     async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int,

@@ -296,3 +296,20 @@ def test_a_fenced_write_drops_the_share_partition_so_it_is_read_again() -> None:
         assert manager.cached("g", TOPIC_ID, 0) is None
         assert (await fetch(manager, "m2"))[P0] == [AcquiredRecords(1, 1, 1)]
     asyncio.run(scenario())
+
+
+def test_concurrent_first_uses_read_the_state_once_and_share_a_failure() -> None:
+    async def scenario() -> None:
+        manager, persister, replicas, _ = make()
+        replicas.append("t", 0, 2)
+        first, second = await asyncio.gather(manager.share_partition("g", P0), manager.share_partition("g", P0))
+        assert first is second and persister.reads == 1
+        replicas.append("t", 1, 2)
+        persister.read_fails_with = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        got = await asyncio.gather(*(manager.fetch("g", m, [P1], max_wait_ms=0, min_bytes=1, max_bytes=1,
+                                                   max_records=1) for m in ("a", "b")))
+        assert [g[P1].error_code for g in got] == [ErrorCode.COORDINATOR_NOT_AVAILABLE] * 2
+        assert persister.reads == 2  # one read for both, and not cached: the next use reads again
+        persister.read_fails_with = None
+        assert (await fetch(manager, "a", P1))[P1] == [AcquiredRecords(0, 1, 1)]
+    asyncio.run(scenario())
