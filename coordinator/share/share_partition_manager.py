@@ -9,8 +9,8 @@ replica manager's fetch (the same read, long poll and read_committed bound as
 Fetch), then acquired for the member. An acknowledgement is applied, written through ``Persister.write_state``
 and only then answered; a failed write rolls it back, so nothing answered is
 lost and nothing is ACKNOWLEDGED that no consumer acknowledged. Writes to one
-share partition go one at a time, so each carries exactly the acknowledgements
-answered after it.
+share partition go one at a time; the acknowledgements applied while one is in
+flight share the next (group commit).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from coordinator.share.share_partition import (
     AcknowledgementBatch,
     AcquiredRecords,
     FetchedBatch,
+    PendingAcknowledgement,
     ShareAcknowledgeError,
     SharePartition,
     SharePartitionConfig,
@@ -136,6 +137,8 @@ class SharePartitionManager:
         self._partitions: dict[_Key, SharePartition] = {}
         self._loading: dict[_Key, asyncio.Future[SharePartition]] = {}
         self._write_locks: dict[_Key, asyncio.Lock] = {}
+        #: Acknowledgements applied in memory and waiting for the next write of their share partition.
+        self._queued: dict[_Key, list[tuple[PendingAcknowledgement, asyncio.Future[tuple[int, str | None]]]]] = {}
         #: Fetches waiting for a share partition to have something to acquire.
         self._waiters: dict[_Key, set[asyncio.Event]] = {}
 
@@ -330,24 +333,36 @@ class SharePartitionManager:
         key = (group_id, target.topic_id, target.partition)
         try:
             sp = await self.share_partition(group_id, target)
-        except SharePartitionError as exc:
+            pending = sp.acknowledge(member_id, batches)
+        except (SharePartitionError, ShareAcknowledgeError) as exc:
             return exc.error_code, exc.message
+        answer: asyncio.Future[tuple[int, str | None]] = asyncio.get_running_loop().create_future()
+        self._queued.setdefault(key, []).append((pending, answer))
         async with self._write_locks.setdefault(key, asyncio.Lock()):
-            if self._partitions.get(key) is not sp:
-                return ErrorCode.NOT_LEADER_OR_FOLLOWER, None  # replaced while this waited its turn
+            if not answer.done():
+                await self._write_queued(key, sp)
+        return answer.result()
+
+    async def _write_queued(self, key: _Key, sp: SharePartition) -> None:
+        """One write for every acknowledgement applied since the last one started (group commit): the
+        state written holds them all, so they are answered together, after it is durable."""
+        batch = self._queued.pop(key, [])
+        outcome: tuple[int, str | None] = (ErrorCode.NO_ERROR, None)
+        if self._partitions.get(key) is not sp:
+            outcome = (ErrorCode.NOT_LEADER_OR_FOLLOWER, None)  # replaced while these waited their turn
+        else:
             try:
-                pending = sp.acknowledge(member_id, batches)
-            except ShareAcknowledgeError as exc:
-                return exc.error_code, exc.message
-            try:
-                await self._persister.write_state(group_id, target.topic_id, target.partition, sp.persistent_state())
+                await self._persister.write_state(key[0], key[1], key[2], sp.persistent_state())
             except PersisterError as exc:
-                sp.rollback(pending)
+                outcome = (exc.error_code, exc.message)
                 if exc.error_code in _RELOAD_ON:
                     self._evict(key)
-                return exc.error_code, exc.message
-            sp.commit(pending)
-        return ErrorCode.NO_ERROR, None
+        for pending, answer in batch:
+            if outcome[0] == ErrorCode.NO_ERROR:
+                sp.commit(pending)
+            else:
+                sp.rollback(pending)
+            answer.set_result(outcome)
 
     def release(self, group_id: str, member_id: str, partitions: Sequence[tuple[uuid.UUID, int]]) -> int:
         """The member gives up what it holds in ``partitions`` (session closed, partitions forgotten):

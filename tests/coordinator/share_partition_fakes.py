@@ -34,6 +34,7 @@ class MemoryPersister:
         self.hold: asyncio.Event | None = None
         self.writes = 0
         self.reads = 0
+        self.write_attempts = 0
         self.read_fails_with: ErrorCode | None = None
 
     async def initialize_state(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
@@ -50,6 +51,7 @@ class MemoryPersister:
 
     async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
                           state: ShareGroupPartitionState) -> None:
+        self.write_attempts += 1
         if self.hold is not None:
             await self.hold.wait()
         if self.fail_with is not None:

@@ -313,3 +313,48 @@ def test_concurrent_first_uses_read_the_state_once_and_share_a_failure() -> None
         persister.read_fails_with = None
         assert (await fetch(manager, "a", P1))[P1] == [AcquiredRecords(0, 1, 1)]
     asyncio.run(scenario())
+
+
+def test_acknowledgements_made_during_a_write_share_the_next_one() -> None:
+    async def scenario() -> None:
+        manager, persister, replicas, _ = make()
+        for _ in range(3):
+            replicas.append("t", 0, 2)
+        for member in ("m1", "m2", "m3"):
+            await fetch(manager, member, max_records=2)  # m1: 0-1, m2: 2-3, m3: 4-5
+        persister.hold = asyncio.Event()
+        answers = [asyncio.ensure_future(ack(manager, m, 2 * i, 2 * i + 1, ACCEPT))
+                   for i, m in enumerate(("m1", "m2", "m3"))]
+        await asyncio.sleep(0.01)
+        assert not any(a.done() for a in answers)
+        persister.hold.set()
+        assert await asyncio.gather(*answers) == [ErrorCode.NO_ERROR] * 3
+        assert persister.writes == 2  # m1's, then one for m2's and m3's together
+        assert persister.states[("g", TOPIC_ID, 0)].start_offset == 6
+    asyncio.run(scenario())
+
+
+def test_a_failed_shared_write_answers_every_acknowledgement_in_it() -> None:
+    async def scenario() -> None:
+        manager, persister, replicas, _ = make()
+        for _ in range(3):
+            replicas.append("t", 0, 2)
+        for member in ("m1", "m2", "m3"):
+            await fetch(manager, member, max_records=2)
+        persister.hold = asyncio.Event()
+        first = asyncio.ensure_future(ack(manager, "m1", 0, 1, ACCEPT))  # its write is held
+        await asyncio.sleep(0.01)
+        later = [asyncio.ensure_future(ack(manager, "m2", 2, 3, ACCEPT)),
+                 asyncio.ensure_future(ack(manager, "m3", 4, 5, REJECT))]
+        await asyncio.sleep(0.01)
+        persister.fail_with = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        persister.hold.set()
+        assert await first == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        assert await asyncio.gather(*later) == [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS] * 2
+        assert persister.write_attempts == 2  # m1's, then one for m2's and m3's together
+        sp = manager.cached("g", TOPIC_ID, 0)
+        assert sp is not None and sp.start_offset == 0
+        assert [sp.record_state(o) for o in (0, 2, 4)] == [
+            (RecordState.ACQUIRED, 1, m) for m in ("m1", "m2", "m3")]
+        assert ("g", TOPIC_ID, 0) not in persister.states
+    asyncio.run(scenario())
