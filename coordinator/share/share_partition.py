@@ -165,6 +165,9 @@ class SharePartition:
         #: Told when records may have become acquirable (AVAILABLE again, or room below the lock limit),
         #: so a fetch waiting for this partition can try again.
         self.listener: Callable[[], None] | None = None
+        #: Told when the state changed with no acknowledgement to carry it to the persister (a lock
+        #: expired, a member's records were released), so the owner can write it.
+        self.on_unwritten_change: Callable[[], None] | None = None
         self._load(state.state_batches)
 
     def _load(self, batches: Sequence[PersisterStateBatch]) -> None:
@@ -308,6 +311,7 @@ class SharePartition:
         lock.held = 0
         self._advance_start()
         self._notify()
+        self._unwritten()
 
     def _make_available(self, record: InFlightRecord) -> None:
         record.lock = None
@@ -326,11 +330,16 @@ class SharePartition:
         self._advance_start()
         if released:
             self._notify()
+            self._unwritten()
         return released
 
     def _notify(self) -> None:
         if self.listener is not None:
             self.listener()
+
+    def _unwritten(self) -> None:
+        if self.on_unwritten_change is not None:
+            self.on_unwritten_change()
 
     def _unhold(self, record: InFlightRecord) -> None:
         lock = record.lock

@@ -139,6 +139,9 @@ class SharePartitionManager:
         self._write_locks: dict[_Key, asyncio.Lock] = {}
         #: Acknowledgements applied in memory and waiting for the next write of their share partition.
         self._queued: dict[_Key, list[tuple[PendingAcknowledgement, asyncio.Future[tuple[int, str | None]]]]] = {}
+        #: Writes of state changed by lock expiry or release (no acknowledgement to carry them), one per
+        #: share partition at a time; cancelled by ``close``.
+        self._flushes: dict[_Key, asyncio.Task[None]] = {}
         #: Fetches waiting for a share partition to have something to acquire.
         self._waiters: dict[_Key, set[asyncio.Event]] = {}
 
@@ -198,6 +201,7 @@ class SharePartitionManager:
         sp.leader_epoch = epoch
         key = (group_id, target.topic_id, target.partition)
         sp.listener = lambda: self._wake(key)
+        sp.on_unwritten_change = lambda: self._schedule_flush(key)
         if sp.start_offset < view.log_start_offset:
             sp.move_start_to(view.log_start_offset)
         return sp
@@ -216,9 +220,36 @@ class SharePartitionManager:
             sp.close()
 
     def close(self) -> None:
-        """The broker stops: every lock timer goes (the durable state is the persister's)."""
+        """The broker stops: every lock timer and pending flush goes (the durable state is the persister's)."""
         for key in list(self._partitions):
             self._evict(key)
+        for task in self._flushes.values():
+            task.cancel()
+        self._flushes.clear()
+
+    def _schedule_flush(self, key: _Key) -> None:
+        """Write the share partition's state soon (Kafka writes on lock expiry too): delivery counts and
+        records archived at the delivery limit survive a restart."""
+        if key in self._flushes:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a synchronous caller): the next acknowledgement's write carries the change
+        task = loop.create_task(self._flush(key))
+        self._flushes[key] = task
+        task.add_done_callback(lambda done: self._flushes.pop(key, None) if self._flushes.get(key) is done else None)
+
+    async def _flush(self, key: _Key) -> None:
+        await asyncio.sleep(0)  # let the changes of this turn of the loop join the write
+        sp = self._partitions.get(key)
+        if sp is None:
+            return
+        async with self._write_locks.setdefault(key, asyncio.Lock()):
+            outcome = await self._write_queued(key, sp)
+        if outcome[0] != ErrorCode.NO_ERROR:
+            log.info("[GroupId %s] Share partition %s-%d state not written (%s): the next write carries it",
+                     key[0], key[1], key[2], outcome[1] or outcome[0])
 
     # -- fetch ---------------------------------------------------------------------------------------------
     async def fetch(self, group_id: str, member_id: str, targets: Sequence[ShareTarget], *, max_wait_ms: int,
@@ -343,7 +374,7 @@ class SharePartitionManager:
                 await self._write_queued(key, sp)
         return answer.result()
 
-    async def _write_queued(self, key: _Key, sp: SharePartition) -> None:
+    async def _write_queued(self, key: _Key, sp: SharePartition) -> tuple[int, str | None]:
         """One write for every acknowledgement applied since the last one started (group commit): the
         state written holds them all, so they are answered together, after it is durable."""
         batch = self._queued.pop(key, [])
@@ -363,6 +394,7 @@ class SharePartitionManager:
             else:
                 sp.rollback(pending)
             answer.set_result(outcome)
+        return outcome
 
     def release(self, group_id: str, member_id: str, partitions: Sequence[tuple[uuid.UUID, int]]) -> int:
         """The member gives up what it holds in ``partitions`` (session closed, partitions forgotten):

@@ -358,3 +358,24 @@ def test_a_failed_shared_write_answers_every_acknowledgement_in_it() -> None:
             (RecordState.ACQUIRED, 1, m) for m in ("m1", "m2", "m3")]
         assert ("g", TOPIC_ID, 0) not in persister.states
     asyncio.run(scenario())
+
+
+def test_lock_expiry_is_written_so_delivery_counts_and_the_limit_survive_a_restart() -> None:
+    async def scenario() -> None:
+        manager, persister, replicas, clock = make(settings=earliest(delivery_count_limit=2))
+        replicas.append("t", 0, 2)
+        replicas.append("t", 0, 2)
+        await fetch(manager, "m1")  # 0-3, delivery 1
+        clock.advance(LOCK_MS)
+        await asyncio.sleep(0.01)
+        state = persister.states[("g", TOPIC_ID, 0)]
+        assert state.state_batches == (PersisterStateBatch(0, 3, RecordState.AVAILABLE, 1),)
+        assert (await fetch(manager, "m1", max_records=2))[P0] == [AcquiredRecords(0, 1, 2)]
+        clock.advance(LOCK_MS)  # the limit: 0-1 archived
+        await asyncio.sleep(0.01)
+        state = persister.states[("g", TOPIC_ID, 0)]
+        assert state.start_offset == 2
+        manager.close()
+        restarted, _, _, _ = make(persister, replicas, earliest(delivery_count_limit=2))
+        assert (await fetch(restarted, "m2"))[P0] == [AcquiredRecords(2, 3, 2)]
+    asyncio.run(scenario())
