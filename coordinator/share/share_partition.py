@@ -215,10 +215,12 @@ class SharePartition:
                 ) -> list[AcquiredRecords]:
         """Acquire for ``member_id`` what of ``batches`` (read from the log at :meth:`next_fetch_offset`) is
         AVAILABLE or new, whole batches at a time until ``max_records`` are acquired or the partition holds
-        ``max_record_locks`` in-flight records. ``aborted`` is given for read_committed reads: aborted data
-        and control batches are archived, never delivered. Offsets the read skipped (absent from the log)
+        ``max_record_locks`` in-flight records. Control batches are archived, never delivered; so are
+        aborted transactions' batches when ``aborted`` is given (read_committed reads). Offsets the read skipped (absent from the log)
         are archived. ``fetch_offset`` is where the read started, when the state may have moved since."""
-        skip = aborted_batch_flags(batches, aborted) if aborted is not None else [False] * len(batches)
+        # Control batches (transaction markers) hold nothing to deliver in either isolation level:
+        # archived at once, so a consumer that does not acknowledge them as gaps never waits on their locks.
+        skip = aborted_batch_flags(batches, aborted) if aborted is not None else [b.is_control for b in batches]
         lock = _AcquisitionLock(member_id)
         acquired: list[AcquiredRecords] = []
         count = 0

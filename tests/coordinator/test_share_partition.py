@@ -191,10 +191,15 @@ def test_read_committed_never_delivers_aborted_records_or_markers() -> None:
     assert sp.start_offset == 10 and sp.in_flight_count == 0
 
 
-def test_read_uncommitted_delivers_transactional_data() -> None:
+def test_read_uncommitted_delivers_transactional_data_but_never_markers() -> None:
     sp, _ = make()
-    batches = [FetchedBatch(0, 1, producer_id=7, is_transactional=True)]
-    assert sp.acquire("m1", batches, max_records=100) == [AcquiredRecords(0, 1, 1)]
+    batches = [FetchedBatch(0, 1, producer_id=7, is_transactional=True),
+               FetchedBatch(2, 2, producer_id=7, is_transactional=True, is_control=True),
+               FetchedBatch(3, 3)]
+    assert sp.acquire("m1", batches, max_records=100) == [AcquiredRecords(0, 1, 1), AcquiredRecords(3, 3, 1)]
+    # A consumer may still acknowledge the marker's offset as a gap.
+    settle(sp, "m1", ack(0, 3, ACCEPT, ACCEPT, GAP, ACCEPT))
+    assert sp.start_offset == 4
 
 
 def test_rollback_returns_records_to_their_holder_or_releases_them_after_expiry() -> None:
