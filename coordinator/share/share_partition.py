@@ -119,7 +119,8 @@ class PendingAcknowledgement:
     """An acknowledgement applied in memory but not yet persisted: what to restore if the write fails."""
 
     member_id: str
-    previous: list[tuple[int, InFlightRecord]] = field(default_factory=list)
+    #: (offset, state, delivery count, lock) of each record the acknowledgement changed, as they were.
+    previous: list[tuple[int, RecordState, int, _AcquisitionLock | None]] = field(default_factory=list)
 
 
 _DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
@@ -144,6 +145,16 @@ def aborted_batch_flags(batches: Sequence[FetchedBatch], aborted: Iterable[Abort
         else:
             flags.append(batch.is_transactional and batch.producer_id in aborting)
     return flags
+
+
+def _add_run(out: list[AcquiredRecords], first: int, last: int, delivery_count: int) -> None:
+    """Append first..last to the acquired runs, extending the last run when it continues it."""
+    if out:
+        run = out[-1]
+        if run.last_offset == first - 1 and run.delivery_count == delivery_count:
+            out[-1] = AcquiredRecords(run.first_offset, last, delivery_count)
+            return
+    out.append(AcquiredRecords(first, last, delivery_count))
 
 
 class SharePartition:
@@ -248,26 +259,25 @@ class SharePartition:
 
     def _acquire_range(self, first: int, last: int, lock: _AcquisitionLock, out: list[AcquiredRecords]) -> int:
         count = 0
-        for offset in range(first, last + 1):
-            record = self._records.get(offset)
-            if record is None:
-                if offset < self.end_offset:
-                    continue  # below the end but not in flight: done before
-                record = self._records[offset] = InFlightRecord(RecordState.AVAILABLE, 0)
-                self.end_offset = offset + 1
-            if record.state != RecordState.AVAILABLE:
-                continue
+        records = self._records
+        for offset in range(first, min(last + 1, self.end_offset)):
+            record = records.get(offset)
+            if record is None or record.state != RecordState.AVAILABLE:
+                continue  # done before (or absent from the log), or held or done now
             record.state = RecordState.ACQUIRED
             record.delivery_count += 1
             record.lock = lock
-            lock.held += 1
             count += 1
-            last_run = out[-1] if out else None
-            if (last_run is not None and last_run.last_offset == offset - 1
-                    and last_run.delivery_count == record.delivery_count):
-                out[-1] = AcquiredRecords(last_run.first_offset, offset, record.delivery_count)
-            else:
-                out.append(AcquiredRecords(offset, offset, record.delivery_count))
+            _add_run(out, offset, offset, record.delivery_count)
+        if last >= self.end_offset:
+            # Never in flight before: one pass, no per-record decisions (the common case).
+            new_first = max(first, self.end_offset)
+            for offset in range(new_first, last + 1):
+                records[offset] = InFlightRecord(RecordState.ACQUIRED, 1, lock)
+            count += last - new_first + 1
+            self.end_offset = last + 1
+            _add_run(out, new_first, last, 1)
+        lock.held += count
         return count
 
     def _archive_absent(self, first: int, end: int) -> None:
@@ -358,21 +368,27 @@ class SharePartition:
         nothing changes. The caller persists :meth:`persistent_state` and then calls :meth:`commit`, or
         :meth:`rollback` when the write failed."""
         changes = [change for batch in batches for change in self._validate(member_id, batch)]
-        if len({offset for offset, _ in changes}) != len(changes):
+        if len({change[0] for change in changes}) != len(changes):
             raise ShareAcknowledgeError(ErrorCode.INVALID_REQUEST, "acknowledgement batches overlap")
         pending = PendingAcknowledgement(member_id)
-        for offset, kind in changes:
-            record = self._records[offset]
+        previous = pending.previous
+        for offset, kind, record in changes:
             if record.state == RecordState.ARCHIVED:
                 continue  # a GAP over an offset already done
-            pending.previous.append((offset, InFlightRecord(record.state, record.delivery_count, record.lock)))
-            self._pending.add(offset)
-            if record.lock is not None:
-                record.lock.held -= 1
-            self._apply(record, kind)
+            lock = record.lock
+            previous.append((offset, record.state, record.delivery_count, lock))
+            if lock is not None:
+                lock.held -= 1
+            if kind == AcknowledgeType.ACCEPT:
+                record.state = RecordState.ACKNOWLEDGED
+                record.lock = None
+            else:
+                self._apply(record, kind)
+        self._pending.update(entry[0] for entry in previous)
         return pending
 
-    def _validate(self, member_id: str, batch: AcknowledgementBatch) -> list[tuple[int, AcknowledgeType]]:
+    def _validate(self, member_id: str, batch: AcknowledgementBatch
+                  ) -> list[tuple[int, AcknowledgeType, InFlightRecord]]:
         width = batch.last_offset - batch.first_offset + 1
         types = batch.acknowledge_types
         if width <= 0 or len(types) not in (1, width):
@@ -382,20 +398,24 @@ class SharePartition:
         except ValueError:
             raise ShareAcknowledgeError(ErrorCode.INVALID_REQUEST, f"unknown acknowledge type in {list(types)}"
                                         ) from None
-        out: list[tuple[int, AcknowledgeType]] = []
+        single = kinds[0] if len(kinds) == 1 else None
+        records, in_write = self._records, self._pending
+        out: list[tuple[int, AcknowledgeType, InFlightRecord]] = []
         for index, offset in enumerate(range(batch.first_offset, batch.last_offset + 1)):
-            kind = kinds[0] if len(kinds) == 1 else kinds[index]
-            record = self._records.get(offset)
-            held = (record is not None and record.state == RecordState.ACQUIRED and record.member_id == member_id
-                    and offset not in self._pending)
-            gap_done = kind == AcknowledgeType.GAP and (
-                (record is None and offset < self.end_offset)
-                or (record is not None and record.state == RecordState.ARCHIVED and offset not in self._pending))
-            if not (held or gap_done):
-                raise ShareAcknowledgeError(ErrorCode.INVALID_RECORD_STATE,
-                                            f"offset {offset} is not acquired by member {member_id}")
-            if record is not None:
-                out.append((offset, kind))
+            kind = kinds[index] if single is None else single
+            record = records.get(offset)
+            if record is not None and offset not in in_write:
+                lock = record.lock
+                if record.state == RecordState.ACQUIRED and lock is not None and lock.member_id == member_id:
+                    out.append((offset, kind, record))
+                    continue
+                if kind == AcknowledgeType.GAP and record.state == RecordState.ARCHIVED:
+                    out.append((offset, kind, record))
+                    continue
+            elif record is None and kind == AcknowledgeType.GAP and offset < self.end_offset:
+                continue  # done before, or absent from the log
+            raise ShareAcknowledgeError(ErrorCode.INVALID_RECORD_STATE,
+                                        f"offset {offset} is not acquired by member {member_id}")
         return out
 
     def _apply(self, record: InFlightRecord, kind: AcknowledgeType) -> None:
@@ -410,9 +430,8 @@ class SharePartition:
 
     def commit(self, pending: PendingAcknowledgement) -> None:
         """The acknowledgement is durable: finish it (timers of emptied locks cancelled, start offset moved)."""
-        for offset, previous in pending.previous:
-            self._pending.discard(offset)
-            lock = previous.lock
+        self._pending.difference_update(entry[0] for entry in pending.previous)
+        for lock in {entry[3] for entry in pending.previous}:
             if lock is not None and lock.held <= 0 and lock.timer is not None:
                 lock.timer.cancel()
                 lock.timer = None
@@ -422,13 +441,12 @@ class SharePartition:
     def rollback(self, pending: PendingAcknowledgement) -> None:
         """The write failed: the records go back to their holder, or, when the lock expired meanwhile,
         to AVAILABLE (or ARCHIVED at the limit) as the expiry would have left them."""
-        for offset, previous in pending.previous:
+        for offset, state, delivery_count, lock in pending.previous:
             self._pending.discard(offset)
             record = self._records[offset]
-            record.state = previous.state
-            record.delivery_count = previous.delivery_count
-            record.lock = previous.lock
-            lock = previous.lock
+            record.state = state
+            record.delivery_count = delivery_count
+            record.lock = lock
             if lock is None:
                 continue
             if lock.expired:
