@@ -227,8 +227,9 @@ class SharePartition:
         """Acquire for ``member_id`` what of ``batches`` (read from the log at :meth:`next_fetch_offset`) is
         AVAILABLE or new, whole batches at a time until ``max_records`` are acquired or the partition holds
         ``max_record_locks`` in-flight records. Control batches are archived, never delivered; so are
-        aborted transactions' batches when ``aborted`` is given (read_committed reads). Offsets the read skipped (absent from the log)
-        are archived. ``fetch_offset`` is where the read started, when the state may have moved since."""
+        aborted transactions' batches when ``aborted`` is given (read_committed reads). Offsets the read
+        skipped (absent from the log) are archived. ``fetch_offset`` is where the read started, when the
+        state may have moved since."""
         # Control batches (transaction markers) hold nothing to deliver in either isolation level:
         # archived at once, so a consumer that does not acknowledge them as gaps never waits on their locks.
         skip = aborted_batch_flags(batches, aborted) if aborted is not None else [b.is_control for b in batches]
@@ -364,9 +365,9 @@ class SharePartition:
     # -- acknowledgement --------------------------------------------------------------------------------
     def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch]) -> PendingAcknowledgement:
         """Apply ``member_id``'s acknowledgements in memory, all or nothing: every offset must be ACQUIRED
-        by that member (a GAP may also name an offset already done or absent from the log), else INVALID_RECORD_STATE and
-        nothing changes. The caller persists :meth:`persistent_state` and then calls :meth:`commit`, or
-        :meth:`rollback` when the write failed."""
+        by that member (a GAP may also name an offset already done or absent from the log), else
+        INVALID_RECORD_STATE and nothing changes. The caller persists :meth:`persistent_state` and then
+        calls :meth:`commit`, or :meth:`rollback` when the write failed."""
         changes = [change for batch in batches for change in self._validate(member_id, batch)]
         if len({change[0] for change in changes}) != len(changes):
             raise ShareAcknowledgeError(ErrorCode.INVALID_REQUEST, "acknowledgement batches overlap")
