@@ -23,6 +23,7 @@ from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.share_acknowledge import (
     LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionData,
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
@@ -31,6 +32,7 @@ from protocol.messages.share_acknowledge import (
 
 if TYPE_CHECKING:
     from broker.broker_services import BrokerServices
+    from broker.metadata_view import BrokerNode
     from broker.request_context import RequestContext
 
 API_KEY = 79
@@ -97,6 +99,18 @@ def leader_of(broker: BrokerServices, target: ShareTarget | None) -> LeaderIdAnd
     return LeaderIdAndEpoch(leader_id=partition.leader_id, leader_epoch=partition.leader_epoch)
 
 
+def current_leader(ctx: RequestContext, broker: BrokerServices, target: ShareTarget
+                   ) -> tuple[int, int, BrokerNode | None]:
+    """(leader id, leader epoch, its endpoint on the request's listener) as the cluster's metadata knows
+    them: what a partition answered NOT_LEADER_OR_FOLLOWER tells the client (KIP-951), so it moves on
+    without a metadata round trip."""
+    view = broker.cluster_view
+    for state in view.partition_states(target.topic):
+        if state.partition_index == target.partition:
+            return state.leader_id, state.leader_epoch, view.leader_node(state.leader_id, ctx.listener_name)
+    return -1, -1, None
+
+
 def _error(code: ErrorCode, message: str | None = None) -> ShareAcknowledgeResponse:
     return ShareAcknowledgeResponse(error_code=code, error_message=message)
 
@@ -122,9 +136,17 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: ShareAckn
     if session.is_final:
         share.manager.release(group_id, member_id, session.released)
     responses: dict[uuid.UUID, ShareAcknowledgeTopicResponse] = {}
+    endpoints: dict[int, NodeEndpoint] = {}
     for (topic_id, partition), (code, message) in outcomes.items():
+        target = targets.get((topic_id, partition))
+        leader = leader_of(broker, target)
+        if code == ErrorCode.NOT_LEADER_OR_FOLLOWER and target is not None:
+            leader_id, leader_epoch, node = current_leader(ctx, broker, target)
+            leader = LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)
+            if node is not None:
+                endpoints[node.node_id] = NodeEndpoint(node_id=node.node_id, host=node.host, port=node.port,
+                                                       rack=node.rack)
         topic = responses.setdefault(topic_id, ShareAcknowledgeTopicResponse(topic_id=topic_id, partitions=[]))
-        topic.partitions.append(PartitionData(
-            partition_index=partition, error_code=code, error_message=message,
-            current_leader=leader_of(broker, targets.get((topic_id, partition)))))
-    return ShareAcknowledgeResponse(responses=list(responses.values()))
+        topic.partitions.append(PartitionData(partition_index=partition, error_code=code, error_message=message,
+                                              current_leader=leader))
+    return ShareAcknowledgeResponse(responses=list(responses.values()), node_endpoints=list(endpoints.values()))

@@ -18,7 +18,14 @@ import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from broker.handlers.share_acknowledge import Outcome, TopicIdPartition, acknowledge, resolve, to_batches
+from broker.handlers.share_acknowledge import (
+    Outcome,
+    TopicIdPartition,
+    acknowledge,
+    current_leader,
+    resolve,
+    to_batches,
+)
 from broker.security.auth_helper import authorize_group
 from coordinator.share.share_partition_manager import ShareFetchResult, ShareTarget
 from coordinator.share.share_session_cache import ShareFetchContext, ShareSessionError
@@ -27,6 +34,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.share_fetch import (
     AcquiredRecords,
     LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionData,
     ShareFetchableTopicResponse,
     ShareFetchRequest,
@@ -99,7 +107,27 @@ async def _answer(ctx: RequestContext, broker: BrokerServices, share: ShareServi
             group_id, member_id, wanted, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
             max_bytes=request.max_bytes, max_records=request.max_records or DEFAULT_MAX_RECORDS)
     lock_ms = share.settings(group_id).partition.record_lock_duration_ms
-    return _response(lock_ms, refused, acks, fetched)
+    response = _response(lock_ms, refused, acks, fetched)
+    _point_to_leaders(ctx, broker, targets, response)
+    return response
+
+
+def _point_to_leaders(ctx: RequestContext, broker: BrokerServices, targets: dict[TopicIdPartition, ShareTarget],
+                      response: ShareFetchResponse) -> None:
+    """Partitions answered NOT_LEADER_OR_FOLLOWER name the leader the metadata knows, and its endpoint."""
+    endpoints: dict[int, NodeEndpoint] = {}
+    for topic in response.responses:
+        for data in topic.partitions:
+            moved = ErrorCode.NOT_LEADER_OR_FOLLOWER in (data.error_code, data.acknowledge_error_code)
+            target = targets.get((topic.topic_id, data.partition_index))
+            if not moved or target is None:
+                continue
+            leader_id, leader_epoch, node = current_leader(ctx, broker, target)
+            data.current_leader = LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)
+            if node is not None:
+                endpoints[node.node_id] = NodeEndpoint(node_id=node.node_id, host=node.host, port=node.port,
+                                                       rack=node.rack)
+    response.node_endpoints = list(endpoints.values())
 
 
 def _response(lock_ms: int, refused: dict[TopicIdPartition, Outcome], acks: dict[TopicIdPartition, Outcome],

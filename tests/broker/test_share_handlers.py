@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from broker.handlers import share_acknowledge, share_fetch
+from broker.metadata_view import BrokerNode
 from broker.share_services import ShareServices, share_group_settings
 from coordinator.common.scheduler import ManualScheduler
 from coordinator.share.persister import RecordState
@@ -37,10 +38,15 @@ class Harness:
         settings = share_group_settings({"share.auto.offset.reset": "earliest"})
         manager = SharePartitionManager(self.replicas, self.persister, ManualScheduler(), lambda group: settings)
         topic = SimpleNamespace(name="t", topic_id=TOPIC_ID)
+        # The cluster's metadata: broker 2 leads t-0 at epoch 7 (what a moved partition points to).
+        cluster_view = SimpleNamespace(
+            partition_states=lambda name: [SimpleNamespace(partition_index=0, leader_id=2, leader_epoch=7)],
+            leader_node=lambda leader_id, listener: BrokerNode(leader_id, "b2.example", 9093, None))
         self.broker: Any = SimpleNamespace(
             share=ShareServices(manager, lambda group: settings), authorizer=None, replica_manager=self.replicas,
-            metadata=SimpleNamespace(by_id=lambda topic_id: topic if topic_id == TOPIC_ID else None))
-        self.ctx: Any = SimpleNamespace(api_version=1)
+            metadata=SimpleNamespace(by_id=lambda topic_id: topic if topic_id == TOPIC_ID else None),
+            cluster_view=cluster_view)
+        self.ctx: Any = SimpleNamespace(api_version=1, listener_name="PLAINTEXT")
 
     async def call(self, module: Any, body: Any) -> Any:
         frame = join_chunks(encode_request(module.API_KEY, 1, 7, "test", body))[4:]
@@ -169,4 +175,21 @@ def test_a_member_leaving_gives_back_its_records() -> None:
         assert h.broker.share.member_left("g", "m1") == 3
         assert h.broker.share.sessions.get("g", "m1") is None
         assert acquired(only_partition(await h.call(share_fetch, fetch_request(0, member="m2")))) == [(0, 2, 2)]
+    asyncio.run(scenario())
+
+
+def test_a_moved_partition_names_its_leader_and_endpoint() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        h.replicas.append("t", 0, 3)
+        await h.call(share_fetch, fetch_request(0))
+        h.replicas.partitions[("t", 0)].is_leader = False
+        moved = await h.call(share_fetch, fetch_request(1, [(0, 2, ACCEPT)]))
+        data = only_partition(moved)
+        assert data.error_code == data.acknowledge_error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (data.current_leader.leader_id, data.current_leader.leader_epoch) == (2, 7)
+        assert [(n.node_id, n.host, n.port) for n in moved.node_endpoints] == [(2, "b2.example", 9093)]
+        answer = await h.call(share_acknowledge, ack_request(2, [(0, 2, ACCEPT)]))
+        assert only_partition(answer).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert [n.node_id for n in answer.node_endpoints] == [2]
     asyncio.run(scenario())
