@@ -34,6 +34,8 @@ class AcknowledgeType(enum.IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    #: Keeps the record ACQUIRED and restarts its lock (KIP-1222, ShareFetch/ShareAcknowledge v2).
+    RENEW = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,7 @@ class SharePartitionConfig:
     record_lock_duration_ms: int = 30_000  # share.record.lock.duration.ms
     delivery_count_limit: int = 5  # share.delivery.count.limit
     max_record_locks: int = 2000  # share.partition.max.record.locks
+    renew_acknowledge_enable: bool = True  # share.renew.acknowledge.enable
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,15 +95,23 @@ class ShareAcknowledgeError(Exception):
 
 
 class _AcquisitionLock:
-    """The lock of one acquisition: its timer and how many of its records are still held."""
+    """The lock of one acquisition: its timer, how many of its records are still held, and how many
+    were acknowledged by writes not yet durable (a failed one gives them back to this lock)."""
 
-    __slots__ = ("expired", "held", "member_id", "timer")
+    __slots__ = ("expired", "held", "in_write", "member_id", "timer")
 
     def __init__(self, member_id: str) -> None:
         self.member_id = member_id
         self.held = 0
+        self.in_write = 0
         self.expired = False
         self.timer: Timer | None = None
+
+    def cancel_if_empty(self) -> None:
+        """Nothing can come back to this lock any more: its timer goes."""
+        if self.held <= 0 and self.in_write <= 0 and self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
 
 @dataclass(slots=True)
@@ -121,6 +132,11 @@ class PendingAcknowledgement:
     member_id: str
     #: (offset, state, delivery count, lock) of each record the acknowledgement changed, as they were.
     previous: list[tuple[int, RecordState, int, _AcquisitionLock | None]] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """Whether the acknowledgement changed durable state (renewals and gaps over done records do not)."""
+        return bool(self.previous)
 
 
 _DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
@@ -223,13 +239,14 @@ class SharePartition:
     # -- acquisition ------------------------------------------------------------------------------------
     def acquire(self, member_id: str, batches: Sequence[FetchedBatch], max_records: int,
                 aborted: Sequence[AbortedTransaction] | None = None, fetch_offset: int | None = None,
-                ) -> list[AcquiredRecords]:
+                record_limit: bool = False) -> list[AcquiredRecords]:
         """Acquire for ``member_id`` what of ``batches`` (read from the log at :meth:`next_fetch_offset`) is
         AVAILABLE or new, whole batches at a time until ``max_records`` are acquired or the partition holds
         ``max_record_locks`` in-flight records. Control batches are archived, never delivered; so are
         aborted transactions' batches when ``aborted`` is given (read_committed reads). Offsets the read
         skipped (absent from the log) are archived. ``fetch_offset`` is where the read started, when the
-        state may have moved since."""
+        state may have moved since. ``record_limit`` (KIP-1206's record-limit acquire mode): never more
+        than ``max_records``, a batch split where the limit falls."""
         # Control batches (transaction markers) hold nothing to deliver in either isolation level:
         # archived at once, so a consumer that does not acknowledge them as gaps never waits on their locks.
         skip = aborted_batch_flags(batches, aborted) if aborted is not None else [b.is_control for b in batches]
@@ -248,7 +265,8 @@ class SharePartition:
             if skipped:
                 self._archive_range(first, batch.last_offset)
                 continue
-            count += self._acquire_range(first, batch.last_offset, lock, acquired)
+            budget = max_records - count if record_limit else batch.last_offset - first + 1
+            count += self._acquire_range(first, batch.last_offset, lock, acquired, budget)
         if lock.held:
             lock.timer = self._scheduler.schedule(self.config.record_lock_duration_ms,
                                                   lambda: self._lock_expired(lock))
@@ -258,10 +276,14 @@ class SharePartition:
     def _has_room(self) -> bool:
         return len(self._records) < self.config.max_record_locks
 
-    def _acquire_range(self, first: int, last: int, lock: _AcquisitionLock, out: list[AcquiredRecords]) -> int:
+    def _acquire_range(self, first: int, last: int, lock: _AcquisitionLock, out: list[AcquiredRecords],
+                       budget: int) -> int:
+        """Acquire what is AVAILABLE or new in first..last, at most ``budget`` records."""
         count = 0
         records = self._records
         for offset in range(first, min(last + 1, self.end_offset)):
+            if count >= budget:
+                break
             record = records.get(offset)
             if record is None or record.state != RecordState.AVAILABLE:
                 continue  # done before (or absent from the log), or held or done now
@@ -270,9 +292,10 @@ class SharePartition:
             record.lock = lock
             count += 1
             _add_run(out, offset, offset, record.delivery_count)
-        if last >= self.end_offset:
+        if last >= self.end_offset and count < budget:
             # Never in flight before: one pass, no per-record decisions (the common case).
             new_first = max(first, self.end_offset)
+            last = min(last, new_first + budget - count - 1)
             for offset in range(new_first, last + 1):
                 records[offset] = InFlightRecord(RecordState.ACQUIRED, 1, lock)
             count += last - new_first + 1
@@ -358,37 +381,57 @@ class SharePartition:
         lock = record.lock
         if lock is not None:
             lock.held -= 1
-            if lock.held <= 0 and lock.timer is not None:
-                lock.timer.cancel()
-                lock.timer = None
+            lock.cancel_if_empty()
 
     # -- acknowledgement --------------------------------------------------------------------------------
-    def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch]) -> PendingAcknowledgement:
+    def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch],
+                    allow_renew: bool = False) -> PendingAcknowledgement:
         """Apply ``member_id``'s acknowledgements in memory, all or nothing: every offset must be ACQUIRED
         by that member (a GAP may also name an offset already done or absent from the log), else
         INVALID_RECORD_STATE and nothing changes. The caller persists :meth:`persistent_state` and then
-        calls :meth:`commit`, or :meth:`rollback` when the write failed."""
-        changes = [change for batch in batches for change in self._validate(member_id, batch)]
+        calls :meth:`commit`, or :meth:`rollback` when the write failed (:attr:`PendingAcknowledgement.changed`
+        False: nothing to write). RENEW (``allow_renew``: version 2) restarts the records' lock at once."""
+        changes = [change for batch in batches for change in self._validate(member_id, batch, allow_renew)]
         if len({change[0] for change in changes}) != len(changes):
             raise ShareAcknowledgeError(ErrorCode.INVALID_REQUEST, "acknowledgement batches overlap")
         pending = PendingAcknowledgement(member_id)
         previous = pending.previous
+        renewed: list[InFlightRecord] = []
         for offset, kind, record in changes:
             if record.state == RecordState.ARCHIVED:
                 continue  # a GAP over an offset already done
+            if kind == AcknowledgeType.RENEW:
+                renewed.append(record)
+                continue
             lock = record.lock
             previous.append((offset, record.state, record.delivery_count, lock))
             if lock is not None:
                 lock.held -= 1
+                lock.in_write += 1
             if kind == AcknowledgeType.ACCEPT:
                 record.state = RecordState.ACKNOWLEDGED
                 record.lock = None
             else:
                 self._apply(record, kind)
         self._pending.update(entry[0] for entry in previous)
+        if renewed:
+            self._renew(member_id, renewed)
         return pending
 
-    def _validate(self, member_id: str, batch: AcknowledgementBatch
+    def _renew(self, member_id: str, records: list[InFlightRecord]) -> None:
+        """The records stay ACQUIRED by the member under a new lock of the full duration; their old lock's
+        timer finds them gone when it fires."""
+        lock = _AcquisitionLock(member_id)
+        for record in records:
+            old = record.lock
+            if old is not None:
+                old.held -= 1
+                old.cancel_if_empty()
+            record.lock = lock
+        lock.held = len(records)
+        lock.timer = self._scheduler.schedule(self.config.record_lock_duration_ms, lambda: self._lock_expired(lock))
+
+    def _validate(self, member_id: str, batch: AcknowledgementBatch, allow_renew: bool
                   ) -> list[tuple[int, AcknowledgeType, InFlightRecord]]:
         width = batch.last_offset - batch.first_offset + 1
         types = batch.acknowledge_types
@@ -399,6 +442,12 @@ class SharePartition:
         except ValueError:
             raise ShareAcknowledgeError(ErrorCode.INVALID_REQUEST, f"unknown acknowledge type in {list(types)}"
                                         ) from None
+        if AcknowledgeType.RENEW in kinds:
+            if not allow_renew:
+                raise ShareAcknowledgeError(ErrorCode.INVALID_REQUEST, "RENEW needs version 2")
+            if not self.config.renew_acknowledge_enable:
+                raise ShareAcknowledgeError(ErrorCode.INVALID_RECORD_STATE,
+                                            "renew acknowledgements are disabled for the share group")
         single = kinds[0] if len(kinds) == 1 else None
         records, in_write = self._records, self._pending
         out: list[tuple[int, AcknowledgeType, InFlightRecord]] = []
@@ -432,10 +481,12 @@ class SharePartition:
     def commit(self, pending: PendingAcknowledgement) -> None:
         """The acknowledgement is durable: finish it (timers of emptied locks cancelled, start offset moved)."""
         self._pending.difference_update(entry[0] for entry in pending.previous)
+        for entry in pending.previous:
+            if entry[3] is not None:
+                entry[3].in_write -= 1
         for lock in {entry[3] for entry in pending.previous}:
-            if lock is not None and lock.held <= 0 and lock.timer is not None:
-                lock.timer.cancel()
-                lock.timer = None
+            if lock is not None:
+                lock.cancel_if_empty()
         self._advance_start()
         self._notify()
 
@@ -450,6 +501,7 @@ class SharePartition:
             record.lock = lock
             if lock is None:
                 continue
+            lock.in_write -= 1
             if lock.expired:
                 self._make_available(record)
             else:

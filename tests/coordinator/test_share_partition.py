@@ -269,3 +269,58 @@ def test_close_cancels_the_lock_timers() -> None:
     sp.acquire("m1", log((0, 4)), max_records=100)
     sp.close()
     assert clock.pending == 0
+
+
+RENEW = 4
+
+
+def test_renew_restarts_the_lock_and_keeps_the_records_acquired() -> None:
+    sp, clock = make()
+    sp.acquire("m1", log((0, 4)), max_records=100)
+    clock.advance(20_000)
+    pending = sp.acknowledge("m1", [ack(0, 2, RENEW)], allow_renew=True)
+    assert not pending.changed  # nothing durable changed: no write needed
+    sp.commit(pending)
+    clock.advance(10_000)  # the first lock's time is up: 3-4 go, 0-2 stay
+    assert states(sp, 0, 4) == [(RecordState.ACQUIRED, 1, "m1")] * 3 + [(RecordState.AVAILABLE, 1, None)] * 2
+    clock.advance(LOCK_MS - 10_000)  # the renewed lock's time is up
+    assert states(sp, 0, 2) == [(RecordState.AVAILABLE, 1, None)] * 3
+
+
+def test_renew_needs_version_2_the_holder_and_the_group_config() -> None:
+    sp, _ = make()
+    sp.acquire("m1", log((0, 1)), max_records=100)
+    with pytest.raises(ShareAcknowledgeError) as err:
+        sp.acknowledge("m1", [ack(0, 1, RENEW)])
+    assert err.value.error_code == ErrorCode.INVALID_REQUEST
+    with pytest.raises(ShareAcknowledgeError) as err:
+        sp.acknowledge("m2", [ack(0, 1, RENEW)], allow_renew=True)
+    assert err.value.error_code == ErrorCode.INVALID_RECORD_STATE
+    off, _ = make(renew_acknowledge_enable=False)
+    off.acquire("m1", log((0, 1)), max_records=100)
+    with pytest.raises(ShareAcknowledgeError) as err:
+        off.acknowledge("m1", [ack(0, 1, RENEW)], allow_renew=True)
+    assert err.value.error_code == ErrorCode.INVALID_RECORD_STATE
+
+
+def test_record_limit_mode_splits_batches() -> None:
+    sp, _ = make()
+    assert sp.acquire("m1", log((0, 4), (5, 9)), max_records=3, record_limit=True) == [AcquiredRecords(0, 2, 1)]
+    assert sp.end_offset == 3 and sp.next_fetch_offset() == 3
+    # The next read starts in the middle of the batch 0-4.
+    assert sp.acquire("m2", log((0, 4), (5, 9)), max_records=4, record_limit=True) == [AcquiredRecords(3, 6, 1)]
+    settle(sp, "m1", ack(0, 2, RELEASE))
+    got = sp.acquire("m3", log((0, 4), (5, 9)), max_records=4, record_limit=True)
+    assert got == [AcquiredRecords(0, 2, 2), AcquiredRecords(7, 7, 1)]
+
+
+def test_a_failed_write_gives_records_back_to_a_lock_another_write_emptied() -> None:
+    sp, clock = make()
+    sp.acquire("m1", log((0, 9)), max_records=100)
+    first = sp.acknowledge("m1", [ack(0, 4, ACCEPT)])
+    second = sp.acknowledge("m1", [ack(5, 9, ACCEPT)])  # the lock holds nothing now
+    sp.commit(first)
+    sp.rollback(second)  # 5-9 are the member's again, under the same lock...
+    assert states(sp, 5, 5) == [(RecordState.ACQUIRED, 1, "m1")]
+    clock.advance(LOCK_MS)  # ...whose timer still runs
+    assert states(sp, 5, 9) == [(RecordState.AVAILABLE, 1, None)] * 5
