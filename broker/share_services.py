@@ -37,7 +37,8 @@ def share_group_settings(configs: Mapping[str, str]) -> ShareGroupSettings:
     partition = SharePartitionConfig(
         record_lock_duration_ms=number("share.record.lock.duration.ms", SHARE_RECORD_LOCK_DURATION_MS[0]),
         delivery_count_limit=number("share.delivery.count.limit", SHARE_DELIVERY_COUNT_LIMIT[0]),
-        max_record_locks=number("share.partition.max.record.locks", SHARE_PARTITION_MAX_RECORD_LOCKS[0]))
+        max_record_locks=number("share.partition.max.record.locks", SHARE_PARTITION_MAX_RECORD_LOCKS[0]),
+        renew_acknowledge_enable=configs.get("share.renew.acknowledge.enable", "true").lower() == "true")
     isolation = configs.get("share.isolation.level", "read_uncommitted")
     return ShareGroupSettings(partition, configs.get("share.auto.offset.reset", "latest"),
                               READ_COMMITTED if isolation == "read_committed" else READ_UNCOMMITTED)

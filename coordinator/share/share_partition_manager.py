@@ -253,11 +253,12 @@ class SharePartitionManager:
 
     # -- fetch ---------------------------------------------------------------------------------------------
     async def fetch(self, group_id: str, member_id: str, targets: Sequence[ShareTarget], *, max_wait_ms: int,
-                    min_bytes: int, max_bytes: int, max_records: int) -> dict[ShareTarget, ShareFetchResult]:
+                    min_bytes: int, max_bytes: int, max_records: int, record_limit: bool = False
+                    ) -> dict[ShareTarget, ShareFetchResult]:
         """Read what the member may acquire of each partition and acquire it (whole batches, up to
-        ``max_records`` across the partitions). A partition that cannot be read answers its error. When
-        no partition has anything to acquire (every one at its record lock limit), wait up to
-        ``max_wait_ms`` for one to free records."""
+        ``max_records`` across the partitions; with ``record_limit`` never more, batches split). A
+        partition that cannot be read answers its error. When no partition has anything to acquire (every
+        one at its record lock limit), wait up to ``max_wait_ms`` for one to free records."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
         while True:
@@ -279,7 +280,7 @@ class SharePartitionManager:
         for (target, sp), read, result in zip(readable, reads, read_results, strict=True):
             # No await from here on: what was read is acquired against the state it was read for.
             out = results[target]
-            self._acquire_read(sp, member_id, read, result, budget, isolation == READ_COMMITTED, out)
+            self._acquire_read(sp, member_id, read, result, (budget, record_limit), isolation == READ_COMMITTED, out)
             budget -= sum(r.last_offset - r.first_offset + 1 for r in out.acquired)
         return results
 
@@ -322,7 +323,9 @@ class SharePartitionManager:
             woken.set()
 
     def _acquire_read(self, sp: SharePartition, member_id: str, read: ShareRead, result: LogReadResult,
-                      budget: int, read_committed: bool, out: ShareFetchResult) -> None:
+                      limit: tuple[int, bool], read_committed: bool, out: ShareFetchResult) -> None:
+        """Acquire from what ``read`` found; ``limit``: (records left to acquire, whether strictly)."""
+        budget, record_limit = limit
         if result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and result.log_start_offset > read.fetch_offset:
             sp.move_start_to(result.log_start_offset)  # retention removed the head: the group reads on
             return
@@ -342,7 +345,8 @@ class SharePartitionManager:
         if read_committed:
             aborted = [AbortedTransaction(a.producer_id, a.first_offset)
                        for a in result.info.aborted_transactions or ()]
-        out.acquired = sp.acquire(member_id, batches, budget, aborted, fetch_offset=read.fetch_offset)
+        out.acquired = sp.acquire(member_id, batches, budget, aborted, fetch_offset=read.fetch_offset,
+                                  record_limit=record_limit)
         if out.acquired:
             last = out.acquired[-1].last_offset
             # Send the batches up to the last one acquired from: the member keeps only acquired records.
@@ -352,21 +356,26 @@ class SharePartitionManager:
 
     # -- acknowledge and release ------------------------------------------------------------------------------
     async def acknowledge(self, group_id: str, member_id: str,
-                          acks: Sequence[tuple[ShareTarget, Sequence[AcknowledgementBatch]]]
-                          ) -> dict[ShareTarget, tuple[int, str | None]]:
+                          acks: Sequence[tuple[ShareTarget, Sequence[AcknowledgementBatch]]],
+                          allow_renew: bool = False) -> dict[ShareTarget, tuple[int, str | None]]:
         """Apply and persist each partition's acknowledgements; (error code, message) per partition,
-        answered only once its write is durable (or failed and was rolled back)."""
-        outcomes = await asyncio.gather(*(self._acknowledge_one(group_id, member_id, t, b) for t, b in acks))
+        answered only once its write is durable (or failed and was rolled back). ``allow_renew``: the
+        request's version knows RENEW."""
+        outcomes = await asyncio.gather(*(self._acknowledge_one(group_id, member_id, t, b, allow_renew)
+                                          for t, b in acks))
         return {target: outcome for (target, _), outcome in zip(acks, outcomes, strict=True)}
 
     async def _acknowledge_one(self, group_id: str, member_id: str, target: ShareTarget,
-                               batches: Sequence[AcknowledgementBatch]) -> tuple[int, str | None]:
+                               batches: Sequence[AcknowledgementBatch], allow_renew: bool) -> tuple[int, str | None]:
         key = (group_id, target.topic_id, target.partition)
         try:
             sp = await self.share_partition(group_id, target)
-            pending = sp.acknowledge(member_id, batches)
+            pending = sp.acknowledge(member_id, batches, allow_renew)
         except (SharePartitionError, ShareAcknowledgeError) as exc:
             return exc.error_code, exc.message
+        if not pending.changed:  # renewals, gaps over done records: nothing durable to write
+            sp.commit(pending)
+            return ErrorCode.NO_ERROR, None
         answer: asyncio.Future[tuple[int, str | None]] = asyncio.get_running_loop().create_future()
         self._queued.setdefault(key, []).append((pending, answer))
         async with self._write_locks.setdefault(key, asyncio.Lock()):
