@@ -6,7 +6,8 @@ Served only when ``group.coordinator.rebalance.protocols`` lists ``share``
 acknowledgements, giving back what the member still holds). Each partition's
 acknowledgements are durable (written through the Persister) before the
 answer. READ on the group and on each topic is needed, as in Kafka. Version 2
-(Renew acknowledgements, KIP-1222) is not served.
+adds RENEW acknowledgements (KIP-1222: the records stay acquired under a new
+lock) and the lock duration in the answer.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 API_KEY = 79
 MIN_VERSION = 1
-MAX_VERSION = 1
+MAX_VERSION = 2
 REBALANCE_PROTOCOL = "share"
 
 TopicIdPartition = tuple[uuid.UUID, int]
@@ -84,11 +85,12 @@ def resolve(ctx: RequestContext, broker: BrokerServices, wanted: Sequence[tuple[
 
 async def acknowledge(manager: SharePartitionManager, group_id: str, member_id: str,
                       targets: dict[TopicIdPartition, ShareTarget],
-                      batches: dict[TopicIdPartition, list[AcknowledgementBatch]]) -> dict[TopicIdPartition, Outcome]:
+                      batches: dict[TopicIdPartition, list[AcknowledgementBatch]],
+                      allow_renew: bool) -> dict[TopicIdPartition, Outcome]:
     acks: Acknowledgements = [(targets[key], batches[key]) for key in batches if key in targets]
     if not acks:
         return {}
-    done = await manager.acknowledge(group_id, member_id, acks)
+    done = await manager.acknowledge(group_id, member_id, acks, allow_renew)
     return {(target.topic_id, target.partition): outcome for target, outcome in done.items()}
 
 
@@ -132,7 +134,8 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: ShareAckn
     batches = {(t.topic_id, p.partition_index): to_batches(p.acknowledgement_batches)
                for t in request.topics for p in t.partitions}
     targets, refused = resolve(ctx, broker, list(batches))
-    outcomes = {**refused, **await acknowledge(share.manager, group_id, member_id, targets, batches)}
+    allow_renew = ctx.api_version >= 2
+    outcomes = {**refused, **await acknowledge(share.manager, group_id, member_id, targets, batches, allow_renew)}
     if session.is_final:
         share.manager.release(group_id, member_id, session.released)
     responses: dict[uuid.UUID, ShareAcknowledgeTopicResponse] = {}
@@ -149,4 +152,6 @@ async def handle(ctx: RequestContext, broker: BrokerServices, request: ShareAckn
         topic = responses.setdefault(topic_id, ShareAcknowledgeTopicResponse(topic_id=topic_id, partitions=[]))
         topic.partitions.append(PartitionData(partition_index=partition, error_code=code, error_message=message,
                                               current_leader=leader))
-    return ShareAcknowledgeResponse(responses=list(responses.values()), node_endpoints=list(endpoints.values()))
+    lock_ms = share.settings(group_id).partition.record_lock_duration_ms
+    return ShareAcknowledgeResponse(acquisition_lock_timeout_ms=lock_ms, responses=list(responses.values()),
+                                    node_endpoints=list(endpoints.values()))

@@ -8,8 +8,10 @@ applied and made durable first, so what they release can be acquired again in
 the same answer; then the session's partitions are read and what the member
 acquires comes back as AcquiredRecords beside the batches that hold them. On
 epoch -1 nothing is fetched and what the member still holds is given back.
-READ on the group and on each topic is needed, as in Kafka. Version 2 (acquire
-modes and Renew, KIP-1206/KIP-1222) is not served.
+READ on the group and on each topic is needed, as in Kafka. Version 2 adds the
+acquire mode (KIP-1206: record-limit never acquires more than MaxRecords) and
+RENEW acknowledgements (KIP-1222): a request with IsRenewAck only acknowledges
+(its fetch limits must be 0) and fetches nothing.
 """
 
 from __future__ import annotations
@@ -48,23 +50,30 @@ if TYPE_CHECKING:
 
 API_KEY = 78
 MIN_VERSION = 1
-MAX_VERSION = 1
+MAX_VERSION = 2
 REBALANCE_PROTOCOL = "share"
 
 #: MaxRecords when a request leaves it 0 (the Java consumer's max.poll.records default).
 DEFAULT_MAX_RECORDS = 500
+#: ShareAcquireMode values (KIP-1206).
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1
 
 
 def _error(code: ErrorCode, message: str | None = None) -> ShareFetchResponse:
     return ShareFetchResponse(error_code=code, error_message=message)
 
 
-def _refusal(request: ShareFetchRequest) -> ShareFetchResponse | None:
+def _refusal(request: ShareFetchRequest, version: int) -> ShareFetchResponse | None:
     if not request.group_id or not request.member_id:
         return _error(ErrorCode.INVALID_REQUEST, "a share fetch names its group and member")
     carries_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if request.share_session_epoch == 0 and carries_acks:
         return _error(ErrorCode.INVALID_REQUEST, "acknowledgements cannot open a share session")
+    if version >= 2 and request.share_acquire_mode not in (BATCH_OPTIMIZED, RECORD_LIMIT):
+        return _error(ErrorCode.INVALID_REQUEST, f"unknown share acquire mode {request.share_acquire_mode}")
+    limits = (request.max_bytes, request.min_bytes, request.max_records, request.max_wait_ms)
+    if version >= 2 and request.is_renew_ack and any(limits):
+        return _error(ErrorCode.INVALID_REQUEST, "a renew acknowledgement fetches nothing: its limits must be 0")
     return None
 
 
@@ -73,7 +82,7 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ShareFetchReque
     share = broker.share
     if share is None:
         return _error(ErrorCode.UNSUPPORTED_VERSION, "share groups are not enabled")
-    refusal = _refusal(request)
+    refusal = _refusal(request, ctx.api_version)
     if refusal is not None:
         return refusal
     group_id = request.group_id or ""
@@ -97,15 +106,17 @@ async def _answer(ctx: RequestContext, broker: BrokerServices, share: ShareServi
     batches = {(t.topic_id, p.partition_index): to_batches(p.acknowledgement_batches)
                for t in request.topics for p in t.partitions if p.acknowledgement_batches}
     targets, refused = resolve(ctx, broker, sorted({*session.partitions, *batches}, key=str))
-    acks = await acknowledge(share.manager, group_id, member_id, targets, batches)
+    version = ctx.api_version
+    acks = await acknowledge(share.manager, group_id, member_id, targets, batches, allow_renew=version >= 2)
     fetched: dict[ShareTarget, ShareFetchResult] = {}
     if session.is_final:
         share.manager.release(group_id, member_id, session.released)
-    else:
+    elif not (version >= 2 and request.is_renew_ack):
         wanted = [targets[key] for key in session.partitions if key in targets]
         fetched = await share.manager.fetch(
             group_id, member_id, wanted, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
-            max_bytes=request.max_bytes, max_records=request.max_records or DEFAULT_MAX_RECORDS)
+            max_bytes=request.max_bytes, max_records=request.max_records or DEFAULT_MAX_RECORDS,
+            record_limit=version >= 2 and request.share_acquire_mode == RECORD_LIMIT)
     lock_ms = share.settings(group_id).partition.record_lock_duration_ms
     response = _response(lock_ms, refused, acks, fetched)
     _point_to_leaders(ctx, broker, targets, response)

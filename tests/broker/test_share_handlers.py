@@ -48,14 +48,15 @@ class Harness:
             cluster_view=cluster_view)
         self.ctx: Any = SimpleNamespace(api_version=1, listener_name="PLAINTEXT")
 
-    async def call(self, module: Any, body: Any) -> Any:
-        frame = join_chunks(encode_request(module.API_KEY, 1, 7, "test", body))[4:]
+    async def call(self, module: Any, body: Any, version: int = 1) -> Any:
+        frame = join_chunks(encode_request(module.API_KEY, version, 7, "test", body))[4:]
         decoded = decode_request(frame).body
+        self.ctx.api_version = version
         answer = module.handle(self.ctx, self.broker, decoded)
         if inspect.isawaitable(answer):
             answer = await answer
-        out = join_chunks(encode_response(module.API_KEY, 1, 7, answer))[4:]
-        return decode_response(module.API_KEY, 1, out)[1]
+        out = join_chunks(encode_response(module.API_KEY, version, 7, answer))[4:]
+        return decode_response(module.API_KEY, version, out)[1]
 
 
 def fetch_request(epoch: int, acks: list[tuple[int, int, int]] | None = None, member: str = "m1",
@@ -192,4 +193,58 @@ def test_a_moved_partition_names_its_leader_and_endpoint() -> None:
         answer = await h.call(share_acknowledge, ack_request(2, [(0, 2, ACCEPT)]))
         assert only_partition(answer).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
         assert [n.node_id for n in answer.node_endpoints] == [2]
+    asyncio.run(scenario())
+
+
+RENEW = 4
+
+
+def test_v2_renew_keeps_the_records_and_a_renew_fetch_fetches_nothing() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        h.replicas.append("t", 0, 3)
+        assert acquired(only_partition(await h.call(share_fetch, fetch_request(0), 2))) == [(0, 2, 1)]
+        renewed = await h.call(share_acknowledge, ack_request(1, [(0, 1, RENEW)]), 2)
+        assert only_partition(renewed).error_code == ErrorCode.NO_ERROR
+        assert renewed.acquisition_lock_timeout_ms == 30_000
+        sp = h.broker.share.manager.cached("g", TOPIC_ID, 0)
+        assert sp.record_state(0) == (RecordState.ACQUIRED, 1, "m1")
+        assert h.persister.writes == 0  # a renewal changes nothing durable
+        h.replicas.append("t", 0, 3)
+        request = fetch_request(2, [(2, 2, RENEW)])
+        request.is_renew_ack = True
+        request.max_wait_ms = request.min_bytes = request.max_bytes = request.max_records = 0
+        answer = only_partition(await h.call(share_fetch, request, 2))
+        assert answer.acknowledge_error_code == ErrorCode.NO_ERROR and acquired(answer) == []
+        assert sp.record_state(3) is None  # nothing was fetched
+    asyncio.run(scenario())
+
+
+def test_v2_refusals() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        h.replicas.append("t", 0, 3)
+        await h.call(share_fetch, fetch_request(0), 2)
+        renew_with_limits = fetch_request(1, [(0, 0, RENEW)])
+        renew_with_limits.is_renew_ack = True
+        assert (await h.call(share_fetch, renew_with_limits, 2)).error_code == ErrorCode.INVALID_REQUEST
+        odd_mode = fetch_request(1)
+        odd_mode.share_acquire_mode = 7
+        assert (await h.call(share_fetch, odd_mode, 2)).error_code == ErrorCode.INVALID_REQUEST
+        # RENEW is no acknowledge type of version 1.
+        v1 = await h.call(share_acknowledge, ack_request(1, [(0, 0, RENEW)]))
+        assert only_partition(v1).error_code == ErrorCode.INVALID_REQUEST
+    asyncio.run(scenario())
+
+
+def test_v2_record_limit_mode_acquires_no_more_than_max_records() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        h.replicas.append("t", 0, 5)
+        request = fetch_request(0)
+        request.max_records, request.share_acquire_mode = 2, 1
+        assert acquired(only_partition(await h.call(share_fetch, request, 2))) == [(0, 1, 1)]
+        batch_optimized = fetch_request(0, member="m2")
+        batch_optimized.max_records = 1
+        assert acquired(only_partition(await h.call(share_fetch, batch_optimized, 2))) == [(2, 4, 1)]
     asyncio.run(scenario())
