@@ -1,5 +1,5 @@
 """A history checker over random runs of the share-partition manager (in-memory Persister and log, fake clock):
-members fetch and acknowledge, locks time out, writes fail, the broker restarts from the persisted state.
+members fetch, acknowledge and renew locks, locks time out, writes fail, the broker restarts from the persisted state.
 From the members' log of acquisitions and answered acknowledgements: no record is acknowledged twice, none
 acknowledged is acquired again (restarts included), a record is never acquired while another member's lock on
 it holds, delivery counts grow with each delivery (a restart may lose counts not yet written: at-least-once),
@@ -25,13 +25,13 @@ TOPIC_ID = uuid.UUID(int=9)
 P0 = ShareTarget(TOPIC_ID, "t", 0)
 LOCK_MS = 1_000
 LIMIT = 4
-ACCEPT, RELEASE, REJECT = 1, 2, 3
+ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
 MEMBERS = ("a", "b", "c")
 
 operation = st.one_of(
     st.tuples(st.just("append"), st.integers(1, 4)),
     st.tuples(st.just("fetch"), st.sampled_from(MEMBERS), st.integers(1, 6)),
-    st.tuples(st.just("ack"), st.sampled_from(MEMBERS), st.sampled_from([ACCEPT, ACCEPT, RELEASE, REJECT]),
+    st.tuples(st.just("ack"), st.sampled_from(MEMBERS), st.sampled_from([ACCEPT, ACCEPT, RELEASE, REJECT, RENEW]),
               st.integers(-3, 3)),
     st.tuples(st.just("advance"), st.sampled_from([100, 400, 600, LOCK_MS])),
     st.tuples(st.just("fetch"), st.sampled_from(MEMBERS), st.integers(1, 6)),
@@ -71,6 +71,10 @@ class History:
 
     def acknowledged(self, offsets: list[int], kind: int) -> None:
         for offset in offsets:
+            if kind == RENEW:  # still the member's, for a whole lock duration from now
+                member, _, generation = self.held[offset]
+                self.held[offset] = (member, self.now + LOCK_MS, generation)
+                continue
             self.held.pop(offset, None)
             if kind == ACCEPT:
                 assert offset not in self.accepted and offset not in self.rejected, f"{offset} acknowledged twice"
@@ -110,7 +114,7 @@ class Run:
         self.persister.fail_with = ErrorCode.COORDINATOR_NOT_AVAILABLE if self.fail_next else None
         self.fail_next = False
         batches = [AcknowledgementBatch(o, o, (kind,)) for o in mine]
-        code, _ = (await self.manager.acknowledge("g", member, [(P0, batches)]))[P0]
+        code, _ = (await self.manager.acknowledge("g", member, [(P0, batches)], allow_renew=True))[P0]
         self.persister.fail_with = None
         if code == ErrorCode.NO_ERROR:
             self.history.acknowledged(mine, kind)
@@ -159,6 +163,9 @@ class Run:
 # acknowledgements out of order (done records above the start offset), then a restart;
 @example([("append", 3), ("fetch", "a", 4), ("ack", "a", ACCEPT, -2), ("restart",), ("fetch", "b", 9),
           ("ack", "b", RELEASE, 3), ("fetch", "c", 9)])
+# a renewed lock outliving the acquisition's;
+@example([("append", 2), ("fetch", "a", 3), ("advance", 600), ("ack", "a", RENEW, 3), ("advance", 600),
+          ("fetch", "b", 9), ("advance", 600), ("fetch", "c", 9)])
 # a failed write among mixed acknowledgements, then lock expiry.
 @example([("append", 3), ("fetch", "a", 2), ("fetch", "b", 2), ("fail_write",), ("ack", "a", ACCEPT, 2),
           ("ack", "b", REJECT, 1), ("advance", LOCK_MS), ("fetch", "c", 9), ("restart",), ("fetch", "a", 9)])
