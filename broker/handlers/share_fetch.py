@@ -101,17 +101,16 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ShareFetchReque
 async def _answer(ctx: RequestContext, broker: BrokerServices, share: ShareServices, request: ShareFetchRequest,
                   session: ShareFetchContext) -> ShareFetchResponse:
     group_id, member_id = request.group_id or "", request.member_id or ""
-    if session.released and not session.is_final:
-        share.manager.release(group_id, member_id, session.released)
     batches = {(t.topic_id, p.partition_index): to_batches(p.acknowledgement_batches)
                for t in request.topics for p in t.partitions if p.acknowledgement_batches}
     targets, refused = resolve(ctx, broker, sorted({*session.partitions, *batches}, key=str))
     version = ctx.api_version
     acks = await acknowledge(share.manager, group_id, member_id, targets, batches, allow_renew=version >= 2)
+    # What the member gave up (forgotten partitions, a closed or replaced session) goes back once its
+    # acknowledgements in this request are applied.
+    share.manager.release(group_id, member_id, session.released)
     fetched: dict[ShareTarget, ShareFetchResult] = {}
-    if session.is_final:
-        share.manager.release(group_id, member_id, session.released)
-    elif not (version >= 2 and request.is_renew_ack):
+    if not session.is_final and not (version >= 2 and request.is_renew_ack):
         wanted = [targets[key] for key in session.partitions if key in targets]
         fetched = await share.manager.fetch(
             group_id, member_id, wanted, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,

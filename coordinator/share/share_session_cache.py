@@ -81,11 +81,13 @@ class ShareSessionCache:
         if epoch == FINAL_EPOCH:
             del self._sessions[key]
             return ShareFetchContext((), tuple(session.partitions), is_final=True)
-        gone = [p for p in forgotten if p in session.partitions]
-        for p in gone:
-            del session.partitions[p]
+        # Added first, then forgotten (as Kafka updates a session): a request that acknowledges in a
+        # partition and forgets it leaves it out of the session.
         for p in added:
             session.partitions.setdefault(p, None)
+        gone = [p for p in dict.fromkeys(forgotten) if p in session.partitions]
+        for p in gone:
+            del session.partitions[p]
         session.epoch = next_epoch(epoch)
         return ShareFetchContext(tuple(session.partitions), tuple(gone), is_final=False)
 

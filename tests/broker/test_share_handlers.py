@@ -248,3 +248,19 @@ def test_v2_record_limit_mode_acquires_no_more_than_max_records() -> None:
         batch_optimized.max_records = 1
         assert acquired(only_partition(await h.call(share_fetch, batch_optimized, 2))) == [(2, 4, 1)]
     asyncio.run(scenario())
+
+
+def test_forgetting_a_partition_applies_its_acknowledgements_then_gives_back_the_rest() -> None:
+    async def scenario() -> None:
+        h = Harness()
+        h.replicas.append("t", 0, 4)
+        await h.call(share_fetch, fetch_request(0))
+        request = fetch_request(1, [(0, 1, ACCEPT)])
+        request.forgotten_topics_data = [fetch_wire.ForgottenTopic(topic_id=TOPIC_ID, partitions=[0])]
+        answer = only_partition(await h.call(share_fetch, request))
+        assert answer.acknowledge_error_code == ErrorCode.NO_ERROR and acquired(answer) == []
+        sp = h.broker.share.manager.cached("g", TOPIC_ID, 0)
+        assert sp.start_offset == 2 and sp.record_state(2) == (RecordState.AVAILABLE, 1, None)
+        session = h.broker.share.sessions.get("g", "m1")
+        assert session is not None and not session.partitions
+    asyncio.run(scenario())
