@@ -97,7 +97,7 @@ class ShareFetchResult:
 
     error_code: int = ErrorCode.NO_ERROR
     error_message: str | None = None
-    records: bytes = b""
+    records: bytes | memoryview = b""
     acquired: list[AcquiredRecords] = field(default_factory=list)
     leader_id: int = -1
     leader_epoch: int = -1
@@ -113,6 +113,17 @@ class ShareRead:
     max_bytes: int
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
+
+
+async def _read_bytes(result: LogReadResult) -> bytes:
+    """The bytes of the batches a read found (b"" when none, or when the file went away meanwhile)."""
+    info = result.info
+    if info is None or info.records is None:
+        return b""
+    try:
+        return await asyncio.to_thread(info.records.read_bytes)
+    except OSError:  # the segment was deleted (retention) since the read: nothing to acquire this time
+        return b""
 
 
 class SharePartitionError(Exception):
@@ -276,11 +287,15 @@ class SharePartitionManager:
                              min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=isolation)
         answered = self._replicas.fetch_messages(params, reads)
         read_results = answered if isinstance(answered, list) else await answered
+        # The batches are read from their files off the event loop, every partition's at once.
+        datas = await asyncio.gather(*(_read_bytes(result) for result in read_results))
         budget = max_records
-        for (target, sp), read, result in zip(readable, reads, read_results, strict=True):
-            # No await from here on: what was read is acquired against the state it was read for.
+        for (target, sp), read, result, data in zip(readable, reads, read_results, datas, strict=True):
+            # No await from here on: acquisitions are made in one step (``fetch_offset`` says where each
+            # read started, for records released or acquired by others since).
             out = results[target]
-            self._acquire_read(sp, member_id, read, result, (budget, record_limit), isolation == READ_COMMITTED, out)
+            self._acquire_read(sp, member_id, (read, result, data), (budget, record_limit),
+                               isolation == READ_COMMITTED, out)
             budget -= sum(r.last_offset - r.first_offset + 1 for r in out.acquired)
         return results
 
@@ -322,9 +337,11 @@ class SharePartitionManager:
         for woken in self._waiters.pop(key, ()):
             woken.set()
 
-    def _acquire_read(self, sp: SharePartition, member_id: str, read: ShareRead, result: LogReadResult,
+    def _acquire_read(self, sp: SharePartition, member_id: str, found: tuple[ShareRead, LogReadResult, bytes],
                       limit: tuple[int, bool], read_committed: bool, out: ShareFetchResult) -> None:
-        """Acquire from what ``read`` found; ``limit``: (records left to acquire, whether strictly)."""
+        """Acquire from what a read found (the read, its result, its batches' bytes); ``limit``: (records
+        left to acquire, whether strictly)."""
+        read, result, data = found
         budget, record_limit = limit
         if result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and result.log_start_offset > read.fetch_offset:
             sp.move_start_to(result.log_start_offset)  # retention removed the head: the group reads on
@@ -332,9 +349,8 @@ class SharePartitionManager:
         if result.error_code != ErrorCode.NO_ERROR or result.info is None:
             out.error_code = result.error_code
             return
-        if budget <= 0 or result.info.records is None:
+        if budget <= 0 or not data:
             return
-        data = result.info.records.read_bytes()
         batches: list[FetchedBatch] = []
         ends: list[int] = []
         for pos, header in iter_batch_headers(data):
@@ -352,7 +368,7 @@ class SharePartitionManager:
             # Send the batches up to the last one acquired from: the member keeps only acquired records.
             upto = next((end for batch, end in zip(batches, ends, strict=True) if batch.last_offset >= last),
                         len(data))
-            out.records = data[:upto]
+            out.records = memoryview(data)[:upto]
 
     # -- acknowledge and release ------------------------------------------------------------------------------
     async def acknowledge(self, group_id: str, member_id: str,
