@@ -134,6 +134,22 @@ class SharePartitionError(Exception):
 
 
 _Key = tuple[str, uuid.UUID, int]
+
+#: A persister's error as a share consumer is told it (Kafka's SharePartition maps them so): the share
+#: coordinator being away is one retriable error, a newer leader epoch means this broker no longer leads.
+_CLIENT_ERRORS = {
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+}
+
+
+def client_error(persister_code: int) -> int:
+    try:
+        code = ErrorCode(persister_code)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    return _CLIENT_ERRORS.get(code, code)
 #: Persister errors after which the cached share partition is stale and is read again on next use.
 _RELOAD_ON = (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH)
 
@@ -201,7 +217,7 @@ class SharePartitionManager:
         try:
             state = await self._persister.read_state(group_id, target.topic_id, target.partition, epoch)
         except PersisterError as exc:
-            raise SharePartitionError(exc.error_code, exc.message) from exc
+            raise SharePartitionError(client_error(exc.error_code), exc.message) from exc
         if state is None:
             state = ShareGroupPartitionState(0, self._reset_offset(settings, view), epoch, ())
         elif state.start_offset < 0:
@@ -410,7 +426,7 @@ class SharePartitionManager:
             try:
                 await self._persister.write_state(key[0], key[1], key[2], sp.persistent_state())
             except PersisterError as exc:
-                outcome = (exc.error_code, exc.message)
+                outcome = (client_error(exc.error_code), exc.message)
                 if exc.error_code in _RELOAD_ON:
                     self._evict(key)
         for pending, answer in batch:

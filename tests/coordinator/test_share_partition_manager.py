@@ -347,10 +347,10 @@ def test_a_failed_shared_write_answers_every_acknowledgement_in_it() -> None:
         later = [asyncio.ensure_future(ack(manager, "m2", 2, 3, ACCEPT)),
                  asyncio.ensure_future(ack(manager, "m3", 4, 5, REJECT))]
         await asyncio.sleep(0.01)
-        persister.fail_with = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        persister.fail_with = ErrorCode.COORDINATOR_NOT_AVAILABLE
         persister.hold.set()
-        assert await first == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        assert await asyncio.gather(*later) == [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS] * 2
+        assert await first == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert await asyncio.gather(*later) == [ErrorCode.COORDINATOR_NOT_AVAILABLE] * 2
         assert persister.write_attempts == 2  # m1's, then one for m2's and m3's together
         sp = manager.cached("g", TOPIC_ID, 0)
         assert sp is not None and sp.start_offset == 0
@@ -378,4 +378,21 @@ def test_lock_expiry_is_written_so_delivery_counts_and_the_limit_survive_a_resta
         manager.close()
         restarted, _, _, _ = make(persister, replicas, earliest(delivery_count_limit=2))
         assert (await fetch(restarted, "m2"))[P0] == [AcquiredRecords(2, 3, 2)]
+    asyncio.run(scenario())
+
+
+def test_persister_errors_reach_consumers_as_kafka_maps_them() -> None:
+    async def scenario() -> None:
+        manager, persister, replicas, _ = make()
+        replicas.append("t", 0, 2)
+        persister.read_fails_with = ErrorCode.FENCED_LEADER_EPOCH
+        got = await manager.fetch("g", "m1", [P0], max_wait_ms=0, min_bytes=1, max_bytes=1, max_records=1)
+        assert got[P0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        persister.read_fails_with = None
+        await fetch(manager, "m1")
+        persister.fail_with = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        assert await ack(manager, "m1", 0, 1, ACCEPT) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        persister.fail_with = ErrorCode.FENCED_LEADER_EPOCH  # a newer leader wrote: this one is stale
+        assert await ack(manager, "m1", 0, 1, ACCEPT) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert manager.cached("g", TOPIC_ID, 0) is None
     asyncio.run(scenario())
