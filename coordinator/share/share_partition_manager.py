@@ -150,6 +150,8 @@ def client_error(persister_code: int) -> int:
     except ValueError:
         return ErrorCode.UNKNOWN_SERVER_ERROR
     return _CLIENT_ERRORS.get(code, code)
+
+
 #: Persister errors after which the cached share partition is stale and is read again on next use.
 _RELOAD_ON = (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH)
 
