@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from protocol.errors import ErrorCode
 from protocol.record_batch import iter_batch_headers
 from replication.fetch_params import FetchParams
 from replication.partition import LogReadResult
+from replication.replica_manager_lookups import ListOffsetsResult
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,10 @@ class ShareReplicaReader(Protocol):
 
     def fetch_messages(self, params: FetchParams, partitions: Sequence[ShareRead]
                        ) -> list[LogReadResult] | Awaitable[list[LogReadResult]]: ...
+
+    def fetch_offset_for_timestamp(self, tp: tuple[str, int], timestamp: int, isolation_level: int | None,
+                                   current_leader_epoch: int, fetch_only_from_leader: bool = True
+                                   ) -> ListOffsetsResult: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +130,18 @@ async def _read_bytes(result: LogReadResult) -> bytes:
         return await asyncio.to_thread(info.records.read_bytes)
     except OSError:  # the segment was deleted (retention) since the read: nothing to acquire this time
         return b""
+
+
+_ISO_DURATION = re.compile(r"p(?:(\d+)d)?(?:t(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?)?")
+
+
+def _duration_ms(text: str) -> int | None:
+    """An ISO-8601 duration of days, hours, minutes and seconds (as Java's Duration.parse takes them) in ms."""
+    match = _ISO_DURATION.fullmatch(text.lower())
+    if match is None:
+        return None
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
 
 
 class SharePartitionError(Exception):
@@ -221,11 +239,12 @@ class SharePartitionManager:
         except PersisterError as exc:
             raise SharePartitionError(client_error(exc.error_code), exc.message) from exc
         if state is None:
-            state = ShareGroupPartitionState(0, self._reset_offset(settings, view), epoch, ())
+            state = ShareGroupPartitionState(0, self._reset_offset(settings, view, target), epoch, ())
         elif state.start_offset < 0:
             # Initialized by the group coordinator without a start offset (-1): share.auto.offset.reset
             # picks it, at the state epoch the initialization set.
-            state = ShareGroupPartitionState(state.state_epoch, self._reset_offset(settings, view), epoch, ())
+            state = ShareGroupPartitionState(state.state_epoch, self._reset_offset(settings, view, target), epoch,
+                                             ())
         sp = SharePartition(group_id, target.topic_id, target.partition, self._scheduler, settings.partition, state)
         sp.leader_epoch = epoch
         key = (group_id, target.topic_id, target.partition)
@@ -235,13 +254,20 @@ class SharePartitionManager:
             sp.move_start_to(view.log_start_offset)
         return sp
 
-    @staticmethod
-    def _reset_offset(settings: ShareGroupSettings, view: LeaderView) -> int:
-        if settings.auto_offset_reset == "earliest":
+    def _reset_offset(self, settings: ShareGroupSettings, view: LeaderView, target: ShareTarget) -> int:
+        """Where share.auto.offset.reset starts a share partition: earliest, latest, or by_duration:<ISO-8601
+        duration> (the first record at most that old; the latest when there is none)."""
+        latest = view.last_stable_offset if settings.isolation_level == READ_COMMITTED else view.high_watermark
+        reset = settings.auto_offset_reset.lower()
+        if reset == "earliest":
             return view.log_start_offset
-        if settings.isolation_level == READ_COMMITTED:
-            return view.last_stable_offset
-        return view.high_watermark
+        duration_ms = _duration_ms(reset.removeprefix("by_duration:")) if reset.startswith("by_duration:") else None
+        if duration_ms is None:
+            return latest
+        found = self._replicas.fetch_offset_for_timestamp((target.topic, target.partition),
+                                                          self._scheduler.now_ms() - duration_ms,
+                                                          settings.isolation_level, -1)
+        return found.offset if found.error_code == ErrorCode.NO_ERROR and found.offset >= 0 else latest
 
     def _evict(self, key: _Key) -> None:
         sp = self._partitions.pop(key, None)

@@ -17,6 +17,7 @@ from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
 from replication.fetch_params import FetchParams
 from replication.partition import LogReadResult
+from replication.replica_manager_lookups import ListOffsetsResult
 from storage.log_segment import FetchDataInfo, LogOffsetMetadata
 from storage.transaction_index import AbortedTxn
 
@@ -116,12 +117,15 @@ class FakeReplicaManager:
     partitions: dict[tuple[str, int], FakePartition] = field(default_factory=dict)
     aborted: dict[tuple[str, int], list[AbortedTxn]] = field(default_factory=dict)
     reads: list[tuple[str, int, int]] = field(default_factory=list)
+    #: (base offset, timestamp) of each batch, per partition
+    timestamps: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
 
     def append(self, topic: str, partition: int, count: int, *, producer_id: int = -1,
-               transactional: bool = False, control: bool = False) -> tuple[int, int]:
+               transactional: bool = False, control: bool = False, timestamp: int = 1000) -> tuple[int, int]:
         log = self.logs.setdefault((topic, partition), [])
         base = log[-1][1] + 1 if log else 0
-        records = [Record(base + i, 1000, None, b"v%d" % (base + i)) for i in range(count)]
+        self.timestamps.setdefault((topic, partition), []).append((base, timestamp))
+        records = [Record(base + i, timestamp, None, b"v%d" % (base + i)) for i in range(count)]
         data = bytes(build_batch(records, base_offset=base, producer_id=producer_id,
                                  producer_epoch=0 if producer_id >= 0 else -1,
                                  base_sequence=0 if producer_id >= 0 else -1,
@@ -130,6 +134,14 @@ class FakeReplicaManager:
         view = self.partitions.setdefault((topic, partition), FakePartition())
         view.high_watermark = view.last_stable_offset = base + count
         return base, base + count - 1
+
+    def fetch_offset_for_timestamp(self, tp: tuple[str, int], timestamp: int, isolation_level: int | None,
+                                   current_leader_epoch: int, fetch_only_from_leader: bool = True
+                                   ) -> ListOffsetsResult:
+        for base, at in self.timestamps.get(tp, []):
+            if at >= timestamp:
+                return ListOffsetsResult(ErrorCode.NO_ERROR, at, base)
+        return ListOffsetsResult(ErrorCode.OFFSET_NOT_AVAILABLE)
 
     def get_partition(self, topic: str, partition_index: int) -> FakePartition | None:
         return self.partitions.get((topic, partition_index))

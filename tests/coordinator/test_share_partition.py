@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -25,9 +27,9 @@ ACCEPT, RELEASE, REJECT, GAP = 1, 2, 3, 0
 
 
 def make(start: int = 0, batches: tuple[PersisterStateBatch, ...] = (), clock: ManualScheduler | None = None,
-         **config: int) -> tuple[SharePartition, ManualScheduler]:
+         **config: Any) -> tuple[SharePartition, ManualScheduler]:
     clock = clock or ManualScheduler()
-    cfg = SharePartitionConfig(**{"record_lock_duration_ms": LOCK_MS, **config})
+    cfg = replace(SharePartitionConfig(record_lock_duration_ms=LOCK_MS), **config)
     state = ShareGroupPartitionState(state_epoch=0, start_offset=start, leader_epoch=0, state_batches=batches)
     return SharePartition("g", TOPIC, 0, clock, cfg, state), clock
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
+from typing import Any
 
 from coordinator.common.scheduler import ManualScheduler
 from coordinator.share.persister import PersisterStateBatch, RecordState, ShareGroupPartitionState
@@ -26,8 +28,8 @@ ACCEPT, RELEASE, REJECT = 1, 2, 3
 LOCK_MS = 30_000
 
 
-def earliest(isolation: int = 0, **config: int) -> ShareGroupSettings:
-    cfg = SharePartitionConfig(**{"record_lock_duration_ms": LOCK_MS, **config})
+def earliest(isolation: int = 0, **config: Any) -> ShareGroupSettings:
+    cfg = replace(SharePartitionConfig(record_lock_duration_ms=LOCK_MS), **config)
     return ShareGroupSettings(cfg, "earliest", isolation)
 
 
@@ -395,4 +397,17 @@ def test_persister_errors_reach_consumers_as_kafka_maps_them() -> None:
         persister.fail_with = ErrorCode.FENCED_LEADER_EPOCH  # a newer leader wrote: this one is stale
         assert await ack(manager, "m1", 0, 1, ACCEPT) == ErrorCode.NOT_LEADER_OR_FOLLOWER
         assert manager.cached("g", TOPIC_ID, 0) is None
+    asyncio.run(scenario())
+
+
+def test_auto_offset_reset_by_duration_starts_at_the_first_record_that_recent() -> None:
+    async def scenario() -> None:
+        clock_now = ManualScheduler().now_ms()
+        for reset, expected in (("by_duration:PT1H", 3), ("by_duration:P1DT2H", 0), ("by_duration:PT1S", 6)):
+            settings = ShareGroupSettings(SharePartitionConfig(), reset)
+            manager, _, replicas, _ = make(settings=settings)
+            replicas.append("t", 0, 3, timestamp=clock_now - 2 * 3_600_000)  # 0-2: two hours old
+            replicas.append("t", 0, 3, timestamp=clock_now - 60_000)  # 3-5: a minute old
+            sp = await manager.share_partition("g", P0)
+            assert sp.start_offset == expected, reset
     asyncio.run(scenario())
