@@ -22,6 +22,7 @@ from broker.quota.client_quota_admin import ClientQuotaAdmin
 from broker.quota.client_quotas import ClientQuotas
 from broker.security.acl_authorizer import AclAuthorizer
 from broker.security.scram_credentials_manager import ScramCredentialsManager
+from broker.share_services import ShareServices
 from broker.topic_admin import TopicAdmin
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.share.share_coordinator import ShareCoordinator
@@ -72,6 +73,9 @@ class BrokerServices:
     #: The share coordinator (share partitions' state in __share_group_state). None in harnesses that test
     #: handlers alone.
     share_coordinator: ShareCoordinator | None = None
+    #: Share groups' partitions and sessions (ShareFetch, ShareAcknowledge); None unless
+    #: group.coordinator.rebalance.protocols lists share.
+    share: ShareServices | None = None
 
     @property
     def config(self) -> BrokerConfig:

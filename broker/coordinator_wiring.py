@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, LocalAddPartitionsToTxnManager
 from broker.cluster.coordinator_cluster import CoordinatorCluster
@@ -21,6 +21,7 @@ from broker.config.share_group_config import share_assignor_names
 from broker.membership import CoordinatorPlacement
 from broker.metadata_view import TopicRegistry
 from broker.share_persister import BrokerSharePersister
+from broker.share_services import ShareServices, build_share_services
 from broker.topic_admin import TopicAdmin
 from coordinator.common.coordinator_log import ReplicaCoordinatorLog
 from coordinator.common.internal_topics import (
@@ -36,6 +37,7 @@ from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_membership import GroupConfig
 from coordinator.group.group_metadata_manager import GroupMetadataManager
 from coordinator.group.share_group_requests import ShareGroupConfig
+from coordinator.share.persister import Persister
 from coordinator.share.share_coordinator import ShareCoordinator, ShareCoordinatorConfig
 from coordinator.transaction.transaction_coordinator import (
     ProducerIdGenerator,
@@ -290,3 +292,22 @@ def build_share_persister(config: BrokerConfig, broker_id: int, coordinator: Sha
         config.inter_broker_listener if cluster is None else cluster.inter_broker_listener,
         ssl_context=None if cluster is None else cluster.inter_broker_ssl_context,
         sasl=None if cluster is None else cluster.inter_broker_sasl)
+
+
+def build_share_services_if_served(config: BrokerConfig, replica_manager: ReplicaManager, persister: Persister,
+                                   scheduler: AsyncioScheduler, group_configs: Callable[[str], Mapping[str, str]]
+                                   ) -> ShareServices | None:
+    """The share partitions and sessions (ShareFetch, ShareAcknowledge) when ``group.coordinator.rebalance.protocols``
+    lists ``share``; None otherwise (their handlers then answer UNSUPPORTED_VERSION)."""
+    if "share" not in config.group_coordinator_rebalance_protocols:
+        return None
+    return build_share_services(replica_manager, persister, scheduler, share_group_configs(config, group_configs))
+
+
+def share_group_configs(config: BrokerConfig, overrides: Callable[[str], Mapping[str, str]]
+                        ) -> Callable[[str], Mapping[str, str]]:
+    """A group's ``share.*`` configs: its overrides over the broker's ``group.share.*`` values."""
+    defaults = {"share.record.lock.duration.ms": str(config.group_share_record_lock_duration_ms),
+                "share.delivery.count.limit": str(config.group_share_delivery_count_limit),
+                "share.partition.max.record.locks": str(config.group_share_partition_max_record_locks)}
+    return lambda group_id: {**defaults, **overrides(group_id)}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -29,6 +30,7 @@ from broker.coordinator_wiring import (
     build_group_coordinator,
     build_share_coordinator,
     build_share_persister,
+    build_share_services_if_served,
     build_transaction_coordinator,
     build_transaction_state_manager,
     build_transaction_verifier,
@@ -51,6 +53,7 @@ from broker.security.channel_builders import listener_security
 from broker.security.credential_cache import CredentialCache
 from broker.security.scram_credentials_manager import ScramCredentialsManager
 from coordinator.common.internal_topics import SHARE_GROUP_STATE_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+from coordinator.common.scheduler import AsyncioScheduler
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
 from replication.replication_quota_manager import (
@@ -102,6 +105,12 @@ class KafkaServer:
                                                      self.membership.coordinator_cluster())
         # Share partitions' state is initialized (and deleted) by the group coordinator through it.
         self.group_coordinator.share_groups.persister = self.share_persister
+        self.share_scheduler = AsyncioScheduler()
+        share = build_share_services_if_served(config, self.replica_manager, self.share_persister,
+                                               self.share_scheduler, self.group_config_admin.current)
+        if share is not None:
+            self.group_coordinator.share_groups.on_member_left = share.member_left
+            self.services = dataclasses.replace(self.services, share=share)
         # The socket server is one of the services and KafkaApis needs them all: routed once both exist.
         self.socket_server.dispatch = KafkaApis(self.services).dispatch
         self._tasks: list[asyncio.Task[None]] = []
@@ -268,6 +277,9 @@ class KafkaServer:
         # Cancels its timers and marker writes, then the state manager's loads and expiry timer.
         await self.transaction_coordinator.shutdown()
         await self.transaction_verifier.shutdown()  # its connections to other brokers' coordinators
+        if self.services.share is not None:
+            self.services.share.close()  # its partitions' lock timers and loads
+        self.share_scheduler.shutdown()
         await self.share_persister.shutdown()  # likewise
         await self.share_coordinator.shutdown()  # cancels its loads
         # Parked long polls (and acks=all produces) are answered now with what they

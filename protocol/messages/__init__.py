@@ -78,6 +78,8 @@ API_INDEX: dict[int, tuple[str, str]] = {
     75: ('describe_topic_partitions', 'DescribeTopicPartitions'),
     76: ('share_group_heartbeat', 'ShareGroupHeartbeat'),
     77: ('share_group_describe', 'ShareGroupDescribe'),
+    78: ('share_fetch', 'ShareFetch'),
+    79: ('share_acknowledge', 'ShareAcknowledge'),
     80: ('add_raft_voter', 'AddRaftVoter'),
     81: ('remove_raft_voter', 'RemoveRaftVoter'),
     83: ('initialize_share_group_state', 'InitializeShareGroupState'),
