@@ -109,7 +109,6 @@ class KafkaServer:
         share = build_share_services_if_served(config, self.replica_manager, self.share_persister,
                                                self.share_scheduler, self.group_config_admin.current)
         if share is not None:
-            self.group_coordinator.share_groups.on_member_left = share.member_left
             self.services = dataclasses.replace(self.services, share=share)
         # The socket server is one of the services and KafkaApis needs them all: routed once both exist.
         self.socket_server.dispatch = KafkaApis(self.services).dispatch

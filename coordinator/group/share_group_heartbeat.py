@@ -125,9 +125,6 @@ class ShareGroupHeartbeat:
         self.records = ConsumerGroupLog(manager)
         self.groups: dict[str, ShareGroup] = {}
         self.persister: ShareStatePersister | None = None
-        #: Told (group id, member id) when a member leaves or is fenced, so that the share partitions this
-        #: broker leads give its acquired records back at once rather than at their lock's expiry.
-        self.on_member_left: Callable[[str, str], object] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- the request ------------------------------------------------------------------
@@ -374,8 +371,6 @@ class ShareGroupHeartbeat:
         change = ShareGroupChange(group, [member_id])
         if group.members.pop(member_id, None) is None:
             return []
-        if self.on_member_left is not None:
-            self.on_member_left(group.group_id, member_id)
         group.target.pop(member_id, None)
         group.subscription_metadata = self._subscription_metadata(group.subscribed_topic_names())
         self._bump(group)
