@@ -10,7 +10,9 @@ one topic with a few records per partition. Each round, for each mode in turn (A
 * **cold**: ``--members`` consumers (one thread each, one process) subscribe to the topic in a new
   group at once; the clock stops when the members' own assignment callbacks show every partition
   owned by exactly one member and every member holding its fair share (n // members or one more).
-* **join**: once that holds, one more member subscribes; the round reports when its first partitions
+* **join**: two to seven seconds after that holds (a random delay, ``--seed``: members that formed
+  together heartbeat in step, and a join at a fixed delay would always meet the same point of their
+  cycle), one more member subscribes; the round reports when its first partitions
   arrived and when the group of ``members + 1`` was complete and balanced again, both from its
   ``subscribe``. A producer writes about ``--rate`` records a second spread over the partitions
   all along, so each member's consumption is observable: the longest gap between two records any of
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import threading
@@ -63,6 +66,8 @@ JOIN_TIMEOUT_S = 180.0
 #: How long after the group is balanced again consumption is still watched for a pause.
 SETTLE_S = 1.0
 BASELINE_S = 2.0
+#: The join comes at a random point this long after the baseline (the longest heartbeat interval used).
+JOIN_JITTER_S = 5.0
 POLL_S = 0.05
 #: A prime: coprime with any partition count it does not divide (checked in main).
 STRIDE = 37
@@ -198,7 +203,8 @@ def close_all(members: Sequence[Member]) -> None:
         member.thread.join(60)
 
 
-def run_round(broker: BenchBroker, args: argparse.Namespace, mode: str, settings: dict[str, str]) -> Round:
+def run_round(broker: BenchBroker, args: argparse.Namespace, mode: str, settings: dict[str, str],
+              rng: random.Random) -> Round:
     result = Round(mode)
     group = f"formation-{mode}-{uuid.uuid4().hex[:8]}"
     members: list[Member] = []
@@ -209,7 +215,9 @@ def run_round(broker: BenchBroker, args: argparse.Namespace, mode: str, settings
                            for i in range(args.members))
             stable = wait_for(lambda: balanced(members, args.partitions), COLD_TIMEOUT_S, f"{mode} cold start")
         result.cold_s, result.broker_cpu_cold_s = stable - started, cold_meter.cpu_s
-        time.sleep(BASELINE_S)
+        # members that formed together heartbeat in step: a join at a fixed delay after forming would
+        # always land at the same point of their heartbeat cycle
+        time.sleep(BASELINE_S + rng.uniform(0.0, JOIN_JITTER_S))
         joined = time.monotonic()
         result.baseline_gap_s = max(longest_gap(m.consumed_at, joined - BASELINE_S, joined) for m in members)
         with ResourceMeter(broker) as join_meter:
@@ -285,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES))
     parser.add_argument("--heartbeat-interval-ms", type=int, default=None)
     parser.add_argument("--topic", default="formation")
+    parser.add_argument("--seed", type=int, default=33, help="of the random delay before each join")
     args = parser.parse_args(argv)
     if args.partitions % STRIDE == 0:
         parser.error(f"--partitions must not be a multiple of {STRIDE}")
@@ -293,6 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown modes {unknown}; known: {sorted(MODES)}")
     rounds: list[Round] = []
+    rng = random.Random(args.seed)
     with start_pafka(overrides=broker_overrides(args.heartbeat_interval_ms)) as broker:
         try:
             fill(broker, args)
@@ -300,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 for index in range(args.rounds):
                     for mode in modes:
-                        result = run_round(broker, args, mode, mode_settings(mode, args.heartbeat_interval_ms))
+                        result = run_round(broker, args, mode, mode_settings(mode, args.heartbeat_interval_ms), rng)
                         log(f"round {index + 1} {mode}: {asdict(result)}")
                         rounds.append(result)
             finally:

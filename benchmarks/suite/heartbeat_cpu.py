@@ -15,7 +15,8 @@ broker's CPU time is read from ``/proc`` around:
   the broker's cost per heartbeat with its event loop never idle;
 * **paced**: ``--rate`` heartbeats a second, one at a time, for ``--paced-s`` seconds (200 a second
   is 1,000 members at Kafka's 5 s interval), less the broker's idle CPU over as long (measured just
-  before): the cost as a real group spreads it.
+  before): the cost as a real group spreads it; then the same for ApiVersions v0, the cheapest request
+  there is, as the floor any request one at a time costs this broker (reading, framing, answering).
 
 Scenarios: ``lone`` (one broker, members without racks), ``lone-racks`` (one broker, members with
 racks ``a``/``b``/``c``: with one broker no partition is closer to a member than another, so racks
@@ -33,7 +34,7 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,7 +43,7 @@ if not __package__:  # run as a file: imports start at the repository root, not 
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from benchmarks.suite.bench_brokers import bench_tree, proc_cpu_seconds, remove_data, start_pafka
-from benchmarks.suite.scale_wire import WireClient
+from benchmarks.suite.scale_wire import WireClient, api_versions_v0_frame
 from client import KafkaClient
 from client.groups import find_coordinator
 from protocol.api import decode_response, encode_request
@@ -64,6 +65,7 @@ IN_FLIGHT = 16
 MAX_RECONCILE_ROUNDS = 60
 TOPIC = "heartbeats"
 IDLE_S = 5.0
+API_VERSIONS_V0 = api_versions_v0_frame("heartbeat-bench")
 
 
 def log(message: str) -> None:
@@ -81,6 +83,7 @@ class Figures:
     blast_per_s: float = 0.0
     paced_heartbeats: int = 0
     paced_us: float = 0.0
+    paced_api_versions_us: float = 0.0
     idle_cpu_per_s: float = 0.0
 
 
@@ -169,14 +172,21 @@ class Generator:
                     raise RuntimeError("a steady heartbeat brought an assignment")
         return rounds * len(frames)
 
-    def paced(self, seconds: float, rate: int) -> int:
-        frames = self.steady_frames()
+    def paced(self, seconds: float, rate: int, frames: Sequence[bytes] | None = None) -> int:
+        """``rate`` requests a second, one at a time, for ``seconds``: the members' steady heartbeats, or
+        ``frames`` (whose answers are read, not checked)."""
+        steady = frames is None
+        sending = self.steady_frames() if frames is None else frames
         started = time.monotonic()
         sent = 0
         while (now := time.monotonic()) - started < seconds:
-            due = int((now - started) * rate)
-            if sent < due:
-                self._pipelined([frames[sent % len(frames)]])
+            if sent < int((now - started) * rate):
+                frame = sending[sent % len(sending)]
+                if steady:
+                    self._pipelined([frame])
+                else:
+                    self.client.send_raw(frame)
+                    self.client.receive_frame()
                 sent += 1
             else:
                 time.sleep(max(0.0, started + (sent + 1) / rate - time.monotonic()))
@@ -185,6 +195,14 @@ class Generator:
 
 def group_id(scenario: str) -> str:
     return f"hb-{scenario}-{uuid.uuid4().hex[:6]}"
+
+
+def timed_cpu(pid: int, idle_cpu_per_s: float, run: Callable[[], int]) -> tuple[int, float, float]:
+    """How many requests ``run`` sent, the broker's CPU µs per request (idle CPU subtracted), requests/s."""
+    cpu0, wall0 = proc_cpu_seconds(pid), time.monotonic()
+    count = run()
+    cpu, wall = proc_cpu_seconds(pid) - cpu0, time.monotonic() - wall0
+    return count, max(0.0, cpu - idle_cpu_per_s * wall) / count * 1e6, count / wall
 
 
 def measure(host: str, port: int, pid: int, scenario: str, group: str, args: argparse.Namespace) -> Figures:
@@ -197,19 +215,17 @@ def measure(host: str, port: int, pid: int, scenario: str, group: str, args: arg
         figures.reconcile_rounds = generator.reconcile()
         log(f"{scenario}: {args.members} members joined in {figures.join_s:.1f} s, "
             f"settled in {figures.reconcile_rounds} rounds")
-        cpu0, wall0 = proc_cpu_seconds(pid), time.monotonic()
-        figures.blast_heartbeats = generator.blast(args.blast_rounds)
-        cpu, wall = proc_cpu_seconds(pid) - cpu0, time.monotonic() - wall0
-        figures.blast_us = cpu / figures.blast_heartbeats * 1e6
-        figures.blast_per_s = figures.blast_heartbeats / wall
+        figures.blast_heartbeats, figures.blast_us, figures.blast_per_s = timed_cpu(
+            pid, 0.0, lambda: generator.blast(args.blast_rounds))
         generator.paced(2.0, args.rate)  # every member heard from again before the idle phase
         cpu0 = proc_cpu_seconds(pid)
         time.sleep(IDLE_S)
         figures.idle_cpu_per_s = (proc_cpu_seconds(pid) - cpu0) / IDLE_S
-        cpu0, wall0 = proc_cpu_seconds(pid), time.monotonic()
-        figures.paced_heartbeats = generator.paced(args.paced_s, args.rate)
-        cpu, wall = proc_cpu_seconds(pid) - cpu0, time.monotonic() - wall0
-        figures.paced_us = max(0.0, cpu - figures.idle_cpu_per_s * wall) / figures.paced_heartbeats * 1e6
+        figures.paced_heartbeats, figures.paced_us, _ = timed_cpu(
+            pid, figures.idle_cpu_per_s, lambda: generator.paced(args.paced_s, args.rate))
+        # the same rate of the cheapest request there is: what any request costs this broker, one at a time
+        _, figures.paced_api_versions_us, _ = timed_cpu(
+            pid, figures.idle_cpu_per_s, lambda: generator.paced(args.paced_s, args.rate, [API_VERSIONS_V0]))
     finally:
         generator.close()
     return figures
@@ -248,12 +264,12 @@ def racked_brokers(partitions: int, group: str) -> Iterator[tuple[str, int, int]
 
 def print_table(results: Sequence[Figures]) -> None:
     print("| scenario | members | join s | settle rounds | blast heartbeats | blast µs CPU/hb | blast hb/s "
-          "| paced heartbeats | paced µs CPU/hb (idle subtracted) | idle CPU-s/s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| paced heartbeats | paced µs CPU/hb (idle subtracted) | paced ApiVersions µs CPU/request | idle CPU-s/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for f in results:
         print(f"| {f.scenario} | {f.members} | {f.join_s:.1f} | {f.reconcile_rounds} | {f.blast_heartbeats} "
               f"| {f.blast_us:.1f} | {f.blast_per_s:.0f} | {f.paced_heartbeats} | {f.paced_us:.1f} "
-              f"| {f.idle_cpu_per_s:.3f} |")
+              f"| {f.paced_api_versions_us:.1f} | {f.idle_cpu_per_s:.3f} |")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
