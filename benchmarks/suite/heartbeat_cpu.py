@@ -65,6 +65,10 @@ IN_FLIGHT = 16
 MAX_RECONCILE_ROUNDS = 60
 TOPIC = "heartbeats"
 IDLE_S = 5.0
+#: While members join, those not heard from for KEEP_ALIVE_S heartbeat (checked every KEEP_ALIVE_EVERY joins):
+#: with racks, each join's assignment takes long enough for 1,000 joins to outlast a 45 s session.
+KEEP_ALIVE_S = 10.0
+KEEP_ALIVE_EVERY = 20
 API_VERSIONS_V0 = api_versions_v0_frame("heartbeat-bench")
 
 
@@ -93,6 +97,7 @@ class SimulatedMember:
     rack: str | None
     epoch: int = 0
     owned: list[TopicPartitions] | None = None
+    heard_at: float = 0.0
 
 
 class Generator:
@@ -129,18 +134,28 @@ class Generator:
         return answers
 
     def join(self) -> None:
-        """Every member's first heartbeat, one after another (each one a new group epoch)."""
-        for member in self.members:
+        """Every member's first heartbeat, one after another (each one a new group epoch); the members
+        that joined earlier heartbeat meanwhile, so none outlives its session while the rest join."""
+        for index, member in enumerate(self.members):
             request = ConsumerGroupHeartbeatRequest(
                 group_id=self.group, member_id=member.member_id, member_epoch=0, rack_id=member.rack,
                 rebalance_timeout_ms=300_000, subscribed_topic_names=[TOPIC], topic_partitions=[])
             (answer,) = self._pipelined([self._frame(request)])
             self._take(member, answer)
+            if index % KEEP_ALIVE_EVERY == 0:
+                self._heartbeat([m for m in self.members[:index] if time.monotonic() - m.heard_at > KEEP_ALIVE_S])
+
+    def _heartbeat(self, members: Sequence[SimulatedMember]) -> list[bool]:
+        """One heartbeat of each member reporting what it owns; for each, whether its assignment changed."""
+        frames = [self._frame(ConsumerGroupHeartbeatRequest(
+            group_id=self.group, member_id=m.member_id, member_epoch=m.epoch, topic_partitions=m.owned))
+            for m in members]
+        return [self._take(m, a) for m, a in zip(members, self._pipelined(frames), strict=True)]
 
     @staticmethod
     def _take(member: SimulatedMember, answer: ConsumerGroupHeartbeatResponse) -> bool:
         """The member's state after an answer; True when the answer brought an assignment that differs."""
-        member.epoch = answer.member_epoch
+        member.epoch, member.heard_at = answer.member_epoch, time.monotonic()
         if answer.assignment is None:
             return False
         owned = [TopicPartitions(topic_id=tp.topic_id, partitions=sorted(tp.partitions))
@@ -152,10 +167,7 @@ class Generator:
     def reconcile(self) -> int:
         """Rounds of heartbeats reporting what each member owns until nothing changes; the rounds taken."""
         for round_ in range(1, MAX_RECONCILE_ROUNDS + 1):
-            frames = [self._frame(ConsumerGroupHeartbeatRequest(
-                group_id=self.group, member_id=m.member_id, member_epoch=m.epoch, topic_partitions=m.owned))
-                for m in self.members]
-            changed = [self._take(m, a) for m, a in zip(self.members, self._pipelined(frames), strict=True)]
+            changed = self._heartbeat(self.members)
             if not any(changed) and len({m.epoch for m in self.members}) == 1:
                 return round_
         raise RuntimeError(f"the group did not settle in {MAX_RECONCILE_ROUNDS} rounds")
@@ -193,15 +205,29 @@ class Generator:
         return sent
 
 
+def cpu_seconds(pid: int) -> float:
+    """The broker's CPU time, nanosecond-precise: the sum of its threads' ``schedstat`` run times
+    (``/proc/PID/stat`` counts 10 ms ticks, too coarse for a few thousand requests of tens of µs).
+    Falls back to ``stat`` where schedstat is not there."""
+    try:
+        total = 0
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with open(task / "schedstat") as stat:
+                total += int(stat.read().split()[0])
+        return total / 1e9
+    except (OSError, ValueError):
+        return proc_cpu_seconds(pid)
+
+
 def group_id(scenario: str) -> str:
     return f"hb-{scenario}-{uuid.uuid4().hex[:6]}"
 
 
 def timed_cpu(pid: int, idle_cpu_per_s: float, run: Callable[[], int]) -> tuple[int, float, float]:
     """How many requests ``run`` sent, the broker's CPU µs per request (idle CPU subtracted), requests/s."""
-    cpu0, wall0 = proc_cpu_seconds(pid), time.monotonic()
+    cpu0, wall0 = cpu_seconds(pid), time.monotonic()
     count = run()
-    cpu, wall = proc_cpu_seconds(pid) - cpu0, time.monotonic() - wall0
+    cpu, wall = cpu_seconds(pid) - cpu0, time.monotonic() - wall0
     return count, max(0.0, cpu - idle_cpu_per_s * wall) / count * 1e6, count / wall
 
 
@@ -218,9 +244,9 @@ def measure(host: str, port: int, pid: int, scenario: str, group: str, args: arg
         figures.blast_heartbeats, figures.blast_us, figures.blast_per_s = timed_cpu(
             pid, 0.0, lambda: generator.blast(args.blast_rounds))
         generator.paced(2.0, args.rate)  # every member heard from again before the idle phase
-        cpu0 = proc_cpu_seconds(pid)
+        cpu0 = cpu_seconds(pid)
         time.sleep(IDLE_S)
-        figures.idle_cpu_per_s = (proc_cpu_seconds(pid) - cpu0) / IDLE_S
+        figures.idle_cpu_per_s = (cpu_seconds(pid) - cpu0) / IDLE_S
         figures.paced_heartbeats, figures.paced_us, _ = timed_cpu(
             pid, figures.idle_cpu_per_s, lambda: generator.paced(args.paced_s, args.rate))
         # the same rate of the cheapest request there is: what any request costs this broker, one at a time
@@ -288,11 +314,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     lone = [s for s in scenarios if s.startswith("lone")]
     if lone:
         with lone_broker(args.partitions) as (host, port, pid):
-            results.extend(measure(host, port, pid, s, group_id(s), args) for s in lone)
+            for scenario in lone:
+                results.append(measure(host, port, pid, scenario, group_id(scenario), args))
+                log(json.dumps(asdict(results[-1])))
     if "racked-brokers" in scenarios:
         group = group_id("racked-brokers")
         with racked_brokers(args.partitions, group) as (host, port, pid):
             results.append(measure(host, port, pid, "racked-brokers", group, args))
+            log(json.dumps(asdict(results[-1])))
     print_table(results)
     print(json.dumps({"tree": str(bench_tree() or "."), "results": [asdict(f) for f in results]}))
     return 0
