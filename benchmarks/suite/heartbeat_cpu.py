@@ -48,6 +48,7 @@ from benchmarks.suite.scale_wire import METADATA, WireClient
 from client import KafkaClient
 from client.groups import find_coordinator
 from protocol.api import decode_response, encode_request
+from protocol.buffers import join_chunks
 from protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -108,10 +109,9 @@ class Generator:
         self.client = WireClient(host, port, client_id="heartbeat-bench")
         self.client.negotiate()
         self.version = min(self.client.versions[CONSUMER_GROUP_HEARTBEAT], 1)
-        chunks = encode_request(METADATA, self.client.versions[METADATA], 0, "heartbeat-bench",
-                                MetadataRequest(topics=[], allow_auto_topic_creation=False))
         #: A request that costs the broker next to nothing: the per-request floor.
-        self.floor_frame = b"".join(bytes(c) for c in chunks)
+        self.floor_frame = join_chunks(encode_request(METADATA, self.client.versions[METADATA], 0, "heartbeat-bench",
+                                                      MetadataRequest(topics=[], allow_auto_topic_creation=False)))
         self.group = group
         self.members = [SimulatedMember(str(uuid.uuid4()), MEMBER_RACKS[i % 3] if racks else None)
                         for i in range(members)]
@@ -120,8 +120,7 @@ class Generator:
         self.client.close()
 
     def _frame(self, request: ConsumerGroupHeartbeatRequest) -> bytes:
-        chunks = encode_request(CONSUMER_GROUP_HEARTBEAT, self.version, 0, "heartbeat-bench", request)
-        return b"".join(bytes(c) for c in chunks)
+        return join_chunks(encode_request(CONSUMER_GROUP_HEARTBEAT, self.version, 0, "heartbeat-bench", request))
 
     def _pipelined(self, frames: Sequence[bytes]) -> list[ConsumerGroupHeartbeatResponse]:
         """Each frame sent with up to IN_FLIGHT unanswered; the answers in order."""
