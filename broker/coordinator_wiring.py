@@ -13,12 +13,14 @@ import asyncio
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, LocalAddPartitionsToTxnManager
 from broker.cluster.coordinator_cluster import CoordinatorCluster
 from broker.config.broker_config import BrokerConfig
 from broker.config.share_group_config import share_assignor_names
 from broker.membership import CoordinatorPlacement
+from broker.metadata_store import TopicMetadata
 from broker.metadata_view import TopicRegistry
 from broker.share_persister import BrokerSharePersister
 from broker.share_services import ShareServices, build_share_services
@@ -66,23 +68,31 @@ TRANSACTION_LOG_APPEND_TIMEOUT_MS = 30_000
 
 class RegistryTopicImage:
     """The broker's topics as the consumer protocol's assignment reads them, with the racks of each
-    partition's replicas (``broker.rack`` of their brokers) when some broker has a rack."""
+    partition's replicas (``broker.rack`` of their brokers) when some broker has a rack.
+
+    Every heartbeat describes the group's topics, so each topic's description is kept until the
+    topic or the racks change: the registry replaces a topic's metadata whenever its replicas move
+    (and adds partitions to it in place), so the same metadata object with the same partition count
+    under the same brokers' racks has the same partitions' racks.
+    """
 
     def __init__(self, topics: TopicRegistry, broker_racks: Callable[[], dict[int, str]] | None = None) -> None:
         self.topics = topics
         self.broker_racks = broker_racks
+        self._described: dict[str, _DescribedTopic] = {}
 
     def describe_topic(self, name: str) -> TopicInfo | None:
         topic = self.topics.get(name)
         if topic is None:
+            self._described.pop(name, None)
             return None
         racks = self.broker_racks() if self.broker_racks is not None else {}
-        # Fewer than two brokers with racks: no partition is closer to a member than another is.
-        if len(racks) < 2:
-            return TopicInfo(topic.topic_id, topic.partition_count)
-        partition_racks = tuple(frozenset(racks[b] for b in topic.partitions.get(p, ()) if b in racks)
-                                for p in range(topic.partition_count))
-        return TopicInfo(topic.topic_id, topic.partition_count, partition_racks)
+        cached = self._described.get(name)
+        if cached is not None and cached.describes(topic, racks):
+            return cached.info
+        info = _topic_info(topic, racks)
+        self._described[name] = _DescribedTopic(topic, topic.partition_count, dict(racks), info)
+        return info
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         topic = self.topics.by_id(topic_id)
@@ -90,6 +100,28 @@ class RegistryTopicImage:
 
     def topic_names(self) -> Iterable[str]:
         return [topic.name for topic in self.topics]
+
+
+@dataclass(frozen=True, slots=True)
+class _DescribedTopic:
+    """A topic's description and what it was computed from."""
+
+    topic: TopicMetadata
+    partition_count: int
+    racks: dict[int, str]
+    info: TopicInfo
+
+    def describes(self, topic: TopicMetadata, racks: dict[int, str]) -> bool:
+        return topic is self.topic and topic.partition_count == self.partition_count and racks == self.racks
+
+
+def _topic_info(topic: TopicMetadata, racks: dict[int, str]) -> TopicInfo:
+    # Fewer than two brokers with racks: no partition is closer to a member than another is.
+    if len(racks) < 2:
+        return TopicInfo(topic.topic_id, topic.partition_count)
+    partition_racks = tuple(frozenset(racks[b] for b in topic.partitions.get(p, ()) if b in racks)
+                            for p in range(topic.partition_count))
+    return TopicInfo(topic.topic_id, topic.partition_count, partition_racks)
 
 
 def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:

@@ -130,3 +130,41 @@ def test_rack_aware_assignments_stay_complete_and_balanced(seed: int) -> None:
             sizes = [sum(len(ps) for ps in a.values()) for a in target.values()]
             assert max(sizes) - min(sizes) <= 1
         current = target
+
+
+def test_the_topic_image_keeps_partition_racks_until_the_topic_or_the_racks_change() -> None:
+    from broker.coordinator_wiring import RegistryTopicImage
+    from broker.metadata_store import TopicMetadata
+
+    topics = {"t": TopicMetadata("t", T, {0: [1, 2], 1: [2]})}
+    racks = {1: "a", 2: "b"}
+
+    class Registry:
+        def get(self, name: str) -> TopicMetadata | None:
+            return topics.get(name)
+
+    image = RegistryTopicImage(Registry(), lambda: racks)  # type: ignore[arg-type]
+    first = image.describe_topic("t")
+    assert first is not None and first.partition_racks == (frozenset({"a", "b"}), frozenset({"b"}))
+    assert image.describe_topic("t") is first  # steady heartbeats reuse the description
+    # replicas moved: the registry holds new metadata for the topic
+    topics["t"] = TopicMetadata("t", T, {0: [1], 1: [1]})
+    moved = image.describe_topic("t")
+    assert moved is not None and moved.partition_racks == (frozenset({"a"}), frozenset({"a"}))
+    # partitions added in place
+    topics["t"].partitions[2] = [2]
+    grown = image.describe_topic("t")
+    assert grown is not None and grown.partition_racks == (frozenset({"a"}), frozenset({"a"}), frozenset({"b"}))
+    # a broker's rack changed
+    racks = {1: "c", 2: "b"}
+    relabelled = image.describe_topic("t")
+    assert relabelled is not None and relabelled.partition_racks[0] == frozenset({"c"})
+    # deleted, then created again under the same name
+    del topics["t"]
+    assert image.describe_topic("t") is None
+    topics["t"] = TopicMetadata("t", U, {0: [2]})
+    recreated = image.describe_topic("t")
+    assert recreated is not None and recreated.topic_id == U and recreated.partition_racks == (frozenset({"b"}),)
+    # racks gone to fewer than two brokers: no partition racks at all
+    racks = {1: "c"}
+    assert image.describe_topic("t") == type(first)(U, 1)
