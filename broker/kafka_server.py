@@ -102,6 +102,7 @@ class KafkaServer:
                                                      self.membership.coordinator_cluster())
         # Share partitions' state is initialized (and deleted) by the group coordinator through it.
         self.group_coordinator.share_groups.persister = self.share_persister
+        self.group_coordinator.share_offsets.persister = self.share_persister
         # The socket server is one of the services and KafkaApis needs them all: routed once both exist.
         self.socket_server.dispatch = KafkaApis(self.services).dispatch
         self._tasks: list[asyncio.Task[None]] = []
