@@ -155,8 +155,9 @@ class ShareGroupOffsetsAdmin:
         for name, partitions in topics.items():
             known = self._topic_id(name)
             if known is None:
+                # Kafka sets only the index and the error here: the other fields keep the schema's defaults.
                 answer.topics.append(ShareTopicOffsets(name, partitions=[
-                    SharePartitionOffset(p, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    SharePartitionOffset(p, 0, 0, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                          error_message=UNKNOWN_TOPIC_MESSAGE) for p in partitions]))
                 continue
             topic = ShareTopicOffsets(name, known[0])
