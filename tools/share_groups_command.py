@@ -2,8 +2,8 @@
 
     --list [--state S[,S]]                    share group ids (with their state when --state is given)
     --describe --group G [--members | --state | --offsets] [--verbose]
-                                              start offsets and lag per share partition (default), members,
-                                              or state
+                                              start offsets and lag per share partition (default; with the
+                                              leader epoch when verbose), members, or state
     --reset-offsets --group G (--topic T[:P,P] ... | --all-topics)
         (--to-earliest | --to-latest | --to-datetime ISO | --by-duration PnDTnHnMnS)
         [--dry-run | --execute]               a dry run unless --execute, as in Kafka
@@ -26,6 +26,7 @@ from collections.abc import Callable
 import click
 
 from client import KafkaClient, KafkaClientError, TopicPartition
+from client.errors import KafkaApiError
 from client.groups import GroupAdmin
 from client.share_groups import (
     ShareGroupDescription,
@@ -40,6 +41,9 @@ from protocol.request_constants import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tools.common import fail
 from tools.consumer_groups_command import _parse_topics, _table, parse_datetime_ms
 
+#: Errors the delete offsets command does not answer itself (the command fails with them).
+_RETRIABLE_HERE = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                             ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 
 
@@ -53,23 +57,35 @@ def parse_duration_ms(text: str) -> int:
 
 
 def _describe(admin: GroupAdmin, group: str) -> ShareGroupDescription | None:
+    """The group, or None when its coordinator does not have it."""
     try:
         return describe_share_group(admin, group)
-    except KafkaClientError as exc:
-        if getattr(exc, "error_code", None) == ErrorCode.GROUP_ID_NOT_FOUND:
+    except KafkaApiError as exc:
+        if exc.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
             return None
         raise
 
 
-def describe_offsets(admin: GroupAdmin, group: str) -> list[str]:
-    if _describe(admin, group) is None:
-        return [f"Share group '{group}' does not exist."]
+def describe_offsets(admin: GroupAdmin, group: str, verbose: bool) -> list[str]:
+    """Kafka's printOffsets: START-OFFSET (``-`` while none) and LAG (``-`` while unknown); LEADER-EPOCH too
+    with --verbose."""
+    describe_share_group(admin, group)  # an absent group fails here, as Kafka's describeShareGroups
     offsets = describe_share_group_offsets(admin, group)
-    rows = [["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"]]
+    head = ["GROUP", "TOPIC", "PARTITION", *(["LEADER-EPOCH"] if verbose else []), "START-OFFSET", "LAG"]
+    rows = [head]
     for tp, o in sorted(offsets.items()):
-        rows.append([group, tp.topic, str(tp.partition), "-" if o.leader_epoch < 0 else str(o.leader_epoch),
-                     "-" if o.start_offset < 0 else str(o.start_offset), "-" if o.lag < 0 else str(o.lag)])
+        epoch = ["-" if o.leader_epoch < 0 else str(o.leader_epoch)] if verbose else []
+        rows.append([group, tp.topic, str(tp.partition), *epoch, "-" if o.start_offset < 0 else str(o.start_offset),
+                     "-" if o.lag < 0 else str(o.lag)])
     return _table(rows)
+
+
+def _assignment(partitions: list[TopicPartition]) -> str:
+    """Kafka's getAssignmentString: ``topic:0,1;other:2``."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ";".join(sorted(f"{t}:{','.join(str(p) for p in sorted(ps))}" for t, ps in by_topic.items()))
 
 
 def describe_members(description: ShareGroupDescription, verbose: bool) -> list[str]:
@@ -78,7 +94,7 @@ def describe_members(description: ShareGroupDescription, verbose: bool) -> list[
     head = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
     rows = [head + (["MEMBER-EPOCH"] if verbose else []) + ["ASSIGNMENT"]]
     for m in sorted(description.members, key=lambda m: m.member_id):
-        assignment = ",".join(f"{tp.topic}:{tp.partition}" for tp in m.assignment) or "-"
+        assignment = _assignment(m.assignment)
         rows.append([description.group_id, m.member_id, m.host, m.client_id, str(len(m.assignment))]
                     + ([str(m.member_epoch)] if verbose else []) + [assignment])
     return _table(rows)
@@ -87,7 +103,7 @@ def describe_members(description: ShareGroupDescription, verbose: bool) -> list[
 def describe_state(admin: GroupAdmin, description: ShareGroupDescription, verbose: bool) -> list[str]:
     coordinator = admin.coordinator(description.group_id)
     head = ["GROUP", "COORDINATOR (ID)", "STATE"]
-    row = [description.group_id, f"{coordinator.address.host}:{coordinator.address.port} ({coordinator.node_id})",
+    row = [description.group_id, f"{coordinator.address.host}:{coordinator.address.port}  ({coordinator.node_id})",
            description.state]
     if verbose:
         head += ["GROUP-EPOCH", "ASSIGNMENT-EPOCH"]
@@ -97,10 +113,8 @@ def describe_state(admin: GroupAdmin, description: ShareGroupDescription, verbos
 
 def describe_group(admin: GroupAdmin, group: str, view: str, verbose: bool) -> list[str]:
     if view == "offsets":
-        return describe_offsets(admin, group)
-    description = _describe(admin, group)
-    if description is None:
-        return [f"Share group '{group}' does not exist."]
+        return describe_offsets(admin, group, verbose)
+    description = describe_share_group(admin, group)
     return describe_members(description, verbose) if view == "members" else describe_state(admin, description,
                                                                                           verbose)
 
@@ -119,10 +133,8 @@ def plan_reset(client: KafkaClient, partitions: list[TopicPartition], spec: str,
 
 def reset_offsets(client: KafkaClient, admin: GroupAdmin, group: str, topics: tuple[str, ...], all_topics: bool,
                   spec: str, value: str | None, execute: bool) -> list[str]:
-    description = _describe(admin, group)
-    if description is None:
-        raise click.ClickException(f"Share group '{group}' does not exist.")
-    if description.members:
+    description = _describe(admin, group)  # an absent group is reset too: the broker creates it
+    if description is not None and description.members:
         raise click.ClickException(f"Share group '{group}' is not empty.")
     partitions = (sorted(describe_share_group_offsets(admin, group)) if all_topics
                   else sorted(_parse_topics(client, topics)))
@@ -141,8 +153,8 @@ def delete_groups(admin: GroupAdmin, groups: tuple[str, ...]) -> tuple[list[str]
     if not failed:
         names = ", ".join(f"'{g}'" for g in groups)
         return [f"Deletion of requested share groups ({names}) was successful."], True
-    lines = ["Deletion of some share groups failed:"]
-    lines += [f"* Share group '{g}' could not be deleted due to: {e}" for g, e in failed.items()]
+    lines = ["Error: Deletion of some share groups failed:"]
+    lines += [f"* Group '{g}' could not be deleted due to: {e.message or e}" for g, e in failed.items()]
     ok = [g for g in groups if g not in failed]
     if ok:
         lines.append("These share groups were deleted successfully: " + ", ".join(f"'{g}'" for g in ok))
@@ -150,9 +162,15 @@ def delete_groups(admin: GroupAdmin, groups: tuple[str, ...]) -> tuple[list[str]
 
 
 def delete_offsets(admin: GroupAdmin, group: str, topics: tuple[str, ...]) -> tuple[list[str], bool]:
-    results = delete_share_group_offsets(admin, group, [t.partition(":")[0] for t in topics])
+    """Kafka's deleteOffsets: the group's error, else each topic's status."""
+    try:
+        results = delete_share_group_offsets(admin, group, [t.partition(":")[0] for t in topics])
+    except KafkaApiError as exc:
+        if exc.error_code in _RETRIABLE_HERE:
+            raise
+        return [f"Error: {exc.message or exc}"], False
     rows = [["TOPIC", "STATUS"]]
-    rows += [[t, "Successful" if e is None else f"Error: {e}"] for t, e in results.items()]
+    rows += [[t, "Successful" if e is None else f"Error: {e.message or e}"] for t, e in sorted(results.items())]
     return _table(rows), all(e is None for e in results.values())
 
 
@@ -194,7 +212,7 @@ def _check_options(action: str | None, groups: tuple[str, ...], topics: tuple[st
 @click.option("--offsets", "view", flag_value="offsets", help="With --describe: the start offsets (the default).")
 @click.option("--state", "state", default=None, is_flag=False, flag_value="", metavar="[STATES]",
               help="With --describe: the group's state; with --list: show states, optionally filtered.")
-@click.option("--verbose", is_flag=True, help="With --describe --members or --state: the epochs.")
+@click.option("--verbose", is_flag=True, help="With --describe: the epochs.")
 @click.option("--topic", "topics", multiple=True, metavar="T[:P,P]", help="With --reset-offsets/--delete-offsets.")
 @click.option("--all-topics", is_flag=True, help="With --reset-offsets: every topic the group has offsets for.")
 @click.option("--to-earliest", "reset_spec", flag_value="to_earliest", help="Reset to the earliest offsets.")
@@ -225,7 +243,8 @@ def share_groups_command(bootstrap_server: str, action: str | None, groups: tupl
             }
             lines, ok = actions[action or "list"]()
     except KafkaClientError as exc:
-        fail(f"Error: Executing share group command failed due to {exc}")
+        reason = exc.message if isinstance(exc, KafkaApiError) and exc.message else exc
+        fail(f"Error: Executing share group command failed due to {reason}")
     for line in lines:
         click.echo(line)
     sys.stdout.flush()

@@ -7,15 +7,16 @@ coordinator, so every answer goes through the persister:
 - describe reads each partition's summary (ReadShareGroupStateSummary); a
   partition without state has start offset -1; without topics named, the
   partitions the group initialized are described;
-- alter (only on an empty group: NON_EMPTY_GROUP otherwise) bumps the group
-  epoch and initializes each named partition's state at it with the new start
-  offset (InitializeShareGroupState, as Kafka's persisterInitialize), then
-  records the partitions as initialized;
+- alter (only on an empty group: NON_EMPTY_GROUP otherwise; an absent group is
+  created empty, as Kafka's) bumps the group epoch and initializes each named
+  partition's state at it with the new start offset (InitializeShareGroupState,
+  as Kafka's persisterInitialize), then records the partitions as initialized;
 - delete (empty groups only) deletes the state of the named topics' initialized
   partitions (DeleteShareGroupState) and forgets them in the group's records.
 
-A group that is absent, or of another type, is GROUP_ID_NOT_FOUND; a topic the
-metadata does not know is UNKNOWN_TOPIC_OR_PARTITION, with Kafka's messages.
+A group that is absent (to describe or delete), or of another type, is
+GROUP_ID_NOT_FOUND; a topic the metadata does not know is
+UNKNOWN_TOPIC_OR_PARTITION, with Kafka's messages.
 """
 
 from __future__ import annotations
@@ -132,8 +133,13 @@ class ShareGroupOffsetsAdmin:
             return ShareGroupOffsets(group_id, ErrorCode.GROUP_ID_NOT_FOUND, message)
         return group
 
-    def _empty_group(self, group_id: str) -> ShareGroup | ShareGroupOffsets:
+    def _empty_group(self, group_id: str, create: bool = False) -> ShareGroup | ShareGroupOffsets:
+        """The group if it has no members; with ``create``, an absent one is created empty (Kafka's
+        alter does, so kafka-share-groups.sh sets the start offsets of a group before it first runs)."""
         group = self._group(group_id)
+        if (create and isinstance(group, ShareGroupOffsets) and group.error == ErrorCode.GROUP_ID_NOT_FOUND
+                and not self.heartbeats.other_group(group_id)):
+            group = self.heartbeats.groups.setdefault(group_id, ShareGroup(group_id))
         if isinstance(group, ShareGroup) and group.members:
             return ShareGroupOffsets(group_id, ErrorCode.NON_EMPTY_GROUP, NON_EMPTY_GROUP_MESSAGE)
         return group
@@ -189,7 +195,7 @@ class ShareGroupOffsetsAdmin:
     # -- alter ------------------------------------------------------------------------
     async def alter(self, group_id: str, offsets: dict[str, dict[int, int]]) -> ShareGroupOffsets:
         """Reset the start offsets ``offsets`` (topic → partition → start offset) of an empty group."""
-        group = self._empty_group(group_id)
+        group = self._empty_group(group_id, create=True)
         if isinstance(group, ShareGroupOffsets):
             return group
         answer = ShareGroupOffsets(group_id)
@@ -204,7 +210,7 @@ class ShareGroupOffsetsAdmin:
                                                                  error_message=UNKNOWN_TOPIC_MESSAGE))
                 else:
                     planned.append((topic, name, known[0], partition, start_offset))
-        if planned:
+        if planned or group.group_epoch == 0:  # a group just created is written even with nothing to alter
             await self._initialize(group, planned)
         return answer
 

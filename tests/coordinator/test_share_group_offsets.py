@@ -128,7 +128,6 @@ def test_alter_resets_the_start_offset_of_an_empty_group_only() -> None:
         described = await offsets.describe("g", None, _end_offsets({("t", 0): 10}))
         assert {(t.topic_name, p.partition): (p.start_offset, p.lag) for t in described.topics
                 for p in t.partitions} == {("t", 0): (4, 6), ("u", 1): (7, -1)}
-        assert (await offsets.alter("nope", {"t": {0: 1}})).error == ErrorCode.GROUP_ID_NOT_FOUND
         h.coordinator.shutdown_timers()
 
     asyncio.run(run())
@@ -176,6 +175,29 @@ def test_the_offsets_changes_survive_a_reload_of_the_group() -> None:
     asyncio.run(run())
 
 
+def test_alter_creates_an_absent_group_that_a_member_then_reads_from() -> None:
+    async def run() -> None:
+        h, persister = _harness()
+        answer = await h.coordinator.share_offsets.alter("fresh", {"t": {0: 6}})
+        assert answer.error == ErrorCode.NO_ERROR
+        group = h.coordinator.share_groups.groups["fresh"]
+        assert (group.group_epoch, group.members, group.is_initialized(TOPIC, 0)) == (1, {}, True)
+        assert persister.states[("fresh", TOPIC, 0)] == ShareGroupPartitionState(1, 6, -1, ())
+        # Nothing to alter still creates it, durably: it comes back after a reload.
+        assert (await h.coordinator.share_offsets.alter("bare", {"missing": {0: 1}})).error == ErrorCode.NO_ERROR
+        reloaded = Harness(h.log)
+        assert set(reloaded.coordinator.share_groups.groups) == {"fresh", "bare"}
+        # A member joining keeps the start offset set before it: the partition is not initialized again.
+        joined = h.heartbeat("m", 0, ("t",), group_id="fresh")
+        await _settle()
+        assert joined.assignment == {TOPIC: frozenset({0})}
+        assert persister.states[("fresh", TOPIC, 0)].start_offset == 6
+        h.coordinator.shutdown_timers()
+        reloaded.coordinator.shutdown_timers()
+
+    asyncio.run(run())
+
+
 def test_a_group_of_another_type_is_not_found() -> None:
     async def run() -> None:
         h, _ = _harness()
@@ -183,6 +205,9 @@ def test_a_group_of_another_type_is_not_found() -> None:
         answer = await h.coordinator.share_offsets.describe("classic", None, _end_offsets({}))
         assert (answer.error, answer.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
                                                         "Group classic is not a share group.")
+        altered = await h.coordinator.share_offsets.alter("classic", {"t": {0: 1}})
+        assert altered.error == ErrorCode.GROUP_ID_NOT_FOUND and "classic" not in h.coordinator.share_groups.groups
+        assert (await h.coordinator.share_offsets.delete("nope", ["t"])).error == ErrorCode.GROUP_ID_NOT_FOUND
         h.coordinator.shutdown_timers()
 
     asyncio.run(run())

@@ -125,7 +125,10 @@ def test_offsets_are_described_reset_and_deleted_over_the_wire(broker: BrokerPro
     assert [(t.topic_name, t.error_code) for t in deleted.responses] == [
         (TOPIC, 0), ("nothing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
     assert _describe(broker).topics == []
-    assert _alter(broker, {TOPIC: {0: 1}}, group="nope").error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert _delete(broker, [TOPIC], group="nope").error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    # Altering an absent group creates it empty, with those start offsets (as Kafka's, for the tool's reset).
+    assert _alter(broker, {TOPIC: {0: 1}}, group="fresh").error_code == 0
+    assert _offsets(_describe(broker, "fresh")) == {(TOPIC, 0): (1, RECORDS - 1, 0)}
 
 
 def share_groups(broker: BrokerProcess, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -145,7 +148,7 @@ def test_share_groups_cli_lists_describes_resets_and_deletes(broker: BrokerProce
     assert table(share_groups(broker, "--list", "--state").stdout) == [{"GROUP": "sg", "STATE": "Stable"}]
     members = table(share_groups(broker, "--describe", "--group", "sg", "--members").stdout)
     assert [(m["CONSUMER-ID"], m["#PARTITIONS"], m["ASSIGNMENT"]) for m in members] == [
-        ("member-a", "2", f"{TOPIC}:0,{TOPIC}:1")]
+        ("member-a", "2", f"{TOPIC}:0,1")]
     state = share_groups(broker, "--describe", "--group", "sg", "--state").stdout.splitlines()
     assert state[0].split() == ["GROUP", "COORDINATOR", "(ID)", "STATE", "#MEMBERS"]
     assert state[1].split()[0] == "sg" and state[1].split()[-3:] == ["(0)", "Stable", "1"]
@@ -177,4 +180,12 @@ def test_share_groups_cli_lists_describes_resets_and_deletes(broker: BrokerProce
     assert share_groups(broker, "--delete", "--group", "sg").stdout.strip() == (
         "Deletion of requested share groups ('sg') was successful.")
     assert share_groups(broker, "--list").stdout.split() == []
-    assert share_groups(broker, "--describe", "--group", "sg").stdout.strip() == "Share group 'sg' does not exist."
+    gone = share_groups(broker, "--describe", "--group", "sg", check=False)
+    assert gone.returncode != 0
+    assert "Error: Executing share group command failed due to Group sg not found." in gone.stderr
+    # A reset of an absent group creates it with those start offsets, as kafka-share-groups.sh does.
+    share_groups(broker, "--reset-offsets", "--group", "later", "--topic", f"{TOPIC}:0", "--to-earliest", "--execute")
+    assert [(o["GROUP"], o["START-OFFSET"]) for o in table(share_groups(broker, "--describe", "--group", "later",
+                                                                         "--offsets").stdout)] == [("later", "0")]
+    verbose = table(share_groups(broker, "--describe", "--group", "later", "--verbose").stdout)
+    assert [(o["LEADER-EPOCH"], o["START-OFFSET"], o["LAG"]) for o in verbose] == [("-", "0", str(RECORDS))]
