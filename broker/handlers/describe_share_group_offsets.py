@@ -5,8 +5,9 @@ Served only when ``group.coordinator.rebalance.protocols`` lists ``share``
 on the group (else GROUP_AUTHORIZATION_FAILED for it), DESCRIBE on each named
 topic (else TOPIC_AUTHORIZATION_FAILED on its partitions); when no topics are
 named every partition the group initialized is described, leaving out the
-topics the client may not describe. The lag is computed where this broker leads
-the partition (its high watermark); elsewhere it is -1, as Kafka's unknown lag.
+topics the client may not describe. The lag runs to each partition's high
+watermark, read here or asked of the partition's leader
+(``broker.partition_end_offsets``); -1 when it cannot be had.
 """
 
 from __future__ import annotations
@@ -54,20 +55,11 @@ def _topic(t: ShareTopicOffsets) -> DescribeShareGroupOffsetsResponseTopic:
                                                   partitions=[_partition(p) for p in t.partitions])
 
 
-def end_offset_here(broker: BrokerServices, topic: str, partition: int) -> int | None:
-    """The high watermark of a partition this broker leads, else None (its lag is not known here)."""
-    hosted = broker.replica_manager.get_partition(topic, partition)
-    return hosted.high_watermark if hosted is not None and hosted.is_leader else None
-
-
 async def _describe(ctx: RequestContext, broker: BrokerServices,
                     group: DescribeShareGroupOffsetsRequestGroup) -> DescribeShareGroupOffsetsResponseGroup:
     coordinator = broker.group_coordinator.share_offsets
-    def ends(topic: str, partition: int) -> int | None:
-        return end_offset_here(broker, topic, partition)
-
     if group.topics is None:
-        answer = await coordinator.describe(group.group_id, None, ends)
+        answer = await coordinator.describe(group.group_id, None)
         allowed = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TOPIC,
                                    [t.topic_name for t in answer.topics])
         answer.topics = [t for t in answer.topics if t.topic_name in allowed]
@@ -77,7 +69,7 @@ async def _describe(ctx: RequestContext, broker: BrokerServices,
     allowed = authorized_names(ctx, broker, AclOperation.DESCRIBE, ResourceType.TOPIC,
                                [t.topic_name for t in group.topics])
     wanted = {t.topic_name: list(t.partitions) for t in group.topics if t.topic_name in allowed}
-    answer = await coordinator.describe(group.group_id, wanted, ends)
+    answer = await coordinator.describe(group.group_id, wanted)
     response = _group(answer)
     if answer.error == ErrorCode.NO_ERROR:
         response.topics += [DescribeShareGroupOffsetsResponseTopic(topic_name=t.topic_name, partitions=[

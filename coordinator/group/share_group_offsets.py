@@ -24,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from coordinator.common.coordinator_log import KeyValues
 from coordinator.group.share_group import ShareGroup, add_partitions, remove_partitions
 from coordinator.group.share_group_heartbeat import ShareGroupHeartbeat
 from coordinator.group.share_group_records import ShareGroupChange
@@ -91,8 +92,8 @@ class ShareGroupOffsets:
     topics: list[ShareTopicOffsets] = field(default_factory=list)
 
 
-#: (topic name, partition) → the partition's end offset (its high watermark), None when unknown here.
-EndOffsets = Callable[[str, int], int | None]
+#: (topic name, partition) → the partition's end offset (its high watermark), None when it cannot be had.
+EndOffsets = Callable[[str, int], Awaitable[int | None]]
 
 
 def _persister_error(exc: Exception) -> ErrorCode:
@@ -119,6 +120,8 @@ class ShareGroupOffsetsAdmin:
     def __init__(self, heartbeats: ShareGroupHeartbeat) -> None:
         self.heartbeats = heartbeats
         self.persister: ShareOffsetsPersister | None = None
+        #: Where the lag's end offsets come from (wired by the broker); None: the lag is unknown (-1).
+        self.end_offsets: EndOffsets | None = None
 
     # -- the group -------------------------------------------------------------------
     def _group(self, group_id: str) -> ShareGroup | ShareGroupOffsets:
@@ -149,8 +152,7 @@ class ShareGroupOffsetsAdmin:
         return None if info is None else (info.topic_id, info.num_partitions)
 
     # -- describe --------------------------------------------------------------------
-    async def describe(self, group_id: str, topics: dict[str, list[int]] | None,
-                       end_offsets: EndOffsets) -> ShareGroupOffsets:
+    async def describe(self, group_id: str, topics: dict[str, list[int]] | None) -> ShareGroupOffsets:
         """``topics`` None: every partition the group initialized."""
         group = self._group(group_id)
         if isinstance(group, ShareGroupOffsets):
@@ -168,13 +170,12 @@ class ShareGroupOffsetsAdmin:
                 continue
             topic = ShareTopicOffsets(name, known[0])
             for partition in partitions:
-                topic.partitions.append(await self._describe_partition(group_id, name, known[0], partition,
-                                                                       end_offsets))
+                topic.partitions.append(await self._describe_partition(group_id, name, known[0], partition))
             answer.topics.append(topic)
         return answer
 
-    async def _describe_partition(self, group_id: str, name: str, topic_id: uuid.UUID, partition: int,
-                                  end_offsets: EndOffsets) -> SharePartitionOffset:
+    async def _describe_partition(self, group_id: str, name: str, topic_id: uuid.UUID,
+                                  partition: int) -> SharePartitionOffset:
         persister = self.persister
         if persister is None:
             return SharePartitionOffset(partition)
@@ -183,7 +184,7 @@ class ShareGroupOffsetsAdmin:
             if summary is None:
                 return SharePartitionOffset(partition)
             _, start_offset, leader_epoch = summary
-            end_offset = end_offsets(name, partition)
+            end_offset = None if self.end_offsets is None else await self.end_offsets(name, partition)
             state = (await persister.read_state(group_id, topic_id, partition, leader_epoch)
                      if end_offset is not None and start_offset >= 0 else None)
         except asyncio.CancelledError:
@@ -216,21 +217,43 @@ class ShareGroupOffsetsAdmin:
 
     async def _initialize(self, group: ShareGroup,
                           planned: list[tuple[ShareTopicOffsets, str, uuid.UUID, int, int]]) -> None:
-        """Kafka's persisterInitialize: the state at a new state epoch (the bumped group epoch, so it
-        supersedes the state the partitions' leaders hold) with the new start offset."""
+        """Kafka's alter then persisterInitialize: the group epoch is bumped and the partitions recorded as
+        initializing (appended before going on); each partition's state is initialized at that epoch (so
+        it supersedes the state the partitions' leaders hold) with the new start offset; the ones done
+        are then recorded as initialized in the group as it is by then (it may have been reloaded)."""
         change = ShareGroupChange(group, [])
         group.group_epoch += 1
         state_epoch = group.group_epoch
-        self.heartbeats.records.write(group.group_id, change.records(group))
-        change = ShareGroupChange(group, [])
+        for _, name, topic_id, partition, _ in planned:
+            add_partitions(group.initializing, topic_id, name, frozenset({partition}))
+        written = await self._write(group.group_id, change.records(group))
+        done: list[tuple[str, uuid.UUID, int]] = []
         for topic, name, topic_id, partition, start_offset in planned:
-            error, message = await self._initialize_one(group.group_id, topic_id, partition, state_epoch,
-                                                        start_offset)
-            if error == ErrorCode.NO_ERROR and self.heartbeats.groups.get(group.group_id) is group:
-                add_partitions(group.initialized, topic_id, name, frozenset({partition}))
+            error, message = (written, None) if written != ErrorCode.NO_ERROR else await self._initialize_one(
+                group.group_id, topic_id, partition, state_epoch, start_offset)
+            if error == ErrorCode.NO_ERROR:
+                done.append((name, topic_id, partition))
             topic.partitions.append(SharePartitionOffset(partition, error=error, error_message=message))
-        if self.heartbeats.groups.get(group.group_id) is group:
-            self.heartbeats.records.write(group.group_id, change.records(group))
+        current = self.heartbeats.groups.get(group.group_id)
+        if current is None or not planned:
+            return
+        change = ShareGroupChange(current, [])
+        for _, _, topic_id, partition, _ in planned:
+            remove_partitions(current.initializing, topic_id, frozenset({partition}))
+        for name, topic_id, partition in done:
+            add_partitions(current.initialized, topic_id, name, frozenset({partition}))
+        self.heartbeats.records.write(group.group_id, change.records(current))
+
+    async def _write(self, group_id: str, records: KeyValues) -> ErrorCode:
+        """Append the group's records; NO_ERROR once they are, else the error a request answers."""
+        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+
+        def appended(error: ErrorCode) -> None:
+            if not future.done():
+                future.set_result(error)
+
+        self.heartbeats.records.write(group_id, records, appended)
+        return await future
 
     async def _initialize_one(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
                               start_offset: int) -> tuple[ErrorCode, str | None]:
@@ -276,9 +299,10 @@ class ShareGroupOffsetsAdmin:
             raise
         except Exception as exc:  # the persister's error, with Kafka's code
             return _persister_error(exc), str(exc)
-        if partitions and self.heartbeats.groups.get(group.group_id) is group:
-            change = ShareGroupChange(group, [])
-            remove_partitions(group.initialized, topic_id, frozenset(partitions))
-            remove_partitions(group.initializing, topic_id, frozenset(partitions))
-            self.heartbeats.records.write(group.group_id, change.records(group))
+        current = self.heartbeats.groups.get(group.group_id)  # as it is by now (it may have been reloaded)
+        if partitions and current is not None:
+            change = ShareGroupChange(current, [])
+            remove_partitions(current.initialized, topic_id, frozenset(partitions))
+            remove_partitions(current.initializing, topic_id, frozenset(partitions))
+            self.heartbeats.records.write(group.group_id, change.records(current))
         return ErrorCode.NO_ERROR, None

@@ -9,6 +9,8 @@ from coordinator.group.share_group_offsets import (
     NON_EMPTY_GROUP_MESSAGE,
     UNKNOWN_TOPIC_MESSAGE,
     EndOffsets,
+    ShareGroupOffsets,
+    ShareGroupOffsetsAdmin,
     SharePartitionOffset,
     lag_of,
 )
@@ -62,7 +64,16 @@ async def _settle() -> None:
 
 
 def _end_offsets(ends: dict[tuple[str, int], int]) -> EndOffsets:
-    return lambda topic, partition: ends.get((topic, partition))
+    async def end_offset(topic: str, partition: int) -> int | None:
+        return ends.get((topic, partition))
+
+    return end_offset
+
+
+async def _describe(offsets: ShareGroupOffsetsAdmin, group_id: str, topics: dict[str, list[int]] | None,
+                    ends: dict[tuple[str, int], int]) -> ShareGroupOffsets:
+    offsets.end_offsets = _end_offsets(ends)
+    return await offsets.describe(group_id, topics)
 
 
 def test_lag_counts_the_records_not_yet_done_from_the_start_offset() -> None:
@@ -81,21 +92,21 @@ def test_describe_shows_the_start_offsets_of_the_initialized_partitions() -> Non
         a = h.join("a", ("t",))
         await _settle()
         offsets = h.coordinator.share_offsets
-        answer = await offsets.describe("g", None, _end_offsets({}))
+        answer = await _describe(offsets, "g", None, {})
         assert answer.error == ErrorCode.NO_ERROR
         assert [(t.topic_name, t.topic_id, t.partitions) for t in answer.topics] == [
             ("t", TOPIC, [SharePartitionOffset(0)])]  # initialized at -1: no start offset yet
         persister.states[("g", TOPIC, 0)] = ShareGroupPartitionState(
             1, 5, 3, (PersisterStateBatch(5, 6, RecordState.ACKNOWLEDGED, 1),))
-        answer = await offsets.describe("g", {"t": [0], "missing": [0, 1]}, _end_offsets({("t", 0): 10}))
+        answer = await _describe(offsets, "g", {"t": [0], "missing": [0, 1]}, {("t", 0): 10})
         assert answer.topics[0].partitions == [SharePartitionOffset(0, 5, 3, 3)]
         assert [(p.partition, p.error, p.error_message) for p in answer.topics[1].partitions] == [
             (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_MESSAGE),
             (1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_MESSAGE)]
         # A partition the group never initialized: no start offset, no error.
-        answer = await offsets.describe("g", {"u": [2]}, _end_offsets({}))
+        answer = await _describe(offsets, "g", {"u": [2]}, {})
         assert answer.topics[0].partitions == [SharePartitionOffset(2)]
-        missing = await offsets.describe("nope", None, _end_offsets({}))
+        missing = await _describe(offsets, "nope", None, {})
         assert (missing.error, missing.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group nope not found.")
         assert a.error == ErrorCode.NO_ERROR
         h.coordinator.shutdown_timers()
@@ -125,7 +136,7 @@ def test_alter_resets_the_start_offset_of_an_empty_group_only() -> None:
         assert persister.states[("g", TOPIC, 0)] == ShareGroupPartitionState(epoch + 1, 4, -1, ())
         assert persister.states[("g", OTHER, 1)].start_offset == 7
         assert group.is_initialized(OTHER, 1) and not group.is_initialized(OTHER, 0)
-        described = await offsets.describe("g", None, _end_offsets({("t", 0): 10}))
+        described = await _describe(offsets, "g", None, {("t", 0): 10})
         assert {(t.topic_name, p.partition): (p.start_offset, p.lag) for t in described.topics
                 for p in t.partitions} == {("t", 0): (4, 6), ("u", 1): (7, -1)}
         h.coordinator.shutdown_timers()
@@ -202,7 +213,7 @@ def test_a_group_of_another_type_is_not_found() -> None:
     async def run() -> None:
         h, _ = _harness()
         h.coordinator.share_groups.other_group = lambda group_id: group_id == "classic"
-        answer = await h.coordinator.share_offsets.describe("classic", None, _end_offsets({}))
+        answer = await _describe(h.coordinator.share_offsets, "classic", None, {})
         assert (answer.error, answer.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
                                                         "Group classic is not a share group.")
         altered = await h.coordinator.share_offsets.alter("classic", {"t": {0: 1}})
