@@ -149,13 +149,27 @@ def reset_offsets(client: KafkaClient, admin: GroupAdmin, group: str, topics: tu
 
 
 def delete_groups(admin: GroupAdmin, groups: tuple[str, ...]) -> tuple[list[str], bool]:
-    failed = {g: e for g, e in admin.delete_groups(groups).items() if e is not None}
+    """Kafka's deleteShareGroups: only listed share groups that are empty are sent to DeleteGroups (so a
+    consumer group of that name is never deleted by this tool)."""
+    listed = {g.group_id: g.state for g in list_share_groups(admin)}
+    failed: dict[str, str] = {}
+    for group in dict.fromkeys(groups):
+        state = listed.get(group)
+        if state is None:
+            failed[group] = f"Group '{group}' is not a share group."
+        elif state == "Dead":
+            failed[group] = f"Share group '{group}' group state is DEAD."
+        elif state != "Empty":
+            failed[group] = f"Share group '{group}' is not EMPTY."
+    wanted = [g for g in dict.fromkeys(groups) if g not in failed]
+    results = admin.delete_groups(wanted) if wanted else {}
+    failed.update({g: e.message or str(e) for g, e in results.items() if e is not None})
     if not failed:
-        names = ", ".join(f"'{g}'" for g in groups)
+        names = ", ".join(f"'{g}'" for g in wanted)
         return [f"Deletion of requested share groups ({names}) was successful."], True
     lines = ["Error: Deletion of some share groups failed:"]
-    lines += [f"* Group '{g}' could not be deleted due to: {e.message or e}" for g, e in failed.items()]
-    ok = [g for g in groups if g not in failed]
+    lines += [f"* Group '{g}' could not be deleted due to: {e}" for g, e in failed.items()]
+    ok = [g for g in wanted if g not in failed]
     if ok:
         lines.append("These share groups were deleted successfully: " + ", ".join(f"'{g}'" for g in ok))
     return lines, False

@@ -157,6 +157,8 @@ def test_share_groups_cli_lists_describes_resets_and_deletes(broker: BrokerProce
     busy = share_groups(broker, "--reset-offsets", "--group", "sg", "--topic", TOPIC, "--to-latest", "--execute",
                         check=False)
     assert busy.returncode != 0 and "Share group 'sg' is not empty." in busy.stderr
+    busy = share_groups(broker, "--delete", "--group", "sg", check=False)
+    assert busy.returncode != 0 and "Share group 'sg' is not EMPTY." in busy.stdout
 
     assert _heartbeat(broker, "member-a", -1).member_epoch == -1 and member.member_epoch > 0
     plan = table(share_groups(broker, "--reset-offsets", "--group", "sg", "--topic", TOPIC, "--to-latest",
@@ -177,6 +179,10 @@ def test_share_groups_cli_lists_describes_resets_and_deletes(broker: BrokerProce
     removed = table(share_groups(broker, "--delete-offsets", "--group", "sg", "--topic", TOPIC).stdout)
     assert removed == [{"TOPIC": TOPIC, "STATUS": "Successful"}]
     assert table(share_groups(broker, "--describe", "--group", "sg").stdout) == []
+    # Only a share group is deleted by the tool (a consumer group of the name is no share group).
+    refused = share_groups(broker, "--delete", "--group", "not-a-share-group", check=False)
+    assert refused.returncode != 0 and ("* Group 'not-a-share-group' could not be deleted due to: Group "
+                                        "'not-a-share-group' is not a share group.") in refused.stdout
     assert share_groups(broker, "--delete", "--group", "sg").stdout.strip() == (
         "Deletion of requested share groups ('sg') was successful.")
     assert share_groups(broker, "--list").stdout.split() == []
