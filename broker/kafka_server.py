@@ -45,6 +45,7 @@ from broker.membership import LocalMembership, Membership, ServerParts
 from broker.metadata_view import TopicRegistry
 from broker.network.connection_quotas import ConnectionLimits, ConnectionQuotas
 from broker.network.socket_server import SocketServer
+from broker.partition_end_offsets import build_partition_end_offsets
 from broker.quota.client_quota_admin import ClientQuotaAdmin
 from broker.quota.client_quota_configs import ClientQuotaConfigs
 from broker.quota.client_quotas import ClientQuotas
@@ -110,6 +111,12 @@ class KafkaServer:
                                                self.share_scheduler, self.group_config_admin.current)
         if share is not None:
             self.services = dataclasses.replace(self.services, share=share)
+        self.group_coordinator.share_offsets.persister = self.share_persister
+        # The share groups' lag runs to each partition's end, here or at its leader.
+        self.partition_end_offsets = build_partition_end_offsets(config, self.broker_id, self.replica_manager,
+                                                                 self.membership.cluster_view,
+                                                                 self.membership.coordinator_cluster())
+        self.group_coordinator.share_offsets.end_offsets = self.partition_end_offsets.end_offset
         # The socket server is one of the services and KafkaApis needs them all: routed once both exist.
         self.socket_server.dispatch = KafkaApis(self.services).dispatch
         self._tasks: list[asyncio.Task[None]] = []
@@ -280,6 +287,7 @@ class KafkaServer:
             self.services.share.close()  # its partitions' lock timers and loads
         self.share_scheduler.shutdown()
         await self.share_persister.shutdown()  # likewise
+        self.partition_end_offsets.shutdown()  # likewise
         await self.share_coordinator.shutdown()  # cancels its loads
         # Parked long polls (and acks=all produces) are answered now with what they
         # have, so draining waits only for real work, not for fetch.wait.max.ms.

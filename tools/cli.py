@@ -14,6 +14,7 @@ from tools.dev_cluster import dev_cluster_command
 from tools.dump_log import dump_log_command
 from tools.features_command import features_command
 from tools.reassign_partitions_command import reassign_partitions_command
+from tools.share_groups_command import share_groups_command
 from tools.topics_command import topics_command
 from tools.transactions_command import transactions_command
 
@@ -35,6 +36,7 @@ COMMANDS: tuple[click.Command, ...] = (
     configs_command,
     # consumer groups and their offsets
     consumer_groups_command,
+    share_groups_command,
     # transactions
     transactions_command,
     # security

@@ -83,6 +83,7 @@ from coordinator.group.group_status import GroupStatus
 from coordinator.group.share_group import ShareGroup
 from coordinator.group.share_group_admin import ShareGroupAdmin
 from coordinator.group.share_group_heartbeat import ShareGroupHeartbeat
+from coordinator.group.share_group_offsets import ShareGroupOffsetsAdmin
 from coordinator.group.share_group_requests import (
     ShareGroupConfig,
     ShareGroupDescription,
@@ -124,6 +125,8 @@ class GroupCoordinator:
                                                 topics or NoTopics(), self.consumer_groups.group_configs,
                                                 self._not_share_group)
         self.share_admin = ShareGroupAdmin(self.share_groups, self.status, self._not_share_group)
+        #: DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets.
+        self.share_offsets = ShareGroupOffsetsAdmin(self.share_groups)
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._expiry_timer: Timer | None = None
         self._load_tasks: set[asyncio.Task[None]] = set()

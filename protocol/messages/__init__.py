@@ -87,4 +87,7 @@ API_INDEX: dict[int, tuple[str, str]] = {
     85: ('write_share_group_state', 'WriteShareGroupState'),
     86: ('delete_share_group_state', 'DeleteShareGroupState'),
     87: ('read_share_group_state_summary', 'ReadShareGroupStateSummary'),
+    90: ('describe_share_group_offsets', 'DescribeShareGroupOffsets'),
+    91: ('alter_share_group_offsets', 'AlterShareGroupOffsets'),
+    92: ('delete_share_group_offsets', 'DeleteShareGroupOffsets'),
 }
