@@ -50,6 +50,9 @@ from broker.security.acl_authorizer import AclAuthorizer, parse_super_users
 from broker.security.channel_builders import listener_security
 from broker.security.credential_cache import CredentialCache
 from broker.security.scram_credentials_manager import ScramCredentialsManager
+from broker.telemetry.client_metrics_manager import ClientMetricsManager
+from broker.telemetry.collector import ClientTelemetryCollector
+from broker.telemetry.subscriptions import ClientMetricsConfigAdmin, ClientMetricsSubscriptions
 from coordinator.common.internal_topics import SHARE_GROUP_STATE_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
@@ -161,6 +164,15 @@ class KafkaServer:
         self.replica_manager.set_transaction_verifier(
             self.transaction_verifier, lambda: self.config.transaction_partition_verification_enable)
         self.share_coordinator = build_share_coordinator(self.config, self.broker_id, self.replica_manager)
+        self._build_client_metrics()
+
+    def _build_client_metrics(self) -> None:
+        """KIP-714's client instances and subscriptions; the pushed metrics go to the collector."""
+        self.client_telemetry_collector = ClientTelemetryCollector()
+        subscriptions = ClientMetricsSubscriptions()
+        self.client_metrics = ClientMetricsManager(subscriptions, self.client_telemetry_collector,
+                                                   lambda: self.config.telemetry_max_bytes)
+        self.client_metrics_admin = ClientMetricsConfigAdmin(subscriptions, self.membership.client_metrics_store())
 
     def _build_security_and_quotas(self, config: BrokerConfig) -> None:
         """SCRAM credentials, ACLs, client quotas and connection limits, kept where the mode keeps them."""
@@ -189,7 +201,8 @@ class KafkaServer:
             scram_credentials=self.scram_credentials, cluster_view=membership.cluster_view,
             membership=membership, coordinator_placement=membership.coordinator_placement(self._coordinates),
             authorizer=self.authorizer, quotas=self.quotas, client_quota_admin=self.client_quota_admin,
-            group_config_admin=self.group_config_admin, share_coordinator=self.share_coordinator)
+            group_config_admin=self.group_config_admin, share_coordinator=self.share_coordinator,
+            client_metrics=self.client_metrics, client_metrics_admin=self.client_metrics_admin)
 
     def _broker_racks(self) -> dict[int, str]:
         """The live brokers' ``broker.rack`` (those with one), for rack-aware consumer-group assignment;
@@ -248,6 +261,7 @@ class KafkaServer:
         await self.membership.load_user_and_quota_configs(self.scram_credentials, self.credentials,
                                                           self.client_quota_admin, self.client_quota_configs)
         await self.group_config_admin.store.load(self.group_configs)
+        await self.client_metrics_admin.store.load(self.client_metrics_admin.subscriptions)
         if self.authorizer is not None:  # every ACL is known before the first request is
             await self.authorizer.start()
             await self.membership.follow_acl_changes(self.authorizer)

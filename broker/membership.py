@@ -32,6 +32,7 @@ from broker.producer_id_manager import ProducerIdManager
 from broker.quota.client_quota_configs import ClientQuotasFile
 from broker.security.acl_store import AclStore, FileAclStore
 from broker.security.credential_cache import ScramCredentialsFile
+from broker.telemetry.subscriptions import ClientMetricsStore, LocalClientMetricsStore
 from broker.topic_admin import LocalTopicAdmin, TopicAdmin
 from protocol.errors import ErrorCode
 
@@ -182,6 +183,10 @@ class Membership(Protocol):
         """Groups' configs: a file of the lone broker, /config/groups in a cluster."""
         ...
 
+    def client_metrics_store(self) -> ClientMetricsStore:
+        """Client-metrics subscriptions: a file of the lone broker, /config/client-metrics in a cluster."""
+        ...
+
     async def host_topics(self) -> None:
         """Once the logs are loaded: host the partitions this broker knows to lead already."""
         ...
@@ -243,6 +248,7 @@ class LocalMembership:
         self._producer_ids: LocalProducerIds | None = None
         self._replica_manager: ReplicaManager | None = None
         self._group_configs = LocalGroupConfigStore(config.log_dirs[0])
+        self._client_metrics = LocalClientMetricsStore(config.log_dirs[0])
 
     @property
     def metadata(self) -> TopicRegistry:
@@ -293,6 +299,9 @@ class LocalMembership:
 
     def group_config_store(self) -> GroupConfigStore:
         return self._group_configs
+
+    def client_metrics_store(self) -> ClientMetricsStore:
+        return self._client_metrics
 
     async def host_topics(self) -> None:
         assert self._admin is not None, "LocalMembership.attach was not called"

@@ -258,6 +258,9 @@ class BrokerConfig(SslConfig):
     leader_imbalance_per_broker_percentage: int = _prop(10, "leader.imbalance.per.broker.percentage")
     leader_imbalance_check_interval_seconds: int = _prop(300, "leader.imbalance.check.interval.seconds")
 
+    # Client metrics (KIP-714): the largest PushTelemetry payload accepted.
+    telemetry_max_bytes: int = _prop(1_048_576, "telemetry.max.bytes")
+
     # Fetch sessions (KIP-227).
     max_incremental_fetch_session_cache_slots: int = _prop(1000, "max.incremental.fetch.session.cache.slots")
 
