@@ -112,6 +112,7 @@ class KafkaServer:
         #: Set once start-up is done, cleared when shutdown begins: /readyz's first condition.
         self._serving = False
         self.metrics = BrokerMetrics()
+        self.metrics.register_collector(self.client_telemetry_collector)  # clients' pushed metrics (KIP-714)
         self.metrics_endpoint = endpoint_for(config, self.metrics, self.ready)
         self._stopped = asyncio.Event()
         self.started_at = 0.0

@@ -51,6 +51,7 @@ ACCEPTED_COMPRESSION_TYPES: Final = (compression.ZSTD, compression.LZ4, compress
 #: Client instance ids a client may not use (Kafka's Uuid.RESERVED: zero and the metadata topic's).
 _RESERVED_IDS: Final = frozenset({UUID(int=0), UUID(int=1)})
 _MIN_EXPIRY_MS: Final = 60_000
+_GET_AT_ONCE_AFTER: Final = frozenset({ErrorCode.UNKNOWN_SUBSCRIPTION_ID, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE})
 #: At most this many instances are kept (Kafka's cache size); the least recently heard of goes first.
 _MAX_INSTANCES: Final = 16_384
 
@@ -88,16 +89,19 @@ class ClientInstance:
     last_push_ms: float = -math.inf
     last_seen_ms: float = -math.inf
     terminating: bool = False
+    #: The error of the instance's last request: after UNKNOWN_SUBSCRIPTION_ID or
+    #: UNSUPPORTED_COMPRESSION_TYPE the client may ask for its subscription at once.
+    last_error: ErrorCode = ErrorCode.NO_ERROR
 
     @property
     def expiry_ms(self) -> int:
         return max(_MIN_EXPIRY_MS, 3 * self.push_interval_ms)
 
-    def accept_get(self, now_ms: float) -> bool:
-        if now_ms - max(self.last_get_ms, self.last_push_ms) >= self.push_interval_ms:
-            self.last_get_ms = now_ms
-            return True
-        return False
+    def may_get(self, now_ms: float) -> bool:
+        """A push interval since the last request, or the last push was refused for a reason only a new
+        subscription mends."""
+        return (now_ms - max(self.last_get_ms, self.last_push_ms) >= self.push_interval_ms
+                or self.last_error in _GET_AT_ONCE_AFTER)
 
     def accept_push(self, now_ms: float) -> bool:
         """A push right after a GetTelemetrySubscriptions is accepted whenever it comes: the client
@@ -187,8 +191,10 @@ class ClientMetricsManager:
         now_ms = self._now_ms()
         instance_id = requested_id if requested_id != UUID(int=0) else self._new_instance_id()
         instance = self._instance_for(instance_id, client, now_ms)
-        if not instance.accept_get(now_ms):
+        if not instance.may_get(now_ms):
             return GetTelemetrySubscriptionsResponse(error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED)
+        instance.last_get_ms = now_ms
+        instance.last_error = ErrorCode.NO_ERROR
         return GetTelemetrySubscriptionsResponse(
             error_code=ErrorCode.NO_ERROR, client_instance_id=instance_id, subscription_id=instance.subscription_id,
             accepted_compression_types=list(ACCEPTED_COMPRESSION_TYPES), push_interval_ms=instance.push_interval_ms,
@@ -225,16 +231,16 @@ class ClientMetricsManager:
             error = self._push_error(request, instance, now_ms)
         finally:
             instance.terminating = request.terminating
-        if error != ErrorCode.NO_ERROR:
-            return PushTelemetryResponse(error_code=error)
-        if request.metrics:
+        if error == ErrorCode.NO_ERROR and request.metrics:
             try:
                 points = decode_metrics(request.metrics, request.compression_type)
             except InvalidTelemetryPayload:
-                return PushTelemetryResponse(error_code=ErrorCode.INVALID_RECORD)
-            self.collector.record(instance_id, instance.client.labels(instance_id), points,
-                                  instance.expiry_ms / 1000.0)
-        return PushTelemetryResponse(error_code=ErrorCode.NO_ERROR)
+                error = ErrorCode.INVALID_RECORD
+            else:
+                self.collector.record(instance_id, instance.client.labels(instance_id), points,
+                                      instance.expiry_ms / 1000.0)
+        instance.last_error = error
+        return PushTelemetryResponse(error_code=error)
 
     def clients(self) -> Mapping[UUID, ClientInstance]:
         return dict(self._instances)

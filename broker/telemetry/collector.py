@@ -42,6 +42,12 @@ class _ClientSeries:
     series: dict[SeriesKey, _Series] = field(default_factory=dict)
 
 
+def _family_name(name: str, kind: str) -> str:
+    """A counter's family name without the "_total" its samples carry (the name may have one already:
+    ``org.apache.kafka.consumer.connection.creation.total``)."""
+    return name[:-len("_total")] if kind == "counter" and name.endswith("_total") else name
+
+
 class ClientTelemetryCollector(Collector):
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -80,10 +86,11 @@ class ClientTelemetryCollector(Collector):
         self.expire()
         families: dict[str, Metric] = {}
         for client in list(self._clients.values()):
-            for (name, point_labels), series in list(client.series.items()):
+            for (point_name, point_labels), series in list(client.series.items()):
+                name = _family_name(point_name, series.kind)
                 family = families.get(name)
                 if family is None:
-                    family = families[name] = Metric(name, series.description or name, series.kind)
+                    family = families[name] = Metric(name, series.description or point_name, series.kind)
                 elif family.type != series.kind:
                     continue  # one name, two types: the first client's type is the family's
                 labels = dict(point_labels)
