@@ -189,3 +189,24 @@ def test_get_subscriptions_and_push_on_the_wire(pafka_broker: BrokerProcess) -> 
     assert send_request(pafka_broker, 72, 0, push).error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
     push.terminating, push.metrics = True, b""
     assert send_request(pafka_broker, 72, 0, push).error_code == ErrorCode.NO_ERROR
+
+
+def test_pafka_client_metrics_as_kafka_client_metrics_sh(pafka_broker: BrokerProcess) -> None:
+    bootstrap = pafka_broker.bootstrap
+    assert cli("client-metrics", "--bootstrap-server", bootstrap, "--alter", "--name", "apps", "--metrics",
+               "org.apache.kafka.producer.,org.apache.kafka.consumer.", "--interval", "5000", "--match",
+               "client_id=app.*,client_software_name=confluent.*") == ["Altered client metrics config for apps."]
+    generated = cli("client-metrics", "--bootstrap-server", bootstrap, "--alter", "--generate-name", "--metrics", "*")
+    name = generated[0].removeprefix("Altered client metrics config for ").removesuffix(".")
+    assert sorted(cli("client-metrics", "--bootstrap-server", bootstrap, "--list")) == sorted(["apps", name])
+    assert cli("client-metrics", "--bootstrap-server", bootstrap, "--describe", "--name", "apps") == [
+        "Client metrics configs for apps are:",
+        "  interval.ms=5000",
+        "  match=client_id=app.*,client_software_name=confluent.*",
+        "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer."]
+    assert cli("client-metrics", "--bootstrap-server", bootstrap, "--delete", "--name", name) == [
+        f"Deleted client metrics config for {name}."]
+    assert cli("client-metrics", "--bootstrap-server", bootstrap, "--list") == ["apps"]
+    refused = CliRunner().invoke(main, ["client-metrics", "--bootstrap-server", bootstrap, "--alter", "--metrics", "*"])
+    assert refused.exit_code != 0
+    assert "One of --name or --generate-name must be specified with --alter." in refused.output
