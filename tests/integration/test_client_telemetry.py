@@ -189,6 +189,11 @@ def test_get_subscriptions_and_push_on_the_wire(pafka_broker: BrokerProcess) -> 
     assert send_request(pafka_broker, 72, 0, push).error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
     push.terminating, push.metrics = True, b""
     assert send_request(pafka_broker, 72, 0, push).error_code == ErrorCode.NO_ERROR
+    # ListConfigResources v1 with no type: every supported type's resources (KIP-1142).
+    create_topic(pafka_broker.bootstrap, "listed", 1)
+    listed = send_request(pafka_broker, 74, 1, ListConfigResourcesRequest())
+    resources = {(r.resource_name, r.resource_type) for r in listed.config_resources}
+    assert {("wire", 16), ("listed", 2), ("0", 4), ("0", 8)} <= resources  # a lone broker is broker 0
 
 
 def test_pafka_client_metrics_as_kafka_client_metrics_sh(pafka_broker: BrokerProcess) -> None:
