@@ -54,6 +54,7 @@ from broker.security.credential_cache import CredentialCache
 from broker.security.scram_credentials_manager import ScramCredentialsManager
 from broker.telemetry.client_metrics_manager import ClientMetricsManager
 from broker.telemetry.collector import ClientTelemetryCollector
+from broker.telemetry.stats import ClientMetricsStatsCollector
 from broker.telemetry.subscriptions import ClientMetricsConfigAdmin, ClientMetricsSubscriptions
 from coordinator.common.internal_topics import SHARE_GROUP_STATE_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from replication.append_thread import AppendThread
@@ -115,6 +116,7 @@ class KafkaServer:
         self.metrics = BrokerMetrics()
         register_broker_collectors(self.metrics, self)
         self.metrics.register_collector(self.client_telemetry_collector)  # clients' pushed metrics (KIP-714)
+        self.metrics.register_collector(ClientMetricsStatsCollector(self.client_metrics))
         self.metrics_endpoint = endpoint_for(config, self.metrics, self.ready)
         self._stopped = asyncio.Event()
         self.started_at = 0.0

@@ -92,6 +92,10 @@ class ClientInstance:
     #: The error of the instance's last request: after UNKNOWN_SUBSCRIPTION_ID or
     #: UNSUPPORTED_COMPRESSION_TYPE the client may ask for its subscription at once.
     last_error: ErrorCode = ErrorCode.NO_ERROR
+    #: Kafka's per-instance client-metrics counts: requests throttled, payloads exported, payloads refused.
+    throttles: int = 0
+    exports: int = 0
+    export_errors: int = 0
 
     @property
     def expiry_ms(self) -> int:
@@ -130,6 +134,8 @@ class ClientMetricsManager:
         #: Instances by id, least recently heard of first.
         self._instances: dict[UUID, ClientInstance] = {}
         self._next_expiry_ms = -math.inf
+        #: Pushes under an outdated subscription (Kafka's unknown-subscription-request count).
+        self.unknown_subscription_requests = 0
         #: Each connection's client software (name, version), as its ApiVersions request named it.
         self._software: WeakKeyDictionary[ClientConnection, tuple[str, str]] = WeakKeyDictionary()
 
@@ -180,9 +186,15 @@ class ClientMetricsManager:
         self._expire(now_ms)
         if instance_id not in self._instances:
             self._make_room()
-        instance = self._instances.pop(instance_id, None)
-        if instance is None or instance.subscription_version < self.subscriptions.version:
-            instance = self._evaluate(instance_id, instance.client if instance is not None else client)
+        old = self._instances.pop(instance_id, None)
+        if old is None:
+            instance = self._evaluate(instance_id, client)
+        elif old.subscription_version < self.subscriptions.version:
+            # Evaluated again, with fresh request times as Kafka's new instance has; its counts go on.
+            instance = self._evaluate(instance_id, old.client)
+            instance.throttles, instance.exports, instance.export_errors = old.throttles, old.exports, old.export_errors
+        else:
+            instance = old
         instance.last_seen_ms = now_ms
         self._instances[instance_id] = instance
         return instance
@@ -192,6 +204,7 @@ class ClientMetricsManager:
         instance_id = requested_id if requested_id != UUID(int=0) else self._new_instance_id()
         instance = self._instance_for(instance_id, client, now_ms)
         if not instance.may_get(now_ms):
+            instance.throttles += 1
             return GetTelemetrySubscriptionsResponse(error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED)
         instance.last_get_ms = now_ms
         instance.last_error = ErrorCode.NO_ERROR
@@ -231,12 +244,18 @@ class ClientMetricsManager:
             error = self._push_error(request, instance, now_ms)
         finally:
             instance.terminating = request.terminating
+        if error == ErrorCode.THROTTLING_QUOTA_EXCEEDED:
+            instance.throttles += 1
+        elif error == ErrorCode.UNKNOWN_SUBSCRIPTION_ID:
+            self.unknown_subscription_requests += 1
         if error == ErrorCode.NO_ERROR and request.metrics:
             try:
                 points = decode_metrics(request.metrics, request.compression_type)
             except InvalidTelemetryPayload:
                 error = ErrorCode.INVALID_RECORD
+                instance.export_errors += 1
             else:
+                instance.exports += 1
                 self.collector.record(instance_id, instance.client.labels(instance_id), points,
                                       instance.expiry_ms / 1000.0)
         instance.last_error = error

@@ -116,6 +116,9 @@ def test_confluent_kafka_pushes_its_metrics_to_the_broker_endpoint(pafka_broker:
     assert labels["client_software_name"] == "confluent-kafka-python"
     assert labels["client_software_version"].startswith(confluent_kafka.version()[0])
     assert re.fullmatch(r"[0-9a-f-]{36}", labels["client_instance_id"])
+    # The broker's own client-metrics metrics: the four clients are instances it knows.
+    instances = [line for line in text.splitlines() if line.startswith("kafka_server_client_metrics_instance_count ")]
+    assert len(instances) == 1 and float(instances[0].split()[1]) >= 4, instances
 
 
 def describe(bootstrap: str, name: str) -> dict[str, str]:

@@ -20,6 +20,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 
 from broker.telemetry.client_metrics_manager import ClientInformation, ClientMetricsManager
 from broker.telemetry.collector import ClientTelemetryCollector
+from broker.telemetry.stats import ClientMetricsStatsCollector
 from broker.telemetry.subscriptions import ClientMetricsSubscriptions
 from protocol import compression
 from protocol.errors import ErrorCode
@@ -183,3 +184,28 @@ def test_a_silent_clients_series_expire(manager: ClientMetricsManager, collector
     clock.advance_ms(2_000)  # three intervals, at least a minute: Kafka's expiry of a client instance
     assert samples(collector) == {}
     assert collector.clients() == 0
+
+
+def test_the_brokers_client_metrics_counts(manager: ClientMetricsManager, subscriptions: ClientMetricsSubscriptions,
+                                           clock: Clock) -> None:
+    answer = manager.get_subscriptions(ZERO, APP)
+    instance = answer.client_instance_id
+    manager.get_subscriptions(instance, APP)  # throttled
+    push = PushTelemetryRequest(client_instance_id=instance, subscription_id=answer.subscription_id,
+                                metrics=payload())
+    manager.push(push, APP)  # exported
+    clock.advance_ms(1000)
+    push.metrics = b"\xff"
+    manager.push(push, APP)  # refused
+    subscriptions.replace("apps", {})
+    clock.advance_ms(1000)
+    manager.push(push, APP)  # under the old subscription
+    manager.get_subscriptions(ZERO, OTHER)
+    found = {(family.name, tuple(sorted(sample.labels.items()))): sample.value
+             for family in ClientMetricsStatsCollector(manager).collect() for sample in family.samples}
+    labels = (("client_instance_id", str(instance)),)
+    assert found[("kafka_server_client_metrics_instance_count", ())] == 2
+    assert found[("kafka_server_client_metrics_unknown_subscription_request_count", ())] == 1
+    assert found[("kafka_server_client_metrics_throttle_count", labels)] == 1
+    assert found[("kafka_server_client_metrics_plugin_export_count", labels)] == 1
+    assert found[("kafka_server_client_metrics_plugin_error_count", labels)] == 1
