@@ -97,6 +97,8 @@ def parse_match(patterns: list[str]) -> dict[str, re.Pattern[str]]:
     parsed: dict[str, re.Pattern[str]] = {}
     for pattern in patterns:
         parts = pattern.split("=")
+        while parts and not parts[-1]:  # Java's String.split drops trailing empty strings
+            parts.pop()
         if len(parts) != 2 or parts[0].strip() not in MATCH_SELECTORS:
             raise ClientMetricsConfigError(ErrorCode.INVALID_CONFIG, f"Illegal client matching pattern: {pattern}")
         try:

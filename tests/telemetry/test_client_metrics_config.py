@@ -35,11 +35,16 @@ from protocol.errors import ErrorCode
     ("s", {"match": "client_host=a"}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: client_host=a"),
     ("s", {"match": "client_id=a=b"}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: client_id=a=b"),
     ("s", {"match": "client_id=(a"}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: client_id=(a"),
+    ("s", {"match": "client_id="}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: client_id="),
 ])
 def test_refused_subscriptions(name: str, configs: dict[str, str], error: ErrorCode, message: str) -> None:
     with pytest.raises(ClientMetricsConfigError) as refused:
         validate_client_metrics_configs(name, configs)
     assert (refused.value.error_code, refused.value.message) == (error, message)
+
+
+def test_a_trailing_equals_sign_is_dropped_as_java_splits() -> None:
+    assert parse_subscription("s", {"match": "client_id=app=="}).match["client_id"].pattern == "app"
 
 
 def test_a_subscription_and_its_defaults() -> None:
