@@ -23,6 +23,10 @@ from broker.telemetry.otlp import MetricPoint
 #: The labels every pushed series carries, naming the client that pushed it.
 CLIENT_LABELS = ("client_id", "client_software_name", "client_software_version", "client_instance_id")
 
+#: The prefixes of the broker's own families: a pushed metric named like one would give the scrape a
+#: second family of that name, which Prometheus refuses whole, so such points are dropped.
+RESERVED_PREFIXES = ("kafka_", "pafka_", "process_", "python_")
+
 #: (metric name, the point's labels) -> its series.
 SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
 
@@ -62,6 +66,8 @@ class ClientTelemetryCollector(Collector):
             client = self._clients[client_instance_id] = _ClientSeries(dict(client_labels), 0.0, expiry_s)
         client.labels, client.last_push, client.expiry_s = dict(client_labels), self._clock(), expiry_s
         for point in points:
+            if point.name.startswith(RESERVED_PREFIXES):
+                continue
             key = (point.name, point.labels)
             series = client.series.get(key)
             if series is None or series.kind != point.kind:

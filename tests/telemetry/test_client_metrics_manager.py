@@ -20,6 +20,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 
 from broker.telemetry.client_metrics_manager import ClientInformation, ClientMetricsManager
 from broker.telemetry.collector import ClientTelemetryCollector
+from broker.telemetry.otlp import MetricPoint
 from broker.telemetry.stats import ClientMetricsStatsCollector
 from broker.telemetry.subscriptions import ClientMetricsSubscriptions
 from protocol import compression
@@ -209,3 +210,10 @@ def test_the_brokers_client_metrics_counts(manager: ClientMetricsManager, subscr
     assert found[("kafka_server_client_metrics_throttle_count", labels)] == 1
     assert found[("kafka_server_client_metrics_plugin_export_count", labels)] == 1
     assert found[("kafka_server_client_metrics_plugin_error_count", labels)] == 1
+
+
+def test_a_pushed_metric_named_like_the_brokers_own_is_dropped(collector: ClientTelemetryCollector) -> None:
+    collector.record(UUID(int=7), {"client_id": "c"}, [
+        MetricPoint("kafka_server_brokertopicmetrics_messagesin", "", "counter", 1.0, True, ()),
+        MetricPoint("org_apache_kafka_producer_record_queue_time_avg", "", "gauge", 2.0, False, ())], 60.0)
+    assert list(samples(collector)) == ["org_apache_kafka_producer_record_queue_time_avg"]
