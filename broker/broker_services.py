@@ -23,6 +23,8 @@ from broker.quota.client_quotas import ClientQuotas
 from broker.security.acl_authorizer import AclAuthorizer
 from broker.security.scram_credentials_manager import ScramCredentialsManager
 from broker.share_services import ShareServices
+from broker.telemetry.client_metrics_manager import ClientMetricsManager
+from broker.telemetry.subscriptions import ClientMetricsConfigAdmin
 from broker.topic_admin import TopicAdmin
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.share.share_coordinator import ShareCoordinator
@@ -76,6 +78,10 @@ class BrokerServices:
     #: Share groups' partitions and sessions (ShareFetch, ShareAcknowledge); None unless
     #: group.coordinator.rebalance.protocols lists share.
     share: ShareServices | None = None
+    #: Client metrics (KIP-714): the client instances GetTelemetrySubscriptions and PushTelemetry serve, and
+    #: the subscriptions (resource type CLIENT_METRICS). None in harnesses that test handlers alone.
+    client_metrics: ClientMetricsManager | None = None
+    client_metrics_admin: ClientMetricsConfigAdmin | None = None
 
     @property
     def config(self) -> BrokerConfig:

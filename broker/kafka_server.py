@@ -43,6 +43,8 @@ from broker.group_config_store import GroupConfigAdmin
 from broker.kafka_apis import KafkaApis
 from broker.membership import LocalMembership, Membership, ServerParts
 from broker.metadata_view import TopicRegistry
+from broker.metrics import BrokerMetrics, endpoint_for
+from broker.metrics.broker_collectors import RUNNING, SHUTTING_DOWN, STARTING, register_broker_collectors
 from broker.network.connection_quotas import ConnectionLimits, ConnectionQuotas
 from broker.network.socket_server import SocketServer
 from broker.partition_end_offsets import build_partition_end_offsets
@@ -53,6 +55,10 @@ from broker.security.acl_authorizer import AclAuthorizer, parse_super_users
 from broker.security.channel_builders import listener_security
 from broker.security.credential_cache import CredentialCache
 from broker.security.scram_credentials_manager import ScramCredentialsManager
+from broker.telemetry.client_metrics_manager import ClientMetricsManager
+from broker.telemetry.collector import ClientTelemetryCollector
+from broker.telemetry.stats import ClientMetricsStatsCollector
+from broker.telemetry.subscriptions import ClientMetricsConfigAdmin, ClientMetricsSubscriptions
 from coordinator.common.internal_topics import SHARE_GROUP_STATE_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from coordinator.common.scheduler import AsyncioScheduler
 from replication.append_thread import AppendThread
@@ -120,6 +126,13 @@ class KafkaServer:
         # The socket server is one of the services and KafkaApis needs them all: routed once both exist.
         self.socket_server.dispatch = KafkaApis(self.services).dispatch
         self._tasks: list[asyncio.Task[None]] = []
+        #: Set once start-up is done, cleared when shutdown begins: /readyz's first condition.
+        self._serving = False
+        self.metrics = BrokerMetrics()
+        register_broker_collectors(self.metrics, self)
+        self.metrics.register_collector(self.client_telemetry_collector)  # clients' pushed metrics (KIP-714)
+        self.metrics.register_collector(ClientMetricsStatsCollector(self.client_metrics))
+        self.metrics_endpoint = endpoint_for(config, self.metrics, self.ready)
         self._stopped = asyncio.Event()
         self.started_at = 0.0
         self._racks: dict[int, str] = {}
@@ -176,6 +189,15 @@ class KafkaServer:
         self.replica_manager.set_transaction_verifier(
             self.transaction_verifier, lambda: self.config.transaction_partition_verification_enable)
         self.share_coordinator = build_share_coordinator(self.config, self.broker_id, self.replica_manager)
+        self._build_client_metrics()
+
+    def _build_client_metrics(self) -> None:
+        """KIP-714's client instances and subscriptions; the pushed metrics go to the collector."""
+        self.client_telemetry_collector = ClientTelemetryCollector()
+        subscriptions = ClientMetricsSubscriptions()
+        self.client_metrics = ClientMetricsManager(subscriptions, self.client_telemetry_collector,
+                                                   lambda: self.config.telemetry_max_bytes)
+        self.client_metrics_admin = ClientMetricsConfigAdmin(subscriptions, self.membership.client_metrics_store())
 
     def _build_security_and_quotas(self, config: BrokerConfig) -> None:
         """SCRAM credentials, ACLs, client quotas and connection limits, kept where the mode keeps them."""
@@ -204,7 +226,8 @@ class KafkaServer:
             scram_credentials=self.scram_credentials, cluster_view=membership.cluster_view,
             membership=membership, coordinator_placement=membership.coordinator_placement(self._coordinates),
             authorizer=self.authorizer, quotas=self.quotas, client_quota_admin=self.client_quota_admin,
-            group_config_admin=self.group_config_admin, share_coordinator=self.share_coordinator)
+            group_config_admin=self.group_config_admin, share_coordinator=self.share_coordinator,
+            client_metrics=self.client_metrics, client_metrics_admin=self.client_metrics_admin)
 
     def _broker_racks(self) -> dict[int, str]:
         """The live brokers' ``broker.rack`` (those with one), for rack-aware consumer-group assignment;
@@ -251,9 +274,22 @@ class KafkaServer:
     def cluster_id(self) -> str:
         return self.metadata.cluster_id
 
+    def ready(self) -> bool:
+        """Listeners bound and logs recovered (start-up done), and in a cluster registered and listed
+        alive by the controller's metadata: what /readyz answers."""
+        return self._serving and self.membership.caught_up()
+
+    def broker_state(self) -> int:
+        """Kafka's BrokerState: starting, running, shutting down."""
+        if self._serving:
+            return RUNNING
+        return STARTING if not self.started_at else SHUTTING_DOWN
+
     # -- lifecycle --------------------------------------------------------
     async def startup(self) -> None:
         started = time.monotonic()
+        if self.metrics_endpoint is not None:  # first: a taken port fails before any log is touched
+            await self.metrics_endpoint.start()
         await asyncio.to_thread(self.log_manager.startup)  # creates and locks the log dirs
         await self.membership.host_topics()
         self.group_coordinator.startup()  # loads groups from the __consumer_offsets partitions led here
@@ -263,6 +299,7 @@ class KafkaServer:
         await self.membership.load_user_and_quota_configs(self.scram_credentials, self.credentials,
                                                           self.client_quota_admin, self.client_quota_configs)
         await self.group_config_admin.store.load(self.group_configs)
+        await self.client_metrics_admin.store.load(self.client_metrics_admin.subscriptions)
         if self.authorizer is not None:  # every ACL is known before the first request is
             await self.authorizer.start()
             await self.membership.follow_acl_changes(self.authorizer)
@@ -270,12 +307,14 @@ class KafkaServer:
         # A cluster member registers with the bound ports, then joins the controller election.
         await self.membership.startup()
         self._start_background_tasks()
+        self._serving = True
         self.started_at = time.time()
         log.info("[KafkaServer id=%d] started in %.0f ms (cluster id %s)",
                  self.broker_id, (time.monotonic() - started) * 1000, self.cluster_id)
 
     async def shutdown(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        self._serving = False
         # Leaderships move to other replicas while this broker still serves (ControlledShutdown).
         await self.membership.controlled_shutdown()
         self.socket_server.stop_accepting()
@@ -307,6 +346,8 @@ class KafkaServer:
         self.append_thread.shutdown()
         await asyncio.to_thread(self.log_manager.shutdown)
         await self.membership.shutdown()  # a controller resigns, a registration goes with the session
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
         log.info("[KafkaServer id=%d] shut down cleanly", self.broker_id)
         self._stopped.set()
 

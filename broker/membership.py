@@ -32,6 +32,7 @@ from broker.producer_id_manager import ProducerIdManager
 from broker.quota.client_quota_configs import ClientQuotasFile
 from broker.security.acl_store import AclStore, FileAclStore
 from broker.security.credential_cache import ScramCredentialsFile
+from broker.telemetry.subscriptions import ClientMetricsStore, LocalClientMetricsStore
 from broker.topic_admin import LocalTopicAdmin, TopicAdmin
 from protocol.errors import ErrorCode
 
@@ -182,6 +183,10 @@ class Membership(Protocol):
         """Groups' configs: a file of the lone broker, /config/groups in a cluster."""
         ...
 
+    def client_metrics_store(self) -> ClientMetricsStore:
+        """Client-metrics subscriptions: a file of the lone broker, /config/client-metrics in a cluster."""
+        ...
+
     async def host_topics(self) -> None:
         """Once the logs are loaded: host the partitions this broker knows to lead already."""
         ...
@@ -200,6 +205,10 @@ class Membership(Protocol):
 
     async def startup(self) -> None:
         """Once the listeners are bound (a cluster member registers and joins the election)."""
+        ...
+
+    def caught_up(self) -> bool:
+        """The mode's part of readiness: a member is registered and the controller's metadata lists it."""
         ...
 
     async def controlled_shutdown(self) -> None:
@@ -243,6 +252,7 @@ class LocalMembership:
         self._producer_ids: LocalProducerIds | None = None
         self._replica_manager: ReplicaManager | None = None
         self._group_configs = LocalGroupConfigStore(config.log_dirs[0])
+        self._client_metrics = LocalClientMetricsStore(config.log_dirs[0])
 
     @property
     def metadata(self) -> TopicRegistry:
@@ -294,6 +304,9 @@ class LocalMembership:
     def group_config_store(self) -> GroupConfigStore:
         return self._group_configs
 
+    def client_metrics_store(self) -> ClientMetricsStore:
+        return self._client_metrics
+
     async def host_topics(self) -> None:
         assert self._admin is not None, "LocalMembership.attach was not called"
         await asyncio.to_thread(self.store.save)  # fixes the cluster id on first start
@@ -307,6 +320,9 @@ class LocalMembership:
 
     async def follow_acl_changes(self, authorizer: AclAuthorizer) -> None:
         """Every ACL change is made here: the authorizer's cache is current already."""
+
+    def caught_up(self) -> bool:
+        return True
 
     async def wait_for_brokers(self, listener_name: str) -> None:
         """The lone broker always knows one: itself."""

@@ -33,6 +33,7 @@ _TXN_CLIENT = "tests/integration/test_transactions.py"
 _TXN_ADMIN = "tests/integration/test_transactions_admin_versions.py"
 _ACLS = "tests/broker/test_acl_apis.py::test_create_describe_delete_at_every_version"
 _CONSUMER = "tests/integration/test_consumer_group_versions.py"
+_TELEMETRY = "tests/integration/test_client_telemetry.py"
 
 #: API key -> the tests that send every version pafka serves of it (each is
 #: parametrized over the handler's MIN_VERSION..MAX_VERSION, or over a wider
@@ -94,6 +95,11 @@ TESTS: dict[int, list[str]] = {
     68: [f"{_CONSUMER}::test_heartbeat_joins_at_every_version", f"{_CONSUMER}::test_v1_subscribes_with_a_regular_expression",
          "tests/integration/test_consumer_protocol_default.py"],
     69: [f"{_CONSUMER}::test_describe_at_every_version", "tests/integration/test_consumer_protocol_default.py"],
+    71: [f"{_TELEMETRY}::test_get_subscriptions_and_push_on_the_wire",
+         f"{_TELEMETRY}::test_confluent_kafka_pushes_its_metrics_to_the_broker_endpoint"],
+    72: [f"{_TELEMETRY}::test_get_subscriptions_and_push_on_the_wire",
+         f"{_TELEMETRY}::test_confluent_kafka_pushes_its_metrics_to_the_broker_endpoint"],
+    74: [f"{_TELEMETRY}::test_subscriptions_on_a_lone_broker_survive_a_restart"],
     75: [f"{_ADMIN}::test_describe_topic_partitions_version"],
 }
 

@@ -6,6 +6,7 @@ import click
 
 from broker.broker_command import broker_command
 from tools.acls_command import acls_command
+from tools.client_metrics_command import client_metrics_command
 from tools.configs_command import configs_command
 from tools.console_consumer import console_consumer_command
 from tools.console_producer import console_producer_command
@@ -34,6 +35,7 @@ COMMANDS: tuple[click.Command, ...] = (
     console_producer_command,
     console_consumer_command,
     configs_command,
+    client_metrics_command,
     # consumer groups and their offsets
     consumer_groups_command,
     share_groups_command,

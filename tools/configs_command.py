@@ -1,4 +1,5 @@
-"""``pafka configs``: kafka-configs.sh for client quotas, users' SCRAM credentials and groups' configs.
+"""``pafka configs``: kafka-configs.sh for client quotas, users' SCRAM credentials, groups' configs and
+client-metrics subscriptions.
 
     pafka configs --bootstrap-server H:P --alter --entity-type users --entity-name alice \\
         --entity-type clients --entity-name app --add-config 'producer_byte_rate=1048576,consumer_byte_rate=2097152'
@@ -17,7 +18,8 @@ shorthands ``--user``, ``--client``, ``--ip``, ``--user-defaults``, ``--client-d
 ``--ip-defaults``. Quota keys go to AlterClientQuotas and DescribeClientQuotas; SCRAM-SHA-* keys of a
 user go to AlterUserScramCredentials (the password is salted here, in ``client.admin``, and never
 reaches the broker), never both in one command, as kafka-configs.sh refuses. ``--entity-type groups``
-goes to DescribeConfigs and IncrementalAlterConfigs (``tools.group_configs``). The messages and output
+goes to DescribeConfigs and IncrementalAlterConfigs (``tools.group_configs``), as does
+``--entity-type client-metrics`` (``tools.client_metrics_configs``). The messages and output
 lines are kafka-configs.sh's. ``--command-config FILE`` holds the client's properties
 (``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``, ``ssl.*``). Topic and broker
 configs are the ``topics`` command's and the admin API's.
@@ -38,6 +40,12 @@ from client.client import KafkaClient
 from client.errors import KafkaClientError
 from client.quota_admin import QuotaAdmin
 from client.scram import DEFAULT_ITERATIONS, ScramMechanism
+from tools.client_metrics_configs import (
+    CLIENT_METRICS,
+    alter_client_metrics_configs,
+    check_client_metrics_entities,
+    describe_client_metrics_configs,
+)
 from tools.common import command_config_security, fail
 from tools.group_configs import GROUPS, alter_group_configs, check_group_entities, describe_group_configs
 from tools.quota_configs import (
@@ -223,15 +231,24 @@ def _groups(client: KafkaClient, timeout_ms: int, action: str, entities: Entitie
             alter_group_configs(client, timeout_ms, entities.names[0], *changes)
 
 
+def _client_metrics(client: KafkaClient, timeout_ms: int, action: str, entities: Entities,
+                    changes: tuple[dict[str, str], list[str]]) -> None:
+    with client:
+        if action == "describe":
+            describe_client_metrics_configs(client, timeout_ms, entities.names[0] if entities.names else None)
+        else:
+            alter_client_metrics_configs(client, timeout_ms, entities.names[0], *changes)
+
+
 @click.command("configs", cls=_ConfigsCommand)
 @click.option("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT...] of the brokers to connect to.")
 @click.option("--command-config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Client properties: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*.")
 @click.option("--alter", "action", flag_value="alter", help="Alter the configs of an entity.")
 @click.option("--describe", "action", flag_value="describe", help="List the configs of an entity or all.")
-@click.option("--entity-type", "entity_types", type=click.Choice(["users", "clients", "ips", "groups"]),
-              multiple=True, help="users, clients, ips or groups; users and clients may be given together "
-                                  "(a user's clients).")
+@click.option("--entity-type", "entity_types", type=click.Choice(["users", "clients", "ips", "groups", CLIENT_METRICS]),
+              multiple=True, help="users, clients, ips, groups or client-metrics; users and clients may be given "
+                                  "together (a user's clients).")
 @click.option("--entity-name", "entity_names", multiple=True,
               help="A user principal, client id or IP, paired in order with the --entity-type options.")
 @click.option("--entity-default", is_flag=True, help="The default entity, in place of an --entity-name.")
@@ -252,7 +269,8 @@ def _groups(client: KafkaClient, timeout_ms: int, action: str, entities: Entitie
 def configs_command(bootstrap_server: str, command_config: Path | None, action: str | None, timeout_ms: int,
                     add_config: str | None, add_config_file: Path | None, delete_configs: tuple[str, ...],
                     describe_all: bool, **entity_options: Any) -> None:
-    """Describe and alter client quotas, users' SCRAM credentials and groups' configs (kafka-configs.sh)."""
+    """Describe and alter client quotas, users' SCRAM credentials, groups' configs and client-metrics
+    subscriptions (kafka-configs.sh)."""
     if action is None:
         fail("Command must include exactly one action: --describe, --alter")
     if action == "describe" and (add_config or add_config_file or delete_configs):
@@ -260,8 +278,11 @@ def configs_command(bootstrap_server: str, command_config: Path | None, action: 
         fail(f"Option \"[describe]\" can't be used with option \"[{given}]\"")
     entities = _entities(entity_options, click.get_current_context().meta.get(_NAME_ORDER, []))
     groups = GROUPS in entities.types
+    client_metrics = CLIENT_METRICS in entities.types
     if groups:
         check_group_entities(entities.types, entities.names, alter=action == "alter")
+    elif client_metrics:
+        check_client_metrics_entities(entities.types, entities.names, alter=action == "alter")
     else:
         check_entities(entities, alter=action == "alter")
     if action == "alter":
@@ -273,6 +294,8 @@ def configs_command(bootstrap_server: str, command_config: Path | None, action: 
                              security=security)
         if groups:
             _groups(client, timeout_ms, action, entities, describe_all, (added, deleted))
+        elif client_metrics:
+            _client_metrics(client, timeout_ms, action, entities, (added, deleted))
         elif action == "describe":
             _describe(client, timeout_ms, entities)
         else:

@@ -41,6 +41,7 @@ from broker.cluster.controlled_shutdown import ControlledShutdownClient
 from broker.cluster.coordinator_cluster import CoordinatorCluster, coordinator_cluster_from_cache
 from broker.cluster.metadata_cache import ZkMetadataCache
 from broker.cluster.zk_admin import ZK_WRITE_TIMEOUT_S, ZkTopicAdmin
+from broker.cluster.zk_client_metrics import ZkClientMetricsStore
 from broker.cluster.zk_group_configs import ZkGroupConfigStore
 from broker.cluster.zk_producer_id_manager import ZkProducerIdManager
 from broker.config.broker_config import BrokerConfig
@@ -57,6 +58,7 @@ from controller.zk.zk_data import (
     CONFIG_CHANGE_PREFIX,
     CONFIG_CHANGES_PATH,
     CONFIG_TYPE_BROKER,
+    CONFIG_TYPE_CLIENT_METRICS,
     CONFIG_TYPE_GROUP,
     CONFIG_TYPE_TOPIC,
     CONFIG_TYPE_USER,
@@ -89,6 +91,7 @@ if TYPE_CHECKING:
     from broker.security.acl_binding import ResourcePattern
     from broker.security.credential_cache import CredentialCache, ScramCredentialsFile
     from broker.security.scram_credentials_manager import ScramCredentialsManager
+    from broker.telemetry.subscriptions import ClientMetricsStore
     from replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -141,6 +144,7 @@ class ZkBroker:
         self.loop = asyncio.get_running_loop()
         self.admin = ZkTopicAdmin(broker_id, zk, self.metadata_cache, self.loop)
         self.group_configs = ZkGroupConfigStore(zk, self.loop)
+        self.client_metrics = ZkClientMetricsStore(zk, self.loop)
         #: /config/brokers/<id> and /config/brokers/<default> as read at connect time.
         self.initial_broker_configs: tuple[dict[str, str], dict[str, str]] = ({}, {})
 
@@ -218,6 +222,9 @@ class ZkBroker:
     def group_config_store(self) -> GroupConfigStore:
         return self.group_configs  # /config/groups
 
+    def client_metrics_store(self) -> ClientMetricsStore:
+        return self.client_metrics  # /config/client-metrics
+
     async def host_topics(self) -> None:
         """Partitions are hosted when the controller's LeaderAndIsr says so."""
 
@@ -262,6 +269,10 @@ class ZkBroker:
         settings = controller_config(self.config, self.inter_broker_ssl, self.inter_broker_sasl)
         self.controller = KafkaController(settings, self.broker_id, self.zk, lambda: self.broker_epoch)
         await self.controller.startup()
+
+    def caught_up(self) -> bool:
+        """Registered, and an UpdateMetadata from the controller listed this broker alive."""
+        return self.broker_epoch >= 0 and self.metadata_cache.has_alive_broker(self.broker_id)
 
     def broker_info(self) -> BrokerInfo:
         """This broker as /brokers/ids/N shows it: every advertised listener (bound ports for port 0)."""
@@ -425,6 +436,8 @@ class ZkBroker:
             self._credentials.update_user(user, await self.zk.get_user_config(user))
         elif entity_type == CONFIG_TYPE_GROUP:
             await self.group_configs.reload(name)
+        elif entity_type == CONFIG_TYPE_CLIENT_METRICS:
+            await self.client_metrics.reload(name)
         await self._reload_client_quota(entity_type, name)
 
     async def _reload_client_quota(self, entity_type: str, name: str) -> None:

@@ -258,6 +258,9 @@ class BrokerConfig(SslConfig):
     leader_imbalance_per_broker_percentage: int = _prop(10, "leader.imbalance.per.broker.percentage")
     leader_imbalance_check_interval_seconds: int = _prop(300, "leader.imbalance.check.interval.seconds")
 
+    # Client metrics (KIP-714): the largest PushTelemetry payload accepted.
+    telemetry_max_bytes: int = _prop(1_048_576, "telemetry.max.bytes")
+
     # Fetch sessions (KIP-227).
     max_incremental_fetch_session_cache_slots: int = _prop(1000, "max.incremental.fetch.session.cache.slots")
 
@@ -271,6 +274,11 @@ class BrokerConfig(SslConfig):
     #: samples of this many seconds.
     quota_window_num: int = _prop(11, "quota.window.num")
     quota_window_size_seconds: int = _prop(1, "quota.window.size.seconds")
+
+    # The Prometheus endpoint (broker.metrics): on the host of the first listener; port 9404 is the
+    # JMX exporter's port in Strimzi's deployments, 0 an ephemeral one.
+    prometheus_metrics_enable: bool = _prop(True, "prometheus.metrics.enable")
+    prometheus_metrics_port: int = _prop(9404, "prometheus.metrics.port")
 
     @field_validator("listeners", "advertised_listeners", mode="before")
     @classmethod
@@ -293,6 +301,13 @@ class BrokerConfig(SslConfig):
     def _at_least_zero(cls, value: int) -> int:
         if value < 0:
             raise ValueError("Value must be at least 0")
+        return value
+
+    @field_validator("prometheus_metrics_port")
+    @classmethod
+    def _check_port(cls, value: int) -> int:
+        if not 0 <= value <= 65535:
+            raise ValueError("Value must be a port number between 0 and 65535")
         return value
 
     @field_validator("max_connections_per_ip_overrides")

@@ -8,6 +8,8 @@ and (unless ``validate_only``) make it durable and live:
 * BROKER ("<id>" for this broker, "" for the cluster default): the dynamic
   broker configs (``broker.config.dynamic_broker_config``); read-only configs and bad values
   answer INVALID_REQUEST, as Kafka does (KAFKA-13609).
+* CLIENT_METRICS: a client-metrics subscription (``broker.config.client_metrics_config``), kept
+  where the broker's mode keeps it (``broker.telemetry.subscriptions``); Kafka's error codes.
 * GROUP: the group's configs (``broker.config.group_config``),
   kept where the broker's mode keeps them (``broker.group_config_store``); unknown names and
   bad values answer INVALID_CONFIG.
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.admin_manager import AdminError, validate_topic_configs
+from broker.config.client_metrics_config import CLIENT_METRICS_CONFIGS, ClientMetricsConfigError
 from broker.config.config_def import apply_list_op, format_value
 from broker.config.dynamic_broker_config import BrokerConfigError, validate_dynamic_configs
 from broker.config.dynamic_config_sets import base_name, dynamic_config
@@ -218,6 +221,38 @@ def incremental_alter_group(broker: BrokerServices, group_id: str, ops: list[Con
     types = {name: definition.key.type for name, definition in GROUP_CONFIGS.items()}
     _set_group(broker, admin, group_id, _apply_ops(admin.current(group_id), ops, types, lambda name: []),
                validate_only)
+
+
+# -- client-metrics subscriptions ---------------------------------------------------------------
+def _set_client_metrics(broker: BrokerServices, name: str, configs: Mapping[str, str | None],
+                        validate_only: bool) -> None:
+    admin = broker.client_metrics_admin
+    if admin is None:
+        raise unsupported_resource(ConfigResourceType.CLIENT_METRICS)
+    nulls = sorted(k for k, v in configs.items() if v is None)
+    if nulls:
+        raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"Null value not supported for client metrics configs: "
+                                                          f"{','.join(nulls)}")
+    try:
+        admin.replace_blocking(name, {k: v for k, v in configs.items() if v is not None}, validate_only)
+    except ClientMetricsConfigError as exc:
+        raise ConfigChangeError(exc.error_code, exc.message) from None
+
+
+def alter_client_metrics(broker: BrokerServices, name: str, configs: list[tuple[str, str | None]],
+                         validate_only: bool) -> None:
+    """AlterConfigs: the given configs become the subscription's whole set."""
+    _check_no_duplicates(n for n, _ in configs)
+    _set_client_metrics(broker, name, dict(configs), validate_only)
+
+
+def incremental_alter_client_metrics(broker: BrokerServices, name: str, ops: list[ConfigOp],
+                                     validate_only: bool) -> None:
+    """A subscription's configs, checked as Kafka's ClientMetricsConfigs.validate checks them."""
+    _check_no_duplicates(op.name for op in ops)
+    current = broker.client_metrics_admin.current(name) if broker.client_metrics_admin is not None else {}
+    types = {key: definition[0] for key, definition in CLIENT_METRICS_CONFIGS.items()}
+    _set_client_metrics(broker, name, _apply_ops(current, ops, types, lambda key: []), validate_only)
 
 
 # -- per resource ------------------------------------------------------------------------------

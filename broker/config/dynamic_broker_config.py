@@ -152,6 +152,8 @@ _DOCS: dict[str, str] = {
     "replica.fetch.wait.max.ms": "The maximum wait time for each fetcher request issued by follower replicas.",
     "replica.fetch.min.bytes": "Minimum bytes expected for each fetch response.",
     "max.incremental.fetch.session.cache.slots": "The maximum number of incremental fetch sessions kept.",
+    "telemetry.max.bytes": "The maximum size (after compression if compression is used) of telemetry metrics "
+                           "pushed from a client to the broker.",
     "replication.quota.window.num": "The number of samples to retain in memory for replication quotas.",
     "replication.quota.window.size.seconds": "The time span of each sample for replication quotas.",
     "ssl.principal.mapping.rules": "A list of rules for mapping from the distinguished name of a client "

@@ -1,4 +1,4 @@
-"""AlterConfigs (33): replace the whole set of dynamic configs of topics, the broker or groups.
+"""AlterConfigs (33): replace the whole set of dynamic configs of topics, the broker, groups or client-metrics subscriptions.
 
 Configs not named in a resource go back to their defaults (that is this legacy
 API's meaning; IncrementalAlterConfigs changes single keys). Changes are
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from broker.config.config_admin_manager import (
     ConfigChangeError,
     alter_broker,
+    alter_client_metrics,
     alter_group,
     alter_resources,
     alter_topic,
@@ -49,6 +50,8 @@ def _alter_one(broker: BrokerServices, resource: AlterConfigsResource, validate_
         alter_broker(broker, resource.resource_name, configs, validate_only)
     elif resource.resource_type == ConfigResourceType.GROUP:
         alter_group(broker, resource.resource_name, configs, validate_only)
+    elif resource.resource_type == ConfigResourceType.CLIENT_METRICS:
+        alter_client_metrics(broker, resource.resource_name, configs, validate_only)
     else:
         raise unsupported_resource(resource.resource_type)
 

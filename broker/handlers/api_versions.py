@@ -77,6 +77,9 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: ApiVersionsRequ
         _valid_client_software(request.client_software_name) and _valid_client_software(request.client_software_version)
     ):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
+    if ctx.api_version >= 3 and broker.client_metrics is not None:  # client metrics match and label by them
+        broker.client_metrics.note_client_software(ctx.connection, request.client_software_name,
+                                                   request.client_software_version)
     protocols = broker.config.group_coordinator_rebalance_protocols
     response = build_response(cluster=broker.membership.is_cluster, rebalance_protocols=protocols)
     report_features(response, ctx.api_version, protocols)

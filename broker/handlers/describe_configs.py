@@ -4,7 +4,8 @@ A TOPIC resource lists every topic config (or the requested keys) with its
 effective value and where it comes from; a BROKER resource named by this
 broker's id lists every broker setting, and the "" resource lists the dynamic
 cluster-wide defaults, as Kafka does; a GROUP resource lists every group config, the
-group's own (GROUP_CONFIG) or the broker's (DEFAULT_CONFIG). A sensitive config (a password, a JAAS
+group's own (GROUP_CONFIG) or the broker's (DEFAULT_CONFIG); a CLIENT_METRICS resource lists the
+subscription's own configs (CLIENT_METRICS_CONFIG), as Kafka does. A sensitive config (a password, a JAAS
 config, a key) is listed with a null value and ``is_sensitive``.
 
 v0 (Kafka 3.9's floor) has neither sources nor synonyms: each entry says
@@ -50,6 +51,10 @@ def _entries(broker: BrokerServices, resource: DescribeConfigsResource, synonyms
     if resource.resource_type == ConfigResourceType.BROKER:
         check_broker_resource(broker, resource.resource_name)
         return broker.dynamic_config.entries(resource.resource_name, synonyms, docs)
+    if resource.resource_type == ConfigResourceType.CLIENT_METRICS and broker.client_metrics_admin is not None:
+        if not resource.resource_name:
+            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty")
+        return broker.client_metrics_admin.entries(resource.resource_name)
     if resource.resource_type == ConfigResourceType.GROUP and broker.group_config_admin is not None:
         return broker.group_config_admin.entries(resource.resource_name, broker.config, synonyms, docs)
     try:

@@ -14,6 +14,7 @@ from broker.config.config_admin_manager import (
     ConfigOp,
     alter_resources,
     incremental_alter_broker,
+    incremental_alter_client_metrics,
     incremental_alter_group,
     incremental_alter_topic,
     unsupported_resource,
@@ -50,6 +51,8 @@ def _alter_one(broker: BrokerServices, resource: AlterConfigsResource, validate_
         incremental_alter_broker(broker, resource.resource_name, ops, validate_only)
     elif resource.resource_type == ConfigResourceType.GROUP:
         incremental_alter_group(broker, resource.resource_name, ops, validate_only)
+    elif resource.resource_type == ConfigResourceType.CLIENT_METRICS:
+        incremental_alter_client_metrics(broker, resource.resource_name, ops, validate_only)
     else:
         raise unsupported_resource(resource.resource_type)
 

@@ -63,9 +63,10 @@ def authorize_transactional_id(ctx: RequestContext, broker: BrokerServices, oper
 
 def config_resource_refusal(ctx: RequestContext, broker: BrokerServices, operation: AclOperation,
                             resource_type: int, name: str) -> tuple[ErrorCode, str] | None:
-    """Kafka's rule for a config resource (DESCRIBE_CONFIGS or ALTER_CONFIGS): broker and broker-logger
-    configs are the cluster's, topic configs the topic's, group configs the group's; the error and message when refused."""
-    if resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER):
+    """Kafka's rule for a config resource (DESCRIBE_CONFIGS or ALTER_CONFIGS): broker, broker-logger and
+    client-metrics configs are the cluster's, topic configs the topic's, group configs the group's; the error and message when refused."""
+    if resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER,
+                         ConfigResourceType.CLIENT_METRICS):
         if authorize_cluster(ctx, broker, operation):
             return None
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."

@@ -289,6 +289,19 @@ class KafkaZkClient(ZooKeeperSession):
     async def get_group_config(self, group_id: str) -> dict[str, str]:
         return await self.get_entity_config(zd.config_entity_change_path(zd.CONFIG_TYPE_GROUP, zd.sanitize(group_id)))
 
+    async def set_client_metrics_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """/config/client-metrics/<name> (the subscription's whole set of configs) and its change notification."""
+        await self._set_entity_configs(zd.CONFIG_TYPE_CLIENT_METRICS, zd.sanitize(name), configs)
+
+    async def get_client_metrics_configs(self) -> dict[str, dict[str, str]]:
+        """Every client-metrics subscription's configs, by name."""
+        names = await self.get_children(zd.config_entity_type_path(zd.CONFIG_TYPE_CLIENT_METRICS))
+        return {zd.desanitize(name): await self.get_client_metrics_config(zd.desanitize(name)) for name in names}
+
+    async def get_client_metrics_config(self, name: str) -> dict[str, str]:
+        return await self.get_entity_config(
+            zd.config_entity_change_path(zd.CONFIG_TYPE_CLIENT_METRICS, zd.sanitize(name)))
+
     async def get_user_configs(self) -> dict[str, dict[str, str]]:
         """Every /config/users/<sanitized user>'s config, by user name."""
         users = await self.get_children(zd.config_entity_type_path(zd.CONFIG_TYPE_USER))

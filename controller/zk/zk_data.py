@@ -70,6 +70,8 @@ CONFIG_TYPE_BROKER = "brokers"
 CONFIG_TYPE_IP = "ips"
 #: Groups' dynamic configs (resource type GROUP): /config/groups/<sanitized group id>.
 CONFIG_TYPE_GROUP = "groups"
+#: Client-metrics subscriptions (resource type CLIENT_METRICS): /config/client-metrics/<sanitized name>.
+CONFIG_TYPE_CLIENT_METRICS = "client-metrics"
 CONFIG_TYPES = (CONFIG_TYPE_TOPIC, CONFIG_TYPE_CLIENT, CONFIG_TYPE_USER, CONFIG_TYPE_BROKER, CONFIG_TYPE_IP)
 #: The entity name of cluster-wide defaults (/config/brokers/<default>).
 DEFAULT_ENTITY = "<default>"
