@@ -93,6 +93,10 @@ class Progress:
             self._last_line = now
             self._line("so far")
 
+    def update_to(self, done: float) -> None:
+        """Where the work is now, for work measured by a position (bytes read from a file, say)."""
+        self.advance(done - self.done)
+
     def close(self, state: str = "done") -> None:
         """Finish the bar or write the last line (once)."""
         if self._closed:
