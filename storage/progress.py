@@ -36,6 +36,16 @@ def _count(value: float, unit: str) -> str:
     return f"{value:g} {unit}"
 
 
+def describe(done: float, total: float | None, unit: str) -> str:
+    """``1234 of 5000 records (24.7%)``, ``1.5 MiB of 3.0 MiB (50.0%)`` or, without a total, ``1234 records``."""
+    if not total:
+        return _count(done, unit)
+    share = f"({100 * done / total:.1f}%)"
+    if unit == "B":
+        return f"{_count(done, unit)} of {_count(total, unit)} {share}"
+    return f"{done:g} of {_count(total, unit)} {share}"
+
+
 class Progress:
     """How far one piece of work is: ``advance`` as it goes, ``close`` (or leave the ``with``) at the end."""
 
@@ -72,12 +82,7 @@ class Progress:
 
     def describe(self) -> str:
         """``1234 of 5000 records (24.7%)`` or, without a total, ``1234 records``."""
-        if not self.total:
-            return _count(self.done, self.unit)
-        share = f"({100 * self.done / self.total:.1f}%)"
-        if self.unit == "B":
-            return f"{_count(self.done, self.unit)} of {_count(self.total, self.unit)} {share}"
-        return f"{self.done:g} of {_count(self.total, self.unit)} {share}"
+        return describe(self.done, self.total, self.unit)
 
     def _line(self, state: str) -> None:
         elapsed = self._clock() - self._started
