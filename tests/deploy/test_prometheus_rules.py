@@ -65,6 +65,8 @@ def _unit_tests() -> list[dict[str, object]]:
         _series("kafka_controller_kafkacontroller_offlinepartitionscount", b1, "0x30 2x90"),
         _series("kafka_server_replicamanager_underminisrpartitioncount", b1, "0x20 1x100"),
         _series("kafka_server_sessionexpirelistener_zookeeperexpires_total", b2, "0x40 1x80"),
+        _series("kafka_server_sessionexpirelistener_sessionstate", b1 + ',state="CONNECTED"', "1x80 0x10 1x30"),
+        _series("kafka_server_sessionexpirelistener_sessionstate", b1 + ',state="SUSPENDED"', "0x80 1x10 0x30"),
         _series("kafka_consumergroup_lag", 'job="pafka",consumergroup="g",topic="t",partition="0"', "0+10x120"),
     ]
     return [{"interval": "5s", "input_series": series, "alert_rule_test": _alert_tests()}]
@@ -89,9 +91,14 @@ def _alert_tests() -> list[dict[str, object]]:
             _alert("UnderMinIsrPartitionCount", "130s", under,
                    "1 partitions led by broker-1:9404 have fewer in-sync replicas than min.insync.replicas: "
                    "producers with acks=all get NOT_ENOUGH_REPLICAS"),
+            _alert("ZookeeperSessionLost", "200s"),
             _alert("ZookeeperSessionLost", "230s", {"severity": "major", "job": "pafka", "instance": "broker-2:9404"},
-                   "The ZooKeeper session of broker-2:9404 expired in the last minute: it left the cluster "
-                   "(its partitions were led elsewhere) until it registered again"),
+                   "broker-2:9404 lost its ZooKeeper session, or its session expired in the last minute: it leaves "
+                   "the cluster (its partitions are led elsewhere) until it has registered again"),
+            _alert("ZookeeperSessionLost", "420s", {"severity": "major", "job": "pafka", "instance": "broker-1:9404"},
+                   "broker-1:9404 lost its ZooKeeper session, or its session expired in the last minute: it leaves "
+                   "the cluster (its partitions are led elsewhere) until it has registered again"),
+            _alert("ZookeeperSessionLost", "500s"),
             _alert("ConsumerGroupLagGrowing", "60s"),
             _alert("ConsumerGroupLagGrowing", "590s",
                    {"severity": "warning", "job": "pafka", "consumergroup": "g", "topic": "t"},
