@@ -166,3 +166,13 @@ def test_prometheus_scrapes_every_broker_with_the_alert_rules(compose: dict[str,
         props = overrides_of(compose["services"][name])
         wanted[f"{name}:{props.get('prometheus.metrics.port', METRICS_PORT)}"] = props["broker.id"]
     assert scraped == wanted, "one target per broker, at its metrics port, labelled with its id"
+
+
+def test_brokers_are_healthy_once_ready(compose: dict[str, Any]) -> None:
+    """The health check asks the broker's own /readyz on its metrics port, not merely whether a port is open."""
+    for name in BROKERS:
+        props = overrides_of(compose["services"][name])
+        port = props.get("prometheus.metrics.port", METRICS_PORT)
+        test = compose["services"][name]["healthcheck"]["test"]
+        assert test[:3] == ["CMD", "python", "-c"], test
+        assert f"urlopen('http://127.0.0.1:{port}/readyz'" in test[3], test
