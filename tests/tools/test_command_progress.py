@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -61,3 +63,17 @@ def test_console_producer_from_a_pipe_prints_nothing_more(pafka_broker: BrokerPr
                            pafka_broker.bootstrap, "--topic", "from-pipe"], input=b"a\nb\n", capture_output=True,
                           timeout=120, check=False)
     assert done.returncode == 0 and done.stdout == b"" and done.stderr == b"", done.stderr.decode()
+
+
+def test_a_broker_restarted_after_a_crash_logs_its_recovery_progress(pafka_broker: BrokerProcess) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": pafka_broker.bootstrap})
+    for i in range(100):
+        producer.produce("recovered", b"%d" % i)
+    assert producer.flush(30) == 0
+    pafka_broker.restart(signal.SIGKILL)
+    recovery = [line for line in pafka_broker.log_text().splitlines() if "Recovering logs in" in line]
+    assert any("started after" in line for line in recovery), recovery
+    assert any(re.search(r"Recovering logs in \S+: (\d+) of \1 logs \(100\.0%\) done after", line)
+               for line in recovery), recovery
