@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from prometheus_client.metrics_core import Metric
 
+from broker.membership import Membership
+from broker.metadata_view import TopicRegistry
 from broker.metrics.broker_metrics import BrokerMetrics
 from broker.metrics.controller_metrics import ControllerMetricsCollector
 from broker.metrics.families import gauge
 from broker.metrics.group_metrics import GroupMetricsCollector, TransactionMetricsCollector
 from broker.metrics.network_metrics import NetworkMetricsCollector
 from broker.metrics.replica_metrics import ReplicaMetricsCollector
-
-if TYPE_CHECKING:
-    from broker.kafka_server import KafkaServer
+from broker.network.socket_server import SocketServer
+from coordinator.group.group_coordinator import GroupCoordinator
+from coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from replication.replica_manager import ReplicaManager
 
 #: Kafka's BrokerState values the endpoint can see.
 STARTING, RUNNING, SHUTTING_DOWN = 1, 3, 7
@@ -32,7 +35,20 @@ class BrokerStateCollector:
                     ).add(self.state()).metric
 
 
-def register_broker_collectors(metrics: BrokerMetrics, server: KafkaServer) -> None:
+class MetricSources(Protocol):
+    """The parts of a broker its metrics read (the KafkaServer)."""
+
+    replica_manager: ReplicaManager
+    socket_server: SocketServer
+    membership: Membership
+    metadata: TopicRegistry
+    group_coordinator: GroupCoordinator
+    transaction_coordinator: TransactionCoordinator
+
+    def broker_state(self) -> int: ...
+
+
+def register_broker_collectors(metrics: BrokerMetrics, server: MetricSources) -> None:
     """Every metric of docs/metrics.md this broker serves (a cluster member's ZooKeeper session too)."""
     metrics.register_collector(BrokerStateCollector(server.broker_state))
     metrics.register_collector(ReplicaMetricsCollector(server.replica_manager))
