@@ -5,6 +5,7 @@ fire on the series a sick cluster shows (``promtool test rules`` on synthetic se
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.process
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
 CONFIG = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+METRICS_DOC = ROOT / "docs" / "metrics.md"
 EXPECTED_ALERTS = {"KafkaBrokerDown", "UnderReplicatedPartitions", "AbnormalControllerState", "OfflinePartitions",
                    "UnderMinIsrPartitionCount", "ZookeeperSessionLost", "ConsumerGroupLagGrowing"}
 
@@ -118,3 +120,14 @@ def test_the_alerts_fire_on_a_sick_clusters_series(tmp_path: Path) -> None:
 def test_every_alert_is_covered() -> None:
     named = {str(test["alertname"]) for test in _alert_tests()}
     assert named == EXPECTED_ALERTS
+
+
+def test_every_metric_the_rules_use_is_one_the_brokers_serve() -> None:
+    """Each metric named in an alert's expression is in docs/metrics.md's tables (whose own test checks that the
+    endpoint serves every one of them), so an alert cannot silently watch a name no broker has."""
+    rules = yaml.safe_load(RULES.read_text())
+    used = {name for group in rules["groups"] for rule in group["rules"]
+            for name in re.findall(r"\b(kafka_[a-z_]+)\b", rule["expr"])}
+    documented = set(re.findall(r"^\| `(kafka_[a-z_]+)`", METRICS_DOC.read_text(), re.MULTILINE))
+    assert used, "the rules name no metric"
+    assert used <= documented, f"metrics the rules use but no broker serves: {sorted(used - documented)}"
