@@ -208,6 +208,7 @@ def test_a_cancelled_move_goes_back_to_the_original_replicas(cluster4: Cluster, 
     # A slow copy (10 KB/s, after the quota's first windows) stays in progress long enough to cancel.
     code, _, err = reassign(cluster4, "--execute", "--reassignment-json-file", str(plan), "--throttle", "10000")
     assert code == 0, err
+    assert re.fullmatch(r"Copied to the new replicas of 1 partition\(s\): [\d.]+ MiB of [\d.]+ MiB \([\d.]+%\)\n", err), err
     with KafkaClient(cluster4.bootstrap) as client:
         ongoing = AdminClient(client).list_partition_reassignments()
     assert ongoing[(topic, 0)].adding == [3, 4] and ongoing[(topic, 0)].removing == [1, 2]
