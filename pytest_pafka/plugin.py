@@ -17,6 +17,10 @@
     ZooKeeper is Debian's (a java process), shared by the session, each cluster under a chroot of its own.
 ``pafka_zookeeper``, ``pafka_zk_connect``
     That session's ZooKeeper, and a connect string with a fresh chroot.
+``pafka_prometheus``
+    A real Prometheus (Debian's ``prometheus``, a plain process on a free 127.0.0.1 port) for this test:
+    ``pafka_prometheus.scrape(targets, rule_files=[...])`` scrapes them every second; ``query()``,
+    ``alerts()`` and ``targets()`` ask its HTTP API. A :class:`~pytest_pafka.prometheus.PrometheusProcess`.
 
 Markers:
 
@@ -43,6 +47,7 @@ import pytest
 
 from pytest_pafka.broker_process import BrokerProcess
 from pytest_pafka.cluster import Cluster
+from pytest_pafka.prometheus import PrometheusProcess
 from pytest_pafka.zookeeper import ZooKeeperProcess
 
 BROKER_CONFIG_MARK = "pafka_broker_config"
@@ -221,6 +226,17 @@ def pafka_zookeeper() -> Iterator[ZooKeeperProcess]:
     """One real ZooKeeper (Debian's, a java process on 127.0.0.1) for the whole session; tests keep apart by chroot."""
     with ZooKeeperProcess() as zookeeper:
         yield zookeeper
+
+
+@pytest.fixture
+def pafka_prometheus(request: pytest.FixtureRequest) -> Iterator[PrometheusProcess]:
+    """A Prometheus server for this test, scraping nothing until told; stopped by its PID afterwards, failed or not."""
+    with PrometheusProcess() as prometheus:
+        try:
+            yield prometheus
+        finally:
+            if _failed(request.node):
+                print(f"--- prometheus {prometheus.url} ---\n{prometheus.log_tail()}")
 
 
 @pytest.fixture

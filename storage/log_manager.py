@@ -41,6 +41,7 @@ from storage.checkpoints import (
 from storage.errors import KafkaStorageError
 from storage.log import Log, parse_topic_partition
 from storage.log_config import LogConfig
+from storage.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -145,33 +146,43 @@ class LogManager:
         high_watermarks = OffsetCheckpointFile(dir / REPLICATION_OFFSET_CHECKPOINT).read_or_empty()
         if not had_clean_shutdown:
             log.info("%s: no clean shutdown marker; logs past their recovery point will be recovered", dir)
-        for child in sorted(dir.iterdir()):
-            if not child.is_dir():
-                continue
-            if child.name.endswith(DELETE_DIR_SUFFIX):
-                log.info("%s: removing partition directory %s marked for deletion", dir, child.name)
-                shutil.rmtree(child, ignore_errors=True)
-                continue
-            if child.name.endswith(FUTURE_DIR_SUFFIX):
-                continue
-            try:
-                tp = parse_topic_partition(child.name)
-            except ValueError:
-                log.warning("%s: ignoring directory %s (not <topic>-<partition>)", dir, child.name)
-                continue
-            opened = Log.open(
-                child, self.config_for(tp[0]),
-                log_start_offset=start_offsets.get(tp, 0),
-                recovery_point=recovery_points.get(tp, 0),
-                had_clean_shutdown=had_clean_shutdown,
-                producer_state=True if self.with_producer_state else None,
-            )
-            opened.update_high_watermark(high_watermarks.get(tp, opened.log_start_offset))
-            self.logs[tp] = opened
-            self._log_dir_of[tp] = dir
+        children = [child for child in sorted(dir.iterdir()) if child.is_dir()]
+        if children:
+            # A recovery after a crash may take minutes: the log says how far it got.
+            what = f"{'Loading' if had_clean_shutdown else 'Recovering'} logs in {dir}"
+            with Progress(what, len(children), "logs", sink=log.info) as progress:
+                for child in children:
+                    self._load_log(dir, child, recovery_points, start_offsets, high_watermarks, had_clean_shutdown)
+                    progress.advance()
         # Only a later crash may leave this dir without the marker.
         marker.unlink(missing_ok=True)
         fsync_dir(dir)
+
+    def _load_log(self, dir: Path, child: Path, recovery_points: dict[TopicPartition, int],
+                  start_offsets: dict[TopicPartition, int], high_watermarks: dict[TopicPartition, int],
+                  had_clean_shutdown: bool) -> None:
+        """Open (and, after a crash, recover) the log in ``child``, or clear away what is no log."""
+        if child.name.endswith(DELETE_DIR_SUFFIX):
+            log.info("%s: removing partition directory %s marked for deletion", dir, child.name)
+            shutil.rmtree(child, ignore_errors=True)
+            return
+        if child.name.endswith(FUTURE_DIR_SUFFIX):
+            return
+        try:
+            tp = parse_topic_partition(child.name)
+        except ValueError:
+            log.warning("%s: ignoring directory %s (not <topic>-<partition>)", dir, child.name)
+            return
+        opened = Log.open(
+            child, self.config_for(tp[0]),
+            log_start_offset=start_offsets.get(tp, 0),
+            recovery_point=recovery_points.get(tp, 0),
+            had_clean_shutdown=had_clean_shutdown,
+            producer_state=True if self.with_producer_state else None,
+        )
+        opened.update_high_watermark(high_watermarks.get(tp, opened.log_start_offset))
+        self.logs[tp] = opened
+        self._log_dir_of[tp] = dir
 
     def shutdown(self) -> None:
         """Flush and close every log, write checkpoints and the clean-shutdown marker."""

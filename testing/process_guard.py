@@ -33,7 +33,7 @@ PROCESS_FIXTURES = frozenset({
     # tests/conftest.py and the pytest_pafka plugin
     "zookeeper", "pafka_zookeeper", "pafka_broker", "pafka_broker_factory", "pafka_module_broker",
     "pafka_module_broker_factory", "pafka_session_broker_factory", "pafka_cluster", "pafka_cluster_factory",
-    "pafka_module_cluster", "pafka_module_cluster_factory",
+    "pafka_module_cluster", "pafka_module_cluster_factory", "pafka_prometheus",
     # conftests: a broker process per module, a cluster per module, Spark's JVM
     "broker", "cluster", "spark_broker", "spark",
 })
@@ -85,6 +85,7 @@ PROCESS_MODULES = frozenset({
     "tests/test_docker_compose.py",
     "tests/test_skeleton.py",
     "tests/testing/test_cluster_harness.py",
+    "tests/testing/test_prometheus_fixture.py",
     "tests/testing/test_pytest_plugin.py",
     "tests/tools/test_cli_commands.py",
     "tests/tools/test_client_broker.py",

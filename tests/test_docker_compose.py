@@ -3,7 +3,8 @@ needed to validate), and the three brokers agree with each other and with ZooKee
 
 What a typo would break and only a running cluster would show: two brokers with one id, an
 advertised port that is not the published one (clients then dial a port nothing forwards), brokers
-on different ZooKeeper connect strings (two clusters instead of one), a shared data volume.
+on different ZooKeeper connect strings (two clusters instead of one), a shared data volume, a Prometheus
+that scrapes a broker that is not there (or misses one) or runs without the alert rules.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from broker.config.broker_config import Listener, load_broker_config
 ROOT = Path(__file__).resolve().parents[1]
 BROKERS = ("broker-1", "broker-2", "broker-3")
 ZOOKEEPER_CLIENT_PORT = 2181  # the official image's default clientPort
+METRICS_PORT = 9404  # prometheus.metrics.port's default
+PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +64,7 @@ def published_ports(service: dict[str, Any]) -> dict[int, int]:
 
 def test_services(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert set(services) == {"zookeeper", *BROKERS}
+    assert set(services) == {"zookeeper", *BROKERS, "prometheus"}
     assert services["zookeeper"]["image"] == "zookeeper:3.8"
     assert published_ports(services["zookeeper"]) == {ZOOKEEPER_CLIENT_PORT: ZOOKEEPER_CLIENT_PORT}
     for name in BROKERS:
@@ -144,3 +147,32 @@ def test_dockerfile() -> None:
     assert re.search(r"^RUN pip install /tmp/pafka-src", text, re.MULTILINE), "pafka installed from the repository"
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert ".venv" in ignored and ".git" in ignored, "the build context leaves out the venv and the git history"
+
+
+def test_prometheus_scrapes_every_broker_with_the_alert_rules(compose: dict[str, Any]) -> None:
+    service = compose["services"]["prometheus"]
+    mounts = {Path(volume.split(":")[0]).resolve(): volume.split(":")[1] for volume in service["volumes"]
+              if volume.startswith("/")}
+    assert mounts[PROMETHEUS_DIR / "prometheus.yml"] == "/etc/prometheus/prometheus.yml"
+    assert mounts[PROMETHEUS_DIR / "alerts.yml"] == "/etc/prometheus/alerts.yml"
+    assert "--config.file=/etc/prometheus/prometheus.yml" in service["command"]
+    assert set(service["depends_on"]) == set(BROKERS)
+    config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
+    assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
+    (job,) = config["scrape_configs"]
+    scraped = {target: static["labels"]["broker_id"] for static in job["static_configs"] for target in static["targets"]}
+    wanted = {}
+    for name in BROKERS:
+        props = overrides_of(compose["services"][name])
+        wanted[f"{name}:{props.get('prometheus.metrics.port', METRICS_PORT)}"] = props["broker.id"]
+    assert scraped == wanted, "one target per broker, at its metrics port, labelled with its id"
+
+
+def test_brokers_are_healthy_once_ready(compose: dict[str, Any]) -> None:
+    """The health check asks the broker's own /readyz on its metrics port, not merely whether a port is open."""
+    for name in BROKERS:
+        props = overrides_of(compose["services"][name])
+        port = props.get("prometheus.metrics.port", METRICS_PORT)
+        test = compose["services"][name]["healthcheck"]["test"]
+        assert test[:3] == ["CMD", "python", "-c"], test
+        assert f"urlopen('http://127.0.0.1:{port}/readyz'" in test[3], test

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import random
 import select
+import stat
 import sys
 import time
 from collections import defaultdict
@@ -35,6 +36,7 @@ from protocol import compression as _compression
 from protocol.errors import ErrorCode
 from tools.common import fail, parse_properties
 from tools.line_reader import LineFormat, LineFormatError
+from tools.progress_output import command_progress
 
 CODECS = {name: codec for codec, name in _compression.CODEC_NAMES.items()}
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
@@ -276,15 +278,50 @@ def _stdin_lines(producer: ConsoleProducer, linger_s: float) -> Iterator[bytes]:
     return (line.rstrip(b"\n").removesuffix(b"\r") for line in stdin)
 
 
+def _regular_file(fd: int) -> tuple[str, int, int] | None:
+    """stdin redirected from a file: its path, the position reading starts at and its size; else None."""
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            return None
+        start = os.lseek(fd, 0, os.SEEK_CUR)
+    except OSError:
+        return None
+    try:
+        name = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        name = "stdin"
+    return name, start, status.st_size
+
+
 def _produce_stdin(producer: ConsoleProducer, fmt: LineFormat, linger_s: float) -> None:
     lines = _stdin_lines(producer, linger_s)
     try:
-        for number, line in enumerate(lines, 1):
-            try:
-                record = fmt.parse(line, number)
-            except LineFormatError as exc:
-                producer.flush()
-                fail(f"ERROR {exc}")
-            producer.add(record)
+        fd = sys.stdin.buffer.fileno()
+    except (OSError, ValueError):
+        fd = -1
+    source = _regular_file(fd) if fd >= 0 else None
+    try:
+        if source is None:
+            _produce_lines(producer, fmt, lines, None)
+        else:
+            # A file can be large: say how much of it has been read (and so sent, or batched to be).
+            name, start, size = source
+            with command_progress(f"Producing {name}", size - start, "B", prints_to_stdout=False) as progress:
+                _produce_lines(producer, fmt, lines, lambda: progress.update_to(os.lseek(fd, 0, os.SEEK_CUR) - start))
+                producer.flush()  # done means sent
     finally:
         producer.flush()
+
+
+def _produce_lines(producer: ConsoleProducer, fmt: LineFormat, lines: Iterator[bytes],
+                   after_line: Callable[[], None] | None) -> None:
+    for number, line in enumerate(lines, 1):
+        try:
+            record = fmt.parse(line, number)
+        except LineFormatError as exc:
+            producer.flush()
+            fail(f"ERROR {exc}")
+        producer.add(record)
+        if after_line is not None:
+            after_line()

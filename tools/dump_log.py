@@ -9,6 +9,9 @@ at a batch start ("Mismatches in ..."), as Kafka's tool reports them.
 ``--index-sanity-check`` only runs the index sanity check. ``--offsets-decoder``
 prints the records of ``__consumer_offsets`` decoded (``tools.offsets_decoder``),
 and implies ``--print-data-log`` as in Kafka.
+
+A segment of ``LARGE_SEGMENT_BYTES`` or more shows how far the dump got on stderr (a bar on a terminal,
+a line every few seconds otherwise), the dump itself staying on stdout.
 """
 
 from __future__ import annotations
@@ -29,8 +32,11 @@ from storage.offset_index import OffsetIndex
 from storage.time_index import TimeIndex
 from storage.transaction_index import TransactionIndex
 from tools.offsets_decoder import decode_record
+from tools.progress_output import command_progress
 
 Echo = Callable[[str], None]
+#: Segments this large (Kafka's default segment.bytes is 1 GiB) take long enough to show progress.
+LARGE_SEGMENT_BYTES = 64 << 20
 
 
 def _timestamp_label(header: RecordBatchHeader) -> str:
@@ -82,7 +88,9 @@ def _record_lines(batch: bytes, header: RecordBatchHeader, print_data: bool, off
     return lines
 
 
-def dump_log_segment(path: Path, echo: Echo, deep: bool, print_data: bool, offsets: bool = False) -> None:
+def dump_log_segment(path: Path, echo: Echo, deep: bool, print_data: bool, offsets: bool = False,
+                     on_batch: Callable[[int], None] | None = None) -> None:
+    """Print the segment's batches (and records); ``on_batch`` is told each batch's size as it is printed."""
     records = FileRecords(path)
     try:
         echo(f"Log starting offset: {int(path.name[:20]) if path.name[:20].isdigit() else 0}")
@@ -95,6 +103,8 @@ def dump_log_segment(path: Path, echo: Echo, deep: bool, print_data: bool, offse
                     for line in _record_lines(batch, header, print_data, offsets):
                         echo(line)
                 position += header.size_in_bytes
+                if on_batch is not None:
+                    on_batch(header.size_in_bytes)
         except ProtocolError as exc:
             echo(f"Found invalid batch at position {position}: {exc}")
             return
@@ -102,6 +112,11 @@ def dump_log_segment(path: Path, echo: Echo, deep: bool, print_data: bool, offse
             echo(f"Found {records.size - position} invalid bytes at the end of {path.name}")
     finally:
         records.close()
+
+
+def _dump_large_segment(path: Path, echo: Echo, deep: bool, print_data: bool, offsets: bool) -> None:
+    with command_progress(f"Dumping {path.name}", path.stat().st_size, "B", prints_to_stdout=True) as progress:
+        dump_log_segment(path, echo, deep, print_data, offsets, on_batch=progress.advance)
 
 
 def _batch_starts(log_path: Path) -> dict[int, RecordBatchHeader]:
@@ -196,7 +211,9 @@ def dump_file(path: Path, echo: Echo, deep: bool = False, print_data: bool = Fal
               offsets_decoder: bool = False) -> None:
     echo(f"Dumping {path}")
     name = path.name
-    if name.endswith(".log"):
+    if name.endswith(".log") and path.stat().st_size >= LARGE_SEGMENT_BYTES:
+        _dump_large_segment(path, echo, deep, print_data, offsets_decoder)
+    elif name.endswith(".log"):
         dump_log_segment(path, echo, deep, print_data, offsets_decoder)
     elif name.endswith(".index"):
         dump_offset_index(path, echo, index_sanity_check)

@@ -33,6 +33,8 @@ from client.admin import OngoingReassignment
 from controller.replica_assignment import BrokerMetadata, assign_replicas_to_brokers
 from protocol.config_types import AlterConfigOp, ConfigResourceType
 from tools.common import fail
+from tools.progress_output import report_progress
+from tools.reassignment_progress import copied_bytes
 
 TopicPartition = tuple[str, int]
 LEADER_RATE = "leader.replication.throttled.rate"
@@ -128,6 +130,16 @@ def _execute(client: KafkaClient, admin: AdminClient, wanted: dict[TopicPartitio
         for (t, p), error in sorted(failed.items()):
             click.echo(f"Error reassigning partition(s):\n{t}-{p}: {error}", err=True)
         sys.exit(1)
+    _report_copying(client, admin.list_partition_reassignments(list(wanted)))
+
+
+def _report_copying(client: KafkaClient, ongoing: Mapping[TopicPartition, OngoingReassignment]) -> None:
+    """On stderr: how much of what the new replicas need they hold (nothing when no partition is moving)."""
+    if not ongoing:
+        return
+    copied, wanted = copied_bytes(client, ongoing)
+    report_progress(f"Copied to the new replicas of {len(ongoing)} partition(s)", copied, wanted, "B",
+                    prints_to_stdout=True)
 
 
 def _set_throttles(admin: AdminClient, wanted: Mapping[TopicPartition, list[int]],
@@ -183,6 +195,7 @@ def _verify(client: KafkaClient, admin: AdminClient, wanted: dict[TopicPartition
             done = False
             click.echo(f"There is no active reassignment of partition {t}-{p}, but replica set is "
                        f"{current.get((t, p))} rather than {target}.")
+    _report_copying(client, {tp: reassignment for tp, reassignment in ongoing.items() if tp in wanted})
     if done and not preserve_throttles:
         _clear_throttles(client, admin, {t for t, _ in wanted})
     return done

@@ -1,6 +1,7 @@
 """What the Prometheus endpoint costs the broker (not a test).
 
-    python benchmarks/suite/metrics_overhead.py [--records 300000] [--repeats 3] [--scrape-partitions 1000]
+    python benchmarks/suite/metrics_overhead.py [--records 1000000] [--repeats 3] [--scrape-partitions 1000]
+                                                [--part all|overhead|scrape]
 
 Two brokers in the same run: one with the endpoint on and scraped every second by a thread of this
 process, one with ``prometheus.metrics.enable=false``. Each repeat produces ``--records`` 100 B
@@ -14,6 +15,7 @@ median and largest time of one scrape, as Prometheus would wait for it.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import threading
@@ -36,6 +38,7 @@ VALUE = b"x" * 100
 PARTITIONS = 6
 SCRAPE_INTERVAL_S = 1.0
 GROUPS = 50
+SCRAPES = 50
 
 
 class Scraper:
@@ -132,15 +135,19 @@ def scrape_time(partitions: int) -> None:
         for group in range(GROUPS):
             commit_offsets(broker.bootstrap, f"group-{group:02d}", topics[2 * group % 100:2 * group % 100 + 2],
                            partitions // len(topics))
-        times = []
-        for _ in range(20):
-            started = time.perf_counter()
+        assert broker.pid is not None
+        times, cpu = [], []
+        for _ in range(SCRAPES):
+            started, cpu_before = time.perf_counter(), proc_cpu_seconds(broker.pid)
             with urllib.request.urlopen(broker.metrics_url, timeout=30) as answer:
                 body = answer.read()
             times.append((time.perf_counter() - started) * 1000)
+            cpu.append((proc_cpu_seconds(broker.pid) - cpu_before) * 1000)
         lines = body.count(b"\n")
-        print(f"scrape of {partitions} partitions, {GROUPS} groups: median {statistics.median(times):.1f} ms, "
-              f"max {max(times):.1f} ms, {len(body)} bytes, {lines} lines")
+        print(f"scrape of {partitions} partitions, {GROUPS} groups ({len(body)} bytes, {lines} lines): "
+              f"wall median {statistics.median(times):.1f} ms, min {min(times):.1f} ms, max {max(times):.1f} ms; "
+              f"broker CPU {sum(cpu) / len(cpu):.1f} ms per scrape (mean of {SCRAPES}); load average "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 
 def produce_one_each(bootstrap: str, topics: list[str], per_topic: int) -> None:
@@ -159,12 +166,15 @@ def commit_offsets(bootstrap: str, group: str, topics: list[str], per_topic: int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scrape-partitions", type=int, default=1000)
+    parser.add_argument("--part", choices=("all", "overhead", "scrape"), default="all")
     args = parser.parse_args()
-    overhead(args.records, args.repeats)
-    scrape_time(args.scrape_partitions)
+    if args.part in ("all", "overhead"):
+        overhead(args.records, args.repeats)
+    if args.part in ("all", "scrape"):
+        scrape_time(args.scrape_partitions)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from broker.metrics.families import escape, rows_of
+
 #: Families written here; the others (info, histograms, OpenMetrics-only samples) go to prometheus_client.
 _PLAIN_TYPES = frozenset({"gauge", "counter", "summary"})
 _OPENMETRICS_SUFFIXES = ("_created", "_gsum", "_gcount")
@@ -24,28 +26,27 @@ _OPENMETRICS_SUFFIXES = ("_created", "_gsum", "_gcount")
 def text_format(collectors: Iterable[Metric]) -> bytes:
     out: list[str] = []
     for metric in collectors:
-        if metric.type not in _PLAIN_TYPES or any(s.name.endswith(_OPENMETRICS_SUFFIXES) for s in metric.samples):
+        rows = rows_of(metric)
+        if rows is None and (metric.type not in _PLAIN_TYPES
+                             or any(s.name.endswith(_OPENMETRICS_SUFFIXES) for s in metric.samples)):
             out.append(generate_latest(_One(metric)).decode())
             continue
         name = metric.name + "_total" if metric.type == "counter" else metric.name
         doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
         out.append(f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n")
-        out.extend(_line(s.name, s.labels, s.value) for s in metric.samples)
+        if rows is None:
+            out.extend([_line(s.name, s.labels, s.value) for s in metric.samples])
+        else:
+            out.extend([_line(*row) for row in rows])
     return "".join(out).encode()
 
 
-def _line(name: str, labels: dict[str, str], value: float) -> str:
+def _line(name: str, labels: dict[str, str] | str, value: float) -> str:
     number = str(value) if type(value) is int else _float(value)
     if not labels:
         return f"{name} {number}\n"
-    inner = ",".join([f'{k}="{_escape(v)}"' for k, v in labels.items()])
+    inner = labels if isinstance(labels, str) else ",".join([f'{k}="{escape(v)}"' for k, v in labels.items()])
     return f"{name}{{{inner}}} {number}\n"
-
-
-def _escape(value: str) -> str:
-    if "\\" in value or '"' in value or "\n" in value:
-        return value.replace("\\", r"\\").replace('"', r"\"").replace("\n", r"\n")
-    return value
 
 
 def _float(value: float) -> str:

@@ -5,6 +5,7 @@ and a move under acks=all load bounded by Kafka's replication throttle."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -207,11 +208,17 @@ def test_a_cancelled_move_goes_back_to_the_original_replicas(cluster4: Cluster, 
     # A slow copy (10 KB/s, after the quota's first windows) stays in progress long enough to cancel.
     code, _, err = reassign(cluster4, "--execute", "--reassignment-json-file", str(plan), "--throttle", "10000")
     assert code == 0, err
+    assert re.fullmatch(r"Copied to the new replicas of 1 partition\(s\): [\d.]+ MiB of [\d.]+ MiB \([\d.]+%\)\n", err), err
     with KafkaClient(cluster4.bootstrap) as client:
         ongoing = AdminClient(client).list_partition_reassignments()
     assert ongoing[(topic, 0)].adding == [3, 4] and ongoing[(topic, 0)].removing == [1, 2]
-    code, out, _ = reassign(cluster4, "--verify", "--reassignment-json-file", str(plan))
+    code, out, err = reassign(cluster4, "--verify", "--reassignment-json-file", str(plan))
     assert f"Reassignment of partition {topic}-0 is still in progress." in out
+    # how far the copy got, on stderr (no terminal here: a line): two new replicas of the leader's bytes
+    copied = re.fullmatch(r"Copied to the new replicas of 1 partition\(s\): ([\d.]+) MiB of ([\d.]+) MiB \(([\d.]+)%\)\n",
+                          err)
+    assert copied is not None, err
+    assert float(copied.group(2)) > 0 and float(copied.group(3)) < 100, err
     code, out, err = reassign(cluster4, "--cancel", "--reassignment-json-file", str(plan))
     assert code == 0 and f"Successfully cancelled partition reassignment for {topic}-0" in out, err
     assert cluster4.topic_assignment(topic) == {0: [1, 2]}
