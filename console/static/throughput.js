@@ -5,6 +5,16 @@
   const colors = ["#2b6cb0", "#c05621", "#2f855a", "#b83280", "#6b46c1", "#975a16", "#2c7a7b", "#9b2c2c"];
   const charts = {};
 
+  function short(value) {
+    const units = ["", "k", "M", "G", "T"];
+    let i = 0;
+    while (Math.abs(value) >= 1000 && i < units.length - 1) {
+      value /= 1000;
+      i += 1;
+    }
+    return (Number.isInteger(value) ? value : value.toFixed(1)) + units[i];
+  }
+
   function chart(id, parent, title, names, times, columns) {
     const key = id + "|" + names.join(",");
     const data = [times].concat(columns);
@@ -24,7 +34,7 @@
     }
     const series = [{}].concat(names.map((name, i) => ({label: name, stroke: colors[i % colors.length], spanGaps: true})));
     const opts = {title: title, width: Math.min(960, window.innerWidth - 60), height: 220, series: series,
-                  scales: {x: {time: true}}};
+                  scales: {x: {time: true}}, axes: [{}, {size: 70, values: (u, values) => values.map(short)}]};
     charts[id] = {key: key, plot: new uPlot(opts, data, holder)};
   }
 
