@@ -41,6 +41,7 @@ from broker.group_config_store import GroupConfigAdmin
 from broker.kafka_apis import KafkaApis
 from broker.membership import LocalMembership, Membership, ServerParts
 from broker.metadata_view import TopicRegistry
+from broker.metrics import BrokerMetrics, endpoint_for
 from broker.network.connection_quotas import ConnectionLimits, ConnectionQuotas
 from broker.network.socket_server import SocketServer
 from broker.quota.client_quota_admin import ClientQuotaAdmin
@@ -105,6 +106,10 @@ class KafkaServer:
         # The socket server is one of the services and KafkaApis needs them all: routed once both exist.
         self.socket_server.dispatch = KafkaApis(self.services).dispatch
         self._tasks: list[asyncio.Task[None]] = []
+        #: Set once start-up is done, cleared when shutdown begins: /readyz's first condition.
+        self._serving = False
+        self.metrics = BrokerMetrics()
+        self.metrics_endpoint = endpoint_for(config, self.metrics, self.ready)
         self._stopped = asyncio.Event()
         self.started_at = 0.0
         self._racks: dict[int, str] = {}
@@ -236,9 +241,16 @@ class KafkaServer:
     def cluster_id(self) -> str:
         return self.metadata.cluster_id
 
+    def ready(self) -> bool:
+        """Listeners bound and logs recovered (start-up done), and in a cluster registered and listed
+        alive by the controller's metadata: what /readyz answers."""
+        return self._serving and self.membership.caught_up()
+
     # -- lifecycle --------------------------------------------------------
     async def startup(self) -> None:
         started = time.monotonic()
+        if self.metrics_endpoint is not None:  # first: a taken port fails before any log is touched
+            await self.metrics_endpoint.start()
         await asyncio.to_thread(self.log_manager.startup)  # creates and locks the log dirs
         await self.membership.host_topics()
         self.group_coordinator.startup()  # loads groups from the __consumer_offsets partitions led here
@@ -255,12 +267,14 @@ class KafkaServer:
         # A cluster member registers with the bound ports, then joins the controller election.
         await self.membership.startup()
         self._start_background_tasks()
+        self._serving = True
         self.started_at = time.time()
         log.info("[KafkaServer id=%d] started in %.0f ms (cluster id %s)",
                  self.broker_id, (time.monotonic() - started) * 1000, self.cluster_id)
 
     async def shutdown(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        self._serving = False
         # Leaderships move to other replicas while this broker still serves (ControlledShutdown).
         await self.membership.controlled_shutdown()
         self.socket_server.stop_accepting()
@@ -288,6 +302,8 @@ class KafkaServer:
         self.append_thread.shutdown()
         await asyncio.to_thread(self.log_manager.shutdown)
         await self.membership.shutdown()  # a controller resigns, a registration goes with the session
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
         log.info("[KafkaServer id=%d] shut down cleanly", self.broker_id)
         self._stopped.set()
 

@@ -202,6 +202,10 @@ class Membership(Protocol):
         """Once the listeners are bound (a cluster member registers and joins the election)."""
         ...
 
+    def caught_up(self) -> bool:
+        """The mode's part of readiness: a member is registered and the controller's metadata lists it."""
+        ...
+
     async def controlled_shutdown(self) -> None:
         """Before the server stops serving: move leaderships away."""
         ...
@@ -307,6 +311,9 @@ class LocalMembership:
 
     async def follow_acl_changes(self, authorizer: AclAuthorizer) -> None:
         """Every ACL change is made here: the authorizer's cache is current already."""
+
+    def caught_up(self) -> bool:
+        return True
 
     async def wait_for_brokers(self, listener_name: str) -> None:
         """The lone broker always knows one: itself."""

@@ -57,6 +57,9 @@ class BrokerProcess:
         self.log_path = log_path or data_dir.parent / f"{data_dir.name}.log"
         self.host = host
         self.port = port or free_port(host)
+        #: prometheus.metrics.port: a free one of its own, so that brokers on one host never collide on
+        #: the default (an override in ``overrides`` wins); may be changed between starts.
+        self.metrics_port = free_port(host)
         #: ``key=value`` server properties, passed as ``--override``; may be changed between starts.
         self.overrides = list(overrides)
         #: The broker's environment (None: this process's).
@@ -80,6 +83,11 @@ class BrokerProcess:
         """``host:port``, what a client's ``bootstrap.servers`` says."""
         return self.bootstrap
 
+    @property
+    def metrics_url(self) -> str:
+        """The broker's Prometheus endpoint (``/livez`` and ``/readyz`` sit beside it)."""
+        return f"http://{self.host}:{self.metrics_port}/metrics"
+
     def client_security(self) -> ClientSecurity:
         """TLS and SASL for pafka's own client on this broker's listener (none for PLAINTEXT)."""
         return ClientSecurity.from_properties(self.client_properties)
@@ -101,7 +109,8 @@ class BrokerProcess:
             launcher = _tree_launcher(self.tree)
         args = [*launcher,
                 "--override", f"log.dirs={self.data_dir}",
-                "--override", f"listeners=PLAINTEXT://{self.host}:{self.port}"]
+                "--override", f"listeners=PLAINTEXT://{self.host}:{self.port}",
+                "--override", f"prometheus.metrics.port={self.metrics_port}"]
         for item in self.overrides:
             args += ["--override", item]
         return args

@@ -1,6 +1,7 @@
 """``pafka dev-cluster``: a local ZooKeeper and N brokers in the foreground, for machines without Docker.
 
     pafka dev-cluster --brokers 3        # ZooKeeper on 127.0.0.1:2181, brokers on 127.0.0.1:9092..9094
+                                         # with their Prometheus endpoints on 127.0.0.1:9404..9406
 
 Every process is a child of this one, started in its own session so that a Ctrl-C in the
 terminal reaches only the dev cluster, which then stops the brokers one by one (SIGTERM: each
@@ -43,6 +44,7 @@ BROKER_STOP_TIMEOUT_S = 30.0
 class DevBroker:
     broker_id: int
     port: int
+    metrics_port: int
     log_dir: Path
     output_path: Path
     overrides: list[str]
@@ -51,6 +53,10 @@ class DevBroker:
     @property
     def address(self) -> str:
         return f"{HOST}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{HOST}:{self.metrics_port}/metrics"
 
     def start(self) -> None:
         command = [sys.executable, "-m", "tools", "broker"]
@@ -74,6 +80,7 @@ class DevCluster:
     root: Path
     brokers_wanted: int
     base_port: int
+    metrics_base_port: int
     zookeeper_port: int
     zookeeper_jar: Path
     extra_overrides: list[str]
@@ -93,18 +100,22 @@ class DevCluster:
         internal_rf = min(3, self.brokers_wanted)
         for broker_id in range(1, self.brokers_wanted + 1):
             port = self.base_port + broker_id - 1
+            metrics_port = self.metrics_base_port + broker_id - 1
             log_dir = self.root / f"broker-{broker_id}"
             overrides = [f"broker.id={broker_id}", f"zookeeper.connect={connect}",
                          f"listeners=PLAINTEXT://{HOST}:{port}", f"log.dirs={log_dir}",
+                         f"prometheus.metrics.port={metrics_port}",
                          f"offsets.topic.replication.factor={internal_rf}",
                          f"transaction.state.log.replication.factor={internal_rf}",
                          f"transaction.state.log.min.isr={min(2, internal_rf)}",
                          *self.extra_overrides]
-            broker = DevBroker(broker_id, port, log_dir, self.root / "logs" / f"broker-{broker_id}.log", overrides)
+            broker = DevBroker(broker_id, port, metrics_port, log_dir,
+                               self.root / "logs" / f"broker-{broker_id}.log", overrides)
             self.brokers.append(broker)
             broker.start()
             assert broker.process is not None
-            click.echo(f"broker {broker_id} on {broker.address} (pid {broker.process.pid}, output in {broker.output_path})")
+            click.echo(f"broker {broker_id} on {broker.address} (pid {broker.process.pid}, output in {broker.output_path}, "
+                       f"metrics at {broker.metrics_url})")
 
     def wait_until_ready(self, stopping: threading.Event) -> None:
         """Every broker's Metadata lists all of them (each has registered with ZooKeeper)."""
@@ -173,6 +184,8 @@ def _stop_signals() -> Iterator[threading.Event]:
               help="How many brokers (ids 1..N).")
 @click.option("--base-port", type=click.IntRange(1, 65535), default=9092, show_default=True,
               help="Broker N listens on 127.0.0.1:BASE_PORT+N-1.")
+@click.option("--metrics-base-port", type=click.IntRange(1, 65535), default=9404, show_default=True,
+              help="Broker N serves Prometheus metrics on 127.0.0.1:METRICS_BASE_PORT+N-1.")
 @click.option("--zookeeper-port", type=click.IntRange(1, 65535), default=2181, show_default=True,
               help="ZooKeeper's client port on 127.0.0.1.")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -181,11 +194,13 @@ def _stop_signals() -> Iterator[threading.Event]:
               show_default=True, help="The ZooKeeper server jar (Debian's zookeeper package).")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="A broker property for every broker (repeatable).")
-def dev_cluster_command(broker_count: int, base_port: int, zookeeper_port: int, data_dir: Path | None,
-                        zookeeper_jar: Path, overrides: tuple[str, ...]) -> None:
+def dev_cluster_command(broker_count: int, base_port: int, metrics_base_port: int, zookeeper_port: int,
+                        data_dir: Path | None, zookeeper_jar: Path, overrides: tuple[str, ...]) -> None:
     """Run a local ZooKeeper and N brokers in the foreground until Ctrl-C."""
     if base_port + broker_count - 1 > 65535:
         fail("--base-port leaves no room for that many brokers")
+    if metrics_base_port + broker_count - 1 > 65535:
+        fail("--metrics-base-port leaves no room for that many brokers")
     try:
         zookeeper_jar = find_zookeeper_jar(zookeeper_jar)
     except ZooKeeperUnavailable as exc:
@@ -193,7 +208,8 @@ def dev_cluster_command(broker_count: int, base_port: int, zookeeper_port: int, 
     own_dir = data_dir is None
     root = Path(tempfile.mkdtemp(prefix="pafka-dev-cluster-")) if data_dir is None else data_dir.resolve()
     root.mkdir(parents=True, exist_ok=True)
-    cluster = DevCluster(root, broker_count, base_port, zookeeper_port, zookeeper_jar, list(overrides))
+    cluster = DevCluster(root, broker_count, base_port, metrics_base_port, zookeeper_port, zookeeper_jar,
+                         list(overrides))
     exit_code = 0
     with _stop_signals() as stopping:
         try:

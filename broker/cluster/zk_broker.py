@@ -263,6 +263,10 @@ class ZkBroker:
         self.controller = KafkaController(settings, self.broker_id, self.zk, lambda: self.broker_epoch)
         await self.controller.startup()
 
+    def caught_up(self) -> bool:
+        """Registered, and an UpdateMetadata from the controller listed this broker alive."""
+        return self.broker_epoch >= 0 and self.metadata_cache.has_alive_broker(self.broker_id)
+
     def broker_info(self) -> BrokerInfo:
         """This broker as /brokers/ids/N shows it: every advertised listener (bound ports for port 0)."""
         config = self.config

@@ -272,6 +272,11 @@ class BrokerConfig(SslConfig):
     quota_window_num: int = _prop(11, "quota.window.num")
     quota_window_size_seconds: int = _prop(1, "quota.window.size.seconds")
 
+    # The Prometheus endpoint (broker.metrics): on the host of the first listener; port 9404 is the
+    # JMX exporter's port in Strimzi's deployments, 0 an ephemeral one.
+    prometheus_metrics_enable: bool = _prop(True, "prometheus.metrics.enable")
+    prometheus_metrics_port: int = _prop(9404, "prometheus.metrics.port")
+
     @field_validator("listeners", "advertised_listeners", mode="before")
     @classmethod
     def _parse_listeners(cls, value: Any) -> Any:
@@ -293,6 +298,13 @@ class BrokerConfig(SslConfig):
     def _at_least_zero(cls, value: int) -> int:
         if value < 0:
             raise ValueError("Value must be at least 0")
+        return value
+
+    @field_validator("prometheus_metrics_port")
+    @classmethod
+    def _check_port(cls, value: int) -> int:
+        if not 0 <= value <= 65535:
+            raise ValueError("Value must be a port number between 0 and 65535")
         return value
 
     @field_validator("max_connections_per_ip_overrides")

@@ -18,7 +18,8 @@ def test_high_watermark_checkpoint_leaves_the_append_thread_free(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kafka_server_module, "HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS", 10)
     config = load_broker_config(overrides=[f"log.dirs={tmp_path / 'data'}",
-                                           f"listeners=PLAINTEXT://127.0.0.1:{free_port()}"],
+                                           f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
+                                           "prometheus.metrics.port=0"],
                                 environ={})
 
     async def scenario() -> tuple[str, bool]:

@@ -77,7 +77,8 @@ def test_rate_windows_come_from_the_static_broker_config(tmp_path: Path) -> None
 # -- a running broker -------------------------------------------------------------------------------
 def _run(tmp_path: Path, scenario: Callable[[KafkaServer, str], Awaitable[None]]) -> None:
     port = free_port()
-    config = load_broker_config(overrides=[f"log.dirs={tmp_path / 'data'}", f"listeners=PLAINTEXT://127.0.0.1:{port}"],
+    config = load_broker_config(overrides=[f"log.dirs={tmp_path / 'data'}", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                                          "prometheus.metrics.port=0"],
                                 environ={})
 
     async def main() -> None:

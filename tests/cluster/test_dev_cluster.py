@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -119,9 +120,13 @@ def produce_and_consume_one(bootstrap: str) -> None:
 
 def test_dev_cluster_serves_and_stops_cleanly() -> None:
     base_port = consecutive_free_ports(3)
+    metrics_base_port = consecutive_free_ports(3)
+    while abs(metrics_base_port - base_port) < 3:
+        metrics_base_port = consecutive_free_ports(3)
     zookeeper_port = free_port()
     command = [sys.executable, "-m", "tools", "dev-cluster", "--brokers", "3",
-               "--base-port", str(base_port), "--zookeeper-port", str(zookeeper_port)]
+               "--base-port", str(base_port), "--metrics-base-port", str(metrics_base_port),
+               "--zookeeper-port", str(zookeeper_port)]
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             stdin=subprocess.DEVNULL)
     out = OutputReader(proc.stdout)
@@ -137,6 +142,11 @@ def test_dev_cluster_serves_and_stops_cleanly() -> None:
         data_dirs = set(re.findall(r"output in (/\S+?)/logs/", out.text()))
         assert len(data_dirs) == 1, out.text()
         produce_and_consume_one(bootstrap)
+        metrics_urls = re.findall(r"metrics at (http://\S+)\)", out.text())
+        assert metrics_urls == [f"http://127.0.0.1:{metrics_base_port + i}/metrics" for i in range(3)], out.text()
+        for url in metrics_urls:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                assert b"process_cpu_seconds_total" in answer.read()
 
         os.kill(proc.pid, signal.SIGINT)
         code = proc.wait(timeout=STOP_TIMEOUT_S)
