@@ -120,6 +120,10 @@ class ThroughputHistory:
                 self.points.append((at, rates))
         self._previous = (at, totals)
 
+    def rates(self, kind: str, subject: str, series: str) -> list[float | None]:
+        """One series' rates (``kind`` "topic" or "broker"), aligned with the points' times."""
+        return [rates.get((kind, subject, series)) for _, rates in self.points]
+
     def as_json(self) -> dict[str, object]:
         """``{"times": [...], "topic": {name: {series: [...]}}, "broker": {...}}``, each list aligned with times
         (null where a series had no rate), the shape uPlot plots."""

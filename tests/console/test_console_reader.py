@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +14,9 @@ from client.groups import GroupAdmin
 from client.metadata import TopicPartition
 from console.cluster_reader import ClusterReader
 from console.cluster_writer import ClusterWriter
+from console.throughput import MetricsScraper
 from pytest_pafka.broker_process import BrokerProcess
+from tests.in_process import run, wait_for
 
 
 @pytest.fixture
@@ -95,3 +99,46 @@ def test_the_security_screen_says_why_acls_cannot_be_listed_without_an_authorize
     view = ClusterReader(client).security()
     assert view.acls == [] and view.acls_error is not None and "SECURITY_DISABLED" in view.acls_error.upper().replace(" ", "_")
     assert view.scram_error is None
+
+
+def test_the_scraper_reads_the_brokers_own_prometheus_endpoint(pafka_module_broker: BrokerProcess) -> None:
+    async def scrape_twice() -> MetricsScraper:
+        async def endpoints() -> dict[int, str]:
+            return {1: pafka_module_broker.metrics_url}
+
+        scraper = MetricsScraper(endpoints)
+        scraper.start()
+        try:
+            await wait_for(lambda: len(scraper.history.points) >= 1, "a rate from two scrapes")
+        finally:
+            await scraper.stop()
+        return scraper
+
+    scraper = run(scrape_twice())
+    assert scraper.available and scraper.errors == {}
+
+
+def test_produced_records_show_as_a_rate_for_their_topic(pafka_module_broker: BrokerProcess, client: KafkaClient) -> None:
+    with urllib.request.urlopen(pafka_module_broker.metrics_url, timeout=5) as response:
+        served = response.read().decode()
+    if "kafka_server_brokertopicmetrics_messagesin_total" not in served:
+        pytest.skip("this broker's endpoint serves no BrokerTopicMetrics yet")
+    _topic(client, "reader-rates", 1)
+
+    async def rates() -> list[float | None]:
+        async def endpoints() -> dict[int, str]:
+            return {1: pafka_module_broker.metrics_url}
+
+        scraper = MetricsScraper(endpoints, interval_s=0.2)
+        scraper.start()
+        try:
+            await wait_for(lambda: len(scraper.history.points) >= 1, "a first rate")
+            await asyncio.to_thread(client.produce, "reader-rates", 0, [ProducerRecord(b"x") for _ in range(50)])
+            await wait_for(lambda: any(scraper.history.rates("topic", "reader-rates", "messages_in")),
+                           "a rate for the produced records")
+        finally:
+            await scraper.stop()
+        return scraper.history.rates("topic", "reader-rates", "messages_in")
+
+    # The 50 records' rate, spread over the scrape intervals they fell in.
+    assert 0 < max(r or 0 for r in run(rates())) <= 50 / 0.2 * 1.5
