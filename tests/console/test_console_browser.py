@@ -2,7 +2,8 @@
 against a three-broker cluster: every screen loads with the cluster's data, a produced record shows in the
 message browser, a group's lag is the lag the client computes, a topic created from the console (writes
 allowed, confirmation accepted) exists for a client, and the throughput plot draws from Prometheus
-endpoints (fakes on the brokers' hosts, serving the Strimzi names, with counters that grow).
+endpoints: the brokers' own once they serve BrokerTopicMetrics, else fakes on the brokers' hosts serving the
+Strimzi names with counters that grow.
 
 Each screen's screenshot goes to ``$PAFKA_CONSOLE_SCREENSHOTS`` (the README's come from
 ``PAFKA_CONSOLE_SCREENSHOTS=docs/console``), or to the test's temporary directory.
@@ -16,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +28,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from client import KafkaClient, ProducerRecord
+from client import KafkaApiError, KafkaClient, ProducerRecord
 from client.acl_admin import Acl, AclAdmin
 from client.admin import AdminClient, NewTopic
 from client.groups import GroupAdmin
@@ -81,25 +81,38 @@ def cluster(pafka_module_cluster: Cluster) -> Cluster:
     return pafka_module_cluster
 
 
+def _serves_broker_topic_metrics(cluster: Cluster) -> bool:
+    try:
+        with urllib.request.urlopen(cluster.broker(cluster.broker_ids[0]).metrics_url, timeout=5) as response:
+            return b"kafka_server_brokertopicmetrics_messagesin_total" in response.read()
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="module")
-def metrics_port(cluster: Cluster) -> Iterator[int]:
+def metrics_options(cluster: Cluster) -> Iterator[list[str]]:
+    """The brokers' own endpoints when they serve BrokerTopicMetrics; otherwise fakes on every broker's host,
+    on one port, as ``--metrics-port`` finds them."""
+    if _serves_broker_topic_metrics(cluster):
+        yield [option for b in cluster.broker_ids for option in ("--metrics-endpoint", f"{b}={cluster.broker(b).metrics_url}")]
+        return
     port = free_port()
     servers = [_MetricsServer((b.host, port), _FakeMetrics) for b in cluster.brokers.values()]
     threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]
     for thread in threads:
         thread.start()
-    yield port
+    yield ["--metrics-port", str(port)]
     for server in servers:
         server.shutdown()
         server.server_close()
 
 
 @pytest.fixture(scope="module")
-def console(cluster: Cluster, metrics_port: int) -> Iterator[str]:
+def console(cluster: Cluster, metrics_options: list[str]) -> Iterator[str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "tools", "console", "--bootstrap-server", cluster.bootstrap_servers,
-               "--port", str(port), "--allow-writes", "--metrics-port", str(metrics_port), "--scrape-interval", "0.5"]
+               "--port", str(port), "--allow-writes", *metrics_options, "--scrape-interval", "0.5"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         def answers() -> bool:
@@ -137,15 +150,28 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _produce(kafka: KafkaClient, partition: int, records: list[ProducerRecord]) -> None:
+    """Produce once the partition's leader serves it: a new topic's leader may not know it for a moment after
+    Metadata names it (a refused batch is not appended, so the retry does not duplicate it)."""
+    def produced() -> bool:
+        try:
+            kafka.produce(TOPIC, partition, records)
+        except KafkaApiError:
+            kafka.refresh_metadata([TOPIC])
+            return False
+        return True
+    wait_until(produced, 30, f"a produce to {TOPIC}-{partition}")
+
+
 @pytest.fixture(scope="module")
 def client(cluster: Cluster) -> Iterator[KafkaClient]:
     with KafkaClient(cluster.bootstrap_servers) as kafka:
         AdminClient(kafka).create_topics([NewTopic(TOPIC, 3, 3)])
         kafka.refresh_metadata([TOPIC])
         for partition in range(3):
-            kafka.produce(TOPIC, partition, [ProducerRecord(f'{{"order": {partition * 100 + i}, "items": ["tea"]}}'.encode(),
-                                                            key=f"order-{i}".encode(), headers=[("source", b"test")])
-                                             for i in range(10)])
+            _produce(kafka, partition, [ProducerRecord(f'{{"order": {partition * 100 + i}, "items": ["tea"]}}'.encode(),
+                                                       key=f"order-{i}".encode(), headers=[("source", b"test")])
+                                        for i in range(10)])
         yield kafka
 
 
@@ -257,11 +283,18 @@ def test_a_topic_created_in_the_console_exists_for_a_client(browser: WebDriver, 
 
 def test_the_throughput_screen_plots_rates_per_topic_and_broker(browser: WebDriver, console: str, shots: Path) -> None:
     browser.get(console + "/throughput")
-    wait_until(lambda: int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-points") or 0) >= 3, 30,
-               "three points plotted")
+
+    def points() -> int:
+        return int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-points") or 0)
+    wait_until(lambda: points() >= 3, 30, "three points plotted")
     for plot in ("broker-messages", "broker-bytes", "topic-messages", "topic-bytes"):
         assert browser.find_elements(By.CSS_SELECTOR, f"#{plot} canvas"), plot
     legend = browser.find_element(By.ID, "topic-messages").text
     assert TOPIC in legend
-    time.sleep(1)  # one more poll, so the screenshot shows lines rather than a first point
-    browser.save_screenshot(str(shots / "throughput.png"))
+    drawn = points()
+    wait_until(lambda: points() > drawn, 30, "one more poll")  # the screenshot shows lines, not a first point
+    browser.set_window_size(1280, 1420)  # both the brokers' and the topics' plots
+    try:
+        browser.save_screenshot(str(shots / "throughput.png"))
+    finally:
+        browser.set_window_size(1280, 900)
