@@ -21,6 +21,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from client.client import KafkaClient
+from client.client_security import ClientSecurity
 from client.errors import KafkaClientError
 from console import pages
 from console.cluster_reader import ClusterReader
@@ -42,13 +43,15 @@ class ConsoleSettings:
     metrics_endpoints: dict[int, str] = field(default_factory=dict)
     scrape_interval_s: float = 2.0
     client_timeout_s: float = 30.0
+    #: TLS and SASL towards the brokers (none: PLAINTEXT).
+    security: ClientSecurity | None = None
 
 
 class ClusterAccess:
     """The one client of the console and the one thread that uses it."""
 
-    def __init__(self, bootstrap_servers: str, timeout_s: float) -> None:
-        self.client = KafkaClient(bootstrap_servers, client_id="pafka-console", timeout=timeout_s)
+    def __init__(self, bootstrap_servers: str, timeout_s: float, security: ClientSecurity | None = None) -> None:
+        self.client = KafkaClient(bootstrap_servers, client_id="pafka-console", timeout=timeout_s, security=security)
         self.reader = ClusterReader(self.client)
         self.writer = ClusterWriter(self.client)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="console-client")
@@ -218,7 +221,7 @@ def static_dir() -> Path:
 
 def create_app(settings: ConsoleSettings) -> web.Application:
     """The console; the app owns the client's thread and the scraper, started and stopped with it."""
-    access = ClusterAccess(settings.bootstrap_servers, settings.client_timeout_s)
+    access = ClusterAccess(settings.bootstrap_servers, settings.client_timeout_s, settings.security)
 
     async def endpoints() -> dict[int, str]:
         hosts = await access.call(access.broker_hosts)

@@ -7,6 +7,7 @@ import json
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from click.testing import CliRunner
 
 from console import pages
 from console.app import ConsoleSettings, create_app, parse_timestamp
@@ -15,6 +16,7 @@ from console.throughput import MetricsScraper, ThroughputHistory, parse_samples,
 from console.views import GroupDetail, LagRow, TopicRow
 from protocol.records import Record
 from tests.in_process import run, wait_for
+from tools.cli import main
 
 _TEXT = """# HELP kafka_server_brokertopicmetrics_messagesin_total Incoming messages
 # TYPE kafka_server_brokertopicmetrics_messagesin_total counter
@@ -120,3 +122,10 @@ def test_the_scraper_reports_an_endpoint_that_does_not_answer_and_plots_the_othe
         assert set(shown["topic"]) == {"t"} and all(r is not None and r > 0 for r in shown["topic"]["t"]["messages_in"])
 
     run(scenario())
+
+
+def test_the_command_refuses_a_metrics_endpoint_without_a_broker_id() -> None:
+    result = CliRunner().invoke(main, ["console", "--bootstrap-server", "127.0.0.1:1", "--metrics-endpoint",
+                                       "http://127.0.0.1:9404/metrics"])
+    assert result.exit_code == 2 and "expected BROKER_ID=URL" in result.output
+    assert "--allow-writes" in CliRunner().invoke(main, ["console", "--help"]).output
