@@ -22,7 +22,7 @@ from aiohttp import web
 
 from client.client import KafkaClient
 from client.client_security import ClientSecurity
-from client.errors import KafkaClientError
+from client.errors import KafkaClientError, KafkaConnectionError
 from console import pages
 from console.cluster_reader import ClusterReader
 from console.cluster_writer import ClusterWriter
@@ -63,7 +63,7 @@ class ClusterAccess:
     def _guarded(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         try:
             return fn(*args, **kwargs)
-        except KafkaClientError:
+        except KafkaConnectionError:
             # A connection may be left mid-exchange: start clean on the next call.
             self.client.close()
             raise

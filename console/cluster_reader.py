@@ -227,22 +227,25 @@ class ClusterReader:
         if group_type == "consumer":
             described = describe_consumer_group(self.groups, group_id)
             state, protocol = described.state, described.assignor_name
-            members = [GroupMemberRow(m.member_id, m.instance_id, m.client_id, m.host, [str(tp) for tp in m.assignment])
+            members = [GroupMemberRow(m.member_id, m.instance_id, m.client_id, m.host, list(m.assignment))
                        for m in described.members]
         else:
             classic = self.groups.describe_group(group_id)
             state, protocol = classic.state, classic.protocol
-            members = [GroupMemberRow(m.member_id, m.group_instance_id, m.client_id, m.host,
-                                      [str(tp) for tp in m.assignment]) for m in classic.members]
+            members = [GroupMemberRow(m.member_id, m.group_instance_id, m.client_id, m.host, list(m.assignment))
+                       for m in classic.members]
         return GroupDetail(group_id, group_type, state, protocol, members, self._lag(group_id, members))
 
     def _lag(self, group_id: str, members: list[GroupMemberRow]) -> list[LagRow]:
         committed = self.groups.fetch_offsets(group_id)
         owner = {tp: m.member_id for m in members for tp in m.assignment}
-        partitions = sorted(set(committed) | {TopicPartition(t, int(p)) for tp in owner for t, _, p in [tp.rpartition("-")]})
-        _, end = self._offsets(partitions)
+        partitions = sorted(set(committed) | set(owner))
+        # A deleted topic's committed offsets stay until they expire: show them without a log end.
+        metadata = self.client.refresh_metadata(sorted({tp.topic for tp in partitions}))
+        online = {tp for t in metadata.topics.values() if not t.error_code for tp in self._online(t)}
+        _, end = self._offsets([tp for tp in partitions if tp in online])
         return [LagRow(tp.topic, tp.partition, committed[tp].offset if tp in committed else None, end.get(tp, -1),
-                       owner.get(str(tp))) for tp in partitions]
+                       owner.get(tp)) for tp in partitions]
 
     # -- security -------------------------------------------------------------------------------------
     def security(self) -> SecurityView:

@@ -28,13 +28,17 @@ def _e(value: object) -> str:
 
 
 def size(n: int | None) -> str:
+    """Bytes for people: 512 B, 1.5 KiB... ("?" when unknown)."""
     if n is None:
         return "?"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
+    if n < 1024:
+        return f"{n} B"
+    scaled = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        scaled /= 1024
+        if scaled < 1024 or unit == "TiB":
+            break
+    return f"{scaled:.1f} {unit}"
 
 
 def _time(ms: int) -> str:
@@ -151,7 +155,7 @@ def groups_page(rows: list[GroupRow]) -> str:
 
 def group_page(g: GroupDetail, *, writes: bool) -> str:
     members = table(("Member", "Instance", "Client", "Host", "Assignment"),
-                    ([_e(m.member_id), _e(m.instance_id or ""), _e(m.client_id), _e(m.host), _e(", ".join(m.assignment))]
+                    ([_e(m.member_id), _e(m.instance_id or ""), _e(m.client_id), _e(m.host), _e(", ".join(str(tp) for tp in m.assignment))]
                      for m in g.members), "members")
     lag = table(("Topic", "Partition", "Committed", "Log end", "Lag", "Member"),
                 ([_e(r.topic), _e(r.partition), _e(r.committed_offset if r.committed_offset is not None else "-"),

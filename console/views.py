@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from client.metadata import TopicPartition
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerRow:
@@ -107,7 +109,7 @@ class GroupMemberRow:
     instance_id: str | None
     client_id: str
     host: str
-    assignment: list[str]
+    assignment: list[TopicPartition]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +122,11 @@ class LagRow:
 
     @property
     def lag(self) -> int | None:
-        """Kafka's lag: the log end offset less the committed offset (none committed: unknown)."""
-        return None if self.committed_offset is None else max(self.log_end_offset - self.committed_offset, 0)
+        """Kafka's lag: the log end offset less the committed offset (none committed, or no log end known
+        because the partition is offline or gone: unknown)."""
+        if self.committed_offset is None or self.log_end_offset < 0:
+            return None
+        return max(self.log_end_offset - self.committed_offset, 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,8 +62,9 @@ def test_json_values_are_pretty_printed_and_other_bytes_shown_as_text() -> None:
 
 
 def test_lag_is_the_log_end_less_the_committed_offset() -> None:
-    rows = [LagRow("t", 0, 3, 10, "m"), LagRow("t", 1, None, 4, None), LagRow("t", 2, 9, 9, None)]
-    assert [r.lag for r in rows] == [7, None, 0]
+    rows = [LagRow("t", 0, 3, 10, "m"), LagRow("t", 1, None, 4, None), LagRow("t", 2, 9, 9, None),
+            LagRow("gone", 0, 5, -1, None)]
+    assert [r.lag for r in rows] == [7, None, 0, None]
     assert GroupDetail("g", "consumer", "Stable", "uniform", [], rows).total_lag == 7
 
 
@@ -72,6 +73,11 @@ def test_pages_escape_what_the_cluster_names() -> None:
     assert "<script>x" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
     assert "--allow-writes" in html and "create-topic" not in html
     assert 'onsubmit="return confirm(' in pages.topics_page([], writes=True)
+
+
+def test_sizes_are_shown_in_binary_units() -> None:
+    assert [pages.size(n) for n in (None, 0, 1023, 1536, 5 * 1024 ** 3, 3 * 1024 ** 5)] == [
+        "?", "0 B", "1023 B", "1.5 KiB", "5.0 GiB", "3072.0 TiB"]
 
 
 def test_timestamps_are_milliseconds_or_iso_8601() -> None:
