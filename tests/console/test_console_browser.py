@@ -281,6 +281,28 @@ def test_a_topic_created_in_the_console_exists_for_a_client(browser: WebDriver, 
     assert len(_cells(browser, "partitions")) == 4
 
 
+def test_a_dismissed_confirmation_changes_nothing_and_an_accepted_one_does(browser: WebDriver, console: str,
+                                                                          client: KafkaClient) -> None:
+    AdminClient(client).create_topics([NewTopic("console-doomed", 1, 3)])
+    browser.get(f"{console}/topics/console-doomed")
+    browser.find_element(By.CSS_SELECTOR, "#delete-topic button").click()
+    browser.switch_to.alert.dismiss()
+    assert browser.current_url.endswith("/topics/console-doomed")
+    assert "console-doomed" in AdminClient(client).list_topics()
+    form = browser.find_element(By.ID, "add-partitions")
+    total = form.find_element(By.NAME, "total")
+    total.clear()
+    total.send_keys("2")
+    form.find_element(By.TAG_NAME, "button").click()
+    browser.switch_to.alert.accept()
+    wait_until(lambda: len(_cells(browser, "partitions")) == 2, 30, "two partitions shown")
+    assert len(client.topic_metadata("console-doomed", refresh=True).partitions) == 2
+    browser.find_element(By.CSS_SELECTOR, "#delete-topic button").click()
+    browser.switch_to.alert.accept()
+    wait_until(lambda: browser.current_url.endswith("/topics"), 30, "back to the topics")
+    wait_until(lambda: "console-doomed" not in AdminClient(client).list_topics(), 30, "the topic deleted")
+
+
 def test_the_throughput_screen_plots_rates_per_topic_and_broker(browser: WebDriver, console: str, shots: Path) -> None:
     browser.get(console + "/throughput")
 
