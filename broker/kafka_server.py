@@ -42,6 +42,7 @@ from broker.kafka_apis import KafkaApis
 from broker.membership import LocalMembership, Membership, ServerParts
 from broker.metadata_view import TopicRegistry
 from broker.metrics import BrokerMetrics, endpoint_for
+from broker.metrics.broker_collectors import RUNNING, SHUTTING_DOWN, STARTING, register_broker_collectors
 from broker.network.connection_quotas import ConnectionLimits, ConnectionQuotas
 from broker.network.socket_server import SocketServer
 from broker.quota.client_quota_admin import ClientQuotaAdmin
@@ -109,6 +110,7 @@ class KafkaServer:
         #: Set once start-up is done, cleared when shutdown begins: /readyz's first condition.
         self._serving = False
         self.metrics = BrokerMetrics()
+        register_broker_collectors(self.metrics, self)
         self.metrics_endpoint = endpoint_for(config, self.metrics, self.ready)
         self._stopped = asyncio.Event()
         self.started_at = 0.0
@@ -245,6 +247,12 @@ class KafkaServer:
         """Listeners bound and logs recovered (start-up done), and in a cluster registered and listed
         alive by the controller's metadata: what /readyz answers."""
         return self._serving and self.membership.caught_up()
+
+    def broker_state(self) -> int:
+        """Kafka's BrokerState: starting, running, shutting down."""
+        if self._serving:
+            return RUNNING
+        return STARTING if not self.started_at else SHUTTING_DOWN
 
     # -- lifecycle --------------------------------------------------------
     async def startup(self) -> None:

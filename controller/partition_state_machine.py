@@ -13,8 +13,10 @@ deposed controller's write fails with ControllerMovedError instead of landing.
 
 from __future__ import annotations
 
+import collections
 import enum
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -35,6 +37,9 @@ __all__ = [
     "StateChangeFailedError",
     "new_leader_and_isr",
 ]
+
+#: Leader election durations kept for the quantiles (Kafka's histograms keep a 1,028-sample reservoir).
+ELECTION_TIMES_KEPT = 1028
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +105,11 @@ class PartitionStateMachine:
         self.zk = zk
         self.batch = batch
         self.unclean_leader_election_enable = unclean_leader_election_enable
+        #: Kafka's ControllerStats, as plain counters (the broker's metrics read them): leader elections
+        #: done, the last ones' durations, and how many were unclean.
+        self.elections = 0
+        self.election_times_ms: collections.deque[float] = collections.deque(maxlen=ELECTION_TIMES_KEPT)
+        self.unclean_elections = 0
 
     # ------------------------------------------------------------ startup
 
@@ -242,6 +252,7 @@ class PartitionStateMachine:
         """Elect with ``strategy``, retrying partitions whose znode changed under us."""
         results: dict[TopicPartition, LeaderAndIsr | Exception] = {}
         remaining = tps
+        started = time.perf_counter()
         for _ in range(_MAX_ZK_RETRIES):
             if not remaining:
                 break
@@ -249,6 +260,9 @@ class PartitionStateMachine:
             results.update(done)
         for tp in remaining:
             results[tp] = StateChangeFailedError(f"partition {tp[0]}-{tp[1]}: state znode kept changing during election")
+        if tps:
+            self.elections += 1
+            self.election_times_ms.append((time.perf_counter() - started) * 1000)
         return results
 
     async def _do_elect_leader_for_partitions(
@@ -310,6 +324,7 @@ class PartitionStateMachine:
             if leader is None:
                 return None
             if was_unclean:
+                self.unclean_elections += 1
                 log.warning("controller: unclean leader election for %s-%d: broker %d, not in ISR %s",
                             tp[0], tp[1], leader, lai.isr)
                 return new_leader_and_isr(lai, leader, [leader])

@@ -38,6 +38,9 @@ class IsrManager:
         #: Which brokers are alive (the metadata cache's view); None: all are.
         self._isr_eligibility: Callable[[int], bool] | None = None
         self._isr_expiration: asyncio.Task[None] | None = None
+        #: ISR changes proposed to the controller (the broker's metrics read them).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     def replica_isr_eligible(self, replica_id: int) -> bool:
         """Whether a follower may join an ISR (and, caught up outside it, hold a high watermark
@@ -111,6 +114,11 @@ class IsrManager:
         """Send a proposed ISR change to the controller; apply its answer when it comes."""
         if proposal is None:
             return
+        # Kafka's IsrShrinksPerSec / IsrExpandsPerSec, counted as the change is proposed.
+        if len(proposal.isr) < len(partition.isr):
+            self.isr_shrinks += 1
+        else:
+            self.isr_expands += 1
         manager = self.alter_partition_manager
         if manager is None:
             log.warning("[ReplicaManager broker=%d] no AlterPartition manager: ISR change of %s to %s not sent",

@@ -24,6 +24,7 @@ from protocol.errors import ErrorCode
 from replication import txn_verification
 from replication.append_result import APPEND_EXCEPTIONS, PartitionAppendResult, error_code_for
 from replication.append_thread import AppendThread
+from replication.broker_topic_stats import BrokerTopicStats
 from replication.hosted_partitions import HostedPartitions
 from replication.partition import Partition
 from replication.purgatories import Purgatories
@@ -38,19 +39,25 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 Records = bytearray | memoryview
 
+#: Errors whose batches count as BytesRejected (Kafka marks them where the log refuses the records).
+REJECTED_RECORDS = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
+                              ErrorCode.INVALID_RECORD})
+
 #: Verification on, nothing verified: every append carries SENTINEL_GUARD (never mutated).
 _UNVERIFIED = txn_verification.VerificationPlan()
 
 
 class ReplicaAppender:
     def __init__(self, broker_id: int, hosted: HostedPartitions, append_thread: AppendThread,
-                 purgatories: Purgatories) -> None:
+                 purgatories: Purgatories, topic_stats: BrokerTopicStats | None = None) -> None:
         self.broker_id = broker_id
         self._hosted = hosted
         self._append_thread = append_thread
         self._purgatories = purgatories
         #: KIP-890 part 1; None: transactional produces are not verified (no coordinator wired).
         self.txn_verification: txn_verification.ProduceVerification | None = None
+        #: What every leader append took in (read by the broker's metrics).
+        self.topic_stats = topic_stats if topic_stats is not None else BrokerTopicStats()
 
     def append_records(
         self,
@@ -314,6 +321,7 @@ class ReplicaAppender:
                       results: list[PartitionAppendResult], required_acks: int,
                       timeout_ms: int) -> list[PartitionAppendResult] | Awaitable[list[PartitionAppendResult]]:
         """acks 0/1: the results now. acks=-1: once each high watermark passes its append."""
+        self._count(entries, results)
         if required_acks != -1:
             return results
         required: dict[TopicPartition, int] = {}
@@ -329,6 +337,22 @@ class ReplicaAppender:
         if not required:
             return results
         return self._wait_for_high_watermark(entries, results, required, timeout_ms)
+
+    def _count(self, entries: Sequence[tuple[str, int, Records]], results: list[PartitionAppendResult]) -> None:
+        """Kafka's BrokerTopicMetrics of an append: one increment or two per partition, no lookup but the topic's."""
+        topics = self.topic_stats.topics
+        for (topic, _, records), result in zip(entries, results, strict=True):
+            counters = topics.get(topic) or self.topic_stats.of(topic)
+            counters.total_produce_requests += 1
+            info = result.info
+            if info is not None:
+                if not info.duplicate:
+                    counters.messages_in += info.num_records
+                    counters.bytes_in += info.valid_bytes
+            elif result.error_code:
+                counters.failed_produce_requests += 1
+                if result.error_code in REJECTED_RECORDS:
+                    counters.bytes_rejected += len(records)
 
     async def _wait_for_high_watermark(self, entries: Sequence[tuple[str, int, Records]],
                                        results: list[PartitionAppendResult], required: dict[TopicPartition, int],

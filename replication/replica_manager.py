@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from replication.append_result import PartitionAppendResult
 from replication.append_thread import AppendThread
+from replication.broker_topic_stats import BrokerTopicStats
 from replication.delayed_fetch import FetchPurgatory
 from replication.delayed_produce import ProducePurgatory
 from replication.fetch_params import FetchParams, FetchPartition
@@ -92,10 +93,12 @@ class ReplicaManager:
         self.purgatories = Purgatories(self.hosted)
         #: topic → (on election, on resignation): coordinators load and unload their partitions.
         self._leadership_listeners: dict[str, tuple[LeadershipCallback, LeadershipCallback]] = {}
-        self.appender = ReplicaAppender(broker_id, self.hosted, append_thread, self.purgatories)
+        #: Kafka's BrokerTopicStats: what appends took in and fetches sent out (the broker's metrics read it).
+        self.topic_stats = BrokerTopicStats()
+        self.appender = ReplicaAppender(broker_id, self.hosted, append_thread, self.purgatories, self.topic_stats)
         self.isr = IsrManager(broker_id, self.hosted, self.purgatories)
         self.reader = ReplicaReader(broker_id, self.hosted, self.purgatories.fetch, self.quotas,
-                                    self.isr.update_follower_fetch_state)
+                                    self.isr.update_follower_fetch_state, self.topic_stats)
         self.lookups = PartitionLookups(broker_id, self.hosted, log_manager, append_thread)
         self.txn_markers = TxnMarkerWriter(broker_id, self.appender)
         self.state_changes = ReplicaStateChanges(

@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 
 from protocol.errors import ErrorCode
+from replication.broker_topic_stats import BrokerTopicStats
 from replication.delayed_fetch import FetchPurgatory, ParkedFetch
 from replication.fetch_params import FetchParams, FetchPartition
 from replication.hosted_partitions import HostedPartitions
@@ -31,8 +32,11 @@ FollowerFetchCallback = Callable[[FetchParams, Sequence[FetchPartition], list[Lo
 
 class ReplicaReader:
     def __init__(self, broker_id: int, hosted: HostedPartitions, fetch_purgatory: FetchPurgatory,
-                 quotas: ReplicationQuotas, on_follower_fetch: FollowerFetchCallback) -> None:
+                 quotas: ReplicationQuotas, on_follower_fetch: FollowerFetchCallback,
+                 topic_stats: BrokerTopicStats | None = None) -> None:
         self.broker_id = broker_id
+        #: BytesOut and FailedFetchRequests, counted once per answer (a long poll's final read).
+        self.topic_stats = topic_stats if topic_stats is not None else BrokerTopicStats()
         self._hosted = hosted
         self._fetch_purgatory = fetch_purgatory
         self._quotas = quotas
@@ -54,6 +58,7 @@ class ReplicaReader:
         if total >= params.min_bytes or any_error or deadline <= time.monotonic() or not partitions:
             if throttling:
                 self._record_leader_quota(partitions, results)
+            self._count(params, partitions, results)
             return results
         # Parked in this step, with no await since the read: an append before the answering task
         # runs is recorded, and the read stands (Kafka's tryComplete, then watch).
@@ -69,6 +74,21 @@ class ReplicaReader:
         results = await self._delayed_fetch(params, partitions, deadline, keys, parked, first_read)
         self._record_leader_quota(partitions, results)
         return results
+
+    def _count(self, params: FetchParams, partitions: Sequence[FetchPartition], results: list[LogReadResult]) -> None:
+        """Kafka's BrokerTopicMetrics of a fetch: a consumer's bytes per topic, a follower's as replication."""
+        stats = self.topic_stats
+        if params.is_from_follower:
+            stats.replication_bytes_out += sum(r.info.size for r in results if r.info is not None)
+            return
+        topics = stats.topics
+        for wanted, result in zip(partitions, results, strict=True):
+            counters = topics.get(wanted.topic) or stats.of(wanted.topic)
+            counters.total_fetch_requests += 1
+            if result.info is not None:
+                counters.bytes_out += result.info.size
+            elif result.error_code:
+                counters.failed_fetch_requests += 1
 
     def _record_leader_quota(self, partitions: Sequence[FetchPartition], results: list[LogReadResult]) -> None:
         """Kafka's sizeOfThrottledPartitions: what a follower's answer carries of throttled partitions
@@ -94,13 +114,16 @@ class ReplicaReader:
         while True:
             notified = await parked.wait()
             if not notified:
-                return self._read_from_log(params, partitions)[0]
+                results = self._read_from_log(params, partitions)[0]
+                self._count(params, partitions, results)
+                return results
             if total:
                 results, total, any_error = self._read_from_log(params, partitions)
             else:
                 total, any_error = self._read_again(params, partitions, keys, notified, results)
             remaining = deadline - time.monotonic()
             if total >= params.min_bytes or any_error or remaining <= 0:
+                self._count(params, partitions, results)
                 return results
             parked = self._fetch_purgatory.park(keys, remaining, to_log_end=params.is_from_follower)
 

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from broker.network.acceptor import Acceptor, listening_sockets
 from broker.network.connection_quotas import ConnectionQuotas, ConnectionSlot
+from broker.network.request_metrics import FETCH_CONSUMER_KEY, FETCH_FOLLOWER_KEY, RequestMetrics
 from broker.network.response_writer import ResponseWriter
 from broker.request_context import RequestContext
 from broker.security.channel_builders import ListenerSecurity
@@ -109,6 +110,35 @@ class _Slot:
     frame: Any = field(default=None)  # keeps records memoryviews alive
     #: A bare SASL token (after a v0 SaslHandshake): sent size-prefixed, without a response header.
     raw: bool = False
+    #: perf_counter() when the request arrived, its handler started, its handler returned (an awaitable
+    #: or the answer) and its answer was ready: Kafka's RequestMetrics times.
+    received: float = 0.0
+    dispatched: float = 0.0
+    returned: float = 0.0
+    completed: float = 0.0
+    #: A fetch's kind (consumer or follower) for the request metrics; 0 for other APIs.
+    fetch_kind: int = 0
+
+
+def _record(metrics: RequestMetrics, slots: list[_Slot], sent: float) -> None:
+    """Each answered request's count, error and times (a handler's own await is its remote time)."""
+    for slot in slots:
+        if slot.raw:
+            continue
+        received, dispatched, returned, completed = slot.received, slot.dispatched, slot.returned, slot.completed
+        if returned < dispatched:  # dispatched in turn: its whole run is the handler's own time
+            returned = completed
+        response = slot.response
+        metrics.record(slot.api_key, slot.api_version, response,
+                       (dispatched - received, returned - dispatched, completed - returned,
+                        (completed if slot.no_response else sent) - completed, sent - received,
+                        getattr(response, "throttle_time_ms", 0) or 0),
+                       slot.fetch_kind)
+
+
+def _fetch_kind(body: Any, version: int) -> int:
+    replica_id = body.replica_state.replica_id if version >= 15 else body.replica_id
+    return FETCH_FOLLOWER_KEY if replica_id >= 0 else FETCH_CONSUMER_KEY
 
 
 def _is_awaitable(result: Any) -> TypeGuard[Awaitable[Any]]:
@@ -271,16 +301,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 log.info("closing connection from %s on %s: %s", self.peer, self._listener_name, refusal)
                 self.close()
                 return
-        slot = _Slot(header.request_api_key, header.request_api_version, header.correlation_id, frame=frame)
+        now = time.perf_counter()
+        slot = _Slot(header.request_api_key, header.request_api_version, header.correlation_id, frame=frame,
+                     received=now, dispatched=now)
+        if slot.api_key == FETCH_KEY:
+            slot.fetch_kind = _fetch_kind(request.body, slot.api_version)
         self._slots.append(slot)
         ctx = RequestContext(request, self, self._listener_name, self.principal, len(frame))
         try:
             if self._tasks:
                 # An earlier request of this connection is still running as a task:
                 # this one starts after it has, as when every handler was a task.
-                result = self._dispatch_in_turn(ctx)
+                result = self._dispatch_in_turn(ctx, slot)
             else:
                 result = self._server.dispatch(ctx)
+            slot.returned = time.perf_counter()
         except Exception:
             log.exception("handler for %s v%d failed; closing %s", request.api.name, slot.api_version, self.peer)
             self.close()
@@ -295,7 +330,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         else:
             self._complete(slot, result)
 
-    async def _dispatch_in_turn(self, ctx: RequestContext) -> Any:
+    async def _dispatch_in_turn(self, ctx: RequestContext, slot: _Slot) -> Any:
+        slot.dispatched = time.perf_counter()
         result = self._server.dispatch(ctx)
         return (await result) if _is_awaitable(result) else result
 
@@ -383,6 +419,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         task.add_done_callback(self._tasks.discard)
 
     def _complete(self, slot: _Slot, response: Any) -> None:
+        slot.completed = time.perf_counter()
         slot.response = response
         slot.no_response = response is None
         slot.done = True
@@ -402,9 +439,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._flush_scheduled = False
         writer = self._writer
         chunks: list[Chunk] = []
+        answered: list[_Slot] = []
         unreadable: OSError | None = None
         while self._slots and self._slots[0].done and not self._closed:
             slot = self._slots.popleft()
+            answered.append(slot)
             if slot.no_response:
                 continue
             try:
@@ -427,6 +466,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             except OSError as exc:
                 self._write_failed(exc)
                 return
+        if answered:
+            _record(self._server.request_metrics, answered, time.perf_counter())
         if unreadable is not None:
             log.error("cannot send records to %s: %s; closing the connection", self.peer, unreadable)
             self._closed = True
@@ -546,6 +587,8 @@ class SocketServer:
         self.connection_quotas.close_least_recently_used = self._close_least_recently_used
         self._acceptors: list[Acceptor] = []
         self.bound: dict[str, tuple[str, int]] = {}
+        #: Kafka's RequestMetrics (read by the broker's metrics).
+        self.request_metrics = RequestMetrics()
         #: Requests still running after their connection closed (see the module's docstring).
         self._orphans: set[asyncio.Task[Any]] = set()
 

@@ -19,10 +19,12 @@ Writes of the controller are fenced as in Kafka 3.9: a multi-op that first check
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -44,6 +46,9 @@ from controller.zk import zk_data as zd
 from controller.zk.zk_watches import ZkWatch, ZkWatchKind, read_watched
 
 log = logging.getLogger(__name__)
+
+#: ZooKeeper request latencies kept for the quantiles (Kafka's histograms keep a 1,028-sample reservoir).
+LATENCIES_KEPT = 1028
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
@@ -145,6 +150,12 @@ class ZooKeeperSession:
         self._watches: list[ZkWatch] = []
         self._expired_callbacks: list[Callable[[], object]] = []
         self._reconnected_callbacks: list[Callable[[], object]] = []
+        #: Kafka's SessionExpireListener and ZooKeeperClientMetrics as plain fields (the broker's metrics
+        #: read them): kazoo's last connection state, the state changes, and recent request latencies.
+        self.state = "CONNECTING"
+        self.connects = self.disconnects = self.expires = 0
+        self.requests = 0
+        self.request_times_ms: collections.deque[float] = collections.deque(maxlen=LATENCIES_KEPT)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -223,7 +234,12 @@ class ZooKeeperSession:
     async def _run(self, fn: Callable[[], T]) -> T:
         if self._closing.is_set():
             raise ZkError("the ZooKeeper client is closed")
-        return await asyncio.wrap_future(self._executor.submit(fn))
+        started = time.perf_counter()
+        try:
+            return await asyncio.wrap_future(self._executor.submit(fn))
+        finally:
+            self.requests += 1
+            self.request_times_ms.append((time.perf_counter() - started) * 1000)
 
     @property
     def _client(self) -> KazooClient:
@@ -279,12 +295,22 @@ class ZooKeeperSession:
 
     def _on_state(self, state: str) -> None:
         """kazoo's connection listener (a kazoo thread): hand everything over, never block here."""
+        self._count_state(state)
         if state == KazooState.CONNECTED:
             if self._started and not self._closing.is_set():
                 self._submit(self._after_connected)
         elif state == KazooState.LOST and self._started and not self._closing.is_set():
             log.warning("ZooKeeper session expired (%s)", self.connect)
             self._call_soon(self._run_callbacks, self._expired_callbacks)
+
+    def _count_state(self, state: str) -> None:
+        self.state = str(state)
+        if state == KazooState.CONNECTED:
+            self.connects += 1
+        elif state == KazooState.SUSPENDED:
+            self.disconnects += 1
+        elif state == KazooState.LOST:
+            self.expires += 1
 
     def _submit(self, fn: Callable[..., object], *args: object) -> None:
         try:

@@ -12,14 +12,7 @@ from pytest_pafka.broker_process import BrokerProcess
 from pytest_pafka.cluster import Cluster
 from pytest_pafka.plugin import BrokerFactory
 from pytest_pafka.waiting import wait_until
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+from tests.metrics.scrape import get
 
 
 def base_url(broker: BrokerProcess) -> str:
