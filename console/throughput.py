@@ -12,7 +12,6 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
 
 import aiohttp
 
@@ -72,53 +71,56 @@ def parse_samples(text: str, names: frozenset[str] | set[str] | None = None) -> 
             continue
 
 
-@dataclass(slots=True)
-class _Totals:
-    """One scrape's counters: per (kind, subject, series) summed over brokers."""
-
-    values: dict[tuple[str, str, str], float] = field(default_factory=dict)
-
-    def add(self, key: tuple[str, str, str], value: float) -> None:
-        self.values[key] = self.values.get(key, 0.0) + value
+#: A plotted series: ("topic", topic name, series) or ("broker", broker id, series).
+SeriesKey = tuple[str, str, str]
 
 
-def totals_of(scrapes: dict[int, str]) -> _Totals:
-    """Per topic (summed over brokers) and per broker (its all-topics series) counters of each broker's text."""
-    totals = _Totals()
-    for node_id, text in scrapes.items():
-        per_broker: dict[str, float] = {}
-        topic_sum: dict[str, float] = {}
-        for name, labels, value in parse_samples(text, set(COUNTERS)):
-            series = COUNTERS[name]
-            topic = labels.get("topic")
-            if topic:
-                totals.add(("topic", topic, series), value)
-                topic_sum[series] = topic_sum.get(series, 0.0) + value
-            else:
-                per_broker[series] = per_broker.get(series, 0.0) + value
-        # An exporter without the all-topics series still gives the broker's total as the sum of its topics.
-        for series, value in (per_broker or topic_sum).items():
-            totals.add(("broker", str(node_id), series), value)
-    return totals
+def counters_of(node_id: int, text: str) -> dict[SeriesKey, float]:
+    """One broker's counters: per topic (``topic`` label) and the broker's own (its all-topics series)."""
+    own: dict[str, float] = {}
+    topic_sum: dict[str, float] = {}
+    counters: dict[SeriesKey, float] = {}
+    for name, labels, value in parse_samples(text, set(COUNTERS)):
+        series = COUNTERS[name]
+        topic = labels.get("topic")
+        if topic:
+            counters[("topic", topic, series)] = counters.get(("topic", topic, series), 0.0) + value
+            topic_sum[series] = topic_sum.get(series, 0.0) + value
+        else:
+            own[series] = own.get(series, 0.0) + value
+    # An exporter without the all-topics series still gives the broker's total as the sum of its topics.
+    for series, value in (own or topic_sum).items():
+        counters[("broker", str(node_id), series)] = value
+    return counters
 
 
 class ThroughputHistory:
-    """Rates per second between successive scrapes, the last ``window`` of them."""
+    """Rates per second between successive scrapes, the last ``window`` of them.
+
+    Rates are taken per broker's counter and then summed (a topic's over its brokers), so a broker that
+    misses a scrape leaves a gap in its share rather than a fall and a spike in the sum. A series that
+    appears on a broker scraped the time before is new (a topic's first record): it counts from zero.
+    """
 
     def __init__(self, window: int = 120) -> None:
-        self._previous: tuple[float, _Totals] | None = None
-        self.points: deque[tuple[float, dict[tuple[str, str, str], float]]] = deque(maxlen=window)
+        self._previous: tuple[float, dict[int, dict[SeriesKey, float]]] | None = None
+        self.points: deque[tuple[float, dict[SeriesKey, float]]] = deque(maxlen=window)
 
-    def record(self, at: float, totals: _Totals) -> None:
-        if self._previous is not None:
+    def record(self, at: float, scraped: dict[int, dict[SeriesKey, float]]) -> None:
+        """``scraped``: each answering broker's counters (:func:`counters_of`) at time ``at``."""
+        if self._previous is not None and at > self._previous[0]:
             then, before = self._previous
-            elapsed = at - then
-            if elapsed > 0:
-                # A counter that went down was reset (its broker restarted): no rate for it this time.
-                rates = {key: (value - before.values[key]) / elapsed for key, value in totals.values.items()
-                         if key in before.values and value >= before.values[key]}
-                self.points.append((at, rates))
-        self._previous = (at, totals)
+            rates: dict[SeriesKey, float] = {}
+            for node_id, counters in scraped.items():
+                if node_id not in before:
+                    continue
+                for key, value in counters.items():
+                    previous = before[node_id].get(key, 0.0)
+                    # A counter that went down was reset (its broker restarted): no rate for it this time.
+                    if value >= previous:
+                        rates[key] = rates.get(key, 0.0) + (value - previous) / (at - then)
+            self.points.append((at, rates))
+        self._previous = (at, scraped)
 
     def rates(self, kind: str, subject: str, series: str) -> list[float | None]:
         """One series' rates (``kind`` "topic" or "broker"), aligned with the points' times."""
@@ -188,11 +190,12 @@ class MetricsScraper:
             return
         self.last_endpoints = endpoints
         results = await asyncio.gather(*(self._get(url) for url in endpoints.values()))
-        scrapes = {node_id: text for node_id, text in zip(endpoints, results, strict=True) if isinstance(text, str)}
+        scraped = {node_id: counters_of(node_id, text) for node_id, text in zip(endpoints, results, strict=True)
+                   if isinstance(text, str)}
         self.errors = {url: str(result) for url, result in zip(endpoints.values(), results, strict=True)
                        if not isinstance(result, str)}
-        if scrapes:
-            self.history.record(time.time(), totals_of(scrapes))
+        if scraped:
+            self.history.record(time.time(), scraped)
 
     async def _get(self, url: str) -> str | Exception:
         assert self._session is not None

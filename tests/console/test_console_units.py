@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from console import pages
 from console.app import ConsoleSettings, create_app, parse_timestamp
 from console.cluster_reader import message_row
-from console.throughput import MetricsScraper, ThroughputHistory, parse_samples, totals_of
+from console.throughput import MetricsScraper, ThroughputHistory, counters_of, parse_samples
 from console.views import GroupDetail, LagRow, TopicRow
 from protocol.records import Record
 from tests.in_process import run, wait_for
@@ -36,21 +36,33 @@ def test_the_text_format_is_parsed_with_its_escapes_and_timestamps() -> None:
     assert list(parse_samples(_TEXT, {"process_cpu_seconds_total"})) == [("process_cpu_seconds_total", {}, 1.5)]
 
 
-def test_topics_are_summed_over_brokers_and_brokers_use_their_all_topics_series() -> None:
-    other = 'kafka_server_brokertopicmetrics_messagesin_total{topic="orders"} 5\n'
-    totals = totals_of({1: _TEXT, 2: other}).values
-    assert totals[("topic", "orders", "messages_in")] == 25.0
-    assert totals[("broker", "1", "messages_in")] == 30.0  # the all-topics series, not the sum of topics
-    assert totals[("broker", "2", "messages_in")] == 5.0  # no all-topics series: the sum of its topics
+def test_a_broker_counts_its_all_topics_series_or_else_the_sum_of_its_topics() -> None:
+    counters = counters_of(1, _TEXT)
+    assert counters[("topic", "orders", "messages_in")] == 20.0
+    assert counters[("broker", "1", "messages_in")] == 30.0  # the all-topics series, not the sum of its topics
+    other = counters_of(2, 'kafka_server_brokertopicmetrics_messagesin_total{topic="orders"} 5\n')
+    assert other[("broker", "2", "messages_in")] == 5.0
 
 
-def test_rates_are_deltas_over_time_and_a_reset_counter_gives_no_rate() -> None:
-    history = ThroughputHistory(window=3)
-    for at, value in ((100.0, 10), (102.0, 30), (104.0, 5), (105.0, 25)):
-        history.record(at, totals_of({1: f"kafka_server_brokertopicmetrics_bytesout_total {value}\n"}))
-    shown = history.as_json()
-    assert shown["times"] == [102.0, 104.0, 105.0]
-    assert shown["broker"] == {"1": {"bytes_out": [10.0, None, 20.0]}}
+def _messages(counts: dict[str, float]) -> str:
+    return "".join(f'kafka_server_brokertopicmetrics_messagesin_total{{topic="{t}"}} {n}\n' for t, n in counts.items())
+
+
+def test_rates_are_per_broker_deltas_summed_per_topic() -> None:
+    history = ThroughputHistory(window=10)
+    scrapes: list[tuple[float, dict[int, dict[str, float]]]] = [
+        (100.0, {1: {"a": 10}, 2: {"a": 100}}),
+        (102.0, {1: {"a": 30}, 2: {"a": 140}}),            # a: (20 + 40) / 2 s
+        (104.0, {1: {"a": 50}}),                           # broker 2 missed: only broker 1's share, no fall
+        (106.0, {1: {"a": 70}, 2: {"a": 220}}),            # broker 2 back: skipped once, no spike
+        (108.0, {1: {"a": 5, "b": 8}, 2: {"a": 240}}),     # broker 1 restarted (reset); topic b is new on it
+    ]
+    for at, brokers in scrapes:
+        history.record(at, {node: counters_of(node, _messages(counts)) for node, counts in brokers.items()})
+    assert history.as_json()["times"] == [102.0, 104.0, 106.0, 108.0]
+    assert history.rates("topic", "a", "messages_in") == [30.0, 10.0, 10.0, 10.0]
+    assert history.rates("topic", "b", "messages_in") == [None, None, None, 4.0]
+    assert history.rates("broker", "2", "messages_in") == [20.0, None, None, 10.0]
 
 
 def test_json_values_are_pretty_printed_and_other_bytes_shown_as_text() -> None:
