@@ -26,7 +26,8 @@ from client.errors import KafkaClientError, KafkaConnectionError
 from console import pages
 from console.cluster_reader import ClusterReader
 from console.cluster_writer import ClusterWriter
-from console.throughput import DEFAULT_METRICS_PORT, MetricsScraper
+from console.endpoints import MetricsEndpoints
+from console.throughput import MetricsScraper
 
 T = TypeVar("T")
 
@@ -37,8 +38,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class ConsoleSettings:
     bootstrap_servers: str
     allow_writes: bool = False
-    #: The port of every broker's Prometheus endpoint, on the broker's host.
-    metrics_port: int = DEFAULT_METRICS_PORT
+    #: The port of every broker's Prometheus endpoint, on the broker's host (None: each broker's own
+    #: ``prometheus.metrics.port``, else 9404; see :mod:`console.endpoints`).
+    metrics_port: int | None = None
     #: Explicit endpoints by broker id, overriding ``metrics_port`` for those brokers.
     metrics_endpoints: dict[int, str] = field(default_factory=dict)
     scrape_interval_s: float = 2.0
@@ -50,10 +52,12 @@ class ConsoleSettings:
 class ClusterAccess:
     """The one client of the console and the one thread that uses it."""
 
-    def __init__(self, bootstrap_servers: str, timeout_s: float, security: ClientSecurity | None = None) -> None:
-        self.client = KafkaClient(bootstrap_servers, client_id="pafka-console", timeout=timeout_s, security=security)
+    def __init__(self, settings: ConsoleSettings) -> None:
+        self.client = KafkaClient(settings.bootstrap_servers, client_id="pafka-console", timeout=settings.client_timeout_s,
+                                  security=settings.security)
         self.reader = ClusterReader(self.client)
         self.writer = ClusterWriter(self.client)
+        self.metrics_endpoints = MetricsEndpoints(self.client, port=settings.metrics_port, explicit=settings.metrics_endpoints)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="console-client")
 
     async def call(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
@@ -67,9 +71,6 @@ class ClusterAccess:
             # A connection may be left mid-exchange: start clean on the next call.
             self.client.close()
             raise
-
-    def broker_hosts(self) -> dict[int, str]:
-        return {node_id: b.host for node_id, b in self.client.refresh_metadata([]).brokers.items()}
 
     def close(self) -> None:
         self._thread.submit(self.client.close)
@@ -221,12 +222,10 @@ def static_dir() -> Path:
 
 def create_app(settings: ConsoleSettings) -> web.Application:
     """The console; the app owns the client's thread and the scraper, started and stopped with it."""
-    access = ClusterAccess(settings.bootstrap_servers, settings.client_timeout_s, settings.security)
+    access = ClusterAccess(settings)
 
     async def endpoints() -> dict[int, str]:
-        hosts = await access.call(access.broker_hosts)
-        found = {node: f"http://{host}:{settings.metrics_port}/metrics" for node, host in hosts.items()}
-        return {**found, **settings.metrics_endpoints}
+        return await access.call(access.metrics_endpoints.urls)
 
     scraper = MetricsScraper(endpoints, interval_s=settings.scrape_interval_s)
     app = web.Application()

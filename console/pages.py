@@ -189,7 +189,7 @@ def security_page(view: SecurityView) -> str:
 def throughput_page(endpoints: dict[int, str]) -> str:
     where = ", ".join(f"{node}: {url}" for node, url in sorted(endpoints.items())) or "none yet"
     head = '<link rel="stylesheet" href="/static/uPlot.min.css"><script src="/static/uPlot.iife.min.js"></script>'
-    body = (f'<p class="note">Scraping {_e(where)}.</p><p id="status" class="note">Waiting for two scrapes…</p>'
+    body = (f'<p class="note" id="endpoints">Scraping {_e(where)}.</p><p id="status" class="note">Waiting for two scrapes…</p>'
             '<h2>Per broker</h2><div id="brokers"></div><h2>Per topic</h2><div id="topics"></div>'
             '<script src="/static/throughput.js"></script>')
     return layout("Throughput", body, head=head)

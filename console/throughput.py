@@ -22,9 +22,6 @@ COUNTERS = {
     "kafka_server_brokertopicmetrics_bytesout_total": "bytes_out",
 }
 
-#: The Strimzi/JMX-exporter convention's port, tried on every broker's host unless told otherwise.
-DEFAULT_METRICS_PORT = 9404
-
 Sample = tuple[str, dict[str, str], float]
 
 

@@ -1,10 +1,11 @@
 """``pafka console``: the web console (package ``console``) as its own process.
 
     --bootstrap-server HOST:PORT [--command-config FILE] [--host 127.0.0.1] [--port 8080] [--allow-writes]
-    [--metrics-port 9404] [--metrics-endpoint ID=URL ...]
+    [--metrics-port PORT] [--metrics-endpoint ID=URL ...]
 
 Read-only unless ``--allow-writes``. The throughput screen scrapes each broker's Prometheus endpoint:
-``http://<broker host>:<metrics port>/metrics``, or the URL ``--metrics-endpoint`` gives for that broker.
+the URL ``--metrics-endpoint`` gives for that broker, else ``http://<broker host>:<port>/metrics`` with
+``--metrics-port``, the port the broker reports (pafka's ``prometheus.metrics.port``) or 9404.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import click
 from aiohttp import web
 
 from console.app import ConsoleSettings, create_app
-from console.throughput import DEFAULT_METRICS_PORT
 from tools.common import command_config_security
 
 
@@ -38,12 +38,13 @@ def _endpoints(values: tuple[str, ...]) -> dict[int, str]:
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="The console's HTTP port.")
 @click.option("--allow-writes", is_flag=True, help="Offer the changes (create/delete topics, add partitions, edit "
               "configs, reset offsets); each asks for a confirmation in the browser.")
-@click.option("--metrics-port", default=DEFAULT_METRICS_PORT, show_default=True, type=click.IntRange(1, 65535),
-              help="The port of every broker's Prometheus endpoint, on the broker's advertised host.")
+@click.option("--metrics-port", type=click.IntRange(1, 65535),
+              help="The port of every broker's Prometheus endpoint, on the broker's advertised host "
+                   "[default: each broker's prometheus.metrics.port, as it reports it, else 9404].")
 @click.option("--metrics-endpoint", multiple=True, metavar="ID=URL",
               help="One broker's Prometheus endpoint, e.g. 1=http://10.0.0.5:9404/metrics (repeatable).")
 @click.option("--scrape-interval", default=2.0, show_default=True, type=click.FloatRange(0.2), help="Seconds between scrapes.")
-def console_command(bootstrap_server: str, command_config: Path | None, host: str, port: int, allow_writes: bool, metrics_port: int,
+def console_command(bootstrap_server: str, command_config: Path | None, host: str, port: int, allow_writes: bool, metrics_port: int | None,
                     metrics_endpoint: tuple[str, ...], scrape_interval: float) -> None:
     """A web console: cluster, topics, messages, consumer groups, ACLs and throughput."""
     settings = ConsoleSettings(bootstrap_server, allow_writes=allow_writes, metrics_port=metrics_port,

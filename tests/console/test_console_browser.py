@@ -91,10 +91,10 @@ def _serves_broker_topic_metrics(cluster: Cluster) -> bool:
 
 @pytest.fixture(scope="module")
 def metrics_options(cluster: Cluster) -> Iterator[list[str]]:
-    """The brokers' own endpoints when they serve BrokerTopicMetrics; otherwise fakes on every broker's host,
-    on one port, as ``--metrics-port`` finds them."""
+    """The brokers' own endpoints when they serve BrokerTopicMetrics (the console finds each from the port
+    the broker reports); otherwise fakes on every broker's host, on one port, as ``--metrics-port`` names it."""
     if _serves_broker_topic_metrics(cluster):
-        yield [option for b in cluster.broker_ids for option in ("--metrics-endpoint", f"{b}={cluster.broker(b).metrics_url}")]
+        yield []
         return
     port = free_port()
     servers = [_MetricsServer((b.host, port), _FakeMetrics) for b in cluster.brokers.values()]
@@ -310,8 +310,12 @@ def test_a_dismissed_confirmation_changes_nothing_and_an_accepted_one_does(brows
     wait_until(lambda: "console-doomed" not in AdminClient(client).list_topics(), 30, "the topic deleted")
 
 
-def test_the_throughput_screen_plots_rates_per_topic_and_broker(browser: WebDriver, console: str, shots: Path) -> None:
+def test_the_throughput_screen_plots_rates_per_topic_and_broker(browser: WebDriver, console: str, cluster: Cluster,
+                                                                shots: Path, metrics_options: list[str]) -> None:
     browser.get(console + "/throughput")
+    if not metrics_options:  # found on their own: the brokers' reported ports
+        scraping = browser.find_element(By.ID, "endpoints").text
+        assert all(cluster.broker(b).metrics_url in scraping for b in cluster.broker_ids), scraping
 
     def points() -> int:
         return int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-points") or 0)

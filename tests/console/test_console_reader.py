@@ -14,6 +14,7 @@ from client.groups import GroupAdmin
 from client.metadata import TopicPartition
 from console.cluster_reader import ClusterReader
 from console.cluster_writer import ClusterWriter
+from console.endpoints import MetricsEndpoints
 from console.throughput import MetricsScraper
 from pytest_pafka.broker_process import BrokerProcess
 from tests.in_process import run, wait_for
@@ -142,3 +143,12 @@ def test_produced_records_show_as_a_rate_for_their_topic(pafka_module_broker: Br
 
     # The 50 records' rate, spread over the scrape intervals they fell in.
     assert 0 < max(r or 0 for r in run(rates())) <= 50 / 0.2 * 1.5
+
+
+def test_each_brokers_endpoint_is_the_one_it_reports_unless_told(pafka_module_broker: BrokerProcess,
+                                                                 client: KafkaClient) -> None:
+    (node,) = client.refresh_metadata([]).brokers
+    host = pafka_module_broker.host
+    assert MetricsEndpoints(client).urls() == {node: pafka_module_broker.metrics_url}
+    assert MetricsEndpoints(client, port=9999).urls() == {node: f"http://{host}:9999/metrics"}
+    assert MetricsEndpoints(client, port=9999, explicit={node: "http://x:1/m"}).urls() == {node: "http://x:1/m"}
