@@ -224,6 +224,10 @@ class ClusterReader:
     def group(self, group_id: str) -> GroupDetail:
         listed = next((g for g in self.group_list() if g.group_id == group_id), None)
         group_type = listed.group_type if listed is not None else ""
+        if group_type not in ("", "classic", "consumer"):
+            # Share and streams groups have describe APIs of their own and no committed offsets: the listing's
+            # state is what the console shows of them.
+            return GroupDetail(group_id, group_type, listed.state if listed is not None else "", "", [])
         if group_type == "consumer":
             described = describe_consumer_group(self.groups, group_id)
             state, protocol = described.state, described.assignor_name

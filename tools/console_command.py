@@ -51,6 +51,5 @@ def console_command(bootstrap_server: str, command_config: Path | None, host: st
                                metrics_endpoints=_endpoints(metrics_endpoint), scrape_interval_s=scrape_interval,
                                security=command_config_security(command_config))
     mode = "writes allowed" if allow_writes else "read-only"
-    web.run_app(create_app(settings), host=host, port=port, print=lambda _: None, handle_signals=True,
-                access_log=None)
-    click.echo(f"pafka console on http://{host}:{port}/ stopped ({mode})")
+    web.run_app(create_app(settings), host=host, port=port, handle_signals=True, access_log=None,
+                print=lambda _: click.echo(f"pafka console on http://{host}:{port}/ ({mode}); Ctrl-C stops it"))
