@@ -9,8 +9,12 @@ add their collectors with :meth:`BrokerMetrics.register_collector`.
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
-from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
+
+from broker.metrics.text_format import text_format
+
+#: Prometheus' text format, written by broker.metrics.text_format.
+TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class BrokerMetrics:
@@ -30,8 +34,7 @@ class BrokerMetrics:
     def unregister_collector(self, collector: Collector) -> None:
         self.registry.unregister(collector)
 
-    def exposition(self, accept: str | None) -> tuple[bytes, str]:
-        """The registry's samples in the format ``accept`` asks for (Prometheus text by default), and
-        its content type."""
-        encode, content_type = choose_encoder(accept or "")
-        return encode(self.registry), content_type
+    def exposition(self) -> tuple[bytes, str]:
+        """The registry's samples and their content type: Prometheus' text format, whatever the scraper
+        prefers (Prometheus asks for OpenMetrics first and takes this; nothing here needs OpenMetrics)."""
+        return text_format(self.registry.collect()), TEXT_CONTENT_TYPE

@@ -3,6 +3,10 @@
 A meter (``...PerSec``) becomes a counter ``..._total``; a gauge keeps its name; a histogram or timer
 becomes ``name{quantile="0.50"...}`` and ``name_count``, as Strimzi's rules emulate a summary.
 One family may carry samples with and without labels (all-topics and per-topic BrokerTopicMetrics).
+
+A broker with 1,000 partitions and 50 groups has ~8,500 samples: these families keep them as plain
+``(name, labels, value)`` rows (``Metric.rows``), which broker.metrics.text_format writes directly,
+rather than as prometheus_client Sample tuples; ``Metric.samples`` stays empty.
 """
 
 from __future__ import annotations
@@ -16,16 +20,50 @@ QUANTILES: tuple[tuple[float, str], ...] = ((0.50, "0.50"), (0.75, "0.75"), (0.9
                                             (0.99, "0.99"), (0.999, "0.999"))
 
 
+#: A sample as these families keep it: (sample name, labels, value); the labels may come rendered
+#: already (``labels_text``), when several families share them.
+Row = tuple[str, dict[str, str] | str, float]
+
+
+def plain_metric(name: str, doc: str, kind: str) -> Metric:
+    metric = Metric(name, doc, kind)
+    metric.rows = []  # type: ignore[attr-defined]
+    return metric
+
+
+def rows_of(metric: Metric) -> list[Row] | None:
+    """The rows of a family built here (None for other families)."""
+    rows: list[Row] | None = getattr(metric, "rows", None)
+    return rows
+
+
 class Family:
     """One metric family; samples added with their labels."""
 
     def __init__(self, name: str, doc: str, kind: str) -> None:
-        self.metric = Metric(name, doc, kind)
+        self.metric = plain_metric(name, doc, kind)
+        self._rows: list[Row] = self.metric.rows  # type: ignore[attr-defined]
         self._sample_name = name + "_total" if kind == "counter" else name
 
     def add(self, value: float, **labels: str) -> Family:
-        self.metric.add_sample(self._sample_name, labels, value)
+        self._rows.append((self._sample_name, labels, value))
         return self
+
+    def add_rendered(self, value: float, labels: str) -> None:
+        """A sample whose labels :func:`labels_text` rendered."""
+        self._rows.append((self._sample_name, labels, value))
+
+
+def labels_text(**labels: str) -> str:
+    """Labels as the text format writes them, for samples of several families (escaped)."""
+    return ",".join([f'{k}="{escape(v)}"' for k, v in labels.items()])
+
+
+def escape(value: str) -> str:
+    """A label value as the text format needs it."""
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", r"\\").replace('"', r"\"").replace("\n", r"\n")
+    return value
 
 
 def counter(name: str, doc: str) -> Family:
@@ -50,11 +88,12 @@ class Timer:
     """A Kafka histogram/timer rendered as Strimzi renders it: quantile gauges and a ``_count``."""
 
     def __init__(self, name: str, doc: str) -> None:
-        self.metric = Metric(name, doc, "summary")
+        self.metric = plain_metric(name, doc, "summary")
+        self._rows: list[Row] = self.metric.rows  # type: ignore[attr-defined]
         self.name = name
 
     def add(self, values: Iterable[float], count: int, **labels: str) -> Timer:
         for label, value in quantiles(list(values)):
-            self.metric.add_sample(self.name, {**labels, "quantile": label}, value)
-        self.metric.add_sample(self.name + "_count", labels, count)
+            self._rows.append((self.name, {**labels, "quantile": label}, value))
+        self._rows.append((self.name + "_count", labels, count))
         return self

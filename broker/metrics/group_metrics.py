@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from prometheus_client.metrics_core import Metric
 
-from broker.metrics.families import gauge
+from broker.metrics.families import gauge, labels_text
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_metadata import GroupState
 from coordinator.transaction.transaction_coordinator import TransactionCoordinator
@@ -63,9 +63,9 @@ class GroupMetricsCollector:
                 if partition is None:
                     continue
                 committed = entry.offset_and_metadata.offset
-                labels = {"consumergroup": group_id, "topic": topic, "partition": str(index)}
-                current.add(committed, **labels)
-                lag.add(max(0, partition.high_watermark - committed), **labels)
+                labels = labels_text(consumergroup=group_id, topic=topic, partition=str(index))
+                current.add_rendered(committed, labels)
+                lag.add_rendered(max(0, partition.high_watermark - committed), labels)
         yield lag.metric
         yield current.metric
         newest = gauge("kafka_topic_partition_current_offset", "Kafka Exporter: the partition's high watermark")

@@ -1,6 +1,6 @@
 """MetricsEndpoint: the broker's small HTTP listener for Prometheus and container orchestrators.
 
-    GET /metrics   the registry in Prometheus' text format (OpenMetrics if the scraper asks)
+    GET /metrics   the registry in Prometheus' text format
     GET /livez     200 while the event loop answers (it serves this very answer)
     GET /readyz    200 once the broker is ready to serve clients, 503 before and while stopping
 
@@ -92,7 +92,7 @@ class MetricsEndpoint:
             writer.close()
 
     def _answer(self, head: bytes) -> tuple[int, bytes, str]:
-        request_line, _, header_block = head.decode("latin-1").partition("\r\n")
+        request_line = head.decode("latin-1").partition("\r\n")[0]
         parts = request_line.split()
         if len(parts) != 3:
             return 400, b"bad request\n", _TEXT
@@ -102,7 +102,7 @@ class MetricsEndpoint:
         path = target.split("?", 1)[0]
         if path == "/metrics":
             try:
-                body, content_type = self.metrics.exposition(_header(header_block, "accept"))
+                body, content_type = self.metrics.exposition()
             except Exception:
                 log.exception("collecting the metrics failed")
                 return 500, b"collecting the metrics failed\n", _TEXT
@@ -112,14 +112,6 @@ class MetricsEndpoint:
         if path == "/readyz":
             return (200, b"ready\n", _TEXT) if self.ready() else (503, b"not ready\n", _TEXT)
         return 404, b"not found: try /metrics, /livez or /readyz\n", _TEXT
-
-
-def _header(block: str, name: str) -> str | None:
-    for line in block.split("\r\n"):
-        key, sep, value = line.partition(":")
-        if sep and key.strip().lower() == name:
-            return value.strip()
-    return None
 
 
 def _response(status: int, body: bytes, content_type: str) -> bytes:

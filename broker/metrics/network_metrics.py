@@ -69,18 +69,16 @@ class NetworkMetricsCollector:
         apis = sorted(self.socket_server.request_metrics.apis.items())
         yield self._requests(apis)
         yield self._errors(apis)
-        for position, name in enumerate(TIMES):
+        # Each API's window, one column per time: (queue, local, remote, send, total, throttle).
+        columns = {api_key: list(zip(*stats.timings, strict=True)) or [()] * 6 for api_key, stats in apis}
+        for position, name in enumerate((*TIMES, "ThrottleTimeMs")):
             timer = Timer(f"kafka_network_requestmetrics_{name.lower()}",
                           f"kafka.network:type=RequestMetrics,name={name} (ms)")
+            scale = 1 if name == "ThrottleTimeMs" else 1000  # the throttle is in ms already
             for api_key, stats in apis:
-                timer.add([timing[position] * 1000 for timing in stats.timings], stats.total,
+                timer.add([value * scale for value in columns[api_key][position]], stats.total,
                           request=request_name(api_key))
             yield timer.metric
-        throttle = Timer("kafka_network_requestmetrics_throttletimems",
-                         "kafka.network:type=RequestMetrics,name=ThrottleTimeMs (quota throttle, ms)")
-        for api_key, stats in apis:
-            throttle.add([timing[5] for timing in stats.timings], stats.total, request=request_name(api_key))
-        yield throttle.metric
         yield from self._connections()
         idle = self.idle.read()
         # One event loop is pafka's network processors and request handlers at once.

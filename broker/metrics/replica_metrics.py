@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from prometheus_client.metrics_core import Metric
 
-from broker.metrics.families import Family, counter, gauge
+from broker.metrics.families import Family, counter, gauge, labels_text
 from replication.broker_topic_stats import TopicCounters
 from replication.replica_manager import ReplicaManager
 
@@ -85,11 +85,11 @@ class ReplicaMetricsCollector:
         segments = gauge("kafka_log_log_numlogsegments", "kafka.log:type=Log,name=NumLogSegments")
         for (topic, index), partition in sorted(self.replica_manager.partitions.items()):
             log = partition.log
-            labels = {"topic": topic, "partition": str(index)}
-            end.add(log.log_end_offset, **labels)
-            start.add(log.log_start_offset, **labels)
-            size.add(log.size, **labels)
-            segments.add(len(log.segments), **labels)
+            labels = labels_text(topic=topic, partition=str(index))
+            end.add_rendered(log.log_end_offset, labels)
+            start.add_rendered(log.log_start_offset, labels)
+            size.add_rendered(log.size, labels)
+            segments.add_rendered(len(log.segments), labels)
         for family in (end, start, size, segments):
             yield family.metric
 

@@ -1,0 +1,181 @@
+"""What the Prometheus endpoint costs the broker (not a test).
+
+    python benchmarks/suite/metrics_overhead.py [--records 1000000] [--repeats 3] [--scrape-partitions 1000]
+                                                [--part all|overhead|scrape]
+
+Two brokers in the same run: one with the endpoint on and scraped every second by a thread of this
+process, one with ``prometheus.metrics.enable=false``. Each repeat produces ``--records`` 100 B
+records to a fresh 6-partition topic of each broker (alternating which goes first) and consumes
+them back; the figure is the broker's CPU time (user + system, from /proc) per record, produce and
+consume apart, medians over the repeats. Then a broker with ``--scrape-partitions`` partitions
+(100 topics) and 50 groups (each with committed offsets on 20 partitions) is scraped 20 times: the
+median and largest time of one scrape, as Prometheus would wait for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+if not __package__:  # run as a file: imports start at the repository root, not this folder
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from benchmarks.suite.bench_brokers import proc_cpu_seconds
+from pytest_pafka.broker_process import BrokerProcess
+from testing.topics import create_topic, create_topics
+
+VALUE = b"x" * 100
+PARTITIONS = 6
+SCRAPE_INTERVAL_S = 1.0
+GROUPS = 50
+SCRAPES = 50
+
+
+class Scraper:
+    """Scrapes one URL every second until stopped (a thread owned by the benchmark)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.scrapes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="scraper", daemon=True)
+
+    def __enter__(self) -> Scraper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(SCRAPE_INTERVAL_S):
+            with urllib.request.urlopen(self.url, timeout=10) as answer:
+                answer.read()
+            self.scrapes += 1
+
+
+def cpu_during(broker: BrokerProcess, work: Callable[[], None]) -> float:
+    assert broker.pid is not None
+    before = proc_cpu_seconds(broker.pid)
+    work()
+    return proc_cpu_seconds(broker.pid) - before
+
+
+def produce(bootstrap: str, topic: str, records: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 16384,
+                         "queue.buffering.max.messages": 1_000_000})
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value=VALUE, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    assert producer.flush(120) == 0
+
+
+def consume(bootstrap: str, topic: str, records: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    read, deadline = 0, time.monotonic() + 300
+    while read < records and time.monotonic() < deadline:
+        for message in consumer.consume(10_000, 0.5):
+            if message.error() is None:
+                read += 1
+    consumer.close()
+    assert read == records, f"read {read} of {records}"
+
+
+def one_pass(broker: BrokerProcess, records: int) -> tuple[float, float]:
+    """Broker CPU µs per record: (produce, consume)."""
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    produced = cpu_during(broker, lambda: produce(broker.bootstrap, topic, records))
+    consumed = cpu_during(broker, lambda: consume(broker.bootstrap, topic, records))
+    return produced / records * 1e6, consumed / records * 1e6
+
+
+def overhead(records: int, repeats: int) -> None:
+    with BrokerProcess() as on, BrokerProcess("prometheus.metrics.enable=false") as off, \
+            Scraper(on.metrics_url) as scraper:
+        runs: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
+        for repeat in range(repeats):
+            order = [("on", on), ("off", off)] if repeat % 2 == 0 else [("off", off), ("on", on)]
+            for name, broker in order:
+                runs[name].append(one_pass(broker, records))
+                print(f"repeat {repeat + 1} {name}: produce {runs[name][-1][0]:.2f} µs/record, "
+                      f"consume {runs[name][-1][1]:.2f} µs/record", flush=True)
+        print(f"scrapes of the 'on' broker: {scraper.scrapes}")
+    print("| | produce, broker CPU µs/record | consume, broker CPU µs/record |")
+    print("|---|---|---|")
+    medians = {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
+               for name, rs in runs.items()}
+    for name, label in (("off", "endpoint off"), ("on", "endpoint on, scraped every second")):
+        print(f"| {label} | {medians[name][0]:.2f} | {medians[name][1]:.2f} |")
+    print(f"| on / off | {medians['on'][0] / medians['off'][0]:.3f} | {medians['on'][1] / medians['off'][1]:.3f} |")
+
+
+def scrape_time(partitions: int) -> None:
+    topics = [f"scrape-{i:03d}" for i in range(100)]
+    with BrokerProcess() as broker:
+        create_topics(broker.bootstrap, topics, partitions // len(topics))
+        produce_one_each(broker.bootstrap, topics, partitions // len(topics))
+        for group in range(GROUPS):
+            commit_offsets(broker.bootstrap, f"group-{group:02d}", topics[2 * group % 100:2 * group % 100 + 2],
+                           partitions // len(topics))
+        assert broker.pid is not None
+        times, cpu = [], []
+        for _ in range(SCRAPES):
+            started, cpu_before = time.perf_counter(), proc_cpu_seconds(broker.pid)
+            with urllib.request.urlopen(broker.metrics_url, timeout=30) as answer:
+                body = answer.read()
+            times.append((time.perf_counter() - started) * 1000)
+            cpu.append((proc_cpu_seconds(broker.pid) - cpu_before) * 1000)
+        lines = body.count(b"\n")
+        print(f"scrape of {partitions} partitions, {GROUPS} groups ({len(body)} bytes, {lines} lines): "
+              f"wall median {statistics.median(times):.1f} ms, min {min(times):.1f} ms, max {max(times):.1f} ms; "
+              f"broker CPU {sum(cpu) / len(cpu):.1f} ms per scrape (mean of {SCRAPES}); load average "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+
+
+def produce_one_each(bootstrap: str, topics: list[str], per_topic: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for topic in topics:
+        for partition in range(per_topic):
+            producer.produce(topic, value=VALUE, partition=partition)
+    assert producer.flush(60) == 0
+
+
+def commit_offsets(bootstrap: str, group: str, topics: list[str], per_topic: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(t, p, 0) for t in topics for p in range(per_topic)], asynchronous=False)
+    consumer.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--scrape-partitions", type=int, default=1000)
+    parser.add_argument("--part", choices=("all", "overhead", "scrape"), default="all")
+    args = parser.parse_args()
+    if args.part in ("all", "overhead"):
+        overhead(args.records, args.repeats)
+    if args.part in ("all", "scrape"):
+        scrape_time(args.scrape_partitions)
+
+
+if __name__ == "__main__":
+    main()
