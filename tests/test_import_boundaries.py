@@ -34,8 +34,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "broker": frozenset({"protocol", "storage", "replication", "coordinator", "controller", "client"}),
     "client": frozenset({"protocol"}),
     "spark_jobs": frozenset({"protocol", "client"}),
+    # The web console is a separate process that talks to any Kafka cluster as a client, so it sits on the
+    # client alone, as the Spark jobs do; tools/ registers its `pafka console` command.
+    "console": frozenset({"protocol", "client"}),
     # The command-line tools sit on top: the broker's own command, the client tools, dump-log over storage.
-    "tools": frozenset({"protocol", "storage", "replication", "coordinator", "controller", "broker", "client"}),
+    "tools": frozenset({"protocol", "storage", "replication", "coordinator", "controller", "broker", "client", "console"}),
     # The pytest plugin runs brokers as processes and talks to them as a client; nothing imports it.
     "pytest_pafka": frozenset({"protocol", "storage", "replication", "coordinator", "controller", "broker", "client"}),
 }

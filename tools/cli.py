@@ -8,6 +8,7 @@ from broker.broker_command import broker_command
 from tools.acls_command import acls_command
 from tools.client_metrics_command import client_metrics_command
 from tools.configs_command import configs_command
+from tools.console_command import console_command
 from tools.console_consumer import console_consumer_command
 from tools.console_producer import console_producer_command
 from tools.consumer_groups_command import consumer_groups_command
@@ -48,6 +49,7 @@ COMMANDS: tuple[click.Command, ...] = (
     features_command,
     dump_log_command,
     dev_cluster_command,
+    console_command,
 )
 
 for _command in COMMANDS:
