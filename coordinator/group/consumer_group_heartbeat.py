@@ -370,9 +370,13 @@ class ConsumerGroupHeartbeat:
                                 updated: ConsumerGroupMember) -> None:
         """A new group, a changed subscription, changed subscribed topics or a regular expression that resolves
         to other topics now: a new group epoch."""
+        regex_changed = updated.subscribed_topic_regex != member.subscribed_topic_regex
         bump = (group.group_epoch == 0 or updated.subscribed_topic_names != member.subscribed_topic_names
-                or updated.subscribed_topic_regex != member.subscribed_topic_regex)
-        bump |= self._update_resolved_regexes(group, group.subscribed_regexes(updated))
+                or regex_changed)
+        # Kafka resolves an expression new to the group off its event thread, after this heartbeat is
+        # answered: the member's names are assigned now, the expression's topics from a later heartbeat on.
+        new_regex = updated.subscribed_topic_regex if regex_changed else None
+        bump |= self._update_resolved_regexes(group, group.subscribed_regexes(updated), later=new_regex)
         metadata = self._subscription_metadata(self._group_topic_names(group, updated))
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
@@ -381,14 +385,17 @@ class ConsumerGroupHeartbeat:
             group.group_epoch += 1
             log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, group.group_epoch)
 
-    def _update_resolved_regexes(self, group: ConsumerGroup, regexes: set[str]) -> bool:
-        """Take the latest resolution of each of the group's expressions; True when one matches other topics."""
+    def _update_resolved_regexes(self, group: ConsumerGroup, regexes: set[str], later: str | None = None) -> bool:
+        """Take the latest resolution of each of the group's expressions; True when one matches other topics.
+        ``later``, when the group has no resolution of it yet, is only asked for: the group takes it next time."""
         for regex in [r for r in group.resolved_regexes if r not in regexes]:
             del group.resolved_regexes[regex]
         changed = False
         for regex in regexes:
             topics = self.regexes.resolved(regex)
             previous = group.resolved_regexes.get(regex)
+            if regex == later and previous is None:
+                continue
             if topics is not None and topics is not previous:
                 group.resolved_regexes[regex] = topics
                 changed |= topics != (previous or frozenset())

@@ -22,12 +22,14 @@ thousands of topics:
 - matching (the whole image for a new expression, the created names for a
   change) does at most ``RESOLUTION_CHUNK`` names per turn of the event loop,
   about a millisecond, whatever the number of topics or expressions. The first
-  chunk is matched at once (the new expression's first), so a small image
-  resolves within the heartbeat that brought the expression; a large one
-  continues in later turns, as Kafka resolves in an executor off its event
-  thread. Until its first resolution completes an expression gives its members
-  nothing; each completed resolution that matches other topics moves the group
-  to a new epoch at its next heartbeat.
+  chunk is matched at once (the new expression's first), so a small image is
+  resolved before the group's next heartbeat; a large one continues in later
+  turns, as Kafka resolves in an executor off its event thread. Until its first
+  resolution completes an expression gives its members nothing; each completed
+  resolution that matches other topics moves the group to a new epoch at its
+  next heartbeat. As in Kafka, the heartbeat that brings an expression new to
+  its group is answered without the expression's topics (the group takes the
+  resolution from its next heartbeat on), even when it is already resolved here.
 """
 
 from __future__ import annotations
