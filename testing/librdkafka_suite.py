@@ -50,6 +50,7 @@ MAX_PARALLEL = 2
 SUBSCRIBE_CALLS = re.compile(r"rd_kafka_subscribe\(|test_consumer_subscribe|->subscribe\(|\.subscribe\("
                              r"|test_consume_msgs_easy")
 TEST_ENTRY = re.compile(r"_TEST\((\w+),\s*([^,)]*)")
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 SUMMARY_LINE = re.compile(r"\|\s*(\d{4}_\w+)\s*\|\s*(PASSED|FAILED|SKIPPED|RUNNING)\s*\|")
 
 
@@ -112,11 +113,19 @@ def chosen_tests(tests_dir: Path, which: str, numbers: str | None) -> list[Suite
 
 
 # -- brokers ---------------------------------------------------------------------------------
-def broker_overrides(brokers: int) -> list[str]:
-    """What trivup's default scenario gives Kafka, with replication no larger than the cluster."""
+#: ``--authorizer``: Kafka's ACL authorizer, open to everyone until an ACL names a resource (0081's ACL calls).
+AUTHORIZER_OVERRIDES = ["authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+                        "allow.everyone.if.no.acl.found=true", "super.users=User:ANONYMOUS"]
+
+
+def broker_overrides(brokers: int, scenario: str = "default", authorizer: bool = False) -> list[str]:
+    """What trivup's scenario (``tests/scenarios/<scenario>.json``) gives Kafka, with replication no larger
+    than the cluster."""
     replicas = min(brokers, 3)
-    return ["group.coordinator.rebalance.protocols=classic,consumer",
-            "auto.create.topics.enable=true", "num.partitions=4",
+    auto_create = "false" if scenario == "noautocreate" else "true"
+    return [*(AUTHORIZER_OVERRIDES if authorizer else []),
+            "group.coordinator.rebalance.protocols=classic,consumer",
+            f"auto.create.topics.enable={auto_create}", "num.partitions=4",
             f"default.replication.factor={replicas}",
             f"offsets.topic.replication.factor={replicas}",
             f"transaction.state.log.replication.factor={replicas}",
@@ -125,14 +134,14 @@ def broker_overrides(brokers: int) -> list[str]:
 
 
 @contextmanager
-def pafka_brokers(brokers: int) -> Iterator[str]:
+def pafka_brokers(brokers: int, scenario: str, authorizer: bool) -> Iterator[str]:
     """Start the brokers; yield their bootstrap; end them (and ZooKeeper) by PID."""
     if brokers == 1:
-        with BrokerProcess(*broker_overrides(1), "broker.rack=RACK1") as broker:
+        with BrokerProcess(*broker_overrides(1, scenario, authorizer), "broker.rack=RACK1") as broker:
             yield broker.bootstrap
         return
     racks = {i: [f"broker.rack=RACK{i}"] for i in range(1, brokers + 1)}
-    with Cluster(brokers, *broker_overrides(brokers), broker_overrides=racks) as cluster:
+    with Cluster(brokers, *broker_overrides(brokers, scenario, authorizer), broker_overrides=racks) as cluster:
         cluster.wait_until_serving(cluster.broker_ids)
         yield cluster.bootstrap
 
@@ -144,12 +153,12 @@ def write_test_conf(path: Path, bootstrap: str) -> None:
                     "test.timeout.multiplier=2\n")
 
 
-def runner_env(root: Path, conf: Path, protocol: str, kafka_version: str) -> dict[str, str]:
+def runner_env(root: Path, conf: Path, protocol: str, kafka_version: str, scenario: str) -> dict[str, str]:
     """The test-runner's environment: the checkout's own (uninstalled) libraries, the conf, the protocol."""
     env = dict(os.environ)
     libraries = [str(root / "src"), str(root / "src-cpp"), env.get("LD_LIBRARY_PATH", "")]
     env.update({"LD_LIBRARY_PATH": ":".join(p for p in libraries if p),"RDKAFKA_TEST_CONF": str(conf),
-                "TEST_KAFKA_VERSION": kafka_version, "TEST_CONSUMER_GROUP_PROTOCOL": protocol})
+                "TEST_KAFKA_VERSION": kafka_version, "TEST_CONSUMER_GROUP_PROTOCOL": protocol, "TEST_SCENARIO": scenario})
     return env
 
 
@@ -184,10 +193,11 @@ def read_results(outcome: RunOutcome, report: Path) -> list[TestResult]:
 
 
 def failure_reason(log_path: str, name: str) -> str:
-    """The first line the test-runner wrote about ``name``'s failure."""
-    for line in Path(log_path).read_text(errors="replace").splitlines():
-        if name in line and ("FAIL" in line or "Test failure" in line):
-            return line.strip()[:300]
+    """The message of ``name``'s first failure (the line after test.c's ``### Test "<name> ..." failed at``)."""
+    lines = [ANSI_ESCAPE.sub("", line).strip() for line in Path(log_path).read_text(errors="replace").splitlines()]
+    for i, line in enumerate(lines[:-1]):
+        if line.startswith(f'### Test "{name}') and "failed at" in line:
+            return lines[i + 1][:300]
     return ""
 
 
@@ -217,9 +227,8 @@ def counts(outcomes: list[RunOutcome]) -> dict[str, int]:
 
 def markdown(outcomes: list[RunOutcome], header: str) -> str:
     lines = [header, "", "| test | result | s | reason |", "|---|---|---|---|"]
-    for outcome in outcomes:
-        for r in outcome.results:
-            lines.append(f"| {r.name} | {r.state} | {r.duration_s} | {r.reason.replace('|', '/')} |")
+    lines.extend(f"| {r.name} | {r.state} | {r.duration_s} | {r.reason.replace('|', '/')} |"
+                 for outcome in outcomes for r in outcome.results)
     tally = counts(outcomes)
     lines += ["", ", ".join(f"{state}: {n}" for state, n in sorted(tally.items()))]
     return "\n".join(lines) + "\n"
@@ -241,6 +250,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--parallel", type=int, default=1, help=f"test-runners at once (at most {MAX_PARALLEL})")
     parser.add_argument("--timeout", type=float, default=TEST_TIMEOUT_S, help="wall-clock seconds per test number")
     parser.add_argument("--kafka-version", default=KAFKA_VERSION)
+    parser.add_argument("--scenario", choices=("default", "noautocreate"), default="default",
+                        help="librdkafka's test scenario; noautocreate: brokers without automatic topic creation")
+    parser.add_argument("--authorizer", action="store_true", help="brokers with the ACL authorizer (open by default)")
     parser.add_argument("--out", type=Path, help="write the JSON summary here (and .md beside it)")
     parser.add_argument("--work", type=Path, help="directory for test.conf, logs and reports (default: a temp dir)")
     parser.add_argument("--list-group-tests", action="store_true", help="print the consumer-group set and exit")
@@ -251,10 +263,10 @@ def run_suite(args: argparse.Namespace, tests: list[SuiteTest], work: Path) -> l
     tests_dir = args.librdkafka / "tests"
     numbers = sorted({t.number for t in tests})
     by_number = {n: [t for t in tests if t.number == n] for n in numbers}
-    with pafka_brokers(args.brokers) as bootstrap:
+    with pafka_brokers(args.brokers, args.scenario, args.authorizer) as bootstrap:
         conf = work / "test.conf"
         write_test_conf(conf, bootstrap)
-        env = runner_env(args.librdkafka, conf, args.protocol, args.kafka_version)
+        env = runner_env(args.librdkafka, conf, args.protocol, args.kafka_version, args.scenario)
 
         def one(number: str) -> RunOutcome:
             outcome = settle(run_number(number, tests_dir, work, env, args.timeout), by_number[number], work)
@@ -278,10 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     outcomes = run_suite(args, tests, work)
     summary = {"librdkafka": librdkafka_commit(args.librdkafka), "protocol": args.protocol,
-               "brokers": args.brokers, "kafka_version": args.kafka_version, "set": args.tests or args.which,
+               "brokers": args.brokers, "scenario": args.scenario, "authorizer": args.authorizer,
+               "kafka_version": args.kafka_version, "set": args.tests or args.which,
                "counts": counts(outcomes), "runs": [asdict(o) for o in outcomes]}
     header = (f"librdkafka {summary['librdkafka']}, TEST_CONSUMER_GROUP_PROTOCOL={args.protocol}, "
-              f"{args.brokers} broker(s)")
+              f"{args.brokers} broker(s), scenario {args.scenario}{', authorizer' if args.authorizer else ''}")
     if args.out:
         args.out.write_text(json.dumps(summary, indent=1) + "\n")
         args.out.with_suffix(".md").write_text(markdown(outcomes, header))
