@@ -134,10 +134,12 @@ def broker_overrides(brokers: int, scenario: str = "default", authorizer: bool =
 
 
 @contextmanager
-def pafka_brokers(brokers: int, scenario: str, authorizer: bool) -> Iterator[str]:
-    """Start the brokers; yield their bootstrap; end them (and ZooKeeper) by PID."""
+def pafka_brokers(brokers: int, scenario: str, authorizer: bool, work: Path) -> Iterator[str]:
+    """Start the brokers; yield their bootstrap; end them (and ZooKeeper) by PID. A lone broker's data and
+    log stay in ``work`` (``broker.log``) for the failures to be read."""
     if brokers == 1:
-        with BrokerProcess(*broker_overrides(1, scenario, authorizer), "broker.rack=RACK1") as broker:
+        with BrokerProcess(*broker_overrides(1, scenario, authorizer), "broker.rack=RACK1",
+                           data_dir=work / "broker", log_path=work / "broker.log") as broker:
             yield broker.bootstrap
         return
     racks = {i: [f"broker.rack=RACK{i}"] for i in range(1, brokers + 1)}
@@ -263,7 +265,7 @@ def run_suite(args: argparse.Namespace, tests: list[SuiteTest], work: Path) -> l
     tests_dir = args.librdkafka / "tests"
     numbers = sorted({t.number for t in tests})
     by_number = {n: [t for t in tests if t.number == n] for n in numbers}
-    with pafka_brokers(args.brokers, args.scenario, args.authorizer) as bootstrap:
+    with pafka_brokers(args.brokers, args.scenario, args.authorizer, work) as bootstrap:
         conf = work / "test.conf"
         write_test_conf(conf, bootstrap)
         env = runner_env(args.librdkafka, conf, args.protocol, args.kafka_version, args.scenario)
