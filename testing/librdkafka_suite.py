@@ -44,7 +44,8 @@ from pytest_pafka.cluster import Cluster
 DEFAULT_LIBRDKAFKA = Path("/work/librdkafka")
 #: The broker version the tests are told (``TEST_KAFKA_VERSION``): the first Kafka with KIP-848 GA.
 KAFKA_VERSION = "4.0.0"
-TEST_TIMEOUT_S = 420.0
+#: 0113_cooperative_rebalance, the longest, takes about 11 minutes on one broker.
+TEST_TIMEOUT_S = 1200.0
 MAX_PARALLEL = 2
 #: A source file that calls one of these subscribes a consumer to a group.
 SUBSCRIBE_CALLS = re.compile(r"rd_kafka_subscribe\(|test_consumer_subscribe|->subscribe\(|\.subscribe\("
@@ -254,6 +255,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--kafka-version", default=KAFKA_VERSION)
     parser.add_argument("--scenario", choices=("default", "noautocreate"), default="default",
                         help="librdkafka's test scenario; noautocreate: brokers without automatic topic creation")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="more test-runner environment (e.g. SUBTESTS=..., TEST_DEBUG=cgrp)")
     parser.add_argument("--authorizer", action="store_true", help="brokers with the ACL authorizer (open by default)")
     parser.add_argument("--out", type=Path, help="write the JSON summary here (and .md beside it)")
     parser.add_argument("--work", type=Path, help="directory for test.conf, logs and reports (default: a temp dir)")
@@ -269,6 +272,7 @@ def run_suite(args: argparse.Namespace, tests: list[SuiteTest], work: Path) -> l
         conf = work / "test.conf"
         write_test_conf(conf, bootstrap)
         env = runner_env(args.librdkafka, conf, args.protocol, args.kafka_version, args.scenario)
+        env.update(item.split("=", 1) for item in args.env)
 
         def one(number: str) -> RunOutcome:
             outcome = settle(run_number(number, tests_dir, work, env, args.timeout), by_number[number], work)
