@@ -130,8 +130,7 @@ def broker_overrides(brokers: int, scenario: str = "default", authorizer: bool =
             f"default.replication.factor={replicas}",
             f"offsets.topic.replication.factor={replicas}",
             f"transaction.state.log.replication.factor={replicas}",
-            f"transaction.state.log.min.isr={min(brokers, 2)}",
-            "group.initial.rebalance.delay.ms=0"]
+            f"transaction.state.log.min.isr={min(brokers, 2)}"]
 
 
 @contextmanager
