@@ -211,6 +211,10 @@ class ConsumerGroup:
                 counts[extra.subscribed_topic_regex] = counts.get(extra.subscribed_topic_regex, 0) + 1
         return {regex for regex, count in counts.items() if count > 0}
 
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        """Some member subscribes to ``topic`` by name or through what its expression resolved to."""
+        return topic in self._subscribers or any(topic in resolved.topics for resolved in self.resolved_regexes.values())
+
     def member_topic_names(self, member: ConsumerGroupMember) -> Iterable[str]:
         """The member's subscription: its names and what its regular expression resolved to."""
         yield from member.subscribed_topic_names

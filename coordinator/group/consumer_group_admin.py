@@ -9,10 +9,14 @@
   form (one with members answers its classic members itself:
   ``consumer_group_classic_members``); a classic member's commit carries its
   member epoch as the generation (ILLEGAL_GENERATION for another);
+- OffsetDelete: GROUP_SUBSCRIBED_TO_TOPIC for the partitions of a topic a
+  member subscribes to (by name or through its expression);
 - DeleteGroups: NON_EMPTY_GROUP for a consumer group with members.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from coordinator.common.scheduler import Scheduler
 from coordinator.group.consumer_group import ConsumerGroup
@@ -125,6 +129,26 @@ class ConsumerGroupAdmin:
         if holder is None or holder.is_(GroupState.DEAD):
             holder = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.scheduler.now_ms()))
         return holder
+
+    # -- OffsetDelete --------------------------------------------------------------------
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition],
+                       callback: Callable[[ErrorCode, dict[TopicPartition, ErrorCode]], None]) -> None:
+        """Kafka's OffsetMetadataManager.deleteOffsets for a consumer group: a partition of a topic some member
+        subscribes to is GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset; the others' offsets go."""
+        error = self.status.validate(group_id)
+        if error is not None:
+            callback(error, {})
+            return
+        group = self.heartbeats.groups[group_id]
+        errors = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if group.is_subscribed_to_topic(tp[0])
+                  else ErrorCode.NO_ERROR for tp in partitions}
+        eligible = [tp for tp, e in errors.items() if e == ErrorCode.NO_ERROR]
+        holder = self.manager.get_group(group_id)
+        if holder is None or holder.is_(GroupState.DEAD) or not eligible:
+            callback(ErrorCode.NO_ERROR, errors)
+            return
+        self.manager.cleanup_group_metadata([holder], lambda g: g.remove_offsets(eligible),
+                                            lambda _removed: callback(ErrorCode.NO_ERROR, errors))
 
     # -- DeleteGroups --------------------------------------------------------------------
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:

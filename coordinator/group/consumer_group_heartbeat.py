@@ -393,10 +393,14 @@ class ConsumerGroupHeartbeat:
                                 updated: ConsumerGroupMember, regex_context: RefreshContext | None) -> None:
         """A new group, a changed subscription, changed subscribed topics or a regular expression that resolves
         to other topics now (as the member may see them): a new group epoch."""
+        regex_changed = updated.subscribed_topic_regex != member.subscribed_topic_regex
         bump = (group.group_epoch == 0 or updated.subscribed_topic_names != member.subscribed_topic_names
-                or updated.subscribed_topic_regex != member.subscribed_topic_regex)
+                or regex_changed)
+        # Kafka resolves an expression new to the group off its event thread, after this heartbeat is
+        # answered: the member's names are assigned now, the expression's topics from a later heartbeat on.
+        new_regex = updated.subscribed_topic_regex if regex_changed else None
         bump |= self.regexes.refresh(group.resolved_regexes, group.subscribed_regexes(updated), regex_context,
-                                     self.config.regex_refresh_max_interval_ms)
+                                     self.config.regex_refresh_max_interval_ms, later=new_regex)
         metadata = self._subscription_metadata(self._group_topic_names(group, updated))
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata

@@ -22,12 +22,15 @@ thousands of topics:
 - matching (the whole image for a new expression, the created names for a
   change) does at most ``RESOLUTION_CHUNK`` names per turn of the event loop,
   about a millisecond, whatever the number of topics or expressions. The first
-  chunk is matched at once (the new expression's first), so a small image
-  resolves within the heartbeat that brought the expression; a large one
+  chunk is matched at once (the new expression's first), so a small image is
+  resolved before the group's next heartbeat; a large one
   continues in later turns, as Kafka resolves in an executor off its event
   thread. Until its first resolution completes an expression gives its members
   nothing; each completed resolution that matches other topics moves the group
-  to a new epoch at its next heartbeat.
+  to a new epoch at its next heartbeat. As in Kafka, the heartbeat that brings an
+  expression new to its group is answered without the expression's topics (the
+  group takes the resolution from its next heartbeat on), even when it is already
+  resolved here.
 
 What a group takes of a resolution is its own (:class:`ResolvedRegularExpression`):
 as in Kafka, only the topics the principal of the member whose heartbeat
@@ -209,11 +212,13 @@ class RegexResolver:
 
     # -- a group's own resolutions ---------------------------------------------------------
     def refresh(self, resolved: dict[str, ResolvedRegularExpression], regexes: set[str],
-                context: RefreshContext | None, max_interval_ms: int) -> bool:
+                context: RefreshContext | None, max_interval_ms: int, later: str | None = None) -> bool:
         """Bring a group's ``resolved`` expressions to ``regexes``: drop those no member uses, and take the
         broker-wide resolution of the others, filtered by ``context``'s authorizer, when it changed since the
         group took it or when the group's last refresh is older than ``max_interval_ms`` (never without a
-        ``context``). True when one of them matches other topics now (a new group epoch)."""
+        ``context``). ``later``, an expression the group has no resolution of yet, is only asked for: the
+        group takes it at a later refresh. True when one of them matches other topics now (a new group
+        epoch)."""
         drop_unused(resolved, regexes)
         if context is None:
             return False
@@ -224,6 +229,8 @@ class RegexResolver:
         for regex in regexes:
             matched = self.resolved(regex)
             current = resolved.get(regex)
+            if regex == later and current is None:
+                continue
             if matched is None or (current is not None and current.matched is matched and not due):
                 continue
             topics = matched if authorizer is None else frozenset(authorizer(matched))

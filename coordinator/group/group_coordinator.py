@@ -253,6 +253,9 @@ class GroupCoordinator:
 
     def handle_delete_offsets(self, group_id: str, partitions: list[TopicPartition],
                               callback: Callable[[ErrorCode, dict[TopicPartition, ErrorCode]], None]) -> None:
+        if self.consumer_admin.is_consumer_group(group_id):
+            self.consumer_admin.delete_offsets(group_id, partitions, callback)
+            return
         self.offsets.handle_delete_offsets(group_id, partitions, callback)
 
     def handle_deleted_topics(self, topics: set[str], callback: Callable[[int], None] | None = None) -> None:

@@ -36,7 +36,11 @@ def orders_harness() -> Harness:
 
 
 def regex_member(h: Harness, member_id: str, regex: str = "^orders-.*", **fields: object) -> Member:
-    return Member(h, member_id, topics=(), subscribed_topic_regex=regex, **fields)
+    """A member joined with ``regex`` and heartbeated once more: the group takes a new expression's resolution
+    from the heartbeat after the one that brought it."""
+    member = Member(h, member_id, topics=(), subscribed_topic_regex=regex, **fields)
+    member.beat()
+    return member
 
 
 def resubscribe(h: Harness, member: Member, regex: str) -> None:
@@ -136,7 +140,9 @@ def test_bad_regexes_are_described_as_re2j_describes_them(regex: str, descriptio
 def test_names_and_a_regex_together_subscribe_to_both() -> None:
     h = orders_harness()
     a = Member(h, "a", topics=("t",), subscribed_topic_regex="orders-2")
-    assert set(a.owned) == {TOPIC, ORDERS_2}
+    assert set(a.owned) == {TOPIC}, "the names at once"
+    a.beat()
+    assert set(a.owned) == {TOPIC, ORDERS_2}, "the expression's topics from the next heartbeat"
     assert h.group.subscription_metadata.keys() == {"t", "orders-2"}
     b = Member(h, "b", topics=("u",))
     settle([a, b])
@@ -149,11 +155,11 @@ def test_changing_or_dropping_the_regex_bumps_the_epoch() -> None:
     a = regex_member(h, "a")
     epoch = h.group.group_epoch
     resubscribe(h, a, "orders-1")
-    settle([a])
-    assert h.group.group_epoch == epoch + 1 and set(a.owned) == {ORDERS_1}
+    settle([a])  # one epoch for the change, one for the new expression's resolution
+    assert h.group.group_epoch == epoch + 2 and set(a.owned) == {ORDERS_1}
     resubscribe(h, a, "")  # an empty one unsubscribes
     settle([a])
-    assert h.group.group_epoch == epoch + 2 and a.owned == {}
+    assert h.group.group_epoch == epoch + 3 and a.owned == {}
     assert h.group.members["a"].subscribed_topic_regex is None and h.group.resolved_regexes == {}
 
 
@@ -230,3 +236,29 @@ def test_matching_is_shared_out_a_chunk_per_turn_across_expressions() -> None:
     clock.advance(TOPIC_IMAGE_CHECK_INTERVAL_MS)
     assert resolver.resolved("orders-.*") == frozenset(names)
     assert len(resolver.resolved("orders-.*1") or ()) == RESOLUTION_CHUNK // 10
+
+
+def test_an_expression_new_to_the_group_is_assigned_from_the_next_heartbeat_as_kafka_does() -> None:
+    """librdkafka's 0045_resubscribe_with_regex: after an unsubscribe, subscribing to an expression and a name
+    assigns the name in the first heartbeat and the expression's topics in a later one."""
+    h = orders_harness()
+    a = regex_member(h, "a")
+    assert set(a.owned) == {ORDERS_1, ORDERS_2}
+    resubscribe(h, a, "")
+    settle([a])
+    assert a.owned == {} and h.group.resolved_regexes == {}
+    result = h.heartbeat("a", a.epoch, a.owned, subscribed_topic_names=("t",), subscribed_topic_regex="^orders-.*")
+    assert result.assignment == {TOPIC: frozenset(range(12))}, "the name only"
+    a.epoch, a.owned = result.member_epoch, result.assignment
+    a.beat()
+    assert set(a.owned) == {TOPIC, ORDERS_1, ORDERS_2}
+
+
+def test_an_expression_the_group_has_resolved_is_assigned_to_a_new_subscriber_at_once() -> None:
+    h = orders_harness()
+    a = regex_member(h, "a")
+    b = Member(h, "b", topics=(), subscribed_topic_regex="^orders-.*")
+    epoch = h.group.group_epoch
+    settle([a, b])
+    assert h.group.group_epoch == epoch, "no second epoch for an expression already resolved"
+    assert b.owned and set(a.owned) | set(b.owned) == {ORDERS_1, ORDERS_2}

@@ -15,7 +15,6 @@ from coordinator.common.partitioner import partition_for
 from coordinator.group.consumer_group import Assignment, TopicInfo
 from coordinator.group.consumer_group_regex import TOPIC_IMAGE_CHECK_INTERVAL_MS, ResolvedRegularExpression
 from coordinator.group.record_formats import (
-    CONSUMER_GROUP_MEMBER_METADATA,
     CONSUMER_GROUP_METADATA,
     CONSUMER_GROUP_PARTITION_METADATA,
     CONSUMER_GROUP_REGULAR_EXPRESSION,
@@ -28,7 +27,7 @@ from coordinator.group.record_formats import (
 )
 from protocol.errors import ErrorCode
 from tests.coordinator.fakes import MemoryCoordinatorLog
-from tests.coordinator.test_consumer_group_heartbeat import Harness, settle
+from tests.coordinator.test_consumer_group_heartbeat import Harness, Member, settle
 from tests.coordinator.test_consumer_group_migration import ClassicClient
 from tests.coordinator.test_consumer_group_records import NO_TAGS, _reloaded, compact
 from tests.coordinator.test_consumer_group_regex import ORDERS_1, ORDERS_2, ORDERS_NEW, orders_harness, regex_member
@@ -77,10 +76,13 @@ def _regex_records(h: Harness, since: int = 0) -> list[tuple[str | None, Consume
 
 def test_each_refresh_is_written_after_the_member_and_before_the_subscribed_topics() -> None:
     h = orders_harness()
-    regex_member(h, "a")
-    types = [key.record_type for key, _ in _records(h)]
-    assert types[:4] == [CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_REGULAR_EXPRESSION,
-                         CONSUMER_GROUP_PARTITION_METADATA, CONSUMER_GROUP_METADATA]
+    member = Member(h, "a", topics=(), subscribed_topic_regex=REGEX)  # its join asks for the expression
+    joined = len(_records(h))
+    assert _regex_records(h) == []
+    member.beat()  # the group takes the resolution at the next heartbeat
+    types = [key.record_type for key, _ in _records(h)[joined:]]
+    assert types[:3] == [CONSUMER_GROUP_REGULAR_EXPRESSION, CONSUMER_GROUP_PARTITION_METADATA,
+                         CONSUMER_GROUP_METADATA]
     [(regex, value)] = _regex_records(h)
     assert value is not None and regex == REGEX and value.topics == ("orders-1", "orders-2")
     assert value.timestamp == h.clock.now_ms() and value.version > 0
@@ -102,6 +104,9 @@ def test_a_regex_nobody_uses_any_more_is_tombstoned() -> None:
     # b moves to another expression: the first is still a's, the new one is resolved and written.
     result = h.heartbeat("b", b.epoch, b.owned, subscribed_topic_regex="orders-1")
     assert result.error == ErrorCode.NO_ERROR
+    b.epoch = result.member_epoch
+    b.owned = b.owned if result.assignment is None else result.assignment
+    b.beat()  # the group takes the new expression's resolution at the heartbeat after the one that brought it
     assert [(r, v is None) for r, v in _regex_records(h, written)] == [("orders-1", False)]
     written = len(_records(h))
     assert h.heartbeat("a", -1).error == ErrorCode.NO_ERROR  # the last member of ^orders-.* leaves
@@ -165,14 +170,21 @@ def _beat(h: Harness, member_id: str, epoch: int, owned: Assignment, principal: 
     return result.member_epoch, owned if result.assignment is None else result.assignment
 
 
+def _join(h: Harness, member_id: str, principal: Principal) -> tuple[int, Assignment]:
+    """``member_id`` joins with the expression, then heartbeats once more: the group takes a new expression's
+    resolution at the heartbeat after the one that brought it."""
+    epoch, owned = _beat(h, member_id, 0, {}, principal, subscribed_topic_names=(), subscribed_topic_regex=REGEX,
+                         rebalance_timeout_ms=30000)
+    return _beat(h, member_id, epoch, owned, principal)
+
+
 def test_a_member_gets_only_the_matching_topics_it_may_describe_and_a_later_grant_at_the_next_refresh() -> None:
     h = orders_harness()
     # Sessions longer than the refresh interval, so the member can wait for it heartbeating now and then.
     config = h.coordinator.consumer_groups.config
     h.coordinator.consumer_groups.config = replace(config, regex_refresh_max_interval_ms=20_000)
     principal = Principal("orders-1", "t")
-    epoch, owned = _beat(h, "a", 0, {}, principal, subscribed_topic_names=(), subscribed_topic_regex=REGEX,
-                         rebalance_timeout_ms=30000)
+    epoch, owned = _join(h, "a", principal)
     assert owned == {ORDERS_1: frozenset({0, 1})}
     assert h.group.resolved_regexes[REGEX].topics == frozenset({"orders-1"})
     # Steady heartbeats do not ask the authorizer again.
@@ -202,8 +214,7 @@ def test_a_member_gets_only_the_matching_topics_it_may_describe_and_a_later_gran
 def test_a_topic_created_later_is_filtered_by_the_refreshing_members_acls() -> None:
     h = orders_harness()
     principal = Principal("orders-1", "orders-2")
-    epoch, owned = _beat(h, "a", 0, {}, principal, subscribed_topic_names=(), subscribed_topic_regex=REGEX,
-                         rebalance_timeout_ms=30000)
+    epoch, owned = _join(h, "a", principal)
     group_epoch = h.group.group_epoch
     h.topics.topics["orders-new"] = TopicInfo(ORDERS_NEW, 2)  # matches, but not describable
     h.clock.advance(TOPIC_IMAGE_CHECK_INTERVAL_MS)
@@ -227,8 +238,7 @@ def test_a_classic_members_join_does_not_refresh_the_groups_expressions() -> Non
     h = orders_harness()
     h.topics.topics["t"] = TopicInfo(uuid.UUID(int=0xABC), 2)
     principal = Principal("orders-1")
-    epoch, owned = _beat(h, "a", 0, {}, principal, subscribed_topic_names=(), subscribed_topic_regex=REGEX,
-                         rebalance_timeout_ms=30000)
+    epoch, owned = _join(h, "a", principal)
     h.topics.topics["orders-new"] = TopicInfo(ORDERS_NEW, 2)
     h.clock.advance(TOPIC_IMAGE_CHECK_INTERVAL_MS)
     assert ClassicClient(h).join() == ErrorCode.NO_ERROR
