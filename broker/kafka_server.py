@@ -42,7 +42,7 @@ from broker.kafka_apis import KafkaApis
 from broker.membership import LocalMembership, Membership, ServerParts
 from broker.metadata_view import TopicRegistry
 from broker.metrics import BrokerMetrics, endpoint_for
-from broker.metrics.broker_collectors import RUNNING, SHUTTING_DOWN, STARTING, register_broker_collectors
+from broker.metrics.sources import RUNNING, SHUTTING_DOWN, STARTING
 from broker.network.connection_quotas import ConnectionLimits, ConnectionQuotas
 from broker.network.socket_server import SocketServer
 from broker.quota.client_quota_admin import ClientQuotaAdmin
@@ -109,8 +109,7 @@ class KafkaServer:
         self._tasks: list[asyncio.Task[None]] = []
         #: Set once start-up is done, cleared when shutdown begins: /readyz's first condition.
         self._serving = False
-        self.metrics = BrokerMetrics()
-        register_broker_collectors(self.metrics, self)
+        self.metrics = BrokerMetrics(self)
         self.metrics_endpoint = endpoint_for(config, self.metrics, self.ready)
         self._stopped = asyncio.Event()
         self.started_at = 0.0
