@@ -44,7 +44,7 @@ from broker.kafka_apis import KafkaApis
 from broker.membership import LocalMembership, Membership, ServerParts
 from broker.metadata_view import TopicRegistry
 from broker.metrics import BrokerMetrics, endpoint_for
-from broker.metrics.broker_collectors import RUNNING, SHUTTING_DOWN, STARTING, register_broker_collectors
+from broker.metrics.sources import RUNNING, SHUTTING_DOWN, STARTING
 from broker.network.connection_quotas import ConnectionLimits, ConnectionQuotas
 from broker.network.socket_server import SocketServer
 from broker.partition_end_offsets import build_partition_end_offsets
@@ -128,8 +128,7 @@ class KafkaServer:
         self._tasks: list[asyncio.Task[None]] = []
         #: Set once start-up is done, cleared when shutdown begins: /readyz's first condition.
         self._serving = False
-        self.metrics = BrokerMetrics()
-        register_broker_collectors(self.metrics, self)
+        self.metrics = BrokerMetrics(self)
         self.metrics.register_collector(self.client_telemetry_collector)  # clients' pushed metrics (KIP-714)
         self.metrics.register_collector(ClientMetricsStatsCollector(self.client_metrics))
         self.metrics_endpoint = endpoint_for(config, self.metrics, self.ready)

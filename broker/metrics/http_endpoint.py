@@ -83,6 +83,8 @@ class MetricsEndpoint:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
+            if head.startswith(b"GET /metrics"):
+                await self.metrics.load()
             status, body, content_type = self._answer(head)
             writer.write(_response(status, body, content_type))
             await writer.drain()
