@@ -17,8 +17,11 @@ import json
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
+#: what names a record
+K = TypeVar("K", bound=Hashable)
 
 
 class HistoryError(AssertionError):
@@ -26,7 +29,7 @@ class HistoryError(AssertionError):
 
 
 @dataclass
-class ShareHistory:
+class ShareHistory(Generic[K]):
     """What the members saw, fed in time order.
 
     ``slack_ms`` is how much earlier the broker may have acquired a record than a member's log says (a real
@@ -39,16 +42,16 @@ class ShareHistory:
     #: counts broker restarts: no lock survives one, and delivery counts not yet written may be lost
     generation: int = 0
     #: key -> (member, lock deadline, broker generation) of the live acquisition, as the member believes it
-    held: dict[Hashable, tuple[str, int, int]] = field(default_factory=dict)
-    accepted: set[Hashable] = field(default_factory=set)
-    rejected: set[Hashable] = field(default_factory=set)
-    delivery: dict[Hashable, int] = field(default_factory=dict)
+    held: dict[K, tuple[str, int, int]] = field(default_factory=dict)
+    accepted: set[K] = field(default_factory=set)
+    rejected: set[K] = field(default_factory=set)
+    delivery: dict[K, int] = field(default_factory=dict)
     #: key -> the broker generation its last delivery count was seen in
-    seen_in: dict[Hashable, int] = field(default_factory=dict)
+    seen_in: dict[K, int] = field(default_factory=dict)
     #: key -> how many times it was delivered, whatever the counts the broker reported
-    deliveries: dict[Hashable, int] = field(default_factory=dict)
+    deliveries: dict[K, int] = field(default_factory=dict)
 
-    def acquired(self, member: str, key: Hashable, count: int, at: int) -> None:
+    def acquired(self, member: str, key: K, count: int, at: int) -> None:
         """``member`` acquired ``key`` with delivery count ``count`` at time ``at`` (ms)."""
         if key in self.accepted or key in self.rejected:
             raise HistoryError(f"{key} delivered to {member} after it was acknowledged")
@@ -65,7 +68,7 @@ class ShareHistory:
         self.deliveries[key] = self.deliveries.get(key, 0) + 1
         self.held[key] = (member, at + self.lock_ms, self.generation)
 
-    def acknowledged(self, member: str, key: Hashable, kind: int, at: int) -> None:
+    def acknowledged(self, member: str, key: K, kind: int, at: int) -> None:
         """The broker answered ``member``'s acknowledgement of ``key`` (sent at ``at``) without error."""
         if kind == RENEW:  # still the member's, for a whole lock duration from the renewal
             holder, _, generation = self.held[key]
@@ -79,7 +82,7 @@ class ShareHistory:
         elif kind == REJECT:
             self.rejected.add(key)
 
-    def gave_up(self, key: Hashable) -> None:
+    def gave_up(self, key: K) -> None:
         """A member's acknowledgement failed: it holds the record no more, the broker gives it out again."""
         self.held.pop(key, None)
 
@@ -92,10 +95,10 @@ class ShareHistory:
         """The broker restarted: what is not persisted is gone, no lock survives."""
         self.generation += 1
 
-    def archived(self, key: Hashable) -> bool:
+    def archived(self, key: K) -> bool:
         return self.delivery.get(key, 0) >= self.delivery_limit and key not in self.accepted
 
-    def check_complete(self, keys: Iterable[Hashable]) -> None:
+    def check_complete(self, keys: Iterable[K]) -> None:
         """Every one of ``keys`` ended accepted, rejected, or archived at the delivery count limit."""
         lost = [k for k in keys if k not in self.accepted and k not in self.rejected and not self.archived(k)]
         if lost:
@@ -122,9 +125,9 @@ def read_events(paths: Iterable[Path]) -> list[list[object]]:
     return [event for _, _, event in sorted(events, key=lambda e: (e[0], e[1]))]
 
 
-def check_logs(paths: Iterable[Path], lock_ms: int, delivery_limit: int, slack_ms: int) -> ShareHistory:
+def check_logs(paths: Iterable[Path], lock_ms: int, delivery_limit: int, slack_ms: int) -> ShareHistory[tuple[int, int]]:
     """Replay the members' logs through a :class:`ShareHistory`; the history, for the caller's own checks."""
-    history = ShareHistory(lock_ms, delivery_limit, slack_ms)
+    history: ShareHistory[tuple[int, int]] = ShareHistory(lock_ms, delivery_limit, slack_ms)
     for event in read_events(paths):
         kind, member = str(event[0]), str(event[1])
         at = int(event[-1])  # type: ignore[call-overload]

@@ -45,7 +45,7 @@ class Run:
         self.persister = MemoryPersister()
         self.replicas = FakeReplicaManager()
         self.replicas.append("t", 0, 1)
-        self.history = ShareHistory(LOCK_MS, LIMIT)
+        self.history: ShareHistory[int] = ShareHistory(LOCK_MS, LIMIT)
         self.now = 0
         self.appended = 1
         self.clock = ManualScheduler()
