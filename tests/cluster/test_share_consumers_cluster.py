@@ -9,6 +9,8 @@ the broker that held it): no record accepted twice, none delivered again once ac
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -46,6 +48,7 @@ DELIVERY_LIMIT = 5
 #: how much earlier than its poll a consumer may have had a record acquired (librdkafka fetches ahead)
 SLACK_MS = 500
 SHARE_KEY_TYPE = 2
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def configure_group(bootstrap: str) -> None:
@@ -108,6 +111,17 @@ def replay(group: Group, kills: list[int]) -> ShareHistory[tuple[int, int]]:
     return history
 
 
+class HoldingGroup(Group):
+    """Consumers that hold each batch a moment before acknowledging it (tests/cluster/share_holding_child.py)."""
+
+    def start(self, name: str, policy: str = "accept") -> int:
+        self.children[name] = subprocess.Popen(
+            [sys.executable, "-m", "tests.cluster.share_holding_child", "--bootstrap", self.bootstrap, "--group",
+             self.group, "--topic", self.topic, "--name", name, "--log", str(self.log(name)), "--policy", policy,
+             "--stop-file", str(self.stop_file(name)), "--deadline-s", "600"], cwd=ROOT)
+        return self.children[name].pid
+
+
 class SteadyProducer:
     """An idempotent producer writing ``RATE`` records a second to partition 0 until stopped; the
     (partition, offset) of every record the broker answered."""
@@ -161,7 +175,7 @@ def test_share_consumers_lose_nothing_when_the_leader_and_the_share_coordinator_
     create_topic(cluster, TOPIC, 1, 3, {"min.insync.replicas": "2"})
     configure_group(cluster.bootstrap)
     producer = SteadyProducer(cluster.bootstrap)
-    group = Group(cluster.bootstrap, TOPIC, tmp_path, GROUP)
+    group = HoldingGroup(cluster.bootstrap, TOPIC, tmp_path, GROUP)
     kills: list[int] = []
     try:
         for i in range(3):
@@ -188,8 +202,9 @@ def test_share_consumers_lose_nothing_when_the_leader_and_the_share_coordinator_
     assert history.accepted == keys and not history.rejected
     redelivered = {k for k, n in history.deliveries.items() if n > 1}
     assert len(redelivered) < len(keys) // 4, len(redelivered)
+    failed = sum(1 for e in read_events([group.log(n) for n in group.children]) if e[0] == "failed")
     print(f"{len(keys)} records; kills: partition leader {first}, share coordinator {second}; "
-          f"{len(redelivered)} records redelivered")
+          f"{failed} acknowledgements failed, {len(redelivered)} records redelivered")
 
 
 def test_the_replay_sees_a_second_accept(tmp_path: Path) -> None:
