@@ -47,6 +47,8 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 #: The replica id of a consumer's read (not a follower's).
 CONSUMER_REPLICA_ID = -1
+#: The most a share fetch reads of one partition (a batch larger than this is still read whole, as Fetch does).
+SHARE_READ_MAX_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,24 @@ def _duration_ms(text: str) -> int | None:
         return None
     days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
     return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
+
+
+def _batches_worth_acquiring(data: bytes, end_offset: int, budget: int) -> tuple[list[FetchedBatch], list[int]]:
+    """The batches of ``data`` an acquisition of at most ``budget`` records can use, and where each ends:
+    every batch before ``end_offset`` (records in flight, maybe AVAILABLE again), then new batches until
+    they hold ``budget`` records (whole batches are acquired, so the one that reaches it is kept)."""
+    batches: list[FetchedBatch] = []
+    ends: list[int] = []
+    new_records = 0
+    for pos, header in iter_batch_headers(data):
+        if new_records >= budget:
+            break
+        batches.append(FetchedBatch(header.base_offset, header.last_offset, header.producer_id,
+                                    header.is_transactional, header.is_control))
+        ends.append(pos + header.size_in_bytes)
+        if header.last_offset >= end_offset:
+            new_records += header.last_offset - max(header.base_offset, end_offset) + 1
+    return batches, ends
 
 
 class SharePartitionError(Exception):
@@ -326,7 +346,10 @@ class SharePartitionManager:
         if not readable:
             return results
         isolation = self._settings(group_id).isolation_level
-        reads = [ShareRead(t.topic, t.partition, sp.next_fetch_offset(), max_bytes) for t, sp in readable]
+        # A fetch acquires at most max_records: reading far past them only costs (the file read and the
+        # batch headers are proportional to the bytes read), so each partition's read is bounded.
+        read_bytes = min(max_bytes, SHARE_READ_MAX_BYTES)
+        reads = [ShareRead(t.topic, t.partition, sp.next_fetch_offset(), read_bytes) for t, sp in readable]
         params = FetchParams(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max(int(remaining * 1000), 0),
                              min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=isolation)
         answered = self._replicas.fetch_messages(params, reads)
@@ -395,12 +418,7 @@ class SharePartitionManager:
             return
         if budget <= 0 or not data:
             return
-        batches: list[FetchedBatch] = []
-        ends: list[int] = []
-        for pos, header in iter_batch_headers(data):
-            batches.append(FetchedBatch(header.base_offset, header.last_offset, header.producer_id,
-                                        header.is_transactional, header.is_control))
-            ends.append(pos + header.size_in_bytes)
+        batches, ends = _batches_worth_acquiring(data, sp.end_offset, budget)
         aborted = None
         if read_committed:
             aborted = [AbortedTransaction(a.producer_id, a.first_offset)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import dataclass, field
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -19,13 +18,13 @@ from coordinator.common.scheduler import ManualScheduler
 from coordinator.share.share_partition import AcknowledgementBatch, SharePartitionConfig
 from coordinator.share.share_partition_manager import ShareGroupSettings, SharePartitionManager, ShareTarget
 from protocol.errors import ErrorCode
+from testing.share_history import ACCEPT, REJECT, RELEASE, RENEW, ShareHistory
 from tests.coordinator.share_partition_fakes import FakeReplicaManager, MemoryPersister
 
 TOPIC_ID = uuid.UUID(int=9)
 P0 = ShareTarget(TOPIC_ID, "t", 0)
 LOCK_MS = 1_000
 LIMIT = 4
-ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
 MEMBERS = ("a", "b", "c")
 
 operation = st.one_of(
@@ -41,54 +40,14 @@ operation = st.one_of(
 )
 
 
-@dataclass
-class History:
-    """What the members saw: their acquisitions and the acknowledgements answered without error."""
-
-    now: int = 0
-    generation: int = 0
-    #: offset -> (member, lock deadline, broker generation) of the live acquisition, as the member believes it
-    held: dict[int, tuple[str, int, int]] = field(default_factory=dict)
-    accepted: set[int] = field(default_factory=set)
-    rejected: set[int] = field(default_factory=set)
-    delivery: dict[int, int] = field(default_factory=dict)
-    #: offset -> the broker generation its last delivery count was seen in
-    seen_in: dict[int, int] = field(default_factory=dict)
-    appended: int = 0
-
-    def acquired(self, member: str, first: int, last: int, count: int) -> None:
-        for offset in range(first, last + 1):
-            assert offset not in self.accepted and offset not in self.rejected, f"{offset} delivered after done"
-            holder = self.held.get(offset)
-            if holder is not None and holder[2] == self.generation:
-                assert self.now >= holder[1], f"{offset} acquired by {member} while {holder[0]}'s lock holds"
-            if self.seen_in.get(offset) == self.generation:  # a restart may lose counts not yet written
-                assert count > self.delivery[offset], f"{offset}: delivery count did not grow"
-            assert 1 <= count <= LIMIT, f"{offset} delivered with count {count}"
-            self.delivery[offset] = count
-            self.seen_in[offset] = self.generation
-            self.held[offset] = (member, self.now + LOCK_MS, self.generation)
-
-    def acknowledged(self, offsets: list[int], kind: int) -> None:
-        for offset in offsets:
-            if kind == RENEW:  # still the member's, for a whole lock duration from now
-                member, _, generation = self.held[offset]
-                self.held[offset] = (member, self.now + LOCK_MS, generation)
-                continue
-            self.held.pop(offset, None)
-            if kind == ACCEPT:
-                assert offset not in self.accepted and offset not in self.rejected, f"{offset} acknowledged twice"
-                self.accepted.add(offset)
-            elif kind == REJECT:
-                self.rejected.add(offset)
-
-
 class Run:
     def __init__(self) -> None:
         self.persister = MemoryPersister()
         self.replicas = FakeReplicaManager()
         self.replicas.append("t", 0, 1)
-        self.history = History(appended=1)
+        self.history: ShareHistory[int] = ShareHistory(LOCK_MS, LIMIT)
+        self.now = 0
+        self.appended = 1
         self.clock = ManualScheduler()
         self.manager = self._manager()
         self.fail_next = False
@@ -101,7 +60,8 @@ class Run:
         got = await self.manager.fetch("g", member, [P0], max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
                                        max_records=max_records)
         for r in got[P0].acquired:
-            self.history.acquired(member, r.first_offset, r.last_offset, r.delivery_count)
+            for offset in range(r.first_offset, r.last_offset + 1):
+                self.history.acquired(member, offset, r.delivery_count, self.now)
 
     async def ack(self, member: str, kind: int, how_many: int) -> None:
         """Acknowledge the member's ``how_many`` lowest held offsets, or with a negative count its highest
@@ -117,41 +77,42 @@ class Run:
         code, _ = (await self.manager.acknowledge("g", member, [(P0, batches)], allow_renew=True))[P0]
         self.persister.fail_with = None
         if code == ErrorCode.NO_ERROR:
-            self.history.acknowledged(mine, kind)
+            for offset in mine:
+                self.history.acknowledged(member, offset, kind, self.now)
         else:
             assert code in (ErrorCode.INVALID_RECORD_STATE, ErrorCode.COORDINATOR_NOT_AVAILABLE), code
             for offset in mine:  # the member gives those records up
-                self.history.held.pop(offset, None)
+                self.history.gave_up(offset)
 
     async def step(self, op: tuple[object, ...]) -> None:
         kind = op[0]
         if kind == "append":
             self.replicas.append("t", 0, int(op[1]))  # type: ignore[call-overload]
-            self.history.appended += int(op[1])  # type: ignore[call-overload]
+            self.appended += int(op[1])  # type: ignore[call-overload]
         elif kind == "fetch":
             await self.fetch(str(op[1]), int(op[2]))  # type: ignore[call-overload]
         elif kind == "ack":
             await self.ack(str(op[1]), int(op[2]), int(op[3]))  # type: ignore[call-overload]
         elif kind == "advance":
             self.clock.advance(int(op[1]))  # type: ignore[call-overload]
-            self.history.now += int(op[1])  # type: ignore[call-overload]
+            self.now += int(op[1])  # type: ignore[call-overload]
             await asyncio.sleep(0)  # the expiry's write
         elif kind == "fail_write":
             self.fail_next = True
         else:  # the broker restarts: what is not persisted is gone, no lock survives
             self.manager.close()
             self.manager = self._manager()
-            self.history.generation += 1
+            self.history.restart()
 
     async def drain(self) -> None:
         """Consume everything left, accepting it: every record ends accepted or archived."""
         for _ in range(50):
             self.clock.advance(LOCK_MS)
-            self.history.now += LOCK_MS
+            self.now += LOCK_MS
             await self.fetch("a", 100)
             await self.ack("a", ACCEPT, 100)
         sp = self.manager.cached("g", TOPIC_ID, 0)
-        assert sp is not None and sp.start_offset == self.history.appended, "records left undelivered"
+        assert sp is not None and sp.start_offset == self.appended, "records left undelivered"
 
 
 @settings(max_examples=500, deadline=None)
@@ -175,9 +136,6 @@ def test_random_histories_keep_the_share_group_guarantees(ops: list[tuple[object
         for op in ops:
             await run.step(op)
         await run.drain()
-        history = run.history
-        for offset in range(history.appended):
-            # Done only by a member's answered acknowledgement, or archived at the delivery count limit.
-            assert (offset in history.accepted or offset in history.rejected
-                    or history.delivery.get(offset, 0) >= LIMIT), f"{offset} done without an acknowledgement"
+        # Done only by a member's answered acknowledgement, or archived at the delivery count limit.
+        run.history.check_complete(range(run.appended))
     asyncio.run(scenario())

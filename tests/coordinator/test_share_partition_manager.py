@@ -12,9 +12,11 @@ from coordinator.share.persister import PersisterStateBatch, RecordState, ShareG
 from coordinator.share.share_partition import AcknowledgementBatch, AcquiredRecords, SharePartitionConfig
 from coordinator.share.share_partition_manager import (
     READ_COMMITTED,
+    SHARE_READ_MAX_BYTES,
     ShareGroupSettings,
     SharePartitionManager,
     ShareTarget,
+    _batches_worth_acquiring,
 )
 from protocol.errors import ErrorCode
 from protocol.record_batch import iter_batch_headers
@@ -410,4 +412,38 @@ def test_auto_offset_reset_by_duration_starts_at_the_first_record_that_recent() 
             replicas.append("t", 0, 3, timestamp=clock_now - 60_000)  # 3-5: a minute old
             sp = await manager.share_partition("g", P0)
             assert sp.start_offset == expected, reset
+    asyncio.run(scenario())
+
+
+def test_a_fetch_parses_only_the_batches_it_can_acquire() -> None:
+    """Whole batches until the record budget is reached: a log far longer than one fetch acquires is not
+    walked to its end on every fetch (the cost grew with the records behind the fetch offset)."""
+    replicas = FakeReplicaManager()
+    for _ in range(200):
+        replicas.append("t", 0, 10)
+    data = b"".join(batch for _, _, batch in replicas.logs[("t", 0)])
+    batches, ends = _batches_worth_acquiring(data, 0, 25)
+    assert [(b.base_offset, b.last_offset) for b in batches] == [(0, 9), (10, 19), (20, 29)]
+    sizes = [len(batch) for _, _, batch in replicas.logs[("t", 0)][:3]]
+    assert ends == [sum(sizes[:n]) for n in (1, 2, 3)]
+    # Records already in flight (before the end offset) do not use the budget: they may be AVAILABLE again.
+    assert len(_batches_worth_acquiring(data, 50, 25)[0]) == 8
+    assert len(_batches_worth_acquiring(data, 0, 10_000)[0]) == 200
+
+
+def test_a_fetch_reads_a_bounded_number_of_bytes() -> None:
+    class Recording(FakeReplicaManager):
+        asked: list[int]
+
+        def fetch_messages(self, params: Any, partitions: Any) -> Any:
+            self.asked = [wanted.max_bytes for wanted in partitions]
+            return super().fetch_messages(params, partitions)
+
+    async def scenario() -> None:
+        replicas = Recording()
+        replicas.append("t", 0, 100)
+        manager, _, _, _ = make(replicas=replicas)
+        got = await manager.fetch("g", "m", (P0,), max_wait_ms=0, min_bytes=1, max_bytes=50 << 20, max_records=500)
+        assert [(r.first_offset, r.last_offset) for r in got[P0].acquired] == [(0, 99)]
+        assert replicas.asked == [SHARE_READ_MAX_BYTES]
     asyncio.run(scenario())
