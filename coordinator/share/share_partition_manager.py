@@ -327,8 +327,11 @@ class SharePartitionManager:
             return results
         isolation = self._settings(group_id).isolation_level
         reads = [ShareRead(t.topic, t.partition, sp.next_fetch_offset(), max_bytes) for t, sp in readable]
+        # Kafka reads a share fetch with the request's version (1-2) in its fetch parameters, which makes its
+        # max bytes a hard limit: a batch larger than what is left is not sent, even the first one.
         params = FetchParams(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max(int(remaining * 1000), 0),
-                             min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=isolation)
+                             min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=isolation,
+                             hard_max_bytes_limit=True)
         answered = self._replicas.fetch_messages(params, reads)
         read_results = answered if isinstance(answered, list) else await answered
         # The batches are read from their files off the event loop, every partition's at once.
