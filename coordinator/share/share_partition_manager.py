@@ -323,15 +323,14 @@ class SharePartitionManager:
             if readable or remaining <= 0 or not waiting_for_room:
                 break
             await self._wait_for_change(group_id, targets, remaining)
-        if not readable:
+        # Max bytes is a soft limit (a first batch larger than it is sent whole), but a fetch for no bytes at
+        # all gets no records, as Kafka answers it.
+        if not readable or max_bytes <= 0:
             return results
         isolation = self._settings(group_id).isolation_level
         reads = [ShareRead(t.topic, t.partition, sp.next_fetch_offset(), max_bytes) for t, sp in readable]
-        # Kafka reads a share fetch with the request's version (1-2) in its fetch parameters, which makes its
-        # max bytes a hard limit: a batch larger than what is left is not sent, even the first one.
         params = FetchParams(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max(int(remaining * 1000), 0),
-                             min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=isolation,
-                             hard_max_bytes_limit=True)
+                             min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=isolation)
         answered = self._replicas.fetch_messages(params, reads)
         read_results = answered if isinstance(answered, list) else await answered
         # The batches are read from their files off the event loop, every partition's at once.
