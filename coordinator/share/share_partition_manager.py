@@ -343,7 +343,9 @@ class SharePartitionManager:
             if readable or remaining <= 0 or not waiting_for_room:
                 break
             await self._wait_for_change(group_id, targets, remaining)
-        if not readable:
+        # Max bytes is a soft limit (a first batch larger than it is sent whole), but a fetch for no bytes at
+        # all gets no records, as Kafka answers it.
+        if not readable or max_bytes <= 0:
             return results
         isolation = self._settings(group_id).isolation_level
         # A fetch acquires at most max_records: reading far past them only costs (the file read and the

@@ -1,6 +1,7 @@
 """The share-partition manager over a real log on disk, read through a real ReplicaManager: the records sent are
 the log's batches, read_committed never acquires an aborted transaction's records (the aborted-transaction index,
-as Fetch reads it) and stops at the last stable offset, read_uncommitted acquires them."""
+as Fetch reads it) and stops at the last stable offset, read_uncommitted acquires them; a share fetch's max bytes
+is a soft limit (a first batch larger than it is sent whole) but a fetch for no bytes gets no records."""
 
 from __future__ import annotations
 
@@ -152,4 +153,21 @@ def test_read_uncommitted_delivers_transactional_records(node: Node) -> None:
         offsets = [o for r in acquired for o in range(r.first_offset, r.last_offset + 1)]
         assert offsets == [0, 1, 2, 3, 5, 6, 8]  # the markers (4, 7) are never delivered
         assert _values(records, acquired) == [b"r0", b"r1", b"r2", b"r3", b"r5", b"r6", b"r8"]
+    asyncio.run(scenario())
+
+
+def test_max_bytes_is_a_soft_limit_and_no_bytes_gets_no_records(node: Node) -> None:
+    async def scenario() -> None:
+        await node.append(3)  # 0-2, one batch
+        await node.append(2)  # 3-4
+        manager = node.manager(READ_UNCOMMITTED)
+        nothing = (await manager.fetch("g", "m1", [P0], max_wait_ms=0, min_bytes=1, max_bytes=0,
+                                       max_records=100))[P0]
+        assert (nothing.error_code, nothing.acquired, nothing.records) == (ErrorCode.NO_ERROR, [], b"")
+        first = (await manager.fetch("g", "m1", [P0], max_wait_ms=0, min_bytes=1, max_bytes=1,
+                                     max_records=100))[P0]
+        assert first.acquired == [AcquiredRecords(0, 2, 1)]
+        rest = (await manager.fetch("g", "m1", [P0], max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                                    max_records=100))[P0]
+        assert rest.acquired == [AcquiredRecords(3, 4, 1)]
     asyncio.run(scenario())
