@@ -76,6 +76,9 @@ class LogReadResult(NamedTuple):
     #: KIP-320: (epoch, end offset) where the fetcher's log diverges from this one, when its
     #: last fetched epoch says so; the read then carries no records.
     diverging_epoch: tuple[int, int] | None = None
+    #: KIP-392: the replica the consumer should fetch from instead (the read then carries no
+    #: records), -1 for none.
+    preferred_read_replica: int = -1
 
 
 #: No leader (Kafka's LeaderAndIsr.NoLeader).
