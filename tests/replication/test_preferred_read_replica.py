@@ -17,6 +17,7 @@ from replication.replica_selector import (
     replica_selector,
 )
 from replication.replication_config import ReplicationConfig
+from replication.state_change_requests import StopReplicaPartition, StopReplicaStates
 from tests.in_process import wait_for
 from tests.replication.replication_rig import TP, ReplicationRig, produce, run_rig
 
@@ -86,6 +87,16 @@ def test_leader_names_the_rack_local_follower_and_the_follower_serves(tmp_path: 
         # Past the follower's log end: out of range (the consumer goes back to the leader).
         read = follower.fetch_messages(_consumer("r1"), [_Wanted(20)])
         assert isinstance(read, list) and read[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        # ListOffsets and OffsetsForLeaderEpoch stay with the leader, as Kafka's consumers send them.
+        assert follower.fetch_offset_for_timestamp(TP, -1, 0, -1).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert follower.last_offset_for_leader_epoch(TP, -1, 0)[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        # A replica removed from here (reassigned away) serves no consumer: not hosted, which the Fetch
+        # handler answers NOT_LEADER_OR_FOLLOWER while the cluster has the partition (the client goes
+        # back to the leader).
+        stop = StopReplicaStates(0, 1, [StopReplicaPartition(TP[0], 0, -1, delete=True)])
+        assert list((await nodes[2].rm.stop_replicas(stop)).errors.values()) == [0]
+        read = nodes[2].rm.fetch_messages(_consumer("r2"), [_Wanted(0)])
+        assert isinstance(read, list) and read[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     run_rig(tmp_path, CONFIG, scenario)
 
