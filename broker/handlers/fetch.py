@@ -18,6 +18,10 @@ the ``diverging_epoch`` (the largest epoch both may share and where it ends),
 and the fetcher truncates there. A follower's fetch that diverged does not move
 the leader's view of its log end.
 
+From v11 a consumer names its rack (``rack_id``, KIP-392): it may then read from a
+follower (up to that replica's high watermark), and a leader with a replica selector
+may answer it with no records and the ``preferred_read_replica`` to read from instead.
+
 Versions Kafka 4 removed (v0-v3) are served as Kafka 3.9 served them: no
 response-level ``max_bytes`` below v3 (Int.MaxValue) and no KIP-74 (a partition
 whose first batch exceeds its limit answers no records), and the stored v2
