@@ -97,7 +97,8 @@ def main() -> None:
     with Cluster(3, SELECTOR, broker_overrides=RACKS) as cluster:
         cluster.wait_until_serving(cluster.broker_ids)
         topic = "rack-bench"
-        AdminClient(cluster.client_config()).create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+        admin = AdminClient(cluster.client_config())
+        admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
         _produce(cluster, topic, args.records)
         time.sleep(2)  # the followers' high watermarks catch up
         leader = (cluster.partition_state(topic, 0) or {}).get("leader")
