@@ -63,6 +63,7 @@ from coordinator.common.internal_topics import SHARE_GROUP_STATE_TOPIC_NAME, TRA
 from coordinator.common.scheduler import AsyncioScheduler
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager
+from replication.replica_selector import replica_selector
 from replication.replication_quota_manager import (
     FOLLOWER_REPLICATION_THROTTLED_RATE,
     LEADER_REPLICATION_THROTTLED_RATE,
@@ -136,6 +137,9 @@ class KafkaServer:
         self.started_at = 0.0
         self._racks: dict[int, str] = {}
         self._racks_read_at = float("-inf")
+        # KIP-392: which replica a consumer with a rack is sent to read from.
+        self.replica_manager.reader.replica_selector = replica_selector(
+            config.replica_selector_class, lambda broker_id: self._broker_racks().get(broker_id))
 
     def _build_storage(self, config: BrokerConfig) -> None:
         """Logs, dynamic configs, the threads that write them, replication and the log cleaner."""

@@ -20,6 +20,14 @@ class FetchParams:
 
     #: The follower's broker epoch (Fetch v15+'s replica_state), -1 when not sent.
     replica_epoch: int = -1
+    #: A consumer's ``client.rack`` (Fetch v11+'s rack_id, "" when it has none); None below v11.
+    #: Kafka's client metadata: with it a consumer may read from a follower (KIP-392).
+    client_rack: str | None = None
+
+    @property
+    def fetch_only_from_leader(self) -> bool:
+        """Followers and consumers without client metadata read from the leader alone."""
+        return self.replica_id >= 0 or self.client_rack is None
 
     @property
     def is_from_follower(self) -> bool:

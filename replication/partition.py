@@ -76,6 +76,9 @@ class LogReadResult(NamedTuple):
     #: KIP-320: (epoch, end offset) where the fetcher's log diverges from this one, when its
     #: last fetched epoch says so; the read then carries no records.
     diverging_epoch: tuple[int, int] | None = None
+    #: KIP-392: the replica the consumer should fetch from instead (the read then carries no
+    #: records), -1 for none.
+    preferred_read_replica: int = -1
 
 
 #: No leader (Kafka's LeaderAndIsr.NoLeader).
@@ -532,10 +535,12 @@ class Partition:
         return False, ErrorCode.NO_ERROR
 
     # -- follower side ------------------------------------------------------------------
-    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
-        """A follower's HW: the leader's, bounded by its own log end (Kafka's follower rule)."""
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
+        """A follower's HW: the leader's, bounded by its own log end (Kafka's follower rule); True
+        when it moved."""
         log_ = self.log
-        log_.update_high_watermark(min(leader_high_watermark, log_.log_end_offset))
+        before = log_.high_watermark
+        return log_.update_high_watermark(min(leader_high_watermark, log_.log_end_offset)) != before
 
     # -- read -----------------------------------------------------------------------
     def read_records(self, fetch_offset: int, max_bytes: int, isolation_level: int,

@@ -60,6 +60,9 @@ class ReplicaFetcherManager:
         self.fetchers: dict[tuple[int, int], ReplicaFetcherThread] = {}
         #: Fetchers closed (idle, or their leader moved) whose tasks may still be finishing.
         self._retired: list[ReplicaFetcherThread] = []
+        #: Told of each partition whose high watermark a fetch moved: consumers reading from this
+        #: follower (KIP-392) wait for it in the fetch purgatory.
+        self.on_high_watermark: Callable[[TopicPartition], None] | None = None
 
     def add_fetcher_for_partitions(self, leaders: dict[TopicPartition, BrokerEndpoint]) -> None:
         """Fetch each partition from its leader, from the follower's log end offset."""
@@ -83,6 +86,7 @@ class ReplicaFetcherManager:
                 epoch = self._broker_epoch_fn() if self._broker_epoch_fn is not None else -1
                 fetcher = self.fetchers[key] = ReplicaFetcherThread(
                     key[1], endpoint, self.broker_id, self.config, self._hosted, self._append_thread, self._quotas, epoch)
+                fetcher.on_high_watermark = self.on_high_watermark
             partitions = [p for tp in tps if (p := self._hosted.get(tp)) is not None]
             fetcher.add_partitions(partitions)
             log.info("[ReplicaFetcherManager broker=%d] Added fetcher to broker %d for partitions %s",

@@ -37,6 +37,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from client.async_connection import AsyncBrokerConnection
@@ -134,6 +135,8 @@ class ReplicaFetcherThread:
         self.name = f"ReplicaFetcherThread-{fetcher_id}-{source.broker_id}"
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._changed = asyncio.Event()
+        #: Told of each partition whose high watermark an answer moved (the fetch purgatory's consumers).
+        self.on_high_watermark: Callable[[TopicPartition], None] | None = None
         self._connection: AsyncBrokerConnection | None = None
         self._session = FetchSessionHandler()
         self._task: asyncio.Task[None] | None = None
@@ -390,7 +393,8 @@ class ReplicaFetcherThread:
         for (partition, records, _, _, leader_hw, _), appended in zip(appends, results, strict=True):
             tp = (partition.topic, partition.partition_index)
             if appended is True:
-                partition.update_follower_high_watermark(leader_hw)
+                if partition.update_follower_high_watermark(leader_hw) and self.on_high_watermark is not None:
+                    self.on_high_watermark(tp)
                 state = self.partitions.get(tp)
                 if state is not None:
                     state.lag = max(0, leader_hw - partition.log.log_end_offset)

@@ -295,8 +295,10 @@ class ReplicaManager:
         self.state_changes.start_replication(fetcher_manager)
 
     def _new_fetcher_manager(self) -> ReplicaFetcherManager:
-        return ReplicaFetcherManager(self.broker_id, self._replication_config, self.hosted, self.append_thread,
-                                     self.quotas)
+        manager = ReplicaFetcherManager(self.broker_id, self._replication_config, self.hosted, self.append_thread,
+                                        self.quotas)
+        manager.on_high_watermark = self.purgatories.fetch.notify_high_watermark
+        return manager
 
     async def shutdown_replication(self) -> None:
         """Stop the fetchers and the ISR expiration task and wait until they are gone."""

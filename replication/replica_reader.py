@@ -20,10 +20,12 @@ from replication.broker_topic_stats import BrokerTopicStats
 from replication.delayed_fetch import FetchPurgatory, ParkedFetch
 from replication.fetch_params import FetchParams, FetchPartition
 from replication.hosted_partitions import HostedPartitions
-from replication.partition import LogReadResult, read_error
+from replication.partition import NO_LEADER, LogReadResult, Partition, read_error
+from replication.replica_selector import RackAwareReplicaSelector, ReplicaView
 from replication.replication_quota_manager import ReplicationQuotas, should_leader_throttle
 from storage.errors import OffsetOutOfRangeError
-from storage.log_segment import FetchDataInfo
+from storage.log import now_ms
+from storage.log_segment import FetchDataInfo, LogOffsetMetadata
 
 TopicPartition = tuple[str, int]
 #: Told of a follower's fetch once it is read: (its params, the partitions it named, their results).
@@ -41,6 +43,8 @@ class ReplicaReader:
         self._fetch_purgatory = fetch_purgatory
         self._quotas = quotas
         self._on_follower_fetch = on_follower_fetch
+        #: ``replica.selector.class``'s selector; None: consumers always read from the leader.
+        self.replica_selector: RackAwareReplicaSelector | None = None
 
     def fetch_messages(self, params: FetchParams, partitions: Sequence[FetchPartition]
                        ) -> list[LogReadResult] | Awaitable[list[LogReadResult]]:
@@ -151,6 +155,9 @@ class ReplicaReader:
         min_one_message = not params.hard_max_bytes_limit  # for the first partition that finds data
         hosted = self._hosted.by_tp
         broker_id = self.broker_id
+        only_leader = params.fetch_only_from_leader
+        # KIP-392: a consumer with a rack may be sent to a replica in it, when a selector is configured.
+        client_rack = params.client_rack if self.replica_selector is not None and not only_leader else None
         # The leader quota's throttled topics; empty (falsy) unless a reassignment throttles some.
         throttled = self._quotas.leader.throttled_topics if params.is_from_follower else None
         for wanted in partitions:
@@ -160,12 +167,19 @@ class ReplicaReader:
                 any_error = True
                 continue
             fenced = partition.leader_epoch_error(wanted.current_leader_epoch)
-            if fenced is None and partition.leader_id != broker_id:
+            if fenced is None and partition.leader_id != broker_id and (
+                    only_leader or partition.leader_id == NO_LEADER):
                 fenced = ErrorCode.NOT_LEADER_OR_FOLLOWER
             if fenced is not None:
                 results.append(read_error(fenced, partition))
                 any_error = True
                 continue
+            if client_rack and partition.leader_id == broker_id:
+                preferred = self._preferred_read_replica(partition, client_rack, wanted.fetch_offset)
+                if preferred is not None:  # answered at once, with no records: read there instead
+                    results.append(_redirected(partition, wanted.fetch_offset, preferred))
+                    any_error = True
+                    continue
             if wanted.last_fetched_epoch >= 0:
                 diverging = partition.diverging_epoch(wanted.fetch_offset, wanted.last_fetched_epoch)
                 if diverging is not None:  # answered at once, with no records (KIP-320)
@@ -188,6 +202,25 @@ class ReplicaReader:
             results.append(result)
         return results, total, any_error
 
+    def _preferred_read_replica(self, partition: Partition, client_rack: str, fetch_offset: int) -> int | None:
+        """Kafka's findPreferredReadReplica: the selector's choice among the leader and the in-sync
+        followers whose logs hold ``fetch_offset``; None when it is the leader."""
+        selector = self.replica_selector
+        assert selector is not None
+        rack_of = selector.rack_of
+        now = now_ms()
+        in_sync = partition.isr
+        followers = [
+            ReplicaView(replica.broker_id, rack_of(replica.broker_id), replica.log_end_offset,
+                        now - replica.last_caught_up_time_ms)
+            for replica in partition.remote_replicas.values()
+            if replica.broker_id in in_sync and replica.log_start_offset <= fetch_offset <= replica.log_end_offset]
+        leader = ReplicaView(self.broker_id, rack_of(self.broker_id), partition.log_end_offset, 0)
+        chosen = selector.select(client_rack, leader, followers)
+        if chosen is leader or chosen.rack is None:  # the leader, or a broker with no endpoint
+            return None
+        return chosen.broker_id
+
     def read_log(self, tp: TopicPartition, fetch_offset: int, max_bytes: int) -> LogReadResult:
         """Read whole batches up to the log end (a coordinator loading its partition; blocking-safe)."""
         partition = self._hosted.get(tp)
@@ -198,6 +231,13 @@ class ReplicaReader:
                                           fetch_only_committed=False)
         except OffsetOutOfRangeError:
             return read_error(ErrorCode.OFFSET_OUT_OF_RANGE, partition)
+
+
+def _redirected(partition: Partition, fetch_offset: int, preferred: int) -> LogReadResult:
+    """A consumer's read answered with the replica to read from instead: the leader's offsets, no records."""
+    return LogReadResult(ErrorCode.NO_ERROR, FetchDataInfo(LogOffsetMetadata(fetch_offset), None),
+                         partition.high_watermark, partition.last_stable_offset, partition.log_start_offset,
+                         partition.log_end_offset, preferred_read_replica=preferred)
 
 
 def _without_records(result: LogReadResult) -> LogReadResult:

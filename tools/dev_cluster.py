@@ -2,6 +2,11 @@
 
     pafka dev-cluster --brokers 3        # ZooKeeper on 127.0.0.1:2181, brokers on 127.0.0.1:9092..9094
                                          # with their Prometheus endpoints on 127.0.0.1:9404..9406
+    pafka dev-cluster --brokers 3 --racks 3  # broker.rack=RACK1..RACK3, consumers read from their rack
+
+With ``--racks N`` broker i is in rack ``RACK((i-1) mod N + 1)`` and every broker runs Kafka's
+RackAwareReplicaSelector, so a consumer with ``client.rack`` fetches from a replica in its rack
+(KIP-392) and new topics' replicas spread over the racks.
 
 Every process is a child of this one, started in its own session so that a Ctrl-C in the
 terminal reaches only the dev cluster, which then stops the brokers one by one (SIGTERM: each
@@ -28,6 +33,7 @@ import click
 
 from client.client import KafkaClient
 from client.errors import KafkaClientError
+from replication.replica_selector import RACK_AWARE_REPLICA_SELECTOR
 from tools.child_process import stop_child
 from tools.common import fail
 from tools.local_zookeeper import DEBIAN_ZOOKEEPER_JAR, LocalZooKeeper, ZooKeeperUnavailable
@@ -86,6 +92,8 @@ class DevCluster:
     extra_overrides: list[str]
     zookeeper: LocalZooKeeper | None = None
     brokers: list[DevBroker] = field(default_factory=list)
+    #: How many racks the brokers are spread over; 0: no broker.rack.
+    racks: int = 0
 
     @property
     def bootstrap(self) -> str:
@@ -108,7 +116,7 @@ class DevCluster:
                          f"offsets.topic.replication.factor={internal_rf}",
                          f"transaction.state.log.replication.factor={internal_rf}",
                          f"transaction.state.log.min.isr={min(2, internal_rf)}",
-                         *self.extra_overrides]
+                         *rack_overrides(broker_id, self.racks), *self.extra_overrides]
             broker = DevBroker(broker_id, port, metrics_port, log_dir,
                                self.root / "logs" / f"broker-{broker_id}.log", overrides)
             self.brokers.append(broker)
@@ -156,6 +164,13 @@ class DevCluster:
             self.zookeeper.stop()
 
 
+def rack_overrides(broker_id: int, racks: int) -> list[str]:
+    """Broker ``broker_id``'s rack (round robin over ``racks``) and the rack-aware replica selector."""
+    if racks <= 0:
+        return []
+    return [f"broker.rack=RACK{(broker_id - 1) % racks + 1}", f"replica.selector.class={RACK_AWARE_REPLICA_SELECTOR}"]
+
+
 def _tail(path: Path, chars: int = 4000) -> str:
     try:
         return path.read_text(errors="replace")[-chars:]
@@ -194,8 +209,11 @@ def _stop_signals() -> Iterator[threading.Event]:
               show_default=True, help="The ZooKeeper server jar (Debian's zookeeper package).")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="A broker property for every broker (repeatable).")
+@click.option("--racks", type=click.IntRange(0, 64), default=0, show_default=True,
+              help="Spread the brokers over this many racks (broker.rack=RACK1..) with the rack-aware "
+                   "replica selector: consumers with client.rack read from their rack's replica.")
 def dev_cluster_command(broker_count: int, base_port: int, metrics_base_port: int, zookeeper_port: int,
-                        data_dir: Path | None, zookeeper_jar: Path, overrides: tuple[str, ...]) -> None:
+                        data_dir: Path | None, zookeeper_jar: Path, overrides: tuple[str, ...], racks: int) -> None:
     """Run a local ZooKeeper and N brokers in the foreground until Ctrl-C."""
     if base_port + broker_count - 1 > 65535:
         fail("--base-port leaves no room for that many brokers")
@@ -209,7 +227,7 @@ def dev_cluster_command(broker_count: int, base_port: int, metrics_base_port: in
     root = Path(tempfile.mkdtemp(prefix="pafka-dev-cluster-")) if data_dir is None else data_dir.resolve()
     root.mkdir(parents=True, exist_ok=True)
     cluster = DevCluster(root, broker_count, base_port, metrics_base_port, zookeeper_port, zookeeper_jar,
-                         list(overrides))
+                         list(overrides), racks=racks)
     exit_code = 0
     with _stop_signals() as stopping:
         try:

@@ -45,6 +45,10 @@ _VALID_HOST = re.compile(r"[0-9a-zA-Z\-%._:]*")
 AUTHORIZER_CLASS_NAMES = frozenset({"kafka.security.authorizer.AclAuthorizer",
                                     "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
 
+#: The replica.selector.class values pafka serves: Kafka's two selectors (replication.replica_selector).
+REPLICA_SELECTOR_CLASS_NAMES = frozenset({"org.apache.kafka.common.replica.RackAwareReplicaSelector",
+                                          "org.apache.kafka.common.replica.LeaderSelector"})
+
 
 @dataclass(frozen=True)
 class Listener:
@@ -99,6 +103,8 @@ class BrokerConfig(SslConfig):
     #: Unset: the session timeout, as Kafka's default.
     zookeeper_connection_timeout_ms: int | None = _prop(None, "zookeeper.connection.timeout.ms")
     rack: str | None = _prop(None, "broker.rack")
+    #: KIP-392: which replica a consumer is told to fetch from; unset, always the leader.
+    replica_selector_class: str | None = _prop(None, "replica.selector.class")
     broker_id_generation_enable: bool = _prop(True, "broker.id.generation.enable")
     reserved_broker_max_id: int = _prop(1000, "reserved.broker.max.id")
     #: Kafka rejects both set at once; neither set means PLAINTEXT.
@@ -358,6 +364,14 @@ class BrokerConfig(SslConfig):
     @classmethod
     def _parse_list(cls, value: Any) -> Any:
         return _split_list(value)
+
+    @field_validator("replica_selector_class")
+    @classmethod
+    def _check_replica_selector(cls, value: str | None) -> str | None:
+        if value is not None and value.strip() and value.strip() not in REPLICA_SELECTOR_CLASS_NAMES:
+            raise ValueError(f"Invalid value {value} for configuration replica.selector.class: "
+                             f"Class {value} could not be found.")
+        return (value.strip() or None) if value is not None else None
 
     @field_validator("authorizer_class_name")
     @classmethod

@@ -18,6 +18,10 @@ the ``diverging_epoch`` (the largest epoch both may share and where it ends),
 and the fetcher truncates there. A follower's fetch that diverged does not move
 the leader's view of its log end.
 
+From v11 a consumer names its rack (``rack_id``, KIP-392): it may then read from a
+follower (up to that replica's high watermark), and a leader with a replica selector
+may answer it with no records and the ``preferred_read_replica`` to read from instead.
+
 Versions Kafka 4 removed (v0-v3) are served as Kafka 3.9 served them: no
 response-level ``max_bytes`` below v3 (Int.MaxValue) and no KIP-74 (a partition
 whose first batch exceeds its limit answers no records), and the stored v2
@@ -70,6 +74,8 @@ MIN_VERSION = 0
 #: fetch. pafka's followers send neither (a directory id matters only with several log dirs per
 #: replica in KRaft; the high watermark they learn from the answer), so both are read as absent.
 MAX_VERSION = 18
+#: The first version carrying the consumer's rack (KIP-392): a consumer may then read from a follower.
+CLIENT_METADATA_MIN_VERSION = 11
 #: The first version that may read zstd (KIP-110).
 ZSTD_MIN_VERSION = 10
 #: The message format each old version reads: v0-v1 format v0, v2-v3 format v1 (KIP-32).
@@ -186,7 +192,7 @@ def _partition_data(broker: BrokerServices, cached: CachedPartition, result: Log
     return PartitionData(
         partition_index=cached.partition, error_code=ErrorCode.NO_ERROR,
         high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
-        log_start_offset=result.log_start_offset, preferred_read_replica=-1,
+        log_start_offset=result.log_start_offset, preferred_read_replica=result.preferred_read_replica,
         aborted_transactions=aborted, diverging_epoch=diverging or UNSET, records=records)
 
 
@@ -204,7 +210,7 @@ def _response(broker: BrokerServices, partitions: list[CachedPartition], results
         has_records = result.info is not None and result.info.size > 0
         send = cached.needs_response(result.error_code, has_records, result.high_watermark,
                                      result.last_stable_offset, result.log_start_offset)
-        send = send or result.diverging_epoch is not None
+        send = send or result.diverging_epoch is not None or result.preferred_read_replica >= 0
         if incremental and not send:
             continue
         key = cached.topic_id if uses_ids else cached.topic
@@ -235,7 +241,8 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: FetchRequest
         partitions, denied = _authorized(ctx, broker, partitions, replica_id)
     params = FetchParams(replica_id=replica_id, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
                          max_bytes=request.max_bytes, isolation_level=request.isolation_level,
-                         hard_max_bytes_limit=version <= 2)
+                         hard_max_bytes_limit=version <= 2,
+                         client_rack=request.rack_id if version >= CLIENT_METADATA_MIN_VERSION else None)
     results = broker.replica_manager.fetch_messages(params, partitions)
     if isinstance(results, list):
         response = _response(broker, partitions, results, session, incremental, params.isolation_level, uses_ids,

@@ -108,3 +108,15 @@ def test_rack_aware_expansion_continues_the_layout() -> None:
     assert sorted(assignment) == list(range(12, 24))
     assert all(len({rack_of[b] for b in r}) == 2 for r in assignment.values())
     assert Counter(r[0] for r in assignment.values()) == Counter(dict.fromkeys(range(6, 12), 2))
+
+
+@pytest.mark.parametrize("start", [-1, 0, 1, 2, 3, 4, 5])
+def test_uneven_racks_keep_every_partition_on_every_rack(start: int) -> None:
+    # Kafka's AdminRackAwareTest.testAssignmentWithRackAwareWithUnevenRacks: racks of 3, 1 and 2 brokers.
+    # 12 partitions, RF 3: every partition spans the three racks and every broker leads two; the
+    # replicas cannot spread evenly (Kafka checks them no further): rack2's only broker holds all 12.
+    rack_of = {0: "rack1", 1: "rack1", 2: "rack2", 3: "rack3", 4: "rack3", 5: "rack1"}
+    assignment = assign_replicas_to_brokers(_racked(rack_of), 12, 3, fixed_start_index=start)
+    assert all(len({rack_of[b] for b in replicas}) == 3 for replicas in assignment.values())
+    assert Counter(r[0] for r in assignment.values()) == Counter(dict.fromkeys(range(6), 2))
+    assert sum(2 in replicas for replicas in assignment.values()) == 12
