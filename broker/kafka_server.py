@@ -299,6 +299,7 @@ class KafkaServer:
         # Parked long polls (and acks=all produces) are answered now with what they
         # have, so draining waits only for real work, not for fetch.wait.max.ms.
         self.replica_manager.shutdown()
+        await self.replica_manager.log_dir_failures.close()  # a log dir event on its way to ZooKeeper
         await self.membership.shutdown_replication()  # fetchers stop before the logs close
         await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
         for task in self._tasks:
