@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -83,6 +85,8 @@ log = logging.getLogger(__name__)
 #: Kafka's replica.high.watermark.checkpoint.interval.ms default.
 HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5000
 SHUTDOWN_DRAIN_SECONDS = 5.0
+#: How long a broker halting without log directories waits for its ZooKeeper session to close.
+HALT_SESSION_CLOSE_S = 3.0
 
 
 class KafkaServer:
@@ -293,6 +297,9 @@ class KafkaServer:
         started = time.monotonic()
         if self.metrics_endpoint is not None:  # first: a taken port fails before any log is touched
             await self.metrics_endpoint.start()
+        # A log directory whose disk fails goes offline; the broker halts when none is left.
+        self.replica_manager.log_dir_failures.halt = self._halt_without_log_dirs
+        self.replica_manager.log_dir_failures.start(asyncio.get_running_loop())
         await asyncio.to_thread(self.log_manager.startup)  # creates and locks the log dirs
         await self.membership.host_topics()
         self.group_coordinator.startup()  # loads groups from the __consumer_offsets partitions led here
@@ -334,6 +341,7 @@ class KafkaServer:
         # Parked long polls (and acks=all produces) are answered now with what they
         # have, so draining waits only for real work, not for fetch.wait.max.ms.
         self.replica_manager.shutdown()
+        await self.replica_manager.log_dir_failures.close()  # a log dir event on its way to ZooKeeper
         await self.membership.shutdown_replication()  # fetchers stop before the logs close
         await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
         for task in self._tasks:
@@ -353,6 +361,15 @@ class KafkaServer:
             await self.metrics_endpoint.stop()
         log.info("[KafkaServer id=%d] shut down cleanly", self.broker_id)
         self._stopped.set()
+
+    async def _halt_without_log_dirs(self) -> None:
+        """Kafka's Exit.halt when every log directory failed; the ZooKeeper session is closed first
+        (briefly), so the controller moves leadership now rather than after the session timeout."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.membership.shutdown(), HALT_SESSION_CLOSE_S)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os._exit(1)
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

@@ -89,6 +89,8 @@ class ControllerContext:
         self.topics_to_be_deleted: set[str] = set()
         self.topics_with_deletion_started: set[str] = set()
         self.topics_ineligible_for_deletion: set[str] = set()
+        #: Per broker, the partitions whose replica there sits in a failed log directory.
+        self.replicas_on_offline_dirs: dict[int, set[TopicPartition]] = {}
 
     # ------------------------------------------------------------ brokers
 
@@ -108,13 +110,19 @@ class ControllerContext:
 
     def remove_live_brokers(self, broker_ids: Iterable[int]) -> None:
         for broker_id in broker_ids:
+            # A broker that comes back has its directories back (or reports them again).
+            self.replicas_on_offline_dirs.pop(broker_id, None)
             self.live_brokers.pop(broker_id, None)
             self.live_broker_epochs.pop(broker_id, None)
             self.shutting_down_broker_ids.discard(broker_id)
 
-    def is_replica_online(self, broker_id: int, include_shutting_down: bool = False) -> bool:
+    def is_replica_online(self, broker_id: int, include_shutting_down: bool = False,
+                          tp: TopicPartition | None = None) -> bool:
+        """The broker is live (and, given ``tp``, that partition's replica there is not in a failed log dir)."""
         live = self.live_or_shutting_down_broker_ids if include_shutting_down else self.live_broker_ids
-        return broker_id in live
+        if broker_id not in live:
+            return False
+        return tp is None or tp not in self.replicas_on_offline_dirs.get(broker_id, ())
 
     # ------------------------------------------------------------ topics and assignments
 

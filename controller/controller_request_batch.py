@@ -176,7 +176,8 @@ class ControllerRequestBatch:
             isr=list(lai.isr),
             zk_version=lai.partition_epoch,
             replicas=replicas,
-            offline_replicas=[r for r in replicas if not self.context.is_replica_online(r, include_shutting_down=True)],
+            offline_replicas=[r for r in replicas
+                              if not self.context.is_replica_online(r, include_shutting_down=True, tp=tp)],
         )
 
     # ------------------------------------------------------------ sending

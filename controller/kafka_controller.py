@@ -30,6 +30,7 @@ from controller.controller_channel_manager import ControllerChannelManager
 from controller.controller_config import ControllerConfig
 from controller.controller_context import (
     ControllerContext,
+    PartitionReplica,
     PartitionState,
     ReplicaAssignment,
     ReplicaState,
@@ -38,10 +39,12 @@ from controller.controller_context import (
 from controller.controller_event_manager import ControllerEventManager
 from controller.controller_request_batch import ControllerRequestBatch
 from controller.controller_requests import ControllerRequests
+from controller.log_dir_failures import new_offline_replicas, take_log_dir_events
 from controller.partition_reassignment import PartitionReassignment
 from controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.topic_deletion_manager import TopicDeletionManager
+from controller.zk import zk_data as zd
 from controller.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient, ZkWatch
 from controller.zk.zk_data import ZERO_UUID, TopicAssignment
 from protocol.messages.stop_replica import StopReplicaResponse
@@ -55,6 +58,7 @@ CONTROLLER_PATH = "/controller"
 BROKER_IDS_PATH = "/brokers/ids"
 BROKER_TOPICS_PATH = "/brokers/topics"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
+LOG_DIR_EVENT_NOTIFICATION_PATH = zd.LOG_DIR_EVENT_NOTIFICATION_PATH
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -101,6 +105,7 @@ class KafkaController(ControllerRequests, PartitionReassignment):
             self.context,
             self.channel,
             self.config.inter_broker_listener_name,
+            on_leader_and_isr_response=self._on_leader_and_isr_response,
             on_stop_replica_response=self._on_stop_replica_response,
         )
         self.partition_state_machine = PartitionStateMachine(
@@ -301,6 +306,7 @@ class KafkaController(ControllerRequests, PartitionReassignment):
             (BROKER_IDS_PATH, "BrokerChange", self._process_broker_change),
             (BROKER_TOPICS_PATH, "TopicChange", self._process_topic_change),
             (DELETE_TOPICS_PATH, "TopicDeletion", self._process_topic_deletion),
+            (LOG_DIR_EVENT_NOTIFICATION_PATH, "LogDirEventNotification", self._process_log_dir_event),
         ):
             self._watches.append(await self.zk.watch_children(path, self._children_handler(name, process)))
 
@@ -459,6 +465,47 @@ class KafkaController(ControllerRequests, PartitionReassignment):
             self.batch.new_batch()
             self.batch.add_update_metadata_request_for_brokers(self.context.live_or_shutting_down_broker_ids, [])
             self.batch.send_requests_to_brokers(self.context.epoch)
+
+    # ------------------------------------------------------------ failed log directories
+
+    async def _process_log_dir_event(self) -> None:
+        """Kafka's onBrokerLogDirFailure: every replica of the brokers named goes Online again, so each
+        broker answers the LeaderAndIsr with KAFKA_STORAGE_ERROR for the replicas in its failed dirs."""
+        brokers = await take_log_dir_events(self.zk) & self.context.live_or_shutting_down_broker_ids
+        if not brokers:
+            return
+        log.info("controller %d: log dir failure on brokers %s", self.broker_id, sorted(brokers))
+        replicas = [r for r in self.context.replicas_on_brokers(brokers)
+                    if not self.context.is_topic_queued_up_for_deletion(r.topic)]
+        await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
+
+    def _on_leader_and_isr_response(self, broker_id: int, response: Message) -> None:
+        if self.is_active:
+            self._post("LeaderAndIsrResponseReceived", self._only_if_active(
+                lambda: self._process_leader_and_isr_response(broker_id, response)))
+
+    async def _process_leader_and_isr_response(self, broker_id: int, response: Message) -> None:
+        offline = new_offline_replicas(self.context, broker_id, response)
+        if offline:
+            log.info("controller %d: replicas in failed log dirs of broker %d: %s", self.broker_id, broker_id,
+                     ", ".join(f"{r.topic}-{r.partition}" for r in offline))
+            await self._on_replicas_become_offline(offline)
+
+    async def _on_replicas_become_offline(self, replicas: list[PartitionReplica]) -> None:
+        """Kafka's onReplicasBecomeOffline: partitions they led elect elsewhere, the ISR loses them."""
+        live = [r for r in replicas if not self.context.is_topic_queued_up_for_deletion(r.topic)]
+        led = [r.topic_partition for r in live if self._leads(r)]
+        await self.partition_state_machine.handle_state_changes(led, PartitionState.OFFLINE)
+        await self.partition_state_machine.trigger_online_partition_state_change()
+        await self.replica_state_machine.handle_state_changes(live, ReplicaState.OFFLINE)
+        if not led:
+            self.batch.new_batch()
+            self.batch.add_update_metadata_request_for_brokers(self.context.live_or_shutting_down_broker_ids, [])
+            self.batch.send_requests_to_brokers(self.context.epoch)
+
+    def _leads(self, replica: PartitionReplica) -> bool:
+        info = self.context.partition_leadership_info.get(replica.topic_partition)
+        return info is not None and info.leader_and_isr.leader == replica.replica
 
     # ------------------------------------------------------------ topics
 

@@ -204,7 +204,7 @@ class PartitionStateMachine:
         results: dict[TopicPartition, LeaderAndIsr | Exception] = {}
         to_create: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         for tp in tps:
-            live = [r for r in self.context.partition_replica_assignment(tp) if self.context.is_replica_online(r)]
+            live = [r for r in self.context.partition_replica_assignment(tp) if self.context.is_replica_online(r, tp=tp)]
             if not live:
                 results[tp] = StateChangeFailedError(
                     f"Controller {self.batch.controller_id} epoch {self.context.epoch} encountered error during state "
@@ -287,7 +287,7 @@ class PartitionStateMachine:
         recipients: dict[TopicPartition, list[int]] = {}
         for tp, lai in valid.items():
             assignment = self.context.partition_replica_assignment(tp)
-            live_or_shutting = [r for r in assignment if self.context.is_replica_online(r, include_shutting_down=True)]
+            live_or_shutting = [r for r in assignment if self.context.is_replica_online(r, include_shutting_down=True, tp=tp)]
             elected = self._elect(tp, lai, assignment, strategy, tp[0] in unclean_topics)
             if elected is None:
                 results[tp] = StateChangeFailedError(
@@ -318,7 +318,7 @@ class PartitionStateMachine:
     def _elect(
         self, tp: TopicPartition, lai: LeaderAndIsr, assignment: list[int], strategy: ElectionStrategy, unclean: bool
     ) -> LeaderAndIsr | None:
-        live = [r for r in assignment if self.context.is_replica_online(r)]
+        live = [r for r in assignment if self.context.is_replica_online(r, tp=tp)]
         if strategy.kind is ElectionKind.OFFLINE:
             leader, was_unclean = offline_partition_leader(assignment, lai.isr, live, unclean)
             if leader is None:
@@ -350,7 +350,7 @@ class PartitionStateMachine:
         needing = {
             tp[0]
             for tp, lai in states.items()
-            if not any(self.context.is_replica_online(r) for r in lai.isr)
+            if not any(self.context.is_replica_online(r, tp=tp) for r in lai.isr)
         }
         if not needing:
             return set()

@@ -47,6 +47,7 @@ from replication.delayed_produce import ProducePurgatory
 from replication.fetch_params import FetchParams, FetchPartition
 from replication.hosted_partitions import HostedPartitions
 from replication.isr_manager import IsrManager
+from replication.log_dir_failure_handler import LogDirFailureHandler
 from replication.partition import LogReadResult, Partition
 from replication.purgatories import Purgatories
 from replication.replica_appender import ReplicaAppender
@@ -104,6 +105,8 @@ class ReplicaManager:
         self.state_changes = ReplicaStateChanges(
             broker_id, self.hosted, log_manager, append_thread, self.purgatories, self.isr,
             self._fire_leadership_change, self._new_fetcher_manager, self._replication_config)
+        self.log_dir_failures = LogDirFailureHandler(broker_id, self.hosted, log_manager,
+                                                     lambda: self.state_changes.fetcher_manager)
 
     # -- state the rest of the broker reads --------------------------------------------------
     @property

@@ -150,6 +150,11 @@ class PartitionLookups:
         for log_dir in self._log_manager.log_dirs:
             path = Path(log_dir).resolve()
             description = LogDirDescription(str(path))
+            if self._log_manager.failure_channel.has_offline_log_dir(Path(log_dir)):
+                # Kafka's answer for an offline directory: the error, and nothing about its partitions.
+                description.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                described.append(description)
+                continue
             for partition in _in_dir(hosted, path, wanted):
                 description.partitions.append(LogDirPartition(
                     partition.topic, partition.partition_index, partition.log.size,

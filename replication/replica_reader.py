@@ -23,7 +23,7 @@ from replication.hosted_partitions import HostedPartitions
 from replication.partition import NO_LEADER, LogReadResult, Partition, read_error
 from replication.replica_selector import RackAwareReplicaSelector, ReplicaView
 from replication.replication_quota_manager import ReplicationQuotas, should_leader_throttle
-from storage.errors import OffsetOutOfRangeError
+from storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from storage.log import now_ms
 from storage.log_segment import FetchDataInfo, LogOffsetMetadata
 
@@ -195,6 +195,10 @@ class ReplicaReader:
                 results.append(read_error(ErrorCode.OFFSET_OUT_OF_RANGE, partition))
                 any_error = True
                 continue
+            except KafkaStorageError:  # its log directory is offline
+                results.append(read_error(ErrorCode.KAFKA_STORAGE_ERROR, partition))
+                any_error = True
+                continue
             if throttled and wanted.topic in throttled and should_leader_throttle(
                     self._quotas.leader, (wanted.topic, wanted.partition), partition.isr, params.replica_id):
                 result = _without_records(result)  # Kafka's "simply return an empty set"
@@ -231,6 +235,8 @@ class ReplicaReader:
                                           fetch_only_committed=False)
         except OffsetOutOfRangeError:
             return read_error(ErrorCode.OFFSET_OUT_OF_RANGE, partition)
+        except KafkaStorageError:
+            return read_error(ErrorCode.KAFKA_STORAGE_ERROR, partition)
 
 
 def _redirected(partition: Partition, fetch_offset: int, preferred: int) -> LogReadResult:

@@ -148,7 +148,10 @@ class ReplicaStateChanges:
             tp, state = item.tp, item.state
             partition = self._hosted.get(tp)
             current_epoch = partition.leader_epoch if partition is not None else NO_EPOCH
-            if partition is not None and item.topic_id != ZERO_UUID and partition.topic_id != ZERO_UUID \
+            if partition is not None and partition.log.offline:
+                # Its log directory failed: the controller learns that this replica is offline.
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+            elif partition is not None and item.topic_id != ZERO_UUID and partition.topic_id != ZERO_UUID \
                     and partition.topic_id != item.topic_id:
                 errors[tp] = ErrorCode.INCONSISTENT_TOPIC_ID
             elif state.leader_epoch <= current_epoch:

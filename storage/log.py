@@ -64,6 +64,8 @@ class FetchIsolation(enum.Enum):
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: (log directory, what failed, the error): reports a failed disk.
+IoErrorReporter = Callable[[Path, str, BaseException], object]
 
 
 def storage_errors(method: F) -> F:
@@ -71,10 +73,16 @@ def storage_errors(method: F) -> F:
 
     @functools.wraps(method)
     def wrapper(self: Log, *args: Any, **kwargs: Any) -> Any:
+        if self.offline:
+            raise KafkaStorageError(f"{self.dir.name}: the log directory {self.dir.parent} is offline")
         try:
             return method(self, *args, **kwargs)
         except OSError as exc:
-            log.error("%s: I/O error in %s: %s", self.dir.name, method.__name__, exc)
+            report = self.on_io_error
+            if report is None:
+                log.error("%s: I/O error in %s: %s", self.dir.name, method.__name__, exc)
+            else:  # the directory goes offline: the channel logs it once
+                report(self.dir.parent, f"{self.dir.name}: {method.__name__} failed", exc)
             raise KafkaStorageError(f"{self.dir.name}: {method.__name__} failed: {exc}") from exc
 
     return wrapper  # type: ignore[return-value]
@@ -102,7 +110,7 @@ class Log(SegmentDeletion):
         'dir', 'topic', 'partition', 'config', 'segments', 'log_start_offset', 'recovery_point',
         'log_end_offset', 'high_watermark', 'leader_epoch_cache', 'producer_state', 'lock',
         'last_flush_ms', 'pending_deletes', '_timestamp_search', '_dir_dirty', 'closed',
-        '_end_snapshot',
+        '_end_snapshot', 'offline', 'on_io_error',
     )
 
     def __init__(
@@ -138,6 +146,10 @@ class Log(SegmentDeletion):
         #: set in one assignment: a read bounded by the log end (the HW, on a lone
         #: broker) learns the byte position of its bound without an index lookup.
         self._end_snapshot: tuple[int, LogSegment, int] | None = None
+        #: True once its log directory went offline: every call answers KafkaStorageError.
+        self.offline = False
+        #: Who hears of an OSError under a call (the log directory failure channel), if anyone.
+        self.on_io_error: IoErrorReporter | None = None
 
     @classmethod
     def open(

@@ -41,6 +41,7 @@ from storage.checkpoints import (
 from storage.errors import KafkaStorageError
 from storage.log import Log, parse_topic_partition
 from storage.log_config import LogConfig
+from storage.log_dir_failure_channel import LogDirFailureChannel
 from storage.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,9 @@ class LogManager:
         self._checkpoint_lock = threading.Lock()
         self._topic_config_listeners: list[TopicConfigListener] = []
         self.started = False
+        #: Directories whose disk failed: their logs go offline, the others keep serving.
+        self.failure_channel = LogDirFailureChannel()
+        self.failure_channel.add_listener(self._take_offline)
 
     # --- startup / shutdown -----------------------------------------------------------
     def startup(self) -> None:
@@ -99,7 +103,12 @@ class LogManager:
             self._check_meta_properties(dir)
         recovered = [dir for dir in self.log_dirs if not (dir / CLEAN_SHUTDOWN_FILE).exists()]
         for dir in self.log_dirs:
-            self._load_logs(dir)
+            try:
+                self._load_logs(dir)
+            except OSError as exc:
+                self.failure_channel.maybe_add_offline_log_dir(dir, "loading its logs failed", exc)
+        if self.log_dirs and not self.online_log_dirs:
+            raise KafkaStorageError(f"no log directory of {[str(d) for d in self.log_dirs]} is usable")
         if recovered:
             # A recovery may have cut logs below their checkpointed recovery points;
             # appends there must not pass for flushed if the broker crashes again
@@ -181,6 +190,7 @@ class LogManager:
             producer_state=True if self.with_producer_state else None,
         )
         opened.update_high_watermark(high_watermarks.get(tp, opened.log_start_offset))
+        opened.on_io_error = self.failure_channel.maybe_add_offline_log_dir
         self.logs[tp] = opened
         self._log_dir_of[tp] = dir
 
@@ -188,9 +198,12 @@ class LogManager:
         """Flush and close every log, write checkpoints and the clean-shutdown marker."""
         with self._mutex:
             for opened in self.logs.values():
-                opened.close()
+                if opened.offline:
+                    opened.close_without_flush()
+                else:
+                    opened.close()
             self.checkpoint_all()
-            for dir in self.log_dirs:
+            for dir in self.online_log_dirs:
                 if dir in self._locks:
                     write_atomically(dir / CLEAN_SHUTDOWN_FILE, "")
             self._release_locks()
@@ -251,19 +264,42 @@ class LogManager:
             if existing is not None:
                 return existing
             dir = self._next_log_dir()
-            opened = Log.open(dir / f"{topic}-{partition}", self.config_for(topic), had_clean_shutdown=True,
-                              producer_state=True if self.with_producer_state else None)
+            try:
+                opened = Log.open(dir / f"{topic}-{partition}", self.config_for(topic), had_clean_shutdown=True,
+                                  producer_state=True if self.with_producer_state else None)
+            except OSError as exc:
+                self.failure_channel.maybe_add_offline_log_dir(dir, f"creating the log of {topic}-{partition} failed",
+                                                               exc)
+                raise KafkaStorageError(f"{topic}-{partition}: cannot create its log in {dir}: {exc}") from exc
+            opened.on_io_error = self.failure_channel.maybe_add_offline_log_dir
             self.logs[tp] = opened
             self._log_dir_of[tp] = dir
             log.info("Created log for partition %s-%d in %s", topic, partition, dir)
             return opened
 
     def _next_log_dir(self) -> Path:
-        """The log dir holding the fewest partitions, as Kafka picks."""
-        counts = dict.fromkeys(self.log_dirs, 0)
+        """The online log dir holding the fewest partitions, as Kafka picks."""
+        online = self.online_log_dirs
+        if not online:
+            raise KafkaStorageError("every log directory is offline")
+        counts = dict.fromkeys(online, 0)
         for dir in self._log_dir_of.values():
-            counts[dir] += 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+            if dir in counts:
+                counts[dir] += 1
+        return min(online, key=lambda d: counts[d])
+
+    @property
+    def online_log_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if not self.failure_channel.has_offline_log_dir(d)]
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._log_dir_of.get((topic, partition))
+
+    def _take_offline(self, dir: Path) -> None:
+        """The channel's first word of a failed directory: its logs refuse every call from now on."""
+        for tp, opened in list(self.logs.items()):
+            if self._log_dir_of.get(tp) == dir:
+                opened.offline = True
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Topic deletion: rename the dir ``<tp>.<uuid>-delete`` (crash-safe), then remove it."""
@@ -296,7 +332,12 @@ class LogManager:
     def _write_checkpoint(self, name: str, value: Callable[[Log], int]) -> None:
         with self._checkpoint_lock:
             for dir, logs in self._logs_by_dir().items():
-                OffsetCheckpointFile(dir / name).write({tp: value(opened) for tp, opened in logs.items()})
+                if self.failure_channel.has_offline_log_dir(dir):
+                    continue
+                try:
+                    OffsetCheckpointFile(dir / name).write({tp: value(opened) for tp, opened in logs.items()})
+                except OSError as exc:
+                    self.failure_channel.maybe_add_offline_log_dir(dir, f"writing {name} failed", exc)
 
     def checkpoint_log_recovery_offsets(self) -> None:
         self._write_checkpoint(RECOVERY_POINT_OFFSET_CHECKPOINT, lambda lg: lg.recovery_point)
@@ -315,13 +356,26 @@ class LogManager:
     # --- background passes ----------------------------------------------------------------------
     def cleanup_logs(self, now: int | None = None) -> int:
         """Retention over every log; returns the number of segments deleted."""
-        deleted = sum(opened.delete_old_segments(now) for opened in self.all_logs())
+        deleted = sum(self._guarded(opened, "retention", lambda lg: lg.delete_old_segments(now))
+                      for opened in self.all_logs())
         if deleted:
             self.checkpoint_log_start_offsets()
         return deleted
 
     def flush_dirty_logs(self, now: int | None = None) -> int:
-        return sum(1 for opened in self.all_logs() if opened.flush_if_due(now))
+        return sum(1 for opened in self.all_logs() if self._guarded(opened, "flush", lambda lg: lg.flush_if_due(now)))
 
     def delete_pending_segments(self, now: int | None = None) -> int:
-        return sum(opened.delete_pending_segments(now) for opened in self.all_logs())
+        return sum(self._guarded(opened, "deleting segments", lambda lg: lg.delete_pending_segments(now))
+                   for opened in self.all_logs())
+
+    def _guarded(self, opened: Log, what: str, work: Callable[[Log], int | bool]) -> int:
+        """A background pass over one log: a log offline is skipped, an OSError takes its directory offline."""
+        if opened.offline:
+            return 0
+        try:
+            return int(work(opened))
+        except (OSError, KafkaStorageError) as exc:
+            if isinstance(exc, OSError):
+                self.failure_channel.maybe_add_offline_log_dir(opened.dir.parent, f"{opened.name}: {what} failed", exc)
+            return 0

@@ -20,6 +20,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
+from storage.checkpoints import write_atomically
 from storage.errors import CorruptIndexError
 
 _ENTRY = struct.Struct(">hqqqq")
@@ -99,8 +100,8 @@ class TransactionIndex:
         if not entries:
             self.path.unlink(missing_ok=True)
             return
-        with open(self.path, "wb") as f:
-            f.write(b"".join(_ENTRY.pack(VERSION, *txn) for txn in entries))
+        # Written aside and renamed over: a full disk mid-rewrite leaves the old index, never half a new one.
+        write_atomically(self.path, b"".join(_ENTRY.pack(VERSION, *txn) for txn in entries))
 
     def flush(self) -> None:
         if self.path.exists():

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from broker.cluster.components import controller_config, replication_config
@@ -266,6 +267,7 @@ class ZkBroker:
         states.set_alter_partition_manager(self.alter_partition_manager)
         states.set_isr_eligibility(self.metadata_cache.has_alive_broker)
         states.start_replication()  # ISR expiration, and the fetchers followers need
+        states.log_dir_failures.add_callback(self._propagate_log_dir_event)
         settings = controller_config(self.config, self.inter_broker_ssl, self.inter_broker_sasl)
         self.controller = KafkaController(settings, self.broker_id, self.zk, lambda: self.broker_epoch)
         await self.controller.startup()
@@ -273,6 +275,11 @@ class ZkBroker:
     def caught_up(self) -> bool:
         """Registered, and an UpdateMetadata from the controller listed this broker alive."""
         return self.broker_epoch >= 0 and self.metadata_cache.has_alive_broker(self.broker_id)
+
+    async def _propagate_log_dir_event(self, dir: Path) -> None:
+        """The controller learns that a log directory of this broker failed (Kafka's propagateLogDirEvent)."""
+        created = await self.zk.propagate_log_dir_event(self.broker_id)
+        log.info("[KafkaServer id=%d] log dir %s offline: wrote %s", self.broker_id, dir, created)
 
     def broker_info(self) -> BrokerInfo:
         """This broker as /brokers/ids/N shows it: every advertised listener (bound ports for port 0)."""

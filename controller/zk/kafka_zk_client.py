@@ -488,6 +488,13 @@ class KafkaZkClient(ZooKeeperSession):
 
     # --- ACLs: /kafka-acl, /kafka-acl-extended/prefixed and their change notifications ----------------------
 
+    async def propagate_log_dir_event(self, broker_id: int) -> str:
+        """/log_dir_event_notification/log_dir_event_<seq>: a log directory of ``broker_id`` went offline."""
+        data = zd.encode_log_dir_event(broker_id)
+        path = f"{zd.LOG_DIR_EVENT_NOTIFICATION_PATH}/{zd.LOG_DIR_EVENT_PREFIX}"
+        created: str = await self._run(lambda: self._create(path, data, sequence=True))
+        return created
+
     async def create_acl_paths(self) -> None:
         """Kafka's createAclPaths: both stores' roots and change roots (an authorizer's start-up)."""
         def create() -> None:
