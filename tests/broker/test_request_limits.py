@@ -27,7 +27,7 @@ def test_a_bounded_pool_takes_a_request_while_anything_is_left_as_kafka_s_does()
     pool = MemoryPool(100)
     assert pool.try_allocate(60)
     assert pool.try_allocate(60)  # 40 were left: taken, the pool is now over by 20
-    assert pool.out_of_memory and pool.available == -20
+    assert (pool.out_of_memory, pool.available) == (True, -20)
     assert not pool.try_allocate(1)
     pool.release(60)
     assert not pool.out_of_memory and pool.try_allocate(1)
