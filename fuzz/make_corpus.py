@@ -48,19 +48,19 @@ def message_sets() -> Iterator[bytes]:
 
 SASL_PLAIN = [b"\x00alice\x00alice-secret", b"alice\x00alice\x00wrong", b"\x00\x00"]
 SASL_SCRAM = [
-    b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL\x00c=biws,r=fyko+d2lbbFgONRv9qkxdawLserver,"
-    b"p=dHpbxt8r2kcy+dnp4yw3+cP6hFsAeTNpzJK6OZjn2M8=",
+    (b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL\x00c=biws,r=fyko+d2lbbFgONRv9qkxdawLserver,"
+    b"p=dHpbxt8r2kcy+dnp4yw3+cP6hFsAeTNpzJK6OZjn2M8="),
     b"n,a=alice,n=alice,r=abc,tokenauth=true\x00",
 ]
 #: The first byte picks the reader (fuzz.targets._ZK_READERS' order).
 ZNODES = [
     b'\x00{"version":2,"brokerid":1,"timestamp":"1700000000000","kraftControllerEpoch":-1}',
     b"\x013",
-    b'\x02{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
+    (b'\x02{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
     b'"endpoints":["PLAINTEXT://127.0.0.1:9092"],"jmx_port":-1,"port":9092,"host":"127.0.0.1",'
-    b'"version":5,"timestamp":"1700000000000","rack":"r1"}',
-    b'\x03{"partitions":{"0":[1,2,3],"1":[2,3,1]},"topic_id":"AAAAAAAAAAAAAAAAAAAAAQ","adding_replicas":{},'
-    b'"removing_replicas":{},"version":3}',
+    b'"version":5,"timestamp":"1700000000000","rack":"r1"}'),
+    (b'\x03{"partitions":{"0":[1,2,3],"1":[2,3,1]},"topic_id":"AAAAAAAAAAAAAAAAAAAAAQ","adding_replicas":{},'
+    b'"removing_replicas":{},"version":3}'),
     b'\x04{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2,3]}',
     b'\x05{"version":1,"config":{"retention.ms":"1000"}}',
     b'\x06{"version":2,"entity_path":"topics/t"}',
@@ -71,10 +71,10 @@ ZNODES = [
     b'\x0b{"version":1,"broker":1,"block_start":"0","block_end":"999"}',
 ]
 PROPERTIES = [
-    b"broker.id=1\nlisteners=PLAINTEXT://:9092\nlog.dirs=/tmp/a,/tmp/b\nnum.partitions=3\n"
-    b"queued.max.request.bytes=104857600\n# comment\nzookeeper.connect=localhost:2181\\\n/kafka\n",
-    b"listener.security.protocol.map=A:SASL_SSL,B:PLAINTEXT\nsasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256\n"
-    b"log.retention.hours : 1\n! another comment\nmax.connections.per.ip.overrides=127.0.0.1:5\n",
+    (b"broker.id=1\nlisteners=PLAINTEXT://:9092\nlog.dirs=/tmp/a,/tmp/b\nnum.partitions=3\n"
+    b"queued.max.request.bytes=104857600\n# comment\nzookeeper.connect=localhost:2181\\\n/kafka\n"),
+    (b"listener.security.protocol.map=A:SASL_SSL,B:PLAINTEXT\nsasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256\n"
+    b"log.retention.hours : 1\n! another comment\nmax.connections.per.ip.overrides=127.0.0.1:5\n"),
 ]
 
 
