@@ -84,3 +84,20 @@ def test_non_reading_clients_leave_the_broker_s_rss_bounded_and_others_served() 
     assert max(loaded) < 5.0, f"probe round trips up to {max(loaded):.2f} s under load"
     assert rss_max - rss_before < RSS_GROWTH_BOUND, (
         f"RSS grew from {rss_before >> 20} MB to {rss_max >> 20} MB")
+
+
+def test_the_broker_s_fetch_max_bytes_caps_what_a_fetch_asks_for() -> None:
+    """KIP-541: a fetch asking 50 MB of a broker with fetch.max.bytes=1 MiB gets about 1 MiB
+    (whole batches, the first always), and one asking less gets what it asked."""
+    with BrokerProcess("fetch.max.bytes=1048576") as broker:
+        create_topic(broker.bootstrap, TOPIC, 1)
+        fill_topic(broker.host, broker.port, 1, 4)
+        with WireClient(broker.host, broker.port, "capped") as client:
+            client.negotiate()
+            capped = client.fetch(TOPIC, 0, 0, max_bytes=50 << 20)
+            small = client.fetch(TOPIC, 0, 0, max_bytes=1)
+    capped_records = capped.responses[0].partitions[0].records  # type: ignore[attr-defined]
+    small_records = small.responses[0].partitions[0].records  # type: ignore[attr-defined]
+    batch = len(record_batch(1000, 1000))
+    assert batch <= len(capped_records) <= 1048576
+    assert len(small_records) == batch  # KIP-74: the first batch comes whole
