@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-import atheris
+import atheris  # type: ignore[import-untyped]
 
 
 def main(argv: list[str]) -> None:
