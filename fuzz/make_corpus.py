@@ -50,6 +50,7 @@ SASL_PLAIN = [b"\x00alice\x00alice-secret", b"alice\x00alice\x00wrong", b"\x00\x
 SASL_SCRAM = [
     (b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL\x00c=biws,r=fyko+d2lbbFgONRv9qkxdawLserver,"
     b"p=dHpbxt8r2kcy+dnp4yw3+cP6hFsAeTNpzJK6OZjn2M8="),
+    b"n,,n=alice,r=abc\x00c=biws,r=*,p=dHpbxt8r2kcy+dnp4yw3+cP6hFsAeTNpzJK6OZjn2M8=",
     b"n,a=alice,n=alice,r=abc,tokenauth=true\x00",
 ]
 #: The first byte picks the reader (fuzz.targets._ZK_READERS' order).
