@@ -48,6 +48,7 @@ from broker.metadata_view import TopicRegistry
 from broker.metrics import BrokerMetrics, endpoint_for
 from broker.metrics.sources import RUNNING, SHUTTING_DOWN, STARTING
 from broker.network.connection_quotas import ConnectionLimits, ConnectionQuotas
+from broker.network.request_limits import MemoryPool, RequestQueue
 from broker.network.socket_server import SocketServer
 from broker.partition_end_offsets import build_partition_end_offsets
 from broker.quota.client_quota_admin import ClientQuotaAdmin
@@ -107,7 +108,8 @@ class KafkaServer:
             _not_serving_yet, lambda: KafkaApis.unsupported_api_versions_response(self.membership.is_cluster,
                                                                 config.group_coordinator_rebalance_protocols),
             config.socket_request_max_bytes, self.credentials, config.connection_failed_authentication_delay_ms,
-            self.connection_quotas, sasl_max_receive_size=config.sasl_server_max_receive_size)
+            self.connection_quotas, sasl_max_receive_size=config.sasl_server_max_receive_size,
+            limits=(MemoryPool(config.queued_max_request_bytes), RequestQueue(config.queued_max_requests)))
         self.membership.attach(ServerParts(
             self.replica_manager, self.group_coordinator, self.dynamic_config, self.append_thread,
             self.socket_server, self.log_manager, self.log_cleaner, self._topics_deleted))

@@ -44,7 +44,7 @@ ALLOWED: dict[str, frozenset[str]] = {
 }
 
 #: Top-level folders of ours that are not installed packages: no package may import them.
-NOT_PACKAGES = frozenset({"tests", "benchmarks", "testing"})
+NOT_PACKAGES = frozenset({"tests", "benchmarks", "testing", "fuzz"})
 
 
 @dataclasses.dataclass(frozen=True)

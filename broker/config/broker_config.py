@@ -139,6 +139,12 @@ class BrokerConfig(SslConfig):
     delete_topic_enable: bool = _prop(True, "delete.topic.enable")
     message_max_bytes: int = _prop(1048588, "message.max.bytes")
     socket_request_max_bytes: int = _prop(104857600, "socket.request.max.bytes")
+    #: The request memory pool's size; -1: unbounded (Kafka's default).
+    queued_max_request_bytes: int = _prop(-1, "queued.max.request.bytes")
+    #: Requests read but not yet taken by their handler before reading stops.
+    queued_max_requests: int = _prop(500, "queued.max.requests")
+    #: The largest fetch answer the broker builds, whatever a fetch asks (KIP-541).
+    fetch_max_bytes: int = _prop(57671680, "fetch.max.bytes")
     compression_type: str = _prop("producer", "compression.type")
 
     # Segments, indexes, flushing.

@@ -7,7 +7,8 @@ resolves the KIP-227 session, makes one ``ReplicaManager.fetch_messages`` call
 ``min_bytes`` waits until an append to one of its partitions or ``max_wait_ms``)
 and encodes what it returns.
 
-``max_bytes`` bounds the response and ``partition_max_bytes`` each partition;
+``max_bytes`` (at most the broker's ``fetch.max.bytes``) bounds the response and
+``partition_max_bytes`` each partition;
 the first partition with data always gets at least one whole batch (KIP-74),
 so an oversized batch can never stall a consumer.
 
@@ -239,8 +240,11 @@ def handle(ctx: RequestContext, broker: BrokerServices, request: FetchRequest
     denied: list[CachedPartition] = []
     if broker.authorizer is not None:
         partitions, denied = _authorized(ctx, broker, partitions, replica_id)
-    params = FetchParams(replica_id=replica_id, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
-                         max_bytes=request.max_bytes, isolation_level=request.isolation_level,
+    # The broker's fetch.max.bytes caps what any fetch asks for, its min_bytes too (Kafka's handleFetchRequest).
+    max_bytes = min(request.max_bytes, broker.config.fetch_max_bytes)
+    params = FetchParams(replica_id=replica_id, max_wait_ms=request.max_wait_ms,
+                         min_bytes=min(request.min_bytes, max_bytes), max_bytes=max_bytes,
+                         isolation_level=request.isolation_level,
                          hard_max_bytes_limit=version <= 2,
                          client_rack=request.rack_id if version >= CLIENT_METADATA_MIN_VERSION else None)
     results = broker.replica_manager.fetch_messages(params, partitions)

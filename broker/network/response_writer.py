@@ -53,6 +53,10 @@ _WRITEV_MAX = 64
 #: other bytes in one writev: a fetch answer for many partitions holding a few
 #: records each then costs one socket write instead of two per partition.
 SMALL_RANGE = 32 * 1024
+#: At most this many record bytes leave one connection per pass of the event loop: a consumer
+#: that reads as fast as the broker sends would otherwise keep one callback sending its whole
+#: answer (tens of MB) while every other client waits.
+SEND_QUANTUM = 4 << 20
 #: A connection closing after an error waits at most this long for its client to
 #: read what was already answered.
 CLOSE_AFTER_S = 30.0
@@ -135,7 +139,7 @@ class ResponseWriter:
                     self._enqueue(chunks, index)
                     self._watch()
                     return
-            sent = _sendfile_some(self._sock_fd, chunk)
+            sent = _sendfile_some(self._sock_fd, chunk, SEND_QUANTUM)
             if sent < chunk.length:
                 self._enqueue([FileRange(chunk.file, chunk.offset + sent, chunk.length - sent)], 0)
                 self._enqueue(chunks, index + 1)
@@ -213,7 +217,10 @@ class ResponseWriter:
         """Send what the socket takes now; True once nothing is left."""
         fd, pending = self._sock_fd, self._pending
         assert fd is not None
+        budget = self._pending_bytes - SEND_QUANTUM  # what may stay queued once this pass is over
         while pending:
+            if self._pending_bytes <= budget:
+                return False  # the socket may take more: the next pass of the loop sends it
             head = pending[0]
             try:
                 if isinstance(head, _QueuedRange):
@@ -298,10 +305,10 @@ def _unsent(views: list[memoryview], n: int) -> list[memoryview]:
     return []
 
 
-def _sendfile_some(sock_fd: int, chunk: FileRange) -> int:
-    """Bytes of ``chunk`` the socket accepted without blocking."""
+def _sendfile_some(sock_fd: int, chunk: FileRange, limit: int) -> int:
+    """Bytes of ``chunk`` the socket accepted without blocking, at most about ``limit``."""
     file_fd, sent = chunk.file.fileno(), 0
-    while sent < chunk.length:
+    while sent < chunk.length and sent < limit:
         try:
             n = os.sendfile(sock_fd, file_fd, chunk.offset + sent, chunk.length - sent)
         except BlockingIOError:

@@ -34,6 +34,12 @@ force). Only requests whose remaining work is waiting are cancelled with their
 connection (``CANCELLED_WITH_THE_CONNECTION``: a long-polling fetch, a produce
 waiting for its acks, a member waiting for its group).
 
+Memory stays bounded (``broker.network.request_limits``): a request's bytes count in the
+request memory pool (``queued.max.request.bytes``) until it is answered, and while the pool
+is exhausted, or ``queued.max.requests`` requests wait for their handler, no connection reads.
+A client that does not read its socket stops being read once its unsent responses pass
+WRITE_HIGH_WATER: its next requests wait in its own socket, not in the broker.
+
 Bad input never takes the broker down: an undecodable frame closes that one
 connection (logged once), an unsupported ApiVersions version is answered as
 Kafka answers it, and a handler that raises closes only its own connection.
@@ -56,6 +62,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from broker.network.acceptor import Acceptor, listening_sockets
 from broker.network.connection_quotas import ConnectionQuotas, ConnectionSlot
+from broker.network.request_limits import MemoryPool, RequestQueue
 from broker.network.request_metrics import FETCH_CONSUMER_KEY, FETCH_FOLLOWER_KEY, RequestMetrics
 from broker.network.response_writer import ResponseWriter
 from broker.request_context import RequestContext
@@ -118,6 +125,8 @@ class _Slot:
     completed: float = 0.0
     #: A fetch's kind (consumer or follower) for the request metrics; 0 for other APIs.
     fetch_kind: int = 0
+    #: Bytes this request holds in the request memory pool until it is answered.
+    pooled: int = 0
 
 
 def _record(metrics: RequestMetrics, slots: list[_Slot], sent: float) -> None:
@@ -207,6 +216,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         tcp.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self._writer = ResponseWriter(tcp, self._sock_fd, self._update_reading, self._write_failed)
         self._server.connections.add(self)
+        self._update_reading()  # a client accepted while the broker's limits are reached waits too
         if ssl_object is not None:
             self._authenticate(ssl_object)
 
@@ -228,7 +238,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._unthrottle is not None:
             self._unthrottle.cancel()
         self.release_tasks()
+        for slot in self._slots:
+            self._release_pooled(slot)
         self._slots.clear()
+        self._server.blocked.discard(self)
 
     def release_tasks(self) -> None:
         """The connection is gone: cancel what only waits, hand the rest to the server to finish."""
@@ -303,16 +316,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
         now = time.perf_counter()
         slot = _Slot(header.request_api_key, header.request_api_version, header.correlation_id, frame=frame,
-                     received=now, dispatched=now)
+                     received=now, dispatched=now, pooled=len(frame))
+        self._server.memory_pool.allocate(len(frame))
         if slot.api_key == FETCH_KEY:
             slot.fetch_kind = _fetch_kind(request.body, slot.api_version)
         self._slots.append(slot)
         ctx = RequestContext(request, self, self._listener_name, self.principal, len(frame))
+        taken: Callable[[], None] | None = None
         try:
             if self._tasks:
                 # An earlier request of this connection is still running as a task:
                 # this one starts after it has, as when every handler was a task.
-                result = self._dispatch_in_turn(ctx, slot)
+                taken = self._server.request_queue.put()
+                result = self._dispatch_in_turn(ctx, slot, taken)
             else:
                 result = self._server.dispatch(ctx)
             slot.returned = time.perf_counter()
@@ -324,13 +340,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             task = asyncio.ensure_future(self._finish(result, slot))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            if taken is not None:  # cancelled before it started, it still leaves the queue
+                task.add_done_callback(lambda _task: taken())
             if slot.api_key not in CANCELLED_WITH_THE_CONNECTION:
                 self._runs_to_end.add(task)
                 task.add_done_callback(self._runs_to_end.discard)
         else:
             self._complete(slot, result)
 
-    async def _dispatch_in_turn(self, ctx: RequestContext, slot: _Slot) -> Any:
+    async def _dispatch_in_turn(self, ctx: RequestContext, slot: _Slot, taken: Callable[[], None]) -> Any:
+        taken()  # its handler starts: it leaves the request queue
         slot.dispatched = time.perf_counter()
         result = self._server.dispatch(ctx)
         return (await result) if _is_awaitable(result) else result
@@ -424,6 +443,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         slot.no_response = response is None
         slot.done = True
         slot.frame = None
+        self._release_pooled(slot)
         if self._corked:
             return
         if self._slots and slot is self._slots[-1]:
@@ -434,6 +454,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # Handlers finishing in the same loop iteration share one write.
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_ready)
+
+    def _release_pooled(self, slot: _Slot) -> None:
+        if slot.pooled:
+            pooled, slot.pooled = slot.pooled, 0
+            self._server.memory_pool.release(pooled)
 
     def _flush_ready(self) -> None:
         self._flush_scheduled = False
@@ -518,13 +543,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._throttled_until = 0.0
         self._update_reading()
 
+    def update_reading(self) -> None:
+        """Pause or resume reading from the client, as its backlog, its quota and the broker's limits say."""
+        self._update_reading()
+
     def _update_reading(self) -> None:
         transport = self._transport
         if transport is None or self._closed:
             return
         backlog = self._writer.backlog if self._writer is not None else 0
+        blocked = self._server.reading_blocked
+        if blocked:
+            self._server.blocked.add(self)
         should_pause = (self._writing_paused or len(self._slots) >= MAX_IN_FLIGHT or backlog > WRITE_HIGH_WATER
-                        or self._unthrottle is not None)
+                        or self._unthrottle is not None or blocked)
         if should_pause and not self._reading_paused:
             transport.pause_reading()
             self._reading_paused = True
@@ -568,6 +600,7 @@ class SocketServer:
         failed_authentication_delay_ms: int = 100,
         connection_quotas: ConnectionQuotas | None = None,
         sasl_max_receive_size: int = 524288,
+        limits: tuple[MemoryPool, RequestQueue] | None = None,
     ) -> None:
         self.dispatch = dispatch
         #: The SCRAM credentials SASL connections authenticate against.
@@ -582,6 +615,11 @@ class SocketServer:
         #: cost no receive buffer of their own.
         self.receive_scratch = bytearray(SCRATCH_SIZE)
         self.connections: set[KafkaConnection] = set()
+        #: queued.max.request.bytes and queued.max.requests (unbounded and Kafka's 500 unless given).
+        self.memory_pool, self.request_queue = limits if limits is not None else (MemoryPool(-1), RequestQueue(500))
+        self.memory_pool.on_available = self.request_queue.on_available = self._resume_blocked
+        #: Connections that stopped reading while the pool was exhausted or the queue full.
+        self.blocked: set[KafkaConnection] = set()
         #: Connection limits (unlimited unless the broker's configuration sets them).
         self.connection_quotas = connection_quotas if connection_quotas is not None else ConnectionQuotas()
         self.connection_quotas.close_least_recently_used = self._close_least_recently_used
@@ -591,6 +629,18 @@ class SocketServer:
         self.request_metrics = RequestMetrics()
         #: Requests still running after their connection closed (see the module's docstring).
         self._orphans: set[asyncio.Task[Any]] = set()
+
+    @property
+    def reading_blocked(self) -> bool:
+        """No connection reads while the request memory pool is exhausted or the request queue full."""
+        return self.memory_pool.out_of_memory or self.request_queue.full
+
+    def _resume_blocked(self) -> None:
+        if self.reading_blocked:
+            return
+        blocked, self.blocked = self.blocked, set()
+        for connection in blocked:
+            connection.update_reading()
 
     def adopt(self, task: asyncio.Task[Any]) -> None:
         """A request whose connection closed runs on here; shutdown waits for it, then cancels it."""

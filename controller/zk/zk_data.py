@@ -293,7 +293,9 @@ def decode_broker_info(broker_id: int, data: bytes, epoch: int = -1) -> BrokerIn
     if version < 1:
         raise ZkDataError(f"unsupported version of broker registration: {data!r}")
     if version == 1:
-        endpoints = [EndPoint(str(value["host"]), _int(value.get("port"), "port"), "PLAINTEXT", "PLAINTEXT")]
+        if not isinstance(value.get("host"), str):
+            raise ZkDataError(f"broker registration without a host: {data!r}")
+        endpoints = [EndPoint(value["host"], _int(value.get("port"), "port"), "PLAINTEXT", "PLAINTEXT")]
     else:
         raw_map = value.get("listener_security_protocol_map")
         if raw_map is not None and not isinstance(raw_map, dict):
@@ -471,7 +473,13 @@ def decode_isr_change_notification(data: bytes) -> set[tuple[str, int]]:
     raw = _load(data, "isr change notification").get("partitions")
     if not isinstance(raw, list):
         raise ZkDataError(f"isr change notification without partitions: {data!r}")
-    return {(str(p["topic"]), _int(p["partition"], "partition")) for p in raw}
+    return {_topic_partition(p, data) for p in raw}
+
+
+def _topic_partition(entry: object, data: bytes) -> tuple[str, int]:
+    if not isinstance(entry, dict) or "topic" not in entry or "partition" not in entry:
+        raise ZkDataError(f"not a topic partition: {entry!r} in {data!r}")
+    return str(entry["topic"]), _int(entry["partition"], "partition")
 
 
 def encode_log_dir_event(broker_id: int) -> bytes:
