@@ -200,17 +200,23 @@ def test_a_partition_led_elsewhere_answers_not_leader(cluster: Cluster) -> None:
     leadership = wait_for("leaders", lambda: agreed_leaders(cluster.brokers.values(), topic, 3, 2))
     for partition, (leader, _, replicas, _) in leadership.items():
         outsider = next(i for i in cluster.brokers if i not in replicas)
-        for broker_id in (outsider, next(r for r in replicas if r != leader)):
+        follower = next(r for r in replicas if r != leader)
+        for broker_id in (outsider, follower):
             response = request(cluster.brokers[broker_id], ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsTopic(
                 name=topic, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=-1)])]), version=7)
             assert isinstance(response, ListOffsetsResponse)
             assert response.topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER, broker_id
+        # A consumer's Fetch: before v11 only the leader serves it; from v11 (KIP-392) a follower does too,
+        # as Kafka's does, and a broker holding no replica never does.
+        for broker_id, version, error in ((outsider, 12, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                                          (follower, 10, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                                          (follower, 12, ErrorCode.NO_ERROR)):
             fetched = request(cluster.brokers[broker_id], FetchRequest(
                 replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, session_epoch=-1,
                 topics=[FetchTopic(topic=topic, partitions=[FetchPartition(
-                    partition=partition, fetch_offset=0, partition_max_bytes=1 << 20)])]), version=12)
+                    partition=partition, fetch_offset=0, partition_max_bytes=1 << 20)])]), version=version)
             assert isinstance(fetched, FetchResponse)
-            assert fetched.responses[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER, broker_id
+            assert fetched.responses[0].partitions[0].error_code == error, (broker_id, version)
         led = request(cluster.brokers[leader], ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsTopic(
             name=topic, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=-1)])]), version=7)
         assert led.topics[0].partitions[0].error_code == ErrorCode.NO_ERROR
