@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.config.broker_config import BrokerConfig
 from broker.fetch_session import FetchSessionCache
 from broker.handlers import api_versions as api_versions_handler
 from broker.handlers import fetch as fetch_handler
@@ -148,6 +149,8 @@ class KafkaServer:
                                               cluster_view=types.SimpleNamespace(
                                                   unhosted_error=lambda *_: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                               replica_manager=replica_manager,
+                                              # Kafka's defaults (the Fetch handler caps by fetch.max.bytes).
+                                              config=BrokerConfig(),
                                               # A broker without an authorizer: every request is allowed.
                                               authorizer=None)
         self.controller = controller
