@@ -207,17 +207,10 @@ class ClassicMembers:
     # -- LeaveGroup ----------------------------------------------------------------------
     def leave(self, group: ConsumerGroup, request: LeaveGroupRequest) -> asyncio.Future[LeaveGroupResult]:
         """Answered once the records of the members' removal are appended."""
-        future: asyncio.Future[LeaveGroupResult] = self.heartbeats.scheduler.create_future()
         records: KeyValues = []
         result = LeaveGroupResult(ErrorCode.NO_ERROR, [self._leave_one(group, m, records) for m in request.members])
-
-        def appended(error: ErrorCode) -> None:
-            if not future.done():
-                future.set_result(result if error == ErrorCode.NO_ERROR
-                                  else LeaveGroupResult(error, [error] * len(request.members)))
-
-        self.heartbeats.records.write(group.group_id, records, appended)
-        return future
+        return self.heartbeats.records.answer_once_written(
+            group.group_id, records, result, lambda error: LeaveGroupResult(error, [error] * len(request.members)))
 
     def _leave_one(self, group: ConsumerGroup, leaving: LeavingMember, records: KeyValues) -> ErrorCode:
         try:

@@ -239,15 +239,8 @@ class ConsumerGroupHeartbeat:
     # -- the request ------------------------------------------------------------------
     def heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> asyncio.Future[ConsumerGroupHeartbeatResult]:
         """Answered once the records of what it changed are appended (at once when it changed nothing)."""
-        future: asyncio.Future[ConsumerGroupHeartbeatResult] = self.scheduler.create_future()
         result, records = self._answer(request)
-
-        def appended(error: ErrorCode) -> None:
-            if not future.done():
-                future.set_result(result if error == ErrorCode.NO_ERROR else ConsumerGroupHeartbeatResult(error))
-
-        self.records.write(request.group_id, records, appended)
-        return future
+        return self.records.answer_once_written(request.group_id, records, result, ConsumerGroupHeartbeatResult)
 
     def _answer(self, request: ConsumerGroupHeartbeatRequest) -> tuple[ConsumerGroupHeartbeatResult, KeyValues]:
         error = self.status.validate(request.group_id, allow_empty_id=True)

@@ -28,10 +28,12 @@ they had (and a classic member with its protocols and session timeout).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from coordinator.common.coordinator_log import APPEND_ERRORS, KeyValues
 from coordinator.group.consumer_group import (
@@ -72,6 +74,7 @@ from coordinator.group.record_formats import (
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+_R = TypeVar("_R")
 
 #: Kafka's MemberState bytes.
 _STATE_BYTES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
@@ -289,3 +292,16 @@ class ConsumerGroupLog:
 
         self.manager.coordinator_log.append(self.manager.partition_for(group_id), records,
                                             self.manager.scheduler.now_ms(), done)
+
+    def answer_once_written(self, group_id: str, records: KeyValues, result: _R,
+                            failed: Callable[[ErrorCode], _R]) -> asyncio.Future[_R]:
+        """A request's answer: ``result`` once ``records`` are appended (at once when there are none), or
+        ``failed(error)`` with the error a request waiting for them answers."""
+        future: asyncio.Future[_R] = self.manager.scheduler.create_future()
+
+        def appended(error: ErrorCode) -> None:
+            if not future.done():
+                future.set_result(result if error == ErrorCode.NO_ERROR else failed(error))
+
+        self.write(group_id, records, appended)
+        return future

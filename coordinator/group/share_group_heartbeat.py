@@ -130,15 +130,8 @@ class ShareGroupHeartbeat:
     # -- the request ------------------------------------------------------------------
     def heartbeat(self, request: ShareGroupHeartbeatRequest) -> asyncio.Future[ShareGroupHeartbeatResult]:
         """Answered once the records of what it changed are appended (at once when it changed nothing)."""
-        future: asyncio.Future[ShareGroupHeartbeatResult] = self.scheduler.create_future()
         result, records = self._answer(request)
-
-        def appended(error: ErrorCode) -> None:
-            if not future.done():
-                future.set_result(result if error == ErrorCode.NO_ERROR else ShareGroupHeartbeatResult(error))
-
-        self.records.write(request.group_id, records, appended)
-        return future
+        return self.records.answer_once_written(request.group_id, records, result, ShareGroupHeartbeatResult)
 
     def _answer(self, request: ShareGroupHeartbeatRequest) -> tuple[ShareGroupHeartbeatResult, KeyValues]:
         error = self.status.validate(request.group_id, allow_empty_id=True)
