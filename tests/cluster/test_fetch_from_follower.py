@@ -2,7 +2,8 @@
 RackAwareReplicaSelector): librdkafka's own test 0101, and confluent-kafka consumers with
 ``client.rack`` that must fetch only from their rack's replica (checked from each broker's
 ``kafka_server_brokertopicmetrics_bytesout_total`` for the topic), read every record exactly
-once, survive that replica's SIGKILL and return, and read committed transactions alone."""
+once, survive that replica's SIGKILL and return, and read committed transactions alone; the group
+assignors, classic (KIP-881, in the client) and the consumer protocol's, give members their rack's partitions."""
 
 from __future__ import annotations
 
@@ -232,3 +233,50 @@ def test_read_committed_from_a_follower(pafka_cluster_factory: ClusterFactory) -
     after = _all_bytes_out(cluster, topic)
     assert after[rack_broker] > before[rack_broker]
     assert all(after[b] == before[b] for b in cluster.broker_ids if b != rack_broker), (before, after)
+
+
+#: (group.protocol, assignor): librdkafka's rack-aware classic assignors (KIP-881: racks in the
+#: subscription, partition racks from Metadata) and the consumer protocol's server-side ones.
+RACK_ASSIGNORS = (("classic", "range"), ("classic", "cooperative-sticky"), ("consumer", "range"),
+                  ("consumer", "uniform"))
+
+
+def test_group_assignors_give_each_member_its_racks_partitions(pafka_cluster_factory: ClusterFactory) -> None:
+    """Six partitions of one replica each, two per rack, and a member in each rack: every assignor
+    gives each member exactly the two partitions whose replica is in its rack."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster = _rack_cluster(pafka_cluster_factory)
+    topic = unique("rack-assign")
+    placement = [[broker_id] for broker_id in (1, 2, 3, 1, 2, 3)]
+    admin = AdminClient(cluster.client_config())
+    admin.create_topics([NewTopic(topic, len(placement), replica_assignment=placement)])[topic].result(30)
+    expected = {f"RACK{b}": {p for p, replicas in enumerate(placement) if replicas == [b]} for b in cluster.broker_ids}
+    for protocol, assignor in RACK_ASSIGNORS:
+        assert _rack_assignments(cluster, topic, protocol, assignor) == expected, (protocol, assignor)
+
+
+def _rack_assignments(cluster: Cluster, topic: str, protocol: str, assignor: str) -> dict[str, set[int]]:
+    """The partitions each member of a fresh group (one member per rack) holds once the group is stable."""
+    from confluent_kafka import Consumer
+
+    setting = ({"partition.assignment.strategy": assignor} if protocol == "classic"
+               else {"group.remote.assignor": assignor})
+    group = unique(f"rack-{protocol}-{assignor}")
+    consumers = {f"RACK{b}": Consumer({**cluster.client_config(), "group.id": group, "group.protocol": protocol,
+                                       "client.rack": f"RACK{b}", **setting}) for b in cluster.broker_ids}
+    try:
+        for consumer in consumers.values():
+            consumer.subscribe([topic])
+
+        def held() -> dict[str, set[int]]:
+            for consumer in consumers.values():
+                consumer.poll(0.2)
+            return {rack: {tp.partition for tp in c.assignment()} for rack, c in consumers.items()}
+
+        return wait_until(held, 60, f"{protocol}/{assignor}: all six partitions held, two per member",
+                          until=lambda now: sorted(p for ps in now.values() for p in ps) == list(range(6))
+                          and all(len(ps) == 2 for ps in now.values()))
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
