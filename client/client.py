@@ -24,7 +24,7 @@ from client.connection import (
     BrokerConnection,
     parse_bootstrap_servers,
 )
-from client.errors import KafkaApiError, KafkaConnectionError, api_error, check_error
+from client.errors import KafkaApiError, KafkaClientError, KafkaConnectionError, api_error, check_error
 from client.fetch_decoder import FetchedBatch, decode_fetched_records
 from client.metadata import ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
 from protocol import compression as _compression
@@ -417,7 +417,10 @@ class KafkaClient:
             max_bytes=max_bytes,
             partition_max_bytes=partition_max_bytes,
             isolation_level=isolation_level,
-        )[tp]
+        ).get(tp)
+        if result is None:
+            # Kafka always answers every partition asked for; a broker that did not is wrong, not empty.
+            raise KafkaClientError(f"Fetch: the broker's answer has no {topic}-{partition}")
         if result.error is not None:
             raise result.error
         return result

@@ -28,6 +28,7 @@ from console.cluster_reader import ClusterReader
 from console.cluster_writer import ClusterWriter
 from console.endpoints import MetricsEndpoints
 from console.throughput import MetricsScraper
+from protocol.errors import ProtocolError
 
 T = TypeVar("T")
 
@@ -94,6 +95,11 @@ def _html(text: str, status: int = 200) -> web.Response:
     return web.Response(text=text, status=status, content_type="text/html")
 
 
+#: What the cluster can answer that a screen shows as an error page: Kafka's errors, and an answer that breaks
+#: its own schema (a broker that implements the protocol only in part).
+CLUSTER_FAILURES = (KafkaClientError, ProtocolError)
+
+
 class ConsoleRoutes:
     """The handlers, over one :class:`ClusterAccess` and one :class:`MetricsScraper`."""
 
@@ -123,7 +129,7 @@ class ConsoleRoutes:
         async def handler(request: web.Request) -> web.StreamResponse:
             try:
                 return _html(await render(request))
-            except KafkaClientError as e:
+            except CLUSTER_FAILURES as e:
                 return _html(pages.error_page("The cluster answered with an error", str(e)), status=502)
             except ValueError as e:
                 return _html(pages.error_page("Bad request", str(e)), status=400)
@@ -136,7 +142,7 @@ class ConsoleRoutes:
                 return _html(pages.error_page("Read-only", "This console was started without --allow-writes."), 403)
             try:
                 location = await change(request)
-            except KafkaClientError as e:
+            except CLUSTER_FAILURES as e:
                 return _html(pages.error_page("The cluster refused the change", str(e)), status=502)
             except ValueError as e:
                 return _html(pages.error_page("Bad request", str(e)), status=400)

@@ -36,6 +36,7 @@ from console.views import (
 )
 from protocol.acl_types import AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.config_types import ConfigResourceType
+from protocol.errors import ProtocolError
 from protocol.messages import consumer_group_heartbeat as _cgh
 from protocol.messages import describe_cluster as _dcl
 from protocol.messages import describe_log_dirs as _dld
@@ -259,13 +260,13 @@ class ClusterReader:
             acls = [AclRow(a.resource_type.name, a.resource_name, a.pattern_type.name, a.principal, a.host,
                            a.operation.name, a.permission_type.name)
                     for a in AclAdmin(self.client).describe_acls(_MATCH_ANY_ACL)]
-        except KafkaApiError as e:
+        except (KafkaApiError, ProtocolError) as e:
             acls_error = str(e)
         users: dict[str, list[str]] = {}
         try:
             described = self.admin.describe_user_scram_credentials()
             users = {user: [f"{m.mechanism_name} ({iterations})" for m, iterations in creds]
                      for user, creds in sorted(described.items())}
-        except KafkaApiError as e:
+        except (KafkaApiError, ProtocolError) as e:
             scram_error = str(e)
         return SecurityView(acls, acls_error, users, scram_error)

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from click.testing import CliRunner
 
 from console import pages
 from console.app import ConsoleSettings, create_app, parse_timestamp
-from console.cluster_reader import message_row
+from console.cluster_reader import ClusterReader, message_row
 from console.throughput import MetricsScraper, ThroughputHistory, counters_of, parse_samples
 from console.views import GroupDetail, LagRow, TopicRow
+from protocol.errors import ProtocolError
 from protocol.records import Record
 from tests.in_process import run, wait_for
 from tools.cli import main
@@ -109,6 +111,23 @@ def test_writes_are_refused_when_the_console_is_read_only() -> None:
                 assert response.status == 403, path
             static = await client.get("/static/uPlot.iife.min.js")
             assert static.status == 200 and "uPlot" in await static.text()
+
+    run(scenario())
+
+
+def test_an_answer_that_breaks_its_schema_is_an_error_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker that implements the protocol in part (a null where Kafka's schema allows none) gets the
+    same error page as Kafka's own errors, not a server error."""
+    def broken(*_: object, **__: object) -> None:
+        raise ProtocolError("non-nullable field Topics is null", api_key=9, api_version=7)
+
+    monkeypatch.setattr(ClusterReader, "group", broken)
+
+    async def scenario() -> None:
+        app = create_app(ConsoleSettings("127.0.0.1:1", metrics_endpoints={}, scrape_interval_s=60))
+        async with TestClient(TestServer(app)) as client:
+            response = await client.get("/groups/g")
+            assert response.status == 502 and "non-nullable field Topics is null" in await response.text()
 
     run(scenario())
 
