@@ -8,7 +8,9 @@ classic) is GROUP_ID_NOT_FOUND, as Kafka answers. v1 adds the member type.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import uuid
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from broker.security.auth_helper import authorize_group
 from broker.security.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, authorized_operations
@@ -40,14 +42,27 @@ REBALANCE_PROTOCOL = "consumer"
 CONSUMER_MEMBER_TYPE = 1
 CLASSIC_MEMBER_TYPE = 0
 
+T = TypeVar("T")
+D = TypeVar("D", bound="GroupDescription")
+G = TypeVar("G")
 
-def _assignment(broker: BrokerServices, assignment: Assignment) -> WireAssignment:
+
+def assigned_topics(broker: BrokerServices, assignment: Assignment,
+                    wire: Callable[[uuid.UUID, str, list[int]], T]) -> list[T]:
+    """An assignment as the describe answers of the consumer and share groups carry it: by topic id, with
+    the topic's name and its partitions sorted; a topic deleted since is left out."""
     topics = []
     for topic_id, partitions in sorted(assignment.items(), key=lambda item: str(item[0])):
         topic = broker.metadata.by_id(topic_id)
         if topic is not None and partitions:
-            topics.append(TopicPartitions(topic_id=topic_id, topic_name=topic.name, partitions=sorted(partitions)))
-    return WireAssignment(topic_partitions=topics)
+            topics.append(wire(topic_id, topic.name, sorted(partitions)))
+    return topics
+
+
+def _assignment(broker: BrokerServices, assignment: Assignment) -> WireAssignment:
+    def wire(topic_id: uuid.UUID, name: str, partitions: list[int]) -> TopicPartitions:
+        return TopicPartitions(topic_id=topic_id, topic_name=name, partitions=partitions)
+    return WireAssignment(topic_partitions=assigned_topics(broker, assignment, wire))
 
 
 def _member(broker: BrokerServices, member: ConsumerGroupMember, target: Assignment) -> Member:
@@ -71,18 +86,36 @@ def _described(broker: BrokerServices, description: ConsumerGroupDescription, op
         authorized_operations=ops)
 
 
-def handle(ctx: RequestContext, broker: BrokerServices,
-           request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
-    groups: list[DescribedGroup] = []
+class GroupDescription(Protocol):
+    @property
+    def group_id(self) -> str: ...
+
+
+def describe_authorized(ctx: RequestContext, broker: BrokerServices, group_ids: list[str], include_operations: bool,
+                        describe: Callable[[list[str]], Iterable[D]], answer: Callable[[D, int], G],
+                        refused: Callable[[str], G]) -> list[G]:
+    """The groups the principal may DESCRIBE described (with its authorized operations when asked), the others
+    GROUP_AUTHORIZATION_FAILED (``refused``) first, as the consumer and share groups' describe answers are."""
+    groups = []
     allowed = []
-    for group_id in request.group_ids:
+    for group_id in group_ids:
         if authorize_group(ctx, broker, AclOperation.DESCRIBE, group_id):
             allowed.append(group_id)
         else:
-            groups.append(DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id,
-                                         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-    for description in broker.group_coordinator.consumer_group_describe(allowed):
+            groups.append(refused(group_id))
+    for description in describe(allowed):
         ops = (authorized_operations(ctx, broker, ResourceType.GROUP, description.group_id)
-               if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED)
-        groups.append(_described(broker, description, ops))
+               if include_operations else AUTHORIZED_OPERATIONS_OMITTED)
+        groups.append(answer(description, ops))
+    return groups
+
+
+def handle(ctx: RequestContext, broker: BrokerServices,
+           request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
+    groups = describe_authorized(
+        ctx, broker, request.group_ids, request.include_authorized_operations,
+        broker.group_coordinator.consumer_group_describe,
+        lambda description, ops: _described(broker, description, ops),
+        lambda group_id: DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id,
+                                        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
     return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=groups)

@@ -7,14 +7,14 @@ absent, or of another type, is GROUP_ID_NOT_FOUND, as Kafka answers.
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
-from broker.security.auth_helper import authorize_group
-from broker.security.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED, authorized_operations
+from broker.handlers.consumer_group_describe import assigned_topics, describe_authorized
+from broker.security.authorized_operations import AUTHORIZED_OPERATIONS_OMITTED
 from coordinator.group.consumer_group import Assignment
 from coordinator.group.share_group import ShareGroupMember
 from coordinator.group.share_group_requests import ShareGroupDescription
-from protocol.acl_types import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages.share_group_describe import (
     Assignment as WireAssignment,
@@ -38,12 +38,9 @@ REBALANCE_PROTOCOL = "share"
 
 
 def _assignment(broker: BrokerServices, assignment: Assignment) -> WireAssignment:
-    topics = []
-    for topic_id, partitions in sorted(assignment.items(), key=lambda item: str(item[0])):
-        topic = broker.metadata.by_id(topic_id)
-        if topic is not None and partitions:
-            topics.append(TopicPartitions(topic_id=topic_id, topic_name=topic.name, partitions=sorted(partitions)))
-    return WireAssignment(topic_partitions=topics)
+    def wire(topic_id: uuid.UUID, name: str, partitions: list[int]) -> TopicPartitions:
+        return TopicPartitions(topic_id=topic_id, topic_name=name, partitions=partitions)
+    return WireAssignment(topic_partitions=assigned_topics(broker, assignment, wire))
 
 
 def _member(broker: BrokerServices, member: ShareGroupMember) -> Member:
@@ -66,16 +63,10 @@ def _described(broker: BrokerServices, description: ShareGroupDescription, ops: 
 
 def handle(ctx: RequestContext, broker: BrokerServices,
            request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
-    groups: list[DescribedGroup] = []
-    allowed = []
-    for group_id in request.group_ids:
-        if authorize_group(ctx, broker, AclOperation.DESCRIBE, group_id):
-            allowed.append(group_id)
-        else:
-            groups.append(DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id,
-                                         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-    for description in broker.group_coordinator.share_group_describe(allowed):
-        ops = (authorized_operations(ctx, broker, ResourceType.GROUP, description.group_id)
-               if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED)
-        groups.append(_described(broker, description, ops))
+    groups = describe_authorized(
+        ctx, broker, request.group_ids, request.include_authorized_operations,
+        broker.group_coordinator.share_group_describe,
+        lambda description, ops: _described(broker, description, ops),
+        lambda group_id: DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id,
+                                        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
     return ShareGroupDescribeResponse(throttle_time_ms=0, groups=groups)
