@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from broker.request_context import RequestContext
 
 API_KEY = 34
-MIN_VERSION = 1  # Kafka 4.0's floor (KIP-896)
+MIN_VERSION = 0  # Kafka 3.9's floor (4.0 starts at v1, KIP-896; v0 has v1's layout)
 MAX_VERSION = 2
 
 TopicPartition = tuple[str, int]

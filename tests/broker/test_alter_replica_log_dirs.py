@@ -68,7 +68,7 @@ def _dir_holding(broker: BrokerProcess, topic: str, dirs: tuple[Path, Path]) -> 
     return source, next(d for d in dirs if d != source)
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [0, 1, 2])
 def test_the_answers_at_every_version(jbod: BrokerProcess, admin: AdminClient, dirs: tuple[Path, Path],
                                       version: int) -> None:
     topic = f"arld-v{version}"
