@@ -3,6 +3,7 @@ partition moved while a producer writes and a consumer reads (nothing lost, doub
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
+from client import KafkaClient
 from protocol.errors import ErrorCode
 from protocol.messages import alter_replica_log_dirs as arld
 from protocol.messages import describe_log_dirs as dl
@@ -19,6 +21,7 @@ from pytest_pafka.broker_process import BrokerProcess
 from pytest_pafka.plugin import BrokerFactory
 from pytest_pafka.waiting import wait_until
 from testing.sockets import send_request
+from tools.reassign_partitions_command import _execute_moves, parse_log_dirs, parse_reassignment
 
 #: The copy's throttle here, and the producer's pace (below it: the copy catches up while it writes).
 THROTTLE = 4_000_000
@@ -144,3 +147,21 @@ def test_a_partition_moves_under_load(jbod: BrokerProcess, admin: AdminClient, d
     assert (target / f"{topic}-0").is_dir() and not (source / f"{topic}-0").exists()
     wait_until(lambda: not [p for p in source.iterdir() if p.name.startswith(topic)], 10, "the old log's removal")
     assert "Traceback" not in jbod.log_text()
+
+
+def test_reassign_partitions_sends_the_log_dirs_of_its_plan(jbod: BrokerProcess, admin: AdminClient,
+                                                            dirs: tuple[Path, Path],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    topic = "arld-cli"
+    _create(admin, topic)
+    _, target = _dir_holding(jbod, topic, dirs)
+    plan = json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [0], "log_dirs": [str(target.resolve())]},
+        {"topic": "arld-v1", "partition": 0, "replicas": [0], "log_dirs": ["any"]}]})
+    assert parse_reassignment(plan) == {(topic, 0): [0], ("arld-v1", 0): [0]}
+    moves = parse_log_dirs(plan)
+    assert moves == {(topic, 0, 0): str(target.resolve())}
+    with KafkaClient(jbod.bootstrap) as client:
+        _execute_moves(client, moves, 5)
+    assert capsys.readouterr().out == f"Successfully started log directory move for: 0-{topic}-0\n"
+    wait_until(lambda: _placement(jbod, topic)[str(target.resolve())] == [False], 10, "the move")
