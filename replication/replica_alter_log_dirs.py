@@ -142,8 +142,13 @@ class ReplicaAlterLogDirsManager:
                     return
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("[ReplicaAlterLogDirs broker=%d] moving %s-%d failed", self.broker_id, *tp)
+        except Exception as exc:
+            if self._log_manager.get_future_log(*tp) is None:
+                # The move was given up (the partition deleted) while a copy step was writing its future log.
+                log.info("[ReplicaAlterLogDirs broker=%d] the move of %s-%d ended with its future log: %s",
+                         self.broker_id, *tp, exc)
+            else:
+                log.exception("[ReplicaAlterLogDirs broker=%d] moving %s-%d failed", self.broker_id, *tp)
         finally:
             if self._tasks.get(tp) is asyncio.current_task():
                 del self._tasks[tp]

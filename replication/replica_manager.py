@@ -318,9 +318,12 @@ class ReplicaManager:
         """Stop the fetchers and the ISR expiration task and wait until they are gone."""
         await self.state_changes.shutdown_replication()
 
-    def become_leader_or_follower(self, request: LeaderAndIsrStates) -> Awaitable[LeaderAndIsrResult]:
-        """LeaderAndIsr from the controller (``ReplicaStateChanges.become_leader_or_follower``)."""
-        return self.state_changes.become_leader_or_follower(request)
+    async def become_leader_or_follower(self, request: LeaderAndIsrStates) -> LeaderAndIsrResult:
+        """LeaderAndIsr from the controller (``ReplicaStateChanges.become_leader_or_follower``); then
+        the moves between log dirs of the partitions now hosted resume (their future logs loaded at start-up)."""
+        result = await self.state_changes.become_leader_or_follower(request)
+        self.alter_log_dirs.resume()
+        return result
 
     def stop_replicas(self, request: StopReplicaStates) -> Awaitable[StopReplicaResult]:
         """StopReplica from the controller (``ReplicaStateChanges.stop_replicas``)."""

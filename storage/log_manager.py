@@ -412,6 +412,7 @@ class LogManager:
         with self._mutex:
             future = self.future_logs.pop((topic, partition), None)
         if future is not None:
+            future.on_io_error = None  # a copy step still writing to it fails, and says nothing of the disk
             future.close_without_flush()
             shutil.rmtree(future.dir, ignore_errors=True)
             log.info("Removed the future log of %s-%d in %s", topic, partition, future.dir.parent)
