@@ -70,6 +70,7 @@ from replication.replica_selector import replica_selector
 from replication.replication_quota_manager import (
     FOLLOWER_REPLICATION_THROTTLED_RATE,
     LEADER_REPLICATION_THROTTLED_RATE,
+    REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND,
     QuotaType,
     ReplicationQuotaManager,
     ReplicationQuotas,
@@ -267,7 +268,8 @@ class KafkaServer:
 
     def _update_replication_quotas(self, dynamic: DynamicBrokerConfig) -> None:
         self.replica_manager.quotas.update_rates(dynamic.long_value(LEADER_REPLICATION_THROTTLED_RATE),
-                                                 dynamic.long_value(FOLLOWER_REPLICATION_THROTTLED_RATE))
+                                                 dynamic.long_value(FOLLOWER_REPLICATION_THROTTLED_RATE),
+                                                 dynamic.long_value(REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND))
 
     def _update_connection_limits(self, dynamic: DynamicBrokerConfig) -> None:
         limits = connection_limits(dynamic)
@@ -304,6 +306,7 @@ class KafkaServer:
         self.replica_manager.log_dir_failures.start(asyncio.get_running_loop())
         await asyncio.to_thread(self.log_manager.startup)  # creates and locks the log dirs
         await self.membership.host_topics()
+        self.replica_manager.alter_log_dirs.resume()  # moves between log dirs a shutdown interrupted
         self.group_coordinator.startup()  # loads groups from the __consumer_offsets partitions led here
         follow_leadership(self.group_coordinator, self.replica_manager)  # partitions created or deleted later
         start_transaction_coordinator(self.transaction_coordinator, self.replica_manager)  # likewise
@@ -343,6 +346,7 @@ class KafkaServer:
         # Parked long polls (and acks=all produces) are answered now with what they
         # have, so draining waits only for real work, not for fetch.wait.max.ms.
         self.replica_manager.shutdown()
+        await self.replica_manager.alter_log_dirs.close()  # moves stop; their future logs stay for the restart
         await self.replica_manager.log_dir_failures.close()  # a log dir event on its way to ZooKeeper
         await self.membership.shutdown_replication()  # fetchers stop before the logs close
         await self.socket_server.drain(SHUTDOWN_DRAIN_SECONDS)
@@ -461,7 +465,8 @@ def replication_quotas(config: BrokerConfig) -> ReplicationQuotas:
         return ReplicationQuotaManager(quota_type, num_samples=config.replication_quota_window_num,
                                        window_size_seconds=config.replication_quota_window_size_seconds)
 
-    return ReplicationQuotas(quota(QuotaType.LEADER_REPLICATION), quota(QuotaType.FOLLOWER_REPLICATION))
+    return ReplicationQuotas(quota(QuotaType.LEADER_REPLICATION), quota(QuotaType.FOLLOWER_REPLICATION),
+                             quota(QuotaType.ALTER_LOG_DIRS_REPLICATION))
 
 
 def _not_serving_yet(_: object) -> None:

@@ -18,6 +18,8 @@ hands each concept to a collaborator built here with what it needs:
 * ``TxnMarkerWriter`` (``txn_marker_writer``): WriteTxnMarkers;
 * ``IsrManager`` (``isr_manager``): follower fetch state, ISR changes to the
   controller, the ISR expiration task (cluster mode);
+* ``ReplicaAlterLogDirsManager`` (``replica_alter_log_dirs``): AlterReplicaLogDirs,
+  moving replicas between this broker's log dirs;
 * ``ReplicaStateChanges`` (``replica_state_changes``): LeaderAndIsr
   (``make_leaders``, ``make_followers``, ``start_fetchers``) and StopReplica,
   the controller epoch and the follower fetchers (cluster mode).
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from replication.append_result import PartitionAppendResult
@@ -50,6 +52,7 @@ from replication.isr_manager import IsrManager
 from replication.log_dir_failure_handler import LogDirFailureHandler
 from replication.partition import LogReadResult, Partition
 from replication.purgatories import Purgatories
+from replication.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from replication.replica_appender import ReplicaAppender
 from replication.replica_fetcher_manager import ReplicaFetcherManager
 from replication.replica_manager_lookups import ListOffsetsResult, LogDirDescription, PartitionLookups
@@ -105,6 +108,8 @@ class ReplicaManager:
         self.state_changes = ReplicaStateChanges(
             broker_id, self.hosted, log_manager, append_thread, self.purgatories, self.isr,
             self._fire_leadership_change, self._new_fetcher_manager, self._replication_config)
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(broker_id, self.hosted, log_manager, append_thread,
+                                                         self.quotas.alter_log_dirs)
         self.log_dir_failures = LogDirFailureHandler(broker_id, self.hosted, log_manager,
                                                      lambda: self.state_changes.fetcher_manager)
 
@@ -283,6 +288,12 @@ class ReplicaManager:
     def describe_log_dirs(self, wanted: dict[str, set[int]] | None) -> list[LogDirDescription]:
         return self.lookups.describe_log_dirs(wanted)
 
+    # -- moving replicas between log dirs (ReplicaAlterLogDirsManager) ------------------------------
+    def alter_replica_log_dirs(self, partition_dirs: Mapping[TopicPartition, str]
+                               ) -> Awaitable[dict[TopicPartition, int]]:
+        """See ``ReplicaAlterLogDirsManager.alter_replica_log_dirs``."""
+        return self.alter_log_dirs.alter_replica_log_dirs(partition_dirs)
+
     # -- cluster mode (ReplicaStateChanges, IsrManager) --------------------------------------------
     def set_alter_partition_manager(self, manager: AlterPartitionManager) -> None:
         """ISR changes go to the controller through ``manager``."""
@@ -307,9 +318,12 @@ class ReplicaManager:
         """Stop the fetchers and the ISR expiration task and wait until they are gone."""
         await self.state_changes.shutdown_replication()
 
-    def become_leader_or_follower(self, request: LeaderAndIsrStates) -> Awaitable[LeaderAndIsrResult]:
-        """LeaderAndIsr from the controller (``ReplicaStateChanges.become_leader_or_follower``)."""
-        return self.state_changes.become_leader_or_follower(request)
+    async def become_leader_or_follower(self, request: LeaderAndIsrStates) -> LeaderAndIsrResult:
+        """LeaderAndIsr from the controller (``ReplicaStateChanges.become_leader_or_follower``); then
+        the moves between log dirs of the partitions now hosted resume (their future logs loaded at start-up)."""
+        result = await self.state_changes.become_leader_or_follower(request)
+        self.alter_log_dirs.resume()
+        return result
 
     def stop_replicas(self, request: StopReplicaStates) -> Awaitable[StopReplicaResult]:
         """StopReplica from the controller (``ReplicaStateChanges.stop_replicas``)."""

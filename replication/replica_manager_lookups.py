@@ -42,6 +42,8 @@ class LogDirPartition:
     partition: int
     size: int
     offset_lag: int
+    #: A future replica: the copy of a replica moving into this dir (offset_lag: how far behind it is).
+    is_future: bool = False
 
 
 @dataclass(slots=True)
@@ -159,6 +161,7 @@ class PartitionLookups:
                 description.partitions.append(LogDirPartition(
                     partition.topic, partition.partition_index, partition.log.size,
                     max(0, partition.log_end_offset - partition.high_watermark)))
+            description.partitions += self._future_replicas_in(path, wanted)
             try:
                 stats = os.statvfs(path)
                 description.total_bytes = stats.f_blocks * stats.f_frsize
@@ -168,6 +171,19 @@ class PartitionLookups:
                 description.error_code = ErrorCode.KAFKA_STORAGE_ERROR
             described.append(description)
         return described
+
+
+    def _future_replicas_in(self, path: Path, wanted: dict[str, set[int]] | None) -> list[LogDirPartition]:
+        """The replicas moving into ``path``: their future logs, lag to the current log's end
+        (Kafka's getLogEndOffsetLag for a future log; -1 with no current replica here)."""
+        found = []
+        for (topic, index), future in sorted(self._log_manager.future_logs.items()):
+            if (wanted is not None and index not in wanted.get(topic, ())) or future.dir.parent.resolve() != path:
+                continue
+            partition = self._hosted.get((topic, index))
+            lag = -1 if partition is None else partition.log_end_offset - future.log_end_offset
+            found.append(LogDirPartition(topic, index, future.size, lag, is_future=True))
+        return found
 
 
 def _in_dir(hosted: Iterable[Partition], path: Path, wanted: dict[str, set[int]] | None) -> Iterable[Partition]:

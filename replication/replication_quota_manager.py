@@ -1,13 +1,17 @@
 """ReplicationQuotaManager: Kafka's replication throttles (KIP-73), used by partition reassignment.
 
-Two per broker, owned by the replica manager (Kafka's QuotaManagers.leader and .follower):
+Three per broker, owned by the replica manager (Kafka's QuotaManagers.leader, .follower and
+.alterLogDirs):
 
 * the leader quota (``leader.replication.throttled.rate``) bounds what this broker
   serves to followers fetching partitions listed for it in a topic's
   ``leader.replication.throttled.replicas``;
 * the follower quota (``follower.replication.throttled.rate``) bounds what this
   broker's fetchers take for partitions listed for it in
-  ``follower.replication.throttled.replicas``.
+  ``follower.replication.throttled.replicas``;
+* the alter-log-dirs quota (``replica.alter.log.dirs.io.max.bytes.per.second``) bounds
+  what this broker copies into future logs, moving replicas between its log dirs
+  (every partition moving counts: no throttled-replicas list).
 
 A throttled-replicas list is Kafka's: ``"*"`` (every replica of the topic) or
 ``partition:broker`` entries. Each broker keeps the partitions whose entry names
@@ -57,6 +61,7 @@ LEADER_REPLICATION_THROTTLED_RATE: Final = "leader.replication.throttled.rate"
 FOLLOWER_REPLICATION_THROTTLED_RATE: Final = "follower.replication.throttled.rate"
 LEADER_REPLICATION_THROTTLED_REPLICAS: Final = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICATION_THROTTLED_REPLICAS: Final = "follower.replication.throttled.replicas"
+REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND: Final = "replica.alter.log.dirs.io.max.bytes.per.second"
 #: Kafka's ThrottledReplicaListValidator.toString, quoted in its refusals.
 THROTTLED_REPLICAS_FORMAT: Final = "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
 
@@ -66,6 +71,7 @@ class QuotaType(enum.Enum):
 
     LEADER_REPLICATION = "LeaderReplication"
     FOLLOWER_REPLICATION = "FollowerReplication"
+    ALTER_LOG_DIRS_REPLICATION = "AlterLogDirsReplication"
 
 
 class _AllReplicas(enum.Enum):
@@ -258,19 +264,22 @@ def should_follower_throttle(quota: ReplicationQuotaManager, tp: TopicPartition,
 
 @dataclass(frozen=True, slots=True)
 class ReplicationQuotas:
-    """The replica manager's two quotas (Kafka's QuotaManagers.leader and .follower)."""
+    """The replica manager's three quotas (Kafka's QuotaManagers.leader, .follower and .alterLogDirs)."""
 
     leader: ReplicationQuotaManager = field(
         default_factory=lambda: ReplicationQuotaManager(QuotaType.LEADER_REPLICATION))
     follower: ReplicationQuotaManager = field(
         default_factory=lambda: ReplicationQuotaManager(QuotaType.FOLLOWER_REPLICATION))
+    alter_log_dirs: ReplicationQuotaManager = field(
+        default_factory=lambda: ReplicationQuotaManager(QuotaType.ALTER_LOG_DIRS_REPLICATION))
 
-    def update_rates(self, leader_rate: int, follower_rate: int) -> None:
+    def update_rates(self, leader_rate: int, follower_rate: int,
+                     alter_log_dirs_rate: int = QUOTA_BYTES_PER_SECOND_DEFAULT) -> None:
         """Kafka's BrokerConfigHandler: the broker's throttled rates (dynamic broker configs)."""
-        if leader_rate != self.leader.upper_bound:
-            self.leader.update_quota(leader_rate)
-        if follower_rate != self.follower.upper_bound:
-            self.follower.update_quota(follower_rate)
+        for quota, rate in ((self.leader, leader_rate), (self.follower, follower_rate),
+                            (self.alter_log_dirs, alter_log_dirs_rate)):
+            if rate != quota.upper_bound:
+                quota.update_quota(rate)
 
     def update_throttled_replicas(self, topic: str, leader_entries: Sequence[str],
                                   follower_entries: Sequence[str], broker_id: int) -> None:

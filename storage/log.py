@@ -93,8 +93,19 @@ def _max_timestamp(batches: Sequence[tuple[int, RecordBatchHeader]]) -> int:
     return batches[-1][1].max_timestamp if len(batches) == 1 else max(h.max_timestamp for _, h in batches)
 
 
+#: A log directory renamed ``<topic>-<partition>.<uniqueId><suffix>``: a future replica
+#: (a move between log dirs) or a log waiting to be deleted.
+FUTURE_DIR_SUFFIX = "-future"
+DELETE_DIR_SUFFIX = "-delete"
+
+
 def parse_topic_partition(dir_name: str) -> tuple[str, int]:
-    """``my-topic-3`` → ("my-topic", 3); topics may contain dashes, partitions cannot."""
+    """``my-topic-3`` → ("my-topic", 3); topics may contain dashes, partitions cannot.
+
+    A future or doomed log's name, ``my-topic-3.<uniqueId>-future`` or ``-delete``, names
+    the same partition (Kafka's parseTopicPartitionName)."""
+    if dir_name.endswith((FUTURE_DIR_SUFFIX, DELETE_DIR_SUFFIX)):
+        dir_name = dir_name.rpartition(".")[0]
     topic, sep, partition = dir_name.rpartition("-")
     if not sep or not topic or not partition.isdigit():
         raise ValueError(f"{dir_name!r} is not a <topic>-<partition> directory name")

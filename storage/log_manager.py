@@ -16,6 +16,15 @@ The broker's scheduler calls ``cleanup_logs`` (retention, every
 ``log.retention.check.interval.ms``), ``flush_dirty_logs`` (``flush.ms``),
 ``checkpoint_*`` (every ``log.flush.offset.checkpoint.interval.ms``) and
 ``delete_pending_segments`` (``file.delete.delay.ms``), in a worker thread.
+
+Moving a replica between log dirs (KIP-113): ``create_future_log`` opens
+``<topic>-<partition>.<uniqueId>-future`` in the target dir, the replica manager
+copies the current log into it, and ``replace_current_with_future_log`` swaps them:
+the current log is renamed ``.<uniqueId>-delete`` (deleted after
+``file.delete.delay.ms``, so reads already handed its files finish), the future
+one takes the partition's name. A future log found at start-up is loaded again
+(the move resumes); one whose current log is gone (a crash between the two
+renames) becomes the current log.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -39,7 +49,7 @@ from storage.checkpoints import (
     write_atomically,
 )
 from storage.errors import KafkaStorageError
-from storage.log import Log, parse_topic_partition
+from storage.log import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, Log, parse_topic_partition
 from storage.log_config import LogConfig
 from storage.log_dir_failure_channel import LogDirFailureChannel
 from storage.progress import Progress
@@ -49,8 +59,6 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 META_PROPERTIES = "meta.properties"
-DELETE_DIR_SUFFIX = "-delete"
-FUTURE_DIR_SUFFIX = "-future"
 
 TopicPartition = tuple[str, int]
 #: Told a topic and its config (defaults with the topic's overrides) whenever the overrides change.
@@ -85,6 +93,12 @@ class LogManager:
         self.with_producer_state = with_producer_state
         self.logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
+        #: Replicas being moved to another log dir: their future logs (Kafka's futureLogs).
+        self.future_logs: dict[TopicPartition, Log] = {}
+        #: Where a replica not created yet is to be created (Kafka's preferredLogDirs).
+        self._preferred_log_dirs: dict[TopicPartition, Path] = {}
+        #: Logs replaced by their future log: (log, its renamed dir, when to delete it).
+        self._logs_to_delete: list[tuple[Log, Path, float]] = []
         self._locks: dict[Path, int] = {}
         self._mutex = threading.RLock()
         # checkpoint files are written from the scheduler, append and loop threads; one at a time
@@ -109,6 +123,7 @@ class LogManager:
                 self.failure_channel.maybe_add_offline_log_dir(dir, "loading its logs failed", exc)
         if self.log_dirs and not self.online_log_dirs:
             raise KafkaStorageError(f"no log directory of {[str(d) for d in self.log_dirs]} is usable")
+        self._promote_orphaned_future_logs()
         if recovered:
             # A recovery may have cut logs below their checkpointed recovery points;
             # appends there must not pass for flushed if the broker crashes again
@@ -175,12 +190,13 @@ class LogManager:
             log.info("%s: removing partition directory %s marked for deletion", dir, child.name)
             shutil.rmtree(child, ignore_errors=True)
             return
-        if child.name.endswith(FUTURE_DIR_SUFFIX):
-            return
         try:
             tp = parse_topic_partition(child.name)
         except ValueError:
             log.warning("%s: ignoring directory %s (not <topic>-<partition>)", dir, child.name)
+            return
+        if child.name.endswith(FUTURE_DIR_SUFFIX):
+            self._load_future_log(dir, child, tp, had_clean_shutdown)
             return
         opened = Log.open(
             child, self.config_for(tp[0]),
@@ -194,14 +210,35 @@ class LogManager:
         self.logs[tp] = opened
         self._log_dir_of[tp] = dir
 
+    def _load_future_log(self, dir: Path, child: Path, tp: TopicPartition, had_clean_shutdown: bool) -> None:
+        """A move interrupted by the shutdown: its future log is loaded, and the move resumes."""
+        opened = Log.open(child, self.config_for(tp[0]), had_clean_shutdown=had_clean_shutdown,
+                          producer_state=True if self.with_producer_state else None)
+        opened.on_io_error = self.failure_channel.maybe_add_offline_log_dir
+        self.future_logs[tp] = opened
+        log.info("%s: loaded the future log of %s-%d (moving here)", dir, *tp)
+
+    def _promote_orphaned_future_logs(self) -> None:
+        """A crash after the current log was renamed for deletion, before the future log took its
+        name: the future log (a full copy) is the partition's log."""
+        for tp in [tp for tp in self.future_logs if tp not in self.logs]:
+            future = self.future_logs.pop(tp)
+            dir = future.dir.parent
+            if self.failure_channel.has_offline_log_dir(dir):
+                continue
+            self._install(tp, self._renamed(future, dir / f"{tp[0]}-{tp[1]}"), dir)
+            log.info("%s: the future log of %s-%d became its log (its move had swapped)", dir, *tp)
+
     def shutdown(self) -> None:
         """Flush and close every log, write checkpoints and the clean-shutdown marker."""
         with self._mutex:
-            for opened in self.logs.values():
+            for opened in [*self.logs.values(), *self.future_logs.values()]:
                 if opened.offline:
                     opened.close_without_flush()
                 else:
                     opened.close()
+            self.delete_replaced_logs(due_by=float("inf"))
+            self.future_logs.clear()
             self.checkpoint_all()
             for dir in self.online_log_dirs:
                 if dir in self._locks:
@@ -213,8 +250,9 @@ class LogManager:
     def close_without_clean_shutdown(self) -> None:
         """Release everything as a crash would (no flush, no marker); for tests and failed dirs."""
         with self._mutex:
-            for opened in self.logs.values():
+            for opened in [*self.logs.values(), *self.future_logs.values()]:
                 opened.close_without_flush()
+            self.future_logs.clear()
             self._release_locks()
             self.logs.clear()
             self.started = False
@@ -263,7 +301,9 @@ class LogManager:
             existing = self.logs.get(tp)
             if existing is not None:
                 return existing
-            dir = self._next_log_dir()
+            dir = self._preferred_log_dirs.pop(tp, None)
+            if dir is None or self.failure_channel.has_offline_log_dir(dir):
+                dir = self._next_log_dir()
             try:
                 opened = Log.open(dir / f"{topic}-{partition}", self.config_for(topic), had_clean_shutdown=True,
                                   producer_state=True if self.with_producer_state else None)
@@ -300,10 +340,14 @@ class LogManager:
         for tp, opened in list(self.logs.items()):
             if self._log_dir_of.get(tp) == dir:
                 opened.offline = True
+        for opened in list(self.future_logs.values()):
+            if opened.dir.parent == dir:
+                opened.offline = True
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Topic deletion: rename the dir ``<tp>.<uuid>-delete`` (crash-safe), then remove it."""
         tp = (topic, partition)
+        self.remove_future_log(topic, partition)
         with self._mutex:
             opened = self.logs.pop(tp, None)
             dir = self._log_dir_of.pop(tp, None)
@@ -315,6 +359,115 @@ class LogManager:
         fsync_dir(dir)
         shutil.rmtree(doomed, ignore_errors=True)
         self.checkpoint_all()
+
+    # --- moving replicas between log dirs (KIP-113) -------------------------------------------
+    def log_dir_by_path(self, path: str) -> Path | None:
+        """The configured log dir ``path`` (absolute, as DescribeLogDirs names it) is, or None."""
+        wanted = Path(os.path.abspath(path))
+        for dir in self.log_dirs:
+            if Path(os.path.abspath(dir)) == wanted or dir.resolve() == wanted.resolve():
+                return dir
+        return None
+
+    def maybe_update_preferred_log_dir(self, topic: str, partition: int, dir: Path) -> None:
+        """A replica not created yet will be created in ``dir`` (Kafka's maybeUpdatePreferredLogDir)."""
+        tp = (topic, partition)
+        with self._mutex:
+            if self._log_dir_of.get(tp) != dir and not self._is_future_in(tp, dir):
+                self._preferred_log_dirs[tp] = dir
+
+    def _is_future_in(self, tp: TopicPartition, dir: Path) -> bool:
+        future = self.future_logs.get(tp)
+        return future is not None and future.dir.parent == dir
+
+    def get_future_log(self, topic: str, partition: int) -> Log | None:
+        return self.future_logs.get((topic, partition))
+
+    def create_future_log(self, topic: str, partition: int, dir: Path) -> Log:
+        """The future log of a replica moving to ``dir`` (the one there already, if any). Blocking."""
+        tp = (topic, partition)
+        with self._mutex:
+            self._preferred_log_dirs.pop(tp, None)
+            existing = self.future_logs.get(tp)
+            if existing is not None and existing.dir.parent == dir:
+                return existing
+        if existing is not None:
+            self.remove_future_log(topic, partition)
+        name = f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+        try:
+            future = Log.open(dir / name, self.config_for(topic), had_clean_shutdown=True,
+                              producer_state=True if self.with_producer_state else None)
+        except OSError as exc:
+            self.failure_channel.maybe_add_offline_log_dir(dir, f"creating the future log of {topic}-{partition} "
+                                                                f"failed", exc)
+            raise KafkaStorageError(f"{topic}-{partition}: cannot create its future log in {dir}: {exc}") from exc
+        future.on_io_error = self.failure_channel.maybe_add_offline_log_dir
+        with self._mutex:
+            self.future_logs[tp] = future
+        log.info("Created the future log of %s-%d in %s", topic, partition, dir)
+        return future
+
+    def remove_future_log(self, topic: str, partition: int) -> None:
+        """Give up a move (another target, or the partition leaves): its future log goes. Blocking."""
+        with self._mutex:
+            future = self.future_logs.pop((topic, partition), None)
+        if future is not None:
+            future.on_io_error = None  # a copy step still writing to it fails, and says nothing of the disk
+            future.close_without_flush()
+            shutil.rmtree(future.dir, ignore_errors=True)
+            log.info("Removed the future log of %s-%d in %s", topic, partition, future.dir.parent)
+
+    def replace_current_with_future_log(self, topic: str, partition: int) -> Log:
+        """Swap a caught-up future log in for the current one; returns the partition's new log.
+
+        Blocking; the caller holds the current log's lock, so nothing is appended to it meanwhile.
+        The current log is renamed for deletion first, then the future log takes its name (the
+        loader finishes a swap a crash cut between the two). The old log's files stay open
+        until ``delete_replaced_logs``: a fetch may still be sending from them.
+        """
+        tp = (topic, partition)
+        with self._mutex:
+            current, future = self.logs[tp], self.future_logs.pop(tp)
+            dir = future.dir.parent
+            future.close()  # flushed, producer state snapshotted: it reopens as after a clean shutdown
+            doomed = current.dir.with_name(f"{current.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            os.replace(current.dir, doomed)
+            fsync_dir(doomed.parent)
+            current.on_io_error = None  # its paths are stale now: an error there says nothing of the disk
+            replacement = self._renamed(future, dir / current.dir.name)
+            replacement.update_high_watermark(current.high_watermark)
+            replacement.maybe_increment_log_start_offset(current.log_start_offset, "replica moved")
+            self._install(tp, replacement, dir)
+            delay_s = current.config.file_delete_delay_ms / 1000
+            self._logs_to_delete.append((current, doomed, time.monotonic() + delay_s))
+        self.checkpoint_all()
+        log.info("The log of %s-%d moved from %s to %s", topic, partition, doomed.parent, dir)
+        return replacement
+
+    def _renamed(self, future: Log, target: Path) -> Log:
+        """Close ``future``, give its directory the partition's name and open it there."""
+        future.close()
+        os.replace(future.dir, target)
+        fsync_dir(target.parent)
+        return Log.open(target, self.config_for(future.topic), log_start_offset=future.log_start_offset,
+                        recovery_point=future.log_end_offset, had_clean_shutdown=True,
+                        producer_state=True if self.with_producer_state else None)
+
+    def _install(self, tp: TopicPartition, opened: Log, dir: Path) -> None:
+        opened.on_io_error = self.failure_channel.maybe_add_offline_log_dir
+        self.logs[tp] = opened
+        self._log_dir_of[tp] = dir
+
+    def delete_replaced_logs(self, due_by: float | None = None) -> int:
+        """Close and remove the logs replaced by a future log whose delay is over; how many went."""
+        now = time.monotonic() if due_by is None else due_by
+        with self._mutex:
+            due = [(opened, doomed) for opened, doomed, at in self._logs_to_delete if at <= now]
+            self._logs_to_delete = [entry for entry in self._logs_to_delete if entry[2] > now]
+        for opened, doomed in due:
+            opened.close_without_flush()
+            shutil.rmtree(doomed, ignore_errors=True)
+        return len(due)
 
     def all_logs(self) -> list[Log]:
         return list(self.logs.values())
@@ -366,6 +519,7 @@ class LogManager:
         return sum(1 for opened in self.all_logs() if self._guarded(opened, "flush", lambda lg: lg.flush_if_due(now)))
 
     def delete_pending_segments(self, now: int | None = None) -> int:
+        self.delete_replaced_logs()
         return sum(self._guarded(opened, "deleting segments", lambda lg: lg.delete_pending_segments(now))
                    for opened in self.all_logs())
 

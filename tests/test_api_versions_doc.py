@@ -77,6 +77,7 @@ TESTS: dict[int, list[str]] = {
     31: [_ACLS],
     32: [f"{_ADMIN}::test_describe_configs_versions"],
     33: [f"{_ADMIN}::test_alter_configs_versions"],
+    34: ["tests/broker/test_alter_replica_log_dirs.py::test_the_answers_at_every_version"],
     35: [f"{_ADMIN}::test_describe_log_dirs_versions"],
     36: ["tests/broker/test_sasl_listeners.py::test_authenticate_versions",
          "tests/integration/test_sasl_clients.py"],

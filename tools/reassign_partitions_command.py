@@ -16,13 +16,17 @@ Kafka's options, JSON files and messages:
   the throttles, unless ``--preserve-throttles``).
 
 The file: ``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3,4]}]}``
-(``log_dirs``, if present, must be "any": pafka has one log directory per broker).
+(``log_dirs``, if present, names each replica's log directory, or "any"). With ``--execute``, a
+replica given a directory is moved there (AlterReplicaLogDirs to its broker, after the
+reassignments start; a replica not created yet is retried until ``--timeout``, its broker then
+creating it in that directory), as Kafka's executeMoves does.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -32,11 +36,20 @@ from client import AdminClient, KafkaClient, KafkaClientError
 from client.admin import OngoingReassignment
 from controller.replica_assignment import BrokerMetadata, assign_replicas_to_brokers
 from protocol.config_types import AlterConfigOp, ConfigResourceType
+from protocol.errors import ErrorCode
+from protocol.messages.alter_replica_log_dirs import (
+    AlterReplicaLogDir,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
+    AlterReplicaLogDirTopic,
+)
 from tools.common import fail
 from tools.progress_output import report_progress
 from tools.reassignment_progress import copied_bytes
 
 TopicPartition = tuple[str, int]
+#: (topic, partition, broker id): Kafka's TopicPartitionReplica.
+TopicPartitionReplica = tuple[str, int, int]
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
@@ -53,8 +66,8 @@ def parse_reassignment(text: str) -> dict[TopicPartition, list[int]]:
             tp = (str(entry["topic"]), int(entry["partition"]))
             replicas = [int(r) for r in entry["replicas"]]
             dirs = entry.get("log_dirs")
-            if dirs is not None and (len(dirs) != len(replicas) or any(d != "any" for d in dirs)):
-                raise ValueError(f"log_dirs of {tp[0]}-{tp[1]} must be \"any\" for each replica")
+            if dirs is not None and len(dirs) != len(replicas):
+                raise ValueError(f"log_dirs of {tp[0]}-{tp[1]} must name a directory (or \"any\") for each replica")
             if tp in wanted:
                 raise ValueError(f"Duplicate reassignment partitions: {tp[0]}-{tp[1]}")
             if len(set(replicas)) != len(replicas):
@@ -65,6 +78,16 @@ def parse_reassignment(text: str) -> dict[TopicPartition, list[int]]:
     if not wanted:
         raise click.UsageError("Partition reassignment list cannot be empty")
     return wanted
+
+
+def parse_log_dirs(text: str) -> dict[TopicPartitionReplica, str]:
+    """The replicas a reassignment JSON (already checked by ``parse_reassignment``) puts in a given log dir."""
+    moves: dict[TopicPartitionReplica, str] = {}
+    for entry in json.loads(text)["partitions"]:
+        for broker_id, log_dir in zip(entry["replicas"], entry.get("log_dirs") or (), strict=False):
+            if log_dir != "any":
+                moves[(str(entry["topic"]), int(entry["partition"]), int(broker_id))] = str(log_dir)
+    return moves
 
 
 def format_reassignment(assignment: Mapping[TopicPartition, list[int]]) -> str:
@@ -131,6 +154,48 @@ def _execute(client: KafkaClient, admin: AdminClient, wanted: dict[TopicPartitio
             click.echo(f"Error reassigning partition(s):\n{t}-{p}: {error}", err=True)
         sys.exit(1)
     _report_copying(client, admin.list_partition_reassignments(list(wanted)))
+
+
+def _execute_moves(client: KafkaClient, moves: Mapping[TopicPartitionReplica, str], timeout_s: float) -> None:
+    """Kafka's executeMoves: AlterReplicaLogDirs to each replica's broker until every move has started
+    (REPLICA_NOT_AVAILABLE: not created yet, asked again) or the timeout passes."""
+    pending, deadline = dict(moves), time.monotonic() + timeout_s
+    while pending:
+        started = _alter_replica_log_dirs(client, pending)
+        for replica in started:
+            del pending[replica]
+        if started:
+            names = ",".join(sorted(f"{b}-{t}-{p}" for t, p, b in started))
+            click.echo(f"Successfully started log directory move{'s' if len(started) > 1 else ''} for: {names}")
+        if pending and time.monotonic() >= deadline:
+            names = ",".join(sorted(f"{b}-{t}-{p}" for t, p, b in pending))
+            raise click.ClickException(f"Timed out before log directory move could be started for: {names}")
+        if pending:
+            time.sleep(0.5)
+
+
+def _alter_replica_log_dirs(client: KafkaClient, moves: Mapping[TopicPartitionReplica, str]
+                            ) -> list[TopicPartitionReplica]:
+    """One AlterReplicaLogDirs per broker; the replicas whose move started (REPLICA_NOT_AVAILABLE: not yet)."""
+    started = []
+    for broker_id in sorted({b for _, _, b in moves}):
+        by_dir: dict[str, dict[str, list[int]]] = {}
+        for (topic, partition, b), log_dir in moves.items():
+            if b == broker_id:
+                by_dir.setdefault(log_dir, {}).setdefault(topic, []).append(partition)
+        request = AlterReplicaLogDirsRequest(dirs=[AlterReplicaLogDir(path=d, topics=[
+            AlterReplicaLogDirTopic(name=t, partitions=ps) for t, ps in topics.items()]) for d, topics in by_dir.items()])
+        response = client.connection(broker_id).request(request)
+        assert isinstance(response, AlterReplicaLogDirsResponse)
+        for result in response.results:
+            for answer in result.partitions:
+                replica = (result.topic_name, answer.partition_index, broker_id)
+                if answer.error_code == ErrorCode.NO_ERROR:
+                    started.append(replica)
+                elif answer.error_code != ErrorCode.REPLICA_NOT_AVAILABLE:
+                    raise click.ClickException(f"Failed to alter dir for {broker_id}-{replica[0]}-{replica[1]}: "
+                                               f"{ErrorCode(answer.error_code).name}")
+    return started
 
 
 def _report_copying(client: KafkaClient, ongoing: Mapping[TopicPartition, OngoingReassignment]) -> None:
@@ -246,6 +311,9 @@ def reassign_partitions_command(bootstrap_server: str, action: str | None, reass
             wanted = parse_reassignment(reassignment_json_file.read_text())  # type: ignore[union-attr]
             if action == "execute":
                 _execute(client, admin, wanted, throttle)
+                moves = parse_log_dirs(reassignment_json_file.read_text())  # type: ignore[union-attr]
+                if moves:
+                    _execute_moves(client, moves, timeout_s)
             elif action == "verify":
                 _verify(client, admin, wanted, preserve_throttles)
             else:

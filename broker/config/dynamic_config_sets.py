@@ -204,7 +204,7 @@ CONNECTION_QUOTA_CONFIGS = (
 )
 
 #: DynamicConfig.Broker: set only dynamically (no server.properties name), default Long.MAX.
-#: The two throttled rates reach the replica manager's quotas (replication.replication_quota_manager).
+#: The three rates reach the replica manager's quotas (replication.replication_quota_manager).
 REPLICATION_QUOTA_CONFIGS = (
     _define("leader.replication.throttled.rate", _T.LONG, str(LONG_MAX), "The upper bound (bytes/sec) on "
             "replication traffic for leaders enumerated in leader.replication.throttled.replicas (for each "
@@ -214,7 +214,7 @@ REPLICATION_QUOTA_CONFIGS = (
             "topic).", at_least(0), applied=True),
     _define("replica.alter.log.dirs.io.max.bytes.per.second", _T.LONG, str(LONG_MAX), "The upper bound "
             "(bytes/sec) on disk IO used for moving replicas between log directories on the same broker.",
-            at_least(0)),
+            at_least(0), applied=True),
 )
 
 

@@ -1,7 +1,8 @@
 """DescribeLogDirs (35): per log dir, the hosted partitions with their sizes.
 
 ``offset_lag`` is how far the log end is past the high watermark (0 for a lone
-broker once an append returns); ``total_bytes``/``usable_bytes`` (v4+) come
+broker once an append returns); a replica moving between log dirs shows in its target
+dir too, ``is_future_key`` set, its lag how far its copy is behind the current log; ``total_bytes``/``usable_bytes`` (v4+) come
 from statvfs of the directory's volume.
 """
 
@@ -47,7 +48,7 @@ def _dir_result(described: LogDirDescription) -> DescribeLogDirsResult:
     by_topic: dict[str, list[DescribeLogDirsPartition]] = defaultdict(list)
     for p in described.partitions:
         by_topic[p.topic].append(DescribeLogDirsPartition(partition_index=p.partition, partition_size=p.size,
-                                                          offset_lag=p.offset_lag, is_future_key=False))
+                                                          offset_lag=p.offset_lag, is_future_key=p.is_future))
     return DescribeLogDirsResult(error_code=described.error_code, log_dir=described.path,
                                  topics=[DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
                                  total_bytes=described.total_bytes, usable_bytes=described.usable_bytes,

@@ -79,7 +79,6 @@ KAFKA_3_9_API_VERSIONS: dict[int, tuple[int, int]] = {
 #: hand to check the generated codecs against.
 KEPT_AT_KAFKA_4_FLOOR = frozenset({
     27,  # WriteTxnMarkers v0
-    34,  # AlterReplicaLogDirs v0
     38, 39, 40, 41,  # the delegation-token APIs' v0
 })
 

@@ -151,7 +151,7 @@ class AlterReplicaLogDirsRequest(Message):
     """
 
     API_KEY = 34
-    VALID_VERSIONS = range(1, 3)
+    VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('dirs',)
     dirs: list[AlterReplicaLogDir]
@@ -179,7 +179,7 @@ class AlterReplicaLogDirsResponse(Message):
     """
 
     API_KEY = 34
-    VALID_VERSIONS = range(1, 3)
+    VALID_VERSIONS = range(0, 3)
     FLEXIBLE_MIN_VERSION = 2
     __slots__ = ('throttle_time_ms', 'results')
     throttle_time_ms: int
@@ -202,7 +202,7 @@ class AlterReplicaLogDirsResponse(Message):
 
 
 
-def _d_AlterReplicaLogDirTopic_v1(buf, pos):
+def _d_AlterReplicaLogDirTopic_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -228,7 +228,7 @@ def _d_AlterReplicaLogDirTopic_v1(buf, pos):
     return o, pos
 
 
-def _d_AlterReplicaLogDir_v1(buf, pos):
+def _d_AlterReplicaLogDir_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -248,7 +248,7 @@ def _d_AlterReplicaLogDir_v1(buf, pos):
             raise truncated('Topics')
         f_topics = []
         for _ in range(n3):
-            item4, pos = _d_AlterReplicaLogDirTopic_v1(buf, pos)
+            item4, pos = _d_AlterReplicaLogDirTopic_v0(buf, pos)
             f_topics.append(item4)
     o = _new(AlterReplicaLogDir)
     o.path = f_path
@@ -256,7 +256,7 @@ def _d_AlterReplicaLogDir_v1(buf, pos):
     return o, pos
 
 
-def _d_AlterReplicaLogDirsRequest_v1(buf, pos):
+def _d_AlterReplicaLogDirsRequest_v0(buf, pos):
     n1, = _s_i.unpack_from(buf, pos)
     pos += 4
     if n1 < 0:
@@ -266,14 +266,14 @@ def _d_AlterReplicaLogDirsRequest_v1(buf, pos):
             raise truncated('Dirs')
         f_dirs = []
         for _ in range(n1):
-            item2, pos = _d_AlterReplicaLogDir_v1(buf, pos)
+            item2, pos = _d_AlterReplicaLogDir_v0(buf, pos)
             f_dirs.append(item2)
     o = _new(AlterReplicaLogDirsRequest)
     o.dirs = f_dirs
     return o, pos
 
 
-def _e_AlterReplicaLogDirTopic_v1(o, b, chunks):
+def _e_AlterReplicaLogDirTopic_v0(o, b, chunks):
     v1 = o.name
     v1 = v1.encode()
     b += _s_h.pack(len(v1))
@@ -284,7 +284,7 @@ def _e_AlterReplicaLogDirTopic_v1(o, b, chunks):
     return b
 
 
-def _e_AlterReplicaLogDir_v1(o, b, chunks):
+def _e_AlterReplicaLogDir_v0(o, b, chunks):
     v1 = o.path
     v1 = v1.encode()
     b += _s_h.pack(len(v1))
@@ -292,15 +292,15 @@ def _e_AlterReplicaLogDir_v1(o, b, chunks):
     a2 = o.topics
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_AlterReplicaLogDirTopic_v1(item3, b, chunks)
+        b = _e_AlterReplicaLogDirTopic_v0(item3, b, chunks)
     return b
 
 
-def _e_AlterReplicaLogDirsRequest_v1(o, b, chunks):
+def _e_AlterReplicaLogDirsRequest_v0(o, b, chunks):
     a1 = o.dirs
     b += _s_i.pack(len(a1))
     for item2 in a1:
-        b = _e_AlterReplicaLogDir_v1(item2, b, chunks)
+        b = _e_AlterReplicaLogDir_v0(item2, b, chunks)
     return b
 
 
@@ -486,7 +486,7 @@ def _e_AlterReplicaLogDirsRequest_v2(o, b, chunks):
     return b
 
 
-def _d_AlterReplicaLogDirPartitionResult_v1(buf, pos):
+def _d_AlterReplicaLogDirPartitionResult_v0(buf, pos):
     f_partition_index, f_error_code = _s_ih.unpack_from(buf, pos)
     pos += 6
     o = _new(AlterReplicaLogDirPartitionResult)
@@ -495,7 +495,7 @@ def _d_AlterReplicaLogDirPartitionResult_v1(buf, pos):
     return o, pos
 
 
-def _d_AlterReplicaLogDirTopicResult_v1(buf, pos):
+def _d_AlterReplicaLogDirTopicResult_v0(buf, pos):
     n1, = _s_h.unpack_from(buf, pos)
     pos += 2
     if n1 < 0:
@@ -515,7 +515,7 @@ def _d_AlterReplicaLogDirTopicResult_v1(buf, pos):
             raise truncated('Partitions')
         f_partitions = []
         for _ in range(n3):
-            item4, pos = _d_AlterReplicaLogDirPartitionResult_v1(buf, pos)
+            item4, pos = _d_AlterReplicaLogDirPartitionResult_v0(buf, pos)
             f_partitions.append(item4)
     o = _new(AlterReplicaLogDirTopicResult)
     o.topic_name = f_topic_name
@@ -523,7 +523,7 @@ def _d_AlterReplicaLogDirTopicResult_v1(buf, pos):
     return o, pos
 
 
-def _d_AlterReplicaLogDirsResponse_v1(buf, pos):
+def _d_AlterReplicaLogDirsResponse_v0(buf, pos):
     f_throttle_time_ms, = _s_i.unpack_from(buf, pos)
     pos += 4
     n1, = _s_i.unpack_from(buf, pos)
@@ -535,7 +535,7 @@ def _d_AlterReplicaLogDirsResponse_v1(buf, pos):
             raise truncated('Results')
         f_results = []
         for _ in range(n1):
-            item2, pos = _d_AlterReplicaLogDirTopicResult_v1(buf, pos)
+            item2, pos = _d_AlterReplicaLogDirTopicResult_v0(buf, pos)
             f_results.append(item2)
     o = _new(AlterReplicaLogDirsResponse)
     o.throttle_time_ms = f_throttle_time_ms
@@ -543,12 +543,12 @@ def _d_AlterReplicaLogDirsResponse_v1(buf, pos):
     return o, pos
 
 
-def _e_AlterReplicaLogDirPartitionResult_v1(o, b, chunks):
+def _e_AlterReplicaLogDirPartitionResult_v0(o, b, chunks):
     b += _s_ih.pack(o.partition_index, o.error_code)
     return b
 
 
-def _e_AlterReplicaLogDirTopicResult_v1(o, b, chunks):
+def _e_AlterReplicaLogDirTopicResult_v0(o, b, chunks):
     v1 = o.topic_name
     v1 = v1.encode()
     b += _s_h.pack(len(v1))
@@ -556,16 +556,16 @@ def _e_AlterReplicaLogDirTopicResult_v1(o, b, chunks):
     a2 = o.partitions
     b += _s_i.pack(len(a2))
     for item3 in a2:
-        b = _e_AlterReplicaLogDirPartitionResult_v1(item3, b, chunks)
+        b = _e_AlterReplicaLogDirPartitionResult_v0(item3, b, chunks)
     return b
 
 
-def _e_AlterReplicaLogDirsResponse_v1(o, b, chunks):
+def _e_AlterReplicaLogDirsResponse_v0(o, b, chunks):
     b += _s_i.pack(o.throttle_time_ms)
     a1 = o.results
     b += _s_i.pack(len(a1))
     for item2 in a1:
-        b = _e_AlterReplicaLogDirTopicResult_v1(item2, b, chunks)
+        b = _e_AlterReplicaLogDirTopicResult_v0(item2, b, chunks)
     return b
 
 
@@ -718,14 +718,14 @@ def _e_AlterReplicaLogDirsResponse_v2(o, b, chunks):
     return b
 
 
-AlterReplicaLogDirsRequest._DECODERS = {1: _d_AlterReplicaLogDirsRequest_v1, 2: _d_AlterReplicaLogDirsRequest_v2}
-AlterReplicaLogDirsRequest._ENCODERS = {1: _e_AlterReplicaLogDirsRequest_v1, 2: _e_AlterReplicaLogDirsRequest_v2}
-AlterReplicaLogDirsResponse._DECODERS = {1: _d_AlterReplicaLogDirsResponse_v1, 2: _d_AlterReplicaLogDirsResponse_v2}
-AlterReplicaLogDirsResponse._ENCODERS = {1: _e_AlterReplicaLogDirsResponse_v1, 2: _e_AlterReplicaLogDirsResponse_v2}
+AlterReplicaLogDirsRequest._DECODERS = {0: _d_AlterReplicaLogDirsRequest_v0, 1: _d_AlterReplicaLogDirsRequest_v0, 2: _d_AlterReplicaLogDirsRequest_v2}
+AlterReplicaLogDirsRequest._ENCODERS = {0: _e_AlterReplicaLogDirsRequest_v0, 1: _e_AlterReplicaLogDirsRequest_v0, 2: _e_AlterReplicaLogDirsRequest_v2}
+AlterReplicaLogDirsResponse._DECODERS = {0: _d_AlterReplicaLogDirsResponse_v0, 1: _d_AlterReplicaLogDirsResponse_v0, 2: _d_AlterReplicaLogDirsResponse_v2}
+AlterReplicaLogDirsResponse._ENCODERS = {0: _e_AlterReplicaLogDirsResponse_v0, 1: _e_AlterReplicaLogDirsResponse_v0, 2: _e_AlterReplicaLogDirsResponse_v2}
 
 API_KEY = 34
 API_NAME = 'AlterReplicaLogDirs'
-VALID_VERSIONS = range(1, 3)
+VALID_VERSIONS = range(0, 3)
 FLEXIBLE_MIN_VERSION = 2
 LISTENERS = ('broker',)
 REQUEST = AlterReplicaLogDirsRequest

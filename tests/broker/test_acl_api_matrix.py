@@ -20,6 +20,12 @@ from protocol.messages.alter_client_quotas import (
     OpData,
 )
 from protocol.messages.alter_client_quotas import EntityData as QuotaEntityData
+from protocol.messages.alter_replica_log_dirs import (
+    AlterReplicaLogDir,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
+    AlterReplicaLogDirTopic,
+)
 from protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -318,6 +324,15 @@ def test_describe_producers_needs_read(acls: AclBroker) -> None:
     acls.allow("User:alice", AclOperation.READ, T, "trimmed")
     served = call(acls, "alice", request, DescribeProducersResponse, 0)
     assert [p.error_code for t in served.topics for p in t.partitions] == [OK]
+
+
+def test_alter_replica_log_dirs_needs_alter_on_the_cluster(acls: AclBroker) -> None:
+    request = AlterReplicaLogDirsRequest(dirs=[AlterReplicaLogDir(path="/nowhere", topics=[
+        AlterReplicaLogDirTopic(name="trimmed", partitions=[0])])])
+    denied = call(acls, "bob", request, AlterReplicaLogDirsResponse, 2)
+    assert [(r.topic_name, p.error_code) for r in denied.results for p in r.partitions] == [("trimmed", CLUSTER_AUTH)]
+    served = call(acls, "admin", request, AlterReplicaLogDirsResponse, 2)
+    assert [p.error_code for r in served.results for p in r.partitions] == [ErrorCode.LOG_DIR_NOT_FOUND]
 
 
 def test_cluster_apis(acls: AclBroker) -> None:

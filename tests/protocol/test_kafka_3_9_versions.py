@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.old.api import Request, Response
-from kafka.protocol.old.types import Array, Int32, Schema, String
+from kafka.protocol.old.types import Array, Int16, Int32, Schema, String
 
 from protocol.api import APIS
 from protocol.codegen.kafka_3_9 import KAFKA_3_9_API_VERSIONS, KEPT_AT_KAFKA_4_FLOOR
@@ -43,6 +43,8 @@ def kafka_python_structs() -> dict[tuple[int, str, int], type]:
             if isinstance(key, int) and isinstance(version, int):
                 found[(key, "Request" if issubclass(obj, Request) else "Response", version)] = obj
     found[(35, "Request", 0)] = DescribeLogDirsRequestV0
+    found[(34, "Request", 0)] = AlterReplicaLogDirsRequestV0
+    found[(34, "Response", 0)] = AlterReplicaLogDirsResponseV0
     return found
 
 
@@ -54,6 +56,26 @@ class DescribeLogDirsRequestV0(Request):
     API_VERSION = 0
     RESPONSE_TYPE = None
     SCHEMA = Schema(("topics", Array(("topic", String("utf-8")), ("partitions", Array(Int32)))))
+
+
+class AlterReplicaLogDirsResponseV0(Response):
+    """Not in kafka-python's old structs; written here from Kafka's protocol guide:
+    ``throttle_time_ms [results => topic_name [partitions => partition_index error_code]]``."""
+
+    API_KEY = 34
+    API_VERSION = 0
+    SCHEMA = Schema(("throttle_time_ms", Int32), ("results", Array(
+        ("topic_name", String("utf-8")), ("partitions", Array(("partition_index", Int32), ("error_code", Int16))))))
+
+
+class AlterReplicaLogDirsRequestV0(Request):
+    """From Kafka's protocol guide: ``dirs => path [topics => name [partitions]]``."""
+
+    API_KEY = 34
+    API_VERSION = 0
+    RESPONSE_TYPE = AlterReplicaLogDirsResponseV0
+    SCHEMA = Schema(("dirs", Array(("path", String("utf-8")), ("topics", Array(
+        ("name", String("utf-8")), ("partitions", Array(Int32)))))))
 
 
 def removed_versions() -> list[tuple[int, int]]:
