@@ -19,6 +19,7 @@ from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, Loca
 from broker.cluster.coordinator_cluster import CoordinatorCluster
 from broker.config.broker_config import BrokerConfig
 from broker.config.share_group_config import share_assignor_names
+from broker.inter_broker_channel import InterBrokerChannel
 from broker.membership import CoordinatorPlacement
 from broker.metadata_store import TopicMetadata
 from broker.metadata_view import TopicRegistry
@@ -269,15 +270,13 @@ def start_transaction_state_manager(manager: TransactionStateManager, replica_ma
 
 
 def build_transaction_verifier(broker_id: int, replica_manager: ReplicaManager, coordinator: TransactionCoordinator,
-                               cluster: CoordinatorCluster | None = None
-                               ) -> LocalAddPartitionsToTxnManager | AddPartitionsToTxnManager:
-    """What partition leaders verify transactional produces with: this broker's coordinator on a lone
-    broker; in a cluster, the coordinator's broker wherever it is (AddPartitionsToTxn v5)."""
-    local = LocalAddPartitionsToTxnManager(broker_id, replica_manager, coordinator)
-    if cluster is None:
-        return local
-    return AddPartitionsToTxnManager(local, cluster.partition_leader, cluster.inter_broker_listener,
-                                     cluster.inter_broker_ssl_context, cluster.inter_broker_sasl)
+                               placement: CoordinatorPlacement, channel: InterBrokerChannel
+                               ) -> AddPartitionsToTxnManager:
+    """What partition leaders verify transactional produces with: this broker's coordinator when it
+    coordinates the id, the coordinator's broker the ``placement`` names otherwise (AddPartitionsToTxn v5
+    through ``channel``), none when no broker does (a lone broker coordinates every id it can)."""
+    return AddPartitionsToTxnManager(LocalAddPartitionsToTxnManager(broker_id, replica_manager, coordinator),
+                                     placement, channel)
 
 
 def build_share_coordinator(config: BrokerConfig, broker_id: int, replica_manager: ReplicaManager) -> ShareCoordinator:
@@ -314,16 +313,13 @@ def start_share_coordinator(coordinator: ShareCoordinator, replica_manager: Repl
     replica_manager.add_leadership_listener(SHARE_GROUP_STATE_TOPIC_NAME, elected, resigned)
 
 
-def build_share_persister(config: BrokerConfig, broker_id: int, coordinator: ShareCoordinator,
-                          placement: CoordinatorPlacement, topic_admin: TopicAdmin,
-                          cluster: CoordinatorCluster | None = None) -> BrokerSharePersister:
+def build_share_persister(broker_id: int, coordinator: ShareCoordinator, placement: CoordinatorPlacement,
+                          topic_admin: TopicAdmin, channel: InterBrokerChannel) -> BrokerSharePersister:
     """The persister the share partitions use: this broker's share coordinator for the state it
-    coordinates, the coordinator's broker (on the inter-broker listener) for the rest."""
+    coordinates, the coordinator's broker (through ``channel``) for the rest."""
     return BrokerSharePersister(
         broker_id, coordinator, placement, lambda: topic_admin.ensure_internal_topic(SHARE_GROUP_STATE_TOPIC_NAME),
-        config.inter_broker_listener if cluster is None else cluster.inter_broker_listener,
-        ssl_context=None if cluster is None else cluster.inter_broker_ssl_context,
-        sasl=None if cluster is None else cluster.inter_broker_sasl)
+        channel)
 
 
 def build_share_services_if_served(config: BrokerConfig, replica_manager: ReplicaManager, persister: Persister,

@@ -42,6 +42,7 @@ from broker.coordinator_wiring import (
 )
 from broker.fetch_session import FetchSessionCache
 from broker.group_config_store import GroupConfigAdmin
+from broker.inter_broker_channel import InterBrokerChannel
 from broker.kafka_apis import KafkaApis
 from broker.membership import LocalMembership, Membership, ServerParts
 from broker.metadata_view import TopicRegistry
@@ -50,7 +51,7 @@ from broker.metrics.sources import RUNNING, SHUTTING_DOWN, STARTING
 from broker.network.connection_quotas import ConnectionLimits, ConnectionQuotas
 from broker.network.request_limits import MemoryPool, RequestQueue
 from broker.network.socket_server import SocketServer
-from broker.partition_end_offsets import build_partition_end_offsets
+from broker.partition_end_offsets import PartitionEndOffsets
 from broker.quota.client_quota_admin import ClientQuotaAdmin
 from broker.quota.client_quota_configs import ClientQuotaConfigs
 from broker.quota.client_quotas import ClientQuotas
@@ -115,9 +116,16 @@ class KafkaServer:
             self.replica_manager, self.group_coordinator, self.dynamic_config, self.append_thread,
             self.socket_server, self.log_manager, self.log_cleaner, self._topics_deleted))
         self.services = self._build_services(config)
-        self.share_persister = build_share_persister(config, self.broker_id, self.share_coordinator,
-                                                     self.services.coordinator_placement, self.membership.topic_admin,
-                                                     self.membership.coordinator_cluster())
+        placement = self.services.coordinator_placement
+        # Transactional produces are verified with the coordinator while the (dynamic) config says so.
+        self.transaction_verifier = build_transaction_verifier(
+            self.broker_id, self.replica_manager, self.transaction_coordinator, placement,
+            self._inter_broker_channel("txn-verifier"))
+        self.replica_manager.set_transaction_verifier(
+            self.transaction_verifier, lambda: self.config.transaction_partition_verification_enable)
+        self.share_persister = build_share_persister(self.broker_id, self.share_coordinator, placement,
+                                                     self.membership.topic_admin,
+                                                     self._inter_broker_channel("share-persister"))
         # Share partitions' state is initialized (and deleted) by the group coordinator through it.
         self.group_coordinator.share_groups.persister = self.share_persister
         self.share_scheduler = AsyncioScheduler()
@@ -127,9 +135,9 @@ class KafkaServer:
             self.services = dataclasses.replace(self.services, share=share)
         self.group_coordinator.share_offsets.persister = self.share_persister
         # The share groups' lag runs to each partition's end, here or at its leader.
-        self.partition_end_offsets = build_partition_end_offsets(config, self.broker_id, self.replica_manager,
-                                                                 self.membership.cluster_view,
-                                                                 self.membership.coordinator_cluster())
+        self.partition_end_offsets = PartitionEndOffsets(
+            self.broker_id, self.replica_manager, self.membership.cluster_view,
+            self._inter_broker_channel("end-offsets", negotiate=True))
         self.group_coordinator.share_offsets.end_offsets = self.partition_end_offsets.end_offset
         # The socket server is one of the services and KafkaApis needs them all: routed once both exist.
         self.socket_server.dispatch = KafkaApis(self.services).dispatch
@@ -147,6 +155,12 @@ class KafkaServer:
         # KIP-392: which replica a consumer with a rack is sent to read from.
         self.replica_manager.reader.replica_selector = replica_selector(
             config.replica_selector_class, lambda broker_id: self._broker_racks().get(broker_id))
+
+    def _inter_broker_channel(self, purpose: str, *, negotiate: bool = False) -> InterBrokerChannel:
+        """A channel to the other brokers for one user (its owner shuts it down), on the listener and with
+        the TLS and SASL settings the membership gives, finding brokers in its cluster view."""
+        return InterBrokerChannel(self.broker_id, purpose, self.membership.inter_broker_endpoint,
+                                  self.membership.cluster_view, negotiate=negotiate)
 
     def _build_storage(self, config: BrokerConfig) -> None:
         """Logs, dynamic configs, the threads that write them, replication and the log cleaner."""
@@ -193,11 +207,6 @@ class KafkaServer:
             self.config, self.broker_id, self.replica_manager, self.transaction_state_manager,
             self._generate_producer_id, lambda topic: self.metadata.get(topic) is not None,
             self.group_coordinator.manager.partition_for, coordinator_cluster)
-        # Transactional produces are verified with the coordinator while the (dynamic) config says so.
-        self.transaction_verifier = build_transaction_verifier(
-            self.broker_id, self.replica_manager, self.transaction_coordinator, coordinator_cluster)
-        self.replica_manager.set_transaction_verifier(
-            self.transaction_verifier, lambda: self.config.transaction_partition_verification_enable)
         self.share_coordinator = build_share_coordinator(self.config, self.broker_id, self.replica_manager)
         self._build_client_metrics()
 
@@ -336,12 +345,12 @@ class KafkaServer:
         await self.group_coordinator.shutdown()  # answers parked joins/syncs, cancels its timers
         # Cancels its timers and marker writes, then the state manager's loads and expiry timer.
         await self.transaction_coordinator.shutdown()
-        await self.transaction_verifier.shutdown()  # its connections to other brokers' coordinators
+        await self.transaction_verifier.shutdown()  # its channel to other brokers' coordinators
         if self.services.share is not None:
             self.services.share.close()  # its partitions' lock timers and loads
         self.share_scheduler.shutdown()
-        await self.share_persister.shutdown()  # likewise
-        self.partition_end_offsets.shutdown()  # likewise
+        await self.share_persister.shutdown()  # its channel, likewise
+        await self.partition_end_offsets.shutdown()  # its channel to the partitions' leaders
         await self.share_coordinator.shutdown()  # cancels its loads
         # Parked long polls (and acks=all produces) are answered now with what they
         # have, so draining waits only for real work, not for fetch.wait.max.ms.

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from broker.admin_manager import AdminManager
 from broker.group_config_store import GroupConfigStore, LocalGroupConfigStore
+from broker.inter_broker_channel import InterBrokerEndpoint
 from broker.metadata_store import MetadataStore
 from broker.metadata_view import BrokerNode, ClusterView, LocalClusterView, TopicRegistry
 from broker.producer_id_manager import ProducerIdManager
@@ -159,6 +160,11 @@ class Membership(Protocol):
     @property
     def producer_ids(self) -> ProducerIdSource: ...
 
+    @property
+    def inter_broker_endpoint(self) -> InterBrokerEndpoint:
+        """The listener (and its TLS and SASL settings) this broker's channels to the others use."""
+        ...
+
     def adopt_dynamic_configs(self, dynamic_config: DynamicBrokerConfig) -> None:
         """Take the dynamic broker configs the mode keeps, before components are built from them."""
         ...
@@ -253,6 +259,8 @@ class LocalMembership:
         self._replica_manager: ReplicaManager | None = None
         self._group_configs = LocalGroupConfigStore(config.log_dirs[0])
         self._client_metrics = LocalClientMetricsStore(config.log_dirs[0])
+        # No other broker to reach: its channels never connect, so they need no TLS or SASL.
+        self.inter_broker_endpoint = InterBrokerEndpoint(config.inter_broker_listener)
 
     @property
     def metadata(self) -> TopicRegistry:

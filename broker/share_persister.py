@@ -8,7 +8,8 @@ creates it), the broker's :class:`~broker.membership.CoordinatorPlacement`
 names the coordinator's broker, and that broker is either this one (the
 local share coordinator is called directly) or another, which is sent the
 persister API (InitializeShareGroupState ... ReadShareGroupStateSummary) on
-the inter-broker listener, one connection per broker.
+the inter-broker listener through its own
+:class:`~broker.inter_broker_channel.InterBrokerChannel` (one connection per broker).
 
 Errors that a later try may not have (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 COORDINATOR_LOAD_IN_PROGRESS, a lost connection) are retried with a backoff
@@ -22,11 +23,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import ssl
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from broker.inter_broker_channel import REQUEST_TIMEOUT_S, InterBrokerChannel
 from broker.membership import CoordinatorPlacement
 from broker.share_state_wire import (
     delete_outcome,
@@ -41,9 +42,7 @@ from broker.share_state_wire import (
     write_outcome,
     write_request,
 )
-from client.async_connection import AsyncBrokerConnection
 from client.errors import KafkaClientError
-from client.sasl import SaslSettings
 from coordinator.common.internal_topics import SHARE_GROUP_STATE_TOPIC_NAME
 from coordinator.share.persister import PersisterError, ShareGroupPartitionState
 from coordinator.share.share_coordinator import ShareCoordinator
@@ -58,78 +57,24 @@ T = TypeVar("T")
 RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NETWORK_EXCEPTION,
                        ErrorCode.REQUEST_TIMED_OUT})
-#: Kafka's request.timeout.ms default for inter-broker requests.
-REQUEST_TIMEOUT_S = 30.0
-CONNECT_TIMEOUT_S = 10.0
 #: The persister APIs' version sent: v0 of each, which every broker serving them accepts.
 REQUEST_VERSION = 0
-
-
-class BrokerConnections:
-    """One connection per other broker, opened on first use and dropped when it fails."""
-
-    def __init__(self, broker_id: int, ssl_context: ssl.SSLContext | None, sasl: SaslSettings | None) -> None:
-        self.broker_id = broker_id
-        self.ssl_context = ssl_context
-        self.sasl = sasl
-        self._connections: dict[int, AsyncBrokerConnection] = {}
-        self._closed = False
-
-    async def request(self, node_id: int, host: str, port: int, request: Message) -> Message:
-        """The broker's answer; PersisterError NETWORK_EXCEPTION when it cannot be had."""
-        try:
-            connection = await self._connection(node_id, host, port)
-            return await connection.request(request, version=REQUEST_VERSION, timeout=REQUEST_TIMEOUT_S)
-        except (KafkaClientError, OSError) as exc:  # a timeout is an OSError
-            self.drop(node_id)
-            raise PersisterError(ErrorCode.NETWORK_EXCEPTION,
-                                 f"The share coordinator's broker {node_id} cannot be reached: {exc}") from None
-
-    async def _connection(self, node_id: int, host: str, port: int) -> AsyncBrokerConnection:
-        existing = self._connections.get(node_id)
-        if existing is not None and existing.connected and (existing.address.host, existing.address.port) == (host, port):
-            return existing
-        self.drop(node_id)
-        connection = AsyncBrokerConnection(host, port, client_id=f"broker-{self.broker_id}-share-persister",
-                                           node_id=node_id, request_timeout=REQUEST_TIMEOUT_S,
-                                           ssl_context=self.ssl_context, sasl=self.sasl)
-        await connection.connect(timeout=CONNECT_TIMEOUT_S, negotiate=False)
-        if self._closed:
-            connection.close()
-            raise ConnectionError("shut down")
-        previous = self._connections.get(node_id)
-        if previous is not None and previous.connected:
-            connection.close()  # a concurrent request connected first: one connection per broker
-            return previous
-        self._connections[node_id] = connection
-        return connection
-
-    def drop(self, node_id: int) -> None:
-        connection = self._connections.pop(node_id, None)
-        if connection is not None:
-            connection.close()
-
-    def close(self) -> None:
-        self._closed = True
-        for node_id in list(self._connections):
-            self.drop(node_id)
 
 
 class BrokerSharePersister:
     """The :class:`~coordinator.share.persister.Persister` the broker's share partitions use."""
 
     def __init__(self, broker_id: int, coordinator: ShareCoordinator, placement: CoordinatorPlacement,
-                 ensure_topic: Callable[[], Awaitable[ErrorCode]], listener_name: str, *,
-                 ssl_context: ssl.SSLContext | None = None, sasl: SaslSettings | None = None,
+                 ensure_topic: Callable[[], Awaitable[ErrorCode]], channel: InterBrokerChannel, *,
                  timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+        """``channel``: the connections to other share coordinators' brokers (the persister shuts it down)."""
         self.broker_id = broker_id
         self.coordinator = coordinator
         self.placement = placement
         #: Creates __share_group_state when missing: NO_ERROR once usable here.
         self.ensure_topic = ensure_topic
-        self.listener_name = listener_name
+        self.channel = channel
         self.timeout_s = timeout_s
-        self.connections = BrokerConnections(broker_id, ssl_context, sasl)
         #: The topic was usable at the last call: not asked again until no coordinator is named.
         self._topic_ready = False
 
@@ -192,14 +137,21 @@ class BrokerSharePersister:
                 raise PersisterError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
             self._topic_ready = True
         partition = self.coordinator.partition_for(key)
-        node = self.placement.coordinator_node(SHARE_GROUP_STATE_TOPIC_NAME, partition, self.listener_name)
+        node = self.placement.coordinator_node(SHARE_GROUP_STATE_TOPIC_NAME, partition, self.channel.listener_name)
         if node is None:
             self._topic_ready = False  # created again if it was deleted meanwhile
             raise PersisterError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
         if node.node_id == self.broker_id:
             return await local(self.coordinator)
-        response = await self.connections.request(node.node_id, node.host, node.port, request)
-        return outcome(response)
+        return outcome(await self._remote(node.node_id, request))
+
+    async def _remote(self, node_id: int, request: Message) -> Message:
+        """The broker's answer; PersisterError NETWORK_EXCEPTION when it cannot be had."""
+        try:
+            return await self.channel.request(node_id, request, version=REQUEST_VERSION)
+        except (KafkaClientError, OSError) as exc:  # a timeout is an OSError
+            raise PersisterError(ErrorCode.NETWORK_EXCEPTION,
+                                 f"The share coordinator's broker {node_id} cannot be reached: {exc}") from None
 
     async def shutdown(self) -> None:
-        self.connections.close()
+        await self.channel.shutdown()

@@ -1,14 +1,13 @@
 """What the coordinators read of the cluster (cluster mode only).
 
 On a lone broker every partition is led here, and the transaction
-coordinator's markers and the partition leaders' transaction verifications
-never leave the process. In a cluster (``zookeeper.connect`` set) both go to
-other brokers, found through the broker's metadata cache (fed by
-UpdateMetadata): a :class:`CoordinatorCluster` holds that view as narrow
-callables (Kafka's ``MetadataCache.getPartitionLeaderEndpoint``) and the
-inter-broker listener, and ``coordinator_wiring`` builds the networked
-marker sender (``coordinator.transaction.transaction_marker_sender``) and
-transaction verifier (``broker.add_partitions_to_txn_manager``) from it.
+coordinator's markers never leave the process. In a cluster
+(``zookeeper.connect`` set) they go to other brokers, found through the
+broker's metadata cache (fed by UpdateMetadata): a :class:`CoordinatorCluster`
+holds that view as narrow callables (Kafka's
+``MetadataCache.getPartitionLeaderEndpoint``) and the inter-broker listener,
+and ``coordinator_wiring`` builds the networked marker sender
+(``coordinator.transaction.transaction_marker_sender``) from it.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ from broker.cluster.zk_client_metrics import ZkClientMetricsStore
 from broker.cluster.zk_group_configs import ZkGroupConfigStore
 from broker.cluster.zk_producer_id_manager import ZkProducerIdManager
 from broker.config.broker_config import BrokerConfig
+from broker.inter_broker_channel import InterBrokerEndpoint
 from broker.membership import CoordinatorPlacement, LeaderCoordinatorPlacement, ServerParts
 from broker.metadata_store import new_cluster_id
 from broker.quota.client_quota_configs import ClientQuotaConfigs
@@ -118,6 +119,8 @@ class ZkBroker:
         #: the inter-broker listener is SSL, with that listener's ssl.* settings; None: plain TCP.
         self.inter_broker_ssl = inter_broker_ssl_context(config)
         self.inter_broker_sasl = inter_broker_sasl(config)
+        self.inter_broker_endpoint = InterBrokerEndpoint(config.inter_broker_listener, self.inter_broker_ssl,
+                                                         self.inter_broker_sasl)
         self.zk = zk
         self.cluster_id = cluster_id
         self.broker_id = broker_id

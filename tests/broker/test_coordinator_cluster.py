@@ -12,6 +12,8 @@ import pytest
 
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, LocalAddPartitionsToTxnManager
 from broker.cluster.coordinator_cluster import coordinator_cluster_from_cache
+from broker.inter_broker_channel import InterBrokerChannel, InterBrokerEndpoint
+from broker.metadata_view import BrokerNode
 from coordinator.common.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 from coordinator.common.partition_leader import LeaderEndpoint
 from coordinator.common.partitioner import partition_for
@@ -56,16 +58,28 @@ class NotLeaderHere:
         return None
 
 
+class CoordinatorAt:
+    """Names broker ``node`` at ``endpoint`` (None: no broker) the coordinator of every id, as the
+    cluster's metadata does; the channel finds the broker there too."""
+
+    def __init__(self, endpoint: tuple[str, int] | None, node: int) -> None:
+        self.node = None if endpoint is None else BrokerNode(node, *endpoint, None)
+
+    def coordinator_node(self, topic: str, partition: int, listener_name: str) -> BrokerNode | None:
+        assert (topic, listener_name) == (TRANSACTION_STATE_TOPIC_NAME, "INTERNAL")
+        return self.node
+
+    def leader_node(self, leader_id: int, listener_name: str) -> BrokerNode | None:
+        return self.node if self.node is not None and self.node.node_id == leader_id else None
+
+
 def _remote_verifier(endpoint: tuple[str, int] | None, node: int = 1) -> AddPartitionsToTxnManager:
     txn_manager = SimpleNamespace(partition_for=lambda tid: partition_for(tid, 50))
     local = LocalAddPartitionsToTxnManager(0, NotLeaderHere(), SimpleNamespace(  # type: ignore[arg-type]
         txn_manager=txn_manager))
-
-    def leader(topic: str, partition: int, listener: str) -> LeaderEndpoint | None:
-        assert (topic, listener) == (TRANSACTION_STATE_TOPIC_NAME, "INTERNAL")
-        return None if endpoint is None else LeaderEndpoint(node, *endpoint)
-
-    return AddPartitionsToTxnManager(local, leader, "INTERNAL")
+    metadata = CoordinatorAt(endpoint, node)
+    return AddPartitionsToTxnManager(local, metadata, InterBrokerChannel(
+        0, "txn-verifier", InterBrokerEndpoint("INTERNAL"), metadata))
 
 
 def test_a_partition_leader_verifies_with_the_coordinators_broker(coordinator_broker: BrokerProcess) -> None:

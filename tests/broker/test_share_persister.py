@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from broker.inter_broker_channel import InterBrokerChannel, InterBrokerEndpoint
 from broker.metadata_view import BrokerNode
 from broker.share_persister import BrokerSharePersister
 from coordinator.common.scheduler import ManualScheduler
@@ -33,6 +34,11 @@ class FlakyPlacement:
         return BrokerNode(0, "127.0.0.1", 9092, None)
 
 
+class NoOtherBroker:
+    def leader_node(self, leader_id: int, listener_name: str) -> BrokerNode | None:
+        return None
+
+
 async def _ready() -> ErrorCode:
     return ErrorCode.NO_ERROR
 
@@ -41,7 +47,8 @@ def make(placement: FlakyPlacement, timeout_s: float = 5.0) -> tuple[BrokerShare
     coordinator = ShareCoordinator(0, MemoryCoordinatorLog(3), ManualScheduler(), ShareCoordinatorConfig())
     for partition in range(3):
         coordinator.on_election(partition)
-    return BrokerSharePersister(0, coordinator, placement, _ready, "PLAINTEXT", timeout_s=timeout_s), coordinator
+    channel = InterBrokerChannel(0, "share-persister", InterBrokerEndpoint("PLAINTEXT"), NoOtherBroker())
+    return BrokerSharePersister(0, coordinator, placement, _ready, channel, timeout_s=timeout_s), coordinator
 
 
 def test_state_this_broker_coordinates_is_kept_by_its_own_coordinator() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from broker.inter_broker_channel import InterBrokerChannel, InterBrokerEndpoint
 from broker.metadata_view import BrokerNode
 from broker.share_persister import BrokerSharePersister
 from coordinator.common.scheduler import ManualScheduler
@@ -37,7 +38,8 @@ WAIT_S = 90.0
 
 
 class ZkPlacement:
-    """The leader of a partition as ZooKeeper's partition state names it (what UpdateMetadata carries)."""
+    """The leader of a partition as ZooKeeper's partition state names it (what UpdateMetadata carries),
+    and where a running broker listens (the persister's channel connects there)."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -45,10 +47,13 @@ class ZkPlacement:
     def coordinator_node(self, topic: str, partition: int, listener_name: str) -> BrokerNode | None:
         state = self.cluster.partition_state(topic, partition)
         leader = -1 if state is None else int(state["leader"])
-        if leader not in self.cluster.running_ids():
+        return self.leader_node(leader, listener_name)
+
+    def leader_node(self, leader_id: int, listener_name: str) -> BrokerNode | None:
+        if leader_id not in self.cluster.running_ids():
             return None
-        broker = self.cluster.broker(leader)
-        return BrokerNode(leader, broker.host, broker.port, None)
+        broker = self.cluster.broker(leader_id)
+        return BrokerNode(leader_id, broker.host, broker.port, None)
 
 
 async def _topic_ready() -> ErrorCode:
@@ -58,7 +63,9 @@ async def _topic_ready() -> ErrorCode:
 def persister(cluster: Cluster) -> tuple[BrokerSharePersister, ShareCoordinator]:
     # Only partition_for of this coordinator is used: it leads nothing.
     placement_only = ShareCoordinator(-1, MemoryCoordinatorLog(PARTITIONS), ManualScheduler(), ShareCoordinatorConfig())
-    return BrokerSharePersister(-1, placement_only, ZkPlacement(cluster), _topic_ready, "PLAINTEXT",
+    placement = ZkPlacement(cluster)
+    channel = InterBrokerChannel(-1, "share-persister", InterBrokerEndpoint("PLAINTEXT"), placement)
+    return BrokerSharePersister(-1, placement_only, placement, _topic_ready, channel,
                                 timeout_s=WAIT_S), placement_only
 
 
