@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 #: Prometheus' text format, written by broker.metrics.text_format.
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: What the first scrape imports off the event loop.
-_COLLECTING_MODULES = ("prometheus_client", "broker.metrics.text_format", "broker.metrics.broker_collectors")
+_COLLECTING_MODULES = ("prometheus_client", "broker.metrics.text_format", "broker.metrics.broker_collectors",
+                       "broker.metrics.process_metrics")
 
 
 class BrokerMetrics:
@@ -62,13 +63,14 @@ class BrokerMetrics:
         return self._registry
 
     def _build_registry(self) -> CollectorRegistry:
-        from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+        from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector
 
         from broker.metrics.broker_collectors import broker_collectors
+        from broker.metrics.process_metrics import ProcessMetricsCollector
 
         # No auto-describe: registering a collector must not run it.
         registry = CollectorRegistry(auto_describe=False)
-        ProcessCollector(registry=registry)
+        registry.register(ProcessMetricsCollector())
         GCCollector(registry=registry)
         PlatformCollector(registry=registry)
         for collector in (broker_collectors(self._sources) if self._sources is not None else []):

@@ -9,14 +9,13 @@ label value needs it) and hands any other family to prometheus_client's writer.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from broker.metrics.families import escape, rows_of
+from broker.metrics.families import Row, escape, number_text, rows_of, text_of
 
 #: Families written here; the others (info, histograms, OpenMetrics-only samples) go to prometheus_client.
 _PLAIN_TYPES = frozenset({"gauge", "counter", "summary"})
@@ -34,27 +33,17 @@ def text_format(collectors: Iterable[Metric]) -> bytes:
         name = metric.name + "_total" if metric.type == "counter" else metric.name
         doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
         out.append(f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n")
-        if rows is None:
-            out.extend([_line(s.name, s.labels, s.value) for s in metric.samples])
-        else:
-            out.extend([_line(*row) for row in rows])
+        _lines(rows if rows is not None else [(s.name, s.labels, s.value) for s in metric.samples], out)
+        out.extend(text_of(metric))
     return "".join(out).encode()
 
 
-def _line(name: str, labels: dict[str, str] | str, value: float) -> str:
-    number = str(value) if type(value) is int else _float(value)
-    if not labels:
-        return f"{name} {number}\n"
-    inner = labels if isinstance(labels, str) else ",".join([f'{k}="{escape(v)}"' for k, v in labels.items()])
-    return f"{name}{{{inner}}} {number}\n"
-
-
-def _float(value: float) -> str:
-    if math.isfinite(value):
-        return repr(float(value))
-    if math.isnan(value):
-        return "NaN"
-    return "+Inf" if value > 0 else "-Inf"
+def _lines(rows: list[Row], out: list[str]) -> None:
+    append = out.append
+    for name, labels, value in rows:
+        if not isinstance(labels, str):
+            labels = ",".join([f'{k}="{escape(v)}"' for k, v in labels.items()])
+        append(f"{name}{{{labels}}} {number_text(value)}\n" if labels else f"{name} {number_text(value)}\n")
 
 
 class _One(Collector):
