@@ -21,6 +21,8 @@ from broker.metrics.sources import MetricSources
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+    from broker.metrics.text_format import TextWriter
+
 #: Prometheus' text format, written by broker.metrics.text_format.
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: What the first scrape imports off the event loop.
@@ -37,6 +39,7 @@ class BrokerMetrics:
         #: prometheus_client Collectors (anything with ``collect()``), registered as soon as the registry exists.
         self._collectors: list[Any] = []
         self._registry: CollectorRegistry | None = None
+        self._writer: TextWriter | None = None
 
     def register_collector(self, collector: Any) -> None:
         """Serve ``collector``'s metrics from now on (a prometheus_client Collector: collected at every
@@ -82,6 +85,8 @@ class BrokerMetrics:
     def exposition(self) -> tuple[bytes, str]:
         """The registry's samples and their content type: Prometheus' text format, whatever the scraper
         prefers (Prometheus asks for OpenMetrics first and takes this; nothing here needs OpenMetrics)."""
-        from broker.metrics.text_format import text_format
+        if self._writer is None:
+            from broker.metrics.text_format import TextWriter
 
-        return text_format(self.registry.collect()), TEXT_CONTENT_TYPE
+            self._writer = TextWriter()
+        return self._writer.write(self.registry.collect()), TEXT_CONTENT_TYPE
