@@ -61,6 +61,11 @@ class Family:
         """A sample whose labels :func:`labels_text` rendered."""
         self._rows.append((self._sample_name, labels, value))
 
+    def add_all_rendered(self, samples: Iterable[tuple[float, str]]) -> None:
+        """Samples whose labels :func:`labels_text` rendered, as (value, labels)."""
+        name = self._sample_name
+        self._rows.extend([(name, labels, value) for value, labels in samples])
+
     def add_text(self, text: str) -> None:
         """Samples rendered already (lines of this family's sample name), written after the rows."""
         self.metric.text.append(text)  # type: ignore[attr-defined]

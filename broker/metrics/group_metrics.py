@@ -62,21 +62,20 @@ class GroupMetricsCollector:
         current = gauge("kafka_consumergroup_current_offset", "Kafka Exporter: the group's committed offset")
         partitions = self.replica_manager.partitions
         lag_labels = self._lag_labels
-        for group_id, group in sorted(self.groups.manager.groups.items()):
-            for (topic, index), entry in sorted(group.offsets.items()):
-                partition = partitions.get((topic, index))
-                if partition is None:
-                    continue
-                committed = entry.offset_and_metadata.offset
-                labels = lag_labels[group_id, topic, index]
-                current.add_rendered(committed, labels)
-                lag.add_rendered(max(0, partition.high_watermark - committed), labels)
+        # (labels, committed offset, high watermark) of each group's partitions this broker hosts.
+        offsets = [(lag_labels[group_id, topic, index], entry.offset_and_metadata.offset, partition.high_watermark)
+                   for group_id, group in sorted(self.groups.manager.groups.items())
+                   for (topic, index), entry in sorted(group.offsets.items())
+                   if (partition := partitions.get((topic, index))) is not None]
+        current.add_all_rendered([(committed, labels) for labels, committed, _ in offsets])
+        lag.add_all_rendered([(max(0, high_watermark - committed), labels)
+                              for labels, committed, high_watermark in offsets])
         yield lag.metric
         yield current.metric
         newest = gauge("kafka_topic_partition_current_offset", "Kafka Exporter: the partition's high watermark")
-        for key, partition in sorted(partitions.items()):
-            if partition.is_leader:
-                newest.add_rendered(partition.high_watermark, self._partition_labels[key])
+        rendered = self._partition_labels
+        newest.add_all_rendered([(partition.high_watermark, rendered[key])
+                                 for key, partition in sorted(partitions.items()) if partition.is_leader])
         yield newest.metric
 
 

@@ -88,13 +88,11 @@ class ReplicaMetricsCollector:
         size = gauge("kafka_log_log_size", "kafka.log:type=Log,name=Size")
         segments = gauge("kafka_log_log_numlogsegments", "kafka.log:type=Log,name=NumLogSegments")
         rendered = self._partition_labels
-        for key, partition in sorted(self.replica_manager.partitions.items()):
-            log = partition.log
-            labels = rendered[key]
-            end.add_rendered(log.log_end_offset, labels)
-            start.add_rendered(log.log_start_offset, labels)
-            size.add_rendered(log.size, labels)
-            segments.add_rendered(len(log.segments), labels)
+        logs = [(rendered[key], partition.log) for key, partition in sorted(self.replica_manager.partitions.items())]
+        end.add_all_rendered([(log.log_end_offset, labels) for labels, log in logs])
+        start.add_all_rendered([(log.log_start_offset, labels) for labels, log in logs])
+        size.add_all_rendered([(log.size, labels) for labels, log in logs])
+        segments.add_all_rendered([(len(log.segments), labels) for labels, log in logs])
         for family in (end, start, size, segments):
             yield family.metric
 
