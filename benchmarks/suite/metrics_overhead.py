@@ -110,8 +110,11 @@ def one_pass(broker: BrokerProcess, records: int, passes: int) -> tuple[float, f
     """Broker CPU µs per record: (produce, consume)."""
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic, PARTITIONS)
+    started = time.monotonic()
     produced = cpu_during(broker, lambda: produce(broker.bootstrap, topic, records))
+    middle = time.monotonic()
     consumed = cpu_during(broker, lambda: consume(broker.bootstrap, topic, records, passes))
+    print(f"  produce {middle - started:.1f} s, consume {time.monotonic() - middle:.1f} s", flush=True)
     return produced / records * 1e6, consumed / (records * passes) * 1e6
 
 
