@@ -18,6 +18,7 @@ partitions) is scraped 50 times: CPU per scrape and the wall time of one, as Pro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -163,27 +164,48 @@ def scrape_cpu(broker: BrokerProcess) -> tuple[float, bytes]:
     return (schedstat_cpu_seconds(broker.pid) - before) / SCRAPES * 1000, body
 
 
-def scrape_time(partitions: int) -> None:
-    topics = [f"scrape-{i:03d}" for i in range(100)]
-    with BrokerProcess() as broker:
-        create_topics(broker.bootstrap, topics, partitions // len(topics))
-        produce_one_each(broker.bootstrap, topics, partitions // len(topics))
-        for group in range(GROUPS):
-            commit_offsets(broker.bootstrap, f"group-{group:02d}", topics[2 * group % 100:2 * group % 100 + 2],
-                           partitions // len(topics))
-        assert broker.pid is not None
-        times, cpu, body = [], [], b""
+def scrape_time(partitions: int, baseline: Path | None) -> None:
+    """Scrapes of a broker with ``partitions`` partitions and 50 groups; with ``baseline`` (another
+    checkout), of its broker too, built the same way, the scrapes of the two alternating."""
+    with contextlib.ExitStack() as stack:
+        brokers = {"this tree": stack.enter_context(BrokerProcess())}
+        if baseline is not None:
+            brokers[f"baseline {baseline}"] = stack.enter_context(BrokerProcess(tree=baseline))
+        for broker in brokers.values():
+            fill_for_scrape(broker, partitions)
+        figures: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in brokers}
+        bodies = dict.fromkeys(brokers, b"")
         for _ in range(SCRAPES):
-            started, cpu_before = time.perf_counter(), schedstat_cpu_seconds(broker.pid)
-            with urllib.request.urlopen(broker.metrics_url, timeout=30) as answer:
-                body = answer.read()
-            times.append((time.perf_counter() - started) * 1000)
-            cpu.append((schedstat_cpu_seconds(broker.pid) - cpu_before) * 1000)
-        lines = body.count(b"\n")
-        print(f"scrape of {partitions} partitions, {GROUPS} groups ({len(body)} bytes, {lines} lines): "
-              f"wall median {statistics.median(times):.1f} ms, min {min(times):.1f} ms, max {max(times):.1f} ms; "
-              f"broker CPU {sum(cpu) / len(cpu):.2f} ms per scrape (mean of {SCRAPES}); load average "
-              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+            for name, broker in brokers.items():
+                bodies[name] = timed_scrape(broker, *figures[name])
+        for name, (times, cpu) in figures.items():
+            body = bodies[name]
+            lines = body.count(b"\n")
+            print(f"{name}: scrape of {partitions} partitions, {GROUPS} groups ({len(body)} bytes, "
+                  f"{lines} lines): wall median {statistics.median(times):.1f} ms, min {min(times):.1f} ms, "
+                  f"max {max(times):.1f} ms; broker CPU median {statistics.median(cpu):.2f} ms per scrape "
+                  f"(mean {statistics.mean(cpu):.2f}, {SCRAPES} scrapes)")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+
+
+def fill_for_scrape(broker: BrokerProcess, partitions: int) -> None:
+    topics = [f"scrape-{i:03d}" for i in range(100)]
+    create_topics(broker.bootstrap, topics, partitions // len(topics))
+    produce_one_each(broker.bootstrap, topics, partitions // len(topics))
+    for group in range(GROUPS):
+        commit_offsets(broker.bootstrap, f"group-{group:02d}", topics[2 * group % 100:2 * group % 100 + 2],
+                       partitions // len(topics))
+
+
+def timed_scrape(broker: BrokerProcess, times: list[float], cpu: list[float]) -> bytes:
+    """One scrape: its wall time and the broker's CPU time (ms) appended; the answer returned."""
+    assert broker.pid is not None
+    started, cpu_before = time.perf_counter(), schedstat_cpu_seconds(broker.pid)
+    with urllib.request.urlopen(broker.metrics_url, timeout=30) as answer:
+        body: bytes = answer.read()
+    times.append((time.perf_counter() - started) * 1000)
+    cpu.append((schedstat_cpu_seconds(broker.pid) - cpu_before) * 1000)
+    return body
 
 
 def produce_one_each(bootstrap: str, topics: list[str], per_topic: int) -> None:
@@ -207,11 +229,12 @@ def main() -> None:
     parser.add_argument("--consume-passes", type=int, default=5)
     parser.add_argument("--scrape-partitions", type=int, default=1000)
     parser.add_argument("--part", choices=("all", "overhead", "scrape"), default="all")
+    parser.add_argument("--baseline", type=Path, help="another checkout whose broker the scrape part also scrapes")
     args = parser.parse_args()
     if args.part in ("all", "overhead"):
         overhead(args.records, args.repeats, args.consume_passes)
     if args.part in ("all", "scrape"):
-        scrape_time(args.scrape_partitions)
+        scrape_time(args.scrape_partitions, args.baseline)
 
 
 if __name__ == "__main__":
