@@ -21,10 +21,13 @@ from broker.metrics.sources import MetricSources
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+    from broker.metrics.text_format import TextWriter
+
 #: Prometheus' text format, written by broker.metrics.text_format.
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: What the first scrape imports off the event loop.
-_COLLECTING_MODULES = ("prometheus_client", "broker.metrics.text_format", "broker.metrics.broker_collectors")
+_COLLECTING_MODULES = ("prometheus_client", "broker.metrics.text_format", "broker.metrics.broker_collectors",
+                       "broker.metrics.process_metrics")
 
 
 class BrokerMetrics:
@@ -36,6 +39,7 @@ class BrokerMetrics:
         #: prometheus_client Collectors (anything with ``collect()``), registered as soon as the registry exists.
         self._collectors: list[Any] = []
         self._registry: CollectorRegistry | None = None
+        self._writer: TextWriter | None = None
 
     def register_collector(self, collector: Any) -> None:
         """Serve ``collector``'s metrics from now on (a prometheus_client Collector: collected at every
@@ -62,13 +66,14 @@ class BrokerMetrics:
         return self._registry
 
     def _build_registry(self) -> CollectorRegistry:
-        from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+        from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector
 
         from broker.metrics.broker_collectors import broker_collectors
+        from broker.metrics.process_metrics import ProcessMetricsCollector
 
         # No auto-describe: registering a collector must not run it.
         registry = CollectorRegistry(auto_describe=False)
-        ProcessCollector(registry=registry)
+        registry.register(ProcessMetricsCollector())
         GCCollector(registry=registry)
         PlatformCollector(registry=registry)
         for collector in (broker_collectors(self._sources) if self._sources is not None else []):
@@ -80,6 +85,8 @@ class BrokerMetrics:
     def exposition(self) -> tuple[bytes, str]:
         """The registry's samples and their content type: Prometheus' text format, whatever the scraper
         prefers (Prometheus asks for OpenMetrics first and takes this; nothing here needs OpenMetrics)."""
-        from broker.metrics.text_format import text_format
+        if self._writer is None:
+            from broker.metrics.text_format import TextWriter
 
-        return text_format(self.registry.collect()), TEXT_CONTENT_TYPE
+            self._writer = TextWriter()
+        return self._writer.write(self.registry.collect()), TEXT_CONTENT_TYPE

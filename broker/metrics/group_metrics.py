@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from prometheus_client.metrics_core import Metric
 
-from broker.metrics.families import gauge, labels_text
+from broker.metrics.families import RenderedLabels, gauge, labels_text, partition_labels
 from coordinator.group.group_coordinator import GroupCoordinator
 from coordinator.group.group_metadata import GroupState
 from coordinator.transaction.transaction_coordinator import TransactionCoordinator
@@ -30,8 +30,12 @@ class GroupMetricsCollector:
     def __init__(self, groups: GroupCoordinator, replica_manager: ReplicaManager) -> None:
         self.groups = groups
         self.replica_manager = replica_manager
+        self._lag_labels: RenderedLabels[tuple[str, str, int]] = RenderedLabels(_lag_labels)
+        self._partition_labels: RenderedLabels[tuple[str, int]] = RenderedLabels(partition_labels)
 
     def collect(self) -> Iterator[Metric]:
+        self._lag_labels.next_scrape()
+        self._partition_labels.next_scrape()
         manager = self.groups.manager
         consumer_groups = self.groups.consumer_groups.groups
         classic = [g for group_id, g in manager.groups.items() if group_id not in consumer_groups]
@@ -57,21 +61,21 @@ class GroupMetricsCollector:
                                                "committed offset")
         current = gauge("kafka_consumergroup_current_offset", "Kafka Exporter: the group's committed offset")
         partitions = self.replica_manager.partitions
-        for group_id, group in sorted(self.groups.manager.groups.items()):
-            for (topic, index), entry in sorted(group.offsets.items()):
-                partition = partitions.get((topic, index))
-                if partition is None:
-                    continue
-                committed = entry.offset_and_metadata.offset
-                labels = labels_text(consumergroup=group_id, topic=topic, partition=str(index))
-                current.add_rendered(committed, labels)
-                lag.add_rendered(max(0, partition.high_watermark - committed), labels)
+        lag_labels = self._lag_labels
+        # (labels, committed offset, high watermark) of each group's partitions this broker hosts.
+        offsets = [(lag_labels[group_id, topic, index], entry.offset_and_metadata.offset, partition.high_watermark)
+                   for group_id, group in sorted(self.groups.manager.groups.items())
+                   for (topic, index), entry in sorted(group.offsets.items())
+                   if (partition := partitions.get((topic, index))) is not None]
+        current.add_all_rendered([(committed, labels) for labels, committed, _ in offsets])
+        lag.add_all_rendered([(max(0, high_watermark - committed), labels)
+                              for labels, committed, high_watermark in offsets])
         yield lag.metric
         yield current.metric
         newest = gauge("kafka_topic_partition_current_offset", "Kafka Exporter: the partition's high watermark")
-        for (topic, index), partition in sorted(partitions.items()):
-            if partition.is_leader:
-                newest.add(partition.high_watermark, topic=topic, partition=str(index))
+        rendered = self._partition_labels
+        newest.add_all_rendered([(partition.high_watermark, rendered[key])
+                                 for key, partition in sorted(partitions.items()) if partition.is_leader])
         yield newest.metric
 
 
@@ -93,6 +97,11 @@ class TransactionMetricsCollector:
         pending = len(self.transactions.marker_channel.pending)
         yield gauge("pafka_transaction_coordinator_pending_markers",
                     "Transactions whose markers are being written").add(pending).metric
+
+
+def _lag_labels(key: tuple[str, str, int]) -> str:
+    group_id, topic, index = key
+    return labels_text(consumergroup=group_id, topic=topic, partition=str(index))
 
 
 def _gmm_gauge(name: str, value: int) -> Metric:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from prometheus_client.metrics_core import Metric
 
-from broker.metrics.families import Family, counter, gauge, labels_text
+from broker.metrics.families import Family, RenderedLabels, counter, gauge, labels_text, partition_labels
 from replication.broker_topic_stats import TopicCounters
 from replication.replica_manager import ReplicaManager
 
@@ -27,8 +27,12 @@ class ReplicaMetricsCollector:
 
     def __init__(self, replica_manager: ReplicaManager) -> None:
         self.replica_manager = replica_manager
+        self._topic_labels: RenderedLabels[str] = RenderedLabels(lambda topic: labels_text(topic=topic))
+        self._partition_labels: RenderedLabels[tuple[str, int]] = RenderedLabels(partition_labels)
 
     def collect(self) -> Iterator[Metric]:
+        self._topic_labels.next_scrape()
+        self._partition_labels.next_scrape()
         yield from self._topic_metrics()
         yield from self._replica_manager_metrics()
         yield from self._log_metrics()
@@ -36,13 +40,13 @@ class ReplicaMetricsCollector:
     def _topic_metrics(self) -> Iterator[Metric]:
         stats = self.replica_manager.topic_stats
         all_topics = stats.all_topics()
-        topics = sorted(stats.topics.items())
+        topics = [(self._topic_labels[topic], counters) for topic, counters in sorted(stats.topics.items())]
         for field, meter in TOPIC_METERS:
             family = counter(f"kafka_server_brokertopicmetrics_{meter.lower()}",
                              f"kafka.server:type=BrokerTopicMetrics,name={meter}PerSec (Count)")
             family.add(getattr(all_topics, field))
-            for topic, counters in topics:
-                family.add(_value(counters, field), topic=topic)
+            for labels, counters in topics:
+                family.add_rendered(_value(counters, field), labels)
             yield family.metric
         yield counter("kafka_server_brokertopicmetrics_replicationbytesin",
                       "kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesInPerSec (Count)"
@@ -83,13 +87,12 @@ class ReplicaMetricsCollector:
         start = gauge("kafka_log_log_logstartoffset", "kafka.log:type=Log,name=LogStartOffset")
         size = gauge("kafka_log_log_size", "kafka.log:type=Log,name=Size")
         segments = gauge("kafka_log_log_numlogsegments", "kafka.log:type=Log,name=NumLogSegments")
-        for (topic, index), partition in sorted(self.replica_manager.partitions.items()):
-            log = partition.log
-            labels = labels_text(topic=topic, partition=str(index))
-            end.add_rendered(log.log_end_offset, labels)
-            start.add_rendered(log.log_start_offset, labels)
-            size.add_rendered(log.size, labels)
-            segments.add_rendered(len(log.segments), labels)
+        rendered = self._partition_labels
+        logs = [(rendered[key], partition.log) for key, partition in sorted(self.replica_manager.partitions.items())]
+        end.add_all_rendered([(log.log_end_offset, labels) for labels, log in logs])
+        start.add_all_rendered([(log.log_start_offset, labels) for labels, log in logs])
+        size.add_all_rendered([(log.size, labels) for labels, log in logs])
+        segments.add_all_rendered([(len(log.segments), labels) for labels, log in logs])
         for family in (end, start, size, segments):
             yield family.metric
 

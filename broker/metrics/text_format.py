@@ -9,14 +9,13 @@ label value needs it) and hands any other family to prometheus_client's writer.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from broker.metrics.families import escape, rows_of
+from broker.metrics.families import Row, escape, number_text, rows_of, text_of
 
 #: Families written here; the others (info, histograms, OpenMetrics-only samples) go to prometheus_client.
 _PLAIN_TYPES = frozenset({"gauge", "counter", "summary"})
@@ -24,37 +23,67 @@ _OPENMETRICS_SUFFIXES = ("_created", "_gsum", "_gcount")
 
 
 def text_format(collectors: Iterable[Metric]) -> bytes:
-    out: list[str] = []
-    for metric in collectors:
-        rows = rows_of(metric)
-        if rows is None and (metric.type not in _PLAIN_TYPES
-                             or any(s.name.endswith(_OPENMETRICS_SUFFIXES) for s in metric.samples)):
-            out.append(generate_latest(_One(metric)).decode())
-            continue
-        name = metric.name + "_total" if metric.type == "counter" else metric.name
-        doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
-        out.append(f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n")
-        if rows is None:
-            out.extend([_line(s.name, s.labels, s.value) for s in metric.samples])
-        else:
-            out.extend([_line(*row) for row in rows])
-    return "".join(out).encode()
+    """The families in the text format (no memory of earlier scrapes)."""
+    return TextWriter().write(collectors)
 
 
-def _line(name: str, labels: dict[str, str] | str, value: float) -> str:
-    number = str(value) if type(value) is int else _float(value)
-    if not labels:
-        return f"{name} {number}\n"
-    inner = labels if isinstance(labels, str) else ",".join([f'{k}="{escape(v)}"' for k, v in labels.items()])
-    return f"{name}{{{inner}}} {number}\n"
+class TextWriter:
+    """Writes a registry's families scrape after scrape, rendering again only the families that moved.
+
+    Most of a broker's samples hold still between two scrapes (an idle partition's offsets and size,
+    an API not called since): a family built here whose help, rows and rendered samples equal the
+    previous scrape's is written from the previous scrape's text. Comparing a row (a name, labels
+    rendered once per partition, a number) costs a fraction of writing it.
+    """
+
+    def __init__(self) -> None:
+        #: The previous scrape's families by name: (help, type, rows, rendered samples, text).
+        self._previous: dict[str, tuple[str, str, list[Row], list[str], str]] = {}
+
+    def write(self, collectors: Iterable[Metric]) -> bytes:
+        previous, current = self._previous, {}
+        out: list[str] = []
+        for metric in collectors:
+            rows = rows_of(metric)
+            if rows is None:
+                out.append(_other(metric))
+                continue
+            text = text_of(metric)
+            kept = previous.get(metric.name)
+            if (kept is not None and kept[0] == metric.documentation and kept[1] == metric.type
+                    and kept[2] == rows and kept[3] == text):
+                written = kept[4]
+            else:
+                written = "".join(_family(metric, rows, text))
+            # Copies: a collector that kept its family and changed it in place must not match itself.
+            current[metric.name] = (metric.documentation, metric.type, rows.copy(), text.copy(), written)
+            out.append(written)
+        self._previous = current
+        return "".join(out).encode()
 
 
-def _float(value: float) -> str:
-    if math.isfinite(value):
-        return repr(float(value))
-    if math.isnan(value):
-        return "NaN"
-    return "+Inf" if value > 0 else "-Inf"
+def _other(metric: Metric) -> str:
+    """A family of prometheus_client's (GC, platform, a plugin's collector)."""
+    if metric.type not in _PLAIN_TYPES or any(s.name.endswith(_OPENMETRICS_SUFFIXES) for s in metric.samples):
+        return generate_latest(_One(metric)).decode()
+    return "".join(_family(metric, [(s.name, s.labels, s.value) for s in metric.samples], []))
+
+
+def _family(metric: Metric, rows: list[Row], text: list[str]) -> list[str]:
+    name = metric.name + "_total" if metric.type == "counter" else metric.name
+    doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
+    out = [f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n"]
+    _lines(rows, out)
+    out.extend(text)
+    return out
+
+
+def _lines(rows: list[Row], out: list[str]) -> None:
+    append = out.append
+    for name, labels, value in rows:
+        if not isinstance(labels, str):
+            labels = ",".join([f'{k}="{escape(v)}"' for k, v in labels.items()])
+        append(f"{name}{{{labels}}} {number_text(value)}\n" if labels else f"{name} {number_text(value)}\n")
 
 
 class _One(Collector):

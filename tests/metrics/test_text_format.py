@@ -10,7 +10,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.metrics.families import Timer, counter, gauge, labels_text
-from broker.metrics.text_format import text_format
+from broker.metrics.text_format import TextWriter, text_format
 
 
 def samples(text: str) -> set[tuple[str, tuple[tuple[str, str], ...], float]]:
@@ -46,3 +46,27 @@ def test_the_text_parses_back_to_the_samples_given() -> None:
     assert plain == {sample for sample in samples(generate_latest(registry).decode())
                      if sample[0].startswith("plain_requests")}
     assert ("plain_requests_total", (), 4.0) in plain
+
+
+def test_a_writer_renders_again_only_what_moved() -> None:
+    offsets = {"a": 1, "b": 2}
+
+    class Offsets:
+        def collect(self) -> Iterator[Metric]:
+            family = gauge("offset", "offsets")
+            for topic, offset in sorted(offsets.items()):
+                family.add_rendered(offset, labels_text(topic=topic))
+            yield family.metric
+            yield gauge("still", "unchanged").add(1.5).metric
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Offsets())
+    writer = TextWriter()
+    first = writer.write(registry.collect())
+    assert writer.write(registry.collect()) == first == text_format(registry.collect())
+    offsets["b"] = 3
+    offsets["c"] = 0
+    moved = writer.write(registry.collect()).decode()
+    assert moved == text_format(registry.collect()).decode()
+    assert samples(moved) == {("offset", (("topic", "a"),), 1.0), ("offset", (("topic", "b"),), 3.0),
+                              ("offset", (("topic", "c"),), 0.0), ("still", (), 1.5)}
