@@ -5,7 +5,9 @@ the share-partition start offset and end offset are *in flight*: each is
 AVAILABLE (may be handed out), ACQUIRED (locked by one member until it
 acknowledges or the lock times out), ACKNOWLEDGED or ARCHIVED (done). Every
 offset below the start offset is done; the start offset moves up over the
-done records at its head, which is what lets the group read on.
+done records at its head, which is what lets the group read on. The records
+are kept as runs of offsets that share a state (:mod:`in_flight_batches`), so
+what a consumer does a batch at a time costs the same for one record or many.
 
 This class does no I/O: the caller reads the log (through the replica
 manager) from :meth:`SharePartition.next_fetch_offset`, hands the batches it
