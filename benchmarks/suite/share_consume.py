@@ -15,7 +15,9 @@ at most 16 KiB (the Java producer's ``batch.size``). Then, in this order:
   of them got to the last.
 
 Each run reports records/s, the ratio to the classic consumer, and the broker's CPU µs per record
-(its CPU over the run, idle included, divided by the records: for share groups, per acknowledged record).
+(its CPU over the run, idle included, divided by the records: for share groups, per acknowledged record),
+the consumer processes' CPU µs per record (all their threads, from their first poll), the machine's busy
+cores over the run (``/proc/stat``: every process, other jobs included) and the load average after it.
 Every consumer is a process of its own; on 2 shared cores, clients and broker compete for CPU.
 Prints a markdown table and, last, one JSON line.
 """
@@ -58,6 +60,11 @@ class Run:
     seconds: float
     per_s: float
     broker_cpu_us_per_record: float
+    #: The consumer processes' CPU (every thread, from their first poll on) per record.
+    client_cpu_us_per_record: float
+    #: The machine's busy cores over the run (/proc/stat, every process), and the load average after it.
+    machine_busy_cores: float
+    load_average: float
     vs_classic: float | None = None
 
 
@@ -108,6 +115,7 @@ def child(args: argparse.Namespace) -> None:
         consumer = confluent_kafka.Consumer({**config, "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([TOPIC])
     count, first, last, reported = 0, 0.0, 0.0, 0.0
+    cpu0 = time.process_time()  # every thread of the process: librdkafka's included
     stop = Path(args.stop)
     while not stop.exists():
         if args.kind == "share":
@@ -121,19 +129,27 @@ def child(args: argparse.Namespace) -> None:
             count += got
         if time.monotonic() - reported > REPORT_EVERY_S:
             reported = time.monotonic()
-            Path(args.report + ".tmp").write_text(f"{count} {first} {last}")
+            Path(args.report + ".tmp").write_text(f"{count} {first} {last} {time.process_time() - cpu0}")
             os.replace(args.report + ".tmp", args.report)
     if args.kind == "share":
         consumer.poll(0.5)  # sends the last batch's implicit acknowledgement
     consumer.close()
 
 
-def read_report(path: Path) -> tuple[int, float, float]:
+def read_report(path: Path) -> tuple[int, float, float, float]:
+    """(records, first record's time, last record's time, the process's CPU seconds so far)."""
     try:
-        count, first, last = path.read_text().split()
+        count, first, last, cpu = path.read_text().split()
     except (OSError, ValueError):
-        return 0, 0.0, 0.0
-    return int(count), float(first), float(last)
+        return 0, 0.0, 0.0, 0.0
+    return int(count), float(first), float(last), float(cpu)
+
+
+def machine_busy_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of every core since boot, from the first line of /proc/stat."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields) - idle, sum(fields)
 
 
 def start_profiler(pid: int, out: Path | None) -> subprocess.Popen[bytes] | None:
@@ -161,6 +177,7 @@ def timed_group(broker: BenchBroker, kind: str, consumers: int, records: int, wo
     assert broker.pid is not None
     profiler = start_profiler(broker.pid, None if profile is None else profile / f"{kind}-{consumers}.txt")
     cpu0 = cpu_seconds(broker.pid)
+    busy0, total0 = machine_busy_jiffies()
     children = [subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "--child", "--kind", kind, "--bootstrap", broker.bootstrap,
          "--group", group, "--stop", str(stop), "--report", str(report)], cwd=ROOT) for report in reports]
@@ -171,6 +188,8 @@ def timed_group(broker: BenchBroker, kind: str, consumers: int, records: int, wo
             assert all(c.poll() is None for c in children), "a consumer exited"
             time.sleep(0.1)
         cpu = cpu_seconds(broker.pid) - cpu0
+        busy1, total1 = machine_busy_jiffies()
+        time.sleep(REPORT_EVERY_S * 2)  # the consumers' last reports, with their CPU, are written
     finally:
         stop_profiler(profiler)
         stop.touch()
@@ -184,16 +203,21 @@ def timed_group(broker: BenchBroker, kind: str, consumers: int, records: int, wo
     total = sum(s[0] for s in seen)
     seconds = max(s[2] for s in seen) - min(s[1] for s in seen if s[1])
     name = "classic group of 1" if kind == "classic" else f"share group of {consumers}"
-    return Run(name, consumers, total, seconds, total / seconds, cpu / total * 1e6)
+    client_cpu = sum(s[3] for s in seen)
+    busy_cores = (busy1 - busy0) / max(total1 - total0, 1) * (os.cpu_count() or 1)
+    return Run(name, consumers, total, seconds, total / seconds, cpu / total * 1e6, client_cpu / total * 1e6,
+               busy_cores, os.getloadavg()[0])
 
 
 def print_table(runs: Sequence[Run]) -> None:
-    print("| consumers | records | seconds | records/s | × classic | broker CPU µs/record |")
-    print("|---|---|---|---|---|---|")
+    print("| consumers | records | seconds | records/s | × classic | broker CPU µs/record "
+          "| clients' CPU µs/record | machine busy cores | load average |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for run in runs:
         ratio = "" if run.vs_classic is None else f"{run.vs_classic:.2f}"
         print(f"| {run.name} | {run.records:,} | {run.seconds:.1f} | {run.per_s:,.0f} | {ratio} "
-              f"| {run.broker_cpu_us_per_record:.1f} |")
+              f"| {run.broker_cpu_us_per_record:.2f} | {run.client_cpu_us_per_record:.2f} "
+              f"| {run.machine_busy_cores:.2f} | {run.load_average:.1f} |")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

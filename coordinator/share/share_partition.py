@@ -5,7 +5,9 @@ the share-partition start offset and end offset are *in flight*: each is
 AVAILABLE (may be handed out), ACQUIRED (locked by one member until it
 acknowledges or the lock times out), ACKNOWLEDGED or ARCHIVED (done). Every
 offset below the start offset is done; the start offset moves up over the
-done records at its head, which is what lets the group read on.
+done records at its head, which is what lets the group read on. The records
+are kept as runs of offsets that share a state (:mod:`in_flight_batches`), so
+what a consumer does a batch at a time costs the same for one record or many.
 
 This class does no I/O: the caller reads the log (through the replica
 manager) from :meth:`SharePartition.next_fetch_offset`, hands the batches it
@@ -18,11 +20,13 @@ timeouts run on a ``Scheduler``, so tests drive them with a fake clock.
 from __future__ import annotations
 
 import enum
+import itertools
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from coordinator.common.scheduler import Scheduler, Timer
+from coordinator.common.scheduler import Scheduler
+from coordinator.share.in_flight_batches import AcquisitionLock, InFlightBatch, InFlightBatches
 from coordinator.share.persister import PersisterStateBatch, RecordState, ShareGroupPartitionState
 from protocol.errors import ErrorCode
 
@@ -94,44 +98,14 @@ class ShareAcknowledgeError(Exception):
         self.message = message
 
 
-class _AcquisitionLock:
-    """The lock of one acquisition: its timer, how many of its records are still held, and how many
-    were acknowledged by writes not yet durable (a failed one gives them back to this lock)."""
-
-    __slots__ = ("expired", "held", "in_write", "member_id", "timer")
-
-    def __init__(self, member_id: str) -> None:
-        self.member_id = member_id
-        self.held = 0
-        self.in_write = 0
-        self.expired = False
-        self.timer: Timer | None = None
-
-    def cancel_if_empty(self) -> None:
-        """Nothing can come back to this lock any more: its timer goes."""
-        if self.held <= 0 and self.in_write <= 0 and self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-
-
-@dataclass(slots=True)
-class InFlightRecord:
-    state: RecordState
-    delivery_count: int
-    lock: _AcquisitionLock | None = None
-
-    @property
-    def member_id(self) -> str | None:
-        return None if self.lock is None else self.lock.member_id
-
-
 @dataclass(slots=True)
 class PendingAcknowledgement:
     """An acknowledgement applied in memory but not yet persisted: what to restore if the write fails."""
 
     member_id: str
-    #: (offset, state, delivery count, lock) of each record the acknowledgement changed, as they were.
-    previous: list[tuple[int, RecordState, int, _AcquisitionLock | None]] = field(default_factory=list)
+    #: (first offset, last offset, state, delivery count, lock) of each run the acknowledgement changed,
+    #: as they were.
+    previous: list[tuple[int, int, RecordState, int, AcquisitionLock | None]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -187,8 +161,7 @@ class SharePartition:
         self.leader_epoch = state.leader_epoch
         self.start_offset = state.start_offset
         self.end_offset = state.start_offset
-        self._records: dict[int, InFlightRecord] = {}
-        self._pending: set[int] = set()
+        self._batches = InFlightBatches()
         #: Told when records may have become acquirable (AVAILABLE again, or room below the lock limit),
         #: so a fetch waiting for this partition can try again.
         self.listener: Callable[[], None] | None = None
@@ -204,37 +177,39 @@ class SharePartition:
         for batch in sorted(batches, key=lambda b: b.first_offset):
             if batch.last_offset < self.start_offset:
                 continue
-            for offset in range(self.end_offset, batch.first_offset):
-                self._records[offset] = InFlightRecord(RecordState.AVAILABLE, 0)
+            if self.end_offset < batch.first_offset:
+                self._batches.add(InFlightBatch(self.end_offset, batch.first_offset - 1, RecordState.AVAILABLE, 0))
             state = RecordState(batch.delivery_state)
             if state == RecordState.ACQUIRED:
                 state = RecordState.AVAILABLE
-            for offset in range(max(batch.first_offset, self.start_offset), batch.last_offset + 1):
-                self._records[offset] = InFlightRecord(state, batch.delivery_count)
+            first = max(batch.first_offset, self.start_offset)
+            for stale in self._batches.within(first, batch.last_offset):  # a later batch wins an overlap
+                self._batches.remove(stale)
+            self._batches.add(InFlightBatch(first, batch.last_offset, state, batch.delivery_count))
             self.end_offset = max(self.end_offset, batch.last_offset + 1)
         self._advance_start()
 
     # -- reading ----------------------------------------------------------------------------------------
     def next_fetch_offset(self) -> int:
         """Where the next read of the log starts: the first AVAILABLE in-flight offset, else the end offset."""
-        for offset in range(self.start_offset, self.end_offset):
-            record = self._records.get(offset)
-            if record is not None and record.state == RecordState.AVAILABLE:
-                return offset
+        start = self.start_offset
+        for batch in self._batches:
+            if batch.last_offset >= start and batch.state == RecordState.AVAILABLE:
+                return max(batch.first_offset, start)
         return self.end_offset
 
     def record_state(self, offset: int) -> tuple[RecordState, int, str | None] | None:
         """(state, delivery count, holder) of an in-flight offset, None when it is not in flight."""
-        record = self._records.get(offset)
-        return None if record is None else (record.state, record.delivery_count, record.member_id)
+        batch = self._batches.find(offset)
+        return None if batch is None else (batch.state, batch.delivery_count, batch.member_id)
 
     @property
     def in_flight_count(self) -> int:
-        return len(self._records)
+        return self._batches.record_count
 
     def can_acquire(self) -> bool:
         """Whether a fetch could find anything to acquire (an AVAILABLE record, or room for new ones)."""
-        return self.next_fetch_offset() < self.end_offset or len(self._records) < self.config.max_record_locks
+        return self.next_fetch_offset() < self.end_offset or self._has_room()
 
     # -- acquisition ------------------------------------------------------------------------------------
     def acquire(self, member_id: str, batches: Sequence[FetchedBatch], max_records: int,
@@ -250,7 +225,7 @@ class SharePartition:
         # Control batches (transaction markers) hold nothing to deliver in either isolation level:
         # archived at once, so a consumer that does not acknowledge them as gaps never waits on their locks.
         skip = aborted_batch_flags(batches, aborted) if aborted is not None else [b.is_control for b in batches]
-        lock = _AcquisitionLock(member_id)
+        lock = AcquisitionLock(member_id)
         acquired: list[AcquiredRecords] = []
         count = 0
         cursor = self.next_fetch_offset() if fetch_offset is None else max(fetch_offset, self.start_offset)
@@ -274,95 +249,99 @@ class SharePartition:
         return acquired
 
     def _has_room(self) -> bool:
-        return len(self._records) < self.config.max_record_locks
+        return self._batches.record_count < self.config.max_record_locks
 
-    def _acquire_range(self, first: int, last: int, lock: _AcquisitionLock, out: list[AcquiredRecords],
+    def _acquire_range(self, first: int, last: int, lock: AcquisitionLock, out: list[AcquiredRecords],
                        budget: int) -> int:
         """Acquire what is AVAILABLE or new in first..last, at most ``budget`` records."""
         count = 0
-        records = self._records
-        for offset in range(first, min(last + 1, self.end_offset)):
+        in_flight_last = min(last, self.end_offset - 1)
+        for batch in self._batches.overlapping(first, in_flight_last) if first <= in_flight_last else ():
             if count >= budget:
                 break
-            record = records.get(offset)
-            if record is None or record.state != RecordState.AVAILABLE:
-                continue  # done before (or absent from the log), or held or done now
-            record.state = RecordState.ACQUIRED
-            record.delivery_count += 1
-            record.lock = lock
-            count += 1
-            _add_run(out, offset, offset, record.delivery_count)
+            if batch.state != RecordState.AVAILABLE:
+                continue  # held or done now
+            low = max(batch.first_offset, first)
+            high = min(batch.last_offset, in_flight_last, low + budget - count - 1)
+            for part in self._batches.within(low, high):
+                part.state = RecordState.ACQUIRED
+                part.delivery_count += 1
+                part.lock = lock
+                count += part.size
+                _add_run(out, part.first_offset, part.last_offset, part.delivery_count)
         if last >= self.end_offset and count < budget:
-            # Never in flight before: one pass, no per-record decisions (the common case).
+            # Never in flight before: one run, no per-record decisions (the common case).
             new_first = max(first, self.end_offset)
             last = min(last, new_first + budget - count - 1)
-            for offset in range(new_first, last + 1):
-                records[offset] = InFlightRecord(RecordState.ACQUIRED, 1, lock)
+            self._batches.add(InFlightBatch(new_first, last, RecordState.ACQUIRED, 1, lock))
             count += last - new_first + 1
             self.end_offset = last + 1
             _add_run(out, new_first, last, 1)
         lock.held += count
         return count
 
+    def _archive_available(self, first: int, last: int) -> None:
+        """The AVAILABLE in-flight offsets of first..last become ARCHIVED."""
+        last = min(last, self.end_offset - 1)
+        if first > last:
+            return
+        for batch in self._batches.overlapping(first, last):
+            if batch.state == RecordState.AVAILABLE:
+                for part in self._batches.within(max(batch.first_offset, first), min(batch.last_offset, last)):
+                    part.state = RecordState.ARCHIVED
+
     def _archive_absent(self, first: int, end: int) -> None:
         """Offsets in [first, end) the log does not hold (compacted, or the read skipped them): archive
         the AVAILABLE in-flight ones so they do not hold the start offset back."""
-        for offset in range(first, min(end, self.end_offset)):
-            record = self._records.get(offset)
-            if record is not None and record.state == RecordState.AVAILABLE:
-                record.state = RecordState.ARCHIVED
+        self._archive_available(first, end - 1)
 
     def _archive_range(self, first: int, last: int) -> None:
-        for offset in range(first, last + 1):
-            record = self._records.get(offset)
-            if record is None:
-                if offset < self.end_offset:
-                    continue
-                self._records[offset] = InFlightRecord(RecordState.ARCHIVED, 0)
-                self.end_offset = offset + 1
-            elif record.state == RecordState.AVAILABLE:
-                record.state = RecordState.ARCHIVED
+        self._archive_available(first, last)
+        if last >= self.end_offset:
+            self._batches.add(InFlightBatch(max(first, self.end_offset), last, RecordState.ARCHIVED, 0))
+            self.end_offset = last + 1
 
     def move_start_to(self, offset: int) -> None:
         """The log no longer holds the offsets below ``offset`` (retention, DeleteRecords): they are done."""
         if offset <= self.start_offset:
             return
-        for stale in [o for o in self._records if o < offset and o not in self._pending]:
-            record = self._records.pop(stale)
-            if record.state == RecordState.ACQUIRED:
-                self._unhold(record)
+        self._batches.split_at(offset)
+        for stale in [b for b in self._batches if b.last_offset < offset and not b.in_write]:
+            self._batches.remove(stale)
+            if stale.state == RecordState.ACQUIRED:
+                self._unhold(stale)
         self.start_offset = offset
         self.end_offset = max(self.end_offset, offset)
         self._advance_start()
 
     # -- lock expiry and release ------------------------------------------------------------------------
-    def _lock_expired(self, lock: _AcquisitionLock) -> None:
+    def _lock_expired(self, lock: AcquisitionLock) -> None:
         """The lock's time is up: its records still ACQUIRED become AVAILABLE again (delivered once more,
         with delivery count + 1) or, at the delivery count limit, ARCHIVED."""
         lock.expired = True
         lock.timer = None
-        for record in self._records.values():
-            if record.lock is lock and record.state == RecordState.ACQUIRED:
-                self._make_available(record)
+        for batch in self._batches:
+            if batch.lock is lock and batch.state == RecordState.ACQUIRED:
+                self._make_available(batch)
         lock.held = 0
         self._advance_start()
         self._notify()
         self._unwritten()
 
-    def _make_available(self, record: InFlightRecord) -> None:
-        record.lock = None
-        limit_reached = record.delivery_count >= self.config.delivery_count_limit
-        record.state = RecordState.ARCHIVED if limit_reached else RecordState.AVAILABLE
+    def _make_available(self, batch: InFlightBatch) -> None:
+        batch.lock = None
+        limit_reached = batch.delivery_count >= self.config.delivery_count_limit
+        batch.state = RecordState.ARCHIVED if limit_reached else RecordState.AVAILABLE
 
     def release_member(self, member_id: str) -> int:
         """Release every record ``member_id`` holds (its share session closed or it left the group), as a
         RELEASE acknowledgement would. Returns how many were released."""
         released = 0
-        for record in self._records.values():
-            if record.state == RecordState.ACQUIRED and record.member_id == member_id:
-                self._unhold(record)
-                self._make_available(record)
-                released += 1
+        for batch in self._batches:
+            if batch.state == RecordState.ACQUIRED and batch.member_id == member_id:
+                self._unhold(batch)
+                self._make_available(batch)
+                released += batch.size
         self._advance_start()
         if released:
             self._notify()
@@ -377,10 +356,10 @@ class SharePartition:
         if self.on_unwritten_change is not None:
             self.on_unwritten_change()
 
-    def _unhold(self, record: InFlightRecord) -> None:
-        lock = record.lock
+    def _unhold(self, batch: InFlightBatch) -> None:
+        lock = batch.lock
         if lock is not None:
-            lock.held -= 1
+            lock.held -= batch.size
             lock.cancel_if_empty()
 
     # -- acknowledgement --------------------------------------------------------------------------------
@@ -391,48 +370,58 @@ class SharePartition:
         INVALID_RECORD_STATE and nothing changes. The caller persists :meth:`persistent_state` and then
         calls :meth:`commit`, or :meth:`rollback` when the write failed (:attr:`PendingAcknowledgement.changed`
         False: nothing to write). RENEW (``allow_renew``: version 2) restarts the records' lock at once."""
-        changes = [change for batch in batches for change in self._validate(member_id, batch, allow_renew)]
-        if len({change[0] for change in changes}) != len(changes):
+        segments = [segment for batch in batches for segment in self._validate(member_id, batch, allow_renew)]
+        ordered = sorted(segments)
+        if any(later[0] <= earlier[1] for earlier, later in itertools.pairwise(ordered)):
             raise ShareAcknowledgeError(ErrorCode.INVALID_REQUEST, "acknowledgement batches overlap")
         pending = PendingAcknowledgement(member_id)
-        previous = pending.previous
-        renewed: list[InFlightRecord] = []
-        for offset, kind, record in changes:
-            if record.state == RecordState.ARCHIVED:
-                continue  # a GAP over an offset already done
-            if kind == AcknowledgeType.RENEW:
-                renewed.append(record)
-                continue
-            lock = record.lock
-            previous.append((offset, record.state, record.delivery_count, lock))
-            if lock is not None:
-                lock.held -= 1
-                lock.in_write += 1
-            if kind == AcknowledgeType.ACCEPT:
-                record.state = RecordState.ACKNOWLEDGED
-                record.lock = None
-            else:
-                self._apply(record, kind)
-        self._pending.update(entry[0] for entry in previous)
+        renewed: list[InFlightBatch] = []
+        for first, last, kind in segments:
+            for batch in self._batches.within(first, last):
+                if batch.state == RecordState.ARCHIVED:
+                    continue  # a GAP over an offset already done
+                if kind == AcknowledgeType.RENEW:
+                    renewed.append(batch)
+                    continue
+                self._apply(batch, kind, pending)
         if renewed:
             self._renew(member_id, renewed)
         return pending
 
-    def _renew(self, member_id: str, records: list[InFlightRecord]) -> None:
+    def _apply(self, batch: InFlightBatch, kind: AcknowledgeType, pending: PendingAcknowledgement) -> None:
+        """One run's acknowledgement, remembered in ``pending`` and held out of other acknowledgements
+        until its write is done."""
+        lock = batch.lock
+        pending.previous.append((batch.first_offset, batch.last_offset, batch.state, batch.delivery_count, lock))
+        if lock is not None:
+            lock.held -= batch.size
+            lock.in_write += batch.size
+        if kind == AcknowledgeType.ACCEPT:
+            batch.state = RecordState.ACKNOWLEDGED
+            batch.lock = None
+        elif kind == AcknowledgeType.RELEASE:
+            self._make_available(batch)
+        else:  # REJECT, GAP
+            batch.state = RecordState.ARCHIVED
+            batch.lock = None
+        batch.in_write = True
+
+    def _renew(self, member_id: str, batches: list[InFlightBatch]) -> None:
         """The records stay ACQUIRED by the member under a new lock of the full duration; their old lock's
         timer finds them gone when it fires."""
-        lock = _AcquisitionLock(member_id)
-        for record in records:
-            old = record.lock
+        lock = AcquisitionLock(member_id)
+        for batch in batches:
+            old = batch.lock
             if old is not None:
-                old.held -= 1
+                old.held -= batch.size
                 old.cancel_if_empty()
-            record.lock = lock
-        lock.held = len(records)
+            batch.lock = lock
+            lock.held += batch.size
         lock.timer = self._scheduler.schedule(self.config.record_lock_duration_ms, lambda: self._lock_expired(lock))
 
     def _validate(self, member_id: str, batch: AcknowledgementBatch, allow_renew: bool
-                  ) -> list[tuple[int, AcknowledgeType, InFlightRecord]]:
+                  ) -> list[tuple[int, int, AcknowledgeType]]:
+        """The in-flight runs of one acknowledged range with their type: (first, last, type), in order."""
         width = batch.last_offset - batch.first_offset + 1
         types = batch.acknowledge_types
         if width <= 0 or len(types) not in (1, width):
@@ -448,43 +437,46 @@ class SharePartition:
             if not self.config.renew_acknowledge_enable:
                 raise ShareAcknowledgeError(ErrorCode.INVALID_RECORD_STATE,
                                             "renew acknowledgements are disabled for the share group")
-        single = kinds[0] if len(kinds) == 1 else None
-        records, in_write = self._records, self._pending
-        out: list[tuple[int, AcknowledgeType, InFlightRecord]] = []
-        for index, offset in enumerate(range(batch.first_offset, batch.last_offset + 1)):
-            kind = kinds[index] if single is None else single
-            record = records.get(offset)
-            if record is not None and offset not in in_write:
-                lock = record.lock
-                if record.state == RecordState.ACQUIRED and lock is not None and lock.member_id == member_id:
-                    out.append((offset, kind, record))
-                    continue
-                if kind == AcknowledgeType.GAP and record.state == RecordState.ARCHIVED:
-                    out.append((offset, kind, record))
-                    continue
-            elif record is None and kind == AcknowledgeType.GAP and offset < self.end_offset:
-                continue  # done before, or absent from the log
-            raise ShareAcknowledgeError(ErrorCode.INVALID_RECORD_STATE,
-                                        f"offset {offset} is not acquired by member {member_id}")
+        out: list[tuple[int, int, AcknowledgeType]] = []
+        for first, last, kind in _kind_runs(batch.first_offset, batch.last_offset, kinds):
+            self._validate_run(member_id, first, last, kind, out)
         return out
 
-    def _apply(self, record: InFlightRecord, kind: AcknowledgeType) -> None:
-        if kind == AcknowledgeType.ACCEPT:
-            record.state = RecordState.ACKNOWLEDGED
-            record.lock = None
-        elif kind == AcknowledgeType.RELEASE:
-            self._make_available(record)
-        else:  # REJECT, GAP
-            record.state = RecordState.ARCHIVED
-            record.lock = None
+    def _validate_run(self, member_id: str, first: int, last: int, kind: AcknowledgeType,
+                      out: list[tuple[int, int, AcknowledgeType]]) -> None:
+        """Check one range of one type: every in-flight offset ACQUIRED by the member and not in a write
+        (or ARCHIVED, for a GAP); offsets not in flight only for a GAP below the end offset."""
+        position = first
+        for batch in self._batches.overlapping(first, last):
+            if batch.first_offset > position:
+                self._check_not_in_flight(member_id, position, batch.first_offset - 1, kind)
+                position = batch.first_offset
+            lock = batch.lock
+            held = batch.state == RecordState.ACQUIRED and lock is not None and lock.member_id == member_id
+            if batch.in_write or not (held or (kind == AcknowledgeType.GAP and batch.state == RecordState.ARCHIVED)):
+                raise _not_acquired(position, member_id)
+            high = min(batch.last_offset, last)
+            out.append((position, high, kind))
+            position = high + 1
+        if position <= last:
+            self._check_not_in_flight(member_id, position, last, kind)
+
+    def _check_not_in_flight(self, member_id: str, first: int, last: int, kind: AcknowledgeType) -> None:
+        """Offsets not in flight (done before, or absent from the log) may be acknowledged only as GAPs,
+        and only below the end offset."""
+        if kind != AcknowledgeType.GAP:
+            raise _not_acquired(first, member_id)
+        if last >= self.end_offset:
+            raise _not_acquired(max(first, self.end_offset), member_id)
 
     def commit(self, pending: PendingAcknowledgement) -> None:
         """The acknowledgement is durable: finish it (timers of emptied locks cancelled, start offset moved)."""
-        self._pending.difference_update(entry[0] for entry in pending.previous)
-        for entry in pending.previous:
-            if entry[3] is not None:
-                entry[3].in_write -= 1
-        for lock in {entry[3] for entry in pending.previous}:
+        for first, last, _state, _count, lock in pending.previous:
+            for batch in self._batches.within(first, last):
+                batch.in_write = False
+            if lock is not None:
+                lock.in_write -= last - first + 1
+        for lock in {entry[4] for entry in pending.previous}:
             if lock is not None:
                 lock.cancel_if_empty()
         self._advance_start()
@@ -493,67 +485,87 @@ class SharePartition:
     def rollback(self, pending: PendingAcknowledgement) -> None:
         """The write failed: the records go back to their holder, or, when the lock expired meanwhile,
         to AVAILABLE (or ARCHIVED at the limit) as the expiry would have left them."""
-        for offset, state, delivery_count, lock in pending.previous:
-            self._pending.discard(offset)
-            record = self._records[offset]
-            record.state = state
-            record.delivery_count = delivery_count
-            record.lock = lock
-            if lock is None:
-                continue
-            lock.in_write -= 1
-            if lock.expired:
-                self._make_available(record)
-            else:
-                lock.held += 1
+        for first, last, state, delivery_count, lock in pending.previous:
+            for batch in self._batches.within(first, last):
+                batch.in_write = False
+                batch.state = state
+                batch.delivery_count = delivery_count
+                batch.lock = lock
+                if lock is None:
+                    continue
+                lock.in_write -= batch.size
+                if lock.expired:
+                    self._make_available(batch)
+                else:
+                    lock.held += batch.size
         self._advance_start()
         self._notify()
 
     # -- start offset and durable state -----------------------------------------------------------------
-    def _advance_start(self) -> None:
+    def _done_up_to(self, durable: bool) -> int:
+        """How far from the start offset every offset is done (``durable``: counting those whose write is
+        still pending as done, since the write carries them)."""
         offset = self.start_offset
         while offset < self.end_offset:
-            record = self._records.get(offset)
-            if record is not None and (record.state not in _DONE or offset in self._pending):
+            batch = self._batches.first_at_or_after(offset)
+            if batch is None:
+                return self.end_offset
+            if batch.first_offset > offset:
+                offset = batch.first_offset  # not in flight in between: done
+                continue
+            if batch.state not in _DONE or (batch.in_write and not durable):
                 break
-            self._records.pop(offset, None)
-            offset += 1
-        self.start_offset = offset
+            offset = batch.last_offset + 1
+        return min(offset, max(self.end_offset, self.start_offset))
+
+    def _advance_start(self) -> None:
+        start = self._done_up_to(durable=False)
+        if start > self.start_offset:
+            self._batches.split_at(start)
+            for done in [b for b in self._batches.overlapping(self.start_offset, start - 1) if not b.in_write]:
+                self._batches.remove(done)
+        self.start_offset = start
 
     def persistent_state(self) -> ShareGroupPartitionState:
         """What to write: the start offset (past the pending acknowledgement's done records) and runs of
         in-flight records with their state and delivery count. ACQUIRED is written AVAILABLE (a lock dies
         with its leader); the tail that was never delivered is left out (it is read again from the log)."""
         runs: list[PersisterStateBatch] = []
-        start = self._durable_start()
-        for offset in range(start, self.end_offset):
-            record = self._records.get(offset)
-            if record is None:
-                continue
-            state = RecordState.AVAILABLE if record.state == RecordState.ACQUIRED else record.state
+        start = self._done_up_to(durable=True)
+        for batch in self._batches.overlapping(start, self.end_offset - 1) if start < self.end_offset else ():
+            first = max(batch.first_offset, start)
+            state = RecordState.AVAILABLE if batch.state == RecordState.ACQUIRED else batch.state
             last = runs[-1] if runs else None
-            if (last is not None and last.last_offset == offset - 1 and last.delivery_state == state
-                    and last.delivery_count == record.delivery_count):
-                runs[-1] = PersisterStateBatch(last.first_offset, offset, state, record.delivery_count)
+            if (last is not None and last.last_offset == first - 1 and last.delivery_state == state
+                    and last.delivery_count == batch.delivery_count):
+                runs[-1] = PersisterStateBatch(last.first_offset, batch.last_offset, state, batch.delivery_count)
             else:
-                runs.append(PersisterStateBatch(offset, offset, state, record.delivery_count))
+                runs.append(PersisterStateBatch(first, batch.last_offset, state, batch.delivery_count))
         while runs and runs[-1].delivery_state == RecordState.AVAILABLE and runs[-1].delivery_count == 0:
             runs.pop()
         return ShareGroupPartitionState(self.state_epoch, start, self.leader_epoch, tuple(runs))
 
-    def _durable_start(self) -> int:
-        """The start offset once the pending acknowledgement is durable: it is written with the write."""
-        offset = self.start_offset
-        while offset < self.end_offset:
-            record = self._records.get(offset)
-            if record is not None and record.state not in _DONE:
-                break
-            offset += 1
-        return offset
-
     def close(self) -> None:
         """The partition leaves this broker: cancel every lock timer (the records' state is in the persister)."""
-        for record in self._records.values():
-            if record.lock is not None and record.lock.timer is not None:
-                record.lock.timer.cancel()
-                record.lock.timer = None
+        for batch in self._batches:
+            if batch.lock is not None and batch.lock.timer is not None:
+                batch.lock.timer.cancel()
+                batch.lock.timer = None
+
+
+def _kind_runs(first: int, last: int, kinds: Sequence[AcknowledgeType]
+               ) -> Iterator[tuple[int, int, AcknowledgeType]]:
+    """An acknowledged range as runs of one type: the whole range for one type, else the offsets' types
+    grouped where neighbours agree."""
+    if len(kinds) == 1:
+        yield first, last, kinds[0]
+        return
+    run_first = first
+    for index in range(1, len(kinds) + 1):
+        if index == len(kinds) or kinds[index] != kinds[index - 1]:
+            yield run_first, first + index - 1, kinds[index - 1]
+            run_first = first + index
+
+
+def _not_acquired(offset: int, member_id: str) -> ShareAcknowledgeError:
+    return ShareAcknowledgeError(ErrorCode.INVALID_RECORD_STATE, f"offset {offset} is not acquired by member {member_id}")

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -35,8 +35,9 @@ from coordinator.share.share_partition import (
     SharePartition,
     SharePartitionConfig,
 )
+from protocol.buffers import FileRange
 from protocol.errors import ErrorCode
-from protocol.record_batch import iter_batch_headers
+from protocol.record_batch import RecordBatchHeader
 from replication.fetch_params import FetchParams
 from replication.partition import LogReadResult
 from replication.replica_manager_lookups import ListOffsetsResult
@@ -105,7 +106,8 @@ class ShareFetchResult:
 
     error_code: int = ErrorCode.NO_ERROR
     error_message: str | None = None
-    records: bytes | memoryview = b""
+    #: The batches up to the last one acquired from, as a range of their segment file (sent uncopied).
+    records: FileRange | bytes = b""
     acquired: list[AcquiredRecords] = field(default_factory=list)
     leader_id: int = -1
     leader_epoch: int = -1
@@ -123,17 +125,6 @@ class ShareRead:
     last_fetched_epoch: int = -1
 
 
-async def _read_bytes(result: LogReadResult) -> bytes:
-    """The bytes of the batches a read found (b"" when none, or when the file went away meanwhile)."""
-    info = result.info
-    if info is None or info.records is None:
-        return b""
-    try:
-        return await asyncio.to_thread(info.records.read_bytes)
-    except OSError:  # the segment was deleted (retention) since the read: nothing to acquire this time
-        return b""
-
-
 _ISO_DURATION = re.compile(r"p(?:(\d+)d)?(?:t(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?)?")
 
 
@@ -146,14 +137,16 @@ def _duration_ms(text: str) -> int | None:
     return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
 
 
-def _batches_worth_acquiring(data: bytes, end_offset: int, budget: int) -> tuple[list[FetchedBatch], list[int]]:
-    """The batches of ``data`` an acquisition of at most ``budget`` records can use, and where each ends:
-    every batch before ``end_offset`` (records in flight, maybe AVAILABLE again), then new batches until
-    they hold ``budget`` records (whole batches are acquired, so the one that reaches it is kept)."""
+def _batches_worth_acquiring(headers: Iterable[tuple[int, RecordBatchHeader]], end_offset: int, budget: int
+                             ) -> tuple[list[FetchedBatch], list[int]]:
+    """The batches of a read (its batch headers with their file positions) an acquisition of at most
+    ``budget`` records can use, and where each ends: every batch before ``end_offset`` (records in flight,
+    maybe AVAILABLE again), then new batches until they hold ``budget`` records (whole batches are
+    acquired, so the one that reaches it is kept). Headers past those are never read."""
     batches: list[FetchedBatch] = []
     ends: list[int] = []
     new_records = 0
-    for pos, header in iter_batch_headers(data):
+    for pos, header in headers:
         if new_records >= budget:
             break
         batches.append(FetchedBatch(header.base_offset, header.last_offset, header.producer_id,
@@ -356,14 +349,12 @@ class SharePartitionManager:
                              min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=isolation)
         answered = self._replicas.fetch_messages(params, reads)
         read_results = answered if isinstance(answered, list) else await answered
-        # The batches are read from their files off the event loop, every partition's at once.
-        datas = await asyncio.gather(*(_read_bytes(result) for result in read_results))
         budget = max_records
-        for (target, sp), read, result, data in zip(readable, reads, read_results, datas, strict=True):
+        for (target, sp), read, result in zip(readable, reads, read_results, strict=True):
             # No await from here on: acquisitions are made in one step (``fetch_offset`` says where each
             # read started, for records released or acquired by others since).
             out = results[target]
-            self._acquire_read(sp, member_id, (read, result, data), (budget, record_limit),
+            self._acquire_read(sp, member_id, (read, result), (budget, record_limit),
                                isolation == READ_COMMITTED, out)
             budget -= sum(r.last_offset - r.first_offset + 1 for r in out.acquired)
         return results
@@ -406,11 +397,12 @@ class SharePartitionManager:
         for woken in self._waiters.pop(key, ()):
             woken.set()
 
-    def _acquire_read(self, sp: SharePartition, member_id: str, found: tuple[ShareRead, LogReadResult, bytes],
+    def _acquire_read(self, sp: SharePartition, member_id: str, found: tuple[ShareRead, LogReadResult],
                       limit: tuple[int, bool], read_committed: bool, out: ShareFetchResult) -> None:
-        """Acquire from what a read found (the read, its result, its batches' bytes); ``limit``: (records
-        left to acquire, whether strictly)."""
-        read, result, data = found
+        """Acquire from what a read found (the read and its result); ``limit``: (records left to acquire,
+        whether strictly). Only the batch headers the acquisition needs are read (as a Fetch read reads
+        headers to find its end); the records go out as a range of the segment file, never copied here."""
+        read, result = found
         budget, record_limit = limit
         if result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and result.log_start_offset > read.fetch_offset:
             sp.move_start_to(result.log_start_offset)  # retention removed the head: the group reads on
@@ -418,9 +410,15 @@ class SharePartitionManager:
         if result.error_code != ErrorCode.NO_ERROR or result.info is None:
             out.error_code = result.error_code
             return
-        if budget <= 0 or not data:
+        found_slice = result.info.records
+        if budget <= 0 or found_slice is None or found_slice.size <= 0:
             return
-        batches, ends = _batches_worth_acquiring(data, sp.end_offset, budget)
+        start = found_slice.position
+        try:
+            batches, ends = _batches_worth_acquiring(found_slice.file.batch_headers(start, start + found_slice.size),
+                                                     sp.end_offset, budget)
+        except OSError:  # the segment was deleted (retention) since the read: nothing to acquire this time
+            return
         aborted = None
         if read_committed:
             aborted = [AbortedTransaction(a.producer_id, a.first_offset)
@@ -431,8 +429,8 @@ class SharePartitionManager:
             last = out.acquired[-1].last_offset
             # Send the batches up to the last one acquired from: the member keeps only acquired records.
             upto = next((end for batch, end in zip(batches, ends, strict=True) if batch.last_offset >= last),
-                        len(data))
-            out.records = memoryview(data)[:upto]
+                        start + found_slice.size)
+            out.records = FileRange(found_slice.file, start, upto - start)
 
     # -- acknowledge and release ------------------------------------------------------------------------------
     async def acknowledge(self, group_id: str, member_id: str,

@@ -17,12 +17,12 @@ from coordinator.common.scheduler import ManualScheduler
 from coordinator.share.persister import RecordState
 from coordinator.share.share_partition_manager import SharePartitionManager
 from protocol.api import decode_request, decode_response, encode_request, encode_response
-from protocol.buffers import join_chunks
+from protocol.buffers import FileRange, join_chunks
 from protocol.errors import ErrorCode
 from protocol.messages import share_acknowledge as ack_wire
 from protocol.messages import share_fetch as fetch_wire
 from protocol.records import iter_records
-from tests.coordinator.share_partition_fakes import FakeReplicaManager, MemoryPersister
+from tests.coordinator.share_partition_fakes import FakeReplicaManager, MemoryPersister, records_bytes
 
 TOPIC_ID = uuid.UUID(int=5)
 OTHER_ID = uuid.UUID(int=6)
@@ -55,7 +55,10 @@ class Harness:
         answer = module.handle(self.ctx, self.broker, decoded)
         if inspect.isawaitable(answer):
             answer = await answer
-        out = join_chunks(encode_response(module.API_KEY, version, 7, answer))[4:]
+        # Records go out as a FileRange of the segment file: read here as the transport would send them.
+        chunks = [records_bytes(c) if isinstance(c, FileRange) else c
+                  for c in encode_response(module.API_KEY, version, 7, answer)]
+        out = join_chunks(chunks)[4:]
         return decode_response(module.API_KEY, version, out)[1]
 
 

@@ -6,14 +6,17 @@ Never wired into the broker: the real Persister is the share coordinator's.
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator.share.persister import PersisterError, PersisterStateBatch, ShareGroupPartitionState
 from coordinator.share.share_partition_manager import ShareRead
+from protocol.buffers import FileRange
 from protocol.errors import ErrorCode
+from protocol.record_batch import RecordBatchHeader, iter_batch_headers
 from protocol.records import Record, build_batch
 from replication.fetch_params import FetchParams
 from replication.partition import LogReadResult
@@ -97,15 +100,40 @@ class FakePartition:
     last_stable_offset: int = 0
 
 
-class _Bytes:
-    """Stands in for a FileSlice: the manager only reads its bytes."""
+class _MemoryFile:
+    """Stands in for a segment file: batch headers read as FileRecords reads them, and a real descriptor
+    (an in-memory file) for a FileRange of it to be sent or read back."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data
+        self.fd = os.memfd_create("share-partition-fake")
+        os.write(self.fd, data)
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def batch_headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, RecordBatchHeader]]:
+        for pos, header in iter_batch_headers(self.data[start:end]):
+            yield start + pos, header
+
+    def __del__(self) -> None:
+        os.close(self.fd)
+
+
+class _Bytes:
+    """Stands in for a FileSlice: a whole in-memory file."""
+
+    def __init__(self, data: bytes) -> None:
+        self.file = _MemoryFile(data)
+        self.position = 0
         self.size = len(data)
 
-    def read_bytes(self) -> bytes:
-        return self.data
+
+def records_bytes(records: FileRange | bytes | memoryview) -> bytes:
+    """The bytes a ShareFetch answer's records stand for (a FileRange is read from its file)."""
+    if isinstance(records, FileRange):
+        return os.pread(records.file.fileno(), records.length, records.offset)
+    return bytes(records)
 
 
 @dataclass

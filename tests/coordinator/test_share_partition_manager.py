@@ -21,7 +21,7 @@ from coordinator.share.share_partition_manager import (
 from protocol.errors import ErrorCode
 from protocol.record_batch import iter_batch_headers
 from storage.transaction_index import AbortedTxn
-from tests.coordinator.share_partition_fakes import FakeReplicaManager, MemoryPersister
+from tests.coordinator.share_partition_fakes import FakeReplicaManager, MemoryPersister, records_bytes
 
 TOPIC_ID = uuid.UUID(int=42)
 P0 = ShareTarget(TOPIC_ID, "t", 0)
@@ -67,7 +67,7 @@ def test_fetch_acquires_for_one_member_at_a_time() -> None:
         replicas.append("t", 0, 5)
         got = await manager.fetch("g", "m1", [P0], max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, max_records=3)
         assert got[P0].acquired == [AcquiredRecords(0, 4, 1)]
-        offsets = [h.base_offset for _, h in iter_batch_headers(got[P0].records)]
+        offsets = [h.base_offset for _, h in iter_batch_headers(records_bytes(got[P0].records))]
         assert offsets == [0]  # the batch past the last acquired one is not sent
         assert (await fetch(manager, "m2"))[P0] == [AcquiredRecords(5, 9, 1)]
         assert (await fetch(manager, "m3"))[P0] == []
@@ -422,13 +422,15 @@ def test_a_fetch_parses_only_the_batches_it_can_acquire() -> None:
     for _ in range(200):
         replicas.append("t", 0, 10)
     data = b"".join(batch for _, _, batch in replicas.logs[("t", 0)])
-    batches, ends = _batches_worth_acquiring(data, 0, 25)
+    headers = iter_batch_headers(data)
+    batches, ends = _batches_worth_acquiring(headers, 0, 25)
     assert [(b.base_offset, b.last_offset) for b in batches] == [(0, 9), (10, 19), (20, 29)]
     sizes = [len(batch) for _, _, batch in replicas.logs[("t", 0)][:3]]
     assert ends == [sum(sizes[:n]) for n in (1, 2, 3)]
+    assert next(headers)[1].base_offset == 40  # the walk read one header past the budget and stopped
     # Records already in flight (before the end offset) do not use the budget: they may be AVAILABLE again.
-    assert len(_batches_worth_acquiring(data, 50, 25)[0]) == 8
-    assert len(_batches_worth_acquiring(data, 0, 10_000)[0]) == 200
+    assert len(_batches_worth_acquiring(iter_batch_headers(data), 50, 25)[0]) == 8
+    assert len(_batches_worth_acquiring(iter_batch_headers(data), 0, 10_000)[0]) == 200
 
 
 def test_a_fetch_reads_a_bounded_number_of_bytes() -> None:

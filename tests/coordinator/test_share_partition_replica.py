@@ -28,7 +28,7 @@ from protocol.records import Record, build_batch, iter_records
 from replication.append_thread import AppendThread
 from replication.replica_manager import ReplicaManager, TxnMarker
 from storage.log_manager import LogManager
-from tests.coordinator.share_partition_fakes import MemoryPersister
+from tests.coordinator.share_partition_fakes import MemoryPersister, records_bytes
 
 TOPIC_ID = uuid.uuid4()
 P0 = ShareTarget(TOPIC_ID, "t", 0)
@@ -99,7 +99,7 @@ async def fetch_all(node: Node, manager: SharePartitionManager, member: str) -> 
                                    max_records=100))[P0]
         assert got.error_code == ErrorCode.NO_ERROR
         acquired += got.acquired
-        records += got.records
+        records += records_bytes(got.records)
         sp = manager.cached("g", TOPIC_ID, 0)
         partition = node.rm.get_partition("t", 0)
         assert sp is not None and partition is not None
