@@ -1,16 +1,17 @@
 """The feature flags ApiVersions reports (KIP-584): what this broker supports and what is finalized.
 
-Kafka 4 reports ``metadata.version``, ``kraft.version``, ``transaction.version``
-and ``group.version``, finalized in its KRaft metadata log and changed with
-UpdateFeatures. pafka reports only ``group.version``: it has no metadata log,
+Kafka 4 reports ``metadata.version``, ``kraft.version``, ``transaction.version``,
+``group.version`` and ``share.version``, finalized in its KRaft metadata log and changed
+with UpdateFeatures. pafka reports only ``group.version`` and ``share.version``: it has no metadata log,
 so ``metadata.version`` and ``kraft.version`` would name semantics it does not
 have, and no client needs them to use the consumer rebalance protocol (the Java
 consumer and librdkafka look for the ConsumerGroupHeartbeat API itself; Kafka's
 Admin.describeFeatures and ``kafka-features.sh describe`` list whatever is
 reported). pafka does not serve UpdateFeatures: a level is finalized by the
 broker's configuration, ``group.version`` at 1 exactly when
-``group.coordinator.rebalance.protocols`` lists ``consumer``, the same rule
-Kafka's KafkaApis applies before it serves ConsumerGroupHeartbeat.
+``group.coordinator.rebalance.protocols`` lists ``consumer`` and ``share.version`` at 1
+exactly when it lists ``share``, the rules Kafka's KafkaApis applies before it serves
+ConsumerGroupHeartbeat and the share group APIs.
 
 The finalized-features epoch is the sum of the finalized levels. Kafka's epoch
 is the metadata log offset the levels were read at; what clients do with it is
@@ -29,9 +30,11 @@ from dataclasses import dataclass
 from protocol.messages.api_versions import ApiVersionsResponse, FinalizedFeatureKey, SupportedFeatureKey
 
 GROUP_VERSION = "group.version"
+SHARE_VERSION = "share.version"
 
-#: The levels of each feature this broker's code can run at: group.version 1 is the consumer rebalance protocol.
-SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {GROUP_VERSION: (0, 1)}
+#: The levels of each feature this broker's code can run at: group.version 1 is the consumer rebalance protocol,
+#: share.version 1 the share groups of KIP-932.
+SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {GROUP_VERSION: (0, 1), SHARE_VERSION: (0, 1)}
 
 #: The first ApiVersions version that may report a supported feature whose lowest level is 0 (KAFKA-17492:
 #: older clients cannot read such a range, so Kafka leaves those features out of a v0-v3 answer).
@@ -48,7 +51,8 @@ class FinalizedFeatures:
 
 def finalized_features(rebalance_protocols: Sequence[str]) -> FinalizedFeatures:
     """The levels this broker's configuration finalizes (see the module's note on the epoch)."""
-    levels = {GROUP_VERSION: 1 if "consumer" in rebalance_protocols else 0}
+    levels = {GROUP_VERSION: 1 if "consumer" in rebalance_protocols else 0,
+              SHARE_VERSION: 1 if "share" in rebalance_protocols else 0}
     return FinalizedFeatures(levels, sum(levels.values()))
 
 

@@ -34,6 +34,10 @@ _TXN_ADMIN = "tests/integration/test_transactions_admin_versions.py"
 _ACLS = "tests/broker/test_acl_apis.py::test_create_describe_delete_at_every_version"
 _CONSUMER = "tests/integration/test_consumer_group_versions.py"
 _TELEMETRY = "tests/integration/test_client_telemetry.py"
+_SHARE = "tests/integration/test_share_groups_processes.py"
+_SHARE_WIRE = "tests/broker/test_share_handlers.py"
+_SHARE_STATE = "tests/integration/test_share_group_state.py::test_state_written_through_the_apis_survives_restarts"
+_SHARE_OFFSETS = "tests/integration/test_share_group_offsets_processes.py"
 
 #: API key -> the tests that send every version pafka serves of it (each is
 #: parametrized over the handler's MIN_VERSION..MAX_VERSION, or over a wider
@@ -102,6 +106,22 @@ TESTS: dict[int, list[str]] = {
          f"{_TELEMETRY}::test_confluent_kafka_pushes_its_metrics_to_the_broker_endpoint"],
     74: [f"{_TELEMETRY}::test_subscriptions_on_a_lone_broker_survive_a_restart"],
     75: [f"{_ADMIN}::test_describe_topic_partitions_version"],
+    76: [f"{_SHARE}::test_share_group_joins_is_described_listed_reloaded_and_deleted",
+         f"{_SHARE}::test_confluent_share_consumers_join_get_the_shared_partition_and_leave"],
+    77: [f"{_SHARE}::test_share_group_joins_is_described_listed_reloaded_and_deleted"],
+    78: [f"{_SHARE_WIRE}::test_fetch_acquire_and_acknowledge_on_the_wire",
+         f"{_SHARE_WIRE}::test_v2_renew_keeps_the_records_and_a_renew_fetch_fetches_nothing",
+         f"{_SHARE}::test_confluent_share_consumers_join_get_the_shared_partition_and_leave"],
+    79: [f"{_SHARE_WIRE}::test_fetch_acquire_and_acknowledge_on_the_wire",
+         f"{_SHARE_WIRE}::test_v2_renew_keeps_the_records_and_a_renew_fetch_fetches_nothing"],
+    83: [_SHARE_STATE],
+    84: [_SHARE_STATE],
+    85: [_SHARE_STATE],
+    86: [_SHARE_STATE],
+    87: [_SHARE_STATE],
+    90: [f"{_SHARE_OFFSETS}::test_offsets_are_described_reset_and_deleted_over_the_wire"],
+    91: [f"{_SHARE_OFFSETS}::test_offsets_are_described_reset_and_deleted_over_the_wire"],
+    92: [f"{_SHARE_OFFSETS}::test_offsets_are_described_reset_and_deleted_over_the_wire"],
 }
 
 

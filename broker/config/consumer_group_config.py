@@ -3,12 +3,12 @@
 ``group.coordinator.rebalance.protocols`` is also this broker's switch for
 the protocol: the ConsumerGroupHeartbeat and ConsumerGroupDescribe handlers
 are routed and advertised, and the ``group.version`` feature finalized at 1,
-only when it lists ``consumer``. The default is Kafka 4's, ``classic,consumer``;
-``classic`` alone turns the protocol off. ``group.consumer.migration.policy``
+only when it lists ``consumer``. The default, ``classic,consumer,share``, serves
+what a new Kafka 4.2 cluster serves; ``classic`` alone turns the protocol off. ``group.consumer.migration.policy``
 (``bidirectional``, ``upgrade``, ``downgrade``, ``disabled``; Kafka's default
 ``bidirectional``) only matters while ``consumer`` is listed. ``share`` (KIP-932's
-share groups) is accepted as Kafka 4.0 accepted it: it turns on the share
-group APIs (see broker.config.share_group_config), off by default.
+share groups) turns on the share group APIs (see broker.config.share_group_config) and
+finalizes ``share.version`` at 1: on by default, as a new Kafka 4.2 cluster has them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from coordinator.group.consumer_group_assignors import assignor_names
 REBALANCE_PROTOCOLS = ("classic", "consumer", "share")
 
 #: ``group.coordinator.rebalance.protocols``' default here; what a broker serves and advertises follows it.
-DEFAULT_REBALANCE_PROTOCOLS: tuple[str, ...] = ("classic", "consumer")
+DEFAULT_REBALANCE_PROTOCOLS: tuple[str, ...] = ("classic", "consumer", "share")
 
 
 @dataclass(frozen=True, slots=True)

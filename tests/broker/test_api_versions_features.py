@@ -26,8 +26,12 @@ from tools.features_command import describe_lines
 
 CLASSIC = ("classic",)
 BOTH = ("classic", "consumer")
+ALL = ("classic", "consumer", "share")
 GROUP_VERSION_0_1 = SupportedFeatureKey(name="group.version", min_version=0, max_version=1)
 GROUP_VERSION_AT_1 = FinalizedFeatureKey(name="group.version", min_version_level=1, max_version_level=1)
+SHARE_VERSION_0_1 = SupportedFeatureKey(name="share.version", min_version=0, max_version=1)
+SHARE_VERSION_AT_1 = FinalizedFeatureKey(name="share.version", min_version_level=1, max_version_level=1)
+SUPPORTED = {"group.version": (0, 1), "share.version": (0, 1)}
 
 
 def _reported(api_version: int, protocols: tuple[str, ...]) -> ApiVersionsResponse:
@@ -40,20 +44,25 @@ def _reported(api_version: int, protocols: tuple[str, ...]) -> ApiVersionsRespon
     return decoded
 
 
-def test_group_version_is_finalized_at_1_exactly_when_the_consumer_protocol_is_on() -> None:
-    assert finalized_features(CLASSIC).levels == {"group.version": 0}
-    assert finalized_features(BOTH).levels == {"group.version": 1}
+def test_each_version_is_finalized_at_1_exactly_when_its_protocol_is_on() -> None:
+    assert finalized_features(CLASSIC).levels == {"group.version": 0, "share.version": 0}
+    assert finalized_features(BOTH).levels == {"group.version": 1, "share.version": 0}
+    assert finalized_features(ALL).levels == {"group.version": 1, "share.version": 1}
     # The epoch: the sum of the levels, equal on brokers configured alike, higher once a feature is turned on.
-    assert (finalized_features(CLASSIC).epoch, finalized_features(BOTH).epoch) == (0, 1)
+    assert [finalized_features(p).epoch for p in (CLASSIC, BOTH, ALL)] == [0, 1, 2]
 
 
-def test_v4_reports_group_version_supported_and_finalized() -> None:
-    on = _reported(4, BOTH)
+def test_v4_reports_the_versions_supported_and_finalized() -> None:
+    supported = [GROUP_VERSION_0_1, SHARE_VERSION_0_1]
+    on = _reported(4, ALL)
     assert (on.supported_features, on.finalized_features, on.finalized_features_epoch) == (
-        [GROUP_VERSION_0_1], [GROUP_VERSION_AT_1], 1)
+        supported, [GROUP_VERSION_AT_1, SHARE_VERSION_AT_1], 2)
     # Level 0 is not reported as finalized (Kafka's createFinalizedFeatureKeys); the epoch still says it is known.
+    consumer = _reported(4, BOTH)
+    assert (consumer.supported_features, consumer.finalized_features, consumer.finalized_features_epoch) == (
+        supported, [GROUP_VERSION_AT_1], 1)
     off = _reported(4, CLASSIC)
-    assert (off.supported_features, off.finalized_features, off.finalized_features_epoch) == ([GROUP_VERSION_0_1], [], 0)
+    assert (off.supported_features, off.finalized_features, off.finalized_features_epoch) == (supported, [], 0)
 
 
 def test_v3_leaves_out_features_whose_lowest_level_is_0() -> None:
@@ -72,46 +81,51 @@ def test_versions_before_3_carry_no_features(api_version: int) -> None:
 @pytest.fixture(scope="module")
 def brokers(pafka_module_broker_factory: BrokerFactory) -> dict[str, BrokerProcess]:
     return {"classic": pafka_module_broker_factory("group.coordinator.rebalance.protocols=classic"),
-           "consumer": pafka_module_broker_factory("group.coordinator.rebalance.protocols=classic,consumer")}
+           "consumer": pafka_module_broker_factory("group.coordinator.rebalance.protocols=classic,consumer"),
+           "default": pafka_module_broker_factory()}
 
 
 @pytest.mark.process
-@pytest.mark.parametrize(("setting", "finalized", "epoch"), [("classic", {}, 0), ("consumer", {"group.version": (1, 1)}, 1)])
+@pytest.mark.parametrize(("setting", "finalized", "epoch"), [
+    ("classic", {}, 0), ("consumer", {"group.version": (1, 1)}, 1),
+    ("default", {"group.version": (1, 1), "share.version": (1, 1)}, 2)])
 def test_pafka_admin_describes_the_features(brokers: dict[str, BrokerProcess], setting: str,
                                             finalized: dict[str, tuple[int, int]], epoch: int) -> None:
     with KafkaClient(brokers[setting].bootstrap) as client:
         described = AdminClient(client).describe_features()
-    assert described == FeatureMetadata(finalized, epoch, {"group.version": (0, 1)})
+    assert described == FeatureMetadata(finalized, epoch, SUPPORTED)
 
 
 @pytest.mark.process
 def test_kafka_python_describes_the_features(brokers: dict[str, BrokerProcess]) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=brokers["consumer"].bootstrap, request_timeout_ms=10_000)
+    admin = KafkaAdminClient(bootstrap_servers=brokers["default"].bootstrap, request_timeout_ms=10_000)
     try:
         described = admin.describe_features()
     finally:
         admin.close()
-    assert described == {"group.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 1}}
+    assert described == {name: {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 2}
+                         for name in ("group.version", "share.version")}
 
 
 @pytest.mark.process
 @pytest.mark.parametrize("api_version", [3, 4])
 def test_the_broker_answers_each_version_as_kafka(brokers: dict[str, BrokerProcess], api_version: int) -> None:
-    response = send_request(brokers["consumer"], 18, api_version,
+    response = send_request(brokers["default"], 18, api_version,
                             ApiVersionsRequest(client_software_name="t", client_software_version="1"))
-    assert response.finalized_features == [GROUP_VERSION_AT_1]
-    assert response.supported_features == ([GROUP_VERSION_0_1] if api_version >= 4 else [])
-    assert {68, 69} <= {k.api_key for k in response.api_keys}
+    assert response.finalized_features == [GROUP_VERSION_AT_1, SHARE_VERSION_AT_1]
+    assert response.supported_features == ([GROUP_VERSION_0_1, SHARE_VERSION_0_1] if api_version >= 4 else [])
+    assert {68, 69, 76, 77, 78, 79} <= {k.api_key for k in response.api_keys}
     assert 57 not in {k.api_key for k in response.api_keys}  # UpdateFeatures: levels follow the configuration
 
 
 @pytest.mark.process
 def test_pafka_features_describe_prints_kafka_features_lines(brokers: dict[str, BrokerProcess]) -> None:
-    for setting, level, epoch in (("consumer", 1, 1), ("classic", 0, 0)):
+    for setting, group_level, share_level, epoch in (("default", 1, 1, 2), ("consumer", 1, 0, 1), ("classic", 0, 0, 0)):
         result = CliRunner().invoke(main, ["features", "--bootstrap-server", brokers[setting].bootstrap, "describe"])
-        assert (result.exit_code, result.output) == (0, (
-            f"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
-            f"FinalizedVersionLevel: {level}\tEpoch: {epoch}\n")), result.output
+        assert (result.exit_code, result.output) == (0, "".join(
+            f"Feature: {name}\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+            f"FinalizedVersionLevel: {level}\tEpoch: {epoch}\n"
+            for name, level in (("group.version", group_level), ("share.version", share_level)))), result.output
 
 
 def test_an_unknown_epoch_prints_as_a_dash() -> None:

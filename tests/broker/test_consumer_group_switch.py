@@ -18,7 +18,7 @@ def test_keys_68_and_69_are_advertised_only_when_the_consumer_protocol_is_on() -
 
 def test_defaults_are_kafkas_and_the_protocol_is_on() -> None:
     config = BrokerConfig()
-    assert config.group_coordinator_rebalance_protocols == ["classic", "consumer"]
+    assert config.group_coordinator_rebalance_protocols == ["classic", "consumer", "share"]
     assert (config.group_consumer_heartbeat_interval_ms, config.group_consumer_session_timeout_ms) == (5000, 45000)
     settings = consumer_group_config(config)
     assert settings.assignors == ("uniform", "range")

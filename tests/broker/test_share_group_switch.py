@@ -14,7 +14,7 @@ from broker.handlers.api_versions import advertised_versions
 
 
 def test_keys_76_and_77_are_advertised_only_when_share_groups_are_on() -> None:
-    assert not {76, 77} & {key for key, _, _ in advertised_versions()}
+    assert {76, 77} <= {key for key, _, _ in advertised_versions()}  # on by default, as in a new Kafka 4.2 cluster
     assert not {76, 77} & {key for key, _, _ in advertised_versions(rebalance_protocols=("classic", "consumer"))}
     on = {key: (low, high) for key, low, high in advertised_versions(rebalance_protocols=("classic", "share"))}
     assert on[76] == (1, 1) and on[77] == (1, 1)
@@ -22,7 +22,7 @@ def test_keys_76_and_77_are_advertised_only_when_share_groups_are_on() -> None:
 
 def test_defaults_are_kafkas() -> None:
     config = BrokerConfig()
-    assert "share" not in config.group_coordinator_rebalance_protocols  # share groups stay off by default
+    assert "share" in config.group_coordinator_rebalance_protocols  # share groups are on, as Kafka 4.2's
     assert (config.group_share_heartbeat_interval_ms, config.group_share_min_heartbeat_interval_ms,
             config.group_share_max_heartbeat_interval_ms) == (5000, 5000, 15000)
     assert (config.group_share_session_timeout_ms, config.group_share_min_session_timeout_ms,

@@ -62,8 +62,9 @@ def test_a_default_broker_advertises_the_consumer_protocol(pafka_module_broker: 
                             ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     advertised = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert (advertised[68], advertised[69]) == ((0, 1), (0, 1))
-    assert response.finalized_features == [FinalizedFeatureKey(name="group.version", min_version_level=1,
-                                                               max_version_level=1)]
+    assert response.finalized_features == [
+        FinalizedFeatureKey(name=name, min_version_level=1, max_version_level=1)
+        for name in ("group.version", "share.version")]
 
 
 def test_group_protocol_consumer_needs_no_broker_override(pafka_module_broker: BrokerProcess) -> None:

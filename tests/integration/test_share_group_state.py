@@ -61,8 +61,8 @@ def read(broker: BrokerProcess, group: str, partition: int, leader_epoch: int) -
             partition=partition, leader_epoch=leader_epoch)])])))
 
 
-def summary(broker: BrokerProcess, group: str, partition: int) -> Any:
-    return _partition(send_request(broker, 87, 1, summary_.ReadShareGroupStateSummaryRequest(
+def summary(broker: BrokerProcess, group: str, partition: int, version: int = 1) -> Any:
+    return _partition(send_request(broker, 87, version, summary_.ReadShareGroupStateSummaryRequest(
         group_id=group, topics=[summary_.ReadStateSummaryData(topic_id=TOPIC, partitions=[summary_.PartitionData(
             partition=partition, leader_epoch=-1)])])))
 
@@ -99,9 +99,10 @@ def advertised(broker: BrokerProcess) -> dict[int, int]:
 
 
 def test_the_persister_apis_are_served_only_behind_the_share_switch(pafka_broker_factory: BrokerFactory) -> None:
-    assert not set(advertised(pafka_broker_factory())) & PERSISTER_APIS
-    assert advertised(pafka_broker_factory())[10] == 5  # FindCoordinator v6 only adds key type SHARE
-    on = advertised(pafka_broker_factory(*SHARE_ON))
+    off = advertised(pafka_broker_factory("group.coordinator.rebalance.protocols=classic,consumer"))
+    assert not set(off) & PERSISTER_APIS
+    assert off[10] == 5  # FindCoordinator v6 only adds key type SHARE
+    on = advertised(pafka_broker_factory())  # on by default
     assert set(on) >= PERSISTER_APIS
     assert (on[10], on[85], on[87]) == (6, 1, 1)
 
@@ -139,6 +140,7 @@ def test_state_written_through_the_apis_survives_restarts(pafka_broker_factory: 
     assert state_of(after) == expected
     other = summary(broker, "other", 4)
     assert (other.error_code, other.state_epoch, other.start_offset) == (ErrorCode.NO_ERROR, 1, 77)
+    assert summary(broker, "other", 4, version=0).start_offset == 77  # v0: Kafka 4.1's, without the lag fields
     assert read(broker, "g", 0, 2).error_code == ErrorCode.FENCED_LEADER_EPOCH
 
     assert delete(broker, "g", 0).error_code == ErrorCode.NO_ERROR
