@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
@@ -21,6 +22,7 @@ from pytest_pafka.broker_process import BrokerProcess
 from pytest_pafka.plugin import BrokerFactory
 from pytest_pafka.waiting import wait_until
 from testing.sockets import send_request
+from tools.cli import main
 from tools.reassign_partitions_command import _execute_moves, parse_log_dirs, parse_reassignment
 
 #: The copy's throttle here, and the producer's pace (below it: the copy catches up while it writes).
@@ -165,3 +167,39 @@ def test_reassign_partitions_sends_the_log_dirs_of_its_plan(jbod: BrokerProcess,
         _execute_moves(client, moves, 5)
     assert capsys.readouterr().out == f"Successfully started log directory move for: 0-{topic}-0\n"
     wait_until(lambda: _placement(jbod, topic)[str(target.resolve())] == [False], 10, "the move")
+
+
+def test_log_dirs_describes_both_dirs_and_a_moved_replica(jbod: BrokerProcess, admin: AdminClient,
+                                                          dirs: tuple[Path, Path]) -> None:
+    topic = "arld-describe"
+    _create(admin, topic)
+    _create(admin, f"{topic}-other")
+    producer = Producer({"bootstrap.servers": jbod.bootstrap})
+    producer.produce(topic, b"v" * 100, partition=0)
+    assert producer.flush(10) == 0
+    source, target = _dir_holding(jbod, topic, dirs)
+    (before,) = _log_dirs(jbod, "--topic-list", topic)[str(source.resolve())]
+    assert before["partition"] == f"{topic}-0" and int(before["size"]) > 100  # type: ignore[call-overload]
+    assert _alter(jbod, topic, target.resolve()) == ErrorCode.NO_ERROR
+    wait_until(lambda: _log_dirs(jbod, "--topic-list", topic)[str(source.resolve())] == [], 10, "the move")
+    (moved,) = _log_dirs(jbod, "--topic-list", topic, "--broker-list", "0")[str(target.resolve())]
+    assert moved == {**before, "partition": f"{topic}-0", "offsetLag": 0, "isFuture": False}
+    everything = _log_dirs(jbod)
+    assert any(p["partition"] == f"{topic}-other-0" for ps in everything.values() for p in ps)
+    result = CliRunner().invoke(main, ["log-dirs", "--describe", "--bootstrap-server", jbod.bootstrap,
+                                       "--broker-list", "0,7"])
+    assert result.exit_code == 1
+    assert "The given brokers do not exist from --broker-list: 7. Current existent brokers: 0" in result.output
+
+
+def _log_dirs(broker: BrokerProcess, *options: str) -> dict[str, list[dict[str, object]]]:
+    """``pafka log-dirs --describe``: its two progress lines, then its JSON as log dir -> partitions."""
+    result = CliRunner().invoke(main, ["log-dirs", "--describe", "--bootstrap-server", broker.bootstrap, *options])
+    assert result.exit_code == 0, result.output
+    querying, received, line = result.output.splitlines()
+    assert (querying, received) == ("Querying brokers for log directories information",
+                                    "Received log directory information from brokers 0")
+    assert line.startswith('{"brokers":[{"broker":0,"logDirs":[{"partitions":[') and line.endswith('"version":1}')
+    (broker_json,) = json.loads(line)["brokers"]
+    assert all(d["error"] is None for d in broker_json["logDirs"])
+    return {d["logDir"]: d["partitions"] for d in broker_json["logDirs"]}
