@@ -38,8 +38,10 @@ def dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def jbod(pafka_module_broker_factory: BrokerFactory, dirs: tuple[Path, Path]) -> BrokerProcess:
-    # file.delete.delay.ms 0: the replaced log is removed at the next deletion pass (every second)
-    return pafka_module_broker_factory(f"log.dirs={dirs[0]},{dirs[1]}", "log.segment.delete.delay.ms=0")
+    # file.delete.delay.ms 0: the replaced log is removed at the next deletion pass (every second);
+    # the cleaner looks for dirty logs every 50 ms (a compacted partition is cleaned while it moves)
+    return pafka_module_broker_factory(f"log.dirs={dirs[0]},{dirs[1]}", "log.segment.delete.delay.ms=0",
+                                       "log.cleaner.backoff.ms=50")
 
 
 @pytest.fixture(scope="module")
@@ -203,3 +205,68 @@ def _log_dirs(broker: BrokerProcess, *options: str) -> dict[str, list[dict[str, 
     (broker_json,) = json.loads(line)["brokers"]
     assert all(d["error"] is None for d in broker_json["logDirs"])
     return {d["logDir"]: d["partitions"] for d in broker_json["logDirs"]}
+
+
+def _cleaned_up_to(dir: Path, topic: str) -> int:
+    """The cleaner's checkpoint of ``topic``-0 in ``dir`` (-1 when it has none)."""
+    checkpoint = dir / "cleaner-offset-checkpoint"
+    lines = checkpoint.read_text().splitlines()[2:] if checkpoint.exists() else []
+    return max([int(offset) for t, p, offset in map(str.split, lines) if (t, p) == (topic, "0")], default=-1)
+
+
+def _set_alter_log_dirs_throttle(admin: AdminClient, rate: int) -> None:
+    resource = ConfigResource("broker", "0", incremental_configs=[ConfigEntry(
+        "replica.alter.log.dirs.io.max.bytes.per.second", str(rate), incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(10)
+
+
+def test_a_compacted_partition_moves_while_the_cleaner_runs(jbod: BrokerProcess, admin: AdminClient,
+                                                            dirs: tuple[Path, Path]) -> None:
+    topic, keys = "arld-compacted", 500
+    configs = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01"}
+    for future in admin.create_topics([NewTopic(topic, 1, 1, config=configs)]).values():
+        future.result(10)
+    source, target = _dir_holding(jbod, topic, dirs)
+    producer = Producer({"bootstrap.servers": jbod.bootstrap, "linger.ms": 5})
+    latest: dict[bytes, bytes] = {}
+
+    def produce(seconds: float, per_s: int) -> None:
+        """Paced; each key rewritten every ``keys`` records, so the cleaner always has work."""
+        started, first = time.monotonic(), len(latest) and max(int(v[:9]) for v in latest.values()) + 1
+        n = first
+        while (elapsed := time.monotonic() - started) < seconds:
+            while n - first < elapsed * per_s:
+                key, value = b"k%03d" % (n % keys), b"%09d " % n + b"x" * 990
+                producer.produce(topic, value, key, partition=0)
+                latest[key] = value
+                n += 1
+            producer.poll(0.01)
+        assert producer.flush(10) == 0
+
+    produce(1.0, 2000)
+    wait_until(lambda: _cleaned_up_to(source, topic) > 0, 10, "a first cleaning pass")
+    # about 500 KB to copy at 200 KB/s, while 50 KB/s more arrive and the cleaner runs on every segment
+    _set_alter_log_dirs_throttle(admin, 200_000)
+    assert _alter(jbod, topic, target.resolve()) == ErrorCode.NO_ERROR
+    produce(2.0, 50)
+    wait_until(lambda: _placement(jbod, topic)[str(target.resolve())] == [False], 30, "the swap")
+    _set_alter_log_dirs_throttle(admin, 100_000_000)
+    assert _cleaned_up_to(source, topic) == -1  # the cleaner's checkpoint moved with the log
+    moved_at = _cleaned_up_to(target, topic)
+    assert moved_at > 0
+    produce(0.5, 1000)
+    wait_until(lambda: _cleaned_up_to(target, topic) > moved_at, 10, "cleaning of the moved log")
+
+    consumer = Consumer({"bootstrap.servers": jbod.bootstrap, "group.id": "arld-compacted"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen: dict[bytes, bytes] = {}
+    deadline = time.monotonic() + 20
+    while seen != latest and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            seen[msg.key()] = msg.value()  # type: ignore[index]
+    consumer.close()
+    assert seen == latest
+    log_text = jbod.log_text()
+    assert "Traceback" not in log_text and "log cleaning failed" not in log_text
