@@ -76,7 +76,7 @@ from replication.replication_quota_manager import (
     ReplicationQuotaManager,
     ReplicationQuotas,
 )
-from storage.log_cleaner import LogCleaner
+from storage.log_cleaner import LogCleaner, LogCleaningAbortedError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 
@@ -176,15 +176,6 @@ class KafkaServer:
         self.membership.adopt_dynamic_configs(self.dynamic_config)
         self.append_thread = AppendThread(
             concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-append"))
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.append_thread,
-                                              quotas=replication_quotas(config))
-        # Kafka's BrokerConfigHandler and TopicConfigHandler: the throttled rates (broker configs) and
-        # throttled replicas (topic configs) reach the replication quotas now and on every change.
-        self.dynamic_config.add_reconfigurable(self._update_replication_quotas)
-        self.log_manager.add_topic_config_listener(self.replica_manager.update_throttled_replicas)
-        # Kafka's kafka-scheduler: checkpoint files are written (two fsyncs each) off the
-        # append thread, so a produce never queues behind one (it read offsets, it mutates no log).
-        self.scheduler_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-scheduler")
         # Cleaning rewrites whole segments: its own thread, so appends never wait for it.
         self.log_cleaner = LogCleaner(
             dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
@@ -192,6 +183,15 @@ class KafkaServer:
             producer_id_expiration_ms=config.producer_id_expiration_ms,
         ) if config.log_cleaner_enable else None
         self.cleaner_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-log-cleaner")
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.append_thread,
+                                              quotas=replication_quotas(config), log_cleaner=self.log_cleaner)
+        # Kafka's BrokerConfigHandler and TopicConfigHandler: the throttled rates (broker configs) and
+        # throttled replicas (topic configs) reach the replication quotas now and on every change.
+        self.dynamic_config.add_reconfigurable(self._update_replication_quotas)
+        self.log_manager.add_topic_config_listener(self.replica_manager.update_throttled_replicas)
+        # Kafka's kafka-scheduler: checkpoint files are written (two fsyncs each) off the
+        # append thread, so a produce never queues behind one (it read offsets, it mutates no log).
+        self.scheduler_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pafka-scheduler")
 
     def _build_coordinators(self) -> None:
         """The group and transaction coordinators and the transactional produce verifier."""
@@ -417,6 +417,10 @@ class KafkaServer:
                                                      self.log_manager.all_logs())
             except asyncio.CancelledError:
                 raise
+            except LogCleaningAbortedError as exc:
+                # its log is being deleted or replaced: the files are intact, the next pass picks another
+                log.info("[KafkaServer id=%d] %s", self.broker_id, exc)
+                cleaned = None
             except Exception:
                 log.exception("[KafkaServer id=%d] log cleaning failed", self.broker_id)
                 cleaned = None

@@ -16,6 +16,7 @@ from client.client import KafkaClient
 from client.connection import BrokerConnection
 from client.errors import KafkaApiError, api_error, check_error
 from client.features import FeatureMetadata, feature_metadata
+from client.log_dirs import LogDirDescription, log_dir_descriptions
 from client.node_api_versions import api_versions_request
 from client.scram import ScramMechanism, secure_random_bytes
 from protocol.config_types import AlterConfigOp, ConfigResourceType, ConfigSource
@@ -26,6 +27,7 @@ from protocol.messages import create_partitions as _cp
 from protocol.messages import create_topics as _ct
 from protocol.messages import delete_topics as _dt
 from protocol.messages import describe_configs as _dc
+from protocol.messages import describe_log_dirs as _dld
 from protocol.messages import describe_user_scram_credentials as _dus
 from protocol.messages import incremental_alter_configs as _iac
 from protocol.messages import list_partition_reassignments as _lpr
@@ -301,6 +303,18 @@ class AdminClient:
         assert isinstance(response, _av.ApiVersionsResponse)
         check_error(response.error_code, api_name="ApiVersions")
         return feature_metadata(response)
+
+    # ------------------------------------------------------------ log dirs
+
+    def describe_log_dirs(self, broker_ids: Iterable[int]) -> dict[int, dict[str, LogDirDescription]]:
+        """Each broker's log dirs with every replica they hold, asked of each broker itself."""
+        described = {}
+        for broker_id in broker_ids:
+            response = self.client.connection(broker_id).request(_dld.DescribeLogDirsRequest(topics=None))
+            assert isinstance(response, _dld.DescribeLogDirsResponse)
+            check_error(response.error_code, api_name="DescribeLogDirs")
+            described[broker_id] = log_dir_descriptions(response)
+        return described
 
     def _config_connection(self, resource_type: ConfigResourceType, resource_name: str) -> BrokerConnection:
         # A broker's own configs must be asked of that broker.

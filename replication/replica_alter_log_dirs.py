@@ -22,6 +22,11 @@ thread under the current log's lock: what arrived since is copied (a few chunks 
 most, else the lock is let go and the copy goes on), then the log manager swaps the
 logs and the partition serves from the new one.
 
+The log cleaner leaves a moving partition alone (Kafka's abortAndPauseCleaning): its
+cleaning is paused when the copy task starts, a pass running on it stopped and waited
+for, and resumed when the task ends (swapped, given up or cancelled); the swap moves
+the partition's cleaner checkpoint to the new log dir with the log.
+
 Threads: requests and tasks on the event loop; the copy on this manager's own thread
 (a log's reads take no lock, its appends are this copy's alone); the future log's
 creation, removal and the swap on the append thread, in order with appends. The
@@ -42,6 +47,7 @@ from replication.partition import Partition
 from replication.replication_quota_manager import ReplicationQuotaManager
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from storage.log import FetchIsolation, Log
+from storage.log_cleaner import LogCleaner
 from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -59,12 +65,13 @@ MAX_CHUNKS_UNDER_LOCK = 4
 class ReplicaAlterLogDirsManager:
     def __init__(self, broker_id: int, hosted: HostedPartitions, log_manager: LogManager,
                  append_thread: AppendThread, quota: ReplicationQuotaManager,
-                 chunk_bytes: int = DEFAULT_COPY_CHUNK_BYTES) -> None:
+                 cleaner: LogCleaner | None = None, chunk_bytes: int = DEFAULT_COPY_CHUNK_BYTES) -> None:
         self.broker_id = broker_id
         self._hosted = hosted
         self._log_manager = log_manager
         self._append_thread = append_thread
         self._quota = quota
+        self._cleaner = cleaner
         self.chunk_bytes = chunk_bytes
         self._tasks: dict[TopicPartition, asyncio.Task[None]] = {}
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -126,6 +133,18 @@ class ReplicaAlterLogDirsManager:
             await self._copy_thread_idle()
 
     async def _move(self, tp: TopicPartition) -> None:
+        cleaner = self._cleaner
+        if cleaner is not None:
+            cleaner.pause_cleaning(tp)
+        try:
+            if cleaner is not None:
+                await asyncio.to_thread(cleaner.await_pause, tp)
+            await self._copy_until_swapped(tp)
+        finally:
+            if cleaner is not None:
+                cleaner.resume_paused_cleaning(tp)
+
+    async def _copy_until_swapped(self, tp: TopicPartition) -> None:
         loop = asyncio.get_running_loop()
         try:
             while True:
@@ -185,7 +204,10 @@ class ReplicaAlterLogDirsManager:
         return False
 
     def _replace(self, partition: Partition) -> None:
-        partition.log = self._log_manager.replace_current_with_future_log(partition.topic, partition.partition_index)
+        tp, source_dir = (partition.topic, partition.partition_index), partition.log.dir.parent
+        partition.log = self._log_manager.replace_current_with_future_log(*tp)
+        if self._cleaner is not None:
+            self._cleaner.alter_checkpoint_dir(tp, source_dir, partition.log.dir.parent)
 
     # -- the copy thread and shutdown ------------------------------------------------------------------
     def _copy_thread(self) -> concurrent.futures.ThreadPoolExecutor:

@@ -64,6 +64,7 @@ from replication.state_change_requests import LeaderAndIsrResult, LeaderAndIsrSt
 from replication.txn_marker_writer import TxnMarker, TxnMarkerCallback, TxnMarkerWriter
 from replication.txn_verification import ProduceVerification, TransactionalProduce, TransactionVerifier
 from storage.log_append import AppendOrigin
+from storage.log_cleaner import LogCleaner
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.producer_state_entry import ProducerStateEntry
@@ -85,7 +86,7 @@ AppendOutcome = list[PartitionAppendResult] | Awaitable[list[PartitionAppendResu
 class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager, append_thread: AppendThread,
                  replication_config: ReplicationConfig | None = None,
-                 quotas: ReplicationQuotas | None = None) -> None:
+                 quotas: ReplicationQuotas | None = None, log_cleaner: LogCleaner | None = None) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.append_thread = append_thread
@@ -109,7 +110,7 @@ class ReplicaManager:
             broker_id, self.hosted, log_manager, append_thread, self.purgatories, self.isr,
             self._fire_leadership_change, self._new_fetcher_manager, self._replication_config)
         self.alter_log_dirs = ReplicaAlterLogDirsManager(broker_id, self.hosted, log_manager, append_thread,
-                                                         self.quotas.alter_log_dirs)
+                                                         self.quotas.alter_log_dirs, log_cleaner)
         self.log_dir_failures = LogDirFailureHandler(broker_id, self.hosted, log_manager,
                                                      lambda: self.state_changes.fetcher_manager)
 

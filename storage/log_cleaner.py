@@ -28,7 +28,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,6 +174,11 @@ class LogCleaner:
         self.time_ms = time_ms
         self._lock = threading.Lock()
         self._aborted: set[str] = set()
+        #: Kafka's LogCleaningPaused: partitions no pass may start on (a count: pauses nest).
+        self._paused: Counter[tuple[str, int]] = Counter()
+        #: The partition a pass runs on now; ``_state`` is notified when it ends.
+        self._cleaning: tuple[str, int] | None = None
+        self._state = threading.Condition()
 
     # -------------------------------------------------------- checkpoints
 
@@ -195,6 +202,18 @@ class LogCleaner:
         if last is not None and last > offset:
             self.update_checkpoint(log_, offset)
 
+    def alter_checkpoint_dir(self, tp: tuple[str, int], source_dir: Path, dest_dir: Path) -> None:
+        """A log moved to another log dir: its cleaned offset moves from the one's checkpoint to the other's."""
+        with self._lock:
+            source = OffsetCheckpointFile(source_dir / CLEANER_OFFSET_CHECKPOINT)
+            offsets = source.read_or_empty()
+            offset = offsets.pop(tp, None)
+            if offset is None:
+                return
+            source.write(offsets)
+            dest = OffsetCheckpointFile(dest_dir / CLEANER_OFFSET_CHECKPOINT)
+            dest.write({**dest.read_or_empty(), tp: offset})
+
     def remove_checkpoint(self, log_: Log) -> None:
         with self._lock:
             checkpoint = self.checkpoint_file(log_)
@@ -211,11 +230,47 @@ class LogCleaner:
     def resume_cleaning(self, log_: Log) -> None:
         self._aborted.discard(str(log_.dir))
 
+    def pause_cleaning(self, tp: tuple[str, int]) -> None:
+        """No pass starts on the partition until ``resume_paused_cleaning``; one running stops at its
+        next batch (``await_pause`` waits for that). Any thread: it never blocks."""
+        with self._state:
+            self._paused[tp] += 1
+
+    def await_pause(self, tp: tuple[str, int]) -> None:
+        """Blocking, after ``pause_cleaning``: until no pass runs on the partition (Kafka's
+        abortAndPauseCleaning waits the same way), so its log can be replaced."""
+        with self._state:
+            self._state.wait_for(lambda: self._cleaning != tp)
+
+    def resume_paused_cleaning(self, tp: tuple[str, int]) -> None:
+        with self._state:
+            self._paused[tp] -= 1
+            if self._paused[tp] <= 0:
+                del self._paused[tp]
+
+    def is_paused(self, tp: tuple[str, int]) -> bool:
+        return tp in self._paused
+
+    @contextmanager
+    def _cleaning_of(self, log_: Log) -> Iterator[None]:
+        """Mark the pass on ``log_`` as running (refused while paused); unmark and notify at its end."""
+        tp = (log_.topic, log_.partition)
+        with self._state:
+            if tp in self._paused:
+                raise LogCleaningAbortedError(f"cleaning of {Path(log_.dir).name} is paused")
+            self._cleaning = tp
+        try:
+            yield
+        finally:
+            with self._state:
+                self._cleaning = None
+                self._state.notify_all()
+
     def _check_done(self, log_: Log) -> Callable[[], None]:
-        key = str(log_.dir)
+        key, tp = str(log_.dir), (log_.topic, log_.partition)
 
         def check() -> None:
-            if key in self._aborted:
+            if key in self._aborted or tp in self._paused:
                 raise LogCleaningAbortedError(f"cleaning of {Path(key).name} aborted")
 
         return check
@@ -228,6 +283,8 @@ class LogCleaner:
         found = []
         for log_ in logs:
             if not log_.config.compact or str(log_.dir) in self._aborted:
+                continue
+            if self.is_paused((log_.topic, log_.partition)):
                 continue
             ltc, force_update = log_to_clean(log_, self.last_clean_offset(log_), now)
             if force_update:
@@ -259,6 +316,11 @@ class LogCleaner:
     # -------------------------------------------------------- one pass
 
     def clean(self, ltc: LogToClean, now_ms: int) -> CleanResult | None:
+        """One pass on ``ltc``'s log; raises LogCleaningAbortedError when aborted or paused."""
+        with self._cleaning_of(ltc.log):
+            return self._clean(ltc, now_ms)
+
+    def _clean(self, ltc: LogToClean, now_ms: int) -> CleanResult | None:
         log_ = ltc.log
         config = log_.config
         check_done = self._check_done(log_)

@@ -15,6 +15,7 @@ from tools.consumer_groups_command import consumer_groups_command
 from tools.dev_cluster import dev_cluster_command
 from tools.dump_log import dump_log_command
 from tools.features_command import features_command
+from tools.log_dirs_command import log_dirs_command
 from tools.reassign_partitions_command import reassign_partitions_command
 from tools.share_groups_command import share_groups_command
 from tools.topics_command import topics_command
@@ -46,6 +47,7 @@ COMMANDS: tuple[click.Command, ...] = (
     acls_command,
     # operations and development
     reassign_partitions_command,
+    log_dirs_command,
     features_command,
     dump_log_command,
     dev_cluster_command,

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
@@ -21,6 +22,7 @@ from pytest_pafka.broker_process import BrokerProcess
 from pytest_pafka.plugin import BrokerFactory
 from pytest_pafka.waiting import wait_until
 from testing.sockets import send_request
+from tools.cli import main
 from tools.reassign_partitions_command import _execute_moves, parse_log_dirs, parse_reassignment
 
 #: The copy's throttle here, and the producer's pace (below it: the copy catches up while it writes).
@@ -36,8 +38,10 @@ def dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def jbod(pafka_module_broker_factory: BrokerFactory, dirs: tuple[Path, Path]) -> BrokerProcess:
-    # file.delete.delay.ms 0: the replaced log is removed at the next deletion pass (every second)
-    return pafka_module_broker_factory(f"log.dirs={dirs[0]},{dirs[1]}", "log.segment.delete.delay.ms=0")
+    # file.delete.delay.ms 0: the replaced log is removed at the next deletion pass (every second);
+    # the cleaner looks for dirty logs every 50 ms (a compacted partition is cleaned while it moves)
+    return pafka_module_broker_factory(f"log.dirs={dirs[0]},{dirs[1]}", "log.segment.delete.delay.ms=0",
+                                       "log.cleaner.backoff.ms=50")
 
 
 @pytest.fixture(scope="module")
@@ -165,3 +169,104 @@ def test_reassign_partitions_sends_the_log_dirs_of_its_plan(jbod: BrokerProcess,
         _execute_moves(client, moves, 5)
     assert capsys.readouterr().out == f"Successfully started log directory move for: 0-{topic}-0\n"
     wait_until(lambda: _placement(jbod, topic)[str(target.resolve())] == [False], 10, "the move")
+
+
+def test_log_dirs_describes_both_dirs_and_a_moved_replica(jbod: BrokerProcess, admin: AdminClient,
+                                                          dirs: tuple[Path, Path]) -> None:
+    topic = "arld-describe"
+    _create(admin, topic)
+    _create(admin, f"{topic}-other")
+    producer = Producer({"bootstrap.servers": jbod.bootstrap})
+    producer.produce(topic, b"v" * 100, partition=0)
+    assert producer.flush(10) == 0
+    source, target = _dir_holding(jbod, topic, dirs)
+    (before,) = _log_dirs(jbod, "--topic-list", topic)[str(source.resolve())]
+    assert before["partition"] == f"{topic}-0" and int(before["size"]) > 100  # type: ignore[call-overload]
+    assert _alter(jbod, topic, target.resolve()) == ErrorCode.NO_ERROR
+    wait_until(lambda: _log_dirs(jbod, "--topic-list", topic)[str(source.resolve())] == [], 10, "the move")
+    (moved,) = _log_dirs(jbod, "--topic-list", topic, "--broker-list", "0")[str(target.resolve())]
+    assert moved == {**before, "partition": f"{topic}-0", "offsetLag": 0, "isFuture": False}
+    everything = _log_dirs(jbod)
+    assert any(p["partition"] == f"{topic}-other-0" for ps in everything.values() for p in ps)
+    result = CliRunner().invoke(main, ["log-dirs", "--describe", "--bootstrap-server", jbod.bootstrap,
+                                       "--broker-list", "0,7"])
+    assert result.exit_code == 1
+    assert "The given brokers do not exist from --broker-list: 7. Current existent brokers: 0" in result.output
+
+
+def _log_dirs(broker: BrokerProcess, *options: str) -> dict[str, list[dict[str, object]]]:
+    """``pafka log-dirs --describe``: its two progress lines, then its JSON as log dir -> partitions."""
+    result = CliRunner().invoke(main, ["log-dirs", "--describe", "--bootstrap-server", broker.bootstrap, *options])
+    assert result.exit_code == 0, result.output
+    querying, received, line = result.output.splitlines()
+    assert (querying, received) == ("Querying brokers for log directories information",
+                                    "Received log directory information from brokers 0")
+    assert line.startswith('{"brokers":[{"broker":0,"logDirs":[{"partitions":[') and line.endswith('"version":1}')
+    (broker_json,) = json.loads(line)["brokers"]
+    assert all(d["error"] is None for d in broker_json["logDirs"])
+    return {d["logDir"]: d["partitions"] for d in broker_json["logDirs"]}
+
+
+def _cleaned_up_to(dir: Path, topic: str) -> int:
+    """The cleaner's checkpoint of ``topic``-0 in ``dir`` (-1 when it has none)."""
+    checkpoint = dir / "cleaner-offset-checkpoint"
+    lines = checkpoint.read_text().splitlines()[2:] if checkpoint.exists() else []
+    return max([int(offset) for t, p, offset in map(str.split, lines) if (t, p) == (topic, "0")], default=-1)
+
+
+def _set_alter_log_dirs_throttle(admin: AdminClient, rate: int) -> None:
+    resource = ConfigResource("broker", "0", incremental_configs=[ConfigEntry(
+        "replica.alter.log.dirs.io.max.bytes.per.second", str(rate), incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(10)
+
+
+def test_a_compacted_partition_moves_while_the_cleaner_runs(jbod: BrokerProcess, admin: AdminClient,
+                                                            dirs: tuple[Path, Path]) -> None:
+    topic, keys = "arld-compacted", 500
+    configs = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01"}
+    for future in admin.create_topics([NewTopic(topic, 1, 1, config=configs)]).values():
+        future.result(10)
+    source, target = _dir_holding(jbod, topic, dirs)
+    producer = Producer({"bootstrap.servers": jbod.bootstrap, "linger.ms": 5})
+    latest: dict[bytes, bytes] = {}
+
+    def produce(seconds: float, per_s: int) -> None:
+        """Paced; each key rewritten every ``keys`` records, so the cleaner always has work."""
+        started, first = time.monotonic(), len(latest) and max(int(v[:9]) for v in latest.values()) + 1
+        n = first
+        while (elapsed := time.monotonic() - started) < seconds:
+            while n - first < elapsed * per_s:
+                key, value = b"k%03d" % (n % keys), b"%09d " % n + b"x" * 990
+                producer.produce(topic, value, key, partition=0)
+                latest[key] = value
+                n += 1
+            producer.poll(0.01)
+        assert producer.flush(10) == 0
+
+    produce(1.0, 2000)
+    wait_until(lambda: _cleaned_up_to(source, topic) > 0, 10, "a first cleaning pass")
+    # about 500 KB to copy at 200 KB/s, while 50 KB/s more arrive and the cleaner runs on every segment
+    _set_alter_log_dirs_throttle(admin, 200_000)
+    assert _alter(jbod, topic, target.resolve()) == ErrorCode.NO_ERROR
+    produce(2.0, 50)
+    wait_until(lambda: _placement(jbod, topic)[str(target.resolve())] == [False], 30, "the swap")
+    _set_alter_log_dirs_throttle(admin, 100_000_000)
+    assert _cleaned_up_to(source, topic) == -1  # the cleaner's checkpoint moved with the log
+    moved_at = _cleaned_up_to(target, topic)
+    assert moved_at > 0
+    produce(0.5, 1000)
+    wait_until(lambda: _cleaned_up_to(target, topic) > moved_at, 10, "cleaning of the moved log")
+
+    consumer = Consumer({"bootstrap.servers": jbod.bootstrap, "group.id": "arld-compacted"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen: dict[bytes, bytes] = {}
+    deadline = time.monotonic() + 20
+    while seen != latest and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            seen[msg.key()] = msg.value()  # type: ignore[index]
+    consumer.close()
+    assert seen == latest
+    log_text = jbod.log_text()
+    assert "Traceback" not in log_text and "log cleaning failed" not in log_text

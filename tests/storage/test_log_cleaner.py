@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from protocol.control_records import build_end_txn_marker_batch
+from storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from storage.errors import InvalidRecordError
 from storage.log import FetchIsolation, Log
-from storage.log_cleaner import LogCleaner, cleanable_offsets
+from storage.log_cleaner import LogCleaner, LogCleaningAbortedError, cleanable_offsets
 from storage.producer_state import AppendOrigin
 from tests.storage.cleaner_support import (
     BASE_TIMESTAMP,
@@ -451,3 +452,49 @@ def test_cleaned_segments_keep_aborted_transactions_for_read_committed(partition
     log.delete_pending_segments(now=2**62)
     assert read_committed_aborts(log) == []
     assert not [p.name for p in partition_dir.iterdir() if ".txnindex" in p.name]
+
+
+def test_a_paused_partition_is_not_cleaned_and_a_running_pass_stops(partition_dir: Path, opened: list[Log]) -> None:
+    log = open_log(partition_dir, opened, **{"segment.bytes": 4096})
+    for i in range(40):
+        append_keyed(log, [(key_of(j), False) for j in range(10)], timestamp=BASE_TIMESTAMP + i)
+    seal(log)
+    cleaner, tp = LogCleaner(), (log.topic, log.partition)
+    cleaner.pause_cleaning(tp)
+    cleaner.pause_cleaning(tp)  # pauses nest: two resumes before it is cleanable again
+    assert cleaner.cleanable_logs([log]) == [] and cleaner.clean_once([log]) is None
+    with pytest.raises(LogCleaningAbortedError):
+        cleaner.clean_log(log)
+    cleaner.await_pause(tp)  # no pass runs: returns at once
+    cleaner.resume_paused_cleaning(tp)
+    assert cleaner.cleanable_logs([log]) == []
+    cleaner.resume_paused_cleaning(tp)
+
+    # A pass paused at its first batch stops, leaves the files as they were and lets await_pause return.
+    ltc = cleaner.grab_filthiest_log([log])
+    assert ltc is not None
+    before = len(pafka_records(partition_dir))
+    check_done = cleaner._check_done
+    cleaner._check_done = lambda log_: (cleaner.pause_cleaning(tp), check_done(log_))[1]  # type: ignore[method-assign]
+    with pytest.raises(LogCleaningAbortedError):
+        cleaner.clean(ltc, BASE_TIMESTAMP + 10_000)
+    cleaner.await_pause(tp)
+    assert len(pafka_records(partition_dir)) == before
+    cleaner._check_done = check_done  # type: ignore[method-assign]
+    cleaner.resume_paused_cleaning(tp)
+    assert cleaner.clean_once([log]) is not None
+    assert len(pafka_records(partition_dir)) == 10
+
+
+def test_the_cleaner_checkpoint_moves_with_the_log(tmp_path: Path) -> None:
+    source, dest = tmp_path / "a", tmp_path / "b"
+    source.mkdir()
+    dest.mkdir()
+    OffsetCheckpointFile(source / CLEANER_OFFSET_CHECKPOINT).write({("t", 0): 42, ("t", 1): 7})
+    OffsetCheckpointFile(dest / CLEANER_OFFSET_CHECKPOINT).write({("u", 0): 3})
+    cleaner = LogCleaner()
+    cleaner.alter_checkpoint_dir(("t", 0), source, dest)
+    assert OffsetCheckpointFile(source / CLEANER_OFFSET_CHECKPOINT).read_or_empty() == {("t", 1): 7}
+    assert OffsetCheckpointFile(dest / CLEANER_OFFSET_CHECKPOINT).read_or_empty() == {("u", 0): 3, ("t", 0): 42}
+    cleaner.alter_checkpoint_dir(("t", 5), source, dest)  # nothing checkpointed: nothing written
+    assert OffsetCheckpointFile(dest / CLEANER_OFFSET_CHECKPOINT).read_or_empty() == {("u", 0): 3, ("t", 0): 42}
