@@ -17,7 +17,16 @@ with at least ``min.insync.replicas`` in its ISR) within ``HEAL_TIMEOUT_S``:
 - ``pause``: SIGSTOP a broker past its ZooKeeper session timeout, then SIGCONT;
 - ``link``: black-hole the link between two brokers (both ways, or one) for a few seconds;
 - ``zk-isolate-leader``: cut a partition leader's ZooKeeper link past the session timeout; its
-  clients and peers still reach it.
+  clients and peers still reach it;
+- ``disk-full``: fill a broker's only log dir (a small tmpfs) with a ballast file, so its next write
+  fails with ENOSPC; once it halted (its only dir offline, as Kafka's broker does), remove the
+  ballast and start it again: its recovery truncates any torn tail;
+- ``disk-eio``: switch a broker's only log dir (a FUSE passthrough over that tmpfs) to answer EIO
+  for a few seconds, switch it back, and start the broker again if it halted.
+
+The disk faults need every broker's log dir on such a filesystem for the whole run
+(``testing.chaos_disks``): the run mounts them, which needs root, and always unmounts them.
+``--kinds`` picks the fault kinds (all of them by default).
 
 Findings (each a line; none means the run passed):
 
@@ -49,7 +58,7 @@ import sys
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +67,7 @@ from protocol.record_batch import LOG_OVERHEAD, parse_batch_header, peek_offset_
 from pytest_pafka.cluster import Cluster
 from pytest_pafka.tcp_proxy import Direction, Mode
 from pytest_pafka.waiting import WaitTimeout, wait_until
+from testing.chaos_disks import BrokerDisks, disks_available
 
 TOPIC = "chaos"
 PARTITIONS = 3
@@ -71,7 +81,14 @@ HEAL_TIMEOUT_S = 90.0
 CATCH_UP_TIMEOUT_S = 30.0  # for the last replica to match the others once the cluster is healthy
 #: Each producer sends about this many records a second.
 RATE = 200
-FAULTS = ("kill", "pause", "link", "zk-isolate-leader")
+BASE_FAULTS = ("kill", "pause", "link", "zk-isolate-leader")
+#: The faults of a broker's log dir: they need root (``testing.chaos_disks``).
+DISK_FAULTS = ("disk-full", "disk-eio")
+FAULTS = BASE_FAULTS + DISK_FAULTS
+#: How long a broker whose only log dir failed has to halt (log the halt and exit).
+HALT_TIMEOUT_S = 30.0
+#: What a broker logs when it halts because no log dir is left.
+HALT_LINE = "Shutdown broker because all log dirs"
 
 
 def value_of(seq: int) -> bytes:
@@ -248,15 +265,24 @@ def _leave_deadlocked(consumer: Any) -> None:
 
 # -- faults ---------------------------------------------------------------------------------------------
 class FaultInjector:
-    def __init__(self, cluster: Cluster, rng: random.Random) -> None:
+    """Injects one fault of ``kinds`` at a time and heals it; ``disks``: the brokers' log dirs, for
+    the disk faults."""
+
+    def __init__(self, cluster: Cluster, rng: random.Random, kinds: tuple[str, ...] = BASE_FAULTS,
+                 disks: BrokerDisks | None = None) -> None:
+        if set(kinds) & set(DISK_FAULTS) and disks is None:
+            raise ValueError("the disk faults need the brokers' log dirs on BrokerDisks")
         self.cluster = cluster
         self.rng = rng
+        self.kinds = kinds
+        self.disks = disks
         assert cluster.links is not None
         self.links = cluster.links
         self.session_s = cluster.session_timeout_ms / 1000
 
-    def inject(self) -> str:
-        kind = self.rng.choice(FAULTS)
+    def inject(self, kind: str | None = None) -> str:
+        """Inject ``kind`` (default: one drawn from ``kinds``), heal it, and say what it was."""
+        kind = kind if kind is not None else self.rng.choice(self.kinds)
         return getattr(self, "_" + kind.replace("-", "_"))()
 
     def _any_broker(self) -> int:
@@ -305,6 +331,44 @@ class FaultInjector:
         self.links.heal()
         return f"cut leader {broker} from ZooKeeper for {seconds:.1f} s"
 
+    def _disk_full(self) -> str:
+        assert self.disks is not None
+        broker = self._any_broker()
+        halts = self._halts(broker)
+        ballast = self.disks.fill(broker)
+        filled = time.monotonic()
+        with contextlib.suppress(WaitTimeout):  # one that did not halt is said so, and healed alike
+            wait_until(lambda: not self.cluster.broker(broker).running, HALT_TIMEOUT_S,
+                       f"broker {broker} halted", interval=0.1)
+        waited = time.monotonic() - filled
+        self.disks.free(broker)
+        outcome = self._restart_if_halted(broker, halts)
+        return f"fill broker {broker}'s log dir ({ballast >> 20} MB of ballast), {waited:.1f} s: {outcome}"
+
+    def _disk_eio(self) -> str:
+        assert self.disks is not None
+        broker = self._any_broker()
+        halts = self._halts(broker)
+        seconds = self.rng.uniform(1.0, 4.0)
+        self.disks.fail(broker)
+        time.sleep(seconds)
+        self.disks.mend(broker)
+        outcome = self._restart_if_halted(broker, halts)
+        return f"EIO on broker {broker}'s log dir for {seconds:.1f} s: {outcome}"
+
+    def _halts(self, broker: int) -> int:
+        return self.cluster.broker(broker).log_text().count(HALT_LINE)
+
+    def _restart_if_halted(self, broker: int, halts_before: int) -> str:
+        """Start ``broker`` again if it halted (or is halting) since ``halts_before``, or exited."""
+        process = self.cluster.broker(broker)
+        halted = self._halts(broker) > halts_before
+        if not halted and process.running:
+            return "the broker stayed up"
+        wait_until(lambda: not process.running, HALT_TIMEOUT_S, f"broker {broker} gone", interval=0.1)
+        self.cluster.start(broker)
+        return "halted, started again" if halted else "exited without logging a halt, started again"
+
 
 def _unhealthy(cluster: Cluster) -> str | None:
     """Why the cluster is not healthy yet (None: it is)."""
@@ -347,10 +411,17 @@ def _diverged(cluster: Cluster, timeout: float) -> list[str]:
         time.sleep(0.5)
 
 
+def log_dir(cluster: Cluster, broker_id: int) -> Path:
+    """A broker's log dir: its ``log.dirs`` override (the last wins, as in the broker), else its data dir."""
+    broker = cluster.broker(broker_id)
+    given = [item.split("=", 1)[1] for item in broker.overrides if item.startswith("log.dirs=")]
+    return Path(given[-1]) if given else broker.data_dir
+
+
 def read_replica(cluster: Cluster, broker_id: int, partition: int) -> list[tuple[int, int]]:
     """(base offset, CRC) of every whole batch of a replica's segments."""
     batches = []
-    for segment in sorted((cluster.broker(broker_id).data_dir / f"{TOPIC}-{partition}").glob("*.log")):
+    for segment in sorted((log_dir(cluster, broker_id) / f"{TOPIC}-{partition}").glob("*.log")):
         data, pos = segment.read_bytes(), 0
         while len(data) - pos >= LOG_OVERHEAD:
             _, length = peek_offset_and_length(data, pos)
@@ -451,22 +522,43 @@ def check(history: History, log: dict[int, dict[int, bytes]], ends: dict[int, in
 
 
 # -- the run -----------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _chaos_cluster(kinds: tuple[str, ...]) -> Iterator[tuple[Cluster, BrokerDisks | None]]:
+    """The cluster with its topic; with disk faults among ``kinds``, every broker's log dir on
+    ``BrokerDisks`` (mounted first, unmounted once the brokers are gone)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    unknown = set(kinds) - set(FAULTS)
+    if unknown or not kinds:
+        raise ValueError(f"fault kinds: some of {', '.join(FAULTS)} (not {sorted(unknown)})")
+    with contextlib.ExitStack() as stack:
+        disks = None
+        if set(kinds) & set(DISK_FAULTS):
+            why = disks_available()
+            if why is not None:
+                raise RuntimeError(f"{why}; run as root, or leave them out: --kinds {','.join(BASE_FAULTS)}")
+            disks = stack.enter_context(BrokerDisks(BROKERS))
+        cluster = stack.enter_context(Cluster(
+            BROKERS, f"min.insync.replicas={MIN_ISR}", "default.replication.factor=3",
+            "offsets.topic.replication.factor=3", link_faults=True,
+            broker_overrides=disks.broker_overrides() if disks is not None else None))
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(timeout=60)
+        cluster.wait_for_topic(TOPIC, PARTITIONS, 60)
+        yield cluster, disks
+
+
 def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: None,
-        trace_dir: Path | None = None) -> Report:
+        trace_dir: Path | None = None, kinds: tuple[str, ...] = FAULTS, in_turn: bool = False) -> Report:
     """``trace_dir``: trace the clients (librdkafka debug and statistics) and write their last
-    lines there, ``producer-N.log`` and ``consumer-N.log``, when the run ends."""
+    lines there, ``producer-N.log`` and ``consumer-N.log``, when the run ends. ``kinds``: the fault
+    kinds drawn from (the disk faults need root); ``in_turn``: take them in turn instead."""
     rng = random.Random(seed)
     report = Report(seed)
     started = time.monotonic()
     history = History(reads=[[] for _ in range(CONSUMERS)], reached=[{} for _ in range(CONSUMERS)],
                       errors=[[] for _ in range(CONSUMERS)])
-    with Cluster(BROKERS, f"min.insync.replicas={MIN_ISR}", "default.replication.factor=3",
-                 "offsets.topic.replication.factor=3", link_faults=True) as cluster:
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(timeout=60)
-        cluster.wait_for_topic(TOPIC, PARTITIONS, 60)
+    with _chaos_cluster(kinds) as (cluster, disks):
         stop_producers, stop_consumers = threading.Event(), threading.Event()
         traces = {f"{kind}-{i}": ClientTrace() if trace_dir is not None else None
                   for kind, count in (("producer", PRODUCERS), ("consumer", CONSUMERS)) for i in range(count)}
@@ -478,11 +570,11 @@ def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: 
                     for i in range(CONSUMERS)]
         for thread in threads:
             thread.start()
-        injector = FaultInjector(cluster, rng)
+        injector = FaultInjector(cluster, rng, kinds, disks)
         try:
             time.sleep(2.0)
             for n in range(faults):
-                fault = injector.inject()
+                fault = injector.inject(kinds[n % len(kinds)] if in_turn else None)
                 report.faults.append(fault)
                 why = _wait_healthy(cluster, HEAL_TIMEOUT_S)
                 if why is not None:
@@ -495,6 +587,8 @@ def run(faults: int, seed: int, progress: Callable[[str], None] = lambda _line: 
             cluster.links.heal()
             for broker_id in cluster.paused_ids:
                 cluster.resume(broker_id)
+            if disks is not None:
+                disks.heal_all()
             stop_producers.set()
             for thread in threads[:PRODUCERS]:
                 thread.join(240)
@@ -533,11 +627,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", type=int, default=100)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write the report here too")
+    parser.add_argument("--kinds", default=",".join(FAULTS),
+                        help=f"the fault kinds, comma-separated (default all: {','.join(FAULTS)}; "
+                             f"{' and '.join(DISK_FAULTS)} need root)")
     parser.add_argument("--trace", type=Path, default=None,
                         help="trace the clients (librdkafka debug and statistics), their last lines go here")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
-    report = run(args.faults, seed, progress=lambda line: print(line, flush=True), trace_dir=args.trace)
+    try:
+        report = run(args.faults, seed, progress=lambda line: print(line, flush=True), trace_dir=args.trace,
+                     kinds=tuple(args.kinds.split(",")))
+    except (RuntimeError, ValueError) as exc:
+        if "fault kinds" not in str(exc) and "disk faults" not in str(exc):
+            raise
+        parser.error(str(exc))
     print("\n".join(report.lines()))
     if args.json is not None:
         args.json.write_text(json.dumps(report.__dict__, indent=2) + "\n")

@@ -131,7 +131,13 @@ def main(argv: list[str]) -> None:
 
     backing, mountpoint, switch = argv
     operations = type("EioPassthroughOperations", (EioPassthrough, Operations), {})(os.path.abspath(backing), switch)
-    FUSE(operations, mountpoint, foreground=True, nothreads=False, allow_other=True)
+    try:
+        FUSE(operations, mountpoint, foreground=True, nothreads=False, allow_other=True)
+    except RuntimeError:
+        # libfuse's loop ends in an error when the mount is taken away (``eio_mount``'s umount):
+        # that is the way this filesystem is meant to end.
+        if os.path.ismount(mountpoint):
+            raise
 
 
 def _unmount(path: Path) -> None:
