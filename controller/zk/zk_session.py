@@ -396,14 +396,14 @@ class ZooKeeperSession:
         if not watch.active or self._closing.is_set() or self._zk is None:
             return
         try:
-            value = read_watched(self._zk, watch)
+            value, version = read_watched(self._zk, watch)
         except _RETRIABLE:
             if deliver_always:  # the first read must succeed: wait for the connection
                 self._wait_connected()
                 self._arm(watch, deliver_always)
             return  # otherwise the next CONNECTED re-arms
-        if deliver_always or value != watch.last:
-            watch.last = value
+        if deliver_always or version != watch.last:
+            watch.last = version
             self._call_soon(self._deliver, watch, value)
 
     @staticmethod
