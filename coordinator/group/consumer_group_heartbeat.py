@@ -17,6 +17,12 @@ One heartbeat:
    revoke first, then assign what nobody else owns;
 4. re-arms its session (``consumer_group_timeouts``).
 
+Most heartbeats are steady: a stable member sends its id and epoch and
+nothing else. When its group has nothing to recompute either (the subscribed
+topics' metadata was computed at the topic image's current ``version`` and no
+regular expression is due a refresh), steps 2 and 3 would leave everything as
+it is, so such a heartbeat only re-arms the session and is answered at once.
+
 Member epoch -1 leaves the group, -2 is a static member leaving for a while
 (it keeps its partitions until its session expires or its next instance
 joins). A member whose session expires, or that does not revoke within its
