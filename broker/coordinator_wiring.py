@@ -74,13 +74,26 @@ class RegistryTopicImage:
     Every heartbeat describes the group's topics, so each topic's description is kept until the
     topic or the racks change: the registry replaces a topic's metadata whenever its replicas move
     (and adds partitions to it in place), so the same metadata object with the same partition count
-    under the same brokers' racks has the same partitions' racks.
+    under the same brokers' racks has the same partitions' racks. For the same reason ``version``
+    moves on only when the registry's topics or the brokers' racks change.
     """
 
     def __init__(self, topics: TopicRegistry, broker_racks: Callable[[], dict[int, str]] | None = None) -> None:
         self.topics = topics
         self.broker_racks = broker_racks
         self._described: dict[str, _DescribedTopic] = {}
+        self._version = 0
+        #: What ``_version`` was last given for: the registry's version and the racks (none yet).
+        self._seen: tuple[int, dict[int, str]] = (-1, {})
+
+    @property
+    def version(self) -> int:
+        racks = self.broker_racks() if self.broker_racks is not None else {}
+        registry_version, seen_racks = self._seen
+        if registry_version != self.topics.topics_version or racks != seen_racks:
+            self._version += 1
+            self._seen = (self.topics.topics_version, dict(racks))
+        return self._version
 
     def describe_topic(self, name: str) -> TopicInfo | None:
         topic = self.topics.get(name)

@@ -91,6 +91,8 @@ class MetadataStore:
         self.path = Path(log_dir) / FILE_NAME if log_dir is not None else None
         self._lock = threading.Lock()
         self.topics: dict[str, TopicMetadata] = {}
+        #: Bumped by every change of ``topics`` (TopicRegistry's).
+        self.topics_version = 0
         self.cluster_id = ""
         self._load()
 
@@ -155,12 +157,14 @@ class MetadataStore:
                 raise KeyError(name)
             topic = TopicMetadata(name, new_topic_id(), partitions, dict(configs))
             self.topics[name] = topic
+            self.topics_version += 1
             self._save()
             return topic
 
     def delete_topic(self, name: str) -> TopicMetadata:
         with self._lock:
             topic = self.topics.pop(name)
+            self.topics_version += 1
             self._save()
             return topic
 
@@ -168,6 +172,7 @@ class MetadataStore:
         with self._lock:
             topic = self.topics[name]
             topic.partitions.update(new)
+            self.topics_version += 1
             self._save()
             return topic
 

@@ -64,6 +64,8 @@ class DroppingLog:
 
 
 class Registry:
+    topics_version = 0
+
     def __init__(self, topic: TopicMetadata) -> None:
         self.topic = topic
 

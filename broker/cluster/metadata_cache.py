@@ -115,6 +115,8 @@ class ZkMetadataCache:
         self._by_id: dict[uuid.UUID, str] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._topics: dict[str, TopicMetadata] = {}
+        #: Bumped whenever ``_topics`` changes (TopicRegistry's).
+        self.topics_version = 0
         #: Futures waiting for a topic to appear (or go) here: CreateTopics' DelayedCreatePartitions.
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
 
@@ -246,6 +248,7 @@ class ZkMetadataCache:
         self._by_id[topic_id] = topic
 
     def _replace_topic(self, topic: str, partitions: dict[int, CachedPartitionState]) -> None:
+        self.topics_version += 1
         if not partitions:
             self._partitions.pop(topic, None)
             self._sorted.pop(topic, None)

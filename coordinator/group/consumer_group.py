@@ -131,6 +131,9 @@ class ConsumerGroup:
         self.partition_owners: dict[tuple[uuid.UUID, int], str] = {}
         #: Topic name → its id and partition count, for every topic some member subscribes to.
         self.subscription_metadata: dict[str, TopicInfo] = {}
+        #: The topic image's version ``subscription_metadata`` was computed at, while the members'
+        #: subscriptions stay as they are (None: unknown, compute it again).
+        self.subscription_metadata_version: int | None = None
         #: Topic name → how many members subscribe to it (kept as members change: a heartbeat reads it).
         self._subscribers: dict[str, int] = {}
         #: Regular expression → how many members subscribe with it.
@@ -150,6 +153,11 @@ class ConsumerGroup:
             return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
 
+    def keep_member(self, member_id: str) -> None:
+        """A heartbeat that left its member as it was: the member moves last, as storing it again does (the
+        members' order is the order of the group's tombstones and of ConsumerGroupDescribe)."""
+        self.members[member_id] = self.members.pop(member_id)
+
     def static_member(self, instance_id: str) -> ConsumerGroupMember | None:
         member_id = self.static_members.get(instance_id)
         return None if member_id is None else self.members.get(member_id)
@@ -164,6 +172,8 @@ class ConsumerGroup:
             old = self.members.pop(old_id, None)  # type: ignore[arg-type]
             if old is not None:
                 self._release(old)
+            if old is None or not _same_subscription(old, member):
+                self.subscription_metadata_version = None
         if replaces is not None and replaces in self.target:
             self.target[member.member_id] = self.target.pop(replaces)
         self.members[member.member_id] = member
@@ -178,6 +188,7 @@ class ConsumerGroup:
         if member is None:
             return None
         self._release(member)
+        self.subscription_metadata_version = None
         self.target.pop(member_id, None)
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]
@@ -227,6 +238,10 @@ class ConsumerGroup:
         _add(self._subscribers, member.subscribed_topic_names, delta)
         if member.subscribed_topic_regex is not None:
             _add(self._regex_subscribers, (member.subscribed_topic_regex,), delta)
+
+
+def _same_subscription(a: ConsumerGroupMember, b: ConsumerGroupMember) -> bool:
+    return a.subscribed_topic_names == b.subscribed_topic_names and a.subscribed_topic_regex == b.subscribed_topic_regex
 
 
 def _add(counts: dict[str, int], keys: Iterable[str], delta: int) -> None:

@@ -17,6 +17,12 @@ One heartbeat:
    revoke first, then assign what nobody else owns;
 4. re-arms its session (``consumer_group_timeouts``).
 
+Most heartbeats are steady: a stable member sends its id and epoch and
+nothing else. When its group has nothing to recompute either (the subscribed
+topics' metadata was computed at the topic image's current ``version`` and no
+regular expression is due a refresh), steps 2 and 3 would leave everything as
+it is, so such a heartbeat only re-arms the session and is answered at once.
+
 Member epoch -1 leaves the group, -2 is a static member leaving for a while
 (it keeps its partitions until its session expires or its next instance
 joins). A member whose session expires, or that does not revoke within its
@@ -89,9 +95,18 @@ class TopicImage(Protocol):
 
     def topic_names(self) -> Iterable[str]: ...
 
+    @property
+    def version(self) -> int:
+        """Moves on whenever ``describe_topic`` may describe some topic otherwise (created, deleted, partitions
+        added, replicas or brokers' racks changed): a group's subscribed-topic metadata computed at the same
+        version is still what the image says."""
+        ...
+
 
 class NoTopics:
     """A topic image without topics (a coordinator built without the broker's metadata)."""
+
+    version = 0
 
     def describe_topic(self, name: str) -> TopicInfo | None:
         return None
@@ -201,6 +216,20 @@ def _is_subset(owned: OwnedPartitions, assigned: Assignment) -> bool:
     return all(parts <= assigned.get(topic_id, frozenset()) for topic_id, parts in owned.items())
 
 
+def _sends_nothing_new(request: ConsumerGroupHeartbeatRequest, member: ConsumerGroupMember,
+                       group: ConsumerGroup) -> bool:
+    """A steady heartbeat: the member's epoch, and no field (or the same value) it had sent before."""
+    instance_id = request.instance_id
+    return (request.member_epoch == member.member_epoch and request.owned is None
+            and request.subscribed_topic_names is None and request.subscribed_topic_regex is None
+            and request.client_id == member.client_id and request.client_host == member.client_host
+            and request.rack_id in (None, member.rack_id)
+            and request.rebalance_timeout_ms in (-1, member.rebalance_timeout_ms)
+            and request.server_assignor in (None, member.server_assignor)
+            and (instance_id is None or (instance_id == member.instance_id
+                                         and group.static_members.get(instance_id) == member.member_id)))
+
+
 def _check_member_epoch(member: ConsumerGroupMember, received: int, owned: OwnedPartitions) -> None:
     if received > member.member_epoch:
         raise ConsumerGroupError(ErrorCode.FENCED_MEMBER_EPOCH, (
@@ -235,6 +264,9 @@ class ConsumerGroupHeartbeat:
         self.group_configs = GroupConfigs(config.session_timeout_ms, config.heartbeat_interval_ms)
         #: Online migration between the protocols; the coordinator installs its own (none: never converts).
         self.migration: GroupConversions = NoConversions()
+        #: Answer a stable member's steady heartbeat without the full path's copies and diff (off: every
+        #: heartbeat takes the full path, which answers and writes the same).
+        self.steady_fast_path = True
 
     # -- the request ------------------------------------------------------------------
     def heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> asyncio.Future[ConsumerGroupHeartbeatResult]:
@@ -250,9 +282,34 @@ class ConsumerGroupHeartbeat:
             validate_heartbeat(request, self.config.assignors)
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(request)
+            steady = self._steady_answer(request) if self.steady_fast_path else None
+            if steady is not None:
+                return steady, []
             return self._heartbeat(request)
         except ConsumerGroupError as e:
             return ConsumerGroupHeartbeatResult(e.error, e.message), []
+
+    def _steady_answer(self, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResult | None:
+        """The answer to a steady heartbeat (the member sent nothing it had not sent before) of a stable member
+        whose group has nothing to recompute; None for any other heartbeat, which takes the full path.
+
+        What the full path answers and does for it, without its work: the member stays as it is, the group's
+        epoch, subscribed topics' metadata, regular expressions and target too, so there is nothing to write."""
+        group = self.groups.get(request.group_id)
+        member = None if group is None else group.members.get(request.member_id)
+        if group is None or member is None or not _sends_nothing_new(request, member, group):
+            return None
+        if (member.state != MemberState.STABLE or member.revoking or member.classic is not None
+                or not 0 < member.member_epoch == group.assignment_epoch == group.group_epoch
+                or group.subscription_metadata_version != self.topics.version
+                or self.regexes.refresh_due(group.resolved_regexes, group.subscribed_regexes(),
+                                            self.config.regex_refresh_max_interval_ms)):
+            return None
+        group.keep_member(member.member_id)
+        self._schedule_timeouts(group, member)
+        return ConsumerGroupHeartbeatResult(
+            member_id=member.member_id, member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self.group_configs.consumer_heartbeat_interval_ms(group.group_id))
 
     def _heartbeat(self, request: ConsumerGroupHeartbeatRequest) -> tuple[ConsumerGroupHeartbeatResult, KeyValues]:
         records: KeyValues = []  # a conversion's records come before the heartbeat's
@@ -394,6 +451,7 @@ class ConsumerGroupHeartbeat:
         new_regex = updated.subscribed_topic_regex if regex_changed else None
         bump |= self.regexes.refresh(group.resolved_regexes, group.subscribed_regexes(updated), regex_context,
                                      self.config.regex_refresh_max_interval_ms, later=new_regex)
+        group.subscription_metadata_version = self.topics.version  # read first: the metadata is as new
         metadata = self._subscription_metadata(self._group_topic_names(group, updated))
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
@@ -489,6 +547,7 @@ class ConsumerGroupHeartbeat:
         # As Kafka: a member leaving only drops the expressions nobody uses any more; the others are
         # refreshed at a heartbeat, with its member's ACLs.
         drop_unused(group.resolved_regexes, group.subscribed_regexes())
+        group.subscription_metadata_version = self.topics.version
         group.subscription_metadata = self._subscription_metadata(self._group_topic_names(group))
         group.group_epoch += 1
         log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, group.group_epoch)

@@ -298,6 +298,9 @@ class ConsumerGroupLog:
         """A request's answer: ``result`` once ``records`` are appended (at once when there are none), or
         ``failed(error)`` with the error a request waiting for them answers."""
         future: asyncio.Future[_R] = self.manager.scheduler.create_future()
+        if not records:  # nothing to wait for (most heartbeats)
+            future.set_result(result)
+            return future
 
         def appended(error: ErrorCode) -> None:
             if not future.done():

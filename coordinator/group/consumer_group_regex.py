@@ -238,6 +238,25 @@ class RegexResolver:
             changed |= topics != (frozenset() if current is None else current.topics)
         return changed
 
+    def refresh_due(self, resolved: dict[str, ResolvedRegularExpression], regexes: set[str],
+                    max_interval_ms: int) -> bool:
+        """Whether ``refresh`` with a context (and no ``later``) would change a group's ``resolved``
+        expressions now: one to drop, a resolution the group lacks or that changed broker-wide, or the
+        group's refresh interval passed. It asks for every resolution as ``refresh`` does, so ``refresh``
+        called after it at the same time finds the same."""
+        if not resolved and not regexes:
+            return False
+        if any(regex not in regexes for regex in resolved):
+            return True
+        now = self._scheduler.now_ms()
+        due = bool(resolved) and now - max(r.timestamp_ms for r in resolved.values()) >= max_interval_ms
+        for regex in regexes:
+            matched = self.resolved(regex)
+            current = resolved.get(regex)
+            if matched is not None and (current is None or current.matched is not matched or due):
+                return True
+        return False
+
     # -- following the topic image -------------------------------------------------------
     def _snapshot(self) -> frozenset[str]:
         if self._names is None:

@@ -93,7 +93,9 @@ def test_brokers_controller_and_partitions_at_every_version(version: int) -> Non
 def test_a_broker_only_update_keeps_the_partitions() -> None:
     cache = ZkMetadataCache(broker_id=1)
     cache.update_metadata(_request(8, [_state("t", 0, 1, [1, 2], [1, 2])], [_broker(1), _broker(2)]), 8)
+    version = cache.topics_version
     cache.update_metadata(_request(8, [], [_broker(1)]), 8)  # broker 2 died
+    assert cache.topics_version == version  # the topics are as they were
     assert [b.node_id for b in cache.alive_brokers("PLAINTEXT")] == [1]
     assert cache.get("t") is not None and cache.partition_state("t", 0) is not None
     assert cache.leader_node(2, "PLAINTEXT") is None and cache.leader_node(1, "PLAINTEXT") is not None
@@ -103,13 +105,15 @@ def test_leader_during_delete_removes_partitions_then_the_topic() -> None:
     cache = ZkMetadataCache(broker_id=1)
     brokers = [_broker(1)]
     cache.update_metadata(_request(8, [_state("gone", p, 1, [1], [1]) for p in range(2)], brokers), 8)
+    version = cache.topics_version
     deleted = cache.update_metadata(_request(8, [_state("gone", 0, LEADER_DURING_DELETE, [1], [1])], brokers), 8)
-    assert deleted == [("gone", 0)]
+    assert deleted == [("gone", 0)] and cache.topics_version > version
     topic = cache.get("gone")
     assert topic is not None and list(topic.partitions) == [1] and cache.by_id(TOPIC_ID) is topic
     deleted = cache.update_metadata(_request(8, [_state("gone", 1, LEADER_DURING_DELETE, [1], [1])], brokers), 8)
     assert deleted == [("gone", 1)]
     assert cache.get("gone") is None and "gone" not in cache and cache.by_id(TOPIC_ID) is None
+    assert cache.topics_version > version + 1
     assert list(cache) == [] and cache.partition_states("gone") == []
 
 

@@ -35,6 +35,11 @@ class Topics:
     def topic_names(self) -> list[str]:
         return list(self.topics)
 
+    @property
+    def version(self) -> int:
+        """The tests change ``topics`` in place: any change of it is a new version."""
+        return hash(frozenset(self.topics.items()))
+
 
 class Harness:
     def __init__(self, **config: object) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -168,3 +169,25 @@ def test_the_topic_image_keeps_partition_racks_until_the_topic_or_the_racks_chan
     # racks gone to fewer than two brokers: no partition racks at all
     racks = {1: "c"}
     assert image.describe_topic("t") == type(first)(U, 1)
+
+
+def test_the_topic_images_version_moves_when_the_store_or_the_racks_change(tmp_path: Path) -> None:
+    from broker.coordinator_wiring import RegistryTopicImage
+    from broker.metadata_store import MetadataStore
+
+    store = MetadataStore(tmp_path)
+    racks = {1: "a", 2: "b"}
+    image = RegistryTopicImage(store, lambda: racks)
+    first = image.version
+    assert image.version == first  # nothing changed
+    steps = [lambda: store.create_topic("t", {0: [1]}, {}), lambda: store.add_partitions("t", {1: [2]}),
+             lambda: store.set_topic_configs("t", {"retention.ms": "1"}), lambda: store.delete_topic("t")]
+    versions = [first]
+    for step in steps:
+        step()
+        versions.append(image.version)
+    # a topic's configs are no part of its description; everything else is a new version
+    assert versions[1] > versions[0] and versions[2] > versions[1] and versions[3] == versions[2]
+    assert versions[4] > versions[3]
+    racks = {1: "a", 2: "c"}
+    assert image.version > versions[4]
