@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -164,20 +165,56 @@ def runner_env(root: Path, conf: Path, protocol: str, kafka_version: str, scenar
     return env
 
 
+class RunningRunners:
+    """The test-runners running now, so that a suite told to stop (SIGTERM, Ctrl-C) ends them by their PIDs
+    and starts no more before its brokers are stopped."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self.stopping = False
+
+    def start(self, args: list[str], **kwargs: object) -> subprocess.Popen[bytes] | None:
+        with self._lock:
+            if self.stopping:
+                return None
+            proc: subprocess.Popen[bytes] = subprocess.Popen(args, **kwargs)  # type: ignore[call-overload]
+            self._procs.add(proc)
+            return proc
+
+    def finished(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            self.stopping = True
+            for proc in self._procs:
+                if proc.poll() is None:
+                    os.kill(proc.pid, signal.SIGKILL)
+
+
+RUNNERS = RunningRunners()
+
+
 def run_number(number: str, tests_dir: Path, work: Path, env: dict[str, str], timeout_s: float) -> RunOutcome:
     """One test-runner for the tests numbered ``number`` (broker tests only, ``-L``)."""
     log_path = work / f"{number}.log"
     env = {**env, "TESTS": number, "TEST_REPORT": str(work / f"{number}.json")}
     started = time.monotonic()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([str(tests_dir / "test-runner"), "-L", "-p1"], cwd=tests_dir, env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = RUNNERS.start([str(tests_dir / "test-runner"), "-L", "-p1"], cwd=tests_dir, env=env,
+                             stdout=log, stderr=subprocess.STDOUT)
+        if proc is None:
+            return RunOutcome(number, None, 0.0, str(log_path))
         try:
             returncode: int | None = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
             returncode = None
+        finally:
+            RUNNERS.finished(proc)
     return RunOutcome(number, returncode, round(time.monotonic() - started, 1), str(log_path))
 
 
@@ -279,8 +316,18 @@ def run_suite(args: argparse.Namespace, tests: list[SuiteTest], work: Path) -> l
             print(f"{number} ({outcome.wall_s}s): {states}", flush=True)
             return outcome
 
-        with ThreadPoolExecutor(max_workers=max(1, min(args.parallel, MAX_PARALLEL))) as pool:
+        pool = ThreadPoolExecutor(max_workers=max(1, min(args.parallel, MAX_PARALLEL)))
+        try:
             return list(pool.map(one, numbers))
+        finally:
+            # Told to stop: the runners are killed already; the tests not started are not started.
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stop(signum: int, _frame: object) -> None:
+    """SIGTERM: end the test-runners, then unwind, which stops the brokers (and ZooKeeper) by their PIDs."""
+    RUNNERS.stop_all()
+    raise SystemExit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         for test in group_tests(tests_dir):
             print(test.name, test.flags)
         return 0
+    signal.signal(signal.SIGTERM, _stop)
     tests = chosen_tests(tests_dir, args.which, args.tests)
     work = args.work or Path(tempfile.mkdtemp(prefix="rdk-suite-"))
     work.mkdir(parents=True, exist_ok=True)
