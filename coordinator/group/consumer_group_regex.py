@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -224,15 +224,9 @@ class RegexResolver:
             return False
         authorizer = context.authorizer
         now = self._scheduler.now_ms()
-        due = bool(resolved) and now - max(r.timestamp_ms for r in resolved.values()) >= max_interval_ms
         changed = False
-        for regex in regexes:
-            matched = self.resolved(regex)
+        for regex, matched in self._to_take(resolved, regexes, now, max_interval_ms, later):
             current = resolved.get(regex)
-            if regex == later and current is None:
-                continue
-            if matched is None or (current is not None and current.matched is matched and not due):
-                continue
             topics = matched if authorizer is None else frozenset(authorizer(matched))
             resolved[regex] = ResolvedRegularExpression(topics, self._image_version, now, matched)
             changed |= topics != (frozenset() if current is None else current.topics)
@@ -241,21 +235,25 @@ class RegexResolver:
     def refresh_due(self, resolved: dict[str, ResolvedRegularExpression], regexes: set[str],
                     max_interval_ms: int) -> bool:
         """Whether ``refresh`` with a context (and no ``later``) would change a group's ``resolved``
-        expressions now: one to drop, a resolution the group lacks or that changed broker-wide, or the
-        group's refresh interval passed. It asks for every resolution as ``refresh`` does, so ``refresh``
-        called after it at the same time finds the same."""
-        if not resolved and not regexes:
-            return False
+        expressions now: one to drop, or one to take (``_to_take``)."""
         if any(regex not in regexes for regex in resolved):
             return True
-        now = self._scheduler.now_ms()
+        return any(True for _ in self._to_take(resolved, regexes, self._scheduler.now_ms(), max_interval_ms))
+
+    def _to_take(self, resolved: dict[str, ResolvedRegularExpression], regexes: set[str], now: int,
+                 max_interval_ms: int, later: str | None = None) -> Iterator[tuple[str, frozenset[str]]]:
+        """The expressions of ``regexes`` whose broker-wide resolution a group with ``resolved`` takes now, with
+        that resolution: one the group lacks (``later`` excepted: only asked for), one resolved otherwise since
+        the group took it, or every one once the group's last refresh is older than ``max_interval_ms``.
+        Each expression's resolution is asked for as it is reached (which keeps it in use)."""
         due = bool(resolved) and now - max(r.timestamp_ms for r in resolved.values()) >= max_interval_ms
         for regex in regexes:
             matched = self.resolved(regex)
             current = resolved.get(regex)
+            if regex == later and current is None:
+                continue
             if matched is not None and (current is None or current.matched is not matched or due):
-                return True
-        return False
+                yield regex, matched
 
     # -- following the topic image -------------------------------------------------------
     def _snapshot(self) -> frozenset[str]:
